@@ -1,0 +1,40 @@
+"""The ``normlab`` command. Each subcommand lives in its own module, which provides
+``add_arguments(parser)`` and ``run(args) -> int``; this file only lists them."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help). Only subcommands that exist are listed.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("normlab.lab.demo", "compare every norm and backend on one tensor (a quick look)"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="normlab",
+        description="Normalization layers, fast kernels and a lab for Transformers.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module, help_) in SUBCOMMANDS.items():
+        p = sub.add_parser(
+            name, help=help_, description=help_,
+            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        )  # fmt: skip
+        mod = importlib.import_module(module)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args._run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

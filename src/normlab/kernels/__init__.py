@@ -1,0 +1,1 @@
+"""Kernel backends. Each ``*_ops`` module registers one backend with ``normlab.functional``."""

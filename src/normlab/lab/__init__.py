@@ -1,0 +1,1 @@
+"""The lab: studies, numerics, benchmarks and their reports."""

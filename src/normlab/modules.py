@@ -1,0 +1,321 @@
+"""Thin ``nn.Module`` wrappers: parameters plus one call to the functional op.
+
+Parameter names (``weight``/``bias``, BatchNorm's running buffers) match ``torch.nn`` so
+``state_dict``s load both ways.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from normlab import functional as F
+from normlab.reference import residual_add, stat_dtype
+
+_Shape = int | Sequence[int]
+
+
+def _as_shape(normalized_shape: _Shape) -> tuple[int, ...]:
+    if isinstance(normalized_shape, numbers.Integral):
+        normalized_shape = (int(normalized_shape),)
+    shape = tuple(int(n) for n in normalized_shape)
+    if not shape or any(n <= 0 for n in shape):
+        raise ValueError(f"normalized_shape must be positive sizes, got {normalized_shape}")
+    return shape
+
+
+class _LastDimsNorm(nn.Module):
+    """Shared plumbing: flatten the trailing ``normalized_shape`` dims into one of size N."""
+
+    def __init__(self, normalized_shape: _Shape):
+        super().__init__()
+        self.normalized_shape = _as_shape(normalized_shape)
+
+    def _flat(self, t: Tensor | None, name: str = "x") -> Tensor | None:
+        if t is None:
+            return None
+        k = len(self.normalized_shape)
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if tuple(t.shape[t.dim() - k :]) != self.normalized_shape or t.dim() < k:
+            raise ValueError(
+                f"{name} must end in normalized_shape {self.normalized_shape}, "
+                f"got shape {tuple(t.shape)}"
+            )
+        return t if k == 1 else t.flatten(-k)
+
+    def _call(self, op, x: Tensor, residual: Tensor | None, *params, **kw):
+        shape = x.shape if isinstance(x, Tensor) else None
+        flat = [None if p is None else p.reshape(-1) for p in params]
+        out = op(self._flat(x), *flat, residual=self._flat(residual, "residual"), **kw)
+        if len(self.normalized_shape) == 1:
+            return out
+        if isinstance(out, tuple):
+            return tuple(o.reshape(shape) for o in out)
+        return out.reshape(shape)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={getattr(self, 'eps', None)}"
+
+
+class RMSNorm(_LastDimsNorm):
+    """RMSNorm, a drop-in for ``torch.nn.RMSNorm`` with the cast orders of real models.
+
+    ``offset=1.0, casting="gemma"`` is Gemma's ``(1 + w)`` norm; the weight is then initialised
+    to ``1 - offset`` so the layer starts as the identity gain either way. ``eps=None`` means
+    ``torch.finfo(x.dtype).eps``, as in ``torch.nn.RMSNorm``.
+    """
+
+    def __init__(
+        self,
+        normalized_shape: _Shape,
+        eps: float | None = 1e-6,
+        elementwise_affine: bool = True,
+        *,
+        offset: float = 0.0,
+        casting: str = "llama",
+        eps_inside: bool = True,
+        backend: str = "auto",
+        device=None,
+        dtype=None,
+    ):
+        super().__init__(normalized_shape)
+        self.eps, self.offset, self.casting = eps, offset, casting
+        self.eps_inside, self.backend = eps_inside, backend
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = nn.Parameter(torch.empty(self.normalized_shape, device=device, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.weight is not None:
+            nn.init.constant_(self.weight, 1.0 - self.offset)
+
+    def forward(self, x: Tensor, residual: Tensor | None = None):
+        eps = torch.finfo(x.dtype).eps if self.eps is None else self.eps
+        return self._call(
+            F.rms_norm, x, residual, self.weight, eps=eps, offset=self.offset,
+            casting=self.casting, eps_inside=self.eps_inside, backend=self.backend,
+        )  # fmt: skip
+
+    def extra_repr(self) -> str:
+        return (
+            f"{super().extra_repr()}, elementwise_affine={self.elementwise_affine}, "
+            f"offset={self.offset}, casting={self.casting!r}, eps_inside={self.eps_inside}"
+        )
+
+
+class LayerNorm(_LastDimsNorm):
+    """LayerNorm, a drop-in for ``torch.nn.LayerNorm`` (same arguments, same parameters)."""
+
+    def __init__(
+        self,
+        normalized_shape: _Shape,
+        eps: float = 1e-5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+        *,
+        backend: str = "auto",
+        device=None,
+        dtype=None,
+    ):
+        super().__init__(normalized_shape)
+        self.eps, self.backend = eps, backend
+        self.elementwise_affine = elementwise_affine
+        kw = {"device": device, "dtype": dtype}
+        if elementwise_affine:
+            self.weight = nn.Parameter(torch.empty(self.normalized_shape, **kw))
+            has_bias = bias
+        else:
+            self.register_parameter("weight", None)
+            has_bias = False
+        if has_bias:
+            self.bias = nn.Parameter(torch.empty(self.normalized_shape, **kw))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.weight is not None:
+            nn.init.ones_(self.weight)
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
+
+    def forward(self, x: Tensor, residual: Tensor | None = None):
+        return self._call(
+            F.layer_norm, x, residual, self.weight, self.bias, eps=self.eps, backend=self.backend
+        )
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, elementwise_affine={self.elementwise_affine}"
+
+
+class DyT(_LastDimsNorm):
+    """Dynamic Tanh (Zhu et al. 2025): ``y = weight * tanh(alpha * x) + bias``, no statistics.
+
+    ``alpha`` is one learnable scalar; the math runs in FP32 and rounds once to ``x.dtype``.
+    """
+
+    def __init__(self, normalized_shape: _Shape, alpha_init: float = 0.5, *, device=None, dtype=None):
+        super().__init__(normalized_shape)
+        self.alpha_init = alpha_init
+        kw = {"device": device, "dtype": dtype}
+        self.alpha = nn.Parameter(torch.empty(1, **kw))
+        self.weight = nn.Parameter(torch.empty(self.normalized_shape, **kw))
+        self.bias = nn.Parameter(torch.empty(self.normalized_shape, **kw))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.constant_(self.alpha, self.alpha_init)
+        nn.init.ones_(self.weight)
+        nn.init.zeros_(self.bias)
+
+    def forward(self, x: Tensor, residual: Tensor | None = None):
+        return self._call(_dyt, x, residual, self.alpha, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, alpha_init={self.alpha_init}"
+
+
+class ScaleNorm(_LastDimsNorm):
+    """ScaleNorm (Nguyen & Salazar 2019): ``y = g * x / max(||x||, eps)``, one learnable scalar
+    ``g`` (stored as ``weight``) initialised to ``sqrt(N)``. The norm is taken in FP32."""
+
+    def __init__(self, normalized_shape: _Shape, eps: float = 1e-5, *, device=None, dtype=None):
+        super().__init__(normalized_shape)
+        self.eps = eps
+        self.weight = nn.Parameter(torch.empty(1, device=device, dtype=dtype))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.constant_(self.weight, math.sqrt(math.prod(self.normalized_shape)))
+
+    def forward(self, x: Tensor, residual: Tensor | None = None):
+        return self._call(_scale_norm, x, residual, self.weight, eps=self.eps)
+
+
+def _with_residual(fn):
+    """Give an elementwise norm the ``residual=`` convention of the functional ops."""
+
+    def wrapped(x: Tensor, *params: Tensor, residual: Tensor | None = None, **kw):
+        F._check_x(x)
+        if residual is None:
+            return fn(x, *params, **kw)
+        F._check_tensor("residual", residual, x, tuple(x.shape))
+        h = residual_add(x, residual)
+        return fn(h, *params, **kw), h
+
+    return wrapped
+
+
+@_with_residual
+def _dyt(x: Tensor, alpha: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+    s = stat_dtype(x.dtype)
+    y = torch.tanh(alpha.to(s) * x.to(s)) * weight.to(s) + bias.to(s)
+    return y.to(x.dtype)
+
+
+@_with_residual
+def _scale_norm(x: Tensor, g: Tensor, *, eps: float) -> Tensor:
+    xs = x.to(stat_dtype(x.dtype))
+    norm = torch.linalg.vector_norm(xs, dim=-1, keepdim=True).clamp_min(eps)
+    return (xs * (g.to(xs.dtype) / norm)).to(x.dtype)
+
+
+class BatchNorm(nn.Module):
+    """BatchNorm over the tokens of ``(B, T, C)`` (or any ``(..., C)``) tensors.
+
+    In ``train()`` each channel is normalized with the mean and (biased) variance of the batch's
+    tokens, and the running statistics are updated (unbiased variance, as ``torch.nn``); in
+    ``eval()`` the running statistics are used. ``mask`` (shape ``x.shape[:-1]``, ``True`` for real
+    tokens) keeps padding out of the statistics. Buffers and parameters are named as in
+    ``torch.nn.BatchNorm1d``, so their ``state_dict``s are interchangeable.
+    """
+
+    def __init__(
+        self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, *,
+        device=None, dtype=None,
+    ):  # fmt: skip
+        super().__init__()
+        if num_features <= 0:
+            raise ValueError(f"num_features must be positive, got {num_features}")
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        kw = {"device": device, "dtype": dtype}
+        self.weight = nn.Parameter(torch.ones(num_features, **kw))
+        self.bias = nn.Parameter(torch.zeros(num_features, **kw))
+        self.register_buffer("running_mean", torch.zeros(num_features, **kw))
+        self.register_buffer("running_var", torch.ones(num_features, **kw))
+        self.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long, device=device))
+
+    def reset_running_stats(self) -> None:
+        self.running_mean.zero_()
+        self.running_var.fill_(1)
+        self.num_batches_tracked.zero_()
+
+    def forward(self, x: Tensor, residual: Tensor | None = None, *, mask: Tensor | None = None):
+        F._check_x(x)
+        if x.shape[-1] != self.num_features:
+            raise ValueError(f"x must end in num_features={self.num_features}, got {tuple(x.shape)}")
+        if mask is not None:
+            if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
+                raise TypeError("mask must be a bool tensor (True marks real tokens)")
+            if tuple(mask.shape) != tuple(x.shape[:-1]):
+                raise ValueError(f"mask must have shape {tuple(x.shape[:-1])}, got {tuple(mask.shape)}")
+        if residual is not None:
+            F._check_tensor("residual", residual, x, tuple(x.shape))
+            h = residual_add(x, residual)
+            return self._normalize(h, mask), h
+        return self._normalize(x, mask)
+
+    def _normalize(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        s = stat_dtype(x.dtype)
+        xs = x.to(s).reshape(-1, self.num_features)  # (tokens, C)
+        if self.training:
+            mean, var = self._batch_stats(xs, None if mask is None else mask.reshape(-1))
+        else:
+            mean, var = self.running_mean.to(s), self.running_var.to(s)
+        y = (xs - mean) * torch.rsqrt(var + self.eps) * self.weight.to(s) + self.bias.to(s)
+        return y.to(x.dtype).reshape(x.shape)
+
+    def _batch_stats(self, xs: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+        # Sums are taken around the running mean (identical on every rank) so E[x²] - E[x]²
+        # does not cancel when |mean| >> std; the three sums are all that a rank would share.
+        shift = self.running_mean.detach().to(xs.dtype)
+        d = xs - shift
+        if mask is not None:
+            d = d * mask.to(d.dtype).unsqueeze(-1)
+            count = mask.sum().to(xs.dtype)
+        else:
+            count = torch.tensor(float(xs.shape[0]), dtype=xs.dtype, device=xs.device)
+        sums = self._reduce_stats(torch.cat([d.sum(0), d.pow(2).sum(0), count.reshape(1)]))
+        s1, s2, count = sums[: self.num_features], sums[self.num_features : -1], sums[-1]
+        if not torch.compiler.is_compiling() and count.item() < 2:
+            raise ValueError(
+                f"BatchNorm needs at least 2 unmasked tokens in training mode, got {int(count)}"
+            )
+        dmean = s1 / count
+        var = (s2 / count - dmean.pow(2)).clamp_min(0)
+        mean = dmean + shift
+        self._update_running(mean.detach(), var.detach(), count.detach())
+        return mean, var
+
+    def _reduce_stats(self, sums: Tensor) -> Tensor:
+        """Hook for synchronizing ``[sum, sum of squares, count]`` across ranks."""
+        return sums
+
+    @torch.no_grad()
+    def _update_running(self, mean: Tensor, var: Tensor, count: Tensor) -> None:
+        self.num_batches_tracked += 1
+        m = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
+        unbiased = var * count / (count - 1)
+        self.running_mean.lerp_(mean.to(self.running_mean.dtype), m)
+        self.running_var.lerp_(unbiased.to(self.running_var.dtype), m)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"
