@@ -233,4 +233,3 @@ def _everywhere(device: torch.device) -> bool:
 
 register_backend(Backend("reference", reference.rms_norm, reference.layer_norm, _everywhere))
 register_backend(Backend("torch", _torch_rms_norm, _torch_layer_norm, _everywhere))
-

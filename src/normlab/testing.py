@@ -39,7 +39,9 @@ def assert_kernel_close(actual: Tensor, expected: Tensor, truth: Tensor, name: s
             f"expected {expected.dtype} {tuple(expected.shape)}"
         )
     tol = TOLERANCES[actual.dtype]
-    torch.testing.assert_close(actual, expected, **tol, equal_nan=True, msg=lambda m: f"{name}: {m}")
+    torch.testing.assert_close(
+        actual, expected, **tol, equal_nan=True, msg=lambda m: f"{name}: {m}"
+    )
     k_err, e_err = max_abs_error(actual, truth), max_abs_error(expected, truth)
     if not k_err <= 2 * e_err + tol["atol"]:
         raise AssertionError(

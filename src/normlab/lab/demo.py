@@ -44,6 +44,6 @@ def run(args: argparse.Namespace) -> int:
     for op, call in calls.items():
         for be in F.available_backends():
             err = (call(be).double() - truth[op]).abs().max().item()
-            ms = 1e3 * _time(lambda be=be: call(be))
+            ms = 1e3 * _time(lambda be=be, call=call: call(be))
             print(f"{op:<11} {be:<10} {err:>12.3e} {ms:>8.2f}")
     return 0

@@ -1,0 +1,330 @@
+"""Autograd and ``torch.library`` registration for kernel backends, written once for all of them.
+
+A backend (Numba, Triton, ...) supplies four *host launchers*; :func:`make_kernel_ops` turns them
+into the two functions a :class:`normlab.functional.Backend` needs, with gradients, and registers
+``normlab::<name>_rms_norm_fwd`` / ``_rms_norm_bwd`` / ``_layer_norm_fwd`` / ``_layer_norm_bwd``
+as ``torch.library.custom_op`` s (with ``register_fake`` and ``register_autograd``) so that
+``torch.compile(fullgraph=True)`` traces through them.
+
+Launcher contract (what a backend implements; ``M >= 1`` rows of ``N`` elements)
+------------------------------------------------------------------------------
+Every 2-D argument is ``(M, N)`` with ``stride(-1) == 1`` (any row stride, even 0) or ``N == 1``;
+dtypes are float32, bfloat16 or float16 (float64 never reaches a launcher). ``weight``/``bias``
+are ``(N,)`` contiguous, in the input dtype or float32, or ``None``. Launchers allocate and return
+new contiguous tensors and never write to their inputs.
+
+``rms_fwd(x, weight, residual, eps, offset, casting, eps_inside, out_dtype) -> (y, h, rstd)``
+    ``h = x + residual`` rounded to ``residual.dtype`` (``None`` when ``residual is None``; the
+    kernel then normalizes ``x``); ``y`` as :func:`normlab.reference.rms_norm` in ``out_dtype``
+    (the caller computes it: ``promote(weight, h)`` for casting llama/none with a weight, else
+    ``h.dtype``); ``rstd`` ``(M,)`` float32, ``1/sqrt(ms + eps)`` or ``1/(sqrt(ms) + eps)``.
+    The gain is ``offset + weight`` (computed in float32 by the kernel).
+``rms_bwd(dy, dh, h, weight, rstd, eps, offset, casting, eps_inside) -> (dh_total, dweight)``
+    ``h`` is the normalized input (``x`` when there was no residual), ``dy`` the gradient of
+    ``y`` (``out_dtype``), ``dh`` the gradient of the returned ``h`` or ``None``.
+    ``dh_total = dh + d(y)/d(h)^T dy`` in ``h.dtype``; ``dweight`` ``(N,)`` float32 (``None``
+    without weight), reduced deterministically (no atomics).
+``ln_fwd(x, weight, bias, residual, eps) -> (y, h, mean, rstd)``
+    as above with ``y`` in ``h.dtype``; ``mean``/``rstd`` ``(M,)`` float32.
+``ln_bwd(dy, dh, h, weight, mean, rstd, has_bias) -> (dh_total, dweight, dbias)``
+    ``dweight``/``dbias`` float32 ``(N,)`` or ``None`` (without weight / ``not has_bias``).
+
+Everything else (flattening ``(..., N)`` to rows, 0 rows, casting gradients to the dtypes of
+``x``/``residual``/``weight``, choosing the call path) is done here.
+
+Call paths, chosen per call because the custom-op dispatcher costs ~60 us and an
+``autograd.Function`` ~30 us on a small CPU (docs: /work/shared/calibration.md):
+
+- under ``torch.compile``: the custom ops (traceable, with fake kernels);
+- eager, no gradient needed: the launcher directly;
+- eager with gradients: a lean ``torch.autograd.Function`` around the same launchers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+__all__ = ["KernelOps", "Launchers", "make_kernel_ops", "rms_out_dtype"]
+
+
+@dataclass(frozen=True)
+class Launchers:
+    """A backend's four host launchers (signatures in the module docstring)."""
+
+    rms_fwd: Callable[..., tuple[Tensor, Tensor | None, Tensor]]
+    rms_bwd: Callable[..., tuple[Tensor, Tensor | None]]
+    ln_fwd: Callable[..., tuple[Tensor, Tensor | None, Tensor, Tensor]]
+    ln_bwd: Callable[..., tuple[Tensor, Tensor | None, Tensor | None]]
+
+
+@dataclass(frozen=True)
+class KernelOps:
+    """The Backend-contract functions built from one backend's launchers."""
+
+    rms_norm: Callable[..., Tensor | tuple[Tensor, Tensor]]
+    layer_norm: Callable[..., Tensor | tuple[Tensor, Tensor]]
+
+
+def rms_out_dtype(h_dtype: torch.dtype, weight: Tensor | None, casting: str) -> torch.dtype:
+    """``y``'s dtype in the reference: ``(offset + w) * xhat`` promotes unless casting is gemma."""
+    if weight is None or casting == "gemma":
+        return h_dtype
+    return torch.promote_types(weight.dtype, h_dtype)
+
+
+def _rows(t: Tensor | None) -> Tensor | None:
+    """``(..., N) -> (M, N)`` with unit element stride, a view whenever the strides allow it."""
+    if t is None:
+        return None
+    t2 = t.reshape(-1, t.shape[-1])
+    if t2.stride(-1) != 1 and t2.shape[-1] != 1:
+        t2 = t2.contiguous()
+    return t2
+
+
+def _vec(t: Tensor | None) -> Tensor | None:
+    return None if t is None else t.contiguous()
+
+
+def _needs_grad(*ts: Tensor | None) -> bool:
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in ts)
+
+
+def _grad_to(g: Tensor | None, like: Tensor | None) -> Tensor | None:
+    if g is None or like is None:
+        return None
+    return g if g.dtype == like.dtype else g.to(like.dtype)
+
+
+def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
+    """Register ``normlab::<name>_*`` custom ops for ``launch`` and return the Backend functions.
+
+    Call once per backend, at import of its ``*_ops`` module.
+    """
+    lib = "normlab"
+
+    # ---- shape plumbing shared by all paths ------------------------------------------------
+
+    def rms_fwd_nd(x, weight, residual, eps, offset, casting, eps_inside):
+        shape, n = x.shape, x.shape[-1]
+        h_dtype = x.dtype if residual is None else residual.dtype
+        out_dtype = rms_out_dtype(h_dtype, weight, casting)
+        m = x.numel() // n
+        if m == 0:
+            h = None if residual is None else torch.empty(shape, dtype=h_dtype)
+            return torch.empty(shape, dtype=out_dtype), h, torch.empty(0)
+        y, h, rstd = launch.rms_fwd(
+            _rows(x), _vec(weight), _rows(residual), eps, offset, casting, eps_inside, out_dtype
+        )
+        return y.view(shape), None if h is None else h.view(shape), rstd
+
+    def rms_bwd_nd(dy, dh, hsaved, weight, rstd, eps, offset, casting, eps_inside):
+        n = hsaved.shape[-1]
+        if hsaved.numel() == 0:
+            dw = None if weight is None else torch.zeros(n, dtype=torch.float32)
+            return torch.zeros_like(hsaved), dw
+        dht, dw = launch.rms_bwd(
+            _rows(dy), _rows(dh), _rows(hsaved), _vec(weight), rstd, eps, offset, casting,
+            eps_inside,
+        )  # fmt: skip
+        return dht.view(hsaved.shape), dw
+
+    def ln_fwd_nd(x, weight, bias, residual, eps):
+        shape, n = x.shape, x.shape[-1]
+        h_dtype = x.dtype if residual is None else residual.dtype
+        if x.numel() // n == 0:
+            h = None if residual is None else torch.empty(shape, dtype=h_dtype)
+            return torch.empty(shape, dtype=h_dtype), h, torch.empty(0), torch.empty(0)
+        y, h, mean, rstd = launch.ln_fwd(_rows(x), _vec(weight), _vec(bias), _rows(residual), eps)
+        return y.view(shape), None if h is None else h.view(shape), mean, rstd
+
+    def ln_bwd_nd(dy, dh, hsaved, weight, mean, rstd, has_bias):
+        n = hsaved.shape[-1]
+        if hsaved.numel() == 0:
+            z = torch.zeros(n, dtype=torch.float32)
+            return torch.zeros_like(hsaved), None if weight is None else z, z if has_bias else None
+        dht, dw, db = launch.ln_bwd(
+            _rows(dy), _rows(dh), _rows(hsaved), _vec(weight), mean, rstd, has_bias
+        )
+        return dht.view(hsaved.shape), dw, db
+
+    # ---- eager autograd: a lean Function around the launchers ------------------------------
+
+    class RMSNormFn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, weight, residual, eps, offset, casting, eps_inside):
+            y, h, rstd = rms_fwd_nd(x, weight, residual, eps, offset, casting, eps_inside)
+            ctx.save_for_backward(x if h is None else h, weight, rstd)
+            ctx.args = (eps, offset, casting, eps_inside)
+            ctx.dtypes = (x.dtype, None if residual is None else residual.dtype)
+            if h is None:
+                return y
+            return y, h
+
+        @staticmethod
+        def backward(ctx, dy, dh=None):
+            hsaved, weight, rstd = ctx.saved_tensors
+            dht, dw = rms_bwd_nd(dy, dh, hsaved, weight, rstd, *ctx.args)
+            x_dtype, r_dtype = ctx.dtypes
+            dx = dht if dht.dtype == x_dtype else dht.to(x_dtype)
+            dr = None if r_dtype is None else dht
+            return dx, _grad_to(dw, weight), dr, None, None, None, None
+
+    class LayerNormFn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, weight, bias, residual, eps):
+            y, h, mean, rstd = ln_fwd_nd(x, weight, bias, residual, eps)
+            ctx.save_for_backward(x if h is None else h, weight, mean, rstd)
+            ctx.has_bias = bias is not None
+            ctx.dtypes = (x.dtype, None if residual is None else residual.dtype)
+            ctx.bias_dtype = None if bias is None else bias.dtype
+            if h is None:
+                return y
+            return y, h
+
+        @staticmethod
+        def backward(ctx, dy, dh=None):
+            hsaved, weight, mean, rstd = ctx.saved_tensors
+            dht, dw, db = ln_bwd_nd(dy, dh, hsaved, weight, mean, rstd, ctx.has_bias)
+            x_dtype, r_dtype = ctx.dtypes
+            dx = dht if dht.dtype == x_dtype else dht.to(x_dtype)
+            dr = None if r_dtype is None else dht
+            db = None if db is None else db.to(ctx.bias_dtype)
+            return dx, _grad_to(dw, weight), db, dr, None
+
+    # ---- torch.library custom ops: the path torch.compile sees -----------------------------
+    # Custom ops cannot return None or alias an input, so a missing h is an empty tensor.
+
+    def _empty_if_none(t: Tensor | None, like: Tensor) -> Tensor:
+        return like.new_empty(0) if t is None else t
+
+    rms_fwd_op = torch.library.custom_op(
+        f"{lib}::{name}_rms_norm_fwd", mutates_args=(),
+        schema="(Tensor x, Tensor? weight, Tensor? residual, float eps, float offset, str casting, "
+        "bool eps_inside) -> (Tensor, Tensor, Tensor)",
+    )(lambda x, weight, residual, eps, offset, casting, eps_inside: _rms_fwd_impl(
+        x, weight, residual, eps, offset, casting, eps_inside))  # fmt: skip
+
+    def _rms_fwd_impl(x, weight, residual, eps, offset, casting, eps_inside):
+        y, h, rstd = rms_fwd_nd(x, weight, residual, eps, offset, casting, eps_inside)
+        return y, _empty_if_none(h, x), rstd
+
+    @rms_fwd_op.register_fake
+    def _(x, weight, residual, eps, offset, casting, eps_inside):
+        h_dtype = x.dtype if residual is None else residual.dtype
+        y = x.new_empty(x.shape, dtype=rms_out_dtype(h_dtype, weight, casting))
+        h = x.new_empty(0) if residual is None else x.new_empty(x.shape, dtype=h_dtype)
+        m = x.numel() // x.shape[-1]
+        return y, h, x.new_empty(m, dtype=torch.float32)
+
+    rms_bwd_op = torch.library.custom_op(
+        f"{lib}::{name}_rms_norm_bwd", mutates_args=(),
+        schema="(Tensor dy, Tensor? dh, Tensor h, Tensor? weight, Tensor rstd, float eps, "
+        "float offset, str casting, bool eps_inside) -> (Tensor, Tensor)",
+    )(lambda *a: _rms_bwd_impl(*a))  # fmt: skip
+
+    def _rms_bwd_impl(dy, dh, hsaved, weight, rstd, eps, offset, casting, eps_inside):
+        dht, dw = rms_bwd_nd(dy, dh, hsaved, weight, rstd, eps, offset, casting, eps_inside)
+        return dht, _empty_if_none(dw, rstd)
+
+    @rms_bwd_op.register_fake
+    def _(dy, dh, hsaved, weight, rstd, eps, offset, casting, eps_inside):
+        n = 0 if weight is None else hsaved.shape[-1]
+        return hsaved.new_empty(hsaved.shape), hsaved.new_empty(n, dtype=torch.float32)
+
+    def _rms_setup(ctx, inputs, output):
+        x, weight, residual, eps, offset, casting, eps_inside = inputs
+        _, h, rstd = output
+        ctx.save_for_backward(x if residual is None else h, weight, rstd)
+        ctx.args = (eps, offset, casting, eps_inside)
+        ctx.dtypes = (x.dtype, None if residual is None else residual.dtype)
+
+    def _rms_backward(ctx, dy, dh, _drstd):
+        hsaved, weight, rstd = ctx.saved_tensors
+        dh = None if ctx.dtypes[1] is None else dh
+        dht, dw = rms_bwd_op(dy, dh, hsaved, weight, rstd, *ctx.args)
+        dx = dht.to(ctx.dtypes[0])
+        dw = None if weight is None else dw.to(weight.dtype)
+        return dx, dw, None if ctx.dtypes[1] is None else dht, None, None, None, None
+
+    rms_fwd_op.register_autograd(_rms_backward, setup_context=_rms_setup)
+
+    ln_fwd_op = torch.library.custom_op(
+        f"{lib}::{name}_layer_norm_fwd", mutates_args=(),
+        schema="(Tensor x, Tensor? weight, Tensor? bias, Tensor? residual, float eps) "
+        "-> (Tensor, Tensor, Tensor, Tensor)",
+    )(lambda *a: _ln_fwd_impl(*a))  # fmt: skip
+
+    def _ln_fwd_impl(x, weight, bias, residual, eps):
+        y, h, mean, rstd = ln_fwd_nd(x, weight, bias, residual, eps)
+        return y, _empty_if_none(h, x), mean, rstd
+
+    @ln_fwd_op.register_fake
+    def _(x, weight, bias, residual, eps):
+        h_dtype = x.dtype if residual is None else residual.dtype
+        h = x.new_empty(0) if residual is None else x.new_empty(x.shape, dtype=h_dtype)
+        m = x.numel() // x.shape[-1]
+        stat = x.new_empty(m, dtype=torch.float32)
+        return x.new_empty(x.shape, dtype=h_dtype), h, stat, stat.new_empty(m)
+
+    ln_bwd_op = torch.library.custom_op(
+        f"{lib}::{name}_layer_norm_bwd", mutates_args=(),
+        schema="(Tensor dy, Tensor? dh, Tensor h, Tensor? weight, Tensor mean, Tensor rstd, "
+        "bool has_bias) -> (Tensor, Tensor, Tensor)",
+    )(lambda *a: _ln_bwd_impl(*a))  # fmt: skip
+
+    def _ln_bwd_impl(dy, dh, hsaved, weight, mean, rstd, has_bias):
+        dht, dw, db = ln_bwd_nd(dy, dh, hsaved, weight, mean, rstd, has_bias)
+        return dht, _empty_if_none(dw, rstd), _empty_if_none(db, rstd)
+
+    @ln_bwd_op.register_fake
+    def _(dy, dh, hsaved, weight, mean, rstd, has_bias):
+        n = hsaved.shape[-1]
+        f32 = torch.float32
+        dw = hsaved.new_empty(0 if weight is None else n, dtype=f32)
+        return hsaved.new_empty(hsaved.shape), dw, hsaved.new_empty(n if has_bias else 0, dtype=f32)
+
+    def _ln_setup(ctx, inputs, output):
+        x, weight, bias, residual, eps = inputs
+        _, h, mean, rstd = output
+        ctx.save_for_backward(x if residual is None else h, weight, mean, rstd)
+        ctx.dtypes = (x.dtype, None if residual is None else residual.dtype)
+        ctx.bias_dtype = None if bias is None else bias.dtype
+
+    def _ln_backward(ctx, dy, dh, _dmean, _drstd):
+        hsaved, weight, mean, rstd = ctx.saved_tensors
+        has_bias = ctx.bias_dtype is not None
+        dh = None if ctx.dtypes[1] is None else dh
+        dht, dw, db = ln_bwd_op(dy, dh, hsaved, weight, mean, rstd, has_bias)
+        dx = dht.to(ctx.dtypes[0])
+        dw = None if weight is None else dw.to(weight.dtype)
+        db = db.to(ctx.bias_dtype) if has_bias else None
+        return dx, dw, db, None if ctx.dtypes[1] is None else dht, None
+
+    ln_fwd_op.register_autograd(_ln_backward, setup_context=_ln_setup)
+
+    # ---- the Backend-contract functions -----------------------------------------------------
+
+    def rms_norm(x, weight, eps, *, residual, offset, casting, eps_inside):
+        if torch.compiler.is_compiling():
+            y, h, _ = rms_fwd_op(x, weight, residual, eps, offset, casting, eps_inside)
+            return y if residual is None else (y, h)
+        if _needs_grad(x, weight, residual):
+            return RMSNormFn.apply(x, weight, residual, eps, offset, casting, eps_inside)
+        y, h, _ = rms_fwd_nd(x, weight, residual, eps, offset, casting, eps_inside)
+        return y if residual is None else (y, h)
+
+    def layer_norm(x, weight, bias, eps, *, residual):
+        if torch.compiler.is_compiling():
+            y, h, _, _ = ln_fwd_op(x, weight, bias, residual, eps)
+            return y if residual is None else (y, h)
+        if _needs_grad(x, weight, bias, residual):
+            return LayerNormFn.apply(x, weight, bias, residual, eps)
+        y, h, _, _ = ln_fwd_nd(x, weight, bias, residual, eps)
+        return y if residual is None else (y, h)
+
+    return KernelOps(rms_norm=rms_norm, layer_norm=layer_norm)

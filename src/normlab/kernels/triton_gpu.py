@@ -1,0 +1,308 @@
+"""Triton kernels for RMSNorm and LayerNorm: one forward kernel, one backward kernel.
+
+Both kernels take a ``(M, N)`` view whose rows have unit column stride and serve both norms
+(``IS_RMS``), the fused residual add, every RMSNorm cast order and ``eps`` placement. A program
+owns ``BLOCK_M`` rows; when a row fits in registers (``LOOPED=False``) it is read once, otherwise
+the row is streamed in ``BLOCK_N`` chunks (statistics pass, then output pass). Statistics are
+always FP32.
+
+The host side (block sizes, grids, partial-sum reduction) lives in
+:mod:`normlab.kernels.triton_launch`.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+# Cast orders, as compile-time integers (see normlab.reference.rms_norm); kernels may only read
+# globals that are constexpr.
+CASTING_CODES = {"llama": 0, "gemma": 1, "none": 2}
+GEMMA = tl.constexpr(CASTING_CODES["gemma"])
+NONE = tl.constexpr(CASTING_CODES["none"])
+
+
+@triton.jit
+def _round(v, dt: tl.constexpr):
+    """Round an FP32 value to ``dt`` and back: where the reference stores an intermediate."""
+    return v.to(dt).to(tl.float32)
+
+
+@triton.jit
+def _rms_rstd(sumsq, N, eps, EPS_INSIDE: tl.constexpr, CASTING: tl.constexpr, hdt: tl.constexpr):
+    """rstd = 1/sqrt(ms + eps) or 1/(sqrt(ms) + eps), ms = sumsq/N; casting "none" rounds each
+    step to the input dtype as the naive eager code does."""
+    ms = sumsq / N
+    if CASTING == NONE:
+        ms = _round(ms, hdt)
+        if EPS_INSIDE:
+            rstd = _round(1.0 / tl.sqrt(_round(ms + eps, hdt)), hdt)
+        else:
+            rstd = _round(1.0 / _round(_round(tl.sqrt(ms), hdt) + eps, hdt), hdt)
+    else:
+        if EPS_INSIDE:
+            rstd = 1.0 / tl.sqrt(ms + eps)
+        else:
+            rstd = 1.0 / (tl.sqrt(ms) + eps)
+    return rstd
+
+
+@triton.jit
+def _load_h(X, R, H, rows, cols, mask, stride_x, stride_r, stride_h, HAS_RES: tl.constexpr):
+    """The normalized input as FP32: ``x``, or ``h = x + r`` rounded to ``h``'s dtype and
+    written once (the statistics must see the same rounded ``h`` the caller gets back)."""
+    x = tl.load(X + rows * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
+    if HAS_RES:
+        r = tl.load(R + rows * stride_r + cols, mask=mask, other=0.0).to(tl.float32)
+        hv = (x + r).to(H.dtype.element_ty)
+        tl.store(H + rows * stride_h + cols, hv, mask=mask)
+        x = hv.to(tl.float32)
+    return x
+
+
+@triton.jit
+def _gain(W, cols, cmask, offset, CASTING: tl.constexpr):
+    """``offset + w`` as FP32; llama/none add in the weight's dtype like ``offset + weight``."""
+    w = tl.load(W + cols, mask=cmask, other=0.0).to(tl.float32)
+    g = offset + w
+    if CASTING != GEMMA:
+        g = _round(g, W.dtype.element_ty)
+    return g
+
+
+@triton.jit
+def _normalize(h, mean, rstd, cmask, IS_RMS: tl.constexpr, CASTING: tl.constexpr, hdt: tl.constexpr):
+    """xhat = (h - mean) * rstd (LayerNorm) or h * rstd, rounded to the input dtype where the
+    llama/none cast orders store it; zero outside the row."""
+    if IS_RMS:
+        xhat = h * rstd[:, None]
+        if CASTING != GEMMA:
+            xhat = _round(xhat, hdt)
+    else:
+        xhat = (h - mean[:, None]) * rstd[:, None]
+    return tl.where(cmask, xhat, 0.0)
+
+
+@triton.jit
+def _norm_fwd_kernel(
+    X, R, H, W, B, Y, MEAN, RSTD,  # H is X when there is no residual: its dtype is h's
+    stride_x, stride_r, stride_h, stride_y,
+    M, N, eps, offset,
+    IS_RMS: tl.constexpr, HAS_RES: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+    CASTING: tl.constexpr, EPS_INSIDE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOPED: tl.constexpr,
+):  # fmt: skip
+    """Forward of both norms over rows ``[pid*BLOCK_M, (pid+1)*BLOCK_M)``.
+
+    h = x + r;  RMS: rstd = 1/sqrt(mean(h^2) + eps), y = (offset + w) * h * rstd;
+    LN: mu = mean(h), rstd = 1/sqrt(mean((h - mu)^2) + eps), y = (h - mu) * rstd * w + b.
+    Writes y (and h with a residual) and the FP32 per-row mean/rstd the backward reuses.
+    """
+    hdt: tl.constexpr = H.dtype.element_ty
+    rows1 = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)  # (BM,)
+    row_ok = rows1 < M
+    rows = rows1.to(tl.int64)[:, None]  # (BM, 1), int64: M * stride may exceed 2^31
+    offs = tl.arange(0, BLOCK_N)[None, :]  # (1, BN)
+    if not LOOPED:
+        cmask = offs < N
+        mask = row_ok[:, None] & cmask
+        h = _load_h(X, R, H, rows, offs, mask, stride_x, stride_r, stride_h, HAS_RES)
+        if IS_RMS:
+            sq = h * h
+            if CASTING == NONE:
+                sq = _round(sq, hdt)
+            mean = tl.zeros((BLOCK_M,), tl.float32)
+            rstd = _rms_rstd(tl.sum(sq, axis=1), N, eps, EPS_INSIDE, CASTING, hdt)
+        else:
+            # Two-pass variance over registers: a large mean cannot cancel it away.
+            mean = tl.sum(h, axis=1) / N
+            xc = tl.where(cmask, h - mean[:, None], 0.0)
+            rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=1) / N + eps)
+        _store_y(h, mean, rstd, W, B, Y, rows, offs, cmask, mask, stride_y, offset,
+                 IS_RMS, HAS_W, HAS_B, CASTING, hdt)  # fmt: skip
+    else:
+        # Pass 1: statistics, chunk by chunk (writing h once). LayerNorm merges per-chunk
+        # (count, mean, M2) with Chan's formula, which keeps the two-pass accuracy.
+        acc = tl.zeros((BLOCK_M,), tl.float32)
+        mean = tl.zeros((BLOCK_M,), tl.float32)
+        for start in range(0, N, BLOCK_N):
+            cols = start + offs
+            cmask = cols < N
+            mask = row_ok[:, None] & cmask
+            h = _load_h(X, R, H, rows, cols, mask, stride_x, stride_r, stride_h, HAS_RES)
+            if IS_RMS:
+                sq = h * h
+                if CASTING == NONE:
+                    sq = _round(sq, hdt)
+                acc += tl.sum(sq, axis=1)
+            else:
+                cnt = tl.minimum(N - start, BLOCK_N).to(tl.float32)
+                cmean = tl.sum(h, axis=1) / cnt
+                xc = tl.where(cmask, h - cmean[:, None], 0.0)
+                delta = cmean - mean
+                tot = start + cnt
+                mean += delta * (cnt / tot)
+                acc += tl.sum(xc * xc, axis=1) + delta * delta * (start * cnt / tot)
+        if IS_RMS:
+            rstd = _rms_rstd(acc, N, eps, EPS_INSIDE, CASTING, hdt)
+        else:
+            rstd = 1.0 / tl.sqrt(acc / N + eps)
+        # Pass 2: normalize; h is re-read from where pass 1 put it (L2-resident for one row).
+        for start in range(0, N, BLOCK_N):
+            cols = start + offs
+            cmask = cols < N
+            mask = row_ok[:, None] & cmask
+            if HAS_RES:
+                h = tl.load(H + rows * stride_h + cols, mask=mask, other=0.0).to(tl.float32)
+            else:
+                h = tl.load(X + rows * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
+            _store_y(h, mean, rstd, W, B, Y, rows, cols, cmask, mask, stride_y, offset,
+                     IS_RMS, HAS_W, HAS_B, CASTING, hdt)  # fmt: skip
+    tl.store(MEAN + rows1, mean, mask=row_ok)
+    tl.store(RSTD + rows1, rstd, mask=row_ok)
+
+
+@triton.jit
+def _store_y(
+    h, mean, rstd, W, B, Y, rows, cols, cmask, mask, stride_y, offset,
+    IS_RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, CASTING: tl.constexpr,
+    hdt: tl.constexpr,
+):  # fmt: skip
+    """y from h and the row statistics, in the cast order of ``CASTING``."""
+    xhat = _normalize(h, mean, rstd, cmask, IS_RMS, CASTING, hdt)
+    if HAS_W:
+        if IS_RMS:
+            y = _gain(W, cols, cmask, offset, CASTING) * xhat
+        else:
+            y = xhat * tl.load(W + cols, mask=cmask, other=0.0).to(tl.float32)
+    else:
+        y = xhat
+    if HAS_B:
+        y += tl.load(B + cols, mask=cmask, other=0.0).to(tl.float32)
+    tl.store(Y + rows * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _dh_terms(
+    H, W, DY, rows, cols, cmask, mask, mean, rstd, stride_h, stride_dy, offset,
+    IS_RMS: tl.constexpr, HAS_W: tl.constexpr, CASTING: tl.constexpr,
+):  # fmt: skip
+    """Per-element pieces of the backward: (h, dy, xhat, dxhat = dy * gain)."""
+    h = tl.load(H + rows * stride_h + cols, mask=mask, other=0.0).to(tl.float32)
+    dy = tl.load(DY + rows * stride_dy + cols, mask=mask, other=0.0).to(tl.float32)
+    xhat = _normalize(h, mean, rstd, cmask, IS_RMS, CASTING, H.dtype.element_ty)
+    if HAS_W:
+        if IS_RMS:
+            dxhat = dy * _gain(W, cols, cmask, offset, CASTING)
+        else:
+            dxhat = dy * tl.load(W + cols, mask=cmask, other=0.0).to(tl.float32)
+    else:
+        dxhat = dy
+    return h, dy, xhat, dxhat
+
+
+@triton.jit
+def _dh(dxhat, xhat, rstd, c1, c2, q, IS_RMS: tl.constexpr):
+    """dh = rstd * (dxhat - c2 - xhat * c1) (LN); rstd * dxhat - q * xhat * c1 (RMS)."""
+    if IS_RMS:
+        return rstd[:, None] * dxhat - (q * c1)[:, None] * xhat
+    return rstd[:, None] * (dxhat - c2[:, None] - xhat * c1[:, None])
+
+
+@triton.jit
+def _norm_bwd_kernel(
+    H, W, MEAN, RSTD, DY, DHO, DH, DW, DB,
+    stride_h, stride_dy, stride_dho, stride_dh,
+    M, N, eps, offset,
+    IS_RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DHO: tl.constexpr,
+    CASTING: tl.constexpr, EPS_INSIDE: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOPED: tl.constexpr,
+):  # fmt: skip
+    """Backward of both norms; a persistent program walks row tiles pid, pid + G, ...
+
+    With xhat the normalized row, dxhat = dy * gain, c1 = mean(dxhat * xhat), c2 = mean(dxhat):
+    LN:  dh = rstd * (dxhat - c2 - xhat * c1);
+    RMS: dh = rstd * dxhat - q * xhat * c1, q = rstd (eps inside) or 1/sqrt(ms) (eps outside).
+    The incoming gradient of the returned h (DHO) is added. Each program writes its FP32
+    partial sums of dy * xhat (dweight) and dy (dbias) to row ``pid`` of DW/DB: no atomics,
+    the host sums the G rows afterwards.
+    """
+    pid = tl.program_id(0)
+    n_prog = tl.num_programs(0)
+    n_tiles = tl.cdiv(M, BLOCK_M)
+    offs = tl.arange(0, BLOCK_N)[None, :]  # (1, BN)
+    if not LOOPED:
+        cmask = offs < N
+        dw_acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+        db_acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+    for tile in range(pid, n_tiles, n_prog):
+        rows1 = tile * BLOCK_M + tl.arange(0, BLOCK_M)  # (BM,)
+        row_ok = rows1 < M
+        rows = rows1.to(tl.int64)[:, None]
+        rstd = tl.load(RSTD + rows1, mask=row_ok, other=0.0)
+        mean = tl.load(MEAN + rows1, mask=row_ok, other=0.0)
+        if not LOOPED:
+            mask = row_ok[:, None] & cmask
+            h, dy, xhat, dxhat = _dh_terms(H, W, DY, rows, offs, cmask, mask, mean, rstd,
+                                           stride_h, stride_dy, offset, IS_RMS, HAS_W, CASTING)  # fmt: skip
+            c1 = tl.sum(dxhat * xhat, axis=1) / N
+            c2 = tl.sum(dxhat, axis=1) / N
+            q = rstd
+            if IS_RMS and not EPS_INSIDE:
+                s = tl.sqrt(tl.sum(h * h, axis=1) / N)
+                q = tl.where(s > 0, 1.0 / s, 0.0)
+            dh = _dh(dxhat, xhat, rstd, c1, c2, q, IS_RMS)
+            if HAS_DHO:
+                dh += tl.load(DHO + rows * stride_dho + offs, mask=mask, other=0.0).to(tl.float32)
+            tl.store(DH + rows * stride_dh + offs, dh.to(DH.dtype.element_ty), mask=mask)
+            if HAS_W:
+                dw_acc += dy * xhat
+            if HAS_B:
+                db_acc += dy
+        else:
+            # Pass 1: the row reductions c1, c2 (and ms for eps outside).
+            c1 = tl.zeros((BLOCK_M,), tl.float32)
+            c2 = tl.zeros((BLOCK_M,), tl.float32)
+            ss = tl.zeros((BLOCK_M,), tl.float32)
+            for start in range(0, N, BLOCK_N):
+                cols = start + offs
+                cmask = cols < N
+                mask = row_ok[:, None] & cmask
+                h, dy, xhat, dxhat = _dh_terms(H, W, DY, rows, cols, cmask, mask, mean, rstd,
+                                               stride_h, stride_dy, offset, IS_RMS, HAS_W,
+                                               CASTING)  # fmt: skip
+                c1 += tl.sum(dxhat * xhat, axis=1)
+                c2 += tl.sum(dxhat, axis=1)
+                ss += tl.sum(h * h, axis=1)
+            c1 = c1 / N
+            c2 = c2 / N
+            q = rstd
+            if IS_RMS and not EPS_INSIDE:
+                s = tl.sqrt(ss / N)
+                q = tl.where(s > 0, 1.0 / s, 0.0)
+            # Pass 2: dh, and this program's partial dweight/dbias rows in memory.
+            for start in range(0, N, BLOCK_N):
+                cols = start + offs
+                cmask = cols < N
+                mask = row_ok[:, None] & cmask
+                h, dy, xhat, dxhat = _dh_terms(H, W, DY, rows, cols, cmask, mask, mean, rstd,
+                                               stride_h, stride_dy, offset, IS_RMS, HAS_W,
+                                               CASTING)  # fmt: skip
+                dh = _dh(dxhat, xhat, rstd, c1, c2, q, IS_RMS)
+                if HAS_DHO:
+                    dho = tl.load(DHO + rows * stride_dho + cols, mask=mask, other=0.0)
+                    dh += dho.to(tl.float32)
+                tl.store(DH + rows * stride_dh + cols, dh.to(DH.dtype.element_ty), mask=mask)
+                pcols = pid.to(tl.int64) * N + cols
+                if HAS_W:
+                    part = tl.load(DW + pcols, mask=cmask) + tl.sum(dy * xhat, axis=0)[None, :]
+                    tl.store(DW + pcols, part, mask=cmask)
+                if HAS_B:
+                    part = tl.load(DB + pcols, mask=cmask) + tl.sum(dy, axis=0)[None, :]
+                    tl.store(DB + pcols, part, mask=cmask)
+    if not LOOPED:
+        pcols = pid.to(tl.int64) * N + offs
+        if HAS_W:
+            tl.store(DW + pcols, tl.sum(dw_acc, axis=0)[None, :], mask=cmask)
+        if HAS_B:
+            tl.store(DB + pcols, tl.sum(db_acc, axis=0)[None, :], mask=cmask)

@@ -1,0 +1,376 @@
+"""``normlab numerics``: how accurate is each norm implementation in FP16/BF16/FP32?
+
+Every implementation is run on the same inputs and compared against a float64 truth
+(``normlab.reference`` evaluated in float64 on the *rounded* low-precision input, so input
+rounding is not counted as an error):
+
+- ``naive``: the same-dtype code the articles show (RMSNorm: the reference with
+  ``casting="none"``; LayerNorm: ``x.mean``/``x.var``/``(x - mean)/sqrt(var + eps)`` in
+  ``x.dtype``);
+- ``reference/<casting>``: normlab's FP32-statistics reference;
+- every other available normlab backend (``numba``, ``triton``), for each cast order;
+- ``torch``: PyTorch's own ``F.rms_norm``/``F.layer_norm``.
+
+Forward output, ``dx`` and ``dweight`` are measured (see :func:`error_metrics` for the exact
+definitions). The grid varies one axis at a time around a base point, plus the full
+scale x dtype grid, so the default run takes a few minutes on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from normlab import reference
+
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+SHAPES = ("ordinary", "outlier", "constant", "near_zero")
+OUTLIER_RATIO = 1e3  # the outlier is this many times larger than the rest of its row
+NEAR_ZERO = 1e-4  # near-zero rows peak at this fraction of the nominal input scale
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The sweep. ``scale`` is the largest ``|x|`` of each row (so 6e4 still fits in FP16)."""
+
+    dtypes: tuple[str, ...] = ("float16", "bfloat16", "float32")
+    scales: tuple[float, ...] = (1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0, 200.0, 300.0, 1e3,
+                                 3e3, 1e4, 3e4, 6e4)  # fmt: skip
+    hiddens: tuple[int, ...] = (64, 256, 1024, 4096, 16384)
+    shapes: tuple[str, ...] = SHAPES
+    shape_scales: tuple[float, ...] = (1.0, 1e3)
+    epss: tuple[float, ...] = (1e-12, 1e-10, 1e-8, 1e-6, 1e-5, 1e-4, 1e-3)
+    eps_shapes: tuple[str, ...] = ("ordinary", "near_zero")
+    base_scale: float = 1.0
+    base_hidden: int = 1024
+    base_eps: float = 1e-6
+    rows: int = 64
+    seed: int = 0
+
+
+# Small enough for the tests (< 1 minute with every backend), and still crossing FP16's
+# overflow of x^2 (|x| > 256) and the eps range where near-zero rows blow up.
+REDUCED = Grid(
+    scales=(1e-4, 1.0, 100.0, 1e3, 6e4),
+    hiddens=(64, 2048),
+    shape_scales=(1e3,),
+    epss=(1e-12, 1e-6, 1e-3),
+    base_hidden=256,
+    rows=8,
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One input configuration; ``axes`` names the sweeps it belongs to."""
+
+    dtype: str
+    scale: float
+    hidden: int
+    shape: str
+    eps: float
+    rows: int
+    axes: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> tuple:
+        return (self.dtype, self.scale, self.hidden, self.shape, self.eps, self.rows)
+
+
+def build_cases(grid: Grid) -> list[Case]:
+    """One axis at a time around the base point, plus scale x dtype; duplicates merged."""
+    g = grid
+    raw: list[tuple[str, dict]] = []
+    for dt in g.dtypes:
+        raw += [("scale", dict(dtype=dt, scale=s)) for s in g.scales]
+        raw += [("hidden", dict(dtype=dt, hidden=n)) for n in g.hiddens]
+        raw += [("shape", dict(dtype=dt, shape=sh, scale=s))
+                for sh in g.shapes for s in g.shape_scales]  # fmt: skip
+        raw += [("eps", dict(dtype=dt, shape=sh, eps=e)) for sh in g.eps_shapes for e in g.epss]
+    base = Case("", g.base_scale, g.base_hidden, "ordinary", g.base_eps, g.rows)
+    cases: dict[tuple, Case] = {}
+    for axis, kw in raw:
+        c = replace(base, **kw)
+        old = cases.get(c.key)
+        axes = old.axes if old else ()
+        cases[c.key] = replace(c, axes=axes + ((axis,) if axis not in axes else ()))
+    return list(cases.values())
+
+
+def make_inputs(case: Case, device: str = "cpu") -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``(x, weight, bias, dy)`` in ``case.dtype``; deterministic per case."""
+    seed = zlib.crc32(repr(case.key).encode())
+    gen = torch.Generator().manual_seed(seed)
+    r, n = case.rows, case.hidden
+    z = torch.randn(r, n, generator=gen, dtype=torch.float64)
+    peak = z.abs().amax(-1, keepdim=True)
+    if case.shape == "ordinary":
+        x = z / peak
+    elif case.shape == "outlier":
+        x = z / peak / OUTLIER_RATIO
+        col = torch.randint(0, n, (r,), generator=gen)
+        x[torch.arange(r), col] = torch.where(z[:, 0] >= 0, 1.0, -1.0).double()
+    elif case.shape == "constant":
+        x = torch.where(z[:, :1] >= 0, 1.0, -1.0).double().expand(r, n).clone()
+    elif case.shape == "near_zero":
+        x = NEAR_ZERO * z / peak
+    else:
+        raise ValueError(f"shape must be one of {SHAPES}, got {case.shape!r}")
+    dt = DTYPES[case.dtype]
+    w = 1.0 + 0.1 * torch.randn(n, generator=gen, dtype=torch.float64)
+    b = 0.1 * torch.randn(n, generator=gen, dtype=torch.float64)
+    dy = torch.randn(r, n, generator=gen, dtype=torch.float64)
+    return tuple(t.to(device=device, dtype=dt) for t in (x * case.scale, w, b, dy))
+
+
+# --------------------------------------------------------------------------------------------
+# implementations
+
+
+def naive_layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+    """The articles' LayerNorm: every step in ``x.dtype`` (so ``var`` overflows in FP16)."""
+    mean = x.mean(-1, keepdim=True)
+    var = x.var(-1, unbiased=False, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+
+
+@dataclass(frozen=True)
+class Impl:
+    op: str  # "rms_norm" | "layer_norm"
+    name: str  # label in the tables: "naive", "reference/llama", "numba/gemma", "torch", ...
+    backend: str  # normlab backend name, or "naive"
+    casting: str  # RMSNorm cast order; "" for LayerNorm
+    fn: Callable[[Tensor, Tensor, Tensor, float], Tensor] = field(compare=False, repr=False)
+
+
+def cpu_backends(device: str = "cpu") -> tuple[list[str], dict[str, str]]:
+    """normlab backends usable on ``device`` (triton on CPU only under TRITON_INTERPRET=1),
+    and why each other one is skipped."""
+    from normlab import functional
+
+    ok, skipped = [], {}
+    for name in functional.BACKENDS[1:]:
+        try:
+            be = functional.get_backend(name)
+        except RuntimeError as e:
+            skipped[name] = str(e)
+            continue
+        if be.supports(torch.device(device)):
+            ok.append(name)
+        else:
+            skipped[name] = f"does not run on {device} here (TRITON_INTERPRET=1 runs it on CPU)"
+    return ok, skipped
+
+
+def build_impls(backends: list[str]) -> list[Impl]:
+    from normlab import functional as F
+
+    def rms(be: str, c: str) -> Callable:
+        return lambda x, w, b, eps: F.rms_norm(x, w, eps, casting=c, backend=be)
+
+    def ln(be: str) -> Callable:
+        return lambda x, w, b, eps: F.layer_norm(x, w, b, eps, backend=be)
+
+    impls = [
+        Impl("rms_norm", "naive", "naive", "none",
+             lambda x, w, b, eps: reference.rms_norm(x, w, eps, casting="none")),
+        Impl("layer_norm", "naive", "naive", "", naive_layer_norm),
+    ]  # fmt: skip
+    for be in backends:
+        if be == "torch":  # F.rms_norm has one cast order, gemma's
+            impls.append(Impl("rms_norm", "torch", be, "gemma", rms(be, "gemma")))
+        else:
+            # reference/none *is* the naive RMSNorm; kernels' "none" is measured, not guaranteed
+            castings = ("llama", "gemma") if be == "reference" else reference.CASTINGS
+            impls += [Impl("rms_norm", f"{be}/{c}", be, c, rms(be, c)) for c in castings]
+        impls.append(Impl("layer_norm", be, be, "", ln(be)))
+    return impls
+
+
+# --------------------------------------------------------------------------------------------
+# measurement
+
+
+def ulp(truth: Tensor, dtype: torch.dtype) -> Tensor:
+    """The spacing of ``dtype`` at ``|truth|`` (float64): ``2^floor(log2|t|) * eps`` for normal
+    values; below the smallest normal (zero included) the fixed subnormal spacing
+    ``tiny * eps``, which is the gap between neighbouring subnormals."""
+    fi = torch.finfo(dtype)
+    a = truth.abs()
+    _, e = torch.frexp(a)  # a = m * 2^e, m in [0.5, 1)
+    spacing = torch.ldexp(torch.full_like(a, fi.eps), e - 1)
+    return torch.where(a < fi.tiny, fi.tiny * fi.eps, spacing)
+
+
+def error_metrics(actual: Tensor, truth: Tensor) -> dict:
+    """Errors of ``actual`` (output dtype) against ``truth`` (float64).
+
+    - ``representable``: truth finite and ``|truth| <= finfo.max``; only these are scored.
+    - ``nonfinite``: inf/NaN outputs where the truth is representable.
+    - ``zeroed``: outputs exactly 0 where the truth is a normal number of the dtype.
+    - ``max_rel``/``mean_rel``: ``|a - t| / |t|`` over finite outputs whose truth is normal.
+    - ``max_ulp``/``mean_ulp``: ``|a - t| / ulp(t)`` over finite outputs (see :func:`ulp`).
+    - ``max_abs``/``truth_max_abs``: largest finite ``|a|`` and largest finite ``|t|``.
+    """
+    fi = torch.finfo(actual.dtype)
+    a, t = actual.detach().double(), truth.detach().double()
+    rep = t.isfinite() & (t.abs() <= fi.max)
+    fin = rep & a.isfinite()
+    normal = fin & (t.abs() >= fi.tiny)
+    err = (a - t).abs()
+
+    def stats(v: Tensor) -> tuple[float | None, float | None]:
+        return (v.max().item(), v.mean().item()) if v.numel() else (None, None)
+
+    max_rel, mean_rel = stats(err[normal] / t.abs()[normal])
+    max_ulp, mean_ulp = stats(err[fin] / ulp(t[fin], actual.dtype))
+    finite_t = t[t.isfinite()].abs()
+    return {
+        "n": int(rep.sum()),
+        "unrepresentable": int((~rep).sum()),
+        "nonfinite": int((rep & ~a.isfinite()).sum()),
+        "zeroed": int((normal & (a == 0)).sum()),
+        "max_rel": max_rel,
+        "mean_rel": mean_rel,
+        "max_ulp": max_ulp,
+        "mean_ulp": mean_ulp,
+        "max_abs": a[a.isfinite()].abs().max().item() if a.isfinite().any() else None,
+        "truth_max_abs": finite_t.max().item() if finite_t.numel() else None,
+    }
+
+
+def _forward_backward(fn: Callable, op: str, x, w, b, dy, eps) -> tuple[Tensor, list[Tensor]]:
+    xi, wi = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    y = fn(xi, wi, b, eps) if op == "layer_norm" else fn(xi, wi, None, eps)
+    return y, [xi, wi]
+
+
+def truth_of(op: str, x, w, b, dy, eps) -> dict[str, Tensor]:
+    """Float64 ``y``, ``dx``, ``dw`` from the reference (cast order is moot in float64)."""
+    if op == "rms_norm":
+        fn = lambda x, w, b, eps: reference.rms_norm(x, w, eps, casting="gemma")
+    else:
+        fn = lambda x, w, b, eps: reference.layer_norm(x, w, b, eps)
+    d = [t.double() for t in (x, w, b, dy)]
+    y, inputs = _forward_backward(fn, op, *d, eps)
+    dx, dw = torch.autograd.grad(y, inputs, d[3])
+    return {"y": y.detach(), "dx": dx, "dw": dw}
+
+
+def measure(impl: Impl, case: Case, inputs, truth: dict[str, Tensor]) -> dict:
+    """One record: the case, the implementation and its metrics (or the error it raised)."""
+    rec = {**{k: v for k, v in asdict(case).items()}, "op": impl.op, "impl": impl.name,
+           "backend": impl.backend, "casting": impl.casting, "error": None, "grad_error": None}  # fmt: skip
+    x, w, b, dy = inputs
+    try:
+        y, params = _forward_backward(impl.fn, impl.op, x, w, b, dy, case.eps)
+    except Exception as e:  # a backend that rejects a dtype is a result, not a crash
+        rec["error"] = f"{type(e).__name__}: {e}"
+        return rec
+    rec["y"] = error_metrics(y, truth["y"])
+    try:
+        dx, dw = torch.autograd.grad(y, params, dy)
+    except Exception as e:
+        rec["grad_error"] = f"{type(e).__name__}: {e}"
+        return rec
+    rec["dx"] = error_metrics(dx, truth["dx"])
+    rec["dw"] = error_metrics(dw, truth["dw"])
+    return rec
+
+
+@dataclass
+class NumericsResult:
+    records: list[dict]
+    backends: list[str]  # normlab backends that ran
+    skipped: dict[str, str]  # backend -> why it did not run
+    grid: dict
+    device: str
+    seconds: float
+    findings: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+
+
+def sweep(grid: Grid, *, device: str = "cpu", backends: list[str] | None = None,
+          quiet: bool = False) -> NumericsResult:  # fmt: skip
+    """Run every implementation on every case of ``grid``; no files written."""
+    from tqdm.auto import tqdm
+
+    avail, skipped = cpu_backends(device)
+    if backends is not None:
+        unknown = sorted(set(backends) - set(avail) - set(skipped))
+        if unknown:
+            raise ValueError(f"backends: unknown {unknown}; known {avail + sorted(skipped)}")
+        skipped.update({b: "not selected" for b in avail if b not in backends})
+        avail = [b for b in avail if b in backends]
+    impls = build_impls(avail)
+    cases = build_cases(grid)
+    t0 = time.perf_counter()
+    records = []
+    for case in tqdm(cases, desc="numerics", unit="case", disable=quiet, leave=False):
+        inputs = make_inputs(case, device)
+        for op in ("rms_norm", "layer_norm"):
+            truth = truth_of(op, *inputs, case.eps)
+            records += [measure(i, case, inputs, truth) for i in impls if i.op == op]
+    return NumericsResult(records, avail, skipped, asdict(grid), device, time.perf_counter() - t0)
+
+
+def run_numerics(out_dir: str | Path, *, reduced: bool = False, grid: Grid | None = None,
+                 device: str = "cpu", backends: list[str] | None = None,
+                 quiet: bool = False) -> NumericsResult:  # fmt: skip
+    """Sweep, then write ``numerics.{json,md,html}`` under ``out_dir``; returns the result
+    (``result.files`` maps each format to its path, for the study report to link)."""
+    from normlab.lab import numerics_report as report
+
+    grid = grid or (REDUCED if reduced else Grid())
+    result = sweep(grid, device=device, backends=backends, quiet=quiet)
+    result.findings = report.findings(result)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {k: out / f"numerics.{k}" for k in ("json", "md", "html")}
+    paths["json"].write_text(json.dumps(asdict(result), indent=1, allow_nan=False))
+    paths["md"].write_text(report.markdown(result))
+    paths["html"].write_text(report.html(result))
+    result.files = {k: str(p) for k, p in paths.items()}
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# command line
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", default="./normlab-out/numerics", help="output directory")
+    p.add_argument("--reduced", action="store_true", help="the small grid the tests use")
+    p.add_argument("--rows", type=int, default=Grid.rows, help="rows per case")
+    p.add_argument("--device", default="cpu", help="device the implementations run on")
+    p.add_argument("--backends", default="all",
+                   help="comma-separated normlab backends to include, or 'all' available")  # fmt: skip
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no table")
+
+
+def run(args: argparse.Namespace) -> int:
+    from normlab.lab import numerics_report as report
+
+    if args.rows < 1:
+        raise SystemExit(f"--rows must be >= 1, got {args.rows}")
+    grid = replace(REDUCED if args.reduced else Grid(), rows=args.rows)
+    backends = None if args.backends == "all" else args.backends.split(",")
+    res = run_numerics(args.out, grid=grid, device=args.device, backends=backends,
+                       quiet=args.quiet)  # fmt: skip
+    if not args.quiet:
+        print(report.terminal_table(res))
+        print("\nWhat this shows:")
+        print("\n".join(f"- {f}" for f in res.findings))
+    n = len({(r["dtype"], r["scale"], r["hidden"], r["shape"], r["eps"]) for r in res.records})
+    print(f"{n} cases, backends {', '.join(res.backends)}, {res.seconds:.0f} s -> "
+          f"{res.files['md']}, {res.files['html']}, {res.files['json']}")  # fmt: skip
+    return 0 if math.isfinite(res.seconds) else 1

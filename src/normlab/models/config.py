@@ -1,0 +1,161 @@
+"""``TransformerConfig``: the single source of truth for a model's shape, norm and placement."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+NORMS = ("layernorm", "rmsnorm", "batchnorm", "dyt", "scalenorm", "none")
+PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "mix")
+ARCHS = ("llama", "gpt2")
+INITS = ("xavier", "normal", "default")
+NORM_BACKENDS = ("auto", "reference", "torch", "numba", "triton")
+RMS_CASTINGS = ("llama", "gemma", "none")
+
+# Placements whose blocks end in a norm of the residual stream, so a final norm would be a
+# second norm in a row.
+_ENDS_IN_NORM = ("post", "deepnorm")
+
+
+@dataclass
+class TransformerConfig:
+    """A decoder-only Transformer. The four sizes are positional; everything else is keyword."""
+
+    vocab_size: int
+    dim: int
+    n_layers: int
+    n_heads: int
+
+    norm: str = "rmsnorm"
+    """Norm kind everywhere in the model: layernorm | rmsnorm | batchnorm | dyt | scalenorm |
+    none (identity)."""
+
+    placement: str = "pre"
+    """Where the norms sit: post ``x = N(x + F(x))``; pre ``x = x + F(N(x))``; sandwich
+    ``x = x + N_out(F(N_in(x)))``; deepnorm ``x = N(α·x + F(x))`` with β-scaled init; mix
+    (Mix-LN) post in the first ``max(1, n_layers // 4)`` blocks (none for a 1-layer model), pre
+    after."""
+
+    final_norm: bool = True
+    """Norm the residual stream before the LM head. Only applies to pre, sandwich and mix:
+    post and deepnorm blocks already end in a norm, so they never get a second one."""
+
+    qk_norm: bool = False
+    """Norm q and k over the head dimension (before RoPE), with the same norm kind."""
+
+    arch: str = "llama"
+    """"llama": RoPE, SwiGLU MLP, no biases; "gpt2": learned positions, GELU MLP, biases."""
+
+    max_seq_len: int = 256
+    """Longest sequence: size of the position table (gpt2) or the RoPE cache (llama)."""
+
+    mlp_ratio: float | None = None
+    """MLP hidden size over dim; None = 8/3 for llama (SwiGLU, same parameter count as a 4x GELU
+    MLP), 4 for gpt2. The hidden size is rounded up to a multiple of 8."""
+
+    bias: bool | None = None
+    """Biases in the linear layers; None = the arch's default (llama: no, gpt2: yes)."""
+
+    init: str = "xavier"
+    """Weight init: "xavier" (Xavier-normal linears, embeddings N(0, 1/dim)), "normal"
+    (N(0, 0.02) everywhere, as GPT-2), "default" (torch's own module defaults). DeepNorm then
+    multiplies its β-scaled weights by β, so "xavier" + deepnorm is the paper's init."""
+
+    norm_backend: str = "auto"
+    """Kernel backend passed to normlab's RMSNorm/LayerNorm (DyT, ScaleNorm and BatchNorm have a
+    single eager implementation)."""
+
+    eps: float | None = None
+    """Norm epsilon; None = each norm's default (rmsnorm 1e-6, the others 1e-5)."""
+
+    rms_casting: str | None = None
+    """RMSNorm cast order; None = "llama", or "gemma" when norm_backend="torch" (the only order
+    F.rms_norm implements; both give identical results in FP32)."""
+
+    tie_embeddings: bool = False
+    """Share the token embedding matrix with the LM head."""
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "dim", "n_layers", "n_heads", "max_seq_len"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if self.dim % self.n_heads:
+            raise ValueError(f"dim={self.dim} must be divisible by n_heads={self.n_heads}")
+        if self.arch == "llama" and self.head_dim % 2:
+            raise ValueError(f"RoPE needs an even head_dim (dim // n_heads), got {self.head_dim}")
+        for name, choices in (
+            ("norm", NORMS),
+            ("placement", PLACEMENTS),
+            ("arch", ARCHS),
+            ("init", INITS),
+            ("norm_backend", NORM_BACKENDS),
+        ):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}")
+        if self.rms_casting is not None and self.rms_casting not in RMS_CASTINGS:
+            raise ValueError(f"rms_casting must be None or one of {RMS_CASTINGS}")
+        if self.mlp_ratio is not None and not (self.mlp_ratio > 0 and math.isfinite(self.mlp_ratio)):
+            raise ValueError(f"mlp_ratio must be a positive number or None, got {self.mlp_ratio!r}")
+        if self.eps is not None and not (self.eps >= 0 and math.isfinite(self.eps)):
+            raise ValueError(f"eps must be a finite number >= 0 or None, got {self.eps!r}")
+        for name in ("final_norm", "qk_norm", "tie_embeddings"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if self.bias is not None and not isinstance(self.bias, bool):
+            raise TypeError(f"bias must be a bool or None, got {self.bias!r}")
+
+    # ---- derived values (the model reads these, never the raw None defaults)
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.n_heads
+
+    @property
+    def use_bias(self) -> bool:
+        return self.arch == "gpt2" if self.bias is None else self.bias
+
+    @property
+    def hidden_dim(self) -> int:
+        ratio = self.mlp_ratio if self.mlp_ratio is not None else {"llama": 8 / 3, "gpt2": 4.0}[self.arch]
+        return 8 * math.ceil(ratio * self.dim / 8)
+
+    @property
+    def casting(self) -> str:
+        if self.rms_casting is not None:
+            return self.rms_casting
+        return "gemma" if self.norm_backend == "torch" else "llama"
+
+    @property
+    def n_post_layers(self) -> int:
+        """How many leading blocks are Post-LN under placement="mix" (Mix-LN, α = 1/4).
+
+        Rounded down, but at least one whenever there are two blocks or more, so "mix" differs
+        from "pre" at every depth where it can keep a Pre-LN block too.
+        """
+        return max(1, self.n_layers // 4) if self.n_layers > 1 else 0
+
+    def block_placement(self, i: int) -> str:
+        """The placement of block ``i``: mix resolves to post or pre; the others are uniform."""
+        if self.placement == "mix":
+            return "post" if i < self.n_post_layers else "pre"
+        return self.placement
+
+    @property
+    def has_final_norm(self) -> bool:
+        return self.final_norm and self.norm != "none" and self.placement not in _ENDS_IN_NORM
+
+    # ---- JSON round trip for the lab
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TransformerConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown TransformerConfig field(s): {unknown}")
+        return cls(**d)

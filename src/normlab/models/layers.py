@@ -1,0 +1,118 @@
+"""The shared pieces of a block: norm factory, RoPE, causal attention and the MLPs."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from normlab.models.config import TransformerConfig
+from normlab.modules import BatchNorm, DyT, LayerNorm, RMSNorm, ScaleNorm
+
+NORM_TYPES = (RMSNorm, LayerNorm, BatchNorm, DyT, ScaleNorm)
+
+
+def make_norm(cfg: TransformerConfig, size: int) -> nn.Module | None:
+    """One normlab norm over the last ``size`` features; None for norm="none" (identity)."""
+    eps = {} if cfg.eps is None else {"eps": cfg.eps}
+    if cfg.norm == "rmsnorm":
+        return RMSNorm(size, **eps, casting=cfg.casting, backend=cfg.norm_backend)
+    if cfg.norm == "layernorm":
+        return LayerNorm(size, **eps, bias=cfg.use_bias, backend=cfg.norm_backend)
+    if cfg.norm == "batchnorm":
+        return BatchNorm(size, **eps)
+    if cfg.norm == "dyt":
+        return DyT(size)
+    if cfg.norm == "scalenorm":
+        return ScaleNorm(size, **eps)
+    return None
+
+
+def apply_norm(norm: nn.Module | None, x: Tensor, mask: Tensor | None) -> Tensor:
+    """``norm(x)``; None is the identity, and BatchNorm gets the padding mask for its statistics."""
+    if norm is None:
+        return x
+    if isinstance(norm, BatchNorm):
+        if mask is not None and mask.dim() < x.dim() - 1:  # (B, T) mask for (B, T, H, Dh) q/k
+            mask = mask.reshape(*mask.shape, *[1] * (x.dim() - 1 - mask.dim())).expand(x.shape[:-1])
+        return norm(x, mask=mask)
+    return norm(x)
+
+
+class RotaryEmbedding(nn.Module):
+    """RoPE (Su et al. 2021), rotate-half layout as in LLaMA/GPT-NeoX; base 10000.
+
+    The cos/sin tables are non-persistent buffers: rebuilt from the config, never in state_dict.
+    """
+
+    def __init__(self, head_dim: int, max_seq_len: int, base: float = 10000.0):
+        super().__init__()
+        inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        angles = torch.outer(torch.arange(max_seq_len, dtype=torch.float64), inv_freq)
+        angles = torch.cat([angles, angles], dim=-1)  # (T_max, Dh)
+        self.register_buffer("cos", angles.cos().float(), persistent=False)
+        self.register_buffer("sin", angles.sin().float(), persistent=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Rotate ``x`` of shape (B, H, T, Dh) by its positions 0..T-1."""
+        t = x.shape[-2]
+        cos, sin = self.cos[:t].to(x.dtype), self.sin[:t].to(x.dtype)
+        x1, x2 = x.chunk(2, dim=-1)
+        return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+
+class CausalSDPA(nn.Module):
+    """``softmax(q kᵀ / √Dh + causal) v`` through PyTorch's fused kernel.
+
+    A module of its own only so that :class:`~normlab.models.Probes` can hook its inputs (q, k)
+    to measure attention logits; it holds no parameters.
+    """
+
+    def forward(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+class Attention(nn.Module):
+    """Multi-head causal self-attention, separate q/k/v projections.
+
+    Separate (not fused) projections because DeepNorm scales v but not q and k, and the probes
+    report each matrix's gradient.
+    """
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        d, bias = cfg.dim, cfg.use_bias
+        self.n_heads, self.head_dim = cfg.n_heads, cfg.head_dim
+        self.wq, self.wk = nn.Linear(d, d, bias=bias), nn.Linear(d, d, bias=bias)
+        self.wv, self.wo = nn.Linear(d, d, bias=bias), nn.Linear(d, d, bias=bias)
+        self.q_norm = make_norm(cfg, cfg.head_dim) if cfg.qk_norm else None
+        self.k_norm = make_norm(cfg, cfg.head_dim) if cfg.qk_norm else None
+        self.rope = RotaryEmbedding(cfg.head_dim, cfg.max_seq_len) if cfg.arch == "llama" else None
+        self.sdpa = CausalSDPA()
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        b, t, d = x.shape
+        heads = (b, t, self.n_heads, self.head_dim)
+        q = apply_norm(self.q_norm, self.wq(x).view(heads), mask)  # (B, T, H, Dh)
+        k = apply_norm(self.k_norm, self.wk(x).view(heads), mask)
+        q, k, v = (z.transpose(1, 2) for z in (q, k, self.wv(x).view(heads)))  # (B, H, T, Dh)
+        if self.rope is not None:
+            q, k = self.rope(q), self.rope(k)
+        y = self.sdpa(q, k, v).transpose(1, 2).reshape(b, t, d)
+        return self.wo(y)
+
+
+class MLP(nn.Module):
+    """llama: SwiGLU ``w_out(silu(w_gate x) * w_in x)``; gpt2: ``w_out(gelu(w_in x))``."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        d, h, bias = cfg.dim, cfg.hidden_dim, cfg.use_bias
+        self.w_in = nn.Linear(d, h, bias=bias)
+        self.w_gate = nn.Linear(d, h, bias=bias) if cfg.arch == "llama" else None
+        self.w_out = nn.Linear(h, d, bias=bias)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        if self.w_gate is None:
+            return self.w_out(F.gelu(self.w_in(x), approximate="tanh"))
+        return self.w_out(F.silu(self.w_gate(x)) * self.w_in(x))

@@ -1,0 +1,1 @@
+"""Training: byte-level data (``data``) and the single-process training loop (``trainer``)."""

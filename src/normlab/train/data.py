@@ -1,0 +1,132 @@
+"""Training data with no download: a corpus of bytes, a fixed split, and batch streams.
+
+The default corpus is the running Python's own standard library (the top-level ``*.py`` files,
+sorted), a few MB of real text on every machine. Tokens are bytes (vocabulary 256), so no
+tokenizer is needed and any file can be trained on.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import math
+import os
+import sysconfig
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+VOCAB_SIZE = 256
+# The split takes every k-th chunk for validation rather than the tail, so both halves see
+# every file family (the stdlib sorted by name would put only ``z*.py`` in a tail split).
+_CHUNK, _MIN_CHUNK = 4096, 64
+
+
+def stdlib_files() -> list[Path]:
+    """The top-level ``*.py`` files of this interpreter's standard library, sorted by name."""
+    return sorted(Path(p) for p in glob.glob(os.path.join(sysconfig.get_paths()["stdlib"], "*.py")))
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """Byte tokens split once into train and validation; ``sha256`` identifies the content."""
+
+    train: Tensor  # (N_train,) uint8
+    val: Tensor  # (N_val,) uint8
+    sha256: str
+    source: str
+    n_bytes: int
+
+    @property
+    def vocab_size(self) -> int:
+        return VOCAB_SIZE
+
+    def unigram_entropy(self) -> float:
+        """Entropy (nats) of the training bytes' frequencies: the loss of a model that learned
+        only which bytes are common, the bar a language model must get below."""
+        counts = torch.bincount(self.train.long(), minlength=VOCAB_SIZE).double()
+        p = counts[counts > 0] / counts.sum()
+        return float(-(p * p.log()).sum())
+
+    def describe(self) -> dict:
+        return {
+            "source": self.source, "sha256": self.sha256, "n_bytes": self.n_bytes,
+            "n_train": int(self.train.numel()), "n_val": int(self.val.numel()),
+            "unigram_entropy": self.unigram_entropy(),
+        }  # fmt: skip
+
+
+def load_corpus(path: str | os.PathLike | None = None, *, val_every: int = 10) -> Corpus:
+    """Read ``path`` (or the stdlib corpus when ``None``) as bytes and split it: every
+    ``val_every``-th chunk of (up to) 4096 bytes goes to validation, the rest to training."""
+    if val_every < 2:
+        raise ValueError(f"val_every must be >= 2, got {val_every}")
+    if path is None:
+        files = stdlib_files()
+        if not files:
+            raise FileNotFoundError("no *.py files found in the standard library directory")
+        raw = b"".join(f.read_bytes() for f in files)
+        source = f"stdlib:{sysconfig.get_paths()['stdlib']} ({len(files)} files)"
+    else:
+        p = Path(path)
+        if not p.is_file():
+            raise FileNotFoundError(f"data file not found: {p}")
+        raw, source = p.read_bytes(), str(p)
+    # Small files get smaller chunks so that they still have several validation chunks.
+    chunk = max(_MIN_CHUNK, min(_CHUNK, len(raw) // (4 * val_every)))
+    if len(raw) < 2 * chunk * val_every:
+        raise ValueError(f"corpus too small ({len(raw)} bytes); need >= {2 * chunk * val_every}")
+    data = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
+    is_val = torch.zeros(math.ceil(len(raw) / chunk), dtype=torch.bool)
+    is_val[val_every - 1 :: val_every] = True
+    byte_is_val = is_val.repeat_interleave(chunk)[: len(raw)]
+    return Corpus(
+        train=data[~byte_is_val].clone(),
+        val=data[byte_is_val].clone(),
+        sha256=hashlib.sha256(raw).hexdigest(),
+        source=source,
+        n_bytes=len(raw),
+    )
+
+
+class RandomBatches:
+    """An endless stream of ``(x, y)`` next-byte batches at random offsets of ``data``.
+
+    Each step draws the offsets of the *global* batch (``batch_size * world_size`` rows) from
+    one seeded generator and keeps this rank's slice, so the data a run sees does not depend on
+    how many ranks share it.
+    """
+
+    def __init__(
+        self, data: Tensor, batch_size: int, seq_len: int, *, seed: int,
+        rank: int = 0, world_size: int = 1,
+    ):  # fmt: skip
+        if batch_size < 1 or seq_len < 1:
+            raise ValueError(f"batch_size and seq_len must be >= 1, got {batch_size}, {seq_len}")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank must be in [0, world_size), got {rank}, {world_size}")
+        if data.numel() <= seq_len + 1:
+            raise ValueError(f"data ({data.numel()} tokens) is shorter than seq_len + 1")
+        self.data, self.batch_size, self.seq_len = data, batch_size, seq_len
+        self.rank, self.world_size = rank, world_size
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
+        return self
+
+    def __next__(self) -> tuple[Tensor, Tensor]:
+        n = self.batch_size * self.world_size
+        starts = torch.randint(0, self.data.numel() - self.seq_len - 1, (n,), generator=self.gen)
+        starts = starts[self.rank * self.batch_size : (self.rank + 1) * self.batch_size]
+        idx = starts[:, None] + torch.arange(self.seq_len + 1)  # (B, T+1)
+        chunk = self.data[idx].long()
+        return chunk[:, :-1], chunk[:, 1:]  # (B, T) inputs, (B, T) next-byte targets
+
+
+def fixed_batches(data: Tensor, n: int, batch_size: int, seq_len: int, *, seed: int = 1234):
+    """``n`` batches drawn once with a fixed seed: every run is evaluated on the same bytes."""
+    it = RandomBatches(data, batch_size, seq_len, seed=seed)
+    return [next(it) for _ in range(n)]

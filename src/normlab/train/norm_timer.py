@@ -1,0 +1,69 @@
+"""Wall time spent inside a model's norm modules during a forward pass.
+
+Forward pre/post hooks on each norm module add up ``perf_counter`` intervals while the timer is
+entered, and cost ~1 µs per call when it is not. Only the forward is timed: backward hooks would
+wrap every norm's inputs in an extra autograd node and change the time being measured.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from torch import nn
+
+from normlab import modules as M
+
+_NORM_TYPES = (
+    M.RMSNorm, M.LayerNorm, M.BatchNorm, M.DyT, M.ScaleNorm, nn.LayerNorm, nn.RMSNorm,
+    nn.modules.batchnorm._BatchNorm,
+)  # fmt: skip
+
+
+class NormTimer:
+    """``with timer: model(x)`` then ``timer.seconds`` is the time spent in norm forwards."""
+
+    def __init__(self, model: nn.Module):
+        self.seconds = 0.0
+        self._on = False
+        self._t0 = 0.0
+        self._handles = []
+        for mod in self.norm_modules(model):
+            self._handles.append(mod.register_forward_pre_hook(self._pre))
+            self._handles.append(mod.register_forward_hook(self._post))
+
+    @staticmethod
+    def norm_modules(model: nn.Module) -> Iterator[nn.Module]:
+        if hasattr(model, "norm_modules"):
+            yield from model.norm_modules()
+            return
+        for mod in model.modules():
+            if isinstance(mod, _NORM_TYPES):
+                yield mod
+
+    @staticmethod
+    def norm_weights(model: nn.Module) -> list:
+        """The gain parameters of the norms (what weight decay on norms would shrink)."""
+        return [
+            m.weight for m in NormTimer.norm_modules(model) if getattr(m, "weight", None) is not None
+        ]
+
+    def _pre(self, mod, args) -> None:
+        if self._on:
+            self._t0 = time.perf_counter()
+
+    def _post(self, mod, args, out) -> None:
+        if self._on:
+            self.seconds += time.perf_counter() - self._t0
+
+    def __enter__(self) -> NormTimer:
+        self.seconds, self._on = 0.0, True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._on = False
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()

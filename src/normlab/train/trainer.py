@@ -1,0 +1,315 @@
+"""The training loop: one run of one model on byte-level data, recorded step by step.
+
+``TrainConfig`` is the single source of truth for a run (it round-trips through JSON);
+``Trainer`` holds the seams a distributed wrapper overrides — ``build_model``,
+``build_optimizer``, ``train_batches``, ``all_reduce_mean`` and ``log`` — and ``train()`` is the
+one-call entry point. A run that produces a non-finite loss or gradient, or whose loss blows up,
+is stopped and returned with ``status="diverged"``: a result, never an exception.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from normlab.models import Probes, Transformer, TransformerConfig, param_groups
+from normlab.train.data import Corpus, RandomBatches, fixed_batches
+from normlab.train.norm_timer import NormTimer
+
+SCHEDULES = ("constant", "cosine")
+
+
+@dataclass
+class TrainConfig:
+    """Everything that decides a run's numbers (``threads`` only decides its speed)."""
+
+    model: TransformerConfig
+    steps: int = 150
+    batch_size: int = 16
+    seq_len: int = 64
+    lr: float = 1e-3
+    warmup_steps: int = 0
+    """Linear warmup from lr/warmup_steps to lr; 0 = none (Post-LN's known failure mode)."""
+    schedule: str = "constant"
+    """After warmup: "constant", or "cosine" decay to lr * min_lr_ratio at the last step."""
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.1
+    decay_norms: bool = False
+    """Apply weight decay to norm weights/biases too (normally they are excluded)."""
+    betas: tuple[float, float] = (0.9, 0.98)
+    adam_eps: float = 1e-8
+    grad_clip: float | None = None
+    """Clip the global gradient norm; None (the default) so divergence stays visible."""
+    seed: int = 0
+    eval_interval: int = 0
+    """Validate every this many steps (0 = only at the end)."""
+    eval_batches: int = 8
+    eval_train_mode: bool = False
+    """Also validate in train() mode (batch statistics): BatchNorm's train/eval gap."""
+    probe_steps: tuple[int, ...] = (0,)
+    """Steps (0 = at init, ``steps`` = after the last update) at which the model probes run."""
+    diverge_factor: float = 2.0
+    """Divergence rule: loss or gradient norm not finite, or training loss above
+    diverge_factor * ln(vocab_size) (i.e. twice the loss of a uniform guess)."""
+    threads: int = 0
+    """torch intra-op threads for this run; 0 = leave torch's setting alone."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.model, dict):
+            self.model = TransformerConfig.from_dict(self.model)
+        self.betas = tuple(float(b) for b in self.betas)
+        self.probe_steps = tuple(sorted({int(s) for s in self.probe_steps}))
+        for name in ("batch_size", "seq_len", "eval_batches"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("steps", "warmup_steps", "eval_interval", "threads"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.seq_len > self.model.max_seq_len:
+            raise ValueError(f"seq_len={self.seq_len} exceeds model.max_seq_len")
+        if any(s < 0 or s > self.steps for s in self.probe_steps):
+            raise ValueError(f"probe_steps must lie in [0, steps={self.steps}]")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["model"] = self.model.to_dict()
+        d["betas"], d["probe_steps"] = list(self.betas), list(self.probe_steps)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown TrainConfig field(s): {unknown}")
+        return cls(**{**d, "model": TransformerConfig.from_dict(d["model"])})
+
+    def replace(self, **changes: Any) -> TrainConfig:
+        """A copy with ``changes``; ``model=`` may be a dict of model-field changes."""
+        model = changes.pop("model", None)
+        if isinstance(model, dict):
+            model = dataclasses.replace(self.model, **model)
+        return dataclasses.replace(self, model=model or self.model, **changes)
+
+    def lr_at(self, step: int) -> float:
+        if self.warmup_steps and step < self.warmup_steps:
+            return self.lr * (step + 1) / self.warmup_steps
+        if self.schedule == "constant" or self.steps <= self.warmup_steps + 1:
+            return self.lr
+        frac = (step - self.warmup_steps) / (self.steps - 1 - self.warmup_steps)
+        lo = self.lr * self.min_lr_ratio
+        return lo + (self.lr - lo) * 0.5 * (1 + math.cos(math.pi * min(1.0, frac)))
+
+
+@dataclass
+class RunResult:
+    """What a run produced. Columns of ``history`` are per step; all floats are finite or None."""
+
+    config: dict[str, Any]
+    status: str = "ok"  # "ok" | "diverged"
+    diverged_step: int | None = None
+    reason: str = ""
+    history: dict[str, list] = field(default_factory=dict)
+    evals: list[dict[str, Any]] = field(default_factory=list)
+    probes: dict[str, dict] = field(default_factory=dict)  # str(step) -> Probes.collect()
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _finite(dataclasses.asdict(self))
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunResult:
+        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
+
+
+def _finite(x: Any) -> Any:
+    """NaN/Inf -> None, so results stay strict JSON."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_finite(v) for v in x]
+    return x
+
+
+StepCallback = Callable[[int, dict[str, float]], None]
+
+
+class Trainer:
+    """One run. Override the ``build_*``/``train_batches``/``all_reduce_mean``/``log`` seams to
+    wrap the model (DDP/FSDP), shard the batches or log elsewhere; the loop stays the same."""
+
+    def __init__(self, cfg: TrainConfig, data: Corpus):
+        self.cfg, self.data = cfg, data
+        if cfg.model.vocab_size != data.vocab_size:
+            raise ValueError(f"model.vocab_size={cfg.model.vocab_size} != data {data.vocab_size}")
+
+    # ---- seams
+
+    def build_model(self) -> nn.Module:
+        torch.manual_seed(self.cfg.seed)
+        return Transformer(self.cfg.model)
+
+    def build_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        groups = param_groups(model, self.cfg.weight_decay, decay_norms=self.cfg.decay_norms)
+        # foreach: one fused launch per group; the default would pick it too, but say so.
+        return torch.optim.AdamW(
+            groups, lr=self.cfg.lr, betas=self.cfg.betas, eps=self.cfg.adam_eps, foreach=True
+        )
+
+    def train_batches(self):
+        return RandomBatches(
+            self.data.train, self.cfg.batch_size, self.cfg.seq_len, seed=self.cfg.seed
+        )
+
+    def all_reduce_mean(self, value: float) -> float:
+        return value
+
+    def log(self, step: int, record: dict[str, float]) -> None:
+        pass
+
+    # ---- the loop
+
+    def run(self, on_step: StepCallback | None = None) -> RunResult:
+        cfg = self.cfg
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        t_start = time.perf_counter()
+        self.model = model = self.build_model()
+        raw = getattr(model, "module", model)  # the unwrapped model (norm timers, probes)
+        opt = self.build_optimizer(model)
+        batches = self.train_batches()
+        val = fixed_batches(self.data.val, cfg.eval_batches, cfg.batch_size, cfg.seq_len)
+        probe_batch = val[0]
+        res = RunResult(config=cfg.to_dict())
+        cols = ("step", "loss", "grad_norm", "lr", "tokens_per_s", "step_ms", "fwd_ms", "norm_ms")
+        res.history = {c: [] for c in cols}
+        limit = cfg.diverge_factor * math.log(cfg.model.vocab_size)
+        params = [p for p in model.parameters() if p.requires_grad]
+        max_norm = float("inf") if cfg.grad_clip is None else cfg.grad_clip
+        timer = NormTimer(raw)
+
+        for step in range(cfg.steps + 1):
+            if step in cfg.probe_steps:
+                res.probes[str(step)] = self._probe(model, probe_batch)
+            if cfg.eval_interval and step and step % cfg.eval_interval == 0 and step < cfg.steps:
+                res.evals.append(self._evaluate(model, val, step))
+            if step == cfg.steps:
+                break
+            x, y = next(batches)
+            lr = cfg.lr_at(step)
+            for g in opt.param_groups:
+                g["lr"] = lr
+            t0 = time.perf_counter()
+            with timer:
+                logits = model(x)
+            loss = nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten())
+            t1 = time.perf_counter()
+            loss.backward()
+            gnorm = float(torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True))
+            loss_v = self.all_reduce_mean(float(loss.detach()))
+            if not (math.isfinite(loss_v) and math.isfinite(gnorm)) or loss_v > limit:
+                res.status, res.diverged_step = "diverged", step
+                res.reason = (
+                    f"loss {loss_v:.4g}, gradient norm {gnorm:.4g} at step {step} "
+                    f"(rule: not finite, or loss > {cfg.diverge_factor:g} * ln V = {limit:.3f})"
+                )
+                break
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            t2 = time.perf_counter()
+            rec = {
+                "step": step, "loss": loss_v, "grad_norm": gnorm, "lr": lr,
+                "tokens_per_s": x.numel() / (t2 - t0), "step_ms": 1e3 * (t2 - t0),
+                "fwd_ms": 1e3 * (t1 - t0), "norm_ms": 1e3 * timer.seconds,
+            }  # fmt: skip
+            for c in cols:
+                res.history[c].append(rec[c])
+            self.log(step, rec)
+            if on_step is not None:
+                on_step(step, rec)
+        timer.remove()
+
+        if res.status == "ok":
+            res.evals.append(self._evaluate(model, val, cfg.steps))
+        res.summary = self._summary(res, raw, time.perf_counter() - t_start)
+        return res
+
+    def _probe(self, model: nn.Module, batch: tuple[Tensor, Tensor]) -> dict:
+        """Probe one forward+backward on a fixed batch; leaves no gradient behind."""
+        x, y = batch
+        raw = getattr(model, "module", model)
+        with Probes(raw) as probes:
+            logits = model(x)
+            nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten()).backward()
+            out = probes.collect()
+        model.zero_grad(set_to_none=True)
+        return _finite(out)
+
+    @torch.no_grad()
+    def _evaluate(self, model: nn.Module, batches: list, step: int) -> dict[str, Any]:
+        out = {"step": step, "val_loss": self._mean_loss(model, batches, train_mode=False)}
+        if self.cfg.eval_train_mode:
+            out["val_loss_train_mode"] = self._mean_loss(model, batches, train_mode=True)
+        return out
+
+    def _mean_loss(self, model: nn.Module, batches: list, *, train_mode: bool) -> float:
+        # Train mode updates BatchNorm's running statistics: put them back afterwards.
+        saved = {k: b.clone() for k, b in model.named_buffers()} if train_mode else None
+        model.train(train_mode)
+        total = 0.0
+        for x, y in batches:
+            logits = model(x)
+            total += float(nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten()))
+        model.train()
+        if saved is not None:
+            for k, b in model.named_buffers():
+                b.copy_(saved[k])
+        return self.all_reduce_mean(total / len(batches))
+
+    def _summary(self, res: RunResult, raw: nn.Module, wall_s: float) -> dict[str, Any]:
+        h = res.history
+        last = max(1, len(h["loss"]) // 10)
+        final = res.evals[-1] if res.evals and res.status == "ok" else {}
+        # Skip the first steps' timings: they include one-off allocation and kernel compiles.
+        skip = min(len(h["step_ms"]) // 5, 10)
+        norm_w = [p.detach().float().abs().mean() for p in NormTimer.norm_weights(raw)]
+        return {
+            "final_val_loss": final.get("val_loss"),
+            "final_val_loss_train_mode": final.get("val_loss_train_mode"),
+            "train_loss_last": _mean(h["loss"][-last:]),
+            "steps_done": len(h["loss"]),
+            "step_ms": _median(h["step_ms"][skip:]),
+            "fwd_ms": _median(h["fwd_ms"][skip:]),
+            "norm_ms": _median(h["norm_ms"][skip:]),
+            "tokens_per_s": _median(h["tokens_per_s"][skip:]),
+            "norm_weight_mean": float(torch.stack(norm_w).mean()) if norm_w else None,
+            "n_params": sum(p.numel() for p in raw.parameters()),
+            "threads": torch.get_num_threads(),
+            "wall_s": wall_s,
+        }
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def _median(xs: list[float]) -> float | None:
+    return float(torch.tensor(xs, dtype=torch.float64).median()) if xs else None
+
+
+def train(cfg: TrainConfig, data: Corpus, *, on_step: StepCallback | None = None) -> RunResult:
+    """Train one model as ``cfg`` says and return what happened (diverged runs included)."""
+    return Trainer(cfg, data).run(on_step)

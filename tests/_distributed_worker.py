@@ -1,0 +1,121 @@
+"""Run by tests/test_distributed.py under ``torchrun --nproc_per_node 2``; not a test module.
+
+``python _distributed_worker.py CASE OUT_DIR``: each rank computes its share of a case and saves
+what it saw to ``OUT_DIR/CASE.rank{r}.pt``; the test recomputes the case in one process and
+compares. The inputs come from :func:`bn_inputs` / :func:`norm_inputs`, shared with the test.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from normlab import BatchNorm, LayerNorm, RMSNorm
+
+BN_STEPS, BN_C = 3, 6
+
+
+def bn_inputs(step: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Global batch (4, 8, C) with a large mean, uneven padding (rows 0-1 mostly padded: they go
+    to rank 0), and the loss weights."""
+    g = torch.Generator().manual_seed(100 + step)
+    x = torch.randn(4, 8, BN_C, generator=g) * 2 + 5
+    lengths = torch.tensor([2, 5, 8, 7]) if step % 2 == 0 else torch.tensor([3, 1, 6, 8])
+    mask = torch.arange(8) < lengths[:, None]  # (4, 8)
+    w = torch.randn(4, 8, BN_C, generator=g)
+    return x, mask, w
+
+
+def run_bn(bn: BatchNorm, rows: slice) -> dict:
+    """A few training steps on ``rows`` of every global batch; what each rank (or the single
+    process, with every row) records."""
+    out: dict = {"y": [], "x_grad": []}
+    for step in range(BN_STEPS):
+        x, mask, w = (t[rows] for t in bn_inputs(step))
+        x.requires_grad_(True)
+        y = bn(x, mask=mask)
+        (y * w * mask[..., None]).sum().backward()
+        out["y"].append(y.detach())
+        out["x_grad"].append(x.grad)
+    out["weight_grad"], out["bias_grad"] = bn.weight.grad, bn.bias.grad
+    out.update({k: v.clone() for k, v in bn.state_dict().items()})
+    return out
+
+
+NORM_BACKENDS = ("reference", "auto", "numba")
+NORM_D, NORM_B = 16, 8
+
+
+def norm_model(backend: str) -> nn.Sequential:
+    """Blocks whose norms run ``backend``'s kernels; FSDP2 shards each block's (16,) weights."""
+    torch.manual_seed(0)
+
+    def block():
+        return nn.Sequential(
+            nn.Linear(NORM_D, NORM_D), RMSNorm(NORM_D, backend=backend), nn.Linear(NORM_D, NORM_D),
+            LayerNorm(NORM_D, backend=backend),
+        )  # fmt: skip
+
+    model = nn.Sequential(block(), block())
+    with torch.no_grad():  # weights away from their init, so their gradients are not symmetric
+        for m in model.modules():
+            if isinstance(m, (RMSNorm, LayerNorm)):
+                m.weight.uniform_(0.5, 1.5)
+    return model
+
+
+def norm_inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(7)
+    return torch.randn(NORM_B, NORM_D, generator=g), torch.randn(NORM_B, NORM_D, generator=g)
+
+
+def norm_loss(model: nn.Module, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return (model(x) * w).mean()
+
+
+def run_norm_grads(rank: int, world: int) -> dict:
+    """FSDP2 per block + root; gradients of every norm weight, gathered after the reduce."""
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import DTensor
+
+    from normlab.functional import available_backends
+
+    out = {}
+    n = NORM_B // world
+    x, w = (t[rank * n : (rank + 1) * n] for t in norm_inputs())
+    for backend in NORM_BACKENDS:
+        if backend == "numba" and "numba" not in available_backends():
+            continue
+        model = norm_model(backend)
+        for block in model:
+            fully_shard(block)
+        fully_shard(model)
+        norm_loss(model, x, w).backward()
+        for name, p in model.named_parameters():
+            if not isinstance(p.grad, DTensor):
+                raise AssertionError(f"{name}: FSDP2 left a {type(p.grad).__name__} gradient")
+            out[f"{backend}/{name}"] = p.grad.full_tensor()  # a collective: every rank calls it
+    return out
+
+
+def main() -> None:
+    case, out_dir = sys.argv[1], sys.argv[2]
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if case == "bn":
+        n = 4 // world
+        result = run_bn(BatchNorm(BN_C), slice(rank * n, (rank + 1) * n))
+    elif case == "norm_grads":
+        result = run_norm_grads(rank, world)
+    else:
+        raise ValueError(f"unknown case {case!r}")
+    torch.save(result, os.path.join(out_dir, f"{case}.rank{rank}.pt"))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+"""The nn.Modules: drop-in behaviour and state_dicts against torch.nn, BatchNorm's statistics."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import normlab
+from normlab.testing import TOLERANCES
+
+TOL = TOLERANCES[torch.float32]
+
+
+@pytest.mark.parametrize("shape", [16, (4, 8)], ids=str)
+@pytest.mark.parametrize("affine", [True, False])
+def test_rmsnorm_is_a_drop_in_for_torch(shape, affine):
+    theirs = nn.RMSNorm(shape, eps=1e-6, elementwise_affine=affine)
+    ours = normlab.RMSNorm(shape, eps=1e-6, elementwise_affine=affine, casting="gemma")
+    if affine:
+        nn.init.normal_(theirs.weight)
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(3, 5, 4, 8) if shape != 16 else torch.randn(3, 5, 16)
+    torch.testing.assert_close(ours(x), theirs(x), **TOL)
+    theirs.load_state_dict(normlab.RMSNorm(shape, elementwise_affine=affine).state_dict())
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+
+
+def test_rmsnorm_eps_none_means_machine_epsilon_like_torch():
+    x = torch.randn(2, 8) * 1e-4
+    torch.testing.assert_close(normlab.RMSNorm(8, eps=None)(x), nn.RMSNorm(8)(x), **TOL)
+
+
+@pytest.mark.parametrize("shape", [16, (4, 8)], ids=str)
+@pytest.mark.parametrize("affine,bias", [(True, True), (True, False), (False, True)])
+def test_layernorm_is_a_drop_in_for_torch(shape, affine, bias):
+    theirs = nn.LayerNorm(shape, elementwise_affine=affine, bias=bias)
+    ours = normlab.LayerNorm(shape, elementwise_affine=affine, bias=bias)
+    for p in theirs.parameters():
+        nn.init.normal_(p)
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(2, 3, 4, 8) * 3 + 1 if shape != 16 else torch.randn(2, 3, 16) * 3 + 1
+    torch.testing.assert_close(ours(x), theirs(x), **TOL)
+    theirs.load_state_dict(ours.state_dict())
+    x.requires_grad_()
+    g_ours = torch.autograd.grad(ours(x).pow(2).sum(), x)[0]
+    g_theirs = torch.autograd.grad(theirs(x).pow(2).sum(), x)[0]
+    torch.testing.assert_close(g_ours, g_theirs, rtol=1e-4, atol=1e-4)
+
+
+def test_gemma_style_rmsnorm_starts_as_identity_gain():
+    m = normlab.RMSNorm(8, offset=1.0, casting="gemma")
+    assert torch.equal(m.weight, torch.zeros(8))
+    x = torch.randn(3, 8)
+    torch.testing.assert_close(m(x), normlab.RMSNorm(8)(x))
+
+
+def test_modules_take_a_residual_and_return_the_sum():
+    x, r = torch.randn(2, 3, 4, 8).unbind(0)
+    for m in [
+        normlab.RMSNorm((4, 8)),
+        normlab.LayerNorm(8),
+        normlab.DyT(8),
+        normlab.ScaleNorm(8),
+        normlab.BatchNorm(8),
+    ]:
+        y, h = m(x, r)
+        torch.testing.assert_close(h, x + r)
+        torch.testing.assert_close(y, m(x + r), msg=type(m).__name__)
+
+
+def test_module_rejects_input_of_the_wrong_shape():
+    with pytest.raises(ValueError, match="normalized_shape"):
+        normlab.RMSNorm((4, 8))(torch.randn(3, 8, 4))
+    with pytest.raises(ValueError, match="normalized_shape"):
+        normlab.LayerNorm(0)
+
+
+def test_dyt_formula_and_parameters():
+    m = normlab.DyT(6, alpha_init=0.7)
+    assert m.alpha.shape == (1,) and m.alpha.item() == pytest.approx(0.7)
+    nn.init.normal_(m.weight)
+    nn.init.normal_(m.bias)
+    x = torch.randn(5, 6)
+    torch.testing.assert_close(m(x), m.weight * torch.tanh(m.alpha * x) + m.bias)
+    m(x).sum().backward()
+    assert m.alpha.grad is not None and m.alpha.grad.shape == (1,)
+    assert normlab.DyT(6)(x.bfloat16()).dtype == torch.bfloat16
+
+
+def test_scalenorm_formula_and_init():
+    m = normlab.ScaleNorm(16)
+    assert m.weight.item() == pytest.approx(4.0)
+    x = torch.randn(3, 16)
+    torch.testing.assert_close(m(x), 4.0 * x / x.norm(dim=-1, keepdim=True))
+    assert m(torch.zeros(2, 16)).eq(0).all()  # eps keeps a zero row finite
+
+
+# --------------------------------------------------------------------------------------------
+# BatchNorm
+
+
+def _pair(c=8, momentum=0.1):
+    torch.manual_seed(0)
+    theirs = nn.BatchNorm1d(c, momentum=momentum)
+    nn.init.normal_(theirs.weight)
+    nn.init.normal_(theirs.bias)
+    ours = normlab.BatchNorm(c, momentum=momentum)
+    ours.load_state_dict(theirs.state_dict())
+    return ours, theirs
+
+
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_batchnorm_matches_batchnorm1d_in_train_and_eval(momentum):
+    ours, theirs = _pair(momentum=momentum)
+    for step in range(3):
+        x = torch.randn(4, 10, 8) * (step + 1) + 5  # (B, T, C)
+        torch.testing.assert_close(ours(x), theirs(x.transpose(1, 2)).transpose(1, 2), **TOL)
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        torch.testing.assert_close(getattr(ours, name), getattr(theirs, name), **TOL)
+    ours.eval(), theirs.eval()
+    x = torch.randn(2, 5, 8)
+    torch.testing.assert_close(ours(x), theirs(x.transpose(1, 2)).transpose(1, 2), **TOL)
+    theirs.load_state_dict(ours.state_dict())  # and back
+
+
+def test_batchnorm_mask_keeps_padding_out_of_the_statistics():
+    ours, theirs = _pair()
+    x = torch.randn(3, 7, 8) + 2
+    mask = torch.ones(3, 7, dtype=torch.bool)
+    mask[0, 4:], mask[2, 1:] = False, False
+    poisoned = x.masked_fill(~mask.unsqueeze(-1), 1e4)  # padding must not matter
+    y = ours(poisoned, mask=mask)
+    expected = theirs(x[mask])  # BatchNorm1d over the real tokens only, (tokens, C)
+    torch.testing.assert_close(y[mask], expected, **TOL)
+    torch.testing.assert_close(ours.running_mean, theirs.running_mean, **TOL)
+    torch.testing.assert_close(ours.running_var, theirs.running_var, **TOL)
+
+
+def test_batchnorm_gradients_match_batchnorm1d():
+    ours, theirs = _pair()
+    x = torch.randn(4, 6, 8, requires_grad=True)
+    g1 = torch.autograd.grad(ours(x).pow(3).sum(), [x, ours.weight, ours.bias])
+    g2 = torch.autograd.grad(
+        theirs(x.transpose(1, 2)).transpose(1, 2).pow(3).sum(), [x, theirs.weight, theirs.bias]
+    )
+    for a, b in zip(g1, g2, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_batchnorm_is_stable_for_a_large_mean():
+    bn = normlab.BatchNorm(4)
+    bn.running_mean.fill_(1e4)  # the shift keeps E[x²] - E[x]² from cancelling
+    x = 1e4 + torch.randn(64, 4, dtype=torch.float32)
+    bn(x)
+    torch.testing.assert_close(bn.running_var, 0.9 + 0.1 * x.var(0), rtol=1e-3, atol=1e-3)
+
+
+def test_batchnorm_errors():
+    bn = normlab.BatchNorm(8)
+    with pytest.raises(ValueError, match="num_features=8"):
+        bn(torch.randn(2, 3, 4))
+    with pytest.raises(ValueError, match="mask must have shape"):
+        bn(torch.randn(2, 3, 8), mask=torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(TypeError, match="mask must be a bool"):
+        bn(torch.randn(2, 3, 8), mask=torch.ones(2, 3))
+    with pytest.raises(ValueError, match="at least 2 unmasked tokens"):
+        bn(torch.randn(2, 3, 8), mask=torch.zeros(2, 3, dtype=torch.bool))
+    assert math.isfinite(bn.eval()(torch.randn(1, 1, 8)).sum().item())  # eval: any batch size
