@@ -1,6 +1,8 @@
 """The public functional ops: validation, dispatch, and the contract every backend keeps."""
 
 import functools
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -161,3 +163,14 @@ def test_n_equal_one_normalizes_to_sign_and_zero():
     x = torch.tensor([[3.0], [-2.0], [0.0]])
     torch.testing.assert_close(normlab.rms_norm(x, eps=0.0)[:2], torch.tensor([[1.0], [-1.0]]))
     assert torch.equal(normlab.layer_norm(x), torch.zeros_like(x))
+
+
+def test_first_call_can_be_under_torch_compile():
+    """``import normlab`` registers the backends "auto" picks, so dynamo never traces an import."""
+    code = (
+        "import torch, normlab\n"
+        "f = torch.compile(lambda x, w: normlab.rms_norm(x, w), fullgraph=True)\n"
+        "x, w = torch.randn(4, 8), torch.rand(8)\n"
+        "torch.testing.assert_close(f(x, w), normlab.rms_norm(x, w, backend='reference'))\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)

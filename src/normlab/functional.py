@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import math
 import numbers
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -233,3 +234,19 @@ def _everywhere(device: torch.device) -> bool:
 
 register_backend(Backend("reference", reference.rms_norm, reference.layer_norm, _everywhere))
 register_backend(Backend("torch", _torch_rms_norm, _torch_layer_norm, _everywhere))
+
+
+def _preload() -> None:
+    """Import now the kernel backends that "auto" can pick on this machine: ``torch.compile``
+    cannot trace an import, so a first call under compilation would otherwise fail."""
+    names = ["numba"]
+    if torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
+        names.append("triton")
+    for name in names:
+        try:
+            get_backend(name)
+        except RuntimeError:
+            pass  # not installed: "auto" falls back to the reference
+
+
+_preload()

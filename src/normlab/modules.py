@@ -319,7 +319,7 @@ class BatchNorm(nn.Module):
     def _reduce_stats(self, sums: Tensor) -> Tensor:
         """Sum ``[sum, sum of squares, count]`` over the ranks when a process group is active, so
         N ranks normalize (and differentiate) exactly as one process on the concatenated batch."""
-        return sums  # TEMP
+        return all_reduce_sum(sums)
 
     @torch.no_grad()
     def _update_running(self, mean: Tensor, var: Tensor, count: Tensor) -> None:
