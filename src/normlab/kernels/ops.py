@@ -80,6 +80,8 @@ def _rows(t: Tensor | None) -> Tensor | None:
     """``(..., N) -> (M, N)`` with unit element stride, a view whenever the strides allow it."""
     if t is None:
         return None
+    if t.dim() == 2 and t.stride(-1) == 1:
+        return t
     t2 = t.reshape(-1, t.shape[-1])
     if t2.stride(-1) != 1 and t2.shape[-1] != 1:
         t2 = t2.contiguous()
@@ -87,11 +89,16 @@ def _rows(t: Tensor | None) -> Tensor | None:
 
 
 def _vec(t: Tensor | None) -> Tensor | None:
-    return None if t is None else t.contiguous()
+    return t if t is None or t.is_contiguous() else t.contiguous()
 
 
 def _needs_grad(*ts: Tensor | None) -> bool:
-    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in ts)
+    if not torch.is_grad_enabled():
+        return False
+    for t in ts:
+        if t is not None and t.requires_grad:
+            return True
+    return False
 
 
 def _grad_to(g: Tensor | None, like: Tensor | None) -> Tensor | None:
@@ -115,8 +122,8 @@ def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
         out_dtype = rms_out_dtype(h_dtype, weight, casting)
         m = x.numel() // n
         if m == 0:
-            h = None if residual is None else torch.empty(shape, dtype=h_dtype)
-            return torch.empty(shape, dtype=out_dtype), h, torch.empty(0)
+            h = None if residual is None else x.new_empty(shape, dtype=h_dtype)
+            return x.new_empty(shape, dtype=out_dtype), h, x.new_empty(0, dtype=torch.float32)
         y, h, rstd = launch.rms_fwd(
             _rows(x), _vec(weight), _rows(residual), eps, offset, casting, eps_inside, out_dtype
         )
@@ -125,7 +132,7 @@ def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
     def rms_bwd_nd(dy, dh, hsaved, weight, rstd, eps, offset, casting, eps_inside):
         n = hsaved.shape[-1]
         if hsaved.numel() == 0:
-            dw = None if weight is None else torch.zeros(n, dtype=torch.float32)
+            dw = None if weight is None else hsaved.new_zeros(n, dtype=torch.float32)
             return torch.zeros_like(hsaved), dw
         dht, dw = launch.rms_bwd(
             _rows(dy), _rows(dh), _rows(hsaved), _vec(weight), rstd, eps, offset, casting,
@@ -137,15 +144,20 @@ def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
         shape, n = x.shape, x.shape[-1]
         h_dtype = x.dtype if residual is None else residual.dtype
         if x.numel() // n == 0:
-            h = None if residual is None else torch.empty(shape, dtype=h_dtype)
-            return torch.empty(shape, dtype=h_dtype), h, torch.empty(0), torch.empty(0)
+            h = None if residual is None else x.new_empty(shape, dtype=h_dtype)
+            return (
+                x.new_empty(shape, dtype=h_dtype),
+                h,
+                x.new_empty(0, dtype=torch.float32),
+                x.new_empty(0, dtype=torch.float32),
+            )
         y, h, mean, rstd = launch.ln_fwd(_rows(x), _vec(weight), _vec(bias), _rows(residual), eps)
         return y.view(shape), None if h is None else h.view(shape), mean, rstd
 
     def ln_bwd_nd(dy, dh, hsaved, weight, mean, rstd, has_bias):
         n = hsaved.shape[-1]
         if hsaved.numel() == 0:
-            z = torch.zeros(n, dtype=torch.float32)
+            z = hsaved.new_zeros(n, dtype=torch.float32)
             return torch.zeros_like(hsaved), None if weight is None else z, z if has_bias else None
         dht, dw, db = launch.ln_bwd(
             _rows(dy), _rows(dh), _rows(hsaved), _vec(weight), mean, rstd, has_bias
@@ -166,6 +178,7 @@ def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
             return y, h
 
         @staticmethod
+        @torch.autograd.function.once_differentiable
         def backward(ctx, dy, dh=None):
             hsaved, weight, rstd = ctx.saved_tensors
             dht, dw = rms_bwd_nd(dy, dh, hsaved, weight, rstd, *ctx.args)
@@ -187,6 +200,7 @@ def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
             return y, h
 
         @staticmethod
+        @torch.autograd.function.once_differentiable
         def backward(ctx, dy, dh=None):
             hsaved, weight, mean, rstd = ctx.saved_tensors
             dht, dw, db = ln_bwd_nd(dy, dh, hsaved, weight, mean, rstd, ctx.has_bias)
@@ -202,16 +216,20 @@ def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
     def _empty_if_none(t: Tensor | None, like: Tensor) -> Tensor:
         return like.new_empty(0) if t is None else t
 
-    rms_fwd_op = torch.library.custom_op(
-        f"{lib}::{name}_rms_norm_fwd", mutates_args=(),
-        schema="(Tensor x, Tensor? weight, Tensor? residual, float eps, float offset, str casting, "
-        "bool eps_inside) -> (Tensor, Tensor, Tensor)",
-    )(lambda x, weight, residual, eps, offset, casting, eps_inside: _rms_fwd_impl(
-        x, weight, residual, eps, offset, casting, eps_inside))  # fmt: skip
+    def _op(suffix: str, fn: Callable, schema: str):
+        return torch.library.custom_op(
+            f"{lib}::{name}_{suffix}", fn, mutates_args=(), schema=schema
+        )
 
     def _rms_fwd_impl(x, weight, residual, eps, offset, casting, eps_inside):
         y, h, rstd = rms_fwd_nd(x, weight, residual, eps, offset, casting, eps_inside)
         return y, _empty_if_none(h, x), rstd
+
+    rms_fwd_op = _op(
+        "rms_norm_fwd", _rms_fwd_impl,
+        "(Tensor x, Tensor? weight, Tensor? residual, float eps, float offset, str casting, "
+        "bool eps_inside) -> (Tensor, Tensor, Tensor)",
+    )  # fmt: skip
 
     @rms_fwd_op.register_fake
     def _(x, weight, residual, eps, offset, casting, eps_inside):
@@ -221,15 +239,15 @@ def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
         m = x.numel() // x.shape[-1]
         return y, h, x.new_empty(m, dtype=torch.float32)
 
-    rms_bwd_op = torch.library.custom_op(
-        f"{lib}::{name}_rms_norm_bwd", mutates_args=(),
-        schema="(Tensor dy, Tensor? dh, Tensor h, Tensor? weight, Tensor rstd, float eps, "
-        "float offset, str casting, bool eps_inside) -> (Tensor, Tensor)",
-    )(lambda *a: _rms_bwd_impl(*a))  # fmt: skip
-
     def _rms_bwd_impl(dy, dh, hsaved, weight, rstd, eps, offset, casting, eps_inside):
         dht, dw = rms_bwd_nd(dy, dh, hsaved, weight, rstd, eps, offset, casting, eps_inside)
         return dht, _empty_if_none(dw, rstd)
+
+    rms_bwd_op = _op(
+        "rms_norm_bwd", _rms_bwd_impl,
+        "(Tensor dy, Tensor? dh, Tensor h, Tensor? weight, Tensor rstd, float eps, "
+        "float offset, str casting, bool eps_inside) -> (Tensor, Tensor)",
+    )  # fmt: skip
 
     @rms_bwd_op.register_fake
     def _(dy, dh, hsaved, weight, rstd, eps, offset, casting, eps_inside):
@@ -246,22 +264,23 @@ def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
     def _rms_backward(ctx, dy, dh, _drstd):
         hsaved, weight, rstd = ctx.saved_tensors
         dh = None if ctx.dtypes[1] is None else dh
-        dht, dw = rms_bwd_op(dy, dh, hsaved, weight, rstd, *ctx.args)
+        wd = None if weight is None else weight.detach()
+        dht, dw = rms_bwd_op(dy, dh, hsaved.detach(), wd, rstd, *ctx.args)
         dx = dht.to(ctx.dtypes[0])
         dw = None if weight is None else dw.to(weight.dtype)
         return dx, dw, None if ctx.dtypes[1] is None else dht, None, None, None, None
 
     rms_fwd_op.register_autograd(_rms_backward, setup_context=_rms_setup)
 
-    ln_fwd_op = torch.library.custom_op(
-        f"{lib}::{name}_layer_norm_fwd", mutates_args=(),
-        schema="(Tensor x, Tensor? weight, Tensor? bias, Tensor? residual, float eps) "
-        "-> (Tensor, Tensor, Tensor, Tensor)",
-    )(lambda *a: _ln_fwd_impl(*a))  # fmt: skip
-
     def _ln_fwd_impl(x, weight, bias, residual, eps):
         y, h, mean, rstd = ln_fwd_nd(x, weight, bias, residual, eps)
         return y, _empty_if_none(h, x), mean, rstd
+
+    ln_fwd_op = _op(
+        "layer_norm_fwd", _ln_fwd_impl,
+        "(Tensor x, Tensor? weight, Tensor? bias, Tensor? residual, float eps) "
+        "-> (Tensor, Tensor, Tensor, Tensor)",
+    )  # fmt: skip
 
     @ln_fwd_op.register_fake
     def _(x, weight, bias, residual, eps):
@@ -271,15 +290,15 @@ def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
         stat = x.new_empty(m, dtype=torch.float32)
         return x.new_empty(x.shape, dtype=h_dtype), h, stat, stat.new_empty(m)
 
-    ln_bwd_op = torch.library.custom_op(
-        f"{lib}::{name}_layer_norm_bwd", mutates_args=(),
-        schema="(Tensor dy, Tensor? dh, Tensor h, Tensor? weight, Tensor mean, Tensor rstd, "
-        "bool has_bias) -> (Tensor, Tensor, Tensor)",
-    )(lambda *a: _ln_bwd_impl(*a))  # fmt: skip
-
     def _ln_bwd_impl(dy, dh, hsaved, weight, mean, rstd, has_bias):
         dht, dw, db = ln_bwd_nd(dy, dh, hsaved, weight, mean, rstd, has_bias)
         return dht, _empty_if_none(dw, rstd), _empty_if_none(db, rstd)
+
+    ln_bwd_op = _op(
+        "layer_norm_bwd", _ln_bwd_impl,
+        "(Tensor dy, Tensor? dh, Tensor h, Tensor? weight, Tensor mean, Tensor rstd, "
+        "bool has_bias) -> (Tensor, Tensor, Tensor)",
+    )  # fmt: skip
 
     @ln_bwd_op.register_fake
     def _(dy, dh, hsaved, weight, mean, rstd, has_bias):
@@ -299,7 +318,8 @@ def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
         hsaved, weight, mean, rstd = ctx.saved_tensors
         has_bias = ctx.bias_dtype is not None
         dh = None if ctx.dtypes[1] is None else dh
-        dht, dw, db = ln_bwd_op(dy, dh, hsaved, weight, mean, rstd, has_bias)
+        wd = None if weight is None else weight.detach()
+        dht, dw, db = ln_bwd_op(dy, dh, hsaved.detach(), wd, mean, rstd, has_bias)
         dx = dht.to(ctx.dtypes[0])
         dw = None if weight is None else dw.to(weight.dtype)
         db = db.to(ctx.bias_dtype) if has_bias else None

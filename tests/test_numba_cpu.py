@@ -1,0 +1,263 @@
+"""The Numba CPU kernels against the reference ops: every option, dtype and odd shape, gradients
+included, with the "2x eager error + atol" bound against a float64 truth.
+
+Numba compiles one specialization per array-dtype combination and per serial/parallel driver, and
+CI starts with an empty cache, so the tests reuse a few dtype combinations and keep most shapes
+under the parallel threshold; flags (casting, offset, eps_inside, ...) are runtime arguments.
+"""
+
+import pytest
+import torch
+
+import normlab
+from normlab import reference as R
+from normlab.kernels import numba_launch
+from normlab.testing import TOLERANCES, assert_kernel_close, max_abs_error
+
+BF16, F16, F32 = torch.bfloat16, torch.float16, torch.float32
+
+
+def _inputs(shape, dtype, wdtype=None, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    n = shape[-1]
+    x = (torch.randn(shape, generator=g) * 2 + 0.5).to(dtype)
+    w = (1 + 0.2 * torch.randn(n, generator=g)).to(wdtype or dtype)
+    b = (0.1 * torch.randn(n, generator=g)).to(wdtype or dtype)
+    r = torch.randn(shape, generator=g).to(dtype)
+    return x, w, b, r
+
+
+def _fwd_bwd(fn, tensors: dict, kw: dict, cots, dtype=None):
+    """Outputs of ``fn`` and the gradients of ``sum(out_i * cot_i)`` w.r.t. every tensor input."""
+    leaves = {
+        k: (v if dtype is None else v.to(dtype)).detach().requires_grad_(True)
+        for k, v in tensors.items()
+        if v is not None
+    }
+    out = fn(**leaves, **kw)
+    out = out if isinstance(out, tuple) else (out,)
+    gouts = [c.to(o.dtype) for o, c in zip(out, cots, strict=False)]
+    grads = torch.autograd.grad(out, list(leaves.values()), gouts)
+    return [o.detach() for o in out], dict(zip(leaves, grads, strict=True))
+
+
+def check(op, x, *, grad=True, seed=1, **kw):
+    """Run ``op`` on the numba backend, the reference at x's dtype and at float64; compare."""
+    tensors = {"x": x, **{k: kw.pop(k) for k in ("weight", "bias", "residual") if k in kw}}
+    g = torch.Generator().manual_seed(seed)
+    cots = [torch.randn(x.shape, generator=g) for _ in range(2)]
+    kernel = lambda **a: getattr(normlab, op)(backend="numba", **a)  # noqa: E731
+    ref = getattr(R, op)
+    if not grad:
+        with torch.no_grad():
+            got = kernel(**tensors, **kw)
+            want = ref(**tensors, **kw)
+            truth = ref(**{k: v.double() for k, v in tensors.items() if v is not None}, **kw)
+        got, want, truth = [t if isinstance(t, tuple) else (t,) for t in (got, want, truth)]
+        for i, (a, e, t) in enumerate(zip(got, want, truth, strict=True)):
+            assert_kernel_close(a, e, t, f"{op} out[{i}]")
+        return
+    got, got_g = _fwd_bwd(kernel, tensors, kw, cots)
+    want, want_g = _fwd_bwd(ref, tensors, kw, cots)
+    truth, truth_g = _fwd_bwd(ref, tensors, kw, cots, dtype=torch.float64)
+    if op == "rms_norm" and "weight" in truth_g and kw.get("casting", "llama") != "gemma":
+        truth_g["weight"] = _rounded_xhat_dweight(tensors, kw, cots[0].to(want[0].dtype))
+    for i, (a, e, t) in enumerate(zip(got, want, truth, strict=True)):
+        assert_kernel_close(a, e, t, f"{op} out[{i}]")
+    for k in want_g:
+        assert_grad_close(got_g[k], want_g[k], truth_g[k], f"{op} d{k}")
+
+
+def _rounded_xhat_dweight(tensors, kw, dy):
+    """The exact dweight of the llama cast order, ``sum(dy * q(xhat))``: a float64 forward has no
+    rounding ``q`` of ``xhat`` to the input dtype, so its dweight is not this function's."""
+    x, r = tensors["x"], tensors.get("residual")
+    h = x if r is None else R.residual_add(x, r)
+    eps = kw.get("eps", 1e-6)
+    xq = R.rms_norm(h, None, eps, casting="llama", eps_inside=kw.get("eps_inside", True))
+    return (dy.double() * xq.double()).reshape(-1, x.shape[-1]).sum(0)
+
+
+def assert_grad_close(actual, expected, truth, name):
+    """The tolerance table and the 2x-eager bound, with eager's own error as extra slack.
+
+    Eager half-precision backward rounds intermediate gradients (``dy * w`` in bf16 for the
+    llama cast order) before a cancelling sum, so near zero it can be further from the truth than
+    the tolerance; each element of the FP32 kernel may differ from eager by the tolerance plus
+    eager's error there, and the kernel's max error must stay within 2x eager's + atol.
+    """
+    tol = TOLERANCES[actual.dtype]
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape, name
+    a, e, t = actual.double(), expected.double(), truth.double()
+    limit = tol["atol"] + tol["rtol"] * e.abs() + (e - t).abs()
+    worst = ((a - e).abs() - limit).nan_to_num(nan=float("inf")).max() if a.numel() else 0.0
+    assert worst <= 0, f"{name}: kernel differs from eager by more than tolerance + eager error"
+    k_err, e_err = max_abs_error(actual, truth), max_abs_error(expected, truth)
+    assert k_err <= 2 * e_err + tol["atol"], (
+        f"{name}: kernel error {k_err:.3e} vs eager {e_err:.3e}"
+    )
+
+
+@pytest.mark.parametrize("casting", ["llama", "gemma", "none"])
+@pytest.mark.parametrize("offset", [0.0, 1.0])
+@pytest.mark.parametrize("eps_inside", [True, False])
+@pytest.mark.parametrize("fused", [False, True])
+def test_rms_norm_every_option(casting, offset, eps_inside, fused):
+    dtype = F32 if casting == "none" else BF16  # "none" is all-bf16 math in the reference
+    x, w, _, r = _inputs((6, 123), dtype)
+    check("rms_norm", x, weight=w, residual=r if fused else None, offset=offset,
+          casting=casting, eps_inside=eps_inside, eps=1e-2)  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, F16], ids=str)
+@pytest.mark.parametrize("wdtype", ["same", F32], ids=str)
+@pytest.mark.parametrize("n", [1, 3, 4097])
+def test_dtypes_weight_dtypes_and_odd_sizes(dtype, wdtype, n):
+    x, w, b, r = _inputs((3, n), dtype, None if wdtype == "same" else wdtype)
+    for casting in ("llama", "gemma"):
+        check("rms_norm", x, weight=w, casting=casting)
+        check("rms_norm", x, weight=w, residual=r, casting=casting)
+    check("layer_norm", x, weight=w, bias=b)
+    check("layer_norm", x, weight=w, bias=b, residual=r)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
+def test_without_weight_or_bias(dtype):
+    x, w, _, r = _inputs((4, 123), dtype)
+    check("rms_norm", x)
+    check("rms_norm", x, residual=r, eps_inside=False)
+    check("layer_norm", x)
+    check("layer_norm", x, weight=w, residual=r)
+
+
+def test_parallel_path_on_large_rows():
+    # 2 x 70000 elements is above the parallel threshold: the prange drivers run here.
+    assert 2 * 70000 >= numba_launch.PAR_MIN_ELEMENTS
+    x, w, b, r = _inputs((2, 70000), F32)
+    check("rms_norm", x, weight=w, residual=r, offset=1.0, casting="gemma")
+    check("layer_norm", x, weight=w, bias=b, residual=r)
+    x, w, b, r = _inputs((160, 1024), BF16)
+    check("rms_norm", x, weight=w, residual=r)
+    check("layer_norm", x, weight=w, bias=b)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 123), (2, 2, 3, 64)], ids=str)
+def test_3d_and_4d_inputs(shape):
+    x, w, b, r = _inputs(shape, BF16)
+    check("rms_norm", x, weight=w, residual=r)
+    check("layer_norm", x, weight=w, bias=b)
+
+
+def test_non_contiguous_views_are_read_in_place_or_copied():
+    x, w, b, _ = _inputs((12, 160), F32)
+    rows = x[::3, 16:139]  # unit element stride, row stride 160: read without a copy
+    cols = x[:, ::2]  # element stride 2: copied
+    trans = x.t()[:123]  # a transposed view
+    for v in (rows, cols, trans):
+        n = v.shape[-1]
+        check("rms_norm", v, weight=w[:n], residual=torch.randn(v.shape))
+        check("layer_norm", v, weight=w[:n], bias=b[:n])
+    bcast = torch.randn(1, 123).expand(5, 123)  # row stride 0
+    check("rms_norm", bcast, weight=w[:123])
+
+
+def test_zero_rows():
+    x, w, b, r = _inputs((0, 123), F32)
+    check("rms_norm", x, weight=w, residual=r)
+    check("layer_norm", x, weight=w, bias=b)
+    x3 = torch.empty(2, 0, 64, requires_grad=True)
+    y = normlab.rms_norm(x3, backend="numba")
+    assert y.shape == (2, 0, 64)
+    y.sum().backward()
+    assert x3.grad.shape == x3.shape
+
+
+def test_no_grad_path_and_float64_fallback():
+    x, w, b, r = _inputs((4, 123), F32)
+    check("rms_norm", x, weight=w, residual=r, grad=False)
+    check("layer_norm", x, weight=w, bias=b, grad=False)
+    x64, w64 = x.double(), w.double()
+    assert normlab.rms_norm(x64, w64, backend="numba").dtype == torch.float64
+    torch.testing.assert_close(normlab.rms_norm(x64, w64, backend="numba"), R.rms_norm(x64, w64))
+
+
+def test_special_values_propagate():
+    x = torch.randn(3, 40).to(BF16)
+    x[0, 5] = float("nan")
+    x[1, 7] = float("inf")
+    y = normlab.rms_norm(x, backend="numba")
+    want = R.rms_norm(x)
+    torch.testing.assert_close(y, want, equal_nan=True, atol=8e-3, rtol=1.6e-2)
+    assert y[0].isnan().all() and not y[2].isnan().any()
+
+
+def test_bf16_store_rounds_to_nearest_even():
+    # Values exactly halfway between two bf16 numbers: ties must go to the even mantissa.
+    base = torch.tensor([1.0, 1.0078125, -3.0, 1e-30], dtype=F32)  # bf16 values
+    ulp = torch.tensor([2.0**-7, 2.0**-7, 2.0**-6, 2.0**-106])
+    x = torch.stack([base + ulp / 2, base + 3 * ulp / 2, base + ulp / 4]).reshape(-1)
+    r = torch.zeros_like(x, dtype=BF16).reshape(1, -1)
+    _, h = normlab.rms_norm(x.reshape(1, -1), residual=r, backend="numba")
+    torch.testing.assert_close(h.reshape(-1), x.to(BF16), atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
+def test_bad_input_raises_like_the_reference(op):
+    x = torch.randn(4, 8)
+    cases = [
+        ((torch.ones(4, 8, dtype=torch.int32),), {}),
+        ((x, torch.ones(7)), {}),
+        ((x,), {"residual": torch.ones(4, 7)}),
+        ((x,), {"eps": -1.0}),
+    ]
+    for args, kw in cases:
+        errors = []
+        for backend in ("reference", "numba"):
+            with pytest.raises((TypeError, ValueError)) as e:
+                getattr(normlab, op)(*args, backend=backend, **kw)
+            errors.append((e.type, str(e.value)))
+        assert errors[0] == errors[1]
+
+
+def test_dweight_is_deterministic_across_runs_and_thread_counts():
+    x, w, b, r = _inputs((512, 256), F32, seed=3)  # parallel path
+    dy = torch.randn(512, 256)
+
+    def grads():
+        ws = w.clone().requires_grad_(True)
+        bs = b.clone().requires_grad_(True)
+        normlab.rms_norm(x, ws, backend="numba").backward(dy)
+        normlab.layer_norm(x, ws, bs, backend="numba").backward(dy)
+        return ws.grad, bs.grad
+
+    first = grads()
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        serial = grads()
+    finally:
+        torch.set_num_threads(threads)
+    for a, b_, c in zip(first, grads(), serial, strict=True):
+        assert torch.equal(a, b_) and torch.equal(a, c)
+
+
+def test_zero_rows_with_eps_zero_give_inf_times_zero_like_the_reference():
+    x = torch.tensor([[3.0], [-2.0], [0.0]])
+    with torch.no_grad():
+        got = normlab.rms_norm(x, eps=0.0, backend="numba")
+    torch.testing.assert_close(got, R.rms_norm(x, eps=0.0), equal_nan=True)
+
+
+def test_large_output_buffers_are_recycled_only_when_free():
+    x = torch.randn(1024, 1024)  # 4 MB outputs: from the buffer pool
+    first = normlab.rms_norm(x, backend="numba")
+    ptr, want = first.data_ptr(), first.clone()
+    view = first[:, :3]
+    del first
+    other = normlab.rms_norm(x * 2, backend="numba")
+    assert other.data_ptr() != ptr  # a view still uses the first buffer
+    torch.testing.assert_close(view, want[:, :3], atol=0, rtol=0)
+    del view
+    again = normlab.rms_norm(x, backend="numba")
+    assert again.data_ptr() == ptr  # now free: reused
+    torch.testing.assert_close(again, want, atol=0, rtol=0)
