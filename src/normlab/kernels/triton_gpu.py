@@ -71,7 +71,9 @@ def _gain(W, cols, cmask, offset, CASTING: tl.constexpr):
 
 
 @triton.jit
-def _normalize(h, mean, rstd, cmask, IS_RMS: tl.constexpr, CASTING: tl.constexpr, hdt: tl.constexpr):
+def _normalize(
+    h, mean, rstd, cmask, IS_RMS: tl.constexpr, CASTING: tl.constexpr, hdt: tl.constexpr
+):
     """xhat = (h - mean) * rstd (LayerNorm) or h * rstd, rounded to the input dtype where the
     llama/none cast orders store it; zero outside the row."""
     if IS_RMS:
@@ -85,7 +87,7 @@ def _normalize(h, mean, rstd, cmask, IS_RMS: tl.constexpr, CASTING: tl.constexpr
 
 @triton.jit
 def _norm_fwd_kernel(
-    X, R, H, W, B, Y, MEAN, RSTD,  # H is X when there is no residual: its dtype is h's
+    X, R, H, W, B, Y, MEAN, RSTD,  # H is X without a residual (h's dtype); MEAN unused by RMS
     stride_x, stride_r, stride_h, stride_y,
     M, N, eps, offset,
     IS_RMS: tl.constexpr, HAS_RES: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
@@ -158,7 +160,8 @@ def _norm_fwd_kernel(
                 h = tl.load(X + rows * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
             _store_y(h, mean, rstd, W, B, Y, rows, cols, cmask, mask, stride_y, offset,
                      IS_RMS, HAS_W, HAS_B, CASTING, hdt)  # fmt: skip
-    tl.store(MEAN + rows1, mean, mask=row_ok)
+    if not IS_RMS:
+        tl.store(MEAN + rows1, mean, mask=row_ok)
     tl.store(RSTD + rows1, rstd, mask=row_ok)
 
 
@@ -213,7 +216,7 @@ def _dh(dxhat, xhat, rstd, c1, c2, q, IS_RMS: tl.constexpr):
 def _norm_bwd_kernel(
     H, W, MEAN, RSTD, DY, DHO, DH, DW, DB,
     stride_h, stride_dy, stride_dho, stride_dh,
-    M, N, eps, offset,
+    M, N, offset,
     IS_RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DHO: tl.constexpr,
     CASTING: tl.constexpr, EPS_INSIDE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOPED: tl.constexpr,
@@ -240,11 +243,15 @@ def _norm_bwd_kernel(
         row_ok = rows1 < M
         rows = rows1.to(tl.int64)[:, None]
         rstd = tl.load(RSTD + rows1, mask=row_ok, other=0.0)
-        mean = tl.load(MEAN + rows1, mask=row_ok, other=0.0)
+        if IS_RMS:
+            mean = tl.zeros((BLOCK_M,), tl.float32)
+        else:
+            mean = tl.load(MEAN + rows1, mask=row_ok, other=0.0)
         if not LOOPED:
             mask = row_ok[:, None] & cmask
             h, dy, xhat, dxhat = _dh_terms(H, W, DY, rows, offs, cmask, mask, mean, rstd,
-                                           stride_h, stride_dy, offset, IS_RMS, HAS_W, CASTING)  # fmt: skip
+                                           stride_h, stride_dy, offset, IS_RMS, HAS_W,
+                                           CASTING)  # fmt: skip
             c1 = tl.sum(dxhat * xhat, axis=1) / N
             c2 = tl.sum(dxhat, axis=1) / N
             q = rstd

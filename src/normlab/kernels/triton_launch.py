@@ -10,10 +10,55 @@ import functools
 import os
 from dataclasses import dataclass
 
+import numpy as np
 import torch
+import triton
+import triton.language as tl
 from torch import Tensor
 
 from normlab.kernels.triton_gpu import CASTING_CODES, _norm_bwd_kernel, _norm_fwd_kernel
+
+
+def _round_bf16_in_interpreter() -> None:
+    """Make the Triton interpreter round FP32 -> BF16 to nearest even, as the GPU does.
+
+    Triton 3.x's interpreter truncates that conversion, so interpreted kernels would be off by
+    one BF16 ulp from both the hardware and the eager reference. Patched once, only when
+    ``TRITON_INTERPRET=1``; the kernels themselves stay the GPU code.
+    """
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    if getattr(builder, "_normlab_rne", False):
+        return
+    cast, fp_to_fp = builder.cast_impl, builder.create_fp_to_fp
+
+    def to_bf16(src):
+        f = np.ascontiguousarray(src.data, dtype=np.float32)
+        u = f.view(np.uint32)
+        r = ((u + np.uint32(0x7FFF) + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+        nan = np.isnan(f)
+        r[nan] = (u[nan] >> 16).astype(np.uint16) | np.uint16(0x40)  # stay a (quiet) NaN
+        return interpreter.TensorHandle(r, tl.bfloat16)
+
+    def is_f32_to_bf16(src, dst_type) -> bool:
+        return src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16
+
+    def cast_impl(self, src, dst_type):
+        return to_bf16(src) if is_f32_to_bf16(src, dst_type) else cast(self, src, dst_type)
+
+    def create_fp_to_fp(self, src, dst_type, rounding_mode):
+        if is_f32_to_bf16(src, dst_type):
+            return to_bf16(src)
+        return fp_to_fp(self, src, dst_type, rounding_mode)
+
+    # create_fp_trunc and friends are lambdas that look up self.cast_impl: they follow.
+    builder.cast_impl, builder.create_fp_to_fp = cast_impl, create_fp_to_fp
+    builder._normlab_rne = True
+
+
+if os.environ.get("TRITON_INTERPRET") == "1":
+    _round_bf16_in_interpreter()
 
 
 @dataclass(frozen=True)
@@ -26,49 +71,58 @@ class LaunchConfig:
     looped: bool  # stream the row in block_n chunks instead of holding it in registers
 
 
-# Rows up to this many elements are held in registers; longer rows take the looped path.
-# The backward keeps ~4 row-sized FP32 arrays live (h, dy, dweight and dbias sums), so its limit
-# is lower than the forward's, which keeps ~2.
-MAX_FUSED_FWD = 32768
-MAX_FUSED_BWD = 16384
-LOOP_BLOCK = 4096  # chunk of the looped path: 16 KB of FP32 per row in flight
-
-# (largest BLOCK_N, warps). Warps grow with the row so each thread holds 8-64 elements: enough
-# for 16-byte vector loads, not so many that registers spill.
-_WARPS = ((1024, 4), (4096, 8), (1 << 62, 16))
-# Small rows share a program so that each one moves at least this many elements; otherwise a
-# 1K-wide row is a tiny program and the launch grid, not the memory, sets the pace.
+# Elements of a tile each thread holds in registers. The forward keeps ~2 FP32 values live per
+# element, the backward ~6 (h, dy, xhat, dxhat, dweight and dbias sums); at these counts ptxas
+# (sm_90, Triton 3.9) fits either kernel in <= 128 registers without spilling.
+_ELEMS_PER_THREAD_FWD = 16
+_ELEMS_PER_THREAD_BWD = 8
+_MAX_WARPS = 32  # 1024 threads, the CTA limit
+# Rows longer than a full CTA's registers take the looped path (two passes over the row, the
+# second mostly from L2).
+MAX_FUSED_FWD = 32 * _MAX_WARPS * _ELEMS_PER_THREAD_FWD  # 16384
+MAX_FUSED_BWD = 32 * _MAX_WARPS * _ELEMS_PER_THREAD_BWD  # 8192
+LOOP_BLOCK = 4096  # chunk of the looped path
+# Small rows share a program so that each moves at least this many elements: a 1K-wide row
+# alone is a tiny program and the launch grid, not the memory, would set the pace.
 _TILE_FWD = 4096
 _TILE_BWD = 2048
 _MAX_BLOCK_M = 64
 
 
-def _warps(block_n: int, block_m: int) -> int:
-    return next(w for limit, w in _WARPS if block_m * block_n <= limit)
+def _warps(tile: int, elems_per_thread: int) -> int:
+    return max(4, min(_MAX_WARPS, tile // (32 * elems_per_thread)))
 
 
 def pick_config(n: int, *, backward: bool = False) -> LaunchConfig:
-    """Block sizes and warps for rows of ``n`` elements, from the table above."""
+    """Block sizes and warps for rows of ``n`` elements (the heuristic table above)."""
     limit = MAX_FUSED_BWD if backward else MAX_FUSED_FWD
-    block_n = triton_next_pow2(n)
+    ept = _ELEMS_PER_THREAD_BWD if backward else _ELEMS_PER_THREAD_FWD
+    block_n = triton.next_power_of_2(n)
     if block_n > limit:
-        return LaunchConfig(1, LOOP_BLOCK, _warps(LOOP_BLOCK, 1), looped=True)
+        return LaunchConfig(1, LOOP_BLOCK, _warps(LOOP_BLOCK, ept), looped=True)
     tile = _TILE_BWD if backward else _TILE_FWD
     block_m = max(1, min(_MAX_BLOCK_M, tile // block_n))
-    return LaunchConfig(block_m, block_n, _warps(block_n, block_m), looped=False)
+    return LaunchConfig(block_m, block_n, _warps(block_m * block_n, ept), looped=False)
 
 
-def triton_next_pow2(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
+@functools.cache
+def _sm_count(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-@functools.lru_cache(maxsize=None)
-def _persistent_programs(device: torch.device) -> int:
-    """Backward grid size: enough programs to fill every SM twice, so one that stalls on memory
-    leaves another resident. The CPU interpreter runs programs one after another: a few suffice."""
-    if device.type == "cuda":
-        return 2 * torch.cuda.get_device_properties(device).multi_processor_count
-    return int(os.environ.get("NORMLAB_TRITON_PROGRAMS", "4"))
+# A backward program keeps at least this many rows, so the (G, N) partial sums it writes stay a
+# small fraction (<= 1/16) of the M x N it streams.
+_MIN_ROWS_PER_PROGRAM = 16
+
+
+def _persistent_programs(device: torch.device, num_warps: int, m: int) -> int:
+    """Backward grid size: one program per SM, more (up to 1024 threads' worth per SM; the
+    table's kernels use 57-128 registers, so 512-1024 threads are resident) while each keeps
+    >= 16 rows. The CPU interpreter runs programs one after another: there a few suffice."""
+    if device.type != "cuda":
+        return int(os.environ.get("NORMLAB_TRITON_PROGRAMS", "4"))
+    sms = _sm_count(device)
+    return max(sms, min(sms * max(1, 32 // num_warps), m // _MIN_ROWS_PER_PROGRAM))
 
 
 def as_rows(t: Tensor) -> Tensor:
@@ -79,11 +133,6 @@ def as_rows(t: Tensor) -> Tensor:
     if rows.stride(-1) != 1 and n > 1:
         rows = rows.contiguous()
     return rows
-
-
-def _row_stride(rows: Tensor) -> int:
-    # One row (or an N=1 column) may report any stride; give the kernel the honest one.
-    return rows.stride(0) if rows.shape[0] > 1 else rows.shape[-1]
 
 
 def norm_fwd(
@@ -99,16 +148,16 @@ def norm_fwd(
     casting: str = "llama",
     eps_inside: bool = True,
     config: LaunchConfig | None = None,
-) -> tuple[Tensor, Tensor | None, Tensor, Tensor]:
+) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor]:
     """Forward launch. Returns ``(y, h, mean, rstd)``: ``y`` shaped like ``x`` in ``out_dtype``,
     ``h = x + residual`` in ``residual.dtype`` (None without a residual), FP32 ``(M,)`` stats
-    (``mean`` is zeros for RMSNorm)."""
+    (``mean`` is None for RMSNorm)."""
     n = x.shape[-1]
     x2 = as_rows(x)  # (M, N)
     m = x2.shape[0]
     y = torch.empty(x.shape, dtype=out_dtype, device=x.device)
     h = None if residual is None else torch.empty(x.shape, dtype=residual.dtype, device=x.device)
-    mean = torch.zeros(m, dtype=torch.float32, device=x.device)
+    mean = None if is_rms else torch.empty(m, dtype=torch.float32, device=x.device)
     rstd = torch.empty(m, dtype=torch.float32, device=x.device)
     if m == 0:
         return y, h, mean, rstd
@@ -118,8 +167,8 @@ def norm_fwd(
     grid = (triton.cdiv(m, cfg.block_m),)
     _norm_fwd_kernel[grid](
         x2, r2, h2, x2 if weight is None else weight, x2 if bias is None else bias,
-        y.view(-1, n), mean, rstd,
-        _row_stride(x2), _row_stride(r2), n, n,
+        y.view(-1, n), rstd if mean is None else mean, rstd,
+        x2.stride(0), r2.stride(0), n, n,
         m, n, float(eps), float(offset),
         IS_RMS=is_rms, HAS_RES=residual is not None, HAS_W=weight is not None,
         HAS_B=bias is not None, CASTING=CASTING_CODES[casting], EPS_INSIDE=eps_inside,
@@ -133,7 +182,7 @@ def norm_bwd(
     dh_out: Tensor | None,
     h: Tensor,
     weight: Tensor | None,
-    mean: Tensor,
+    mean: Tensor | None,
     rstd: Tensor,
     *,
     is_rms: bool,
@@ -145,33 +194,33 @@ def norm_bwd(
 ) -> tuple[Tensor, Tensor | None, Tensor | None]:
     """Backward launch. ``h`` is the normalized input (``x``, or the ``h`` the forward wrote),
     ``dh_out`` the incoming gradient of the returned ``h`` (or None). Returns
-    ``(dh, dweight, dbias)``: ``dh`` in ``h.dtype`` shaped like ``h``, ``dweight`` in
-    ``weight.dtype``, ``dbias`` FP32 (None when absent)."""
+    ``(dh, dweight, dbias)``: ``dh`` in ``h.dtype`` shaped like ``h``, ``dweight`` and ``dbias``
+    FP32 (None when absent)."""
     n = h.shape[-1]
     h2, dy2 = as_rows(h), as_rows(dy)  # (M, N)
     m = h2.shape[0]
     dh = torch.empty(h.shape, dtype=h.dtype, device=h.device)
     cfg = config or pick_config(n, backward=True)
-    n_prog = max(1, min(triton.cdiv(m, cfg.block_m), _persistent_programs(h.device)))
+    n_tiles = triton.cdiv(m, cfg.block_m)
+    n_prog = max(1, min(n_tiles, _persistent_programs(h.device, cfg.num_warps, m)))
     # (G, N) FP32 partial sums, one row per program; the looped path accumulates in place.
-    alloc = torch.zeros if cfg.looped else torch.empty
-    dw_part = alloc((n_prog, n), dtype=torch.float32, device=h.device) if weight is not None else None
-    db_part = alloc((n_prog, n), dtype=torch.float32, device=h.device) if has_bias else None
+    alloc = torch.zeros if cfg.looped or m == 0 else torch.empty
+    part = lambda: alloc((n_prog, n), dtype=torch.float32, device=h.device)  # noqa: E731
+    dw_part = None if weight is None else part()
+    db_part = part() if has_bias else None
     if m > 0:
         dho2 = dy2 if dh_out is None else as_rows(dh_out)
         _norm_bwd_kernel[(n_prog,)](
-            h2, h2 if weight is None else weight, mean, rstd, dy2, dho2, dh.view(-1, n),
+            h2, h2 if weight is None else weight, rstd if mean is None else mean, rstd,
+            dy2, dho2, dh.view(-1, n),
             h2 if dw_part is None else dw_part, h2 if db_part is None else db_part,
-            _row_stride(h2), _row_stride(dy2), _row_stride(dho2), n,
-            m, n, 0.0, float(offset),
+            h2.stride(0), dy2.stride(0), dho2.stride(0), n,
+            m, n, float(offset),
             IS_RMS=is_rms, HAS_W=weight is not None, HAS_B=has_bias, HAS_DHO=dh_out is not None,
             CASTING=CASTING_CODES[casting], EPS_INSIDE=eps_inside,
             BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, LOOPED=cfg.looped, num_warps=cfg.num_warps,
         )  # fmt: skip
-    elif dw_part is not None or db_part is not None:
-        dw_part = None if dw_part is None else dw_part.zero_()
-        db_part = None if db_part is None else db_part.zero_()
     # Second step of the reduction: G x N, small next to the M x N the kernel streamed.
-    dw = None if dw_part is None else dw_part.sum(0).to(weight.dtype)
+    dw = None if dw_part is None else dw_part.sum(0)
     db = None if db_part is None else db_part.sum(0)
     return dh, dw, db

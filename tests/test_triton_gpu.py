@@ -1,0 +1,312 @@
+"""The Triton kernels against the reference ops: every option, dtype and odd shape, gradients
+included, with the "2x eager error + atol" bound against a float64 truth.
+
+On a CUDA machine they run on the GPU. Without one they run in the Triton interpreter
+(tests/conftest.py sets TRITON_INTERPRET=1), which executes each program as numpy code: shapes
+stay small, rows few, and the looped path is forced at small N by shrinking the register limit.
+"""
+
+import pytest
+import torch
+
+import normlab
+from normlab import reference as R
+from normlab.testing import TOLERANCES, assert_kernel_close, max_abs_error
+
+triton = pytest.importorskip("triton")
+tk = pytest.importorskip("normlab.kernels.triton_launch")
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+if not normlab.functional.get_backend("triton").supports(DEVICE):
+    pytest.skip(
+        "needs a GPU or TRITON_INTERPRET=1 before triton is imported", allow_module_level=True
+    )
+
+BF16, F16, F32 = torch.bfloat16, torch.float16, torch.float32
+
+# Masked-off lanes (rows past M, columns past N) may divide by zero or overflow in numpy; the
+# stores drop them, but the interpreter warns.
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning:triton.runtime.interpreter")
+
+
+def _inputs(shape, dtype, wdtype=None, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    n = shape[-1]
+    x = (torch.randn(shape, generator=g) * 2 + 0.5).to(dtype)
+    w = (1 + 0.2 * torch.randn(n, generator=g)).to(wdtype or dtype)
+    b = (0.1 * torch.randn(n, generator=g)).to(wdtype or dtype)
+    r = torch.randn(shape, generator=g).to(dtype)
+    return tuple(t.to(DEVICE) for t in (x, w, b, r))
+
+
+def _fwd_bwd(fn, tensors: dict, kw: dict, cots, dtype=None):
+    """Outputs of ``fn`` and the gradients of ``sum(out_i * cot_i)`` w.r.t. every tensor input."""
+    leaves = {
+        k: (v if dtype is None else v.to(dtype)).detach().requires_grad_(True)
+        for k, v in tensors.items()
+        if v is not None
+    }
+    out = fn(**leaves, **kw)
+    out = out if isinstance(out, tuple) else (out,)
+    gouts = [c.to(o.dtype) for o, c in zip(out, cots, strict=False)]
+    grads = torch.autograd.grad(out, list(leaves.values()), gouts)
+    return [o.detach() for o in out], dict(zip(leaves, grads, strict=True))
+
+
+def check(op, x, *, grad=True, seed=1, **kw):
+    """Run ``op`` on the triton backend, the reference at x's dtype and at float64; compare
+    outputs and (with ``grad``) the gradients of every tensor input.
+
+    casting="none" in a half dtype is the naive all-half eager code: its gradients carry a
+    rounding per autograd step, and torch's CPU ``rsqrt`` on half tensors is not correctly
+    rounded (the kernel's is). The kernel is more accurate than that code rather than within
+    an ulp of it, so there outputs get 3x the tolerance and gradients only the
+    "2x eager error + atol" bound.
+    """
+    tensors = {"x": x, **{k: kw.pop(k) for k in ("weight", "bias", "residual") if k in kw}}
+    g = torch.Generator().manual_seed(seed)
+    cots = [torch.randn(x.shape, generator=g).to(DEVICE) for _ in range(2)]
+    kernel = lambda **a: getattr(normlab, op)(backend="triton", **a)  # noqa: E731
+    ref = getattr(R, op)
+    if not grad:
+        with torch.no_grad():
+            got = kernel(**tensors, **kw)
+            want = ref(**tensors, **kw)
+            truth = ref(**{k: v.double() for k, v in tensors.items() if v is not None}, **kw)
+        got, want, truth = [t if isinstance(t, tuple) else (t,) for t in (got, want, truth)]
+        for i, (a, e, t) in enumerate(zip(got, want, truth, strict=True)):
+            assert_kernel_close(a, e, t, f"{op} out[{i}]")
+        return
+    got, got_g = _fwd_bwd(kernel, tensors, kw, cots)
+    want, want_g = _fwd_bwd(ref, tensors, kw, cots)
+    truth, truth_g = _fwd_bwd(ref, tensors, kw, cots, dtype=torch.float64)
+    naive_half = kw.get("casting") == "none" and x.dtype != torch.float32
+    for i, (a, e, t) in enumerate(zip(got, want, truth, strict=True)):
+        if naive_half:
+            tol = {k: 3 * v for k, v in TOLERANCES[a.dtype].items()}
+            torch.testing.assert_close(a, e, **tol)
+            _assert_error_bound(a, e, t, f"{op} out[{i}]")
+        else:
+            assert_kernel_close(a, e, t, f"{op} out[{i}]")
+    for k in want_g:
+        if naive_half:
+            _assert_error_bound(got_g[k], want_g[k], truth_g[k], f"{op} d{k}")
+        else:
+            assert_kernel_close(got_g[k], want_g[k], truth_g[k], f"{op} d{k}")
+
+
+def _assert_error_bound(actual, eager, truth, name):
+    err, eager_err = max_abs_error(actual, truth), max_abs_error(eager, truth)
+    atol = TOLERANCES[actual.dtype]["atol"]
+    assert err <= 2 * eager_err + atol, f"{name}: error {err:.3e} > 2 x {eager_err:.3e} + {atol}"
+
+
+@pytest.fixture
+def looped(monkeypatch):
+    """Force the chunked (looped) path at small N: rows over 64 elements stream in 32-chunks."""
+    monkeypatch.setattr(tk, "MAX_FUSED_FWD", 64)
+    monkeypatch.setattr(tk, "MAX_FUSED_BWD", 64)
+    monkeypatch.setattr(tk, "LOOP_BLOCK", 32)
+    assert tk.pick_config(100).looped and tk.pick_config(100, backward=True).looped
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, F16], ids=str)
+@pytest.mark.parametrize("casting", ["llama", "gemma", "none"])
+@pytest.mark.parametrize("eps_inside", [True, False])
+def test_rms_norm_every_option(dtype, casting, eps_inside):
+    x, w, _, r = _inputs((5, 37), dtype)
+    for offset, residual in [(0.0, None), (1.0, r)]:
+        check("rms_norm", x, weight=w, residual=residual, offset=offset, casting=casting,
+              eps_inside=eps_inside)  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, F16], ids=str)
+def test_layer_norm_with_and_without_affine_and_residual(dtype):
+    x, w, b, r = _inputs((5, 37), dtype)
+    x = x + 30  # a large mean must not cancel the variance away
+    check("layer_norm", x, weight=w, bias=b)
+    check("layer_norm", x, weight=w, bias=b, residual=r)
+    check("layer_norm", x, residual=r)
+    check("layer_norm", x, weight=w)
+
+
+@pytest.mark.parametrize("dtype", [BF16, F16], ids=str)
+def test_fp32_weights_and_mixed_residual_dtypes(dtype):
+    x, w, b, _ = _inputs((4, 40), dtype, wdtype=F32)
+    r32 = torch.randn(4, 40, generator=torch.Generator().manual_seed(3)).to(DEVICE)
+    check("rms_norm", x, weight=w, casting="llama")  # y promotes to fp32
+    check("rms_norm", x, weight=w, residual=r32, offset=1.0, casting="gemma")  # h in fp32
+    check("layer_norm", x, weight=w, bias=b, residual=r32)
+    check("rms_norm", x)  # no weight at all
+
+
+@pytest.mark.parametrize("n", [1, 3, 123, 4097])
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
+def test_odd_hidden_sizes(n, dtype):
+    x, w, b, r = _inputs((3, n), dtype)
+    check("rms_norm", x, weight=w, residual=r)
+    check("layer_norm", x, weight=w, bias=b)
+
+
+def test_3d_input_and_non_contiguous_views():
+    x, w, b, r = _inputs((2, 3, 48), BF16)
+    check("rms_norm", x, weight=w, residual=r, casting="gemma")
+    check("layer_norm", x.transpose(0, 1), weight=w, bias=b)  # leading dims do not collapse
+    check("rms_norm", x[:, :, ::2], weight=w[:24])  # stride(-1) == 2: copied once
+    check("layer_norm", x[:, 1:, :40], weight=w[:40], bias=b[:40], residual=r[:, 1:, :40])
+    row = x[:1, :1].expand(2, 4, 48)  # row stride 0
+    check("rms_norm", row, weight=w, grad=False)
+
+
+def test_unit_stride_rows_are_read_in_place():
+    x = torch.randn(4, 5, 100, device=DEVICE)
+    for view in (x[:, :, :37], x[1:3], x[:, 2]):
+        assert tk.as_rows(view).data_ptr() == view.data_ptr()
+    assert tk.as_rows(x[:, :, ::2]).is_contiguous()
+
+
+def test_zero_rows():
+    for shape in [(0, 16), (2, 0, 16)]:
+        x, w, b, r = _inputs(shape, F32)
+        check("rms_norm", x, weight=w, residual=r)
+        check("layer_norm", x, weight=w, bias=b)
+
+
+@pytest.mark.parametrize("casting", ["llama", "gemma", "none"])
+def test_looped_path_every_option(looped, casting):
+    x, w, b, r = _inputs((3, 100), BF16)
+    check("rms_norm", x, weight=w, residual=r, offset=1.0, casting=casting)
+    check("rms_norm", x, weight=w, casting=casting, eps_inside=False)
+    if casting == "llama":
+        check("layer_norm", x + 30, weight=w, bias=b, residual=r)
+        check("layer_norm", x, weight=w)
+
+
+@pytest.mark.parametrize("n", [70000, 262144])
+def test_looped_path_at_large_hidden_sizes(n, monkeypatch):
+    assert tk.pick_config(n).looped and tk.pick_config(n, backward=True).looped
+    # Each chunk costs the interpreter a fixed ~ms of Python; 16K chunks keep this test short
+    # (test_looped_path_every_option covers many small chunks and the ragged tail).
+    monkeypatch.setattr(tk, "LOOP_BLOCK", 16384)
+    x, w, b, r = _inputs((1, n), BF16)
+    check("rms_norm", x, weight=w, residual=r)
+    check("layer_norm", x, weight=w, bias=b, grad=n < 100000)
+
+
+def test_persistent_backward_walks_several_tiles(monkeypatch):
+    # 2 programs over 37 rows of 2 rows each: every program owns many tiles, and the partial
+    # dweight/dbias rows are reduced without atomics, so the result is bitwise repeatable.
+    monkeypatch.setattr(tk, "_persistent_programs", lambda *args: 2)
+    monkeypatch.setattr(tk, "_TILE_BWD", 128)
+    assert tk.pick_config(64, backward=True).block_m == 2
+    x, w, b, r = _inputs((37, 64), F32)
+    check("layer_norm", x, weight=w, bias=b, residual=r)
+    x.requires_grad_(), w.requires_grad_(), b.requires_grad_()
+    runs = [torch.autograd.grad(normlab.layer_norm(x, w, b, backend="triton").sum(), (w, b))
+            for _ in range(2)]  # fmt: skip
+    for first, second in zip(*runs, strict=True):
+        assert torch.equal(first, second)
+
+
+def test_bf16_rounds_to_nearest_even_like_the_gpu():
+    # The interpreter truncates FP32 -> BF16; triton_launch patches it to round as the GPU does.
+    h = torch.tensor([[1.0 + 2**-8, 1.0 + 3 * 2**-9, -(1.0 + 2**-8)]], device=DEVICE)
+    zero = torch.zeros_like(h, dtype=BF16)
+    _, got = normlab.layer_norm(h, residual=zero, backend="triton")
+    assert torch.equal(got, h.to(BF16))
+
+
+def test_special_values_propagate():
+    nan, inf = float("nan"), float("inf")
+    x = torch.tensor([[1.0, nan, 2.0], [1.0, 2.0, 3.0], [inf, 1.0, 1.0]], device=DEVICE)
+    for op in (normlab.rms_norm, normlab.layer_norm):
+        got, want = op(x, backend="triton"), op(x, backend="reference")
+        torch.testing.assert_close(got, want, equal_nan=True)
+
+
+def test_float64_goes_to_the_reference():
+    x, w, b, r = _inputs((3, 20), torch.float64)
+    y, h = normlab.rms_norm(x, w, residual=r, backend="triton")
+    assert y.dtype == h.dtype == torch.float64
+    torch.testing.assert_close(y, R.rms_norm(x, w, residual=r)[0], rtol=0, atol=0)
+
+
+def test_config_table():
+    for n in [1, 3, 1000, 1024, 4097, 32768, 70000]:
+        for backward in (False, True):
+            cfg = tk.pick_config(n, backward=backward)
+            assert cfg.block_n & (cfg.block_n - 1) == 0 and cfg.num_warps in (4, 8, 16, 32)
+            assert cfg.looped == (n > (tk.MAX_FUSED_BWD if backward else tk.MAX_FUSED_FWD))
+            assert cfg.looped or cfg.block_n >= n
+
+
+def test_torch_compile_fullgraph_traces_the_custom_ops():
+    # aot_eager runs dynamo and AOTAutograd over the fake kernels (what breaks a graph) without
+    # inductor's slow CPU codegen; the compiled call must equal the eager one, gradients too.
+    import normlab.kernels.triton_ops  # noqa: F401  (register before tracing)
+
+    def f(x, w, r):
+        y, h = normlab.rms_norm(x, w, residual=r, casting="gemma", offset=1.0, backend="triton")
+        z = normlab.layer_norm(h, w, backend="triton")
+        return (y.float() * z).sum()
+
+    x, w, _, r = _inputs((4, 64), BF16)
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    results = []
+    for fn in (compiled, f):
+        leaves = [t.clone().requires_grad_() for t in (x, w, r)]
+        out = fn(*leaves)
+        results.append([out, *torch.autograd.grad(out, leaves)])
+    for got, want in zip(*results, strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+_COMPILE_FOR_SM90 = """
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from normlab.kernels.triton_gpu import _norm_bwd_kernel, _norm_fwd_kernel
+from normlab.kernels.triton_launch import pick_config
+
+SM90 = GPUTarget("cuda", 90, 32)
+
+def build(kernel, ptrs, scalars, flags, n, backward):
+    cfg = pick_config(n, backward=backward)
+    flags = dict(flags, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, LOOPED=cfg.looped)
+    sig = {**ptrs, **scalars, **{k: "constexpr" for k in flags}}
+    names = list(sig)
+    src = ASTSource(kernel, sig, constexprs={(names.index(k),): v for k, v in flags.items()})
+    out = triton.compile(src, target=SM90, options={"num_warps": cfg.num_warps})
+    assert out.asm["cubin"], n
+
+for n, rms, cast in [(123, False, 0), (70000, True, 2), (4096, True, 1), (20000, False, 0)]:
+    fwd_ptrs = dict(X="*bf16", R="*bf16", H="*fp32", W="*fp32", B="*fp32", Y="*fp32",
+                    MEAN="*fp32", RSTD="*fp32")
+    build(_norm_fwd_kernel, fwd_ptrs, dict.fromkeys(
+        ["stride_x", "stride_r", "stride_h", "stride_y", "M", "N"], "i32") | {"eps": "fp32",
+        "offset": "fp32"}, dict(IS_RMS=rms, HAS_RES=True, HAS_W=True, HAS_B=not rms,
+        CASTING=cast, EPS_INSIDE=cast != 2), n, False)
+    bwd_ptrs = dict(H="*fp16", W="*fp16", MEAN="*fp32", RSTD="*fp32", DY="*fp16", DHO="*fp16",
+                    DH="*fp16", DW="*fp32", DB="*fp32")
+    build(_norm_bwd_kernel, bwd_ptrs, dict.fromkeys(
+        ["stride_h", "stride_dy", "stride_dho", "stride_dh", "M", "N"], "i32") | {"offset": "fp32"},
+        dict(IS_RMS=rms, HAS_W=True, HAS_B=not rms, HAS_DHO=rms, CASTING=cast,
+        EPS_INSIDE=cast != 2), n, True)
+print("compiled")
+"""
+
+
+def test_kernels_compile_for_a_real_gpu():
+    # The interpreter runs the kernels as Python and accepts code the GPU compiler rejects, so
+    # compile both kernels for sm_90 (fused and looped paths, both norms) in a process without
+    # TRITON_INTERPRET. ptxas ships with Triton: no GPU is needed.
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("triton.backends.nvidia")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_DEFAULT_FP_FUSION"] = "1"
+    run = subprocess.run(
+        [sys.executable, "-c", _COMPILE_FOR_SM90], env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 0 and "compiled" in run.stdout, run.stderr[-3000:]
