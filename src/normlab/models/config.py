@@ -63,6 +63,11 @@ class TransformerConfig:
     (N(0, 0.02) everywhere, as GPT-2), "default" (torch's own module defaults). DeepNorm then
     multiplies its β-scaled weights by β, so "xavier" + deepnorm is the paper's init."""
 
+    scale_branch_init: bool | None = None
+    """Multiply the init of each branch's last projection (attention ``wo``, MLP ``w_out``) by
+    1/√(2·n_layers), GPT-2's residual scaling. None = only for norm="none": with no norm nothing
+    bounds the residual stream, and a 12-layer SwiGLU stack with Xavier init overflows at init."""
+
     norm_backend: str = "auto"
     """Kernel backend passed to normlab's RMSNorm/LayerNorm (DyT, ScaleNorm and BatchNorm have a
     single eager implementation)."""
@@ -97,15 +102,24 @@ class TransformerConfig:
                 raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}")
         if self.rms_casting is not None and self.rms_casting not in RMS_CASTINGS:
             raise ValueError(f"rms_casting must be None or one of {RMS_CASTINGS}")
-        if self.mlp_ratio is not None and not (self.mlp_ratio > 0 and math.isfinite(self.mlp_ratio)):
+        if self.mlp_ratio is not None and not (
+            self.mlp_ratio > 0 and math.isfinite(self.mlp_ratio)
+        ):
             raise ValueError(f"mlp_ratio must be a positive number or None, got {self.mlp_ratio!r}")
         if self.eps is not None and not (self.eps >= 0 and math.isfinite(self.eps)):
             raise ValueError(f"eps must be a finite number >= 0 or None, got {self.eps!r}")
         for name in ("final_norm", "qk_norm", "tie_embeddings"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
-        if self.bias is not None and not isinstance(self.bias, bool):
-            raise TypeError(f"bias must be a bool or None, got {self.bias!r}")
+        for name in ("bias", "scale_branch_init"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be a bool or None, got {getattr(self, name)!r}")
+        if self.placement == "deepnorm" and self.norm == "none":
+            # N(α·x + F(x)) without N multiplies the residual stream by α every sublayer.
+            raise ValueError(
+                "placement='deepnorm' needs a norm: with norm='none' the skip scaling α grows "
+                "the residual stream as α^(2·n_layers); choose another norm or placement"
+            )
 
     # ---- derived values (the model reads these, never the raw None defaults)
 
@@ -119,8 +133,17 @@ class TransformerConfig:
 
     @property
     def hidden_dim(self) -> int:
-        ratio = self.mlp_ratio if self.mlp_ratio is not None else {"llama": 8 / 3, "gpt2": 4.0}[self.arch]
+        ratio = (
+            self.mlp_ratio
+            if self.mlp_ratio is not None
+            else {"llama": 8 / 3, "gpt2": 4.0}[self.arch]
+        )
         return 8 * math.ceil(ratio * self.dim / 8)
+
+    @property
+    def branch_init_scale(self) -> float:
+        on = self.norm == "none" if self.scale_branch_init is None else self.scale_branch_init
+        return (2 * self.n_layers) ** -0.5 if on else 1.0
 
     @property
     def casting(self) -> str:

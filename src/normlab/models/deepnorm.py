@@ -38,7 +38,9 @@ def deepnorm_constants(
         dec = ((3 * m) ** 0.25, (12 * m) ** -0.25)
         return enc, dec
     if arch not in ("decoder", "encoder"):
-        raise ValueError(f"arch must be 'decoder', 'encoder' or ('encdec', n_enc, n_dec), got {arch!r}")
+        raise ValueError(
+            f"arch must be 'decoder', 'encoder' or ('encdec', n_enc, n_dec), got {arch!r}"
+        )
     n = _positive("n_layers", n_layers)
     # Encoder-only and decoder-only share the formula; only the name of the depth differs.
     return (2 * n) ** 0.25, (8 * n) ** -0.25

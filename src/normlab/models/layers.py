@@ -28,15 +28,22 @@ def make_norm(cfg: TransformerConfig, size: int) -> nn.Module | None:
     return None
 
 
-def apply_norm(norm: nn.Module | None, x: Tensor, mask: Tensor | None) -> Tensor:
-    """``norm(x)``; None is the identity, and BatchNorm gets the padding mask for its statistics."""
+def apply_norm(
+    norm: nn.Module | None, x: Tensor, mask: Tensor | None, residual: Tensor | None = None
+) -> Tensor:
+    """``norm(x + residual)``; None is the identity, and BatchNorm gets the padding mask.
+
+    With ``residual`` the add happens inside the norm's kernel (the fused form); the summed
+    stream it also returns is not needed by the caller.
+    """
     if norm is None:
-        return x
+        return x if residual is None else x + residual
+    kw = {}
     if isinstance(norm, BatchNorm):
         if mask is not None and mask.dim() < x.dim() - 1:  # (B, T) mask for (B, T, H, Dh) q/k
             mask = mask.reshape(*mask.shape, *[1] * (x.dim() - 1 - mask.dim())).expand(x.shape[:-1])
-        return norm(x, mask=mask)
-    return norm(x)
+        kw["mask"] = mask
+    return norm(x, **kw) if residual is None else norm(x, residual, **kw)[0]
 
 
 class RotaryEmbedding(nn.Module):
@@ -79,7 +86,7 @@ class Attention(nn.Module):
     report each matrix's gradient.
     """
 
-    def __init__(self, cfg: TransformerConfig):
+    def __init__(self, cfg: TransformerConfig, rope: RotaryEmbedding | None = None):
         super().__init__()
         d, bias = cfg.dim, cfg.use_bias
         self.n_heads, self.head_dim = cfg.n_heads, cfg.head_dim
@@ -87,7 +94,9 @@ class Attention(nn.Module):
         self.wv, self.wo = nn.Linear(d, d, bias=bias), nn.Linear(d, d, bias=bias)
         self.q_norm = make_norm(cfg, cfg.head_dim) if cfg.qk_norm else None
         self.k_norm = make_norm(cfg, cfg.head_dim) if cfg.qk_norm else None
-        self.rope = RotaryEmbedding(cfg.head_dim, cfg.max_seq_len) if cfg.arch == "llama" else None
+        if cfg.arch == "llama" and rope is None:
+            rope = RotaryEmbedding(cfg.head_dim, cfg.max_seq_len)
+        self.rope = rope  # llama only; one table shared by every block of a model
         self.sdpa = CausalSDPA()
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:

@@ -9,7 +9,14 @@ from torch import Tensor, nn
 
 from normlab.models.config import TransformerConfig
 from normlab.models.deepnorm import deepnorm_constants
-from normlab.models.layers import MLP, NORM_TYPES, Attention, apply_norm, make_norm
+from normlab.models.layers import (
+    MLP,
+    NORM_TYPES,
+    Attention,
+    RotaryEmbedding,
+    apply_norm,
+    make_norm,
+)
 
 # placement -> (norm on the branch input, norm after the branch / after the add)
 _NORM_SLOTS = {
@@ -26,7 +33,13 @@ class Block(nn.Module):
     """One attention + MLP block. ``placement`` is one of post | pre | sandwich | deepnorm
     ("mix" is resolved per block by the config); ``alpha`` scales the skip (DeepNorm)."""
 
-    def __init__(self, cfg: TransformerConfig, placement: str, alpha: float = 1.0):
+    def __init__(
+        self,
+        cfg: TransformerConfig,
+        placement: str,
+        alpha: float = 1.0,
+        rope: RotaryEmbedding | None = None,
+    ):
         super().__init__()
         if placement not in _NORM_SLOTS:
             raise ValueError(f"placement must be one of {tuple(_NORM_SLOTS)}, got {placement!r}")
@@ -37,7 +50,7 @@ class Block(nn.Module):
         self.attn_norm_out = make_norm(cfg, cfg.dim) if has_out else None
         self.mlp_norm_in = make_norm(cfg, cfg.dim) if has_in else None
         self.mlp_norm_out = make_norm(cfg, cfg.dim) if has_out else None
-        self.attn = Attention(cfg)
+        self.attn = Attention(cfg, rope)
         self.mlp = MLP(cfg)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
@@ -45,9 +58,9 @@ class Block(nn.Module):
         return self._sublayer(x, self.mlp, self.mlp_norm_in, self.mlp_norm_out, mask)
 
     def _sublayer(self, x, branch, norm_in, norm_out, mask) -> Tensor:
-        if self.norm_after_add:  # post, deepnorm: x = N(α·x + F(x)); α = 1 for post
+        if self.norm_after_add:  # post, deepnorm: x = N(α·x + F(x)), the add fused into N
             skip = x if self.alpha == 1.0 else self.alpha * x
-            return apply_norm(norm_out, skip + branch(x, mask), mask)
+            return apply_norm(norm_out, branch(x, mask), mask, residual=skip)
         # pre: x + F(N(x)) (norm_out is None); sandwich: x + N_out(F(N_in(x)))
         return x + apply_norm(norm_out, branch(apply_norm(norm_in, x, mask), mask), mask)
 
@@ -73,8 +86,9 @@ class Transformer(nn.Module):
         alpha, self.deepnorm_beta = (
             deepnorm_constants(cfg.n_layers) if cfg.placement == "deepnorm" else (1.0, 1.0)
         )
+        rope = RotaryEmbedding(cfg.head_dim, cfg.max_seq_len) if cfg.arch == "llama" else None
         self.blocks = nn.ModuleList(
-            Block(cfg, cfg.block_placement(i), alpha) for i in range(cfg.n_layers)
+            Block(cfg, cfg.block_placement(i), alpha, rope) for i in range(cfg.n_layers)
         )
         self.norm = make_norm(cfg, cfg.dim) if cfg.has_final_norm else None
         self.lm_head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
@@ -107,11 +121,16 @@ class Transformer(nn.Module):
             elif isinstance(m, nn.Embedding):
                 if init == "default":
                     m.reset_parameters()
-                else:  # xavier: unit-RMS-over-dim rows as in Vaswani et al.; normal: GPT-2's 0.02
+                else:  # xavier: rows of unit norm (std d^-½, as fairseq); normal: GPT-2's 0.02
                     std = self.config.dim**-0.5 if init == "xavier" else 0.02
                     nn.init.normal_(m.weight, std=std)
             elif isinstance(m, NORM_TYPES) and hasattr(m, "reset_parameters"):
                 m.reset_parameters()
+        scale = self.config.branch_init_scale
+        if scale != 1.0:
+            for block in self.blocks:
+                block.attn.wo.weight.mul_(scale)
+                block.mlp.w_out.weight.mul_(scale)
         if self.config.placement == "deepnorm":
             # DeepNet: gain β on v, the attention output and the MLP; q and k keep gain 1.
             for block in self.blocks:
@@ -120,7 +139,7 @@ class Transformer(nn.Module):
 
     @staticmethod
     def _deepnorm_scaled(block: Block) -> list[nn.Linear]:
-        mlp = [block.mlp.w_in, block.mlp.w_out] + ([block.mlp.w_gate] if block.mlp.w_gate else [])
+        mlp = [m for m in (block.mlp.w_in, block.mlp.w_gate, block.mlp.w_out) if m is not None]
         return [block.attn.wv, block.attn.wo, *mlp]
 
     # ---- forward
@@ -147,9 +166,8 @@ class Transformer(nn.Module):
             if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
                 raise TypeError("mask must be a bool tensor (True marks real tokens)")
             if mask.shape != tokens.shape:
-                raise ValueError(
-                    f"mask must have the shape of tokens {tuple(tokens.shape)}, got {tuple(mask.shape)}"
-                )
+                want, got = tuple(tokens.shape), tuple(mask.shape)
+                raise ValueError(f"mask must have the shape of tokens {want}, got {got}")
 
     # ---- introspection for the lab
 

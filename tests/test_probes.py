@@ -1,0 +1,126 @@
+"""Tests for normlab.models.Probes: hooks only while attached; values match a direct computation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from normlab.models import Probes, Transformer, TransformerConfig
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    # Tiny tensors: intra-op threads only add overhead (and thrash on a shared 2-core box).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _model(n_layers=3, **kw):
+    torch.manual_seed(0)
+    return Transformer(TransformerConfig(32, 16, n_layers, 2, norm_backend="reference", **kw))
+
+
+def _tokens(b=2, t=8):
+    return torch.randint(0, 32, (b, t), generator=torch.Generator().manual_seed(0))
+
+
+def _hook_count(model) -> int:
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+
+def test_off_by_default_and_removed_cleanly():
+    model = _model()
+    assert _hook_count(model) == 0
+    want = model(_tokens())
+    with Probes(model) as probes:
+        assert _hook_count(model) > 0
+        torch.testing.assert_close(model(_tokens()), want)  # probes do not change the math
+        assert probes.collect()["residual_rms"][0] is not None
+    assert _hook_count(model) == 0
+    probes = Probes(model)
+    probes.remove()
+    probes.remove()  # idempotent
+    assert _hook_count(model) == 0
+    with pytest.raises(TypeError, match="Transformer"):
+        Probes(torch.nn.Linear(2, 2))
+
+
+def test_collect_schema_is_plain_json():
+    model = _model(n_layers=3, arch="gpt2")
+    with Probes(model) as probes:
+        empty = probes.collect()
+        assert empty["residual_rms"] == [None] * 3 and empty["grad_norm_block"] == [None] * 3
+        model(_tokens()).logsumexp(-1).mean().backward()
+        stats = probes.collect()
+    assert set(stats) == {
+        "grad_norm", "grad_norm_block", "residual_rms", "residual_cos", "attn_logit_max"
+    }  # fmt: skip
+    assert set(stats["grad_norm"]) == {
+        "attn.wq",
+        "attn.wk",
+        "attn.wv",
+        "attn.wo",
+        "mlp.w_in",
+        "mlp.w_out",
+    }
+    assert all(len(v) == 3 for v in stats["grad_norm"].values())
+    lengths = {k: len(v) for k, v in stats.items() if k != "grad_norm"}
+    assert lengths == {
+        "grad_norm_block": 3,
+        "residual_rms": 3,
+        "residual_cos": 2,
+        "attn_logit_max": 3,
+    }
+    flat = [x for v in stats["grad_norm"].values() for x in v]
+    flat += [x for k, v in stats.items() if k != "grad_norm" for x in v]
+    assert all(type(x) is float for x in flat)
+    assert json.loads(json.dumps(stats)) == stats
+
+
+def test_values_match_a_direct_computation():
+    model = _model(n_layers=2, qk_norm=True)
+    tokens = _tokens()
+    outs = []
+    handles = [
+        b.register_forward_hook(lambda m, a, o: outs.append(o.detach())) for b in model.blocks
+    ]
+    with Probes(model) as probes:
+        model(tokens).logsumexp(-1).mean().backward()
+        stats = probes.collect()
+    for h in handles:
+        h.remove()
+    for i, out in enumerate(outs):
+        assert stats["residual_rms"][i] == pytest.approx(out.pow(2).mean().sqrt().item(), rel=1e-5)
+    cos = F.cosine_similarity(outs[0], outs[1], dim=-1).mean().item()
+    assert stats["residual_cos"][0] == pytest.approx(cos, rel=1e-5)
+    for i, block in enumerate(model.blocks):
+        grads = [p.grad for p in block.parameters()]
+        total = torch.sqrt(sum(g.pow(2).sum() for g in grads)).item()
+        assert stats["grad_norm_block"][i] == pytest.approx(total, rel=1e-5)
+        wo = block.attn.wo.weight.grad.norm().item()
+        assert stats["grad_norm"]["attn.wo"][i] == pytest.approx(wo, rel=1e-5)
+
+    # The largest causal logit of block 0, recomputed from its input.
+    attn, x = model.blocks[0].attn, model.blocks[0].attn_norm_in(model.tok_emb(tokens))
+    heads = (*tokens.shape, 2, 8)
+    q = attn.rope(attn.q_norm(attn.wq(x).view(heads)).transpose(1, 2))
+    k = attn.rope(attn.k_norm(attn.wk(x).view(heads)).transpose(1, 2))
+    logits = (q @ k.transpose(-1, -2) / 8**0.5).masked_fill(~torch.ones(8, 8).tril().bool(), -1e9)
+    assert stats["attn_logit_max"][0] == pytest.approx(logits.max().item(), rel=1e-5)
+
+
+def test_residual_statistics_skip_padding():
+    model = _model(n_layers=1)
+    tokens, mask = _tokens(), torch.ones(2, 8, dtype=torch.bool)
+    mask[1, 4:] = False
+    outs = []
+    model.blocks[0].register_forward_hook(lambda m, a, o: outs.append(o.detach()))
+    with Probes(model) as probes:
+        model(tokens, mask=mask)
+        rms = probes.collect()["residual_rms"][0]
+    assert rms == pytest.approx(outs[0][mask].pow(2).mean().sqrt().item(), rel=1e-5)
