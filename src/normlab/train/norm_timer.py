@@ -45,7 +45,9 @@ class NormTimer:
     def norm_weights(model: nn.Module) -> list:
         """The gain parameters of the norms (what weight decay on norms would shrink)."""
         return [
-            m.weight for m in NormTimer.norm_modules(model) if getattr(m, "weight", None) is not None
+            m.weight
+            for m in NormTimer.norm_modules(model)
+            if getattr(m, "weight", None) is not None
         ]
 
     def _pre(self, mod, args) -> None:

@@ -174,8 +174,21 @@ class Trainer:
             self.data.train, self.cfg.batch_size, self.cfg.seq_len, seed=self.cfg.seed
         )
 
+    def eval_batches(self) -> list[tuple[Tensor, Tensor]]:
+        cfg = self.cfg
+        return fixed_batches(self.data.val, cfg.eval_batches, cfg.batch_size, cfg.seq_len)
+
     def all_reduce_mean(self, value: float) -> float:
         return value
+
+    def any_rank(self, flag: bool) -> bool:
+        """``flag`` agreed by every process (True if any has it): ranks must stop together."""
+        return flag
+
+    def resume(self, res: RunResult) -> int:
+        """Fill ``res`` with the steps a checkpoint already ran; return the step to continue
+        from (0: a fresh run)."""
+        return 0
 
     def log(self, step: int, record: dict[str, float]) -> None:
         pass
@@ -186,12 +199,12 @@ class Trainer:
         cfg = self.cfg
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
-        t_start = time.perf_counter()
+        t_start, cpu_start = time.perf_counter(), time.process_time()
         self.model = model = self.build_model()
         raw = getattr(model, "module", model)  # the unwrapped model (norm timers, probes)
         opt = self.build_optimizer(model)
         batches = self.train_batches()
-        val = fixed_batches(self.data.val, cfg.eval_batches, cfg.batch_size, cfg.seq_len)
+        val = self.eval_batches()
         probe_batch = val[0]
         res = RunResult(config=cfg.to_dict())
         cols = ("step", "loss", "grad_norm", "lr", "tokens_per_s", "step_ms", "fwd_ms", "norm_ms")
@@ -200,8 +213,9 @@ class Trainer:
         params = [p for p in model.parameters() if p.requires_grad]
         max_norm = float("inf") if cfg.grad_clip is None else cfg.grad_clip
         timer = NormTimer(raw)
+        start = self.resume(res)
 
-        for step in range(cfg.steps + 1):
+        for step in range(start, cfg.steps + 1):
             if step in cfg.probe_steps:
                 res.probes[str(step)] = self._probe(model, probe_batch)
             if cfg.eval_interval and step and step % cfg.eval_interval == 0 and step < cfg.steps:
@@ -220,7 +234,9 @@ class Trainer:
             loss.backward()
             gnorm = float(torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True))
             loss_v = self.all_reduce_mean(float(loss.detach()))
-            if not (math.isfinite(loss_v) and math.isfinite(gnorm)) or loss_v > limit:
+            if self.any_rank(
+                not (math.isfinite(loss_v) and math.isfinite(gnorm)) or loss_v > limit
+            ):
                 res.status, res.diverged_step = "diverged", step
                 res.reason = (
                     f"loss {loss_v:.4g}, gradient norm {gnorm:.4g} at step {step} "
@@ -242,9 +258,11 @@ class Trainer:
                 on_step(step, rec)
         timer.remove()
 
-        if res.status == "ok":
+        if res.status == "ok" and cfg.steps:  # a probe-only run has nothing to validate
             res.evals.append(self._evaluate(model, val, cfg.steps))
         res.summary = self._summary(res, raw, time.perf_counter() - t_start)
+        # CPU seconds of this process (all its threads): what a run costs on a busy machine.
+        res.summary["cpu_s"] = time.process_time() - cpu_start
         return res
 
     def _probe(self, model: nn.Module, batch: tuple[Tensor, Tensor]) -> dict:
@@ -265,6 +283,7 @@ class Trainer:
             out["val_loss_train_mode"] = self._mean_loss(model, batches, train_mode=True)
         return out
 
+    @torch.no_grad()
     def _mean_loss(self, model: nn.Module, batches: list, *, train_mode: bool) -> float:
         # Train mode updates BatchNorm's running statistics: put them back afterwards.
         saved = {k: b.clone() for k, b in model.named_buffers()} if train_mode else None
@@ -285,7 +304,7 @@ class Trainer:
         final = res.evals[-1] if res.evals and res.status == "ok" else {}
         # Skip the first steps' timings: they include one-off allocation and kernel compiles.
         skip = min(len(h["step_ms"]) // 5, 10)
-        norm_w = [p.detach().float().abs().mean() for p in NormTimer.norm_weights(raw)]
+        norm_w = [_whole(p).detach().float().abs().mean() for p in NormTimer.norm_weights(raw)]
         return {
             "final_val_loss": final.get("val_loss"),
             "final_val_loss_train_mode": final.get("val_loss_train_mode"),
@@ -300,6 +319,11 @@ class Trainer:
             "threads": torch.get_num_threads(),
             "wall_s": wall_s,
         }
+
+
+def _whole(t: Tensor) -> Tensor:
+    """An FSDP2 shard (DTensor) gathered whole, a collective; a plain tensor as it is."""
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
 
 
 def _mean(xs: list[float]) -> float | None:

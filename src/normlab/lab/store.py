@@ -1,0 +1,65 @@
+"""``results.jsonl``: one line per finished run, appended atomically, read back for ``--resume``.
+
+A line is written with a single ``write`` on an ``O_APPEND`` descriptor, then ``fsync``: a study
+killed at any moment leaves whole lines only (a torn last line, possible if the machine itself
+dies, is skipped on reading). Runs are keyed by a hash of their config and the corpus, so a run
+is done once whatever preset or name asked for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from normlab.train.trainer import TrainConfig
+
+# Fields that change how fast a run goes, not what it computes.
+_SPEED_ONLY = ("threads",)
+
+
+def run_key(cfg: TrainConfig, corpus_sha256: str) -> str:
+    d = {k: v for k, v in cfg.to_dict().items() if k not in _SPEED_ONLY}
+    blob = json.dumps({"config": d, "corpus": corpus_sha256}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+class ResultStore:
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def load(self) -> dict[str, dict[str, Any]]:
+        """key -> record, the first complete line of each key (later duplicates are ignored)."""
+        out: dict[str, dict[str, Any]] = {}
+        if not self.path.exists():
+            return out
+        with open(self.path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a torn line from a crash mid-write
+                if isinstance(rec, dict) and "key" in rec:
+                    out.setdefault(rec["key"], rec)
+        return out
+
+    def append(self, record: dict[str, Any]) -> None:
+        line = (json.dumps(record, allow_nan=False, separators=(",", ":")) + "\n").encode()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            self._ensure_line_start(fd)
+            n = os.write(fd, line)
+            if n != len(line):  # regular files write all or fail; say so if not
+                raise OSError(f"short write to {self.path}: {n} of {len(line)} bytes")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _ensure_line_start(self, fd: int) -> None:
+        # After a torn write the file may not end in a newline: start a fresh line.
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            os.write(fd, b"\n")

@@ -1,0 +1,257 @@
+"""``normlab study``: train a preset's runs, decide its claims, write the reports.
+
+Runs go to ``DIR/results.jsonl`` as they finish (``normlab.lab.store``); ``--resume`` skips the
+runs already there, so a killed study loses at most the runs in progress. ``--workers N`` trains
+N runs at once in separate processes, the CPU threads split between them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+PRESET_NAMES = ("quick", "paper", "deep", "smoke")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--preset", choices=PRESET_NAMES, default="quick",
+                   help="which runs and claims (quick: ~6 min on 2 cores)")  # fmt: skip
+    p.add_argument("--out", default="normlab-out", help="output directory")
+    p.add_argument("--data", default=None,
+                   help="train on this file; None = the stdlib's *.py files")  # fmt: skip
+    p.add_argument("--resume", action="store_true",
+                   help="keep DIR/results.jsonl and skip the runs already in it")  # fmt: skip
+    # These models are too small for a second thread to pay off much; separate runs scale.
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="runs trained at once (processes); the threads are split between them",
+    )
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch threads in all; 0 = torch's default (the cores)")  # fmt: skip
+    p.add_argument("--quiet", action="store_true", help="no progress bars or tables")
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from normlab.lab.presets import PRESETS
+    from normlab.lab.report import decide_all, format_table, write_reports
+    from normlab.train.data import load_corpus
+
+    if args.workers < 1:
+        raise SystemExit("--workers must be >= 1")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    preset = PRESETS[args.preset]()
+    corpus = load_corpus(args.data)
+    threads = args.threads or torch.get_num_threads()
+    t0 = time.time()
+    results, failed, reused = run_study(
+        preset, corpus, out, data_path=args.data, resume=args.resume, workers=args.workers,
+        threads=threads, quiet=args.quiet,
+    )  # fmt: skip
+    meta = {
+        "preset": preset.name, "description": preset.description, "corpus": corpus.describe(),
+        "environment": environment(threads, args.workers), "wall_s": time.time() - t0,
+        "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "failed_runs": failed,
+        "reused_runs": reused,
+    }  # fmt: skip
+    (out / "study.json").write_text(json.dumps(meta, indent=2))
+    verdicts = decide_all(preset, results, corpus.unigram_entropy())
+    write_reports(out, preset, results, verdicts, meta)
+    if not args.quiet:
+        print(format_table(preset, verdicts))
+        print(f"\n{len(results)} runs in {meta['wall_s']:.0f} s -> {out / 'report.html'}, "
+              f"{out / 'report.md'}")  # fmt: skip
+    if failed:
+        print(f"runs that raised (not recorded; --resume retries them): {failed}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def environment(threads: int, workers: int) -> dict[str, Any]:
+    import numba
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {
+        "python": platform.python_version(), "torch": torch.__version__,
+        "numba": numba.__version__, "platform": platform.platform(), "cpu": cpu,
+        "cpu_count": os.cpu_count(), "threads": threads, "workers": workers,
+    }  # fmt: skip
+
+
+def run_study(preset, corpus, out: Path, *, data_path=None, resume=False, workers=1, threads=1,
+              quiet=False) -> tuple[dict[str, dict], list[str], int]:  # fmt: skip
+    """Train the preset's runs that ``out/results.jsonl`` lacks. Returns name -> result, the
+    names of runs that raised, and how many results were reused from an earlier invocation."""
+    from normlab.lab.store import ResultStore, run_key
+
+    store = ResultStore(out / "results.jsonl")
+    if not resume and store.path.exists():
+        old = store.path.with_name(f"results.{time.strftime('%Y%m%d-%H%M%S')}.jsonl")
+        store.path.rename(old)
+        if not quiet:
+            print(f"previous results moved to {old} (use --resume to continue them)")
+    done = store.load()
+    keys = {r.name: run_key(r.config, corpus.sha256) for r in preset.runs}
+    todo = [r for r in preset.runs if keys[r.name] not in done]
+    per_worker = max(1, threads // min(workers, max(1, len(todo))))
+    bar = _Progress(todo, len(preset.runs) - len(todo), len(preset.runs), quiet)
+    failed: list[str] = []
+
+    def finish(run, result: dict | None, err: str | None) -> None:
+        if err is not None:
+            failed.append(run.name)
+            bar.write(f"run {run.name} raised: {err}")
+        else:
+            rec = {"key": keys[run.name], "name": run.name, "preset": preset.name,
+                   "corpus_sha256": corpus.sha256, "result": result}  # fmt: skip
+            store.append(rec)
+            done[keys[run.name]] = rec
+        steps_done = (result or {}).get("summary", {}).get("steps_done", 0)
+        bar.run_done(max(1, run.config.steps) - steps_done)  # a diverged run stops early
+
+    if workers == 1:
+        for r in todo:
+            result, err = _train_one(r.config.replace(threads=per_worker), corpus, bar.step)
+            finish(r, result, err)
+    else:
+        _run_parallel(todo, data_path, corpus.sha256, workers, per_worker, bar, finish)
+    bar.close()
+    results = {r.name: done[keys[r.name]]["result"] for r in preset.runs if keys[r.name] in done}
+    return results, failed, len(preset.runs) - len(todo)
+
+
+def _train_one(cfg, corpus, on_step) -> tuple[dict | None, str | None]:
+    from normlab.train.trainer import train
+
+    try:
+        return train(cfg, corpus, on_step=lambda step, rec: on_step(1)).to_dict(), None
+    except Exception as e:  # a bug in one run must not lose the others
+        return None, f"{type(e).__name__}: {e}"
+
+
+# ---- parallel runs: each worker process loads the corpus once and reports steps on a queue
+
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(data_path, sha256: str, threads: int, queue) -> None:
+    import torch
+
+    from normlab.train.data import load_corpus
+
+    torch.set_num_threads(threads)
+    corpus = load_corpus(data_path)
+    if corpus.sha256 != sha256:
+        raise RuntimeError("the data file changed while the study ran")
+    _WORKER.update(corpus=corpus, queue=queue)
+
+
+def _worker_run(cfg_dict: dict) -> tuple[dict | None, str | None]:
+    from normlab.train.trainer import TrainConfig
+
+    q = _WORKER["queue"]
+    return _train_one(TrainConfig.from_dict(cfg_dict), _WORKER["corpus"], q.put)
+
+
+def _run_parallel(todo, data_path, sha256, workers, per_worker, bar, finish) -> None:
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")  # fork after torch has started threads can deadlock
+    manager = None if bar.quiet else ctx.Manager()  # a server process that relays the steps
+    queue = _NullQueue() if manager is None else manager.Queue()
+    stop = threading.Event()
+
+    def pump() -> None:
+        while not stop.is_set():
+            try:
+                bar.step(queue.get(timeout=0.2))
+            except Exception:
+                continue
+
+    pumper = threading.Thread(target=pump, daemon=True)
+    pumper.start()
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
+                             initargs=(data_path, sha256, per_worker, queue)) as pool:  # fmt: skip
+        futures = {
+            pool.submit(_worker_run, r.config.replace(threads=per_worker).to_dict()): r
+            for r in todo
+        }
+        pending = set(futures)
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in finished:
+                try:
+                    result, err = f.result()
+                except Exception as e:  # the worker process itself died
+                    result, err = None, f"{type(e).__name__}: {e}"
+                finish(futures[f], result, err)
+    stop.set()
+    pumper.join()
+    if manager is not None:
+        manager.shutdown()
+
+
+class _NullQueue:
+    def put(self, n: int) -> None:
+        pass
+
+    def get(self, timeout: float) -> int:
+        time.sleep(timeout)
+        raise TimeoutError
+
+
+class _Progress:
+    """One bar over the training steps of all pending runs; the runs counter in its label."""
+
+    def __init__(self, todo, n_done: int, n_runs: int, quiet: bool):
+        self.quiet, self.n_done, self.n_runs = quiet, n_done, n_runs
+        self._lock = threading.Lock()
+        if quiet:
+            self.bar = None
+            return
+        from tqdm import tqdm
+
+        total = sum(max(1, r.config.steps) for r in todo)
+        self.bar = tqdm(total=total, unit="step", dynamic_ncols=True, desc=self._desc())
+
+    def _desc(self) -> str:
+        return f"runs {self.n_done}/{self.n_runs}"
+
+    def step(self, n: int = 1) -> None:
+        if self.bar is not None:
+            with self._lock:
+                self.bar.update(n)
+
+    def run_done(self, steps_left: int) -> None:
+        with self._lock:
+            self.n_done += 1
+            if self.bar is not None:
+                self.bar.update(max(0, steps_left))
+                self.bar.set_description(self._desc())
+
+    def write(self, msg: str) -> None:
+        if self.bar is not None:
+            self.bar.write(msg)
+        else:
+            print(msg, file=sys.stderr)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -1,0 +1,107 @@
+import json
+import math
+
+import pytest
+import torch
+
+from normlab.models import TransformerConfig
+from normlab.train.data import load_corpus
+from normlab.train.trainer import TrainConfig, Trainer, train
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return load_corpus()
+
+
+def tiny(**kw) -> TrainConfig:
+    model = kw.pop("model", {})
+    m = TransformerConfig(256, 16, 2, 2, max_seq_len=16, **model)
+    base = dict(steps=20, batch_size=4, seq_len=16, eval_batches=2, lr=3e-3, threads=1)
+    return TrainConfig(model=m, **{**base, **kw})
+
+
+def test_config_round_trips_through_json():
+    cfg = tiny(model={"norm": "layernorm", "placement": "post"}, warmup_steps=5,
+               probe_steps=(20, 0), grad_clip=1.0)  # fmt: skip
+    d = json.loads(json.dumps(cfg.to_dict()))
+    back = TrainConfig.from_dict(d)
+    assert back == cfg and back.probe_steps == (0, 20) and back.model.placement == "post"
+    assert cfg.replace(model={"n_layers": 3}).model.n_layers == 3 and cfg.model.n_layers == 2
+    with pytest.raises(ValueError, match="unknown"):
+        TrainConfig.from_dict({**d, "bogus": 1})
+
+
+@pytest.mark.parametrize(
+    "kw, name",
+    [({"steps": -1}, "steps"), ({"batch_size": 0}, "batch_size"), ({"lr": 0.0}, "lr"),
+     ({"schedule": "linear"}, "schedule"), ({"probe_steps": (21,)}, "probe_steps"),
+     ({"seq_len": 32}, "seq_len")],
+)  # fmt: skip
+def test_bad_config_names_the_field(kw, name):
+    with pytest.raises(ValueError, match=name):
+        tiny(**kw)
+
+
+def test_schedule_warmup_then_cosine():
+    cfg = tiny(steps=11, warmup_steps=4, schedule="cosine", lr=1.0, min_lr_ratio=0.1)
+    assert [cfg.lr_at(s) for s in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    assert cfg.lr_at(4) == pytest.approx(1.0) and cfg.lr_at(10) == pytest.approx(0.1)
+    assert tiny(lr=2.0).lr_at(7) == 2.0
+
+
+def test_training_learns_records_and_is_deterministic(corpus):
+    cfg = tiny(steps=30, eval_interval=10, probe_steps=(0, 30))
+    a, b = train(cfg, corpus), train(cfg, corpus)
+    assert a.status == "ok" and a.history["loss"] == b.history["loss"]
+    h = a.history
+    assert len(h["loss"]) == 30 and h["step"] == list(range(30))
+    assert sum(h["loss"][-5:]) / 5 < h["loss"][0] - 0.5  # from ~ln 256 toward byte statistics
+    assert [e["step"] for e in a.evals] == [10, 20, 30]
+    assert set(a.probes) == {"0", "30"}
+    p0 = a.probes["0"]
+    assert len(p0["grad_norm_block"]) == 2 and all(v > 0 for v in p0["grad_norm_block"])
+    s = a.summary
+    assert s["final_val_loss"] == a.evals[-1]["val_loss"] < math.log(256)
+    assert 0 < s["norm_ms"] < s["fwd_ms"] < s["step_ms"] and s["tokens_per_s"] > 0
+    json.dumps(a.to_dict(), allow_nan=False)
+
+
+def test_nonfinite_loss_is_a_result_not_a_crash(corpus):
+    class Poisoned(Trainer):
+        def build_model(self):
+            model = super().build_model()
+            with torch.no_grad():
+                model.lm_head.weight[0, 0] = float("nan")
+            return model
+
+    res = Poisoned(tiny(), corpus).run()
+    assert res.status == "diverged" and res.diverged_step == 0 and "not finite" in res.reason
+    assert res.summary["final_val_loss"] is None and res.history["loss"] == []
+    json.dumps(res.to_dict(), allow_nan=False)
+
+
+def test_loss_blowup_rule(corpus):
+    # A limit below the loss at init (ln 256 ≈ 5.5) must stop the run at step 0.
+    res = train(tiny(diverge_factor=0.5), corpus)
+    assert res.status == "diverged" and res.diverged_step == 0
+    assert "0.5 * ln V" in res.reason
+
+
+def test_batchnorm_train_mode_validation_leaves_running_stats(corpus):
+    cfg = tiny(model={"norm": "batchnorm"}, eval_train_mode=True, steps=5)
+    t = Trainer(cfg, corpus)
+    res = t.run()
+    assert res.summary["final_val_loss_train_mode"] is not None
+    assert res.summary["final_val_loss"] != res.summary["final_val_loss_train_mode"]
+    before = {k: v.clone() for k, v in t.model.named_buffers()}
+    val = [next(t.train_batches())]
+    t._mean_loss(t.model, val, train_mode=True)
+    assert all(torch.equal(before[k], v) for k, v in t.model.named_buffers())
+
+
+def test_decay_on_norms_shrinks_their_gains(corpus):
+    kw = dict(steps=15, weight_decay=5.0, lr=1e-2)
+    off = train(tiny(**kw), corpus).summary["norm_weight_mean"]
+    on = train(tiny(decay_norms=True, **kw), corpus).summary["norm_weight_mean"]
+    assert on < 0.8 * off
