@@ -1,0 +1,244 @@
+"""Tables, Markdown and the self-contained HTML page of ``normlab numerics``."""
+
+from __future__ import annotations
+
+import html as _html
+from collections import defaultdict
+
+from normlab.lab.numerics_findings import (
+    DTYPE_SHORT,
+    FAIL_REL,
+    OPS,
+    case_key,
+    failure,
+    fmt,
+    max_of,
+    select,
+)
+
+# --------------------------------------------------------------------------------------------
+# tables
+
+SUMMARY_HEADER = [
+    "op",
+    "implementation",
+    "dtype",
+    "cases",
+    "fwd max rel",
+    "fwd mean rel",
+    "fwd max ulp",
+    "fwd row ulp",
+    "fwd inf/NaN",
+    "fwd zeroed",
+    "dx max rel",
+    "dx inf/NaN",
+    "dw max rel",
+    "dw inf/NaN",
+    "raised",
+]
+
+
+def summary_rows(result) -> list[list[str]]:
+    """One row per (op, implementation, dtype), worst case over the sweep."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in result.records:
+        groups[(r["op"], r["impl"], r["dtype"])].append(r)
+    rows = []
+    for (op, impl, dt), recs in groups.items():
+        m = {k: [r[k] for r in recs if r.get(k)] for k in ("y", "dx", "dw")}
+        means = [x["mean_rel"] for x in m["y"] if x["mean_rel"] is not None]
+        rows.append(
+            [
+                OPS[op],
+                impl,
+                DTYPE_SHORT[dt],
+                str(len(recs)),
+                fmt(max_of(x["max_rel"] for x in m["y"])),
+                fmt(sum(means) / len(means) if means else None),
+                fmt(max_of(x["max_ulp"] for x in m["y"])),
+                fmt(max_of(x["row_ulp"] for x in m["y"])),
+                str(sum(x["nonfinite"] for x in m["y"])),
+                str(sum(x["zeroed"] for x in m["y"])),
+                fmt(max_of(x["max_rel"] for x in m["dx"])),
+                str(sum(x["nonfinite"] for x in m["dx"])),
+                fmt(max_of(x["max_rel"] for x in m["dw"])),
+                str(sum(x["nonfinite"] for x in m["dw"])),
+                str(sum(1 for r in recs if r["error"] or r["grad_error"])),
+            ]
+        )
+    return rows
+
+
+def scale_table(
+    result, op: str, dtype: str, scales: tuple[float, ...] | None = None
+) -> tuple[list[str], list[list[str]]]:
+    """Forward max relative error vs input scale, one column per implementation; a failing
+    cell says how (``inf×k``: k inf/NaN outputs, ``0×k``: k outputs flushed to zero)."""
+    recs = select(result.records, op=op, dtype=dtype, axis="scale")
+    recs = [r for r in recs if scales is None or r["scale"] in scales]
+    impls = list(dict.fromkeys(r["impl"] for r in recs))
+    cells: dict[float, dict[str, str]] = defaultdict(dict)
+    for r in recs:
+        m = r.get("y")
+        if m is None:
+            cell = "raised"
+        elif m["nonfinite"]:
+            cell = f"inf×{m['nonfinite']}"
+        elif m["zeroed"]:
+            cell = f"0×{m['zeroed']} ({fmt(m['max_rel'])})"
+        else:
+            cell = fmt(m["max_rel"]) + (" ✗" if failure(m) else "")
+        cells[r["scale"]][r["impl"]] = cell
+    rows = [[f"{s:g}"] + [cells[s].get(i, "") for i in impls] for s in sorted(cells)]
+    return ["scale"] + impls, rows
+
+
+def _text_table(header: list[str], rows: list[list[str]]) -> str:
+    w = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=False)]
+    line = lambda cs: "  ".join(str(c).ljust(n) for c, n in zip(cs, w, strict=True))
+    return "\n".join([line(header), line(["-" * n for n in w])] + [line(r) for r in rows])
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(out + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def _html_table(header: list[str], rows: list[list[str]]) -> str:
+    e = _html.escape
+    head = "".join(f"<th>{e(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def terminal_table(result) -> str:
+    return _text_table(SUMMARY_HEADER, summary_rows(result))
+
+
+DEFINITIONS = [
+    "Truth: normlab.reference evaluated in float64 on the rounded low-precision input (and "
+    "weight, bias, upstream gradient), so input rounding is not counted.",
+    "Only truth values that are finite and within the dtype's range (|t| ≤ finfo.max, e.g. "
+    "65504 in FP16) are scored; the others are counted as unrepresentable.",
+    "rel = |a − t| / max|t| over the row (normwise), over finite outputs: an output that cancels "
+    "to ~0 in x̂·w + b does not read as a 100 % error.",
+    "ulp = |a − t| / spacing(t), elementwise: spacing is 2^floor(log2|t|) · finfo.eps, and for "
+    "|t| below the smallest normal (zero included) the subnormal spacing finfo.tiny · finfo.eps. "
+    "row ulp = max|a − t| / spacing(max|t|) per row: the error in ulps at the row's scale.",
+    "Guarantee (normlab backends, casting llama/gemma, and LayerNorm): no inf/NaN where the "
+    "truth is representable; row ulp ≤ the same-cast-order reference's + 1; in FP16/BF16 also "
+    "max ulp ≤ reference's + 1 (not in FP32, where elementwise ulps at cancelled outputs "
+    "measure the summation order).",
+    "inf/NaN: non-finite outputs where the truth is representable; zeroed: outputs exactly 0 "
+    f"where the truth is normal. A case fails visibly on inf/NaN, zeroed or rel ≥ {FAIL_REL:g}.",
+    "scale is the largest |x| of each row; 'outlier' rows put one element 1000× above the rest; "
+    "'near_zero' rows peak at 1e-4 × scale; weights are 1 + 0.1·N(0,1), offset 0.",
+]
+
+
+def _header_text(result) -> list[str]:
+    skipped = "; ".join(f"{k}: {v}" for k, v in result.skipped.items()) or "none"
+    cases = len({case_key(r) for r in result.records})
+    return [
+        f"{cases} cases on {result.device} in {result.seconds:.0f} s; "
+        f"{result.grid['rows']} rows per case.",
+        f"normlab backends measured: {', '.join(result.backends)}. Skipped: {skipped}.",
+    ]
+
+
+def markdown(result) -> str:
+    out = ["# normlab numerics", "", *_header_text(result), "", "## What this shows", ""]
+    out += [f"- {f}" for f in result.findings]
+    out += [
+        "",
+        "## Summary (worst case over the sweep)",
+        "",
+        _md_table(SUMMARY_HEADER, summary_rows(result)),
+    ]
+    for op in OPS:
+        for dt in result.grid["dtypes"]:
+            header, rows = scale_table(result, op, dt)
+            out += [
+                "",
+                f"## {OPS[op]} {DTYPE_SHORT[dt]}: forward max relative error vs input scale",
+                "",
+                _md_table(header, rows),
+            ]
+    out += ["", "## Definitions", ""] + [f"- {d}" for d in DEFINITIONS]
+    return "\n".join(out) + "\n"
+
+
+def html(result) -> str:
+    """A self-contained page: tables plus the plots as base64 PNGs."""
+    from normlab.lab.numerics_plots import error_vs_scale, grad_vs_eps
+
+    e = _html.escape
+    parts = ["<h1>normlab numerics</h1>"] + [f"<p>{e(t)}</p>" for t in _header_text(result)]
+    parts += ["<h2>What this shows</h2><ul>"] + [f"<li>{e(f)}</li>" for f in result.findings]
+    parts += [
+        "</ul><h2>Summary (worst case over the sweep)</h2>",
+        _html_table(SUMMARY_HEADER, summary_rows(result)),
+    ]
+    for title, png in (
+        ("Forward error vs input scale", error_vs_scale(result)),
+        ("Gradient magnitude vs eps, near-zero rows", grad_vs_eps(result)),
+    ):
+        if png:
+            parts += [f"<h2>{title}</h2>", f'<img alt="{title}" src="data:image/png;base64,{png}">']
+    for op in OPS:
+        for dt in result.grid["dtypes"]:
+            parts += [
+                f"<h2>{OPS[op]} {DTYPE_SHORT[dt]}: forward max relative error vs scale</h2>",
+                _html_table(*scale_table(result, op, dt)),
+            ]
+    parts += ["<h2>Definitions</h2><ul>"] + [f"<li>{e(d)}</li>" for d in DEFINITIONS] + ["</ul>"]
+    style = (
+        "body{font-family:sans-serif;max-width:75em;margin:auto}table{border-collapse:"
+        "collapse;font-size:85%}td,th{border:1px solid #ccc;padding:2px 6px;text-align:"
+        "right}img{max-width:100%}"
+    )
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>normlab numerics</title>"
+        f"<style>{style}</style></head><body>{''.join(parts)}</body></html>\n"
+    )
+
+
+README_SCALES = (1e-4, 1.0, 100.0, 300.0, 1e3, 6e4)
+
+
+def readme_section(result, command: str = "normlab numerics") -> str:
+    """The README's section: the command, the headline FP16 tables and the findings, all from
+    ``result`` (regenerate it from a run's ``numerics.json`` with :func:`load_result`)."""
+    backends = ", ".join(result.backends)
+    out = [
+        "## Numerics: FP16/BF16 overflow and precision, measured",
+        "",
+        "```bash",
+        f"{command}    # -> normlab-out/numerics/numerics.{{md,html,json}}",
+        "```",
+        "",
+        f"A real run: {_header_text(result)[0]} Backends: {backends} (Triton runs on a CPU",
+        "only under `TRITON_INTERPRET=1`, slowly; the tests check it on `--reduced`). Every",
+        "implementation is compared with a float64 truth computed from the same rounded input;",
+        "`naive` is the same-dtype code the articles show. `numerics.html` adds the plots (error",
+        "vs input scale, gradient magnitude vs eps on near-zero rows) and the BF16/FP32 tables.",
+        "",
+        "Forward max relative error (normwise per row) vs the largest |x| of a row, FP16;",
+        "`0×k (e)` = k outputs flushed to zero (max error e), `inf×k` = k inf/NaN, ✗ = ≥ 10 %:",
+    ]
+    for op in OPS:
+        header, rows = scale_table(result, op, "float16", README_SCALES)
+        out += ["", f"**{OPS[op]}, FP16**", "", _md_table(header, rows)]
+    out += ["", "What this run shows (generated from the numbers):", ""]
+    out += [f"- {f}" for f in result.findings]
+    return "\n".join(out) + "\n"
+
+
+def load_result(path):
+    """A :class:`~normlab.lab.numerics.NumericsResult` back from its ``numerics.json``."""
+    import json
+
+    from normlab.lab.numerics import NumericsResult
+
+    with open(path) as f:
+        return NumericsResult(**json.load(f))
