@@ -21,13 +21,14 @@ so an FP64 model agrees to FP32 rounding, not bit for bit.
 
 from __future__ import annotations
 
+import functools
 import inspect
-import types
 import warnings
 from dataclasses import dataclass, field
 
 from torch import Tensor, nn
 
+from normlab.functional import BACKENDS
 from normlab.modules import LayerNorm, RMSNorm
 
 # class name -> (casting, offset, name of the eps attribute)
@@ -81,6 +82,8 @@ def patch(model: nn.Module, *, fuse_residual: bool = False, backend: str = "auto
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(fuse_residual, bool):
         raise TypeError(f"fuse_residual must be a bool, got {type(fuse_residual).__name__}")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     report = PatchReport()
     # Materialise the list first: the tree is edited while walking it.
     for name, module in list(model.named_modules()):
@@ -104,7 +107,8 @@ def patch(model: nn.Module, *, fuse_residual: bool = False, backend: str = "auto
 def _replacement(module: nn.Module, backend: str) -> nn.Module | None:
     """A normlab module computing what ``module`` computes, on ``module``'s parameters."""
     cls = type(module)
-    if cls.__name__ in _HF_RMSNORMS:
+    # Only transformers' own classes: remote code may reuse a name with another forward.
+    if cls.__name__ in _HF_RMSNORMS and cls.__module__.startswith("transformers.models."):
         casting, offset, eps_attr = _HF_RMSNORMS[cls.__name__]
         new = RMSNorm(
             module.weight.shape, eps=getattr(module, eps_attr), offset=offset, casting=casting,
@@ -150,15 +154,21 @@ def _set_submodule(model: nn.Module, name: str, new: nn.Module) -> None:
 def _fuse_decoder_layers(model: nn.Module) -> list[str]:
     fused, skipped = [], []
     for name, layer in model.named_modules():
-        if type(layer).__name__ not in _FUSABLE_LAYERS or getattr(layer, "_normlab_fused", False):
+        cls = type(layer)
+        if (
+            cls.__name__ not in _FUSABLE_LAYERS
+            or not cls.__module__.startswith("transformers.models.")
+            or getattr(layer, "_normlab_fused", False)
+        ):
             continue
-        if _signature(type(layer).forward) != _LAYER_PARAMS or not isinstance(
+        if _signature(cls.forward) != _LAYER_PARAMS or not isinstance(
             getattr(layer, "post_attention_layernorm", None), RMSNorm
         ):
             skipped.append(name)
             continue
         # An instance attribute: the class, its hooks (output capture) and other layers stay.
-        layer.forward = types.MethodType(_fused_decoder_forward, layer)
+        # A partial of a module-level function, unlike a bound method, survives pickling.
+        layer.forward = functools.partial(_fused_decoder_forward, layer)
         layer._normlab_fused = True
         fused.append(name)
     if skipped:
