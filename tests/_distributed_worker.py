@@ -1,13 +1,16 @@
 """Run by tests/test_distributed.py under ``torchrun --nproc_per_node 2``; not a test module.
 
-``python _distributed_worker.py CASE OUT_DIR``: each rank computes its share of a case and saves
-what it saw to ``OUT_DIR/CASE.rank{r}.pt``; the test recomputes the case in one process and
-compares. The inputs come from :func:`bn_inputs` / :func:`norm_inputs`, shared with the test.
+``_distributed_worker.py checks OUT_DIR [ARGS...]``: each rank computes its share of the BatchNorm
+and the FSDP2 cases and saves what it saw to ``OUT_DIR/checks.rank{r}.pt``; the test recomputes
+them in one process (the inputs come from :func:`bn_inputs` / :func:`norm_inputs`) and compares.
+Then ``normlab train ARGS`` runs in the same job, if ARGS are given.
+``_distributed_worker.py crash STEP ARGS...``: ``normlab train ARGS`` with rank 1 killed.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 import torch
@@ -50,6 +53,17 @@ NORM_BACKENDS = ("reference", "auto", "numba")
 NORM_D, NORM_B = 16, 8
 
 
+def numba_ready() -> bool:
+    """Whether the Numba backend imports here (without importing every other backend)."""
+    from normlab.functional import get_backend
+
+    try:
+        get_backend("numba")
+    except RuntimeError:
+        return False
+    return True
+
+
 def norm_model(backend: str) -> nn.Sequential:
     """Blocks whose norms run ``backend``'s kernels; FSDP2 shards each block's (16,) weights."""
     torch.manual_seed(0)
@@ -82,13 +96,11 @@ def run_norm_grads(rank: int, world: int) -> dict:
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor import DTensor
 
-    from normlab.functional import available_backends
-
     out = {}
     n = NORM_B // world
     x, w = (t[rank * n : (rank + 1) * n] for t in norm_inputs())
     for backend in NORM_BACKENDS:
-        if backend == "numba" and "numba" not in available_backends():
+        if backend == "numba" and not numba_ready():
             continue
         model = norm_model(backend)
         for block in model:
@@ -102,18 +114,40 @@ def run_norm_grads(rank: int, world: int) -> dict:
     return out
 
 
+def crash_train(at_step: int, argv: list[str]) -> None:
+    """``normlab train argv`` whose rank 1 is SIGKILLed right after step ``at_step`` (1-based):
+    a machine lost mid-run, at a step that does not depend on timing."""
+    from normlab.cli import main as cli_main
+    from normlab.train.dist_trainer import DistributedTrainer
+
+    log = DistributedTrainer.log
+
+    def log_then_die(self, step, record):
+        log(self, step, record)
+        if step + 1 == at_step and self.info.rank == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    DistributedTrainer.log = log_then_die
+    sys.exit(cli_main(argv))
+
+
 def main() -> None:
-    case, out_dir = sys.argv[1], sys.argv[2]
+    case = sys.argv[1]
+    if case == "crash":
+        crash_train(int(sys.argv[2]), sys.argv[3:])
+    if case != "checks":
+        raise ValueError(f"unknown case {case!r}")
+    out_dir, train_argv = sys.argv[2], sys.argv[3:]
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    if case == "bn":
-        n = 4 // world
-        result = run_bn(BatchNorm(BN_C), slice(rank * n, (rank + 1) * n))
-    elif case == "norm_grads":
-        result = run_norm_grads(rank, world)
-    else:
-        raise ValueError(f"unknown case {case!r}")
-    torch.save(result, os.path.join(out_dir, f"{case}.rank{rank}.pt"))
+    n = 4 // world
+    bn = run_bn(BatchNorm(BN_C), slice(rank * n, (rank + 1) * n))
+    result = {"bn": bn, "norm_grads": run_norm_grads(rank, world)}
+    torch.save(result, os.path.join(out_dir, f"checks.rank{rank}.pt"))
+    if train_argv:  # a run in the same job and process group (saves a job's start-up)
+        from normlab.cli import main as cli_main
+
+        cli_main(train_argv)
     dist.destroy_process_group()
 
 

@@ -27,6 +27,7 @@ class DistInfo:
     world_size: int = 1
     local_rank: int = 0
     device: torch.device = torch.device("cpu")
+    owns_group: bool = False  # setup() started the process group, so teardown() ends it
 
     @property
     def is_main(self) -> bool:
@@ -69,16 +70,18 @@ def setup(device: str = "auto", timeout_s: float = 300.0) -> DistInfo:
         return DistInfo(device=dev)
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
-    if not dist.is_initialized():
-        dist.init_process_group(
-            backend_for(dev), timeout=timedelta(seconds=timeout_s),
-            device_id=dev if dev.type == "cuda" else None,
-        )  # fmt: skip
-    return DistInfo(rank, world, local_rank, dev)
+    if dist.is_initialized():  # the caller runs the group (e.g. a test harness)
+        return DistInfo(rank, world, local_rank, dev)
+    dist.init_process_group(
+        backend_for(dev), timeout=timedelta(seconds=timeout_s),
+        device_id=dev if dev.type == "cuda" else None,
+    )  # fmt: skip
+    return DistInfo(rank, world, local_rank, dev, owns_group=True)
 
 
-def teardown() -> None:
-    if dist.is_available() and dist.is_initialized():
+def teardown(info: DistInfo) -> None:
+    """End the process group if :func:`setup` started it."""
+    if info.owns_group and dist.is_initialized():
         dist.destroy_process_group()
 
 

@@ -1,0 +1,198 @@
+"""``normlab train``: one run of the study's trainer, alone or under ``torchrun``.
+
+Every field of ``TrainConfig`` and ``TransformerConfig`` is an option (generated from the
+dataclasses, so the two never drift apart), applied on top of the defaults or of one run of a
+study preset (``--preset quick --run pre-L24``). Under ``torchrun --nproc_per_node N`` the run
+is data-parallel (DDP, or FSDP2 with ``--fsdp``) and computes what one process computes on the
+same global batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import inspect
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+# Sizes for a run without --preset: small LLaMA-style, seconds a step on a laptop CPU.
+_DEFAULT_SIZES = {"dim": 64, "n_layers": 4, "n_heads": 4}
+_NOT_OPTIONS = {"model", "vocab_size"}  # the nested config; the vocabulary is the data's
+# Help for the fields whose meaning the dataclasses leave to their names.
+_HELP = {
+    "steps": "optimizer steps", "lr": "peak learning rate (AdamW)",
+    "batch_size": "global batch, in sequences per step (split evenly over the processes)",
+    "seq_len": "tokens (bytes) per sequence", "min_lr_ratio": "cosine floor, as a fraction of lr",
+    "weight_decay": "AdamW weight decay", "betas": "AdamW betas", "adam_eps": "AdamW eps",
+    "seed": "model init and data order", "eval_batches": "validation batches per evaluation",
+    "dim": "model width", "n_layers": "number of blocks", "n_heads": "attention heads",
+}  # fmt: skip
+
+
+class _Default:
+    """A default that prints as its value in ``--help`` but tells "not given" from "given the
+    default value", so only the options on the command line override a preset run."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+def _field_docs(cls: type) -> dict[str, str]:
+    """The attribute docstrings (a string right after a field) of a dataclass, for ``--help``."""
+    body = ast.parse(inspect.getsource(cls)).body[0].body
+    docs = {}
+    for node, nxt in zip(body, body[1:], strict=False):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
+                docs[node.target.id] = " ".join(str(nxt.value.value).split())
+    return docs
+
+
+def _parse_optional(kind: type):
+    def parse(text: str):
+        if text.lower() == "none":
+            return None
+        if kind is bool:
+            if text.lower() not in ("true", "false"):
+                raise argparse.ArgumentTypeError(f"expected true, false or none, got {text!r}")
+            return text.lower() == "true"
+        return kind(text)
+
+    parse.__name__ = f"{kind.__name__} or none"
+    return parse
+
+
+def _add_field(group, f: dataclasses.Field, hint, default: Any, doc: str, choices) -> None:
+    flag = "--" + f.name.replace("_", "-")
+    help_ = doc or _HELP.get(f.name, f.name.replace("_", " "))
+    kw: dict[str, Any] = {"default": _Default(default), "help": help_, "dest": f.name}
+    args = typing.get_args(hint)
+    if hint is bool:
+        kw["action"] = argparse.BooleanOptionalAction
+    elif typing.get_origin(hint) is tuple:
+        kw.update(type=args[0], nargs="*" if args[-1] is Ellipsis else len(args), metavar="X")
+    elif typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
+        kind = next(a for a in args if a is not type(None))
+        kw.update(type=_parse_optional(kind), metavar=kind.__name__.upper())
+        kw["help"] += " ('none' for None)"
+    else:
+        kw.update(type=hint, choices=choices)
+    group.add_argument(flag, **kw)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from normlab.models import TransformerConfig
+    from normlab.models import config as model_config
+    from normlab.train.trainer import SCHEDULES, TrainConfig
+
+    choices = {
+        "norm": model_config.NORMS, "placement": model_config.PLACEMENTS,
+        "arch": model_config.ARCHS, "init": model_config.INITS,
+        "norm_backend": model_config.NORM_BACKENDS, "schedule": SCHEDULES,
+    }  # fmt: skip
+    parser.epilog = (
+        "Options given on the command line override the --preset run's values (the defaults "
+        "shown apply without --preset). Several processes: torchrun --nproc_per_node N -m "
+        "normlab train ...; rerun the same command with --resume after an interruption."
+    )
+    run = parser.add_argument_group("run (how it is executed and recorded)")
+    run.add_argument("--preset", default=None, help="take the run config from this study preset")
+    run.add_argument("--run", default=None, help="the run of --preset to train (its name)")
+    run.add_argument("--data", default=None, help="training text file; default: Python's stdlib")
+    run.add_argument("--out", default="runs/train", help="config, metrics, checkpoint, result")
+    run.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt if any")
+    run.add_argument("--ckpt-every", type=int, default=100, help="checkpoint period (0: at end)")
+    run.add_argument("--fsdp", action="store_true", help="FSDP2 (fully_shard per block), not DDP")
+    run.add_argument(
+        "--device",
+        default="auto",
+        choices=("auto", "cpu", "cuda"),
+        help="auto: CUDA if available; the collectives follow (nccl / gloo)",
+    )
+    run.add_argument("--log-every", type=int, default=10, help="progress line period (0: never)")
+    run.add_argument("--timeout", type=float, default=300.0, help="collective timeout, seconds")
+
+    for cls, title in ((TrainConfig, "training"), (TransformerConfig, "model")):
+        group = parser.add_argument_group(f"{title} ({cls.__name__} fields; override --preset)")
+        hints, docs = typing.get_type_hints(cls), _field_docs(cls)
+        for f in dataclasses.fields(cls):
+            if f.name in _NOT_OPTIONS:
+                continue
+            default = _DEFAULT_SIZES.get(f.name, f.default)
+            _add_field(group, f, hints[f.name], default, docs.get(f.name, ""), choices.get(f.name))
+
+
+def config_from_args(args: argparse.Namespace):
+    """The run's ``TrainConfig``: the preset run (or the defaults) with the given options."""
+    from normlab.models import TransformerConfig
+    from normlab.train.data import VOCAB_SIZE
+    from normlab.train.trainer import TrainConfig
+
+    if args.preset is None:
+        if args.run is not None:
+            raise ValueError("--run names a run of a preset: give --preset too")
+        sizes = {k: getattr(args, k).value if isinstance(getattr(args, k), _Default)
+                 else getattr(args, k) for k in _DEFAULT_SIZES}  # fmt: skip
+        base = TrainConfig(model=TransformerConfig(VOCAB_SIZE, **sizes))
+    else:
+        base = _preset_run(args.preset, args.run)
+    given = {k: v for k, v in vars(args).items() if not isinstance(v, _Default)}
+    model_fields = {f.name for f in dataclasses.fields(TransformerConfig)}
+    train_fields = {f.name for f in dataclasses.fields(TrainConfig)} - _NOT_OPTIONS
+    model = {k: v for k, v in given.items() if k in model_fields}
+    train = {
+        k: tuple(v) if isinstance(v, list) else v for k, v in given.items() if k in train_fields
+    }
+    return base.replace(model=model, **train)
+
+
+def _preset_run(preset: str, run: str | None):
+    from normlab.lab.presets import PRESETS
+
+    if preset not in PRESETS:
+        raise ValueError(f"--preset must be one of {sorted(PRESETS)}, got {preset!r}")
+    runs = {r.name: r.config for r in PRESETS[preset]().runs}
+    if run not in runs:
+        raise ValueError(f"--run must name a run of preset {preset!r}: {sorted(runs)}")
+    return runs[run]
+
+
+def run(args: argparse.Namespace) -> int:
+    from normlab.train import distributed as D
+    from normlab.train.data import load_corpus
+    from normlab.train.dist_trainer import RunOptions, run_training
+
+    cfg = config_from_args(args)
+    info = D.setup(args.device, timeout_s=args.timeout)
+    try:
+        opts = RunOptions(
+            out=Path(args.out), fsdp=args.fsdp, ckpt_every=args.ckpt_every, resume=args.resume,
+            log_every=args.log_every,
+        )  # fmt: skip
+        data = load_corpus(args.data)
+        if info.is_main:
+            mode = ("fsdp" if args.fsdp else "ddp") if info.distributed else "one process"
+            note = " (--fsdp needs torchrun with > 1 process; ignored)" if args.fsdp else ""
+            if info.distributed:
+                note = f", backend {D.backend_for(info.device)}"
+            m = cfg.model
+            print(
+                f"normlab train: {info.world_size} x {mode} on {info.device}{note}; "
+                f"{m.arch} {m.norm}/{m.placement} d={m.dim} L={m.n_layers}, {cfg.steps} steps "
+                f"of {cfg.batch_size}x{cfg.seq_len} tokens -> {args.out}",
+                flush=True,
+            )
+        res = run_training(cfg, data, info, opts)
+        if info.is_main:
+            s = res.summary
+            tail = f"final val loss {s['final_val_loss']:.4f}" if res.status == "ok" else res.reason
+            print(f"{res.status}: {s['steps_done']} steps, {tail}", flush=True)
+    finally:
+        D.teardown(info)
+    return 0

@@ -1,0 +1,199 @@
+"""The study's trainer on N processes, with checkpoints and resume (what ``normlab train`` runs).
+
+``DistributedTrainer`` only overrides the seams of :class:`~normlab.train.trainer.Trainer`, so a
+run here is the study's run: same model, same data stream, same loop. What it adds:
+
+- the model is moved to the device and wrapped (DDP, or FSDP2 per block); every rank draws the
+  same global batch and keeps its share, so N ranks train as one process on the global batch;
+- the logged loss is the global batch's (mean over ranks), and a stop is agreed by all ranks;
+- rank 0 writes ``metrics.jsonl`` (one line per step) and, every ``ckpt_every`` steps and at the
+  end, ``checkpoint.pt``: unsharded plain tensors (loadable with ``weights_only=True``) keyed by
+  parameter name, so a run saved by N ranks resumes on any number of ranks, DDP or FSDP.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from normlab.train import distributed as D
+from normlab.train.data import Corpus, RandomBatches, fixed_batches
+from normlab.train.trainer import RunResult, StepCallback, TrainConfig, Trainer
+
+CHECKPOINT, METRICS, RESULT, CONFIG = "checkpoint.pt", "metrics.jsonl", "result.json", "config.json"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run is executed and recorded (``TrainConfig`` says what is computed)."""
+
+    out: Path | None = None
+    """Directory for config, metrics, checkpoint and result; None = write nothing."""
+    fsdp: bool = False
+    ckpt_every: int = 0
+    """Save a checkpoint every this many steps (0 = only at the end); needs ``out``."""
+    resume: bool = False
+    """Continue from ``out/checkpoint.pt`` if there is one (the run's config must be the same),
+    else start afresh: the same command can then be rerun after any interruption."""
+    log_every: int = 10
+    """Print a progress line every this many steps (rank 0; 0 = never)."""
+
+    def __post_init__(self) -> None:
+        if self.ckpt_every < 0 or self.log_every < 0:
+            raise ValueError("ckpt_every and log_every must be >= 0")
+        if self.out is None and (self.resume or self.ckpt_every):
+            raise ValueError("resume and ckpt_every need an output directory (out)")
+
+
+class DistributedTrainer(Trainer):
+    def __init__(self, cfg: TrainConfig, data: Corpus, info: D.DistInfo, opts: RunOptions):
+        super().__init__(cfg, data)
+        if cfg.batch_size % info.world_size:
+            raise ValueError(
+                f"batch_size={cfg.batch_size} (the global batch) must be divisible by the "
+                f"number of processes ({info.world_size})"
+            )
+        self.info, self.opts = info, opts
+        self.out = None if opts.out is None else Path(opts.out)
+        self._ckpt = self._read_checkpoint() if opts.resume else None
+        self._start = 0 if self._ckpt is None else int(self._ckpt["step"])
+        if self._ckpt is not None and info.is_main:
+            print(f"resuming at step {self._start} from {self.out / CHECKPOINT}", flush=True)
+
+    # ---- seams of Trainer
+
+    def build_model(self) -> nn.Module:
+        model = super().build_model().to(self.info.device)
+        blocks = getattr(model, "blocks", ())
+        return D.wrap(model, self.info, fsdp=self.opts.fsdp, blocks=blocks)
+
+    def build_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        self.optimizer = opt = super().build_optimizer(model)
+        if self._ckpt is not None:
+            D.load_full_state(model, opt, self._ckpt["model"], self._ckpt["optim"])
+        return opt
+
+    def train_batches(self) -> Iterator[tuple[Tensor, Tensor]]:
+        cfg, info = self.cfg, self.info
+        local = cfg.batch_size // info.world_size
+        it = RandomBatches(
+            self.data.train, local, cfg.seq_len, seed=cfg.seed,
+            rank=info.rank, world_size=info.world_size,
+        )  # fmt: skip
+        for _ in range(self._start):  # the stream is seeded: replay it up to the checkpoint
+            next(it)
+        return ((x.to(info.device), y.to(info.device)) for x, y in it)
+
+    def eval_batches(self) -> list[tuple[Tensor, Tensor]]:
+        # Every rank evaluates the whole validation set: the probes then see what one process
+        # sees, and all_reduce_mean of identical numbers is the number itself.
+        cfg, dev = self.cfg, self.info.device
+        val = fixed_batches(self.data.val, cfg.eval_batches, cfg.batch_size, cfg.seq_len)
+        return [(x.to(dev), y.to(dev)) for x, y in val]
+
+    def all_reduce_mean(self, value: float) -> float:
+        t = torch.tensor(value, dtype=torch.float64, device=self.info.device)
+        return float(D.mean_over_ranks(t, self.info))
+
+    def any_rank(self, flag: bool) -> bool:
+        return D.any_rank(flag, self.info)
+
+    def resume(self, res: RunResult) -> int:
+        self._res = res
+        if self._ckpt is None:
+            if self.info.is_main and self.out is not None:
+                (self.out / METRICS).write_text("")
+            return 0
+        done = self._ckpt["result"]
+        res.history, res.evals, res.probes = done["history"], done["evals"], done["probes"]
+        if self.info.is_main:  # drop the lines a killed run logged after its checkpoint
+            lines = [json.dumps(r) for r in _records(res.history)]
+            (self.out / METRICS).write_text("".join(f"{line}\n" for line in lines))
+        return self._start
+
+    def log(self, step: int, record: dict[str, float]) -> None:
+        done = step + 1
+        if self.info.is_main:
+            every = self.opts.log_every
+            if every and (step % every == 0 or done == self.cfg.steps):
+                print(
+                    f"step {done:>6}/{self.cfg.steps}  loss {record['loss']:.4f}  grad_norm "
+                    f"{record['grad_norm']:.3g}  lr {record['lr']:.3g}  {record['step_ms']:.0f} ms",
+                    flush=True,
+                )
+            if self.out is not None:
+                with open(self.out / METRICS, "a") as f:
+                    f.write(json.dumps(record) + "\n")
+        every = self.opts.ckpt_every
+        if self.out is not None and ((every and done % every == 0) or done == self.cfg.steps):
+            self.save_checkpoint(done)
+
+    # ---- checkpoints
+
+    def save_checkpoint(self, done: int) -> None:
+        """Collective (every rank gathers its shards); rank 0 writes ``out/checkpoint.pt``."""
+        model_sd, optim_sd = D.full_state(self.model, self.optimizer)
+        if self.info.is_main:
+            res = self._res
+            D.save_atomic({
+                "step": done, "config": self.cfg.to_dict(), "world_size": self.info.world_size,
+                "model": model_sd, "optim": optim_sd,
+                "result": {"history": res.history, "evals": res.evals, "probes": res.probes},
+            }, self.out / CHECKPOINT)  # fmt: skip
+        D.barrier(self.info)  # nobody runs ahead (or exits) before the file is complete
+
+    def _read_checkpoint(self) -> dict | None:
+        path = self.out / CHECKPOINT
+        if not path.is_file():
+            if self.info.is_main:
+                print(f"--resume: no checkpoint at {path} yet; starting at step 0", flush=True)
+            return None
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        saved, wanted = ckpt["config"], self.cfg.to_dict()
+        diff = _config_diff(saved, wanted)
+        if diff:
+            raise ValueError(f"--resume: the options differ from the checkpoint's run: {diff}")
+        return ckpt
+
+
+def _config_diff(saved: dict, wanted: dict, prefix: str = "") -> str:
+    """``field: checkpoint X, now Y`` for each field that decides the numbers and differs."""
+    out = []
+    for k in sorted(set(saved) | set(wanted)):
+        a, b = saved.get(k), wanted.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            sub = _config_diff(a, b, f"{prefix}{k}.")
+            out += [sub] if sub else []
+        elif k != "threads" and a != b:
+            out.append(f"{prefix}{k}: checkpoint {a!r}, now {b!r}")
+    return "; ".join(out)
+
+
+def _records(history: dict[str, list]) -> list[dict]:
+    cols = list(history)
+    return [dict(zip(cols, row, strict=True)) for row in zip(*history.values(), strict=True)]
+
+
+def run_training(
+    cfg: TrainConfig, data: Corpus, info: D.DistInfo, opts: RunOptions,
+    on_step: StepCallback | None = None,
+) -> RunResult:  # fmt: skip
+    """One run on this process's share; rank 0 writes ``out/config.json`` and ``result.json``."""
+    trainer = DistributedTrainer(cfg, data, info, opts)  # checks first: a refusal writes nothing
+    if opts.out is not None and info.is_main:
+        Path(opts.out).mkdir(parents=True, exist_ok=True)
+        (Path(opts.out) / CONFIG).write_text(json.dumps(cfg.to_dict(), indent=1) + "\n")
+    D.barrier(info)
+    res = trainer.run(on_step)
+    res.summary["world_size"] = info.world_size
+    res.summary["parallel"] = "fsdp" if opts.fsdp and info.distributed else (
+        "ddp" if info.distributed else "none"
+    )  # fmt: skip
+    if opts.out is not None and info.is_main:
+        (Path(opts.out) / RESULT).write_text(json.dumps(res.to_dict(), indent=1) + "\n")
+    return res
