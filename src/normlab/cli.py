@@ -10,6 +10,10 @@ import sys
 # name -> (module, one-line help). Only subcommands that exist are listed.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("normlab.lab.demo", "compare every norm and backend on one tensor (a quick look)"),
+    "study": ("normlab.lab.study", "train small Transformers and report which claims hold"),
+    "numerics": ("normlab.lab.numerics", "FP16/BF16/FP32 error, overflow and eps sweep vs float64"),
+    "train": ("normlab.lab.train_cmd", "one training run; under torchrun: DDP or FSDP2 (--fsdp)"),
+    "bench": ("normlab.lab.bench", "kernel GB/s vs copy_, torch eager and torch.compile"),
 }
 
 
