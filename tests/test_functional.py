@@ -6,6 +6,7 @@ import sys
 
 import pytest
 import torch
+from kernel_checks import make_inputs
 
 import normlab
 from normlab import functional as F
@@ -16,16 +17,6 @@ from normlab.testing import TOLERANCES, assert_kernel_close
 BACKENDS = [b for b in F.available_backends() if b != "torch"]
 SLOW = {"triton"}  # the Triton interpreter: small shapes only (tests/test_triton_gpu.py has more)
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
-
-
-def _inputs(shape, dtype, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    n = shape[-1]
-    x = (torch.randn(shape, generator=g) * 2 + 0.5).to(dtype)
-    w = (1 + 0.2 * torch.randn(n, generator=g)).to(dtype)
-    b = (0.1 * torch.randn(n, generator=g)).to(dtype)
-    r = torch.randn(shape, generator=g).to(dtype)
-    return x, w, b, r
 
 
 def _check(op, backend, x, *args, **kw):
@@ -48,7 +39,7 @@ SHAPES = [(1, 1), (3, 7), (5, 123, 123), (2, 3, 4, 4097)]
 def test_backends_match_reference_on_odd_shapes(backend, shape, dtype):
     if backend in SLOW and shape[-1] * (len(shape) > 2) > 200:
         pytest.skip("too slow for the Triton interpreter")
-    x, w, b, r = _inputs(shape, dtype)
+    x, w, b, r = make_inputs(shape, dtype)
     _check("rms_norm", backend, x, w)
     _check("rms_norm", backend, x, w, residual=r, offset=1.0, casting="gemma")
     _check("layer_norm", backend, x, w, b)
@@ -57,7 +48,7 @@ def test_backends_match_reference_on_odd_shapes(backend, shape, dtype):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_non_contiguous_views_and_zero_rows(backend):
-    x, w, b, r = _inputs((6, 80), torch.float32)
+    x, w, b, r = make_inputs((6, 80), torch.float32)
     view = x[::2, ::2]  # stride(-1) == 2
     assert not view.is_contiguous()
     _check("rms_norm", backend, view, w[:40])
@@ -71,7 +62,7 @@ def test_non_contiguous_views_and_zero_rows(backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_gradients_reach_every_input(backend):
-    x, w, b, r = (t.requires_grad_() for t in _inputs((4, 33), torch.float32))
+    x, w, b, r = (t.requires_grad_() for t in make_inputs((4, 33), torch.float32))
     y, h = normlab.rms_norm(x, w, residual=r, backend=backend)
     (y.square().sum() + h.sum()).backward()
     ref = [t.detach().clone().requires_grad_() for t in (x, w, r)]
@@ -87,7 +78,7 @@ def test_gradients_reach_every_input(backend):
 
 @pytest.mark.parametrize("backend", BACKENDS + ["torch"])
 def test_nan_and_inf_stay_in_their_row(backend):
-    x, w, b, _ = _inputs((4, 64), torch.float32)
+    x, w, b, _ = make_inputs((4, 64), torch.float32)
     x[1, 3], x[2, 5] = float("nan"), float("inf")
     clean = x[[0, 3]]
     for op, args, kw in [
@@ -107,7 +98,7 @@ def test_auto_picks_a_kernel_backend_for_cpu_tensors_when_it_exists():
 
 
 def test_torch_backend_is_pytorchs_own_op():
-    x, w, _, _ = _inputs((5, 32), torch.bfloat16)
+    x, w, _, _ = make_inputs((5, 32), torch.bfloat16)
     y = normlab.rms_norm(x, w, casting="gemma", backend="torch")
     assert torch.equal(y, torch.nn.functional.rms_norm(x, (32,), w, 1e-6))
     with pytest.raises(ValueError, match="casting"):

@@ -8,6 +8,7 @@ under the parallel threshold; flags (casting, offset, eps_inside, ...) are runti
 
 import pytest
 import torch
+from kernel_checks import fwd_bwd, make_inputs
 
 import normlab
 from normlab import reference as R
@@ -15,30 +16,6 @@ from normlab.kernels import numba_launch
 from normlab.testing import TOLERANCES, assert_kernel_close, max_abs_error
 
 BF16, F16, F32 = torch.bfloat16, torch.float16, torch.float32
-
-
-def _inputs(shape, dtype, wdtype=None, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    n = shape[-1]
-    x = (torch.randn(shape, generator=g) * 2 + 0.5).to(dtype)
-    w = (1 + 0.2 * torch.randn(n, generator=g)).to(wdtype or dtype)
-    b = (0.1 * torch.randn(n, generator=g)).to(wdtype or dtype)
-    r = torch.randn(shape, generator=g).to(dtype)
-    return x, w, b, r
-
-
-def _fwd_bwd(fn, tensors: dict, kw: dict, cots, dtype=None):
-    """Outputs of ``fn`` and the gradients of ``sum(out_i * cot_i)`` w.r.t. every tensor input."""
-    leaves = {
-        k: (v if dtype is None else v.to(dtype)).detach().requires_grad_(True)
-        for k, v in tensors.items()
-        if v is not None
-    }
-    out = fn(**leaves, **kw)
-    out = out if isinstance(out, tuple) else (out,)
-    gouts = [c.to(o.dtype) for o, c in zip(out, cots, strict=False)]
-    grads = torch.autograd.grad(out, list(leaves.values()), gouts)
-    return [o.detach() for o in out], dict(zip(leaves, grads, strict=True))
 
 
 def check(op, x, *, grad=True, seed=1, **kw):
@@ -57,9 +34,9 @@ def check(op, x, *, grad=True, seed=1, **kw):
         for i, (a, e, t) in enumerate(zip(got, want, truth, strict=True)):
             assert_kernel_close(a, e, t, f"{op} out[{i}]")
         return
-    got, got_g = _fwd_bwd(kernel, tensors, kw, cots)
-    want, want_g = _fwd_bwd(ref, tensors, kw, cots)
-    truth, truth_g = _fwd_bwd(ref, tensors, kw, cots, dtype=torch.float64)
+    got, got_g = fwd_bwd(kernel, tensors, kw, cots)
+    want, want_g = fwd_bwd(ref, tensors, kw, cots)
+    truth, truth_g = fwd_bwd(ref, tensors, kw, cots, dtype=torch.float64)
     if op == "rms_norm" and "weight" in truth_g and kw.get("casting", "llama") != "gemma":
         truth_g["weight"] = _rounded_xhat_dweight(tensors, kw, cots[0].to(want[0].dtype))
     for i, (a, e, t) in enumerate(zip(got, want, truth, strict=True)):
@@ -104,7 +81,7 @@ def assert_grad_close(actual, expected, truth, name):
 @pytest.mark.parametrize("fused", [False, True])
 def test_rms_norm_every_option(casting, offset, eps_inside, fused):
     dtype = F32 if casting == "none" else BF16  # "none" is all-bf16 math in the reference
-    x, w, _, r = _inputs((6, 123), dtype)
+    x, w, _, r = make_inputs((6, 123), dtype)
     check("rms_norm", x, weight=w, residual=r if fused else None, offset=offset,
           casting=casting, eps_inside=eps_inside, eps=1e-2)  # fmt: skip
 
@@ -113,7 +90,7 @@ def test_rms_norm_every_option(casting, offset, eps_inside, fused):
 @pytest.mark.parametrize("wdtype", ["same", F32], ids=str)
 @pytest.mark.parametrize("n", [1, 3, 4097])
 def test_dtypes_weight_dtypes_and_odd_sizes(dtype, wdtype, n):
-    x, w, b, r = _inputs((3, n), dtype, None if wdtype == "same" else wdtype)
+    x, w, b, r = make_inputs((3, n), dtype, None if wdtype == "same" else wdtype)
     for casting in ("llama", "gemma"):
         check("rms_norm", x, weight=w, casting=casting)
         check("rms_norm", x, weight=w, residual=r, casting=casting)
@@ -123,7 +100,7 @@ def test_dtypes_weight_dtypes_and_odd_sizes(dtype, wdtype, n):
 
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
 def test_without_weight_or_bias(dtype):
-    x, w, _, r = _inputs((4, 123), dtype)
+    x, w, _, r = make_inputs((4, 123), dtype)
     check("rms_norm", x)
     check("rms_norm", x, residual=r, eps_inside=False)
     check("layer_norm", x)
@@ -133,23 +110,23 @@ def test_without_weight_or_bias(dtype):
 def test_parallel_path_on_large_rows():
     # 2 x 70000 elements is above the parallel threshold: the prange drivers run here.
     assert 2 * 70000 >= numba_launch.PAR_MIN_ELEMENTS
-    x, w, b, r = _inputs((2, 70000), F32)
+    x, w, b, r = make_inputs((2, 70000), F32)
     check("rms_norm", x, weight=w, residual=r, offset=1.0, casting="gemma")
     check("layer_norm", x, weight=w, bias=b, residual=r)
-    x, w, b, r = _inputs((160, 1024), BF16)
+    x, w, b, r = make_inputs((160, 1024), BF16)
     check("rms_norm", x, weight=w, residual=r)
     check("layer_norm", x, weight=w, bias=b)
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 123), (2, 2, 3, 64)], ids=str)
-def test_3d_and_4d_inputs(shape):
-    x, w, b, r = _inputs(shape, BF16)
+def test_3d_and_4dmake_inputs(shape):
+    x, w, b, r = make_inputs(shape, BF16)
     check("rms_norm", x, weight=w, residual=r)
     check("layer_norm", x, weight=w, bias=b)
 
 
 def test_non_contiguous_views_are_read_in_place_or_copied():
-    x, w, b, _ = _inputs((12, 160), F32)
+    x, w, b, _ = make_inputs((12, 160), F32)
     rows = x[::3, 16:139]  # unit element stride, row stride 160: read without a copy
     cols = x[:, ::2]  # element stride 2: copied
     trans = x.t()[:123]  # a transposed view
@@ -162,7 +139,7 @@ def test_non_contiguous_views_are_read_in_place_or_copied():
 
 
 def test_zero_rows():
-    x, w, b, r = _inputs((0, 123), F32)
+    x, w, b, r = make_inputs((0, 123), F32)
     check("rms_norm", x, weight=w, residual=r)
     check("layer_norm", x, weight=w, bias=b)
     x3 = torch.empty(2, 0, 64, requires_grad=True)
@@ -173,7 +150,7 @@ def test_zero_rows():
 
 
 def test_no_grad_path_and_float64_fallback():
-    x, w, b, r = _inputs((4, 123), F32)
+    x, w, b, r = make_inputs((4, 123), F32)
     check("rms_norm", x, weight=w, residual=r, grad=False)
     check("layer_norm", x, weight=w, bias=b, grad=False)
     x64, w64 = x.double(), w.double()
@@ -220,7 +197,7 @@ def test_bad_input_raises_like_the_reference(op):
 
 
 def test_dweight_is_deterministic_across_runs_and_thread_counts():
-    x, w, b, r = _inputs((512, 256), F32, seed=3)  # parallel path
+    x, w, b, r = make_inputs((512, 256), F32, seed=3)  # parallel path
     dy = torch.randn(512, 256)
 
     def grads():

@@ -6,8 +6,11 @@ On a CUDA machine they run on the GPU. Without one they run in the Triton interp
 stay small, rows few, and the looped path is forced at small N by shrinking the register limit.
 """
 
+import functools
+
 import pytest
 import torch
+from kernel_checks import fwd_bwd, make_inputs
 
 import normlab
 from normlab import reference as R
@@ -23,33 +26,11 @@ if not normlab.functional.get_backend("triton").supports(DEVICE):
 
 BF16, F16, F32 = torch.bfloat16, torch.float16, torch.float32
 
+_inputs = functools.partial(make_inputs, device=DEVICE)
+
 # Masked-off lanes (rows past M, columns past N) may divide by zero or overflow in numpy; the
 # stores drop them, but the interpreter warns.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning:triton.runtime.interpreter")
-
-
-def _inputs(shape, dtype, wdtype=None, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    n = shape[-1]
-    x = (torch.randn(shape, generator=g) * 2 + 0.5).to(dtype)
-    w = (1 + 0.2 * torch.randn(n, generator=g)).to(wdtype or dtype)
-    b = (0.1 * torch.randn(n, generator=g)).to(wdtype or dtype)
-    r = torch.randn(shape, generator=g).to(dtype)
-    return tuple(t.to(DEVICE) for t in (x, w, b, r))
-
-
-def _fwd_bwd(fn, tensors: dict, kw: dict, cots, dtype=None):
-    """Outputs of ``fn`` and the gradients of ``sum(out_i * cot_i)`` w.r.t. every tensor input."""
-    leaves = {
-        k: (v if dtype is None else v.to(dtype)).detach().requires_grad_(True)
-        for k, v in tensors.items()
-        if v is not None
-    }
-    out = fn(**leaves, **kw)
-    out = out if isinstance(out, tuple) else (out,)
-    gouts = [c.to(o.dtype) for o, c in zip(out, cots, strict=False)]
-    grads = torch.autograd.grad(out, list(leaves.values()), gouts)
-    return [o.detach() for o in out], dict(zip(leaves, grads, strict=True))
 
 
 def check(op, x, *, grad=True, seed=1, **kw):
@@ -76,9 +57,9 @@ def check(op, x, *, grad=True, seed=1, **kw):
         for i, (a, e, t) in enumerate(zip(got, want, truth, strict=True)):
             assert_kernel_close(a, e, t, f"{op} out[{i}]")
         return
-    got, got_g = _fwd_bwd(kernel, tensors, kw, cots)
-    want, want_g = _fwd_bwd(ref, tensors, kw, cots)
-    truth, truth_g = _fwd_bwd(ref, tensors, kw, cots, dtype=torch.float64)
+    got, got_g = fwd_bwd(kernel, tensors, kw, cots)
+    want, want_g = fwd_bwd(ref, tensors, kw, cots)
+    truth, truth_g = fwd_bwd(ref, tensors, kw, cots, dtype=torch.float64)
     naive_half = kw.get("casting") == "none" and x.dtype != torch.float32
     for i, (a, e, t) in enumerate(zip(got, want, truth, strict=True)):
         if naive_half:

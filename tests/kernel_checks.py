@@ -1,0 +1,28 @@
+"""Inputs and gradient plumbing shared by the tests that compare a backend with the reference."""
+
+import torch
+
+
+def make_inputs(shape, dtype, wdtype=None, seed=0, device="cpu"):
+    """``(x, weight, bias, residual)`` of ``shape``: x has a non-zero mean, weight is near 1."""
+    g = torch.Generator().manual_seed(seed)
+    n = shape[-1]
+    x = (torch.randn(shape, generator=g) * 2 + 0.5).to(dtype)
+    w = (1 + 0.2 * torch.randn(n, generator=g)).to(wdtype or dtype)
+    b = (0.1 * torch.randn(n, generator=g)).to(wdtype or dtype)
+    r = torch.randn(shape, generator=g).to(dtype)
+    return tuple(t.to(device) for t in (x, w, b, r))
+
+
+def fwd_bwd(fn, tensors: dict, kw: dict, cots, dtype=None):
+    """Outputs of ``fn`` and the gradients of ``sum(out_i * cot_i)`` w.r.t. every tensor input."""
+    leaves = {
+        k: (v if dtype is None else v.to(dtype)).detach().requires_grad_(True)
+        for k, v in tensors.items()
+        if v is not None
+    }
+    out = fn(**leaves, **kw)
+    out = out if isinstance(out, tuple) else (out,)
+    gouts = [c.to(o.dtype) for o, c in zip(out, cots, strict=False)]
+    grads = torch.autograd.grad(out, list(leaves.values()), gouts)
+    return [o.detach() for o in out], dict(zip(leaves, grads, strict=True))
