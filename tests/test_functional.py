@@ -165,3 +165,11 @@ def test_first_call_can_be_under_torch_compile():
         "torch.testing.assert_close(f(x, w), normlab.rms_norm(x, w, backend='reference'))\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_casting_none_is_the_naive_half_precision_code(backend):
+    """ "none" squares in fp16 (400² > 65504): the output vanishes, as the articles' code does."""
+    x = torch.full((2, 64), 400.0, dtype=torch.float16)
+    assert normlab.rms_norm(x, casting="none", backend=backend).eq(0).all()
+    assert normlab.rms_norm(x, casting="llama", backend=backend).eq(1).all()

@@ -1,8 +1,8 @@
 """The ``"numba"`` backend: fused Numba CPU kernels, registered with ``normlab.functional``.
 
 Importing this module registers the backend (``functional`` does it lazily on first use) and the
-``normlab::numba_*`` custom ops. float64 inputs go to the reference ops (the kernels compute in
-FP32).
+``normlab::numba_*`` custom ops. float64 inputs, and the naive ``casting="none"`` order in half
+precision, go to the reference ops (the kernels compute in FP32).
 """
 
 from __future__ import annotations
@@ -32,9 +32,17 @@ def _any_fp64(*ts: torch.Tensor | None) -> bool:
     return False
 
 
+def _naive_half(casting: str, x: torch.Tensor, residual: torch.Tensor | None) -> bool:
+    # casting="none" is every step in the half dtype, kept to be compared against: the FP32
+    # kernels would silently make it accurate, so the reference (which is that code) runs it.
+    h = x if residual is None else residual
+    return casting == "none" and h.dtype in (torch.float16, torch.bfloat16)
+
+
 def rms_norm(x, weight, eps, *, residual, offset, casting, eps_inside):
     """Backend-contract RMSNorm (arguments validated by ``normlab.functional``)."""
-    impl = reference.rms_norm if _any_fp64(x, weight, residual) else OPS.rms_norm
+    slow = _any_fp64(x, weight, residual) or _naive_half(casting, x, residual)
+    impl = reference.rms_norm if slow else OPS.rms_norm
     return impl(
         x, weight, eps, residual=residual, offset=offset, casting=casting, eps_inside=eps_inside
     )
