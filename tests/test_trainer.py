@@ -105,3 +105,14 @@ def test_decay_on_norms_shrinks_their_gains(corpus):
     off = train(tiny(**kw), corpus).summary["norm_weight_mean"]
     on = train(tiny(decay_norms=True, **kw), corpus).summary["norm_weight_mean"]
     assert on < 0.8 * off
+
+
+def test_probe_does_not_move_batchnorm_running_statistics(corpus):
+    trainer = Trainer(tiny(model={"norm": "batchnorm"}), corpus)
+    model = trainer.build_model()
+    before = {k: b.clone() for k, b in model.named_buffers()}
+    x = torch.randint(0, 256, (4, 16))
+    out = trainer._probe(model, (x, x))
+    assert out["residual_rms"] and all(p.grad is None for p in model.parameters())
+    for k, b in model.named_buffers():
+        assert torch.equal(b, before[k]), k

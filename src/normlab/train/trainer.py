@@ -9,6 +9,7 @@ is stopped and returned with ``status="diverged"``: a result, never an exception
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -269,7 +270,7 @@ class Trainer:
         """Probe one forward+backward on a fixed batch; leaves no gradient behind."""
         x, y = batch
         raw = getattr(model, "module", model)
-        with Probes(raw) as probes:
+        with _buffers_restored(model), Probes(raw) as probes:
             logits = model(x)
             nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten()).backward()
             out = probes.collect()
@@ -285,17 +286,13 @@ class Trainer:
 
     @torch.no_grad()
     def _mean_loss(self, model: nn.Module, batches: list, *, train_mode: bool) -> float:
-        # Train mode updates BatchNorm's running statistics: put them back afterwards.
-        saved = {k: b.clone() for k, b in model.named_buffers()} if train_mode else None
         model.train(train_mode)
         total = 0.0
-        for x, y in batches:
-            logits = model(x)
-            total += float(nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten()))
+        with _buffers_restored(model) if train_mode else contextlib.nullcontext():
+            for x, y in batches:
+                logits = model(x)
+                total += float(nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten()))
         model.train()
-        if saved is not None:
-            for k, b in model.named_buffers():
-                b.copy_(saved[k])
         return self.all_reduce_mean(total / len(batches))
 
     def _summary(self, res: RunResult, raw: nn.Module, wall_s: float) -> dict[str, Any]:
@@ -337,3 +334,16 @@ def _median(xs: list[float]) -> float | None:
 def train(cfg: TrainConfig, data: Corpus, *, on_step: StepCallback | None = None) -> RunResult:
     """Train one model as ``cfg`` says and return what happened (diverged runs included)."""
     return Trainer(cfg, data).run(on_step)
+
+
+@contextlib.contextmanager
+def _buffers_restored(model: nn.Module):
+    """Measurements in train mode (probes, train-mode validation) must not move BatchNorm's
+    running statistics: they would learn from the validation batches."""
+    saved = {k: b.clone() for k, b in model.named_buffers()}
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for k, b in model.named_buffers():
+                b.copy_(saved[k])
