@@ -2,6 +2,8 @@
 
 import torch
 
+from normlab.testing import assert_kernel_close
+
 
 def make_inputs(shape, dtype, wdtype=None, seed=0, device="cpu"):
     """``(x, weight, bias, residual)`` of ``shape``: x has a non-zero mean, weight is near 1."""
@@ -26,3 +28,14 @@ def fwd_bwd(fn, tensors: dict, kw: dict, cots, dtype=None):
     gouts = [c.to(o.dtype) for o, c in zip(out, cots, strict=False)]
     grads = torch.autograd.grad(out, list(leaves.values()), gouts)
     return [o.detach() for o in out], dict(zip(leaves, grads, strict=True))
+
+
+def check_forward(kernel, ref, tensors: dict, kw: dict, name: str) -> None:
+    """``kernel``'s outputs against ``ref`` at the inputs' dtype and at float64, without grad."""
+    with torch.no_grad():
+        got = kernel(**tensors, **kw)
+        want = ref(**tensors, **kw)
+        truth = ref(**{k: v.double() for k, v in tensors.items() if v is not None}, **kw)
+    got, want, truth = [t if isinstance(t, tuple) else (t,) for t in (got, want, truth)]
+    for i, (a, e, t) in enumerate(zip(got, want, truth, strict=True)):
+        assert_kernel_close(a, e, t, f"{name} out[{i}]")

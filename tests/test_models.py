@@ -19,13 +19,8 @@ V, D, H = 32, 16, 2
 REF = {"norm_backend": "reference"}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # Tiny tensors: intra-op threads only add overhead (and thrash on a shared 2-core box).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# Tiny tensors: intra-op threads only add overhead (and thrash on a shared 2-core box).
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _tokens(b=2, t=8, v=V, seed=0):

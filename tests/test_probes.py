@@ -10,14 +10,8 @@ import torch.nn.functional as F
 
 from normlab.models import Probes, Transformer, TransformerConfig
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # Tiny tensors: intra-op threads only add overhead (and thrash on a shared 2-core box).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# Tiny tensors: intra-op threads only add overhead (and thrash on a shared 2-core box).
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _model(n_layers=3, **kw):
