@@ -177,8 +177,13 @@ class TransformerConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TransformerConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown TransformerConfig field(s): {unknown}")
+        check_known_fields(cls, d)
         return cls(**d)
+
+
+def check_known_fields(cls: type, d: dict[str, Any]) -> None:
+    """Reject keys of ``d`` that are not fields of the dataclass ``cls`` (a stale or mistyped
+    results file must fail loudly, not be half-read)."""
+    unknown = sorted(set(d) - {f.name for f in dataclasses.fields(cls)})
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} field(s): {unknown}")

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from normlab.models import Probes, Transformer, TransformerConfig, param_groups
+from normlab.models.config import check_known_fields
 from normlab.train.data import Corpus, RandomBatches, fixed_batches
 from normlab.train.norm_timer import NormTimer
 
@@ -90,10 +91,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown TrainConfig field(s): {unknown}")
+        check_known_fields(cls, d)
         return cls(**{**d, "model": TransformerConfig.from_dict(d["model"])})
 
     def replace(self, **changes: Any) -> TrainConfig:
