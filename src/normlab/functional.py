@@ -77,8 +77,11 @@ def available_backends() -> list[str]:
     return names
 
 
+_PREFERRED = {"cpu": "numba", "cuda": "triton"}
+
+
 def _auto(device: torch.device) -> Backend:
-    preferred = {"cpu": "numba", "cuda": "triton"}.get(device.type)
+    preferred = _PREFERRED.get(device.type)
     if preferred is not None:
         try:
             return get_backend(preferred)
@@ -122,13 +125,15 @@ def _check_tensor(name: str, t: object, x: Tensor, shape: tuple[int, ...]) -> No
         raise TypeError(f"{name} must be a torch.Tensor or None, got {type(t).__name__}")
     if not t.is_floating_point():
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
-    if tuple(t.shape) != shape:
-        raise ValueError(f"{name} must have shape {shape} (from x), got {tuple(t.shape)}")
+    if t.shape != shape:
+        raise ValueError(f"{name} must have shape {tuple(shape)} (from x), got {tuple(t.shape)}")
     if t.device != x.device:
         raise ValueError(f"{name} is on {t.device} but x is on {x.device}; expected {x.device}")
 
 
 def _check_eps(eps: object) -> None:
+    if type(eps) is float and 0.0 <= eps < math.inf:  # the common case, without an ABC check
+        return
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise TypeError(f"eps must be a real number, got {type(eps).__name__}")
     if not (eps >= 0 and math.isfinite(eps)):
@@ -142,8 +147,8 @@ def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
 
 def _check_common(x, weight, residual, eps, backend) -> None:
     _check_x(x)
-    _check_tensor("weight", weight, x, (x.shape[-1],))
-    _check_tensor("residual", residual, x, tuple(x.shape))
+    _check_tensor("weight", weight, x, x.shape[-1:])
+    _check_tensor("residual", residual, x, x.shape)
     _check_eps(eps)
     _check_choice("backend", backend, BACKENDS)
 
@@ -202,7 +207,7 @@ def layer_norm(
     With ``residual`` it returns ``(y, h)`` where ``h = x + residual`` and ``y = layer_norm(h)``.
     """
     _check_common(x, weight, residual, eps, backend)
-    _check_tensor("bias", bias, x, (x.shape[-1],))
+    _check_tensor("bias", bias, x, x.shape[-1:])
     return _resolve(backend, x).layer_norm(x, weight, bias, eps, residual=residual)
 
 

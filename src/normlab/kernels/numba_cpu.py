@@ -2,36 +2,30 @@
 
 Layout every kernel shares (host side in :mod:`normlab.kernels.numba_launch`):
 
-- a 2-D ``(M, N)`` tensor arrives as a flat 1-D array spanning its rows, plus its row stride, so
-  any row stride is read in place and Numba compiles one specialization per dtype, not per
-  layout; outputs are contiguous (row stride ``N``);
-- float32 arrays are used as is, bfloat16 ones as ``uint16`` bits (:mod:`numba_bf16`);
-- each row is loaded into an FP32 scratch buffer (one per chunk, L1/L2 resident), all math and
-  accumulation is FP32, and the result is rounded once on store;
+- a 2-D ``(M, N)`` tensor arrives as ``(address, row stride, dtype tag)`` and is viewed in place
+  (:func:`~normlab.kernels.numba_bf16.rows`), so any row stride is read without a copy; outputs
+  are contiguous; weight-sized vectors and statistics are float32;
+- float32 elements are used as is, bfloat16 ones as ``uint16`` bits converted on load and
+  rounded to nearest even on store; all math and accumulation is FP32;
+- each row is streamed from memory once; later passes over it re-read it from L1/L2 instead of
+  keeping an FP32 copy (a scratch row costs a store and a load per element and a pass);
 - rows are cut into ``nch`` fixed chunks of ``per`` rows; a chunk owns one row of the FP32
-  ``dweight``/``dbias`` partial sums, which are added in chunk order afterwards: no atomics, and
-  the same bits whatever the thread count.
+  ``dweight``/``dbias`` partial sums, added in chunk order afterwards: no atomics, and the same
+  bits whatever the thread count;
+- a missing weight/bias is a vector of ones/zeros (multiplying by one and adding zero are
+  exact), so each loop exists once, not once per flag combination.
 
-``*_rows(c0, c1, per, ...)`` runs chunks ``[c0, c1)`` and releases the GIL (``nogil``): the
-launcher runs small tensors on the calling thread and splits large ones over torch's thread
-count. (Threads rather than ``prange``: a ``parallel=True`` twin of each kernel doubled the cold
-compile time, ~27 s vs ~14 s of CPU for the four kernels of one dtype, and would run on a
-second thread pool next to torch's.)
+``*_rows(c0, c1, per, ...)`` runs chunks ``[c0, c1)`` on the calling thread (the GIL is
+released); ``*_par(nch, per, args)`` runs ``*_rows`` over all chunks on Numba's thread pool,
+whose OpenMP hand-off costs ~3 us (a Python thread pool cost ~50 us, more than a small norm).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
-from normlab.kernels.numba_bf16 import (
-    load_row,
-    load_row_sum,
-    round_f16,
-    round_like,
-    store_row,
-    store_row_affine,
-)
+from normlab.kernels.numba_bf16 import from_f32, round_f16, round_to, rows, to_f32, vec
 
 # reassoc lets LLVM vectorize the FP32 row sums (a fixed order per build, so still
 # deterministic); no nnan/ninf, so NaN and inf propagate like the reference. The numpy error
@@ -45,74 +39,113 @@ _JIT = {
 _F0 = np.float32(0.0)
 _F1 = np.float32(1.0)
 
-
-@njit(**_JIT)
-def _rms_stat(ss, inv_n, eps, eps_inside):
-    """``rstd = 1/sqrt(ss/N + eps)`` (eps inside) or ``1/(sqrt(ss/N) + eps)``, in FP32."""
-    ms = ss * inv_n
-    if eps_inside:
-        return _F1 / np.sqrt(ms + eps)
-    return _F1 / (np.sqrt(ms) + eps)
-
-
 # round_xhat codes: the llama/none cast orders round x * rstd to h's dtype before the gain.
 ROUND_NONE, ROUND_LIKE_H, ROUND_F16 = 0, 1, 2
 
 
-@njit(**_JIT)
-def _round_xhat(mode, h, buf):
-    """Round ``buf`` to ``h``'s dtype (mode 1) or to float16 (mode 2: float16 rows arrive as
-    FP32); mode 0 (gemma) keeps FP32."""
-    if mode == ROUND_LIKE_H:
-        round_like(h, buf)
-    elif mode == ROUND_F16:
-        round_f16(buf)
-
-
-@njit(**_JIT)
-def _load_h(row, n, x, xs, r, rs, h, has_res, buf, tmp):
-    """``buf = x[row]`` or, fused, ``h[row] = x[row] + r[row]`` stored and reloaded rounded."""
-    load_row(x, row * xs, buf)
-    if has_res:
-        load_row(r, row * rs, tmp)
+@njit(inline="always")
+def _sum(src, n, squares):
+    """``sum(src)`` or ``sum(src**2)`` of the first ``n`` elements, in FP32."""
+    s = _F0
+    if squares:
         for j in range(n):
-            buf[j] += tmp[j]
-        store_row(h, row * n, buf)
-        round_like(h, buf)
+            v = to_f32(src[j])
+            s += v * v
+    else:
+        for j in range(n):
+            s += to_f32(src[j])
+    return s
+
+
+@njit(inline="always")
+def _add_sum(xr, rr, hr, n, ht, squares):
+    """``hr = x + r`` rounded to ``h``'s dtype, and the FP32 sum (of squares) of that ``h``."""
+    s = _F0
+    if squares:
+        for j in range(n):
+            q = from_f32(to_f32(xr[j]) + to_f32(rr[j]), ht)
+            hr[j] = q
+            v = to_f32(q)
+            s += v * v
+    else:
+        for j in range(n):
+            q = from_f32(to_f32(xr[j]) + to_f32(rr[j]), ht)
+            hr[j] = q
+            v = to_f32(q)
+            s += v
+    return s
+
+
+@njit(inline="always")
+def _rms_stat(ss, n, eps, eps_inside):
+    """``rstd = 1/sqrt(ss/N + eps)`` (eps inside) or ``1/(sqrt(ss/N) + eps)``, in FP32."""
+    ms = ss * (_F1 / np.float32(n))
+    if eps_inside:
+        return _F1 / np.sqrt(ms + np.float32(eps))
+    return _F1 / (np.sqrt(ms) + np.float32(eps))
+
+
+@njit(inline="always")
+def _rms_out(src, yr, n, rs_, g, mode, ht, yt):
+    """``y = g * q(h * rstd)``, ``q`` rounding to ``h``'s dtype (llama/none) or not (gemma)."""
+    if mode == ROUND_NONE:
+        for j in range(n):
+            yr[j] = from_f32(to_f32(src[j]) * rs_ * g[j], yt)
+    elif mode == ROUND_LIKE_H:
+        for j in range(n):
+            yr[j] = from_f32(round_to(to_f32(src[j]) * rs_, ht) * g[j], yt)
+    else:
+        for j in range(n):
+            yr[j] = from_f32(round_f16(to_f32(src[j]) * rs_) * g[j], yt)
 
 
 @njit(**_JIT)
-def _rms_fwd_rows(c0, c1, per, m, n, x, xs, r, rs, h, y, g, rstd, eps, eps_inside, has_res,
-                  has_w, round_xhat):  # fmt: skip
+def _rms_fwd_rows(c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, gp, rstdp, eps, eps_inside, has_res,
+                  round_xhat, xt, ht, yt):  # fmt: skip
     r"""RMSNorm forward of the rows of chunks ``[c0, c1)``:
     :math:`h = x + r`, :math:`\mathrm{rstd} = 1/\sqrt{\overline{h^2} + \epsilon}`,
     :math:`y = g \cdot q(h\,\mathrm{rstd})` with ``g = offset + weight`` and ``q`` rounding to
     ``h``'s dtype for the llama/none cast orders (identity for gemma)."""
-    buf = np.empty(n, np.float32)
-    tmp = np.empty(n, np.float32)
-    inv_n, eps32 = _F1 / np.float32(n), np.float32(eps)
-    for row in range(c0 * per, min(m, c1 * per)):
+    x, r, h = rows(xp, m, xs, xt), rows(rp, m, rs, ht), rows(hp, m, n, ht)
+    y, g, rstd = rows(yp, m, n, yt), vec(gp, n), vec(rstdp, m)
+    for i in range(c0 * per, min(m, c1 * per)):
         if has_res:
-            _load_h(row, n, x, xs, r, rs, h, has_res, buf, tmp)
-            ss = _F0
-            for j in range(n):
-                ss += buf[j] * buf[j]
+            rs_ = _rms_stat(_add_sum(x[i], r[i], h[i], n, ht, True), n, eps, eps_inside)
+            _rms_out(h[i], y[i], n, rs_, g, round_xhat, ht, yt)
         else:
-            ss = load_row_sum(x, row * xs, buf, True)
-        rs_ = _rms_stat(ss, inv_n, eps32, eps_inside)
-        rstd[row] = rs_
-        if round_xhat == ROUND_NONE:
-            store_row_affine(y, row * n, buf, _F0, rs_, g, has_w, g, False)
-        else:
-            for j in range(n):
-                buf[j] *= rs_
-            _round_xhat(round_xhat, h, buf)
-            store_row_affine(y, row * n, buf, _F0, _F1, g, has_w, g, False)
+            rs_ = _rms_stat(_sum(x[i], n, True), n, eps, eps_inside)
+            _rms_out(x[i], y[i], n, rs_, g, round_xhat, ht, yt)
+        rstd[i] = rs_
+
+
+@njit(inline="always")
+def _rms_dot(hr, dyr, acc, n, rs_, g, has_w, mode, ht):
+    """``sum(g * dy * xhat)`` over the row, adding ``dy * q(xhat)`` to ``acc`` if ``has_w``."""
+    dot = _F0
+    if not has_w:
+        for j in range(n):
+            dot += to_f32(dyr[j]) * g[j] * (to_f32(hr[j]) * rs_)
+    elif mode == ROUND_NONE:
+        for j in range(n):
+            xh, gy = to_f32(hr[j]) * rs_, to_f32(dyr[j])
+            acc[j] += gy * xh
+            dot += gy * g[j] * xh
+    elif mode == ROUND_LIKE_H:
+        for j in range(n):
+            xh, gy = to_f32(hr[j]) * rs_, to_f32(dyr[j])
+            acc[j] += gy * round_to(xh, ht)
+            dot += gy * g[j] * xh
+    else:
+        for j in range(n):
+            xh, gy = to_f32(hr[j]) * rs_, to_f32(dyr[j])
+            acc[j] += gy * round_f16(xh)
+            dot += gy * g[j] * xh
+    return dot
 
 
 @njit(**_JIT)
-def _rms_bwd_rows(c0, c1, per, m, n, dy, dys, dh, dhs, h, hs, g, rstd, dx, dwp, eps, eps_inside,
-                  has_dh, has_w, round_xhat):  # fmt: skip
+def _rms_bwd_rows(c0, c1, per, dw, m, n, dyp, dys, dhp, dhs, hp, hs, gp, rstdp, dxp, eps,
+                  eps_inside, has_dh, has_w, round_xhat, dyt, ht):  # fmt: skip
     r"""RMSNorm backward of chunks ``[c0, c1)``, with :math:`\hat x = h\,\mathrm{rstd}`,
     :math:`\hat g = g \odot dy` and :math:`c = \overline{\hat g \hat x}`:
 
@@ -123,79 +156,71 @@ def _rms_bwd_rows(c0, c1, per, m, n, dy, dys, dh, dhs, h, hs, g, rstd, dx, dwp, 
 
     (the rounding ``q`` of the llama cast order passes gradients straight through).
     """
-    buf = np.empty(n, np.float32)
-    gy = np.empty(n, np.float32)
-    tmp = np.empty(n, np.float32)
-    inv_n, eps32 = _F1 / np.float32(n), np.float32(eps)
+    dy, dh, h = rows(dyp, m, dys, dyt), rows(dhp, m, dhs, ht), rows(hp, m, hs, ht)
+    dx, g, rstd = rows(dxp, m, n, ht), vec(gp, n), vec(rstdp, m)
     for c in range(c0, c1):
-        acc = dwp[c]
+        acc = dw[c]
         acc[:] = _F0
-        for row in range(c * per, min(m, (c + 1) * per)):
-            load_row(h, row * hs, buf)
-            load_row(dy, row * dys, gy)
-            rs_ = rstd[row]
-            for j in range(n):
-                buf[j] *= rs_
-            if has_w:
-                if round_xhat != ROUND_NONE:
-                    tmp[:] = buf
-                    _round_xhat(round_xhat, h, tmp)
-                    for j in range(n):
-                        acc[j] += gy[j] * tmp[j]
-                else:
-                    for j in range(n):
-                        acc[j] += gy[j] * buf[j]
-                for j in range(n):
-                    gy[j] *= g[j]
-            dot = _F0
-            for j in range(n):
-                dot += gy[j] * buf[j]
-            cbar = dot * inv_n
+        for i in range(c * per, min(m, (c + 1) * per)):
+            hr, dyr, dxr, rs_ = h[i], dy[i], dx[i], rstd[i]
+            cbar = _rms_dot(hr, dyr, acc, n, rs_, g, has_w, round_xhat, ht) * (_F1 / np.float32(n))
             if eps_inside:
                 k = rs_ * cbar
             else:
-                rms = _F1 / rs_ - eps32
+                rms = _F1 / rs_ - np.float32(eps)
                 k = cbar / rms if rms > _F0 else _F0
-            for j in range(n):
-                gy[j] = rs_ * gy[j] - k * buf[j]
             if has_dh:
-                load_row(dh, row * dhs, tmp)
+                dhr = dh[i]
                 for j in range(n):
-                    gy[j] += tmp[j]
-            store_row(dx, row * n, gy)
+                    v = rs_ * (to_f32(dyr[j]) * g[j]) - k * (to_f32(hr[j]) * rs_)
+                    dxr[j] = from_f32(v + to_f32(dhr[j]), ht)
+            else:
+                for j in range(n):
+                    v = rs_ * (to_f32(dyr[j]) * g[j]) - k * (to_f32(hr[j]) * rs_)
+                    dxr[j] = from_f32(v, ht)
+
+
+@njit(inline="always")
+def _ln_stats(src, n):
+    """Two-pass FP32 ``(mean, variance)`` of one row (no cancellation of E[h²] - E[h]²)."""
+    mu = _sum(src, n, False) * (_F1 / np.float32(n))
+    ss = _F0
+    for j in range(n):
+        d = to_f32(src[j]) - mu
+        ss += d * d
+    return mu, ss * (_F1 / np.float32(n))
 
 
 @njit(**_JIT)
-def _ln_fwd_rows(c0, c1, per, m, n, x, xs, r, rs, h, y, w, b, mean, rstd, eps, has_res, has_w,
-                 has_b):  # fmt: skip
+def _ln_fwd_rows(c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, wp, bp, meanp, rstdp, eps, has_res,
+                 xt, ht):  # fmt: skip
     r"""LayerNorm forward of chunks ``[c0, c1)``, two-pass statistics of the FP32 row:
     :math:`\mu = \bar h`, :math:`\mathrm{rstd} = 1/\sqrt{\overline{(h-\mu)^2} + \epsilon}`,
-    :math:`y = (h - \mu)\,\mathrm{rstd}\,w + b`."""
-    buf = np.empty(n, np.float32)
-    tmp = np.empty(n, np.float32)
-    inv_n, eps32 = _F1 / np.float32(n), np.float32(eps)
-    for row in range(c0 * per, min(m, c1 * per)):
+    :math:`y = (h - \mu)\,\mathrm{rstd}\,w + b` (``y`` in ``h``'s dtype)."""
+    x, r, h = rows(xp, m, xs, xt), rows(rp, m, rs, ht), rows(hp, m, n, ht)
+    y, w, b = rows(yp, m, n, ht), vec(wp, n), vec(bp, n)
+    mean, rstd = vec(meanp, m), vec(rstdp, m)
+    for i in range(c0 * per, min(m, c1 * per)):
+        yr = y[i]
         if has_res:
-            _load_h(row, n, x, xs, r, rs, h, has_res, buf, tmp)
-            s = _F0
+            hr = h[i]
+            _add_sum(x[i], r[i], hr, n, ht, False)
+            mu, var = _ln_stats(hr, n)
+            rs_ = _F1 / np.sqrt(var + np.float32(eps))
             for j in range(n):
-                s += buf[j]
+                yr[j] = from_f32((to_f32(hr[j]) - mu) * rs_ * w[j] + b[j], ht)
         else:
-            s = load_row_sum(x, row * xs, buf, False)
-        mu = s * inv_n
-        ss = _F0
-        for j in range(n):
-            d = buf[j] - mu
-            ss += d * d
-        rs_ = _F1 / np.sqrt(ss * inv_n + eps32)
-        mean[row] = mu
-        rstd[row] = rs_
-        store_row_affine(y, row * n, buf, mu, rs_, w, has_w, b, has_b)
+            xr = x[i]
+            mu, var = _ln_stats(xr, n)
+            rs_ = _F1 / np.sqrt(var + np.float32(eps))
+            for j in range(n):
+                yr[j] = from_f32((to_f32(xr[j]) - mu) * rs_ * w[j] + b[j], ht)
+        mean[i], rstd[i] = mu, rs_
 
 
 @njit(**_JIT)
-def _ln_bwd_rows(c0, c1, per, m, n, dy, dys, dh, dhs, h, hs, w, mean, rstd, dx, dwp, dbp, has_dh,
-                 has_w):  # fmt: skip
+def _ln_bwd_rows(c0, c1, per, dw, db, m, n, dyp, dys, dhp, dhs, hp, hs, wp, meanp, rstdp, dxp,
+                 has_dh, dyt, ht):  # fmt: skip
     r"""LayerNorm backward of chunks ``[c0, c1)``, with :math:`\hat x = (h-\mu)\,\mathrm{rstd}`
     and :math:`\hat g = w \odot dy`:
 
@@ -204,46 +229,108 @@ def _ln_bwd_rows(c0, c1, per, m, n, dy, dys, dh, dhs, h, hs, w, mean, rstd, dx, 
         + dh_{in},\quad dw_{\text{chunk}} \mathrel{+}= dy \odot \hat x,\quad
         db_{\text{chunk}} \mathrel{+}= dy
     """
-    buf = np.empty(n, np.float32)
-    gy = np.empty(n, np.float32)
-    tmp = np.empty(n, np.float32)
+    dy, dh, h = rows(dyp, m, dys, dyt), rows(dhp, m, dhs, ht), rows(hp, m, hs, ht)
+    dx, w = rows(dxp, m, n, ht), vec(wp, n)
+    mean, rstd = vec(meanp, m), vec(rstdp, m)
     inv_n = _F1 / np.float32(n)
     for c in range(c0, c1):
-        accw = dwp[c]
-        accb = dbp[c]
+        accw, accb = dw[c], db[c]
         accw[:] = _F0
         accb[:] = _F0
-        for row in range(c * per, min(m, (c + 1) * per)):
-            load_row(h, row * hs, buf)
-            load_row(dy, row * dys, gy)
-            mu, rs_ = mean[row], rstd[row]
-            for j in range(n):
-                buf[j] = (buf[j] - mu) * rs_
-            for j in range(n):
-                accw[j] += gy[j] * buf[j]
-                accb[j] += gy[j]
-            if has_w:
-                for j in range(n):
-                    gy[j] *= w[j]
+        for i in range(c * per, min(m, (c + 1) * per)):
+            hr, dyr, dxr, mu, rs_ = h[i], dy[i], dx[i], mean[i], rstd[i]
             s1 = _F0
             s2 = _F0
             for j in range(n):
-                s1 += gy[j]
-                s2 += gy[j] * buf[j]
+                xh, gy = (to_f32(hr[j]) - mu) * rs_, to_f32(dyr[j])
+                accw[j] += gy * xh
+                accb[j] += gy
+                gw = gy * w[j]
+                s1 += gw
+                s2 += gw * xh
             a, bb = s1 * inv_n, s2 * inv_n
-            for j in range(n):
-                gy[j] = rs_ * (gy[j] - a - buf[j] * bb)
             if has_dh:
-                load_row(dh, row * dhs, tmp)
+                dhr = dh[i]
                 for j in range(n):
-                    gy[j] += tmp[j]
-            store_row(dx, row * n, gy)
+                    xh = (to_f32(hr[j]) - mu) * rs_
+                    v = rs_ * (to_f32(dyr[j]) * w[j] - a - xh * bb)
+                    dxr[j] = from_f32(v + to_f32(dhr[j]), ht)
+            else:
+                for j in range(n):
+                    xh = (to_f32(hr[j]) - mu) * rs_
+                    dxr[j] = from_f32(rs_ * (to_f32(dyr[j]) * w[j] - a - xh * bb), ht)
+
+
+# Drivers: what the launcher calls, once per op. The forward ones run the row kernel over all
+# chunks, on this thread or on Numba's threads (static schedule: each thread gets a contiguous
+# run of chunks); the backward ones also own the chunk partial sums of dweight/dbias and reduce
+# them in chunk order, so the result does not depend on the thread count.
 
 
 @njit(**_JIT)
-def _sum_chunks(parts, out):
-    """``out = parts.sum(0)`` in chunk order (FP32), so the result does not depend on threads."""
+def _rms_fwd(nch, per, args):
+    _rms_fwd_rows(0, nch, per, *args)
+
+
+@njit(parallel=True, **_JIT)
+def _rms_fwd_par(nch, per, args):
+    for c in prange(nch):
+        _rms_fwd_rows(c, c + 1, per, *args)
+
+
+@njit(**_JIT)
+def _ln_fwd(nch, per, args):
+    _ln_fwd_rows(0, nch, per, *args)
+
+
+@njit(parallel=True, **_JIT)
+def _ln_fwd_par(nch, per, args):
+    for c in prange(nch):
+        _ln_fwd_rows(c, c + 1, per, *args)
+
+
+@njit(inline="always")
+def _reduce(parts, outp):
+    """``out = parts.sum(0)`` in chunk order (FP32) into the vector at ``outp`` (0: none)."""
+    if outp == 0:
+        return
+    out = vec(outp, parts.shape[1])
     out[:] = parts[0]
     for c in range(1, parts.shape[0]):
         for j in range(out.size):
             out[j] += parts[c, j]
+
+
+@njit(**_JIT)
+def _rms_bwd(nch, per, nw, args, dwo):
+    """RMSNorm backward of all chunks on this thread; ``dweight`` (``nw`` = N or 0) to ``dwo``."""
+    dw = np.empty((nch, max(nw, 1)), np.float32)
+    _rms_bwd_rows(0, nch, per, dw, *args)
+    _reduce(dw, dwo)
+
+
+@njit(parallel=True, **_JIT)
+def _rms_bwd_par(nch, per, nw, args, dwo):
+    dw = np.empty((nch, max(nw, 1)), np.float32)
+    for c in prange(nch):
+        _rms_bwd_rows(c, c + 1, per, dw, *args)
+    _reduce(dw, dwo)
+
+
+@njit(**_JIT)
+def _ln_bwd(nch, per, n, args, dwo, dbo):
+    """LayerNorm backward of all chunks on this thread; ``dweight``/``dbias`` to ``dwo``/``dbo``
+    (0: not wanted)."""
+    dw, db = np.empty((nch, n), np.float32), np.empty((nch, n), np.float32)
+    _ln_bwd_rows(0, nch, per, dw, db, *args)
+    _reduce(dw, dwo)
+    _reduce(db, dbo)
+
+
+@njit(parallel=True, **_JIT)
+def _ln_bwd_par(nch, per, n, args, dwo, dbo):
+    dw, db = np.empty((nch, n), np.float32), np.empty((nch, n), np.float32)
+    for c in prange(nch):
+        _ln_bwd_rows(c, c + 1, per, dw, db, *args)
+    _reduce(dw, dwo)
+    _reduce(db, dbo)

@@ -1,9 +1,9 @@
 """Host launchers for the Numba kernels (the contract is in :mod:`normlab.kernels.ops`).
 
-A launcher turns torch tensors into the flat arrays the kernels take, allocates the outputs, and
-runs the kernel on the calling thread (small tensors) or splits its chunks over
-``torch.get_num_threads()`` threads (the kernels release the GIL), so normlab never runs more
-threads than torch is configured for.
+A launcher turns torch tensors into the ``(address, row stride, dtype tag)`` triples the kernels
+take, allocates the outputs, and runs the kernel on the calling thread (small tensors) or on
+Numba's thread pool with ``torch.get_num_threads()`` threads, so normlab never runs more threads
+than torch is configured for.
 
 float16 has no Numba type and is not a target of the fast path: its rows are converted to FP32
 by torch around the kernels (a fused residual add is then done by the reference, so ``h`` is the
@@ -16,8 +16,8 @@ import os
 import sys
 import threading
 import weakref
-from concurrent.futures import ThreadPoolExecutor
 
+import numba
 import numpy as np
 import torch
 from torch import Tensor
@@ -26,29 +26,31 @@ from normlab.kernels import numba_cpu as K
 from normlab.reference import residual_add
 
 F16, BF16, F32 = torch.float16, torch.bfloat16, torch.float32
+_TAG = {F32: np.float32(0), BF16: np.uint16(0)}  # what the kernels specialize on
 
-# Below this many elements waking a second thread costs more than it saves (a thread hand-off
-# is ~20-50 us; 64K fp32 elements stream in ~25 us).
-PAR_MIN_ELEMENTS = 1 << 17
+# Below this many elements one thread is faster: Numba's OpenMP hand-off costs ~3 us, about what
+# a core needs for 16K fp32 elements.
+PAR_MIN_ELEMENTS = 1 << 15
 # Fixed work chunks: the unit of parallel work and of the dweight/dbias partial sums. They depend
 # on the machine only (not on the thread count), so gradients are bitwise reproducible.
 N_CHUNKS = max(16, 2 * (os.cpu_count() or 1))
-_NONE = np.zeros(1, np.float32)
+# Threading layers whose hand-off is cheap and that are safe to enter from several Python
+# threads; with Numba's fallback "workqueue" (~50 us, not thread-safe) the kernels run serially.
+_FAST_LAYERS = ("omp", "tbb")
+_par = {"pid": None, "ok": True}  # the process that started Numba's pool, and whether to use it
+_tls = threading.local()  # the Numba thread count last set on this thread
 # id(weight) -> (weakref, (version, data_ptr, dtype, numel, offset), FP32 copy)
-_weight_cache: dict[int, tuple[weakref.ref, tuple, np.ndarray]] = {}
-_pool: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool): a forked child makes its own
+_weight_cache: dict[int, tuple[weakref.ref, tuple, Tensor]] = {}
+_constants: dict[tuple[int, float], Tensor] = {}  # (n, value) -> a float32 vector
 
 
-def _flat(t: Tensor) -> tuple[np.ndarray, int]:
-    """``(M, N)`` with unit element stride -> (1-D array over its rows, row stride)."""
-    t = t.detach()
-    if t.dtype == BF16:
-        t = t.view(torch.uint16)
+def _arg(t: Tensor) -> tuple[Tensor, int, int]:
+    """``(M, N)`` with unit element stride -> (tensor to keep alive, address, row stride >= N)."""
     m, n = t.shape
-    if t.is_contiguous():  # the common case, and the cheapest: numpy reshapes in ~0.3 us
-        return t.numpy().reshape(-1), n
     rs = t.stride(0) if m > 1 else n
-    return t.as_strided(((m - 1) * rs + n,), (1,)).numpy(), rs
+    if rs < n:  # row stride 0 (a broadcast) or overlapping rows: not an (M, stride) array
+        t, rs = t.contiguous(), n
+    return t, t.data_ptr(), rs
 
 
 # Outputs of at least this many bytes are allocated by numpy, which asks the kernel for
@@ -92,42 +94,45 @@ def _buffer(nbytes: int) -> np.ndarray:
 def _empty(shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
     shape = tuple(shape)
     if dtype not in _NP_DTYPE or 4 * shape[0] * shape[-1] < _NUMPY_ALLOC_BYTES:
-        return torch.empty(shape, dtype=dtype)
+        return torch.empty(*shape, dtype=dtype)  # varargs: a tuple argument parses 2x slower
     npd = _NP_DTYPE[dtype]
     arr = _buffer(shape[0] * shape[-1] * np.dtype(npd).itemsize).view(npd).reshape(shape)
     t = torch.from_numpy(arr)
     return t.view(dtype) if dtype == BF16 else t
 
 
-def _out(t: Tensor) -> np.ndarray:
-    return _flat(t)[0]
-
-
 def _f32(t: Tensor | None) -> Tensor | None:
     return t if t is None or t.dtype != F16 else t.float()
 
 
-def _vec(t: Tensor | None, offset: float = 0.0) -> tuple[np.ndarray, bool]:
-    """A weight/bias as a contiguous FP32 array (plus ``offset``), and whether there is one.
+def _constant(n: int, value: float) -> Tensor:
+    """A cached float32 vector of ``n`` copies of ``value``: the weight/bias of a norm without."""
+    c = _constants.get((n, value))
+    if c is None:
+        c = _constants[(n, value)] = torch.full((n,), value, dtype=F32)
+    return c
 
-    Always a copy: ``.numpy()`` marks a storage non-resizable for good, and FSDP2 frees a
-    gathered parameter by resizing its storage to 0. The copy is cached per tensor and reused
-    while the tensor's version counter, storage and ``offset`` are unchanged (an optimizer step
-    or any in-place write bumps the version), which saves ~5-10 us a call on small tensors.
+
+def _vec(t: Tensor | None, n: int, offset: float = 0.0, missing: float = 1.0) -> Tensor:
+    """A weight/bias as a contiguous FP32 tensor (plus ``offset``); ``missing`` fills a ``None``.
+
+    Always a copy: FSDP2 frees a gathered parameter by resizing its storage, which must not be
+    read after the call. The copy is cached per tensor and reused while the tensor's version
+    counter, storage and ``offset`` are unchanged (an optimizer step or any in-place write bumps
+    the version), which saves ~5-10 us a call on small tensors.
     """
     if t is None:
-        return _NONE, False
+        return _constant(n, missing)
     key = (t._version, t.data_ptr(), t.dtype, t.numel(), offset)
     hit = _weight_cache.get(id(t))
     if hit is not None and hit[0]() is t and hit[1] == key:
-        return hit[2], True
+        return hit[2]
     c = t.detach().to(F32, copy=True, memory_format=torch.contiguous_format)
     if offset:
         c += offset
-    arr = c.numpy()
     ident = id(t)
-    _weight_cache[ident] = (weakref.ref(t, lambda _, i=ident: _weight_cache.pop(i, None)), key, arr)
-    return arr, True
+    _weight_cache[ident] = (weakref.ref(t, lambda _, i=ident: _weight_cache.pop(i, None)), key, c)
+    return c
 
 
 def _chunks(m: int) -> tuple[int, int]:
@@ -136,26 +141,30 @@ def _chunks(m: int) -> tuple[int, int]:
     return -(-m // per), per
 
 
-def _workers() -> ThreadPoolExecutor:
-    global _pool
-    if _pool is None or _pool[0] != os.getpid():
-        _pool = (os.getpid(), ThreadPoolExecutor(max(1, (os.cpu_count() or 2) - 1), "normlab"))
-    return _pool[1]
+def _threads(m: int, n: int, nch: int) -> int:
+    """Threads for an ``(m, n)`` call: torch's count, 1 for small tensors, and 1 in a forked
+    child of a process that started Numba's OpenMP pool (GNU OpenMP aborts there)."""
+    k = min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS, nch)
+    if k <= 1 or m * n < PAR_MIN_ELEMENTS or not _par["ok"]:
+        return 1
+    if _par["pid"] is not None and _par["pid"] != os.getpid():
+        return 1
+    return k
 
 
-def _launch(kernel, m: int, n: int, nch: int, per: int, args: tuple) -> None:
-    """Run ``kernel(c0, c1, per, *args)`` over chunks ``[0, nch)``: on this thread, or split in
-    contiguous ranges over ``torch.get_num_threads()`` threads (this one included)."""
-    threads = min(torch.get_num_threads(), nch)
-    if threads <= 1 or m * n < PAR_MIN_ELEMENTS:
-        kernel(0, nch, per, *args)
+def _run(serial, par, m: int, n: int, nch: int, *args) -> None:
+    """``serial(nch, *args)`` on this thread, or its twin ``par`` over Numba's threads."""
+    k = _threads(m, n, nch)
+    if k == 1:
+        serial(nch, *args)
         return
-    cuts = [nch * i // threads for i in range(threads + 1)]
-    pool = _workers()
-    futures = [pool.submit(kernel, cuts[i], cuts[i + 1], per, *args) for i in range(threads - 1)]
-    kernel(cuts[-2], cuts[-1], per, *args)
-    for f in futures:
-        f.result()
+    if getattr(_tls, "threads", None) != k:  # set_num_threads costs ~3 us: only on a change
+        numba.set_num_threads(k)
+        _tls.threads = k
+    par(nch, *args)
+    if _par["pid"] is None:
+        _par["pid"] = os.getpid()
+        _par["ok"] = numba.threading_layer() in _FAST_LAYERS
 
 
 def _round_mode(casting: str, h_dtype: torch.dtype) -> int:
@@ -165,31 +174,33 @@ def _round_mode(casting: str, h_dtype: torch.dtype) -> int:
 
 
 def _fwd_inputs(x: Tensor, residual: Tensor | None):
-    """Flatten x and residual; float16 goes through FP32 (with the residual add done by torch)."""
+    """``(x, r, h, h_keep)``: x and residual as kernel arguments, the ``h`` output (``None``
+    without residual: r and h then alias x, which the kernel does not touch). float16 goes
+    through FP32, with the residual add done by torch and returned as ``h_keep``."""
     h_keep = None
     if residual is not None and F16 in (x.dtype, residual.dtype):
         h_keep = residual_add(x, residual)
         x, residual = h_keep, None
-    xa, xs = _flat(_f32(x))
+    xa = _arg(_f32(x))
     if residual is None:
-        return xa, xs, xa, xs, xa, None, h_keep
-    h = _empty(x.shape, residual.dtype)
-    ra, rs = _flat(residual)
-    return xa, xs, ra, rs, _out(h), h, None
+        return xa, xa, None, h_keep
+    return xa, _arg(residual), _empty(x.shape, residual.dtype), None
 
 
 def rms_fwd(x, weight, residual, eps, offset, casting, eps_inside, out_dtype):
     """RMSNorm forward launcher: ``(y, h | None, rstd)``."""
     m, n = x.shape
-    xa, xs, ra, rs, ha, h, h_keep = _fwd_inputs(x, residual)
+    (xk, xp, xs), (rk, rp, rs), h, h_keep = _fwd_inputs(x, residual)
     y = _empty((m, n), F32 if out_dtype == F16 else out_dtype)
     rstd = torch.empty(m, dtype=F32)
-    g, has_w = _vec(weight, offset)
+    g = _vec(weight, n, offset)
     nch, per = _chunks(m)
     h_dtype = x.dtype if residual is None else residual.dtype
-    args = (m, n, xa, xs, ra, rs, ha, _out(y), g, rstd.numpy(), eps, eps_inside, h is not None,
-            has_w, _round_mode(casting, h_dtype))  # fmt: skip
-    _launch(K._rms_fwd_rows, m, n, nch, per, args)
+    hp = xp if h is None else h.data_ptr()
+    args = (m, n, xp, xs, rp, rs, hp, y.data_ptr(), g.data_ptr(), rstd.data_ptr(), eps,
+            eps_inside, h is not None, _round_mode(casting, h_dtype), _TAG[xk.dtype],
+            _TAG[rk.dtype], _TAG[y.dtype])  # fmt: skip
+    _run(K._rms_fwd, K._rms_fwd_par, m, n, nch, per, args)
     y = y if y.dtype == out_dtype else y.to(out_dtype)
     return y, h if h_keep is None else h_keep, rstd
 
@@ -197,60 +208,53 @@ def rms_fwd(x, weight, residual, eps, offset, casting, eps_inside, out_dtype):
 def ln_fwd(x, weight, bias, residual, eps):
     """LayerNorm forward launcher: ``(y, h | None, mean, rstd)``."""
     m, n = x.shape
-    xa, xs, ra, rs, ha, h, h_keep = _fwd_inputs(x, residual)
+    (xk, xp, xs), (rk, rp, rs), h, h_keep = _fwd_inputs(x, residual)
     h_dtype = x.dtype if residual is None else residual.dtype
-    y = _empty((m, n), F32 if h_dtype == F16 else h_dtype)
+    y = _empty((m, n), rk.dtype)  # h's dtype (float32 for float16)
     mean, rstd = torch.empty(m, dtype=F32), torch.empty(m, dtype=F32)
-    w, has_w = _vec(weight)
-    b, has_b = _vec(bias)
+    w, b = _vec(weight, n), _vec(bias, n, missing=0.0)
     nch, per = _chunks(m)
-    args = (m, n, xa, xs, ra, rs, ha, _out(y), w, b, mean.numpy(), rstd.numpy(), eps,
-            h is not None, has_w, has_b)  # fmt: skip
-    _launch(K._ln_fwd_rows, m, n, nch, per, args)
+    hp = xp if h is None else h.data_ptr()
+    args = (m, n, xp, xs, rp, rs, hp, y.data_ptr(), w.data_ptr(), b.data_ptr(), mean.data_ptr(),
+            rstd.data_ptr(), eps, h is not None, _TAG[xk.dtype], _TAG[rk.dtype])  # fmt: skip
+    _run(K._ln_fwd, K._ln_fwd_par, m, n, nch, per, args)
     y = y if y.dtype == h_dtype else y.to(h_dtype)
     return y, h if h_keep is None else h_keep, mean, rstd
 
 
 def _bwd_inputs(dy: Tensor, dh: Tensor | None, h: Tensor):
-    dya, dys = _flat(_f32(dy))
-    ha, hs = _flat(_f32(h))
-    dha, dhs = (dya, dys) if dh is None else _flat(_f32(dh))
-    dx = _empty(h.shape, F32 if h.dtype == F16 else h.dtype)
-    return dya, dys, dha, dhs, ha, hs, dx
+    """``(dy, dh, h, dx)``: kernel arguments (``dh`` aliases ``h`` when there is none) and the
+    ``dx`` output in ``h``'s dtype (float32 for float16)."""
+    dya, ha = _arg(_f32(dy)), _arg(_f32(h))
+    dha = ha if dh is None else _arg(_f32(dh).to(ha[0].dtype))
+    return dya, dha, ha, _empty(h.shape, ha[0].dtype)
 
 
 def rms_bwd(dy, dh, h, weight, rstd, eps, offset, casting, eps_inside):
     """RMSNorm backward launcher: ``(dh_total, dweight | None)``."""
     m, n = h.shape
-    dya, dys, dha, dhs, ha, hs, dx = _bwd_inputs(dy, dh, h)
-    g, has_w = _vec(weight, offset)
+    (dyk, dyp, dys), (_, dhp, dhs), (hk, hp, hs), dx = _bwd_inputs(dy, dh, h)
+    g = _vec(weight, n, offset)
+    dw = None if weight is None else torch.empty(n, dtype=F32)
+    args = (m, n, dyp, dys, dhp, dhs, hp, hs, g.data_ptr(), rstd.data_ptr(), dx.data_ptr(), eps,
+            eps_inside, dh is not None, dw is not None, _round_mode(casting, h.dtype),
+            _TAG[dyk.dtype], _TAG[hk.dtype])  # fmt: skip
     nch, per = _chunks(m)
-    dwp = np.empty((nch, n if has_w else 1), np.float32)
-    args = (m, n, dya, dys, dha, dhs, ha, hs, g, rstd.numpy(), _out(dx), dwp, eps, eps_inside,
-            dh is not None, has_w, _round_mode(casting, h.dtype))  # fmt: skip
-    _launch(K._rms_bwd_rows, m, n, nch, per, args)
-    dw = None
-    if has_w:
-        dw = torch.empty(n, dtype=F32)
-        K._sum_chunks(dwp, dw.numpy())
+    nw, dwo = (0, 0) if dw is None else (n, dw.data_ptr())
+    _run(K._rms_bwd, K._rms_bwd_par, m, n, nch, per, nw, args, dwo)
     return dx.to(h.dtype), dw
 
 
 def ln_bwd(dy, dh, h, weight, mean, rstd, has_bias):
     """LayerNorm backward launcher: ``(dh_total, dweight | None, dbias | None)``."""
     m, n = h.shape
-    dya, dys, dha, dhs, ha, hs, dx = _bwd_inputs(dy, dh, h)
-    w, has_w = _vec(weight)
+    (dyk, dyp, dys), (_, dhp, dhs), (hk, hp, hs), dx = _bwd_inputs(dy, dh, h)
+    w = _vec(weight, n)
+    dw = None if weight is None else torch.empty(n, dtype=F32)
+    db = torch.empty(n, dtype=F32) if has_bias else None
+    args = (m, n, dyp, dys, dhp, dhs, hp, hs, w.data_ptr(), mean.data_ptr(), rstd.data_ptr(),
+            dx.data_ptr(), dh is not None, _TAG[dyk.dtype], _TAG[hk.dtype])  # fmt: skip
     nch, per = _chunks(m)
-    dwp, dbp = np.empty((nch, n), np.float32), np.empty((nch, n), np.float32)
-    args = (m, n, dya, dys, dha, dhs, ha, hs, w, mean.numpy(), rstd.numpy(), _out(dx), dwp, dbp,
-            dh is not None, has_w)  # fmt: skip
-    _launch(K._ln_bwd_rows, m, n, nch, per, args)
-    dw = db = None
-    if has_w:
-        dw = torch.empty(n, dtype=F32)
-        K._sum_chunks(dwp, dw.numpy())
-    if has_bias:
-        db = torch.empty(n, dtype=F32)
-        K._sum_chunks(dbp, db.numpy())
+    dwo, dbo = (0 if t is None else t.data_ptr() for t in (dw, db))
+    _run(K._ln_bwd, K._ln_bwd_par, m, n, nch, per, n, args, dwo, dbo)
     return dx.to(h.dtype), dw, db

@@ -88,6 +88,13 @@ def _rows(t: Tensor | None) -> Tensor | None:
     return t2
 
 
+def _nd(t: Tensor | None, shape: torch.Size) -> Tensor | None:
+    """``(M, N)`` rows back to ``shape`` (a view costs ~2-7 us on a small CPU: only if needed)."""
+    if t is None or t.dim() == len(shape):
+        return t
+    return t.view(*shape)
+
+
 def _vec(t: Tensor | None) -> Tensor | None:
     return t if t is None or t.is_contiguous() else t.contiguous()
 
@@ -101,10 +108,12 @@ def _needs_grad(*ts: Tensor | None) -> bool:
     return False
 
 
-def _grad_to(g: Tensor | None, like: Tensor | None) -> Tensor | None:
+def _grad_to(g: Tensor | None, like: Tensor | torch.dtype | None) -> Tensor | None:
+    """``g`` in the dtype of ``like`` (a tensor or a dtype); ``None`` if either is missing."""
     if g is None or like is None:
         return None
-    return g if g.dtype == like.dtype else g.to(like.dtype)
+    dtype = like if isinstance(like, torch.dtype) else like.dtype
+    return g if g.dtype == dtype else g.to(dtype)
 
 
 def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
@@ -127,7 +136,7 @@ def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
         y, h, rstd = launch.rms_fwd(
             _rows(x), _vec(weight), _rows(residual), eps, offset, casting, eps_inside, out_dtype
         )
-        return y.view(shape), None if h is None else h.view(shape), rstd
+        return _nd(y, shape), _nd(h, shape), rstd
 
     def rms_bwd_nd(dy, dh, hsaved, weight, rstd, eps, offset, casting, eps_inside):
         n = hsaved.shape[-1]
@@ -138,7 +147,7 @@ def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
             _rows(dy), _rows(dh), _rows(hsaved), _vec(weight), rstd, eps, offset, casting,
             eps_inside,
         )  # fmt: skip
-        return dht.view(hsaved.shape), dw
+        return _nd(dht, hsaved.shape), dw
 
     def ln_fwd_nd(x, weight, bias, residual, eps):
         shape, n = x.shape, x.shape[-1]
@@ -152,7 +161,7 @@ def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
                 x.new_empty(0, dtype=torch.float32),
             )
         y, h, mean, rstd = launch.ln_fwd(_rows(x), _vec(weight), _vec(bias), _rows(residual), eps)
-        return y.view(shape), None if h is None else h.view(shape), mean, rstd
+        return _nd(y, shape), _nd(h, shape), mean, rstd
 
     def ln_bwd_nd(dy, dh, hsaved, weight, mean, rstd, has_bias):
         n = hsaved.shape[-1]
@@ -162,9 +171,31 @@ def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
         dht, dw, db = launch.ln_bwd(
             _rows(dy), _rows(dh), _rows(hsaved), _vec(weight), mean, rstd, has_bias
         )
-        return dht.view(hsaved.shape), dw, db
+        return _nd(dht, hsaved.shape), dw, db
 
     # ---- eager autograd: a lean Function around the launchers ------------------------------
+    # The kernels' backward is not itself differentiable. once_differentiable says so when a
+    # double backward needs it, but its wrapper costs ~10 us a call, so it only runs under
+    # create_graph=True (grad mode is off in a plain backward).
+
+    def rms_backward(ctx, dy, dh=None):
+        hsaved, weight, rstd = ctx.saved_tensors
+        dht, dw = rms_bwd_nd(dy, dh, hsaved, weight, rstd, *ctx.args)
+        x_dtype, r_dtype = ctx.dtypes
+        dx = dht if dht.dtype == x_dtype else dht.to(x_dtype)
+        dr = None if r_dtype is None else dht
+        return dx, _grad_to(dw, weight), dr, None, None, None, None
+
+    def ln_backward(ctx, dy, dh=None):
+        hsaved, weight, mean, rstd = ctx.saved_tensors
+        dht, dw, db = ln_bwd_nd(dy, dh, hsaved, weight, mean, rstd, ctx.bias_dtype is not None)
+        x_dtype, r_dtype = ctx.dtypes
+        dx = dht if dht.dtype == x_dtype else dht.to(x_dtype)
+        dr = None if r_dtype is None else dht
+        return dx, _grad_to(dw, weight), _grad_to(db, ctx.bias_dtype), dr, None
+
+    once = torch.autograd.function.once_differentiable
+    rms_backward_once, ln_backward_once = once(rms_backward), once(ln_backward)
 
     class RMSNormFn(torch.autograd.Function):
         @staticmethod
@@ -178,21 +209,16 @@ def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
             return y, h
 
         @staticmethod
-        @torch.autograd.function.once_differentiable
         def backward(ctx, dy, dh=None):
-            hsaved, weight, rstd = ctx.saved_tensors
-            dht, dw = rms_bwd_nd(dy, dh, hsaved, weight, rstd, *ctx.args)
-            x_dtype, r_dtype = ctx.dtypes
-            dx = dht if dht.dtype == x_dtype else dht.to(x_dtype)
-            dr = None if r_dtype is None else dht
-            return dx, _grad_to(dw, weight), dr, None, None, None, None
+            if torch.is_grad_enabled():
+                return rms_backward_once(ctx, dy, dh)
+            return rms_backward(ctx, dy, dh)
 
     class LayerNormFn(torch.autograd.Function):
         @staticmethod
         def forward(ctx, x, weight, bias, residual, eps):
             y, h, mean, rstd = ln_fwd_nd(x, weight, bias, residual, eps)
             ctx.save_for_backward(x if h is None else h, weight, mean, rstd)
-            ctx.has_bias = bias is not None
             ctx.dtypes = (x.dtype, None if residual is None else residual.dtype)
             ctx.bias_dtype = None if bias is None else bias.dtype
             if h is None:
@@ -200,15 +226,10 @@ def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
             return y, h
 
         @staticmethod
-        @torch.autograd.function.once_differentiable
         def backward(ctx, dy, dh=None):
-            hsaved, weight, mean, rstd = ctx.saved_tensors
-            dht, dw, db = ln_bwd_nd(dy, dh, hsaved, weight, mean, rstd, ctx.has_bias)
-            x_dtype, r_dtype = ctx.dtypes
-            dx = dht if dht.dtype == x_dtype else dht.to(x_dtype)
-            dr = None if r_dtype is None else dht
-            db = None if db is None else db.to(ctx.bias_dtype)
-            return dx, _grad_to(dw, weight), db, dr, None
+            if torch.is_grad_enabled():
+                return ln_backward_once(ctx, dy, dh)
+            return ln_backward(ctx, dy, dh)
 
     # ---- torch.library custom ops: the path torch.compile sees -----------------------------
     # Custom ops cannot return None or alias an input, so a missing h is an empty tensor.
