@@ -74,7 +74,7 @@ def assert_grad_close(actual, expected, truth, name):
 @pytest.mark.parametrize("fused", [False, True])
 def test_rms_norm_every_option(casting, offset, eps_inside, fused):
     dtype = F32 if casting == "none" else BF16  # "none" is all-bf16 math in the reference
-    x, w, _, r = make_inputs((6, 123), dtype)
+    x, w, _, r = make_inputs((37, 123), dtype)  # 3 rows a chunk: the pipelined row loop
     check("rms_norm", x, weight=w, residual=r if fused else None, offset=offset,
           casting=casting, eps_inside=eps_inside, eps=1e-2)  # fmt: skip
 
@@ -93,7 +93,7 @@ def test_dtypes_weight_dtypes_and_odd_sizes(dtype, wdtype, n):
 
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
 def test_without_weight_or_bias(dtype):
-    x, w, _, r = make_inputs((4, 123), dtype)
+    x, w, _, r = make_inputs((37, 123), dtype)
     check("rms_norm", x)
     check("rms_norm", x, residual=r, eps_inside=False)
     check("layer_norm", x)
@@ -169,6 +169,34 @@ def test_bf16_store_rounds_to_nearest_even():
     r = torch.zeros_like(x, dtype=BF16).reshape(1, -1)
     _, h = normlab.rms_norm(x.reshape(1, -1), residual=r, backend="numba")
     torch.testing.assert_close(h.reshape(-1), x.to(BF16), atol=0, rtol=0)
+
+
+def test_bf16_store_keeps_every_nan_a_nan():
+    # NaN payloads whose rounding carry would make an infinity (low bits only) or -0 (all ones)
+    bits = torch.tensor([0x7F800001, 0x7FFFFFFF, 0xFF800001, 0x7FC00000], dtype=torch.int64)
+    x = bits.to(torch.int32).view(F32).reshape(1, -1)
+    r = torch.zeros(1, 4, dtype=BF16)
+    with torch.no_grad():
+        _, h = normlab.rms_norm(x, residual=r, backend="numba")
+    assert h.isnan().all()
+
+
+def test_forked_child_runs_serially(monkeypatch):
+    # GNU OpenMP aborts a forked child that enters a pool its parent started: such a child must
+    # not use Numba's threads (numba_launch remembers the pid that started them).
+    monkeypatch.setitem(numba_launch._par, "pid", -1)
+    assert numba_launch._threads(4096, 4096, numba_launch.N_CHUNKS) == 1
+    x, w, b, r = make_inputs((160, 1024), F32)
+    check("rms_norm", x, weight=w, residual=r)
+
+
+def test_double_backward_raises():
+    x, w, _, _ = make_inputs((4, 16), F32)
+    x.requires_grad_(True)
+    y = normlab.rms_norm(x, w, backend="numba")
+    (gx,) = torch.autograd.grad(y.pow(2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable|differentiable"):
+        gx.sum().backward()
 
 
 @pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])

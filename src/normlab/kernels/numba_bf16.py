@@ -107,7 +107,8 @@ def from_f32(v, tag):
 
 
 def round_to(v, tag):
-    """``v`` rounded to ``tag``'s precision and back: ``to_f32(from_f32(v, tag))``."""
+    """``v`` rounded to ``tag``'s precision and back: ``to_f32(from_f32(v, tag))``; an ``int16``
+    tag stands for float16 (Numba has no float16 scalar), a float32 tag rounds nothing."""
 
 
 def _is_bits(t) -> bool:
@@ -132,6 +133,8 @@ def _from_f32(v, tag):
 def _round_to(v, tag):
     if _is_bits(tag):
         return lambda v, tag: bf16_to_f32(f32_to_bf16(v))
+    if tag == types.int16:
+        return lambda v, tag: round_f16(v)
     return lambda v, tag: v
 
 

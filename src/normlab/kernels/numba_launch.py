@@ -167,10 +167,11 @@ def _run(serial, par, m: int, n: int, nch: int, *args) -> None:
         _par["ok"] = numba.threading_layer() in _FAST_LAYERS
 
 
-def _round_mode(casting: str, h_dtype: torch.dtype) -> int:
-    if casting == "gemma" or h_dtype == F32:  # rounding to FP32 is the identity
-        return K.ROUND_NONE
-    return K.ROUND_F16 if h_dtype == F16 else K.ROUND_LIKE_H
+def _q_tag(casting: str, h_dtype: torch.dtype) -> np.generic:
+    """What the llama/none cast orders round ``x * rstd`` to (nothing for gemma or FP32)."""
+    if casting == "gemma" or h_dtype == F32:
+        return K.Q_NONE
+    return K.Q_F16 if h_dtype == F16 else K.Q_BF16
 
 
 def _fwd_inputs(x: Tensor, residual: Tensor | None):
@@ -198,8 +199,8 @@ def rms_fwd(x, weight, residual, eps, offset, casting, eps_inside, out_dtype):
     h_dtype = x.dtype if residual is None else residual.dtype
     hp = xp if h is None else h.data_ptr()
     args = (m, n, xp, xs, rp, rs, hp, y.data_ptr(), g.data_ptr(), rstd.data_ptr(), eps,
-            eps_inside, h is not None, _round_mode(casting, h_dtype), _TAG[xk.dtype],
-            _TAG[rk.dtype], _TAG[y.dtype])  # fmt: skip
+            eps_inside, h is not None, _TAG[xk.dtype], _TAG[rk.dtype], _TAG[y.dtype],
+            _q_tag(casting, h_dtype))  # fmt: skip
     _run(K._rms_fwd, K._rms_fwd_par, m, n, nch, per, args)
     y = y if y.dtype == out_dtype else y.to(out_dtype)
     return y, h if h_keep is None else h_keep, rstd
@@ -237,8 +238,8 @@ def rms_bwd(dy, dh, h, weight, rstd, eps, offset, casting, eps_inside):
     g = _vec(weight, n, offset)
     dw = None if weight is None else torch.empty(n, dtype=F32)
     args = (m, n, dyp, dys, dhp, dhs, hp, hs, g.data_ptr(), rstd.data_ptr(), dx.data_ptr(), eps,
-            eps_inside, dh is not None, dw is not None, _round_mode(casting, h.dtype),
-            _TAG[dyk.dtype], _TAG[hk.dtype])  # fmt: skip
+            eps_inside, dh is not None, dw is not None, _TAG[dyk.dtype], _TAG[hk.dtype],
+            _q_tag(casting, h.dtype))  # fmt: skip
     nch, per = _chunks(m)
     nw, dwo = (0, 0) if dw is None else (n, dw.data_ptr())
     _run(K._rms_bwd, K._rms_bwd_par, m, n, nch, per, nw, args, dwo)

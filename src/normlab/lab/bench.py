@@ -52,28 +52,34 @@ class Result:
 
 
 def time_ms(
-    fn: Callable[[], object], repeat: int, sync: Callable[[], None] = lambda: None
-) -> float:
-    """Best wall time of ``fn`` in ms over ``repeat`` batches of calls (a batch lasts >= ~2 ms).
+    fns: dict[str, Callable[[], object]], repeat: int, sync: Callable[[], None] = lambda: None
+) -> dict[str, float]:
+    """Best wall time in ms of each of ``fns`` over ``repeat`` rounds (4x as many when a round
+    is shorter than 20 ms); a round runs one batch of calls (>= ~3 ms) of every function in turn.
 
-    The minimum, not the median: on a shared machine other processes only ever add time, and
-    the fastest batch is the best estimate of what the code costs on a quiet one.
+    Interleaved so that drift of a shared machine's load hits all contenders alike, and the
+    minimum, not the median: other processes only ever add time, and the fastest batch is the
+    best estimate of what the code costs on a quiet machine.
     """
-    fn()
-    sync()
-    t0 = time.perf_counter()
-    fn()
-    sync()
-    once = time.perf_counter() - t0
-    number = max(1, min(1000, int(2e-3 / max(once, 1e-7))))
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
+    number, round_s = {}, 0.0
+    for name, fn in fns.items():
+        fn()
         sync()
-        samples.append((time.perf_counter() - t0) / number)
-    return 1e3 * min(samples)
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        once = time.perf_counter() - t0
+        number[name] = max(1, min(2000, int(3e-3 / max(once, 1e-7))))
+        round_s += number[name] * once
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(repeat if round_s > 20e-3 else 4 * repeat):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(number[name]):
+                fn()
+            sync()
+            best[name] = min(best[name], (time.perf_counter() - t0) / number[name])
+    return {name: 1e3 * t for name, t in best.items()}
 
 
 def _case(op: str, x, w, b, r, backend: str | None):
@@ -139,19 +145,19 @@ def run_matrix(
             nbytes = x.numel() * x.element_size()
             for op in ops:
                 for mode in modes:
-                    # copy_ is timed next to each case: on a shared machine the load drifts.
-                    copy_ms = time_ms(lambda dst=dst, x=x: dst.copy_(x), repeat, sync)
-                    copy_gbps = 2 * nbytes / copy_ms / 1e6
                     tensors = TENSORS[(mode, op.startswith("fused"))]
-                    ours = _runner(_case(op, x, w, b, r, backend), mode, x, w, b, r)
-                    eager = _runner(_case(op, x, w, b, r, None), mode, x, w, b, r)
-                    t_ours = time_ms(ours, repeat, sync)
-                    t_eager = time_ms(eager, max(1, repeat // 2), sync)
-                    t_comp = None
+                    fns = {
+                        "copy": lambda dst=dst, x=x: dst.copy_(x),
+                        "ours": _runner(_case(op, x, w, b, r, backend), mode, x, w, b, r),
+                        "eager": _runner(_case(op, x, w, b, r, None), mode, x, w, b, r),
+                    }
                     if compile:
                         torch._dynamo.reset()
                         fn = torch.compile(_case(op, x, w, b, r, None), dynamic=False)
-                        t_comp = time_ms(_runner(fn, mode, x, w, b, r), repeat, sync)
+                        fns["compile"] = _runner(fn, mode, x, w, b, r)
+                    ms = time_ms(fns, repeat, sync)
+                    t_ours, t_eager, t_comp = ms["ours"], ms["eager"], ms.get("compile")
+                    copy_gbps = 2 * nbytes / ms["copy"] / 1e6
                     gbps = tensors * nbytes / t_ours / 1e6
                     res = Result(
                         op, dtype_name, f"{m}x{n}", mode, backend, t_ours, gbps, copy_gbps,
