@@ -94,7 +94,8 @@ def f32_to_bf16(v):
     """Round to nearest even; NaN stays a quiet NaN. (``v != v`` is one FP compare: an integer
     test of the exponent costs AVX2 an unsigned-compare emulation, ~30 % of the store loop.)"""
     u = _f32_bits(v)
-    r = (u | _QNAN) if v != v else u + _HALF + ((u >> _S16) & _ONE)
+    nan = np.uint32(0) - np.uint32(v != v)  # all ones for a NaN: a branch-free select
+    r = ((u | _QNAN) & nan) | ((u + _HALF + ((u >> _S16) & _ONE)) & ~nan)
     return np.uint16(r >> _S16)
 
 
