@@ -217,25 +217,26 @@ def test_bad_input_raises_like_the_reference(op):
         assert errors[0] == errors[1]
 
 
-def test_dweight_is_deterministic_across_runs_and_thread_counts():
+def test_results_are_deterministic_across_runs_and_thread_counts():
     x, w, b, r = make_inputs((512, 256), F32, seed=3)  # parallel path
     dy = torch.randn(512, 256)
 
-    def grads():
+    def run():
         ws = w.clone().requires_grad_(True)
         bs = b.clone().requires_grad_(True)
-        normlab.rms_norm(x, ws, backend="numba").backward(dy)
-        normlab.layer_norm(x, ws, bs, backend="numba").backward(dy)
-        return ws.grad, bs.grad
+        y1 = normlab.rms_norm(x, ws, backend="numba")
+        y2, h = normlab.layer_norm(x, ws, bs, residual=r, backend="numba")
+        (y1 + y2).backward(dy)
+        return y1.detach(), y2.detach(), h, ws.grad, bs.grad
 
-    first = grads()
+    first = run()
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        serial = grads()
+        serial = run()
     finally:
         torch.set_num_threads(threads)
-    for a, b_, c in zip(first, grads(), serial, strict=True):
+    for a, b_, c in zip(first, run(), serial, strict=True):
         assert torch.equal(a, b_) and torch.equal(a, c)
 
 

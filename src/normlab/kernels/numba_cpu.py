@@ -45,16 +45,12 @@ Q_NONE, Q_BF16, Q_F16 = np.float32(0), np.uint16(0), np.int16(0)
 
 
 @njit(inline="always")
-def _sum(src, n, squares):
-    """``sum(src)`` or ``sum(src**2)`` of the first ``n`` elements, in FP32."""
+def _sumsq(src, n):
+    """FP32 sum of squares of the first ``n`` elements of a row."""
     s = _F0
-    if squares:
-        for j in range(n):
-            v = to_f32(src[j])
-            s += v * v
-    else:
-        for j in range(n):
-            s += to_f32(src[j])
+    for j in range(n):
+        v = to_f32(src[j])
+        s += v * v
     return s
 
 
@@ -66,12 +62,12 @@ def _add(xv, rv, ht):
 
 
 @njit(inline="always")
-def _add_sum(xr, rr, hr, n, ht, squares):
-    """``hr = x + r`` (rounded), and the FP32 sum (of squares) of that ``h``."""
+def _add_sumsq(xr, rr, hr, n, ht):
+    """``hr = x + r`` (rounded), and the FP32 sum of squares of that ``h``."""
     s = _F0
     for j in range(n):
         hr[j], v = _add(xr[j], rr[j], ht)
-        s += v * v if squares else v
+        s += v * v
     return s
 
 
@@ -107,9 +103,9 @@ def _rms_fwd_rows(c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, gp, rstdp, eps, eps
     if i0 >= i1:
         return
     if has_res:
-        ss = _add_sum(x[i0], r[i0], h[i0], n, ht, True)
+        ss = _add_sumsq(x[i0], r[i0], h[i0], n, ht)
     else:
-        ss = _sum(x[i0], n, True)
+        ss = _sumsq(x[i0], n)
     for i in range(i0, i1):
         rs_ = _rms_stat(ss, n, eps, eps_inside)
         rstd[i] = rs_
@@ -192,14 +188,43 @@ def _rms_bwd_rows(c0, c1, per, dw, m, n, dyp, dys, dhp, dhs, hp, hs, gp, rstdp, 
 
 
 @njit(inline="always")
-def _ln_var(src, n, mu):
-    """FP32 variance of a row around its mean ``mu``: the second pass of a two-pass variance
-    (no cancellation of E[h²] - E[h]²), reading the row from L1."""
-    ss = _F0
+def _sums(src, n):
+    """FP32 ``(sum, sum of squares)`` of a row."""
+    s = s2 = _F0
     for j in range(n):
-        d = to_f32(src[j]) - mu
-        ss += d * d
-    return ss * (_F1 / np.float32(n))
+        v = to_f32(src[j])
+        s += v
+        s2 += v * v
+    return s, s2
+
+
+@njit(inline="always")
+def _add_sums(xr, rr, hr, n, ht):
+    """``hr = x + r`` (rounded), and the FP32 ``(sum, sum of squares)`` of that ``h``."""
+    s = s2 = _F0
+    for j in range(n):
+        hr[j], v = _add(xr[j], rr[j], ht)
+        s += v
+        s2 += v * v
+    return s, s2
+
+
+@njit(inline="always")
+def _ln_stats(s, s2, src, n, eps):
+    """``(mean, rstd)`` of a row from its one-pass sums, or from a second pass over the row when
+    ``E[h²] - mean²`` would cancel: one pass is exact enough only while ``mean² <= var / 8``
+    (its error is that of a two-pass variance times ``1 + mean²/var``), and not at all when the
+    sum of squares overflowed (or a NaN/inf is in the row)."""
+    inv_n = _F1 / np.float32(n)
+    mu = s * inv_n
+    var = s2 * inv_n - mu * mu
+    if not (var < np.float32(np.inf) and mu * mu <= var * np.float32(0.125)):
+        var = _F0
+        for j in range(n):
+            d = to_f32(src[j]) - mu
+            var += d * d
+        var *= inv_n
+    return mu, _F1 / np.sqrt(var + np.float32(eps))
 
 
 @njit(inline="always")
@@ -211,12 +236,12 @@ def _ln_y(hv, mu, rs_, wj, bj, ht):
 @njit(**_JIT)
 def _ln_fwd_rows(c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, wp, bp, meanp, rstdp, eps, has_res,
                  xt, ht):  # fmt: skip
-    r"""LayerNorm forward of chunks ``[c0, c1)``, two-pass statistics of the FP32 row:
+    r"""LayerNorm forward of chunks ``[c0, c1)``, FP32 statistics of the row:
     :math:`\mu = \bar h`, :math:`\mathrm{rstd} = 1/\sqrt{\overline{(h-\mu)^2} + \epsilon}`,
     :math:`y = (h - \mu)\,\mathrm{rstd}\,w + b` (``y`` in ``h``'s dtype).
 
     Pipelined like :func:`_rms_fwd_rows`: the loop writing row ``i`` streams in row ``i + 1``
-    (its sum, and with ``has_res`` its ``h``)."""
+    (its sums, and with ``has_res`` its ``h``); see :func:`_ln_stats` for the variance."""
     x, r, h = rows(xp, m, xs, xt), rows(rp, m, rs, ht), rows(hp, m, n, ht)
     y, w, b = rows(yp, m, n, ht), vec(wp, n), vec(bp, n)
     mean, rstd = vec(meanp, m), vec(rstdp, m)
@@ -224,33 +249,36 @@ def _ln_fwd_rows(c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, wp, bp, meanp, rstdp
     if i0 >= i1:
         return
     if has_res:
-        s = _add_sum(x[i0], r[i0], h[i0], n, ht, False)
+        s, s2 = _add_sums(x[i0], r[i0], h[i0], n, ht)
     else:
-        s = _sum(x[i0], n, False)
+        s, s2 = _sums(x[i0], n)
     for i in range(i0, i1):
-        mu = s * (_F1 / np.float32(n))
         yr, nxt = y[i], i + 1
-        s = _F0
         if has_res:
             hr = h[i]
-            rs_ = _F1 / np.sqrt(_ln_var(hr, n, mu) + np.float32(eps))
+            mu, rs_ = _ln_stats(s, s2, hr, n, eps)
+            s = s2 = _F0
             if nxt < i1:
                 xn, rn, hn = x[nxt], r[nxt], h[nxt]
                 for j in range(n):
                     yr[j] = _ln_y(hr[j], mu, rs_, w[j], b[j], ht)
                     hn[j], v = _add(xn[j], rn[j], ht)
                     s += v
+                    s2 += v * v
             else:
                 for j in range(n):
                     yr[j] = _ln_y(hr[j], mu, rs_, w[j], b[j], ht)
         else:
             xr = x[i]
-            rs_ = _F1 / np.sqrt(_ln_var(xr, n, mu) + np.float32(eps))
+            mu, rs_ = _ln_stats(s, s2, xr, n, eps)
+            s = s2 = _F0
             if nxt < i1:
                 xn = x[nxt]
                 for j in range(n):
                     yr[j] = _ln_y(xr[j], mu, rs_, w[j], b[j], ht)
-                    s += to_f32(xn[j])
+                    v = to_f32(xn[j])
+                    s += v
+                    s2 += v * v
             else:
                 for j in range(n):
                     yr[j] = _ln_y(xr[j], mu, rs_, w[j], b[j], ht)
@@ -300,15 +328,17 @@ def _ln_bwd_rows(c0, c1, per, dw, db, m, n, dyp, dys, dhp, dhs, hp, hs, wp, mean
                     dxr[j] = from_f32(rs_ * (to_f32(dyr[j]) * w[j] - a - xh * bb), ht)
 
 
-# Drivers: what the launcher calls, once per op. The forward ones run the row kernel over all
-# chunks, on this thread or on Numba's threads (static schedule: each thread gets a contiguous
-# run of chunks); the backward ones also own the chunk partial sums of dweight/dbias and reduce
-# them in chunk order, so the result does not depend on the thread count.
+# Drivers: what the launcher calls, once per op. They run the row kernels over all chunks, on
+# this thread or on Numba's threads (static schedule: each thread gets a contiguous run of
+# chunks), and every row is computed by the same code either way: the forward ones call the
+# pipelined kernel one chunk at a time (it treats a chunk's first row apart), the backward ones
+# own the chunk partial sums of dweight/dbias and reduce them in chunk order.
 
 
 @njit(**_JIT)
 def _rms_fwd(nch, per, args):
-    _rms_fwd_rows(0, nch, per, *args)
+    for c in range(nch):  # chunk by chunk, as the threads do: the same bits either way
+        _rms_fwd_rows(c, c + 1, per, *args)
 
 
 @njit(parallel=True, **_JIT)
@@ -319,7 +349,8 @@ def _rms_fwd_par(nch, per, args):
 
 @njit(**_JIT)
 def _ln_fwd(nch, per, args):
-    _ln_fwd_rows(0, nch, per, *args)
+    for c in range(nch):
+        _ln_fwd_rows(c, c + 1, per, *args)
 
 
 @njit(parallel=True, **_JIT)

@@ -116,13 +116,15 @@ def _constant(n: int, value: float) -> Tensor:
 def _vec(t: Tensor | None, n: int, offset: float = 0.0, missing: float = 1.0) -> Tensor:
     """A weight/bias as a contiguous FP32 tensor (plus ``offset``); ``missing`` fills a ``None``.
 
-    Always a copy: FSDP2 frees a gathered parameter by resizing its storage, which must not be
-    read after the call. The copy is cached per tensor and reused while the tensor's version
-    counter, storage and ``offset`` are unchanged (an optimizer step or any in-place write bumps
-    the version), which saves ~5-10 us a call on small tensors.
+    A contiguous FP32 vector without offset is used as is. Any other one is converted once and
+    the copy cached per tensor, reused while the tensor's version counter, storage and
+    ``offset`` are unchanged (an optimizer step or any in-place write bumps the version): the
+    conversion costs ~5-10 us a call on small tensors.
     """
     if t is None:
         return _constant(n, missing)
+    if t.dtype == F32 and not offset and t.is_contiguous():
+        return t
     key = (t._version, t.data_ptr(), t.dtype, t.numel(), offset)
     hit = _weight_cache.get(id(t))
     if hit is not None and hit[0]() is t and hit[1] == key:
