@@ -171,6 +171,20 @@ def test_bf16_store_rounds_to_nearest_even():
     torch.testing.assert_close(h.reshape(-1), x.to(BF16), atol=0, rtol=0)
 
 
+@pytest.mark.parametrize(
+    ("shift", "std"), [(0.5, 1.0), (1e4, 1.0), (3e18, 3e15)], ids=["plain", "cancels", "overflows"]
+)
+def test_layer_norm_variance_keeps_fp32_accuracy(shift, std):
+    # A one-pass E[h²] - mean² loses most digits when mean² >> var and overflows for huge rows;
+    # the kernel must fall back to the two-pass variance there.
+    g = torch.Generator().manual_seed(0)
+    x = shift + std * torch.randn(40, 256, generator=g)
+    with torch.no_grad():
+        got = normlab.layer_norm(x, backend="numba")
+    truth = R.layer_norm(x.double())
+    assert max_abs_error(got, truth) <= 2 * max_abs_error(R.layer_norm(x), truth) + 1e-5
+
+
 def test_bf16_store_keeps_every_nan_a_nan():
     # NaN payloads whose rounding carry would make an infinity (low bits only) or -0 (all ones)
     bits = torch.tensor([0x7F800001, 0x7FFFFFFF, 0xFF800001, 0x7FC00000], dtype=torch.int64)
