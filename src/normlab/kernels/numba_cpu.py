@@ -15,9 +15,10 @@ Layout every kernel shares (host side in :mod:`normlab.kernels.numba_launch`):
 - a missing weight/bias is a vector of ones/zeros (multiplying by one and adding zero are
   exact), so each loop exists once, not once per flag combination.
 
-``*_rows(c0, c1, per, ...)`` runs chunks ``[c0, c1)`` on the calling thread (the GIL is
-released); ``*_par(nch, per, args)`` runs ``*_rows`` over all chunks on Numba's thread pool,
-whose OpenMP hand-off costs ~3 us (a Python thread pool cost ~50 us, more than a small norm).
+``*_rows(c0, c1, per, ...)`` computes chunks ``[c0, c1)``. The drivers ``_rms_fwd``,
+``_ln_fwd``, ``_rms_bwd`` and ``_ln_bwd`` run all chunks on the calling thread (the GIL is
+released), their ``*_par`` twins on Numba's OpenMP threads, whose hand-off costs ~3 us (a Python
+thread pool cost ~50 us, more than a small norm).
 """
 
 from __future__ import annotations
@@ -109,30 +110,21 @@ def _rms_fwd_rows(c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, gp, rstdp, eps, eps
     for i in range(i0, i1):
         rs_ = _rms_stat(ss, n, eps, eps_inside)
         rstd[i] = rs_
-        yr, nxt = y[i], i + 1
+        # the next row; the last row streams itself again (its h rewritten with the same bits)
+        yr, nxt = y[i], min(i + 1, i1 - 1)
         ss = _F0
         if has_res:
-            hr = h[i]
-            if nxt < i1:
-                xn, rn, hn = x[nxt], r[nxt], h[nxt]
-                for j in range(n):
-                    yr[j] = _rms_y(hr[j], rs_, g[j], qt, yt)
-                    hn[j], v = _add(xn[j], rn[j], ht)
-                    ss += v * v
-            else:
-                for j in range(n):
-                    yr[j] = _rms_y(hr[j], rs_, g[j], qt, yt)
+            hr, xn, rn, hn = h[i], x[nxt], r[nxt], h[nxt]
+            for j in range(n):
+                yr[j] = _rms_y(hr[j], rs_, g[j], qt, yt)
+                hn[j], v = _add(xn[j], rn[j], ht)
+                ss += v * v
         else:
-            xr = x[i]
-            if nxt < i1:
-                xn = x[nxt]
-                for j in range(n):
-                    yr[j] = _rms_y(xr[j], rs_, g[j], qt, yt)
-                    v = to_f32(xn[j])
-                    ss += v * v
-            else:
-                for j in range(n):
-                    yr[j] = _rms_y(xr[j], rs_, g[j], qt, yt)
+            xr, xn = x[i], x[nxt]
+            for j in range(n):
+                yr[j] = _rms_y(xr[j], rs_, g[j], qt, yt)
+                v = to_f32(xn[j])
+                ss += v * v
 
 
 @njit(inline="always")
@@ -253,35 +245,25 @@ def _ln_fwd_rows(c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, wp, bp, meanp, rstdp
     else:
         s, s2 = _sums(x[i0], n)
     for i in range(i0, i1):
-        yr, nxt = y[i], i + 1
+        yr, nxt = y[i], min(i + 1, i1 - 1)  # the last row streams itself again
         if has_res:
-            hr = h[i]
+            hr, xn, rn, hn = h[i], x[nxt], r[nxt], h[nxt]
             mu, rs_ = _ln_stats(s, s2, hr, n, eps)
             s = s2 = _F0
-            if nxt < i1:
-                xn, rn, hn = x[nxt], r[nxt], h[nxt]
-                for j in range(n):
-                    yr[j] = _ln_y(hr[j], mu, rs_, w[j], b[j], ht)
-                    hn[j], v = _add(xn[j], rn[j], ht)
-                    s += v
-                    s2 += v * v
-            else:
-                for j in range(n):
-                    yr[j] = _ln_y(hr[j], mu, rs_, w[j], b[j], ht)
+            for j in range(n):
+                yr[j] = _ln_y(hr[j], mu, rs_, w[j], b[j], ht)
+                hn[j], v = _add(xn[j], rn[j], ht)
+                s += v
+                s2 += v * v
         else:
-            xr = x[i]
+            xr, xn = x[i], x[nxt]
             mu, rs_ = _ln_stats(s, s2, xr, n, eps)
             s = s2 = _F0
-            if nxt < i1:
-                xn = x[nxt]
-                for j in range(n):
-                    yr[j] = _ln_y(xr[j], mu, rs_, w[j], b[j], ht)
-                    v = to_f32(xn[j])
-                    s += v
-                    s2 += v * v
-            else:
-                for j in range(n):
-                    yr[j] = _ln_y(xr[j], mu, rs_, w[j], b[j], ht)
+            for j in range(n):
+                yr[j] = _ln_y(xr[j], mu, rs_, w[j], b[j], ht)
+                v = to_f32(xn[j])
+                s += v
+                s2 += v * v
         mean[i], rstd[i] = mu, rs_
 
 
