@@ -15,10 +15,11 @@ Layout every kernel shares (host side in :mod:`normlab.kernels.numba_launch`):
 - a missing weight/bias is a vector of ones/zeros (multiplying by one and adding zero are
   exact), so each loop exists once, not once per flag combination.
 
-``*_rows(c0, c1, per, ...)`` computes chunks ``[c0, c1)``. The drivers ``_rms_fwd``,
-``_ln_fwd``, ``_rms_bwd`` and ``_ln_bwd`` run all chunks on the calling thread (the GIL is
-released), their ``*_par`` twins on Numba's OpenMP threads, whose hand-off costs ~3 us (a Python
-thread pool cost ~50 us, more than a small norm).
+``*_rows(c0, c1, per, ...)`` computes chunks ``[c0, c1)``. The launcher runs all chunks through
+the ``*_par`` drivers on Numba's OpenMP threads (one thread for small tensors; the hand-off to a
+second costs ~3 us, a Python thread pool cost ~50 us, more than a small norm); their one-thread
+twins ``_rms_fwd``, ``_ln_fwd``, ``_rms_bwd``, ``_ln_bwd`` serve where the pool must not be used.
+The GIL is released throughout.
 """
 
 from __future__ import annotations

@@ -28,8 +28,8 @@ from normlab.reference import residual_add
 F16, BF16, F32 = torch.float16, torch.bfloat16, torch.float32
 _TAG = {F32: np.float32(0), BF16: np.uint16(0)}  # what the kernels specialize on
 
-# Below this many elements one thread is faster: Numba's OpenMP hand-off costs ~3 us, about what
-# a core needs for 16K fp32 elements.
+# Below this many elements one thread is faster: waking a second one costs ~2 us more, about
+# what a core needs for 16K fp32 elements.
 PAR_MIN_ELEMENTS = 1 << 15
 # Fixed work chunks: the unit of parallel work and of the dweight/dbias partial sums. They depend
 # on the machine only (not on the thread count), so gradients are bitwise reproducible.
@@ -144,20 +144,22 @@ def _chunks(m: int) -> tuple[int, int]:
 
 
 def _threads(m: int, n: int, nch: int) -> int:
-    """Threads for an ``(m, n)`` call: torch's count, 1 for small tensors, and 1 in a forked
-    child of a process that started Numba's OpenMP pool (GNU OpenMP aborts there)."""
-    k = min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS, nch)
-    if k <= 1 or m * n < PAR_MIN_ELEMENTS or not _par["ok"]:
+    """Threads for an ``(m, n)`` call: torch's count, or 1 for small tensors; 0 where Numba's
+    pool must not be entered: in a forked child of a process that started it (GNU OpenMP aborts
+    there) and with a slow or thread-unsafe threading layer."""
+    if not _par["ok"] or (_par["pid"] is not None and _par["pid"] != os.getpid()):
+        return 0
+    if m * n < PAR_MIN_ELEMENTS:
         return 1
-    if _par["pid"] is not None and _par["pid"] != os.getpid():
-        return 1
-    return k
+    return max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS, nch))
 
 
 def _run(serial, par, m: int, n: int, nch: int, *args) -> None:
-    """``serial(nch, *args)`` on this thread, or its twin ``par`` over Numba's threads."""
+    """``par(nch, *args)`` over Numba's threads (one thread for small tensors: the OpenMP driver
+    then costs ~1 us more than a plain call, and compiling only it saves ~40 % of the cold
+    compile), or its one-thread twin ``serial`` where the pool must not be used."""
     k = _threads(m, n, nch)
-    if k == 1:
+    if k == 0:
         serial(nch, *args)
         return
     if getattr(_tls, "threads", None) != k:  # set_num_threads costs ~3 us: only on a change
