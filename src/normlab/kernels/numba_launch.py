@@ -235,6 +235,11 @@ def _bwd_inputs(dy: Tensor, dh: Tensor | None, h: Tensor):
     return dya, dha, ha, _empty(h.shape, ha[0].dtype)
 
 
+def _addr(t: Tensor | None) -> int:
+    """Where a kernel writes an optional output: its address, or 0 for none."""
+    return 0 if t is None else t.data_ptr()
+
+
 def rms_bwd(dy, dh, h, weight, rstd, eps, offset, casting, eps_inside):
     """RMSNorm backward launcher: ``(dh_total, dweight | None)``."""
     m, n = h.shape
@@ -245,8 +250,7 @@ def rms_bwd(dy, dh, h, weight, rstd, eps, offset, casting, eps_inside):
             eps_inside, dh is not None, dw is not None, _TAG[dyk.dtype], _TAG[hk.dtype],
             _q_tag(casting, h.dtype))  # fmt: skip
     nch, per = _chunks(m)
-    nw, dwo = (0, 0) if dw is None else (n, dw.data_ptr())
-    _run(K._rms_bwd, K._rms_bwd_par, m, n, nch, per, nw, args, dwo)
+    _run(K._rms_bwd, K._rms_bwd_par, m, n, nch, per, 0 if dw is None else n, args, _addr(dw))
     return dx.to(h.dtype), dw
 
 
@@ -260,6 +264,5 @@ def ln_bwd(dy, dh, h, weight, mean, rstd, has_bias):
     args = (m, n, dyp, dys, dhp, dhs, hp, hs, w.data_ptr(), mean.data_ptr(), rstd.data_ptr(),
             dx.data_ptr(), dh is not None, _TAG[dyk.dtype], _TAG[hk.dtype])  # fmt: skip
     nch, per = _chunks(m)
-    dwo, dbo = (0 if t is None else t.data_ptr() for t in (dw, db))
-    _run(K._ln_bwd, K._ln_bwd_par, m, n, nch, per, n, args, dwo, dbo)
+    _run(K._ln_bwd, K._ln_bwd_par, m, n, nch, per, n, args, _addr(dw), _addr(db))
     return dx.to(h.dtype), dw, db
