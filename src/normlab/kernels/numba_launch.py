@@ -1,9 +1,9 @@
 """Host launchers for the Numba kernels (the contract is in :mod:`normlab.kernels.ops`).
 
 A launcher turns torch tensors into the ``(address, row stride, dtype tag)`` triples the kernels
-take, allocates the outputs, and runs the kernel on the calling thread (small tensors) or on
-Numba's thread pool with ``torch.get_num_threads()`` threads, so normlab never runs more threads
-than torch is configured for.
+take, allocates the outputs, and runs the kernel on Numba's OpenMP threads: as many as
+``torch.get_num_threads()`` (so normlab never runs more threads than torch is configured for),
+one for small tensors (the calling thread).
 
 float16 has no Numba type and is not a target of the fast path: its rows are converted to FP32
 by torch around the kernels (a fused residual add is then done by the reference, so ``h`` is the
