@@ -2,6 +2,8 @@
 
 import torch
 
+import normlab
+from normlab import reference as R
 from normlab.testing import assert_kernel_close
 
 
@@ -39,3 +41,28 @@ def check_forward(kernel, ref, tensors: dict, kw: dict, name: str) -> None:
     got, want, truth = [t if isinstance(t, tuple) else (t,) for t in (got, want, truth)]
     for i, (a, e, t) in enumerate(zip(got, want, truth, strict=True)):
         assert_kernel_close(a, e, t, f"{name} out[{i}]")
+
+
+def run_three_ways(op, backend, x, kw, *, grad=True, seed=1, device="cpu"):
+    """``op`` on ``backend``, the reference at x's dtype and the reference at float64.
+
+    ``kw`` holds the tensor arguments (weight, bias, residual) and the options. Without ``grad``
+    the forwards are compared here (``check_forward``) and ``None`` is returned; with it,
+    ``(cotangents, kernel, reference, float64 reference)``, each of the last three the
+    ``(outputs, gradients)`` of :func:`fwd_bwd`, left for the caller's comparison rules.
+    """
+    kw = dict(kw)
+    tensors = {"x": x, **{k: kw.pop(k) for k in ("weight", "bias", "residual") if k in kw}}
+    kernel = lambda **a: getattr(normlab, op)(backend=backend, **a)  # noqa: E731
+    ref = getattr(R, op)
+    if not grad:
+        check_forward(kernel, ref, tensors, kw, op)
+        return None
+    g = torch.Generator().manual_seed(seed)
+    cots = [torch.randn(x.shape, generator=g).to(device) for _ in range(2)]
+    return (
+        cots,
+        fwd_bwd(kernel, tensors, kw, cots),
+        fwd_bwd(ref, tensors, kw, cots),
+        fwd_bwd(ref, tensors, kw, cots, dtype=torch.float64),
+    )

@@ -8,7 +8,7 @@ runtime arguments.
 
 import pytest
 import torch
-from kernel_checks import check_forward, fwd_bwd, make_inputs
+from kernel_checks import make_inputs, run_three_ways
 
 import normlab
 from normlab import reference as R
@@ -20,28 +20,22 @@ BF16, F16, F32 = torch.bfloat16, torch.float16, torch.float32
 
 def check(op, x, *, grad=True, seed=1, **kw):
     """Run ``op`` on the numba backend, the reference at x's dtype and at float64; compare."""
-    tensors = {"x": x, **{k: kw.pop(k) for k in ("weight", "bias", "residual") if k in kw}}
-    g = torch.Generator().manual_seed(seed)
-    cots = [torch.randn(x.shape, generator=g) for _ in range(2)]
-    kernel = lambda **a: getattr(normlab, op)(backend="numba", **a)  # noqa: E731
-    ref = getattr(R, op)
-    if not grad:
-        return check_forward(kernel, ref, tensors, kw, op)
-    got, got_g = fwd_bwd(kernel, tensors, kw, cots)
-    want, want_g = fwd_bwd(ref, tensors, kw, cots)
-    truth, truth_g = fwd_bwd(ref, tensors, kw, cots, dtype=torch.float64)
+    runs = run_three_ways(op, "numba", x, kw, grad=grad, seed=seed)
+    if runs is None:
+        return
+    cots, (got, got_g), (want, want_g), (truth, truth_g) = runs
     if op == "rms_norm" and "weight" in truth_g and kw.get("casting", "llama") != "gemma":
-        truth_g["weight"] = _rounded_xhat_dweight(tensors, kw, cots[0].to(want[0].dtype))
+        truth_g["weight"] = _rounded_xhat_dweight(x, kw, cots[0].to(want[0].dtype))
     for i, (a, e, t) in enumerate(zip(got, want, truth, strict=True)):
         assert_kernel_close(a, e, t, f"{op} out[{i}]")
     for k in want_g:
         assert_grad_close(got_g[k], want_g[k], truth_g[k], f"{op} d{k}")
 
 
-def _rounded_xhat_dweight(tensors, kw, dy):
+def _rounded_xhat_dweight(x, kw, dy):
     """The exact dweight of the llama cast order, ``sum(dy * q(xhat))``: a float64 forward has no
     rounding ``q`` of ``xhat`` to the input dtype, so its dweight is not this function's."""
-    x, r = tensors["x"], tensors.get("residual")
+    r = kw.get("residual")
     h = x if r is None else R.residual_add(x, r)
     eps = kw.get("eps", 1e-6)
     xq = R.rms_norm(h, None, eps, casting="llama", eps_inside=kw.get("eps_inside", True))

@@ -10,7 +10,7 @@ import functools
 
 import pytest
 import torch
-from kernel_checks import check_forward, fwd_bwd, make_inputs
+from kernel_checks import make_inputs, run_three_ways
 
 import normlab
 from normlab import reference as R
@@ -43,16 +43,10 @@ def check(op, x, *, grad=True, seed=1, **kw):
     an ulp of it, so there outputs get 3x the tolerance and gradients only the
     "2x eager error + atol" bound.
     """
-    tensors = {"x": x, **{k: kw.pop(k) for k in ("weight", "bias", "residual") if k in kw}}
-    g = torch.Generator().manual_seed(seed)
-    cots = [torch.randn(x.shape, generator=g).to(DEVICE) for _ in range(2)]
-    kernel = lambda **a: getattr(normlab, op)(backend="triton", **a)  # noqa: E731
-    ref = getattr(R, op)
-    if not grad:
-        return check_forward(kernel, ref, tensors, kw, op)
-    got, got_g = fwd_bwd(kernel, tensors, kw, cots)
-    want, want_g = fwd_bwd(ref, tensors, kw, cots)
-    truth, truth_g = fwd_bwd(ref, tensors, kw, cots, dtype=torch.float64)
+    runs = run_three_ways(op, "triton", x, kw, grad=grad, seed=seed, device=DEVICE)
+    if runs is None:
+        return
+    _, (got, got_g), (want, want_g), (truth, truth_g) = runs
     naive_half = kw.get("casting") == "none" and x.dtype != torch.float32
     for i, (a, e, t) in enumerate(zip(got, want, truth, strict=True)):
         if naive_half:

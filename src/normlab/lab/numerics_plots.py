@@ -11,47 +11,46 @@ INF_LEVEL = 1e2  # where inf/NaN points are drawn on a log axis of relative erro
 STYLES = ("-", "--", ":", "-.")
 
 
-def _grid(result):
+def _panels(result):
+    """A figure with one row of axes per op and one column per dtype, and ``(ax, op, dtype)``
+    for each panel."""
     from matplotlib.figure import Figure
 
     dtypes = result.grid["dtypes"]
     fig = Figure(figsize=(4.2 * len(dtypes), 7.0))
     axes = fig.subplots(len(OPS), len(dtypes), squeeze=False)
-    return fig, axes, dtypes
+    return fig, [(axes[i][j], op, dt) for i, op in enumerate(OPS) for j, dt in enumerate(dtypes)]
 
 
 def error_vs_scale(result) -> str | None:
     """Forward max relative error vs input scale, one line per implementation; inf/NaN drawn as
     crosses at ``INF_LEVEL``. Returns a base64 PNG, or None when nothing was swept."""
-    fig, axes, dtypes = _grid(result)
+    fig, panels = _panels(result)
     drawn = False
-    for i, op in enumerate(OPS):
-        for j, dt in enumerate(dtypes):
-            ax = axes[i][j]
-            recs = sorted(
-                select(result.records, op=op, dtype=dt, axis="scale"), key=lambda r: r["scale"]
-            )
-            for k, impl in enumerate(dict.fromkeys(r["impl"] for r in recs)):
-                pts = [r for r in recs if r["impl"] == impl and r.get("y")]
-                xs = [r["scale"] for r in pts]
-                ys = [
-                    INF_LEVEL if r["y"]["nonfinite"] else max(r["y"]["max_rel"] or 0, 1e-9)
-                    for r in pts
-                ]
-                (line,) = ax.plot(xs, ys, STYLES[k % len(STYLES)], marker=".", label=impl)
-                bad = [(x, y) for x, y, r in zip(xs, ys, pts, strict=True) if r["y"]["nonfinite"]]
-                if bad:
-                    ax.plot(*zip(*bad, strict=True), "x", color=line.get_color(), markersize=9)
-                drawn = True
-            ax.axhline(INF_LEVEL, color="grey", lw=0.5)
-            ax.set(
-                xscale="log",
-                yscale="log",
-                title=f"{OPS[op]} {DTYPE_SHORT[dt]}",
-                xlabel="input scale (max |x| per row)",
-                ylabel="forward max rel. error",
-            )
-            ax.legend(fontsize=6, title=f"x at {INF_LEVEL:g} = inf/NaN", title_fontsize=6)
+    for ax, op, dt in panels:
+        recs = sorted(
+            select(result.records, op=op, dtype=dt, axis="scale"), key=lambda r: r["scale"]
+        )
+        for k, impl in enumerate(dict.fromkeys(r["impl"] for r in recs)):
+            pts = [r for r in recs if r["impl"] == impl and r.get("y")]
+            xs = [r["scale"] for r in pts]
+            ys = [
+                INF_LEVEL if r["y"]["nonfinite"] else max(r["y"]["max_rel"] or 0, 1e-9) for r in pts
+            ]
+            (line,) = ax.plot(xs, ys, STYLES[k % len(STYLES)], marker=".", label=impl)
+            bad = [(x, y) for x, y, r in zip(xs, ys, pts, strict=True) if r["y"]["nonfinite"]]
+            if bad:
+                ax.plot(*zip(*bad, strict=True), "x", color=line.get_color(), markersize=9)
+            drawn = True
+        ax.axhline(INF_LEVEL, color="grey", lw=0.5)
+        ax.set(
+            xscale="log",
+            yscale="log",
+            title=f"{OPS[op]} {DTYPE_SHORT[dt]}",
+            xlabel="input scale (max |x| per row)",
+            ylabel="forward max rel. error",
+        )
+        ax.legend(fontsize=6, title=f"x at {INF_LEVEL:g} = inf/NaN", title_fontsize=6)
     fig.tight_layout()
     return png_base64(fig) if drawn else None
 
@@ -59,47 +58,45 @@ def error_vs_scale(result) -> str | None:
 def grad_vs_eps(result) -> str | None:
     """max |dx| vs eps on near-zero rows: the float64 truth and every implementation (finite
     values only; inf/NaN drawn as crosses above the truth). Returns a base64 PNG or None."""
-    fig, axes, dtypes = _grid(result)
+    fig, panels = _panels(result)
     drawn = False
-    for i, op in enumerate(OPS):
-        for j, dt in enumerate(dtypes):
-            ax = axes[i][j]
-            recs = sorted(
-                (
-                    r
-                    for r in select(result.records, op=op, dtype=dt, axis="eps", shape="near_zero")
-                    if r.get("dx")
-                ),
-                key=lambda r: r["eps"],
-            )
-            impls = list(dict.fromkeys(r["impl"] for r in recs))
-            if not impls:
-                continue
-            first = [r for r in recs if r["impl"] == impls[0]]
-            truth = [r["dx"]["truth_max_abs"] or 0 for r in first]
-            ax.plot([r["eps"] for r in first], truth, "k-", lw=3, alpha=0.3, label="float64 truth")
-            top = 3 * max(truth)
-            for k, impl in enumerate(impls):
-                pts = [r for r in recs if r["impl"] == impl]
-                ok = [(r["eps"], r["dx"]["max_abs"]) for r in pts if r["dx"]["max_abs"]]
-                if ok:
-                    (line,) = ax.plot(
-                        *zip(*ok, strict=True), STYLES[k % len(STYLES)], marker=".", label=impl
-                    )
-                    bad = [r["eps"] for r in pts if r["dx"]["nonfinite"]]
-                    if bad:
-                        ax.plot(bad, [top] * len(bad), "x", color=line.get_color(), markersize=9)
-                drawn = True
-            if dt == "float16":
-                ax.axhline(65504, color="red", lw=0.7, ls=":", label="FP16 max")
-            ax.set(
-                xscale="log",
-                yscale="log",
-                title=f"{OPS[op]} {DTYPE_SHORT[dt]}",
-                xlabel="eps",
-                ylabel="max |dx| (near-zero rows)",
-            )
-            ax.legend(fontsize=6, title="x at top = inf/NaN in dx", title_fontsize=6)
+    for ax, op, dt in panels:
+        recs = sorted(
+            (
+                r
+                for r in select(result.records, op=op, dtype=dt, axis="eps", shape="near_zero")
+                if r.get("dx")
+            ),
+            key=lambda r: r["eps"],
+        )
+        impls = list(dict.fromkeys(r["impl"] for r in recs))
+        if not impls:
+            continue
+        first = [r for r in recs if r["impl"] == impls[0]]
+        truth = [r["dx"]["truth_max_abs"] or 0 for r in first]
+        ax.plot([r["eps"] for r in first], truth, "k-", lw=3, alpha=0.3, label="float64 truth")
+        top = 3 * max(truth)
+        for k, impl in enumerate(impls):
+            pts = [r for r in recs if r["impl"] == impl]
+            ok = [(r["eps"], r["dx"]["max_abs"]) for r in pts if r["dx"]["max_abs"]]
+            if ok:
+                (line,) = ax.plot(
+                    *zip(*ok, strict=True), STYLES[k % len(STYLES)], marker=".", label=impl
+                )
+                bad = [r["eps"] for r in pts if r["dx"]["nonfinite"]]
+                if bad:
+                    ax.plot(bad, [top] * len(bad), "x", color=line.get_color(), markersize=9)
+            drawn = True
+        if dt == "float16":
+            ax.axhline(65504, color="red", lw=0.7, ls=":", label="FP16 max")
+        ax.set(
+            xscale="log",
+            yscale="log",
+            title=f"{OPS[op]} {DTYPE_SHORT[dt]}",
+            xlabel="eps",
+            ylabel="max |dx| (near-zero rows)",
+        )
+        ax.legend(fontsize=6, title="x at top = inf/NaN in dx", title_fontsize=6)
     fig.tight_layout()
     return png_base64(fig) if drawn else None
 
