@@ -37,7 +37,7 @@ N_CHUNKS = max(16, 2 * (os.cpu_count() or 1))
 # Threading layers whose hand-off is cheap and that are safe to enter from several Python
 # threads; with Numba's fallback "workqueue" (~50 us, not thread-safe) the kernels run serially.
 _FAST_LAYERS = ("omp", "tbb")
-_par = {"pid": None, "ok": True}  # the process that started Numba's pool, and whether to use it
+_par = {"started": False, "ok": True}  # whether Numba's pool was started, and may be used
 _tls = threading.local()  # the Numba thread count last set on this thread
 # id(weight) -> (weakref, (version, data_ptr, dtype, numel, offset), FP32 copy)
 _weight_cache: dict[int, tuple[weakref.ref, tuple, Tensor]] = {}
@@ -143,11 +143,20 @@ def _chunks(m: int) -> tuple[int, int]:
     return -(-m // per), per
 
 
+def _after_fork_in_child() -> None:
+    # GNU OpenMP aborts a forked child that enters a pool its parent started.
+    if _par["started"]:
+        _par["ok"] = False
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _threads(m: int, n: int, nch: int) -> int:
     """Threads for an ``(m, n)`` call: torch's count, or 1 for small tensors; 0 where Numba's
-    pool must not be entered: in a forked child of a process that started it (GNU OpenMP aborts
-    there) and with a slow or thread-unsafe threading layer."""
-    if not _par["ok"] or (_par["pid"] is not None and _par["pid"] != os.getpid()):
+    pool must not be entered: in a forked child of a process that started it and with a slow or
+    thread-unsafe threading layer."""
+    if not _par["ok"]:
         return 0
     if m * n < PAR_MIN_ELEMENTS:
         return 1
@@ -166,8 +175,8 @@ def _run(serial, par, m: int, n: int, nch: int, *args) -> None:
         numba.set_num_threads(k)
         _tls.threads = k
     par(nch, *args)
-    if _par["pid"] is None:
-        _par["pid"] = os.getpid()
+    if not _par["started"]:
+        _par["started"] = True
         _par["ok"] = numba.threading_layer() in _FAST_LAYERS
 
 
