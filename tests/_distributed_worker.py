@@ -18,6 +18,7 @@ import torch.distributed as dist
 from torch import nn
 
 from normlab import BatchNorm, LayerNorm, RMSNorm
+from normlab.train import distributed as D
 
 BN_STEPS, BN_C = 3, 6
 
@@ -148,7 +149,7 @@ def main() -> None:
         from normlab.cli import main as cli_main
 
         cli_main(train_argv)
-    dist.destroy_process_group()
+    D.teardown(D.DistInfo(rank, world, owns_group=True))
 
 
 if __name__ == "__main__":
