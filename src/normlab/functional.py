@@ -44,9 +44,13 @@ _REGISTRY: dict[str, Backend] = {}
 _UNAVAILABLE: dict[str, str] = {}
 
 
+_AUTO: dict[str, Backend] = {}  # device type -> what "auto" picks there (a per-call lookup)
+
+
 def register_backend(backend: Backend) -> None:
     """Make ``backend`` selectable by name (called by a backend module on import)."""
     _REGISTRY[backend.name] = backend
+    _AUTO.clear()
 
 
 def get_backend(name: str) -> Backend:
@@ -92,7 +96,11 @@ def _auto(device: torch.device) -> Backend:
 
 def _resolve(backend: str, x: Tensor) -> Backend:
     if backend == "auto":
-        return _auto(x.device)
+        kind = x.device.type
+        impl = _AUTO.get(kind)
+        if impl is None:
+            impl = _AUTO[kind] = _auto(x.device)
+        return impl
     impl = get_backend(backend)
     if not impl.supports(x.device):
         hint = " (or set TRITON_INTERPRET=1 to run it on the CPU)" if backend == "triton" else ""

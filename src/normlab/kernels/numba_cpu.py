@@ -344,11 +344,15 @@ def _ln_fwd_par(nch, per, args):
 
 @njit(inline="always")
 def _reduce(parts, outp):
-    """``out = parts.sum(0)`` in chunk order (FP32) into the vector at ``outp`` (0: none)."""
+    """``out = parts.sum(0)`` in chunk order (FP32) into the vector at ``outp`` (0: none).
+
+    Plain loops, no array expressions: in a ``parallel=True`` driver each of those becomes a
+    parallel region of its own, ~2 us of thread hand-off apiece on a small tensor."""
     if outp == 0:
         return
     out = vec(outp, parts.shape[1])
-    out[:] = parts[0]
+    for j in range(out.size):
+        out[j] = parts[0, j]
     for c in range(1, parts.shape[0]):
         for j in range(out.size):
             out[j] += parts[c, j]

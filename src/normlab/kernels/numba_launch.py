@@ -260,7 +260,7 @@ def rms_bwd(dy, dh, h, weight, rstd, eps, offset, casting, eps_inside):
             _q_tag(casting, h.dtype))  # fmt: skip
     nch, per = _chunks(m)
     _run(K._rms_bwd, K._rms_bwd_par, m, n, nch, per, 0 if dw is None else n, args, _addr(dw))
-    return dx.to(h.dtype), dw
+    return dx if dx.dtype == h.dtype else dx.to(h.dtype), dw
 
 
 def ln_bwd(dy, dh, h, weight, mean, rstd, has_bias):
@@ -274,4 +274,4 @@ def ln_bwd(dy, dh, h, weight, mean, rstd, has_bias):
             dx.data_ptr(), dh is not None, _TAG[dyk.dtype], _TAG[hk.dtype])  # fmt: skip
     nch, per = _chunks(m)
     _run(K._ln_bwd, K._ln_bwd_par, m, n, nch, per, n, args, _addr(dw), _addr(db))
-    return dx.to(h.dtype), dw, db
+    return dx if dx.dtype == h.dtype else dx.to(h.dtype), dw, db
