@@ -53,51 +53,60 @@ def _arg(t: Tensor) -> tuple[Tensor, int, int]:
     return t, t.data_ptr(), rs
 
 
-# Outputs of at least this many bytes are allocated by numpy, which asks the kernel for
-# transparent huge pages (madvise): allocating and filling a fresh 128 MB tensor took ~120 ms
-# with torch.empty (4 KB page faults, THP in madvise mode on the VM) and ~28 ms with numpy,
-# about one copy_.
-_NUMPY_ALLOC_BYTES = 1 << 22
+# Outputs of at least this many bytes come from a pool of recycled buffers: glibc's malloc hands
+# out fresh pages for them more often than not (its mmap threshold is 128 KB, and a freed heap
+# top is given back to the kernel), and every fresh page costs a fault plus the kernel zeroing it.
+# Measured on the 2-core VM, LayerNorm forward+backward at (1024, 256) float32: ~160 page faults
+# per call and 2-3x the time of the same call with the faults tuned away (GLIBC_TUNABLES);
+# torch's own ops pay the same there. Buffers of 4 MB and more also get transparent huge pages
+# from numpy (madvise): a fresh 128 MB tensor took ~120 ms to fill from torch.empty, ~28 ms
+# from numpy.
+_POOL_MIN_BYTES = 1 << 17
 _NP_DTYPE = {F32: np.float32, BF16: np.uint16}
 
-
-# Large output buffers are recycled once every tensor using them is gone (a refcount check),
-# so a training step's activations reuse memory whose pages are already mapped: a fresh buffer
-# costs its page faults plus the kernel zeroing it, a second full write. At most this many MB
-# of buffers are kept (NORMLAB_BUFFER_POOL_MB=0 turns the pool off).
+# A buffer is reused once no tensor uses it any more (a refcount check), so a training step's
+# activations land on pages that are already mapped. At most this many MB are kept
+# (NORMLAB_BUFFER_POOL_MB=0 turns the pool off).
 _POOL_BYTES = int(float(os.environ.get("NORMLAB_BUFFER_POOL_MB", "512")) * 2**20)
-_pool_buffers: list[np.ndarray] = []  # oldest first
+_pool: dict[int, list[np.ndarray]] = {}  # nbytes -> buffers, least recently handed out first
+_pool_bytes = [0]
 _pool_lock = threading.Lock()
 
 
 def _buffer(nbytes: int) -> np.ndarray:
     with _pool_lock:
-        for i in range(len(_pool_buffers)):
-            buf = _pool_buffers[i]
+        bufs = _pool.setdefault(nbytes, [])
+        for i in range(len(bufs)):  # (enumerate's tuple would hold a 4th reference)
+            buf = bufs[i]
             # 3 = the list, ``buf`` and getrefcount's argument: no tensor uses it any more.
-            if buf.nbytes == nbytes and sys.getrefcount(buf) == 3:
-                _pool_buffers.append(_pool_buffers.pop(i))
+            if sys.getrefcount(buf) == 3:
+                bufs.append(bufs.pop(i))
                 return buf
         buf = np.empty(nbytes, np.uint8)
         if nbytes <= _POOL_BYTES:
-            _pool_buffers.append(buf)
-            total = sum(b.nbytes for b in _pool_buffers)
-            for old in list(_pool_buffers):
-                if total <= _POOL_BYTES:
-                    break
-                if old is not buf:
-                    _pool_buffers.remove(old)
-                    total -= old.nbytes
+            bufs.append(buf)
+            _pool_bytes[0] += nbytes
+            _trim_pool(keep=buf)
         return buf
 
 
-def _empty(shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
-    shape = tuple(shape)
-    if dtype not in _NP_DTYPE or 4 * shape[0] * shape[-1] < _NUMPY_ALLOC_BYTES:
-        return torch.empty(*shape, dtype=dtype)  # varargs: a tuple argument parses 2x slower
-    npd = _NP_DTYPE[dtype]
-    arr = _buffer(shape[0] * shape[-1] * np.dtype(npd).itemsize).view(npd).reshape(shape)
-    t = torch.from_numpy(arr)
+def _trim_pool(keep: np.ndarray) -> None:
+    """Forget the least recently handed-out buffers (of the sizes seen first) until the pool
+    holds at most ``_POOL_BYTES``; a forgotten buffer still in use lives on in its tensors."""
+    for bufs in _pool.values():
+        while bufs and _pool_bytes[0] > _POOL_BYTES and bufs[0] is not keep:
+            _pool_bytes[0] -= bufs.pop(0).nbytes
+        if _pool_bytes[0] <= _POOL_BYTES:
+            return
+
+
+def _empty(shape: tuple[int, int], dtype: torch.dtype) -> Tensor:
+    """A new ``(M, N)`` tensor; large ones from the buffer pool."""
+    m, n = shape
+    npd = _NP_DTYPE.get(dtype)
+    if npd is None or m * n * dtype.itemsize < _POOL_MIN_BYTES:
+        return torch.empty(m, n, dtype=dtype)  # varargs: a tuple argument parses 2x slower
+    t = torch.from_numpy(_buffer(m * n * dtype.itemsize).view(npd).reshape(m, n))
     return t.view(dtype) if dtype == BF16 else t
 
 

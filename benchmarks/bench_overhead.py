@@ -1,0 +1,112 @@
+"""Where the time of a small LayerNorm call goes: torch's native op against a Python floor.
+
+    python benchmarks/bench_overhead.py [--repeat 9]
+
+At the lab's sizes ((1024, 64), (1024, 256)) a norm call is mostly fixed cost. This script
+times, interleaved in one process (so load drift hits all alike), forward+backward with
+gradients for ``x``, ``weight`` and ``bias``:
+
+- ``eager``: ``F.layer_norm`` (torch's C++ kernel and C++ autograd node);
+- ``floor``: a ``torch.autograd.Function`` that allocates and saves what normlab's does
+  (``y``, mean, rstd; ``dx``, ``dweight``, ``dbias``) and computes nothing: what any op written
+  in Python pays before its kernels run;
+- ``launchers``: the same Function calling normlab's Numba launchers (no validation, no
+  backend dispatch);
+- ``normlab``: ``normlab.layer_norm``, the public path.
+
+``eager - floor`` is the time a Python-implemented op has for launching and running its kernels
+if it is to be no slower than torch.
+"""
+
+import argparse
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import normlab
+from normlab.kernels import numba_launch as L
+from normlab.lab.bench import time_ms
+
+SHAPES = ((1, 64), (1024, 64), (1024, 256))
+
+
+class Floor(torch.autograd.Function):
+    """Allocations and saves of normlab's LayerNorm Function, no computation."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        m, n = x.shape
+        y = torch.empty(m, n, dtype=x.dtype)
+        mean, rstd = torch.empty(m, dtype=torch.float32), torch.empty(m, dtype=torch.float32)
+        ctx.save_for_backward(x, weight, mean, rstd)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, _, _ = ctx.saved_tensors
+        n = x.shape[1]
+        dw, db = torch.empty(n, dtype=torch.float32), torch.empty(n, dtype=torch.float32)
+        return torch.empty_like(x), dw.to(weight.dtype), db.to(weight.dtype)
+
+
+class Launchers(torch.autograd.Function):
+    """normlab's Numba launchers in a bare Function (float32/bfloat16, 2-D, no residual)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        y, _, mean, rstd = L.ln_fwd(x, weight, bias, None, 1e-5)
+        ctx.save_for_backward(x, weight, mean, rstd)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, mean, rstd = ctx.saved_tensors
+        dx, dw, db = L.ln_bwd(dy, None, x, weight, mean, rstd, True)
+        return dx, dw.to(weight.dtype), db.to(weight.dtype)
+
+
+def time_case(dtype: torch.dtype, m: int, n: int, repeat: int) -> dict[str, float]:
+    """Microseconds per forward+backward of each contender on one ``(m, n)`` input."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(m, n, dtype=dtype, generator=g).requires_grad_()
+    w = (1 + 0.1 * torch.randn(n, dtype=dtype, generator=g)).requires_grad_()
+    b = (0.1 * torch.randn(n, dtype=dtype, generator=g)).requires_grad_()
+    dy = torch.randn(m, n, dtype=dtype, generator=g)
+
+    def grad(f):
+        return lambda: torch.autograd.grad(f(), (x, w, b), dy)
+
+    fns = {
+        "eager": grad(lambda: F.layer_norm(x, (n,), w, b, 1e-5)),
+        "floor": grad(lambda: Floor.apply(x, w, b)),
+        "launchers": grad(lambda: Launchers.apply(x, w, b)),
+        "normlab": grad(lambda: normlab.layer_norm(x, w, b, 1e-5, backend="numba")),
+    }
+    return {k: 1e3 * v for k, v in time_ms(fns, repeat).items()}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeat", type=int, default=9)
+    args = p.parse_args()
+    threads = torch.get_num_threads()
+    print(f"torch {torch.__version__}, {threads} threads; LayerNorm forward+backward, us\n")
+    print(
+        "| dtype | shape | eager | floor | launchers | normlab | eager - floor | normlab / eager |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for dtype in (torch.float32, torch.bfloat16):
+        for m, n in SHAPES:
+            us = time_case(dtype, m, n, args.repeat)
+            print(
+                f"| {str(dtype).removeprefix('torch.')} | {m}x{n} | {us['eager']:.0f} | "
+                f"{us['floor']:.0f} | {us['launchers']:.0f} | {us['normlab']:.0f} | "
+                f"{us['eager'] - us['floor']:.0f} | {us['normlab'] / us['eager']:.2f} |",
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
