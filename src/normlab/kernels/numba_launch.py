@@ -53,15 +53,14 @@ def _arg(t: Tensor) -> tuple[Tensor, int, int]:
     return t, t.data_ptr(), rs
 
 
-# Outputs of at least this many bytes come from a pool of recycled buffers: glibc's malloc hands
-# out fresh pages for them more often than not (its mmap threshold is 128 KB, and a freed heap
-# top is given back to the kernel), and every fresh page costs a fault plus the kernel zeroing it.
-# Measured on the 2-core VM, LayerNorm forward+backward at (1024, 256) float32: ~160 page faults
-# per call and 2-3x the time of the same call with the faults tuned away (GLIBC_TUNABLES);
-# torch's own ops pay the same there. Buffers of 4 MB and more also get transparent huge pages
-# from numpy (madvise): a fresh 128 MB tensor took ~120 ms to fill from torch.empty, ~28 ms
-# from numpy.
-_POOL_MIN_BYTES = 1 << 17
+# Outputs of at least this many bytes come from a pool of recycled buffers. glibc's malloc often
+# serves such sizes with fresh pages (a freed heap top goes back to the kernel; large blocks are
+# mmapped), and each fresh page costs a fault plus the kernel zeroing it. Measured on the 2-core
+# VM, LayerNorm forward+backward in a loop: ~70-160 page faults per call at (1024, 256) float32
+# (1 MB outputs), none at 512 KB and below, where the pool's bookkeeping (~3 us) would be pure
+# cost; torch's own ops fault alike. From 4 MB up numpy also asks for transparent huge pages: a
+# fresh 128 MB tensor took ~120 ms to fill from torch.empty, ~28 ms from numpy.
+_POOL_MIN_BYTES = 1 << 20
 _NP_DTYPE = {F32: np.float32, BF16: np.uint16}
 
 # A buffer is reused once no tensor uses it any more (a refcount check), so a training step's
