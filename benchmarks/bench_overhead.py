@@ -12,7 +12,8 @@ gradients for ``x``, ``weight`` and ``bias``:
   in Python pays before its kernels run;
 - ``launchers``: the same Function calling normlab's Numba launchers (no validation, no
   backend dispatch);
-- ``normlab``: ``normlab.layer_norm``, the public path.
+- ``normlab``: ``normlab.layer_norm``, the public path;
+- ``kernels``: the forward and backward Numba kernels alone, on preallocated outputs.
 
 ``eager - floor`` is the time a Python-implemented op has for launching and running its kernels
 if it is to be no slower than torch.
@@ -23,8 +24,10 @@ import sys
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 import normlab
+from normlab.kernels import numba_cpu as K
 from normlab.kernels import numba_launch as L
 from normlab.lab.bench import time_ms
 
@@ -66,6 +69,32 @@ class Launchers(torch.autograd.Function):
         return dx, dw.to(weight.dtype), db.to(weight.dtype)
 
 
+def kernels_only(x: Tensor, w: Tensor, b: Tensor, dy: Tensor):
+    """A call running the forward and backward kernels of normlab's LayerNorm on preallocated
+    outputs, with the launchers' thread choice: what the launchers add is the rest."""
+    m, n = x.shape
+    x, w, b = x.detach(), w.detach(), b.detach()
+    y, _, mean, rstd = L.ln_fwd(x, w, b, None, 1e-5)
+    dx = torch.empty_like(x)
+    wf, bf = L._vec(w, n), L._vec(b, n, missing=0.0)  # the float32 vectors the kernels read
+    dw, db = torch.empty(n), torch.empty(n)
+    nch, per = L._chunks(m)
+    tag, xp = L._TAG[x.dtype], x.data_ptr()
+    fwd = (m, n, xp, n, xp, n, xp, y.data_ptr(), wf.data_ptr(), bf.data_ptr(), mean.data_ptr(),
+           rstd.data_ptr(), 1e-5, False, tag, tag)  # fmt: skip
+    bwd = (m, n, dy.data_ptr(), n, xp, n, xp, n, wf.data_ptr(), mean.data_ptr(),
+           rstd.data_ptr(), dx.data_ptr(), False, tag, tag)  # fmt: skip
+
+    alive = (x, y, mean, rstd, wf, bf, dy, dx)  # the kernels get addresses, not tensors
+
+    def run():
+        L._run(K._ln_fwd, K._ln_fwd_par, m, n, nch, per, fwd)
+        L._run(K._ln_bwd, K._ln_bwd_par, m, n, nch, per, n, bwd, dw.data_ptr(), db.data_ptr())
+        return alive
+
+    return run
+
+
 def time_case(dtype: torch.dtype, m: int, n: int, repeat: int) -> dict[str, float]:
     """Microseconds per forward+backward of each contender on one ``(m, n)`` input."""
     g = torch.Generator().manual_seed(0)
@@ -80,10 +109,14 @@ def time_case(dtype: torch.dtype, m: int, n: int, repeat: int) -> dict[str, floa
     fns = {
         "eager": grad(lambda: F.layer_norm(x, (n,), w, b, 1e-5)),
         "floor": grad(lambda: Floor.apply(x, w, b)),
+        "kernels": kernels_only(x, w, b, dy),
         "launchers": grad(lambda: Launchers.apply(x, w, b)),
         "normlab": grad(lambda: normlab.layer_norm(x, w, b, 1e-5, backend="numba")),
     }
     return {k: 1e3 * v for k, v in time_ms(fns, repeat).items()}
+
+
+COLUMNS = ("eager", "floor", "kernels", "launchers", "normlab")
 
 
 def main() -> int:
@@ -92,19 +125,15 @@ def main() -> int:
     args = p.parse_args()
     threads = torch.get_num_threads()
     print(f"torch {torch.__version__}, {threads} threads; LayerNorm forward+backward, us\n")
-    print(
-        "| dtype | shape | eager | floor | launchers | normlab | eager - floor | normlab / eager |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"| dtype | shape | {' | '.join(COLUMNS)} | eager - floor | normlab / eager |")
+    print("|---" * (len(COLUMNS) + 4) + "|")
     for dtype in (torch.float32, torch.bfloat16):
         for m, n in SHAPES:
             us = time_case(dtype, m, n, args.repeat)
-            print(
-                f"| {str(dtype).removeprefix('torch.')} | {m}x{n} | {us['eager']:.0f} | "
-                f"{us['floor']:.0f} | {us['launchers']:.0f} | {us['normlab']:.0f} | "
-                f"{us['eager'] - us['floor']:.0f} | {us['normlab'] / us['eager']:.2f} |",
-                flush=True,
-            )
+            cells = [str(dtype).removeprefix("torch."), f"{m}x{n}"]
+            cells += [f"{us[k]:.0f}" for k in COLUMNS]
+            cells += [f"{us['eager'] - us['floor']:.0f}", f"{us['normlab'] / us['eager']:.2f}"]
+            print(f"| {' | '.join(cells)} |", flush=True)
     return 0
 
 
