@@ -4,8 +4,8 @@ For each op x dtype x shape x mode (forward, forward+backward) it times normlab'
 (``numba`` on the CPU, ``triton`` on CUDA), torch eager and (optionally) ``torch.compile`` of the
 eager code, and reports GB/s, the ``copy_`` GB/s of the same run, the percentage of the
 bandwidth limit and the speed-up over eager and compile. Results go to ``DIR/bench_<device>.md``
-(the table), ``.csv`` and ``.json``; :func:`write_results` and :func:`format_table` are reused
-by ``benchmarks/gpu_bench.py``.
+(the table), ``.csv``, ``.json`` and ``.png`` (a bar chart); :func:`write_results` and
+:func:`format_table` are reused by ``benchmarks/gpu_bench.py``.
 
 Bandwidth limit: a norm must at least read its inputs and write its outputs once, so its floor
 time is ``tensors * bytes / copy_bandwidth`` with ``tensors`` = 2 for a forward (x, y), 4 for the
@@ -195,15 +195,24 @@ def format_table(results: list[Result], header: bool = True) -> str:
 def write_results(
     results: list[Result], out_dir: str | Path, name: str, preamble: str = ""
 ) -> Path:
-    """Write ``name.md`` (table), ``name.csv`` and ``name.json`` under ``out_dir``."""
+    """Write ``name.md`` (table and chart), ``name.csv``, ``name.json`` and ``name.png`` (bars
+    of % of limit and speed-ups, :func:`normlab.lab.plots.bench_chart`) under ``out_dir``."""
+    from normlab.lab.plots import bench_chart
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.md").write_text(preamble + format_table(results) + "\n")
+    rows = [asdict(r) for r in results]
+    png = bench_chart(rows)
+    chart = ""
+    if png is not None:
+        (out / f"{name}.png").write_bytes(png)
+        chart = f"\n![{name}]({name}.png)\n"
+    (out / f"{name}.md").write_text(preamble + format_table(results) + "\n" + chart)
     with open(out / f"{name}.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=[fl.name for fl in fields(Result)])
         writer.writeheader()
-        writer.writerows(asdict(r) for r in results)
-    (out / f"{name}.json").write_text(json.dumps([asdict(r) for r in results], indent=1))
+        writer.writerows(rows)
+    (out / f"{name}.json").write_text(json.dumps(rows, indent=1))
     return out / f"{name}.md"
 
 

@@ -1,4 +1,5 @@
-"""The report's plots: one function per plot kind, each ``(results, runs) -> PNG bytes | None``.
+"""The report's plots: one function per plot kind, each ``(results, runs) -> PNG bytes | None``,
+and the chart of ``normlab bench`` (:func:`bench_chart`).
 
 ``results`` maps run name -> ``RunResult.to_dict()``; a plot returns None when none of its runs
 has the data it draws. matplotlib runs headless (Agg) and is imported only here.
@@ -20,7 +21,7 @@ Results = Mapping[str, dict]
 def _png(fig) -> bytes:
     buf = io.BytesIO()
     fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=90)
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
     plt.close(fig)
     return buf.getvalue()
 
@@ -125,3 +126,38 @@ PLOTS: dict[str, tuple[str, Callable[..., bytes | None]]] = {
     "residual_cos": ("Cosine similarity between blocks", residual_cos),
     "speed": ("Throughput and time in norms", speed),
 }
+
+
+_OP_LABEL = {"rms_norm": "RMSNorm", "layer_norm": "LayerNorm", "fused_add_rms_norm": "add+RMSNorm"}
+
+
+def bench_chart(rows: Sequence[Mapping]) -> bytes | None:
+    """``normlab bench`` rows (``Result`` as dicts) as two bar charts per dtype: the percentage of
+    the ``copy_`` bandwidth limit, and the speed-up over torch eager (and ``torch.compile`` where
+    measured) on a log scale with the break-even line at 1."""
+    if not rows:
+        return None
+    dtypes = list(dict.fromkeys(r["dtype"] for r in rows))
+    most = max(sum(r["dtype"] == d for r in rows) for d in dtypes)
+    fig, axes = plt.subplots(
+        len(dtypes), 2, figsize=(10, 0.6 + 0.2 * most * len(dtypes)), squeeze=False
+    )
+    for (a, b), dtype in zip(axes, dtypes, strict=True):
+        sub = [r for r in rows if r["dtype"] == dtype][::-1]  # first case on top
+        labels = [f"{_OP_LABEL.get(r['op'], r['op'])} {r['shape']} {r['mode']}" for r in sub]
+        y = range(len(sub))
+        a.barh(y, [r["pct_of_limit"] for r in sub], color="tab:blue")
+        a.axvline(100, color="k", lw=0.8)
+        a.set_yticks(list(y), labels, fontsize=6)
+        a.set_xlabel("% of the copy_ bandwidth limit")
+        a.set_title(dtype, fontsize=9)
+        b.barh([i + 0.2 for i in y], [r["x_eager"] for r in sub], height=0.4, label="x eager")
+        if any(r.get("x_compile") for r in sub):
+            b.barh([i - 0.2 for i in y], [r.get("x_compile") or 0 for r in sub], height=0.4,
+                   label="x torch.compile")  # fmt: skip
+        b.axvline(1, color="k", lw=0.8)
+        b.set_xscale("log")
+        b.set_yticks([])
+        b.set_xlabel("speed-up (log; > 1: normlab faster)")
+        b.legend(fontsize=6)
+    return _png(fig)
