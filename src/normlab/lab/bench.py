@@ -4,8 +4,7 @@ For each op x dtype x shape x mode (forward, forward+backward) it times normlab'
 (``numba`` on the CPU, ``triton`` on CUDA), torch eager and (optionally) ``torch.compile`` of the
 eager code, and reports GB/s, the ``copy_`` GB/s of the same run, the percentage of the
 bandwidth limit and the speed-up over eager and compile. Results go to ``DIR/bench_<device>.md``
-(the table), ``.csv``, ``.json`` and ``.png`` (a bar chart); :func:`write_results` and
-:func:`format_table` are reused by ``benchmarks/gpu_bench.py``.
+(the table), ``.csv``, ``.json`` and ``.png`` (a bar chart).
 
 Bandwidth limit: a norm must at least read its inputs and write its outputs once, so its floor
 time is ``tensors * bytes / copy_bandwidth`` with ``tensors`` = 2 for a forward (x, y), 4 for the
