@@ -68,7 +68,6 @@ _NP_DTYPE = {F32: np.float32, BF16: np.uint16}
 # (NORMLAB_BUFFER_POOL_MB=0 turns the pool off).
 _POOL_BYTES = int(float(os.environ.get("NORMLAB_BUFFER_POOL_MB", "512")) * 2**20)
 _pool: dict[int, list[np.ndarray]] = {}  # nbytes -> buffers, least recently handed out first
-_pool_bytes = [0]
 _pool_lock = threading.Lock()
 
 
@@ -84,19 +83,24 @@ def _buffer(nbytes: int) -> np.ndarray:
         buf = np.empty(nbytes, np.uint8)
         if nbytes <= _POOL_BYTES:
             bufs.append(buf)
-            _pool_bytes[0] += nbytes
             _trim_pool(keep=buf)
         return buf
 
 
 def _trim_pool(keep: np.ndarray) -> None:
     """Forget the least recently handed-out buffers (of the sizes seen first) until the pool
-    holds at most ``_POOL_BYTES``; a forgotten buffer still in use lives on in its tensors."""
+    holds at most ``_POOL_BYTES``; a forgotten buffer still in use lives on in its tensors.
+    Runs only after a fresh allocation, so the total is summed here rather than kept."""
+    total = _pool_total()
     for bufs in _pool.values():
-        while bufs and _pool_bytes[0] > _POOL_BYTES and bufs[0] is not keep:
-            _pool_bytes[0] -= bufs.pop(0).nbytes
-        if _pool_bytes[0] <= _POOL_BYTES:
+        while bufs and total > _POOL_BYTES and bufs[0] is not keep:
+            total -= bufs.pop(0).nbytes
+        if total <= _POOL_BYTES:
             return
+
+
+def _pool_total() -> int:
+    return sum(b.nbytes for bufs in _pool.values() for b in bufs)
 
 
 def _empty(shape: tuple[int, int], dtype: torch.dtype) -> Tensor:
