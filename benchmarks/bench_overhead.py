@@ -16,10 +16,13 @@ gradients for ``x``, ``weight`` and ``bias``:
 - ``kernels``: the forward and backward Numba kernels alone, on preallocated outputs.
 
 ``eager - floor`` is the time a Python-implemented op has for launching and running its kernels
-if it is to be no slower than torch.
+if it is to be no slower than torch. ``faults`` columns: minor page faults per call of ``eager``
+and ``normlab`` (``getrusage``), fresh pages that ``malloc`` handed out; run with
+``NORMLAB_BUFFER_POOL_MB=0`` to see normlab's without its recycled output buffers.
 """
 
 import argparse
+import resource
 import sys
 
 import torch
@@ -95,8 +98,17 @@ def kernels_only(x: Tensor, w: Tensor, b: Tensor, dy: Tensor):
     return run
 
 
+def faults_per_call(fn, calls: int = 100) -> float:
+    fn()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(calls):
+        fn()
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / calls
+
+
 def time_case(dtype: torch.dtype, m: int, n: int, repeat: int) -> dict[str, float]:
-    """Microseconds per forward+backward of each contender on one ``(m, n)`` input."""
+    """Microseconds per forward+backward of each contender on one ``(m, n)`` input, and the page
+    faults per call of ``eager`` and ``normlab``."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(m, n, dtype=dtype, generator=g).requires_grad_()
     w = (1 + 0.1 * torch.randn(n, dtype=dtype, generator=g)).requires_grad_()
@@ -113,7 +125,10 @@ def time_case(dtype: torch.dtype, m: int, n: int, repeat: int) -> dict[str, floa
         "launchers": grad(lambda: Launchers.apply(x, w, b)),
         "normlab": grad(lambda: normlab.layer_norm(x, w, b, 1e-5, backend="numba")),
     }
-    return {k: 1e3 * v for k, v in time_ms(fns, repeat).items()}
+    out = {k: 1e3 * v for k, v in time_ms(fns, repeat).items()}
+    for k in ("eager", "normlab"):
+        out[f"faults {k}"] = faults_per_call(fns[k])
+    return out
 
 
 COLUMNS = ("eager", "floor", "kernels", "launchers", "normlab")
@@ -125,14 +140,16 @@ def main() -> int:
     args = p.parse_args()
     threads = torch.get_num_threads()
     print(f"torch {torch.__version__}, {threads} threads; LayerNorm forward+backward, us\n")
-    print(f"| dtype | shape | {' | '.join(COLUMNS)} | eager - floor | normlab / eager |")
-    print("|---" * (len(COLUMNS) + 4) + "|")
+    print(f"| dtype | shape | {' | '.join(COLUMNS)} | eager - floor | normlab / eager | "
+          "faults eager | faults normlab |")  # fmt: skip
+    print("|---" * (len(COLUMNS) + 6) + "|")
     for dtype in (torch.float32, torch.bfloat16):
         for m, n in SHAPES:
             us = time_case(dtype, m, n, args.repeat)
             cells = [str(dtype).removeprefix("torch."), f"{m}x{n}"]
             cells += [f"{us[k]:.0f}" for k in COLUMNS]
             cells += [f"{us['eager'] - us['floor']:.0f}", f"{us['normlab'] / us['eager']:.2f}"]
+            cells += [f"{us['faults eager']:.0f}", f"{us['faults normlab']:.0f}"]
             print(f"| {' | '.join(cells)} |", flush=True)
     return 0
 
