@@ -189,6 +189,27 @@ def test_bf16_store_keeps_every_nan_a_nan():
     assert h.isnan().all()
 
 
+@pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
+@pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
+def test_bf16_output_keeps_a_float32_weight_nan(op, residual):
+    # bfloat16 outputs are stored without the NaN case when the kernel saw no NaN in the FP32
+    # weight/bias; a payload-carrying NaN there must still come out as a NaN, not inf or -0.
+    x, w, b, r = make_inputs((5, 64), BF16, wdtype=F32)
+    bad = torch.tensor([0x7FFFFFFF, 0xFFFFFFFF], dtype=torch.int64).to(torch.int32).view(F32)
+    w[3], b[7] = bad[0], bad[1]
+    kw = {"residual": r} if residual else {}
+    if op == "rms_norm":
+        args, kw["casting"] = (x, w), "gemma"  # y in x's dtype, not promoted to the weight's
+    else:
+        args = (x, w, b)
+    with torch.no_grad():
+        out = getattr(normlab, op)(*args, backend="numba", **kw)
+    y = out[0] if residual else out
+    assert y[:, 3].isnan().all()
+    assert y[:, 7].isnan().all() == (op == "layer_norm")
+    assert not y[:, :3].isnan().any() and y[:, :3].isfinite().all()
+
+
 def test_forked_child_runs_serially(monkeypatch):
     # GNU OpenMP aborts a forked child that enters a pool its parent started: such a child must
     # not use Numba's threads (an at-fork hook marks the pool unusable in the child). A real

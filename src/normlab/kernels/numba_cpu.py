@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from normlab.kernels.numba_bf16 import from_f32, round_to, rows, to_f32, vec
+from normlab.kernels.numba_bf16 import from_f32, from_f32_of, round_to, rows, to_f32, vec
 
 # reassoc lets LLVM vectorize the FP32 row sums (a fixed order per build, so still
 # deterministic); no nnan/ninf, so NaN and inf propagate like the reference. The numpy error
@@ -59,7 +59,7 @@ def _sumsq(src, n):
 @njit(inline="always")
 def _add(xv, rv, ht):
     """``h = x + r`` rounded to ``h``'s dtype: ``(stored element, its FP32 value)``."""
-    q = from_f32(to_f32(xv) + to_f32(rv), ht)
+    q = from_f32_of(to_f32(xv) + to_f32(rv), ht, xv)
     return q, to_f32(q)
 
 
@@ -83,9 +83,18 @@ def _rms_stat(ss, n, eps, eps_inside):
 
 
 @njit(inline="always")
-def _rms_y(hv, rs_, gj, qt, yt):
-    """One output element ``g * q(h * rstd)``."""
-    return from_f32(round_to(to_f32(hv) * rs_, qt) * gj, yt)
+def _rms_y(hv, rs_, gj, qt):
+    """One output element ``g * q(h * rstd)`` in FP32."""
+    return round_to(to_f32(hv) * rs_, qt) * gj
+
+
+@njit(inline="always")
+def _nan_free(v, n):
+    """Whether a float32 vector holds no NaN (nor infinity: ``inf * 0`` is a NaN too)."""
+    t = _F0
+    for j in range(n):
+        t += v[j] * _F0
+    return t == _F0
 
 
 @njit(**_JIT)
@@ -98,7 +107,9 @@ def _rms_fwd_rows(c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, gp, rstdp, eps, eps
 
     Software-pipelined: the loop writing row ``i`` also streams row ``i + 1`` in from memory
     (its sum of squares, and with ``has_res`` its ``h``), so the DRAM reads overlap the
-    arithmetic of the stores (~15-20 % faster at large shapes than two separate passes)."""
+    arithmetic of the stores (~15-20 % faster at large shapes than two separate passes).
+    bfloat16 ``y`` is stored without the NaN case (:func:`~normlab.kernels.numba_bf16.from_f32_of`);
+    a gain holding a NaN could bring a payload that needs it, and then the rows are redone."""
     x, r, h = rows(xp, m, xs, xt), rows(rp, m, rs, ht), rows(hp, m, n, ht)
     y, g, rstd = rows(yp, m, n, yt), vec(gp, n), vec(rstdp, m)
     i0, i1 = c0 * per, min(m, c1 * per)
@@ -117,15 +128,29 @@ def _rms_fwd_rows(c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, gp, rstdp, eps, eps
         if has_res:
             hr, xn, rn, hn = h[i], x[nxt], r[nxt], h[nxt]
             for j in range(n):
-                yr[j] = _rms_y(hr[j], rs_, g[j], qt, yt)
+                yr[j] = from_f32_of(_rms_y(hr[j], rs_, g[j], qt), yt, hr[j])
                 hn[j], v = _add(xn[j], rn[j], ht)
                 ss += v * v
         else:
             xr, xn = x[i], x[nxt]
             for j in range(n):
-                yr[j] = _rms_y(xr[j], rs_, g[j], qt, yt)
+                yr[j] = from_f32_of(_rms_y(xr[j], rs_, g[j], qt), yt, xr[j])
                 v = to_f32(xn[j])
                 ss += v * v
+    if not _nan_free(g, n):  # the stores above assumed no NaN payload from g: redo them
+        if has_res:
+            _rms_y_exact(h, y, g, rstd, i0, i1, n, qt, yt)
+        else:
+            _rms_y_exact(x, y, g, rstd, i0, i1, n, qt, yt)
+
+
+@njit(inline="always")
+def _rms_y_exact(src, y, g, rstd, i0, i1, n, qt, yt):
+    """Rows ``[i0, i1)`` of ``y`` again, with the NaN-exact store (a NaN or inf in the gain)."""
+    for i in range(i0, i1):
+        sr, yr, rs_ = src[i], y[i], rstd[i]
+        for j in range(n):
+            yr[j] = from_f32(_rms_y(sr[j], rs_, g[j], qt), yt)
 
 
 @njit(inline="always")
@@ -221,9 +246,18 @@ def _ln_stats(s, s2, src, n, eps):
 
 
 @njit(inline="always")
-def _ln_y(hv, mu, rs_, wj, bj, ht):
-    """One output element ``(h - mean) * rstd * w + b``."""
-    return from_f32((to_f32(hv) - mu) * rs_ * wj + bj, ht)
+def _ln_y(hv, mu, rs_, wj, bj):
+    """One output element ``(h - mean) * rstd * w + b`` in FP32."""
+    return (to_f32(hv) - mu) * rs_ * wj + bj
+
+
+@njit(inline="always")
+def _ln_y_exact(src, y, w, b, mean, rstd, i0, i1, n, ht):
+    """Rows ``[i0, i1)`` of ``y`` again, with the NaN-exact store (a NaN or inf in w or b)."""
+    for i in range(i0, i1):
+        sr, yr, mu, rs_ = src[i], y[i], mean[i], rstd[i]
+        for j in range(n):
+            yr[j] = from_f32(_ln_y(sr[j], mu, rs_, w[j], b[j]), ht)
 
 
 @njit(**_JIT)
@@ -233,8 +267,9 @@ def _ln_fwd_rows(c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, wp, bp, meanp, rstdp
     :math:`\mu = \bar h`, :math:`\mathrm{rstd} = 1/\sqrt{\overline{(h-\mu)^2} + \epsilon}`,
     :math:`y = (h - \mu)\,\mathrm{rstd}\,w + b` (``y`` in ``h``'s dtype).
 
-    Pipelined like :func:`_rms_fwd_rows`: the loop writing row ``i`` streams in row ``i + 1``
-    (its sums, and with ``has_res`` its ``h``); see :func:`_ln_stats` for the variance."""
+    Pipelined and stored like :func:`_rms_fwd_rows`: the loop writing row ``i`` streams in row
+    ``i + 1`` (its sums, and with ``has_res`` its ``h``); see :func:`_ln_stats` for the
+    variance."""
     x, r, h = rows(xp, m, xs, xt), rows(rp, m, rs, ht), rows(hp, m, n, ht)
     y, w, b = rows(yp, m, n, ht), vec(wp, n), vec(bp, n)
     mean, rstd = vec(meanp, m), vec(rstdp, m)
@@ -252,7 +287,7 @@ def _ln_fwd_rows(c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, wp, bp, meanp, rstdp
             mu, rs_ = _ln_stats(s, s2, hr, n, eps)
             s = s2 = _F0
             for j in range(n):
-                yr[j] = _ln_y(hr[j], mu, rs_, w[j], b[j], ht)
+                yr[j] = from_f32_of(_ln_y(hr[j], mu, rs_, w[j], b[j]), ht, hr[j])
                 hn[j], v = _add(xn[j], rn[j], ht)
                 s += v
                 s2 += v * v
@@ -261,11 +296,16 @@ def _ln_fwd_rows(c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, wp, bp, meanp, rstdp
             mu, rs_ = _ln_stats(s, s2, xr, n, eps)
             s = s2 = _F0
             for j in range(n):
-                yr[j] = _ln_y(xr[j], mu, rs_, w[j], b[j], ht)
+                yr[j] = from_f32_of(_ln_y(xr[j], mu, rs_, w[j], b[j]), ht, xr[j])
                 v = to_f32(xn[j])
                 s += v
                 s2 += v * v
         mean[i], rstd[i] = mu, rs_
+    if not (_nan_free(w, n) and _nan_free(b, n)):  # as in _rms_fwd_rows
+        if has_res:
+            _ln_y_exact(h, y, w, b, mean, rstd, i0, i1, n, ht)
+        else:
+            _ln_y_exact(x, y, w, b, mean, rstd, i0, i1, n, ht)
 
 
 @njit(**_JIT)
