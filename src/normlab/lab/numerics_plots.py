@@ -22,6 +22,12 @@ def _panels(result):
     return fig, [(axes[i][j], op, dt) for i, op in enumerate(OPS) for j, dt in enumerate(dtypes)]
 
 
+def _log_axes(ax, op: str, dt: str, xlabel: str, ylabel: str) -> None:
+    """Log-log axes titled with the panel's op and dtype."""
+    title = f"{OPS[op]} {DTYPE_SHORT[dt]}"
+    ax.set(xscale="log", yscale="log", title=title, xlabel=xlabel, ylabel=ylabel)
+
+
 def error_vs_scale(result) -> str | None:
     """Forward max relative error vs input scale, one line per implementation; inf/NaN drawn as
     crosses at ``INF_LEVEL``. Returns a base64 PNG, or None when nothing was swept."""
@@ -43,13 +49,7 @@ def error_vs_scale(result) -> str | None:
                 ax.plot(*zip(*bad, strict=True), "x", color=line.get_color(), markersize=9)
             drawn = True
         ax.axhline(INF_LEVEL, color="grey", lw=0.5)
-        ax.set(
-            xscale="log",
-            yscale="log",
-            title=f"{OPS[op]} {DTYPE_SHORT[dt]}",
-            xlabel="input scale (max |x| per row)",
-            ylabel="forward max rel. error",
-        )
+        _log_axes(ax, op, dt, "input scale (max |x| per row)", "forward max rel. error")
         ax.legend(fontsize=6, title=f"x at {INF_LEVEL:g} = inf/NaN", title_fontsize=6)
     fig.tight_layout()
     return png_base64(fig) if drawn else None
@@ -89,13 +89,7 @@ def grad_vs_eps(result) -> str | None:
             drawn = True
         if dt == "float16":
             ax.axhline(65504, color="red", lw=0.7, ls=":", label="FP16 max")
-        ax.set(
-            xscale="log",
-            yscale="log",
-            title=f"{OPS[op]} {DTYPE_SHORT[dt]}",
-            xlabel="eps",
-            ylabel="max |dx| (near-zero rows)",
-        )
+        _log_axes(ax, op, dt, "eps", "max |dx| (near-zero rows)")
         ax.legend(fontsize=6, title="x at top = inf/NaN in dx", title_fontsize=6)
     fig.tight_layout()
     return png_base64(fig) if drawn else None
