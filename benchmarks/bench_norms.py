@@ -1,12 +1,12 @@
 """Benchmark normlab's CPU (or CUDA) norm kernels: ``python benchmarks/bench_norms.py --help``.
 
-The same as ``normlab bench``; the harness lives in :mod:`normlab.lab.bench`.
+The same as ``normlab bench``; the harness lives in :mod:`normlab.lab.bench.command`.
 """
 
 import argparse
 import sys
 
-from normlab.lab import bench
+from normlab.lab.bench import command as bench
 
 
 def main(argv: list[str] | None = None) -> int:

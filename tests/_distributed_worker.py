@@ -18,7 +18,7 @@ import torch.distributed as dist
 from torch import nn
 
 from normlab import BatchNorm, LayerNorm, RMSNorm
-from normlab.train import distributed as D
+from normlab.lab.train import distributed as D
 
 BN_STEPS, BN_C = 3, 6
 
@@ -118,8 +118,8 @@ def run_norm_grads(rank: int, world: int) -> dict:
 def crash_train(at_step: int, argv: list[str]) -> None:
     """``normlab train argv`` whose rank 1 is SIGKILLed right after step ``at_step`` (1-based):
     a machine lost mid-run, at a step that does not depend on timing."""
-    from normlab.cli import main as cli_main
-    from normlab.train.dist_trainer import DistributedTrainer
+    from normlab.lab.cli import main as cli_main
+    from normlab.lab.train.dist_trainer import DistributedTrainer
 
     log = DistributedTrainer.log
 
@@ -146,7 +146,7 @@ def main() -> None:
     result = {"bn": bn, "norm_grads": run_norm_grads(rank, world)}
     torch.save(result, os.path.join(out_dir, f"checks.rank{rank}.pt"))
     if train_argv:  # a run in the same job and process group (saves a job's start-up)
-        from normlab.cli import main as cli_main
+        from normlab.lab.cli import main as cli_main
 
         cli_main(train_argv)
     D.teardown(D.DistInfo(rank, world, owns_group=True))

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from normlab.cli import main
-from normlab.lab import bench
+from normlab.lab.bench import command as bench
+from normlab.lab.cli import main
 
 
 def test_time_ms_interleaves_every_function_and_keeps_a_positive_time():

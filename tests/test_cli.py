@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from normlab.cli import SUBCOMMANDS, build_parser, main
+from normlab.lab.cli import SUBCOMMANDS, build_parser, main
 
 
 def test_help_lists_every_subcommand():

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from normlab.train.data import RandomBatches, fixed_batches, load_corpus, stdlib_files
+from normlab.lab.train.data import RandomBatches, fixed_batches, load_corpus, stdlib_files
 
 
 def test_stdlib_corpus_is_sorted_split_and_hashed():

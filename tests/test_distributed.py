@@ -17,8 +17,9 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from normlab import BatchNorm, cli
-from normlab.train import distributed as D
+from normlab import BatchNorm
+from normlab.lab import cli
+from normlab.lab.train import distributed as D
 
 WORKER = Path(worker.__file__)
 # One tiny run (d=32, 2 layers, T=32), on one thread: each rank gets a core of a 2-core machine.
@@ -26,6 +27,9 @@ TRAIN = ["train", "--dim", "32", "--n-layers", "2", "--n-heads", "2", "--seq-len
          "--batch-size", "8", "--steps", "20", "--eval-batches", "2", "--ckpt-every", "10",
          "--log-every", "0", "--threads", "1"]  # fmt: skip
 TIMEOUT_S = 120  # per job: a hang (a rank stuck in a collective) fails the test instead of CI
+
+# torchrun subprocesses: seconds each.
+pytestmark = pytest.mark.slow
 
 
 def torchrun(*args: str, nproc: int = 2, env: dict | None = None, check: bool = True):
@@ -236,8 +240,8 @@ def test_resume_without_a_checkpoint_starts_afresh(tmp_path, capsys):
 
 
 def test_options_override_a_preset_run():
-    from normlab.lab.presets import PRESETS
-    from normlab.lab.train_cmd import add_arguments, config_from_args
+    from normlab.lab.study.presets import PRESETS
+    from normlab.lab.train.command import add_arguments, config_from_args
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -254,10 +258,10 @@ def test_options_override_a_preset_run():
 
 
 def test_global_batch_must_split_evenly():
+    from normlab.lab.train.data import Corpus
+    from normlab.lab.train.dist_trainer import DistributedTrainer, RunOptions
+    from normlab.lab.train.trainer import TrainConfig
     from normlab.models import TransformerConfig
-    from normlab.train.data import Corpus
-    from normlab.train.dist_trainer import DistributedTrainer, RunOptions
-    from normlab.train.trainer import TrainConfig
 
     cfg = TrainConfig(model=TransformerConfig(256, 32, 2, 2), batch_size=8, seq_len=32)
     data = Corpus(torch.zeros(1000, dtype=torch.uint8), torch.zeros(1000, dtype=torch.uint8),

@@ -156,6 +156,7 @@ def test_n_equal_one_normalizes_to_sign_and_zero():
     assert torch.equal(normlab.layer_norm(x), torch.zeros_like(x))
 
 
+@pytest.mark.slow
 def test_first_call_can_be_under_torch_compile():
     """``import normlab`` registers the backends "auto" picks, so dynamo never traces an import."""
     code = (

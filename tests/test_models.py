@@ -222,7 +222,7 @@ def test_arch_defaults():
     assert model.pos_emb is not None and model.blocks[0].mlp.w_gate is None
     assert model.blocks[0].attn.wq.bias is not None
     model = Transformer(llama)
-    assert model.pos_emb is None and model.blocks[0].attn.rope is model.blocks[0].attn.rope
+    assert model.pos_emb is None and model.blocks[0].attn.rope is not None
     assert all(b.attn.rope is model.blocks[0].attn.rope for b in model.blocks)
     tied = Transformer(TransformerConfig(V, D, 1, H, tie_embeddings=True))
     assert tied.lm_head.weight is tied.tok_emb.weight
@@ -307,7 +307,8 @@ def test_state_dict_moves_between_backends(norm, placement):
 
 
 # ---- at init: properties of the math (Xiong et al. 2020) ----------------------------------------
-# Read /work/shared/calibration.md, "Gradient profile at init depends on the init". With Xavier
+# The profile depends on the init (measured on GPT-2-style blocks, d=64: with small-std inits the
+# branch is too weak for the LayerNorms to shrink the gradient; docs/models.md). With Xavier
 # init one seed's Post-LN profile is a random walk over the blocks: at L=24 the last/first ratio
 # ranged 0.5-6 over seeds (log-std 0.8), so the test compares geometric means over 16 seeds
 # (16 seeds: z ≈ 3 for "> 1"; 8 seeds gave only z ≈ 1). Pre-LN's profile is tight (log-std 0.2).

@@ -12,7 +12,7 @@ from kernel_checks import make_inputs, run_three_ways
 
 import normlab
 from normlab import reference as R
-from normlab.kernels import numba_launch
+from normlab.kernels import buffer_pool, numba_launch
 from normlab.testing import TOLERANCES, assert_kernel_close, max_abs_error
 
 BF16, F16, F32 = torch.bfloat16, torch.float16, torch.float32
@@ -296,15 +296,15 @@ def test_large_output_buffers_are_recycled_only_when_free(shape):
 
 
 def test_buffer_pool_keeps_at_most_its_budget(monkeypatch):
-    monkeypatch.setattr(numba_launch, "_POOL_BYTES", 3 * 2**20)
-    monkeypatch.setattr(numba_launch, "_pool", {})
+    monkeypatch.setattr(buffer_pool, "MAX_BYTES", 3 * 2**20)
+    monkeypatch.setattr(buffer_pool, "_pool", {})
 
     def pooled() -> set[int]:
-        return {id(b) for bufs in numba_launch._pool.values() for b in bufs}
+        return {id(b) for bufs in buffer_pool._pool.values() for b in bufs}
 
     x = torch.randn(1024, 256)  # 1 MB outputs
     alive = [normlab.rms_norm(x, backend="numba") for _ in range(5)]  # none can be reused
-    assert len(pooled()) == 3 and numba_launch._pool_total() == 3 * 2**20
+    assert len(pooled()) == 3 and buffer_pool.total() == 3 * 2**20
     kept = pooled()
     del alive
     normlab.rms_norm(x, backend="numba")

@@ -2,14 +2,16 @@
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 import torch
 
 from normlab import functional, reference
-from normlab.lab import numerics, numerics_report
-from normlab.lab import numerics_findings as nf
-from normlab.lab.numerics_metrics import error_metrics, ulp
+from normlab.lab.numerics import command as numerics
+from normlab.lab.numerics import findings as nf
+from normlab.lab.numerics import report as numerics_report
+from normlab.lab.numerics.metrics import error_metrics, ulp
 
 
 @pytest.fixture(scope="module")
@@ -160,9 +162,8 @@ def test_cli_arguments_have_defaults():
     assert args.out == "./normlab-out/numerics" and not args.quiet and not args.reduced
 
 
-def test_readme_section_regenerates_from_the_json(result):
-    again = numerics_report.load_result(result.files["json"])
-    text = numerics_report.readme_section(again)
-    assert text.startswith("## Numerics") and "normlab numerics" in text
+def test_markdown_regenerates_from_the_json(result):
+    again = numerics.load_result(result.files["json"])
+    text = numerics_report.markdown(again)
+    assert text == Path(result.files["md"]).read_text()
     assert all(f in text for f in result.findings)
-    assert text.count("| scale |") == 2  # the FP16 RMSNorm and LayerNorm tables

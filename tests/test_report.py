@@ -4,9 +4,9 @@ import re
 
 import pytest
 
-from normlab.lab.claims import Claim, Contrast, GrowsTowardOutput
-from normlab.lab.presets import PRESETS, Preset, Run
-from normlab.lab.report import decide_all, format_table, write_reports
+from normlab.lab.study.claims import Claim, Contrast, GrowsTowardOutput
+from normlab.lab.study.presets import PRESETS, Preset, Run
+from normlab.lab.study.report import decide_all, format_table, write_reports
 
 EVIL = "<script>alert('x')</script>&"
 

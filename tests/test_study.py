@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from normlab.lab.claims import (
+from normlab.lab.study.claims import (
     FAILS,
     HOLDS,
     UNSURE,
@@ -16,8 +16,8 @@ from normlab.lab.claims import (
     GrowsTowardOutput,
     MoreEven,
 )
-from normlab.lab.presets import PRESETS
-from normlab.lab.store import ResultStore, run_key
+from normlab.lab.study.presets import PRESETS
+from normlab.lab.study.store import ResultStore, run_key
 
 
 def res(val=None, status="ok", probe=None, **summary):
@@ -145,6 +145,7 @@ def _study(out, *extra):
                             stderr=subprocess.PIPE)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_killed_study_resumes_with_each_run_once(tmp_path):
     path = tmp_path / "results.jsonl"
     proc = _study(tmp_path, "--workers", "1")  # in-process runs; the resume uses 2 processes

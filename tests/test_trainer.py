@@ -4,9 +4,9 @@ import math
 import pytest
 import torch
 
+from normlab.lab.train.data import load_corpus
+from normlab.lab.train.trainer import TrainConfig, Trainer, train
 from normlab.models import TransformerConfig
-from normlab.train.data import load_corpus
-from normlab.train.trainer import TrainConfig, Trainer, train
 
 
 @pytest.fixture(scope="module")

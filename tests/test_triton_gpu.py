@@ -263,6 +263,7 @@ print("compiled")
 """
 
 
+@pytest.mark.slow
 def test_kernels_compile_for_a_real_gpu():
     # The interpreter runs the kernels as Python and accepts code the GPU compiler rejects, so
     # compile both kernels for sm_90 (fused and looped paths, both norms) in a process without

@@ -1,5 +1,5 @@
 import sys
 
-from normlab.cli import main
+from normlab.lab.cli import main
 
 sys.exit(main())

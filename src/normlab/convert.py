@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from normlab.functional import BACKENDS
+from normlab.kernels import registry
 from normlab.modules import LayerNorm, RMSNorm
 
 
@@ -59,8 +59,8 @@ def preln_to_rmsnorm(model: nn.Module, *, backend: str = "auto") -> nn.Module:
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend not in registry.KNOWN:
+        raise ValueError(f"backend must be one of {registry.names()}, got {backend!r}")
     plan = _plan(model)
     _check(plan)  # before the first write: a rejected model is left as it was
     with torch.no_grad():

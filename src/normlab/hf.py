@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from torch import Tensor, nn
 
-from normlab.functional import BACKENDS
+from normlab.kernels import registry
 from normlab.modules import LayerNorm, RMSNorm
 
 # class name -> (casting, offset, name of the eps attribute)
@@ -82,8 +82,8 @@ def patch(model: nn.Module, *, fuse_residual: bool = False, backend: str = "auto
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(fuse_residual, bool):
         raise TypeError(f"fuse_residual must be a bool, got {type(fuse_residual).__name__}")
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend not in registry.KNOWN:
+        raise ValueError(f"backend must be one of {registry.names()}, got {backend!r}")
     report = PatchReport()
     # Materialise the list first: the tree is edited while walking it.
     for name, module in list(model.named_modules()):

@@ -14,8 +14,9 @@ import torch
 from torch import Tensor, nn
 
 from normlab import functional as F
-from normlab.distributed import all_reduce_sum
+from normlab.collectives import all_reduce_sum
 from normlab.reference import residual_add, stat_dtype
+from normlab.validation import check_tensor, check_x
 
 _Shape = int | Sequence[int]
 
@@ -209,10 +210,10 @@ def _with_residual(fn):
     """Give an elementwise norm the ``residual=`` convention of the functional ops."""
 
     def wrapped(x: Tensor, *params: Tensor, residual: Tensor | None = None, **kw):
-        F._check_x(x)
+        check_x(x)
         if residual is None:
             return fn(x, *params, **kw)
-        F._check_tensor("residual", residual, x, tuple(x.shape))
+        check_tensor("residual", residual, x, tuple(x.shape))
         h = residual_add(x, residual)
         return fn(h, *params, **kw), h
 
@@ -266,7 +267,7 @@ class BatchNorm(nn.Module):
         self.num_batches_tracked.zero_()
 
     def forward(self, x: Tensor, residual: Tensor | None = None, *, mask: Tensor | None = None):
-        F._check_x(x)
+        check_x(x)
         if x.shape[-1] != self.num_features:
             raise ValueError(
                 f"x must end in num_features={self.num_features}, got {tuple(x.shape)}"
@@ -279,7 +280,7 @@ class BatchNorm(nn.Module):
                     f"mask must have shape {tuple(x.shape[:-1])}, got {tuple(mask.shape)}"
                 )
         if residual is not None:
-            F._check_tensor("residual", residual, x, tuple(x.shape))
+            check_tensor("residual", residual, x, tuple(x.shape))
             h = residual_add(x, residual)
             return self._normalize(h, mask), h
         return self._normalize(x, mask)
@@ -331,3 +332,9 @@ class BatchNorm(nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"
+
+
+# The norm types, defined once: the models iterate normlab's own, the optimizer groups and the
+# norm timer count torch.nn's too (so a model patched with them is treated the same way).
+NORM_MODULES = (RMSNorm, LayerNorm, BatchNorm, DyT, ScaleNorm)
+ANY_NORM = (*NORM_MODULES, nn.LayerNorm, nn.RMSNorm, nn.GroupNorm, nn.modules.batchnorm._BatchNorm)

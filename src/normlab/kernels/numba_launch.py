@@ -13,7 +13,6 @@ reference's, bit for bit).
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import weakref
 
@@ -22,6 +21,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from normlab.kernels import buffer_pool
 from normlab.kernels import numba_cpu as K
 from normlab.reference import residual_add
 
@@ -40,6 +40,7 @@ _FAST_LAYERS = ("omp", "tbb")
 _par = {"started": False, "ok": True}  # whether Numba's pool was started, and may be used
 _tls = threading.local()  # the Numba thread count last set on this thread
 # id(weight) -> (weakref, (version, data_ptr, dtype, numel, offset), FP32 copy)
+_NP_DTYPE = {F32: np.float32, BF16: np.uint16}  # how pooled bytes are viewed
 _weight_cache: dict[int, tuple[weakref.ref, tuple, Tensor]] = {}
 _constants: dict[tuple[int, float], Tensor] = {}  # (n, value) -> a float32 vector
 
@@ -53,63 +54,13 @@ def _arg(t: Tensor) -> tuple[Tensor, int, int]:
     return t, t.data_ptr(), rs
 
 
-# Outputs of at least this many bytes come from a pool of recycled buffers. glibc's malloc often
-# serves such sizes with fresh pages (a freed heap top goes back to the kernel; large blocks are
-# mmapped), and each fresh page costs a fault plus the kernel zeroing it. Measured on the 2-core
-# VM, LayerNorm forward+backward in a loop: ~70-160 page faults per call at (1024, 256) float32
-# (1 MB outputs), none at 512 KB and below, where the pool's bookkeeping (~3 us) would be pure
-# cost; torch's own ops fault alike. From 4 MB up numpy also asks for transparent huge pages: a
-# fresh 128 MB tensor took ~120 ms to fill from torch.empty, ~28 ms from numpy.
-_POOL_MIN_BYTES = 1 << 20
-_NP_DTYPE = {F32: np.float32, BF16: np.uint16}
-
-# A buffer is reused once no tensor uses it any more (a refcount check), so a training step's
-# activations land on pages that are already mapped. At most this many MB are kept
-# (NORMLAB_BUFFER_POOL_MB=0 turns the pool off).
-_POOL_BYTES = int(float(os.environ.get("NORMLAB_BUFFER_POOL_MB", "512")) * 2**20)
-_pool: dict[int, list[np.ndarray]] = {}  # nbytes -> buffers, least recently handed out first
-_pool_lock = threading.Lock()
-
-
-def _buffer(nbytes: int) -> np.ndarray:
-    with _pool_lock:
-        bufs = _pool.setdefault(nbytes, [])
-        for i in range(len(bufs)):  # (enumerate's tuple would hold a 4th reference)
-            buf = bufs[i]
-            # 3 = the list, ``buf`` and getrefcount's argument: no tensor uses it any more.
-            if sys.getrefcount(buf) == 3:
-                bufs.append(bufs.pop(i))
-                return buf
-        buf = np.empty(nbytes, np.uint8)
-        if nbytes <= _POOL_BYTES:
-            bufs.append(buf)
-            _trim_pool(keep=buf)
-        return buf
-
-
-def _trim_pool(keep: np.ndarray) -> None:
-    """Forget the least recently handed-out buffers (of the sizes seen first) until the pool
-    holds at most ``_POOL_BYTES``; a forgotten buffer still in use lives on in its tensors.
-    Runs only after a fresh allocation, so the total is summed here rather than kept."""
-    total = _pool_total()
-    for bufs in _pool.values():
-        while bufs and total > _POOL_BYTES and bufs[0] is not keep:
-            total -= bufs.pop(0).nbytes
-        if total <= _POOL_BYTES:
-            return
-
-
-def _pool_total() -> int:
-    return sum(b.nbytes for bufs in _pool.values() for b in bufs)
-
-
 def _empty(shape: tuple[int, int], dtype: torch.dtype) -> Tensor:
     """A new ``(M, N)`` tensor; large ones from the buffer pool."""
     m, n = shape
     npd = _NP_DTYPE.get(dtype)
-    if npd is None or m * n * dtype.itemsize < _POOL_MIN_BYTES:
+    if npd is None or m * n * dtype.itemsize < buffer_pool.MIN_BYTES:
         return torch.empty(m, n, dtype=dtype)  # varargs: a tuple argument parses 2x slower
-    t = torch.from_numpy(_buffer(m * n * dtype.itemsize).view(npd).reshape(m, n))
+    t = torch.from_numpy(buffer_pool.get(m * n * dtype.itemsize).view(npd).reshape(m, n))
     return t.view(dtype) if dtype == BF16 else t
 
 

@@ -32,8 +32,8 @@ new contiguous tensors and never write to their inputs.
 Everything else (flattening ``(..., N)`` to rows, 0 rows, casting gradients to the dtypes of
 ``x``/``residual``/``weight``, choosing the call path) is done here.
 
-Call paths, chosen per call because the custom-op dispatcher costs ~60 us and an
-``autograd.Function`` ~30 us on a small CPU (docs: /work/shared/calibration.md):
+Call paths, chosen per call because the custom-op dispatcher and an ``autograd.Function`` each
+cost tens of microseconds a call on a small CPU (``benchmarks/bench_overhead.py`` times them):
 
 - under ``torch.compile``: the custom ops (traceable, with fake kernels);
 - eager, no gradient needed: the launcher directly;
@@ -97,6 +97,10 @@ def _nd(t: Tensor | None, shape: torch.Size) -> Tensor | None:
 
 def _vec(t: Tensor | None) -> Tensor | None:
     return t if t is None or t.is_contiguous() else t.contiguous()
+
+
+def _detach(t: Tensor | None) -> Tensor | None:
+    return None if t is None else t.detach()
 
 
 def _needs_grad(*ts: Tensor | None) -> bool:
@@ -178,21 +182,32 @@ def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
     # double backward needs it, but its wrapper costs ~10 us a call, so it only runs under
     # create_graph=True (grad mode is off in a plain backward).
 
-    def rms_backward(ctx, dy, dh=None):
+    # The backward of each op, written once: ``bwd`` is the nd launcher (eager) or its custom op
+    # (under torch.compile).
+
+    def rms_grads(bwd, ctx, dy, dh):
+        """Gradients of ``(x, weight, residual)``."""
         hsaved, weight, rstd = ctx.saved_tensors
-        dht, dw = rms_bwd_nd(dy, dh, hsaved, weight, rstd, *ctx.args)
         x_dtype, r_dtype = ctx.dtypes
+        dht, dw = bwd(dy, None if r_dtype is None else dh, hsaved, weight, rstd, *ctx.args)
+        dx = dht if dht.dtype == x_dtype else dht.to(x_dtype)
+        return dx, _grad_to(dw, weight), None if r_dtype is None else dht
+
+    def ln_grads(bwd, ctx, dy, dh):
+        """Gradients of ``(x, weight, bias, residual)``."""
+        hsaved, weight, mean, rstd = ctx.saved_tensors
+        x_dtype, r_dtype = ctx.dtypes
+        dh = None if r_dtype is None else dh
+        dht, dw, db = bwd(dy, dh, hsaved, weight, mean, rstd, ctx.bias_dtype is not None)
         dx = dht if dht.dtype == x_dtype else dht.to(x_dtype)
         dr = None if r_dtype is None else dht
-        return dx, _grad_to(dw, weight), dr, None, None, None, None
+        return dx, _grad_to(dw, weight), _grad_to(db, ctx.bias_dtype), dr
+
+    def rms_backward(ctx, dy, dh=None):
+        return (*rms_grads(rms_bwd_nd, ctx, dy, dh), None, None, None, None)
 
     def ln_backward(ctx, dy, dh=None):
-        hsaved, weight, mean, rstd = ctx.saved_tensors
-        dht, dw, db = ln_bwd_nd(dy, dh, hsaved, weight, mean, rstd, ctx.bias_dtype is not None)
-        x_dtype, r_dtype = ctx.dtypes
-        dx = dht if dht.dtype == x_dtype else dht.to(x_dtype)
-        dr = None if r_dtype is None else dht
-        return dx, _grad_to(dw, weight), _grad_to(db, ctx.bias_dtype), dr, None
+        return (*ln_grads(ln_bwd_nd, ctx, dy, dh), None)
 
     once = torch.autograd.function.once_differentiable
     rms_backward_once, ln_backward_once = once(rms_backward), once(ln_backward)
@@ -282,14 +297,12 @@ def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
         ctx.args = (eps, offset, casting, eps_inside)
         ctx.dtypes = (x.dtype, None if residual is None else residual.dtype)
 
+    def _rms_bwd_via_op(dy, dh, hsaved, weight, rstd, *args):
+        dht, dw = rms_bwd_op(dy, dh, hsaved.detach(), _detach(weight), rstd, *args)
+        return dht, None if weight is None else dw
+
     def _rms_backward(ctx, dy, dh, _drstd):
-        hsaved, weight, rstd = ctx.saved_tensors
-        dh = None if ctx.dtypes[1] is None else dh
-        wd = None if weight is None else weight.detach()
-        dht, dw = rms_bwd_op(dy, dh, hsaved.detach(), wd, rstd, *ctx.args)
-        dx = dht.to(ctx.dtypes[0])
-        dw = None if weight is None else dw.to(weight.dtype)
-        return dx, dw, None if ctx.dtypes[1] is None else dht, None, None, None, None
+        return (*rms_grads(_rms_bwd_via_op, ctx, dy, dh), None, None, None, None)
 
     rms_fwd_op.register_autograd(_rms_backward, setup_context=_rms_setup)
 
@@ -335,16 +348,12 @@ def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
         ctx.dtypes = (x.dtype, None if residual is None else residual.dtype)
         ctx.bias_dtype = None if bias is None else bias.dtype
 
+    def _ln_bwd_via_op(dy, dh, hsaved, weight, mean, rstd, has_bias):
+        dht, dw, db = ln_bwd_op(dy, dh, hsaved.detach(), _detach(weight), mean, rstd, has_bias)
+        return dht, None if weight is None else dw, db if has_bias else None
+
     def _ln_backward(ctx, dy, dh, _dmean, _drstd):
-        hsaved, weight, mean, rstd = ctx.saved_tensors
-        has_bias = ctx.bias_dtype is not None
-        dh = None if ctx.dtypes[1] is None else dh
-        wd = None if weight is None else weight.detach()
-        dht, dw, db = ln_bwd_op(dy, dh, hsaved.detach(), wd, mean, rstd, has_bias)
-        dx = dht.to(ctx.dtypes[0])
-        dw = None if weight is None else dw.to(weight.dtype)
-        db = db.to(ctx.bias_dtype) if has_bias else None
-        return dx, dw, db, None if ctx.dtypes[1] is None else dht, None
+        return (*ln_grads(_ln_bwd_via_op, ctx, dy, dh), None)
 
     ln_fwd_op.register_autograd(_ln_backward, setup_context=_ln_setup)
 

@@ -1,7 +1,7 @@
 """The ``"triton"`` backend: Triton kernels behind the shared autograd/custom-op layer.
 
 Importing this module registers ``normlab::triton_*`` custom ops (through
-:func:`normlab.kernels.ops.make_kernel_ops`) and the backend with :mod:`normlab.functional`.
+:func:`normlab.kernels.ops.make_kernel_ops`) and the backend with the registry.
 It runs on CUDA tensors, and on CPU tensors when ``TRITON_INTERPRET=1`` (set before Triton is
 first imported), which is how the test suite exercises the kernels without a GPU.
 """
@@ -11,11 +11,10 @@ from __future__ import annotations
 import os
 
 import torch
-from torch import Tensor
 
-from normlab.functional import Backend, register_backend
 from normlab.kernels import triton_launch as tk
 from normlab.kernels.ops import Launchers, make_kernel_ops
+from normlab.kernels.registry import kernel_backend, register
 
 
 def _rms_fwd(x, weight, residual, eps, offset, casting, eps_inside, out_dtype):
@@ -52,33 +51,6 @@ def supports(device: torch.device) -> bool:
 
 _ops = make_kernel_ops("triton", Launchers(_rms_fwd, _rms_bwd, _ln_fwd, _ln_bwd))
 
-
-def _has_f64(*ts: Tensor | None) -> bool:
-    return any(t is not None and t.dtype == torch.float64 for t in ts)
-
-
-def rms_norm(x: Tensor, weight, eps, *, residual, offset, casting, eps_inside):
-    """Backend entry. FP64 has no Triton kernel (FP64 on GPUs is a slow path nobody trains in),
-    so it goes to the reference, which keeps FP64 statistics."""
-    if _has_f64(x, weight, residual):
-        from normlab import reference
-
-        return reference.rms_norm(
-            x, weight, eps, residual=residual, offset=offset, casting=casting,
-            eps_inside=eps_inside,
-        )  # fmt: skip
-    return _ops.rms_norm(
-        x, weight, eps, residual=residual, offset=offset, casting=casting, eps_inside=eps_inside
-    )
-
-
-def layer_norm(x: Tensor, weight, bias, eps, *, residual):
-    """Backend entry; FP64 goes to the reference as in :func:`rms_norm`."""
-    if _has_f64(x, weight, bias, residual):
-        from normlab import reference
-
-        return reference.layer_norm(x, weight, bias, eps, residual=residual)
-    return _ops.layer_norm(x, weight, bias, eps, residual=residual)
-
-
-register_backend(Backend("triton", rms_norm, layer_norm, supports))
+# FP64 has no Triton kernel (FP64 on GPUs is a slow path nobody trains in); the kernels do
+# implement casting="none" (every step rounded to the half dtype) themselves.
+register(kernel_backend("triton", _ops.rms_norm, _ops.layer_norm, supports, naive_half=True))

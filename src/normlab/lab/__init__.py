@@ -1,1 +1,2 @@
-"""The lab: studies, numerics, benchmarks and their reports."""
+"""The lab: the ``normlab`` commands (``pip install "normlab[lab]"``). Nothing in the library
+imports this package."""

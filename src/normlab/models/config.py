@@ -7,12 +7,15 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from normlab.kernels import registry
+from normlab.reference import CASTINGS
+
 NORMS = ("layernorm", "rmsnorm", "batchnorm", "dyt", "scalenorm", "none")
 PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "mix")
 ARCHS = ("llama", "gpt2")
 INITS = ("xavier", "normal", "default")
-NORM_BACKENDS = ("auto", "reference", "torch", "numba", "triton")
-RMS_CASTINGS = ("llama", "gemma", "none")
+NORM_BACKENDS = registry.names()
+RMS_CASTINGS = CASTINGS
 
 # Placements whose blocks end in a norm of the residual stream, so a final norm would be a
 # second norm in a row.

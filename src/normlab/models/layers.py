@@ -9,8 +9,6 @@ from torch import Tensor, nn
 from normlab.models.config import TransformerConfig
 from normlab.modules import BatchNorm, DyT, LayerNorm, RMSNorm, ScaleNorm
 
-NORM_TYPES = (RMSNorm, LayerNorm, BatchNorm, DyT, ScaleNorm)
-
 
 def make_norm(cfg: TransformerConfig, size: int) -> nn.Module | None:
     """One normlab norm over the last ``size`` features; None for norm="none" (identity)."""

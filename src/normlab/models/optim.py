@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from normlab.models.layers import NORM_TYPES
-
-# torch.nn's own norms count too, so a model patched with them is grouped the same way.
-_NORMS = (*NORM_TYPES, nn.LayerNorm, nn.RMSNorm, nn.GroupNorm, nn.modules.batchnorm._BatchNorm)
+from normlab.modules import ANY_NORM
 
 
 def param_groups(model: nn.Module, weight_decay: float, *, decay_norms: bool = False) -> list[dict]:
@@ -32,7 +29,7 @@ def param_groups(model: nn.Module, weight_decay: float, *, decay_norms: bool = F
             if id(p) in seen or not p.requires_grad:
                 continue
             seen.add(id(p))
-            if isinstance(module, _NORMS):
+            if isinstance(module, ANY_NORM):
                 groups["norm"].append(p)
             elif name == "bias" or p.dim() < 2:
                 groups["no_decay"].append(p)

@@ -9,14 +9,8 @@ from torch import Tensor, nn
 
 from normlab.models.config import TransformerConfig
 from normlab.models.deepnorm import deepnorm_constants
-from normlab.models.layers import (
-    MLP,
-    NORM_TYPES,
-    Attention,
-    RotaryEmbedding,
-    apply_norm,
-    make_norm,
-)
+from normlab.models.layers import MLP, Attention, RotaryEmbedding, apply_norm, make_norm
+from normlab.modules import NORM_MODULES
 
 # placement -> (norm on the branch input, norm after the branch / after the add)
 _NORM_SLOTS = {
@@ -124,7 +118,7 @@ class Transformer(nn.Module):
                 else:  # xavier: rows of unit norm (std d^-½, as fairseq); normal: GPT-2's 0.02
                     std = self.config.dim**-0.5 if init == "xavier" else 0.02
                     nn.init.normal_(m.weight, std=std)
-            elif isinstance(m, NORM_TYPES) and hasattr(m, "reset_parameters"):
+            elif isinstance(m, NORM_MODULES) and hasattr(m, "reset_parameters"):
                 m.reset_parameters()
         scale = self.config.branch_init_scale
         if scale != 1.0:
@@ -183,7 +177,7 @@ class Transformer(nn.Module):
     def named_norm_modules(self) -> Iterator[tuple[str, nn.Module]]:
         """``(name, module)`` for every normlab norm in the model (qk norms included)."""
         for name, m in self.named_modules():
-            if isinstance(m, NORM_TYPES):
+            if isinstance(m, NORM_MODULES):
                 yield name, m
 
     def norm_modules(self) -> Iterator[nn.Module]:

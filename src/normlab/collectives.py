@@ -1,6 +1,6 @@
 """The one collective the layers need: a differentiable sum over the ranks of a process group.
 
-Kept apart from ``normlab.train.distributed`` (process start-up, wrapping, checkpoints) so that
+Kept apart from ``normlab.lab.train.distributed`` (process start-up, wrapping, checkpoints) so that
 ``modules.py`` depends on nothing above it. Every call is a no-op without an initialized process
 group of more than one rank, so single-process code never pays for it.
 """

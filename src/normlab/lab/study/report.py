@@ -7,25 +7,15 @@ goes through ``html.escape``.
 
 from __future__ import annotations
 
-import base64
 import json
-import os
 from html import escape
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.claims import FAILS, HOLDS, Claim, Verdict
+from normlab.lab.render import CSS, img, write_atomic
+from normlab.lab.study.claims import FAILS, HOLDS, Claim, Verdict
 
 _COLORS = {HOLDS: "#1a7f37", FAILS: "#cf222e"}
-_CSS = """
-body{font:14px/1.45 system-ui,sans-serif;max-width:1000px;margin:24px auto;padding:0 16px;
-color:#1f2328}
-table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #d0d7de;padding:4px 8px;
-text-align:left;vertical-align:top}th{background:#f6f8fa}.v{color:#fff;padding:1px 7px;
-border-radius:10px;font-weight:600;white-space:nowrap}pre{background:#f6f8fa;padding:8px;
-overflow:auto;font-size:12px}img{max-width:100%;border:1px solid #eee}.muted{color:#656d76}
-section{border-top:1px solid #d0d7de;margin-top:20px}code{background:#f6f8fa;padding:0 3px}
-"""
 
 
 def decide_all(preset, results: dict[str, dict], unigram_entropy: float):
@@ -52,7 +42,7 @@ def format_table(preset, verdicts: list[tuple[Claim, Verdict]]) -> str:
 
 
 def _plots(claim: Claim, results: dict, plot_dir: Path) -> list[tuple[str, str, bytes]]:
-    from normlab.lab.plots import PLOTS
+    from normlab.lab.study.plots import PLOTS
 
     out = []
     for kind in claim.plots:
@@ -108,21 +98,14 @@ def write_reports(out: Path, preset, results: dict, verdicts, meta: dict) -> Non
     plot_dir = out / "plots"
     plot_dir.mkdir(parents=True, exist_ok=True)
     plots = {c.name: _plots(c, results, plot_dir) for c, _ in verdicts}
-    _write(out / "report.html", _html(out, preset, results, verdicts, meta, plots))
-    _write(out / "report.md", _markdown(preset, results, verdicts, meta, plots))
-
-
-def _write(path: Path, text: str) -> None:
-    """Temp file + rename: a reader (or a kill) never sees half a report."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(out / "report.html", _html(out, preset, results, verdicts, meta, plots))
+    write_atomic(out / "report.md", _markdown(preset, results, verdicts, meta, plots))
 
 
 def _html(out: Path, preset, results, verdicts, meta, plots) -> str:
     e = escape
     h = [f"<!doctype html><html><head><meta charset='utf-8'><title>normlab study: "
-         f"{e(preset.name)}</title><style>{_CSS}</style></head><body>",
+         f"{e(preset.name)}</title><style>{CSS}</style></head><body>",
          f"<h1>normlab study — <code>{e(preset.name)}</code></h1>",
          f"<p class='muted'>{e(preset.description)}. {len(results)}/{len(preset.runs)} runs, "
          f"{meta['wall_s']:.0f} s wall{_cpu(results)}{_reused(meta)}, finished "
@@ -154,8 +137,7 @@ def _html(out: Path, preset, results, verdicts, meta, plots) -> str:
         h += [f"<tr><td>{e(k)}</td><td>{e(_fmt(x))}</td></tr>" for k, x in v.numbers.items()]
         h.append("</table>")
         for title, _, png in plots[c.name]:
-            b64 = base64.b64encode(png).decode()
-            h.append(f"<h4>{e(title)}</h4><img alt='{e(title)}' src='data:image/png;base64,{b64}'>")
+            h.append(f"<h4>{e(title)}</h4>{img(title, png)}")
         h.append("</section>")
     h.append("<section><h2>Runs</h2><table><tr><th>run</th><th>model</th>")
     h += [f"<th>{e(col)}</th>" for col, _ in _RUN_COLS] + ["</tr>"]

@@ -87,9 +87,9 @@ def _add_field(group, f: dataclasses.Field, hint, default: Any, doc: str, choice
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from normlab.lab.train.trainer import SCHEDULES, TrainConfig
     from normlab.models import TransformerConfig
     from normlab.models import config as model_config
-    from normlab.train.trainer import SCHEDULES, TrainConfig
 
     choices = {
         "norm": model_config.NORMS, "placement": model_config.PLACEMENTS,
@@ -130,9 +130,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace):
     """The run's ``TrainConfig``: the preset run (or the defaults) with the given options."""
+    from normlab.lab.train.data import VOCAB_SIZE
+    from normlab.lab.train.trainer import TrainConfig
     from normlab.models import TransformerConfig
-    from normlab.train.data import VOCAB_SIZE
-    from normlab.train.trainer import TrainConfig
 
     if args.preset is None:
         if args.run is not None:
@@ -153,7 +153,7 @@ def config_from_args(args: argparse.Namespace):
 
 
 def _preset_run(preset: str, run: str | None):
-    from normlab.lab.presets import PRESETS
+    from normlab.lab.study.presets import PRESETS
 
     if preset not in PRESETS:
         raise ValueError(f"--preset must be one of {sorted(PRESETS)}, got {preset!r}")
@@ -164,9 +164,9 @@ def _preset_run(preset: str, run: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
-    from normlab.train import distributed as D
-    from normlab.train.data import load_corpus
-    from normlab.train.dist_trainer import RunOptions, run_training
+    from normlab.lab.train import distributed as D
+    from normlab.lab.train.data import load_corpus
+    from normlab.lab.train.dist_trainer import RunOptions, run_training
 
     cfg = config_from_args(args)
     info = D.setup(args.device, timeout_s=args.timeout)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import html as _html
 from collections import defaultdict
+from html import escape
 
-from normlab.lab.numerics_findings import (
+from normlab.lab.numerics.findings import (
     DTYPE_SHORT,
     FAIL_REL,
     OPS,
@@ -15,6 +15,7 @@ from normlab.lab.numerics_findings import (
     max_of,
     select,
 )
+from normlab.lab.render import html_page, html_table, img, md_table, text_table
 
 # --------------------------------------------------------------------------------------------
 # tables
@@ -93,26 +94,8 @@ def scale_table(
     return ["scale"] + impls, rows
 
 
-def _text_table(header: list[str], rows: list[list[str]]) -> str:
-    w = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=False)]
-    line = lambda cs: "  ".join(str(c).ljust(n) for c, n in zip(cs, w, strict=True))
-    return "\n".join([line(header), line(["-" * n for n in w])] + [line(r) for r in rows])
-
-
-def _md_table(header: list[str], rows: list[list[str]]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(out + ["| " + " | ".join(r) + " |" for r in rows])
-
-
-def _html_table(header: list[str], rows: list[list[str]]) -> str:
-    e = _html.escape
-    head = "".join(f"<th>{e(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def terminal_table(result) -> str:
-    return _text_table(SUMMARY_HEADER, summary_rows(result))
+    return text_table(SUMMARY_HEADER, summary_rows(result))
 
 
 DEFINITIONS = [
@@ -153,7 +136,7 @@ def markdown(result) -> str:
         "",
         "## Summary (worst case over the sweep)",
         "",
-        _md_table(SUMMARY_HEADER, summary_rows(result)),
+        md_table(SUMMARY_HEADER, summary_rows(result)),
     ]
     for op in OPS:
         for dt in result.grid["dtypes"]:
@@ -162,83 +145,34 @@ def markdown(result) -> str:
                 "",
                 f"## {OPS[op]} {DTYPE_SHORT[dt]}: forward max relative error vs input scale",
                 "",
-                _md_table(header, rows),
+                md_table(header, rows),
             ]
     out += ["", "## Definitions", ""] + [f"- {d}" for d in DEFINITIONS]
     return "\n".join(out) + "\n"
 
 
 def html(result) -> str:
-    """A self-contained page: tables plus the plots as base64 PNGs."""
-    from normlab.lab.numerics_plots import error_vs_scale, grad_vs_eps
+    """A self-contained page: tables plus the plots, embedded."""
+    from normlab.lab.numerics.plots import error_vs_scale, grad_vs_eps
 
-    e = _html.escape
+    e = escape
     parts = ["<h1>normlab numerics</h1>"] + [f"<p>{e(t)}</p>" for t in _header_text(result)]
     parts += ["<h2>What this shows</h2><ul>"] + [f"<li>{e(f)}</li>" for f in result.findings]
     parts += [
         "</ul><h2>Summary (worst case over the sweep)</h2>",
-        _html_table(SUMMARY_HEADER, summary_rows(result)),
+        html_table(SUMMARY_HEADER, summary_rows(result)),
     ]
     for title, png in (
         ("Forward error vs input scale", error_vs_scale(result)),
         ("Gradient magnitude vs eps, near-zero rows", grad_vs_eps(result)),
     ):
         if png:
-            parts += [f"<h2>{title}</h2>", f'<img alt="{title}" src="data:image/png;base64,{png}">']
+            parts += [f"<h2>{title}</h2>", img(title, png)]
     for op in OPS:
         for dt in result.grid["dtypes"]:
             parts += [
                 f"<h2>{OPS[op]} {DTYPE_SHORT[dt]}: forward max relative error vs scale</h2>",
-                _html_table(*scale_table(result, op, dt)),
+                html_table(*scale_table(result, op, dt)),
             ]
     parts += ["<h2>Definitions</h2><ul>"] + [f"<li>{e(d)}</li>" for d in DEFINITIONS] + ["</ul>"]
-    style = (
-        "body{font-family:sans-serif;max-width:75em;margin:auto}table{border-collapse:"
-        "collapse;font-size:85%}td,th{border:1px solid #ccc;padding:2px 6px;text-align:"
-        "right}img{max-width:100%}"
-    )
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>normlab numerics</title>"
-        f"<style>{style}</style></head><body>{''.join(parts)}</body></html>\n"
-    )
-
-
-README_SCALES = (1e-4, 1.0, 100.0, 300.0, 1e3, 6e4)
-
-
-def readme_section(result, command: str = "normlab numerics") -> str:
-    """The README's section: the command, the headline FP16 tables and the findings, all from
-    ``result`` (regenerate it from a run's ``numerics.json`` with :func:`load_result`)."""
-    backends = ", ".join(result.backends)
-    out = [
-        "## Numerics: FP16/BF16 overflow and precision, measured",
-        "",
-        "```bash",
-        f"{command}    # -> normlab-out/numerics/numerics.{{md,html,json}}",
-        "```",
-        "",
-        f"A real run: {_header_text(result)[0]} Backends: {backends} (Triton runs on a CPU",
-        "only under `TRITON_INTERPRET=1`, slowly; the tests check it on `--reduced`). Every",
-        "implementation is compared with a float64 truth computed from the same rounded input;",
-        "`naive` is the same-dtype code the articles show. `numerics.html` adds the plots (error",
-        "vs input scale, gradient magnitude vs eps on near-zero rows) and the BF16/FP32 tables.",
-        "",
-        "Forward max relative error (normwise per row) vs the largest |x| of a row, FP16;",
-        "`0×k (e)` = k outputs flushed to zero (max error e), `inf×k` = k inf/NaN, ✗ = ≥ 10 %:",
-    ]
-    for op in OPS:
-        header, rows = scale_table(result, op, "float16", README_SCALES)
-        out += ["", f"**{OPS[op]}, FP16**", "", _md_table(header, rows)]
-    out += ["", "What this run shows (generated from the numbers):", ""]
-    out += [f"- {f}" for f in result.findings]
-    return "\n".join(out) + "\n"
-
-
-def load_result(path):
-    """A :class:`~normlab.lab.numerics.NumericsResult` back from its ``numerics.json``."""
-    import json
-
-    from normlab.lab.numerics import NumericsResult
-
-    with open(path) as f:
-        return NumericsResult(**json.load(f))
+    return html_page("normlab numerics", parts)

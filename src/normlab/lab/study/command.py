@@ -1,8 +1,8 @@
 """``normlab study``: train a preset's runs, decide its claims, write the reports.
 
-Runs go to ``DIR/results.jsonl`` as they finish (``normlab.lab.store``); ``--resume`` skips the
-runs already there, so a killed study loses at most the runs in progress. ``--workers N`` trains
-N runs at once in separate processes, the CPU threads split between them.
+Runs go to ``DIR/results.jsonl`` as they finish (``normlab.lab.study.store``); ``--resume``
+skips the runs already there, so a killed study loses at most the runs in progress.
+``--workers N`` trains N runs at once in separate processes, the CPU threads split between them.
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from normlab.lab.presets import PRESETS
-    from normlab.lab.report import decide_all, format_table, write_reports
-    from normlab.train.data import load_corpus
+    from normlab.lab.study.presets import PRESETS
+    from normlab.lab.study.report import decide_all, format_table, write_reports
+    from normlab.lab.train.data import load_corpus
 
     if args.workers < 1:
         raise SystemExit("--workers must be >= 1")
@@ -99,7 +99,7 @@ def run_study(preset, corpus, out: Path, *, data_path=None, resume=False, worker
               quiet=False) -> tuple[dict[str, dict], list[str], int]:  # fmt: skip
     """Train the preset's runs that ``out/results.jsonl`` lacks. Returns name -> result, the
     names of runs that raised, and how many results were reused from an earlier invocation."""
-    from normlab.lab.store import ResultStore, run_key
+    from normlab.lab.study.store import ResultStore, run_key
 
     store = ResultStore(out / "results.jsonl")
     if not resume and store.path.exists():
@@ -138,7 +138,7 @@ def run_study(preset, corpus, out: Path, *, data_path=None, resume=False, worker
 
 
 def _train_one(cfg, corpus, on_step) -> tuple[dict | None, str | None]:
-    from normlab.train.trainer import train
+    from normlab.lab.train.trainer import train
 
     try:
         return train(cfg, corpus, on_step=lambda step, rec: on_step(1)).to_dict(), None
@@ -154,7 +154,7 @@ _WORKER: dict[str, Any] = {}
 def _init_worker(data_path, sha256: str, threads: int, queue) -> None:
     import torch
 
-    from normlab.train.data import load_corpus
+    from normlab.lab.train.data import load_corpus
 
     torch.set_num_threads(threads)
     corpus = load_corpus(data_path)
@@ -164,7 +164,7 @@ def _init_worker(data_path, sha256: str, threads: int, queue) -> None:
 
 
 def _worker_run(cfg_dict: dict) -> tuple[dict | None, str | None]:
-    from normlab.train.trainer import TrainConfig
+    from normlab.lab.train.trainer import TrainConfig
 
     q = _WORKER["queue"]
     return _train_one(TrainConfig.from_dict(cfg_dict), _WORKER["corpus"], q.put)

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import torch
 
+from normlab.lab.render import md_table
+
 SHAPES = ((8192, 4096), (32768, 1024), (4096, 8192), (1024, 64), (1024, 256))
 QUICK_SHAPES = ((8192, 4096), (1024, 64), (1024, 256))
 OPS = ("rms_norm", "layer_norm", "fused_add_rms_norm")
@@ -178,25 +180,23 @@ _COLUMNS = (
 
 def format_table(results: list[Result], header: bool = True) -> str:
     """Markdown table rows of ``results`` (with the header line unless ``header=False``)."""
-    lines = []
-    if header:
-        lines.append("| " + " | ".join(title for _, title, _ in _COLUMNS) + " |")
-        lines.append("|" + "---|" * len(_COLUMNS))
-    for res in results:
-        cells = []
-        for key, _, fmt in _COLUMNS:
-            v = getattr(res, key)
-            cells.append("-" if v is None else fmt.format(v))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    rows = [
+        [
+            "-" if getattr(r, key) is None else fmt.format(getattr(r, key))
+            for key, _, fmt in _COLUMNS
+        ]
+        for r in results
+    ]
+    text = md_table([title for _, title, _ in _COLUMNS], rows)
+    return text if header else "\n".join(text.splitlines()[2:])
 
 
 def write_results(
     results: list[Result], out_dir: str | Path, name: str, preamble: str = ""
 ) -> Path:
     """Write ``name.md`` (table and chart), ``name.csv``, ``name.json`` and ``name.png`` (bars
-    of % of limit and speed-ups, :func:`normlab.lab.plots.bench_chart`) under ``out_dir``."""
-    from normlab.lab.plots import bench_chart
+    of % of limit and speed-ups, :func:`normlab.lab.bench.chart.bench_chart`) under ``out_dir``."""
+    from normlab.lab.bench.chart import bench_chart
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from normlab.train.trainer import TrainConfig
+from normlab.lab.train.trainer import TrainConfig
 
 # Fields that change how fast a run goes, not what it computes.
 _SPEED_ONLY = ("threads",)

@@ -5,16 +5,37 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 
 # name -> (module, one-line help). Only subcommands that exist are listed.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("normlab.lab.demo", "compare every norm and backend on one tensor (a quick look)"),
-    "study": ("normlab.lab.study", "train small Transformers and report which claims hold"),
-    "numerics": ("normlab.lab.numerics", "FP16/BF16/FP32 error, overflow and eps sweep vs float64"),
-    "train": ("normlab.lab.train_cmd", "one training run; under torchrun: DDP or FSDP2 (--fsdp)"),
-    "bench": ("normlab.lab.bench", "kernel GB/s vs copy_, torch eager and torch.compile"),
+    "study": ("normlab.lab.study.command", "train small Transformers and report which claims hold"),
+    "numerics": (
+        "normlab.lab.numerics.command",
+        "FP16/BF16/FP32 error, overflow and eps sweep vs float64",
+    ),
+    "train": (
+        "normlab.lab.train.command",
+        "one training run; under torchrun: DDP or FSDP2 (--fsdp)",
+    ),
+    "bench": ("normlab.lab.bench.command", "kernel GB/s vs copy_, torch eager and torch.compile"),
 }
+
+# What `pip install "normlab[lab]"` adds; the library itself never imports these.
+LAB_PACKAGES = ("matplotlib", "tqdm", "scipy")
+
+
+def missing_lab_packages() -> list[str]:
+    """The lab's packages that cannot be imported here (found without importing them)."""
+
+    def importable(name: str) -> bool:
+        if name in sys.modules:
+            return sys.modules[name] is not None
+        return importlib.util.find_spec(name) is not None
+
+    return [name for name in LAB_PACKAGES if not importable(name)]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,6 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    missing = missing_lab_packages()
+    if missing:
+        print(
+            f"normlab {args.command} needs the lab extra (missing: {', '.join(missing)}): "
+            'pip install "normlab[lab]"',
+            file=sys.stderr,
+        )
+        return 2
     return int(args._run(args) or 0)
 
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import base64
-import io
-
-from normlab.lab.numerics_findings import DTYPE_SHORT, OPS, select
+from normlab.lab import render
+from normlab.lab.numerics.findings import DTYPE_SHORT, OPS, select
 
 INF_LEVEL = 1e2  # where inf/NaN points are drawn on a log axis of relative errors
 STYLES = ("-", "--", ":", "-.")
@@ -14,11 +12,10 @@ STYLES = ("-", "--", ":", "-.")
 def _panels(result):
     """A figure with one row of axes per op and one column per dtype, and ``(ax, op, dtype)``
     for each panel."""
-    from matplotlib.figure import Figure
-
     dtypes = result.grid["dtypes"]
-    fig = Figure(figsize=(4.2 * len(dtypes), 7.0))
-    axes = fig.subplots(len(OPS), len(dtypes), squeeze=False)
+    fig, axes = render.figure(
+        len(OPS), len(dtypes), figsize=(4.2 * len(dtypes), 7.0), squeeze=False
+    )
     return fig, [(axes[i][j], op, dt) for i, op in enumerate(OPS) for j, dt in enumerate(dtypes)]
 
 
@@ -28,9 +25,9 @@ def _log_axes(ax, op: str, dt: str, xlabel: str, ylabel: str) -> None:
     ax.set(xscale="log", yscale="log", title=title, xlabel=xlabel, ylabel=ylabel)
 
 
-def error_vs_scale(result) -> str | None:
+def error_vs_scale(result) -> bytes | None:
     """Forward max relative error vs input scale, one line per implementation; inf/NaN drawn as
-    crosses at ``INF_LEVEL``. Returns a base64 PNG, or None when nothing was swept."""
+    crosses at ``INF_LEVEL``. Returns a PNG, or None when nothing was swept."""
     fig, panels = _panels(result)
     drawn = False
     for ax, op, dt in panels:
@@ -51,13 +48,12 @@ def error_vs_scale(result) -> str | None:
         ax.axhline(INF_LEVEL, color="grey", lw=0.5)
         _log_axes(ax, op, dt, "input scale (max |x| per row)", "forward max rel. error")
         ax.legend(fontsize=6, title=f"x at {INF_LEVEL:g} = inf/NaN", title_fontsize=6)
-    fig.tight_layout()
-    return png_base64(fig) if drawn else None
+    return render.png(fig, dpi=80) if drawn else None
 
 
-def grad_vs_eps(result) -> str | None:
+def grad_vs_eps(result) -> bytes | None:
     """max |dx| vs eps on near-zero rows: the float64 truth and every implementation (finite
-    values only; inf/NaN drawn as crosses above the truth). Returns a base64 PNG or None."""
+    values only; inf/NaN drawn as crosses above the truth). Returns a PNG or None."""
     fig, panels = _panels(result)
     drawn = False
     for ax, op, dt in panels:
@@ -91,11 +87,4 @@ def grad_vs_eps(result) -> str | None:
             ax.axhline(65504, color="red", lw=0.7, ls=":", label="FP16 max")
         _log_axes(ax, op, dt, "eps", "max |dx| (near-zero rows)")
         ax.legend(fontsize=6, title="x at top = inf/NaN in dx", title_fontsize=6)
-    fig.tight_layout()
-    return png_base64(fig) if drawn else None
-
-
-def png_base64(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    return render.png(fig, dpi=80) if drawn else None

@@ -20,10 +20,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from normlab.lab.train.data import Corpus, RandomBatches, fixed_batches
+from normlab.lab.train.norm_timer import NormTimer
 from normlab.models import Probes, Transformer, TransformerConfig, param_groups
 from normlab.models.config import check_known_fields
-from normlab.train.data import Corpus, RandomBatches, fixed_batches
-from normlab.train.norm_timer import NormTimer
 
 SCHEDULES = ("constant", "cosine")
 

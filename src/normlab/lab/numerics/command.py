@@ -12,7 +12,7 @@ rounding is not counted as an error):
 - ``torch``: PyTorch's own ``F.rms_norm``/``F.layer_norm``.
 
 Forward output, ``dx`` and ``dweight`` are measured (definitions in
-:func:`normlab.lab.numerics_metrics.error_metrics`). The grid varies one axis at a time around a
+:func:`normlab.lab.numerics.metrics.error_metrics`). The grid varies one axis at a time around a
 base point, plus the full scale x dtype grid, so the default run takes a few minutes on two
 cores.
 """
@@ -31,7 +31,8 @@ import torch
 from torch import Tensor
 
 from normlab import reference
-from normlab.lab.numerics_metrics import error_metrics
+from normlab.kernels import registry
+from normlab.lab.numerics.metrics import error_metrics
 from normlab.reference import CASTINGS
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -183,7 +184,7 @@ def usable_backends(device: str = "cpu") -> tuple[list[str], dict[str, str]]:
     from normlab import functional
 
     ok, skipped = [], {}
-    for name in functional.BACKENDS[1:]:
+    for name in registry.names()[1:]:
         try:
             be = functional.get_backend(name)
         except RuntimeError as e:
@@ -283,6 +284,12 @@ class NumericsResult:
     files: dict[str, str] = field(default_factory=dict)
 
 
+def load_result(path: str | Path) -> NumericsResult:
+    """A :class:`NumericsResult` back from its ``numerics.json`` (to render it again)."""
+    with open(path) as f:
+        return NumericsResult(**json.load(f))
+
+
 def sweep(
     grid: Grid, *, device: str = "cpu", backends: list[str] | None = None, quiet: bool = False
 ) -> NumericsResult:
@@ -326,8 +333,8 @@ def run_numerics(
 ) -> NumericsResult:
     """Sweep, then write ``numerics.{json,md,html}`` under ``out_dir``; returns the result
     (``result.files`` maps each format to its path, for the study report to link)."""
-    from normlab.lab import numerics_report as report
-    from normlab.lab.numerics_findings import findings
+    from normlab.lab.numerics import report
+    from normlab.lab.numerics.findings import findings
 
     grid = grid or (REDUCED if reduced else Grid())
     result = sweep(grid, device=device, backends=backends, quiet=quiet)
@@ -365,7 +372,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from normlab.lab import numerics_report as report
+    from normlab.lab.numerics import report
 
     grid = REDUCED if args.reduced else Grid()
     if args.rows is not None:

@@ -12,12 +12,7 @@ from collections.abc import Iterator
 
 from torch import nn
 
-from normlab import modules as M
-
-_NORM_TYPES = (
-    M.RMSNorm, M.LayerNorm, M.BatchNorm, M.DyT, M.ScaleNorm, nn.LayerNorm, nn.RMSNorm,
-    nn.modules.batchnorm._BatchNorm,
-)  # fmt: skip
+from normlab.modules import ANY_NORM
 
 
 class NormTimer:
@@ -38,7 +33,7 @@ class NormTimer:
             yield from model.norm_modules()
             return
         for mod in model.modules():
-            if isinstance(mod, _NORM_TYPES):
+            if isinstance(mod, ANY_NORM):
                 yield mod
 
     @staticmethod

@@ -1,6 +1,6 @@
 """The study's trainer on N processes, with checkpoints and resume (what ``normlab train`` runs).
 
-``DistributedTrainer`` only overrides the seams of :class:`~normlab.train.trainer.Trainer`, so a
+``DistributedTrainer`` only overrides the seams of :class:`~normlab.lab.train.trainer.Trainer`, so a
 run here is the study's run: same model, same data stream, same loop. What it adds:
 
 - the model is moved to the device and wrapped (DDP, or FSDP2 per block); every rank draws the
@@ -21,9 +21,9 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from normlab.train import distributed as D
-from normlab.train.data import Corpus, RandomBatches, fixed_batches
-from normlab.train.trainer import RunResult, StepCallback, TrainConfig, Trainer
+from normlab.lab.train import distributed as D
+from normlab.lab.train.data import Corpus, RandomBatches, fixed_batches
+from normlab.lab.train.trainer import RunResult, StepCallback, TrainConfig, Trainer
 
 CHECKPOINT, METRICS, RESULT, CONFIG = "checkpoint.pt", "metrics.jsonl", "result.json", "config.json"
 

@@ -1,0 +1,1 @@
+"""`normlab study`: claims, presets, the runner, the results store and the report."""

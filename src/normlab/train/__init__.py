@@ -1,1 +1,0 @@
-"""Training: byte-level data (``data``) and the single-process training loop (``trainer``)."""

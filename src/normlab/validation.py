@@ -1,0 +1,73 @@
+"""Argument checks shared by the functional ops and the modules: every backend and every layer
+rejects bad input the same way, with an exception that names the argument."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from torch import Tensor
+
+from normlab.kernels import registry
+from normlab.reference import CASTINGS
+
+
+def check_x(x: object) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(
+            f"x must be a floating-point tensor (float16, bfloat16, float32 or float64), "
+            f"got dtype {x.dtype}"
+        )
+    if x.dim() == 0 or x.shape[-1] == 0:
+        raise ValueError(
+            f"x must have a non-empty last dimension to normalize over, got shape {tuple(x.shape)}"
+        )
+
+
+def check_tensor(name: str, t: object, x: Tensor, shape: tuple[int, ...]) -> None:
+    """``t`` is None, or a floating-point tensor of ``shape`` on ``x``'s device."""
+    if t is None:
+        return
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor or None, got {type(t).__name__}")
+    if not t.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+    if t.shape != shape:
+        raise ValueError(f"{name} must have shape {tuple(shape)} (from x), got {tuple(t.shape)}")
+    if t.device != x.device:
+        raise ValueError(f"{name} is on {t.device} but x is on {x.device}; expected {x.device}")
+
+
+def check_eps(eps: object) -> None:
+    if type(eps) is float and 0.0 <= eps < math.inf:  # the common case, without an ABC check
+        return
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
+        raise TypeError(f"eps must be a real number, got {type(eps).__name__}")
+    if not (eps >= 0 and math.isfinite(eps)):
+        raise ValueError(f"eps must be a finite number >= 0, got {eps}")
+
+
+def check_choice(name: str, value: object, choices) -> None:
+    if not (isinstance(value, str) and value in choices):
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+
+
+def check_common(x, weight, residual, eps, backend) -> None:
+    """What every norm op checks: x, weight (N,), residual (x's shape), eps, backend name."""
+    check_x(x)
+    check_tensor("weight", weight, x, x.shape[-1:])
+    check_tensor("residual", residual, x, x.shape)
+    check_eps(eps)
+    check_choice("backend", backend, registry.KNOWN)
+
+
+def check_rms_options(weight, offset, casting, eps_inside) -> None:
+    check_choice("casting", casting, CASTINGS)
+    if isinstance(offset, bool) or not isinstance(offset, numbers.Real):
+        raise TypeError(f"offset must be a real number, got {type(offset).__name__}")
+    if weight is None and offset != 0.0:
+        raise ValueError(f"offset={offset} needs a weight to offset; pass weight or offset=0.0")
+    if not isinstance(eps_inside, bool):
+        raise TypeError(f"eps_inside must be a bool, got {type(eps_inside).__name__}")
