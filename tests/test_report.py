@@ -1,10 +1,11 @@
 import base64
 import dataclasses
+import json
 import re
 
 import pytest
 
-from normlab.lab.study.claims import Claim, Contrast, GrowsTowardOutput
+from normlab.lab.study.claims import Claim, Contrast, Timing
 from normlab.lab.study.presets import PRESETS, Preset, Run
 from normlab.lab.study.report import decide_all, format_table, write_reports
 
@@ -37,45 +38,67 @@ def study():
     runs = (Run(EVIL, cfg), Run("b", cfg.replace(seed=1)))
     claims = (
         Claim("worse", f"{EVIL} is worse than b", "test",
-              Contrast(((1, EVIL, "final_val_loss"), (-1, "b", "final_val_loss")), ">0", 0.01),
-              ("loss", "speed")),
-        Claim("grows", "gradients grow", "test", GrowsTowardOutput((EVIL, "b"), "mlp.w_out"),
+              Contrast(((1, EVIL, "final_val_loss"), (-1, "b", "final_val_loss")), ">0", 0.01,
+                       2), ("loss", "seeds")),
+        Claim("grows", "gradients grow", "test",
+              Contrast(((1, "b", "log_grad_ratio"),), ">0", 0.1, 2, matrix="mlp.w_out"),
               ("grad_blocks", "residual_rms", "residual_cos")),
+        Claim("faster", "b is faster", "test", Timing("b", EVIL, 0.05), ("speed",)),
     )  # fmt: skip
     preset = Preset("t", f"a test {EVIL}", runs, claims)
-    results = {EVIL: fake_result(cfg, 3.0), "b": fake_result(cfg, 2.5, layers=6)}
+    results = {
+        EVIL: {0: fake_result(cfg, 3.0), 1: fake_result(cfg, 3.1)},
+        "b": {0: fake_result(cfg, 2.5, layers=6), 1: fake_result(cfg, 2.55, layers=6)},
+    }
+    timings = {
+        a: {
+            "step_ms": [5.0, 5.1, 5.2],
+            "norm_ms": [x, x, x + 0.01],
+            "torch_norm_ms": [1.0, 1.1, 1.0],
+        }
+        for a, x in ((EVIL, 1.0), ("b", 0.5))
+    }
     meta = {
-        "wall_s": 12.0, "finished": "now", "failed_runs": [],
+        "wall_s": 12.0, "finished": "now", "failed_runs": [], "timings": timings,
         "environment": {"cpu": EVIL, "threads": 2, "workers": 1, "torch": "t", "numba": "n"},
         "corpus": {"source": EVIL, "sha256": "ab" * 32},
     }  # fmt: skip
     return preset, results, meta
 
 
+def verdicts_of(preset, results, meta):
+    return decide_all(preset, results, 3.1, meta["timings"])
+
+
 def test_verdicts_and_table(study):
-    preset, results, _ = study
-    verdicts = decide_all(preset, results, 3.1)
-    assert [v.status for _, v in verdicts] == ["holds", "holds"]
+    preset, results, meta = study
+    verdicts = verdicts_of(preset, results, meta)
+    assert [v.status for _, v in verdicts] == ["holds", "holds", "holds"]
     table = format_table(preset, verdicts)
-    assert table.count("\n") == 3 and "**holds**" in table
+    assert table.count("\n") == 4 and "**holds**" in table and "n=2" in table and "n=3" in table
 
 
 def test_html_is_self_contained_escaped_and_ordered(tmp_path, study):
     preset, results, meta = study
-    write_reports(tmp_path, preset, results, decide_all(preset, results, 3.1), meta)
+    write_reports(tmp_path, preset, results, verdicts_of(preset, results, meta), meta)
     html = (tmp_path / "report.html").read_text()
     assert "<script>" not in html and "&lt;script&gt;" in html
     imgs = re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", html)
-    assert len(imgs) == 5  # loss, speed, grad_blocks, residual_rms, residual_cos
+    assert len(imgs) == 6  # loss, seeds, grad_blocks, residual_rms, residual_cos, speed
     assert all(base64.b64decode(b)[:4] == b"\x89PNG" for b in imgs)
     assert "src='http" not in html and 'src="http' not in html  # nothing fetched from outside
     # The claim table comes first, then the per-claim sections, then configs and environment.
-    order = [html.index(s) for s in ("<h2>Claims", "id='worse'", "<h2>Runs", "<h2>Environment")]
+    order = [html.index(s) for s in ("<h2>Claims", "id='worse'", "<h2>Arms", "<h2>Environment")]
     assert order == sorted(order)
     assert "normlab numerics --out" in html  # the marked place for the numerics page
     md = (tmp_path / "report.md").read_text()
     assert "## Claims" in md and "](plots/worse-loss.png)" in md
     assert (tmp_path / "plots" / "grows-grad_blocks.png").read_bytes()[:4] == b"\x89PNG"
+    claims = json.loads((tmp_path / "claims.json").read_text())["claims"]
+    assert [c["verdict"] for c in claims] == ["holds"] * 3
+    worse = claims[0]
+    assert worse["n"] == 2 and worse["lo"] < worse["effect"] < worse["hi"]
+    assert worse["values"] == pytest.approx([0.5, 0.55]) and worse["mde"] > 0
 
 
 def no_plots(preset):
@@ -88,16 +111,17 @@ def test_numerics_page_is_linked_when_present(tmp_path, study):
     preset, results, meta = study
     preset = no_plots(preset)
     (tmp_path / "numerics.html").write_text("<html></html>")
-    write_reports(tmp_path, preset, results, decide_all(preset, results, 3.1), meta)
+    write_reports(tmp_path, preset, results, verdicts_of(preset, results, meta), meta)
     assert "href='numerics.html'" in (tmp_path / "report.html").read_text()
 
 
 def test_missing_and_diverged_runs_do_not_break_the_report(tmp_path, study):
     preset, results, meta = study
     preset = no_plots(preset)
-    results = {"b": {**results["b"], "status": "diverged", "history": {"step": [], "loss": []},
-                     "evals": [], "summary": {"final_val_loss": None}}}  # fmt: skip
-    verdicts = decide_all(preset, results, 3.1)
-    assert [v.status for _, v in verdicts] == ["inconclusive", "inconclusive"]
+    diverged = {**results["b"][0], "status": "diverged", "history": {"step": [], "loss": []},
+                "evals": [], "summary": {"final_val_loss": None}}  # fmt: skip
+    results = {"b": {0: diverged}}
+    verdicts = decide_all(preset, results, 3.1, {})
+    assert [v.status for _, v in verdicts] == ["inconclusive"] * 3
     write_reports(tmp_path, preset, results, verdicts, meta)
     assert "inconclusive" in (tmp_path / "report.html").read_text()

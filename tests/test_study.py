@@ -1,4 +1,5 @@
 import json
+import math
 import os
 import signal
 import subprocess
@@ -6,84 +7,124 @@ import sys
 import time
 
 import pytest
+from scipy import stats
 
 from normlab.lab.study.claims import (
     FAILS,
     HOLDS,
     UNSURE,
+    AllOf,
     Contrast,
-    FailsWhereOthersTrain,
-    GrowsTowardOutput,
-    MoreEven,
+    Estimate,
+    Timing,
+    decide,
+    fails,
+    trains,
 )
-from normlab.lab.study.presets import PRESETS
+from normlab.lab.study.presets import PRESETS, SEED_STRIDE
 from normlab.lab.study.store import ResultStore, run_key
+
+V = 256  # vocabulary of the byte models: a diverged run scores ln V
 
 
 def res(val=None, status="ok", probe=None, **summary):
     return {"status": status, "summary": {"final_val_loss": val, **summary},
-            "probes": {"0": probe or {}}}  # fmt: skip
+            "probes": {"0": probe or {}}, "config": {"model": {"vocab_size": V}}}  # fmt: skip
 
 
-def prof(*xs):
-    return {"grad_norm": {"mlp.w_out": list(xs)}, "grad_norm_block": list(xs)}
+def seeds(*vals, **kw):
+    """One arm's results over seeds 0, 1, ...: ``None`` leaves that seed out."""
+    return {i: res(v, **kw) for i, v in enumerate(vals) if v is not None}
 
 
-# ---- rules: each decides from the numbers, and says so
+def loss_diff(expect=">0", delta=0.02, n=3):
+    return Contrast(((1, "a", "final_val_loss"), (-1, "b", "final_val_loss")), expect, delta, n)
 
 
-def test_contrast_greater_three_zones_and_noise():
-    rule = Contrast(((1, "a", "final_val_loss"), (-1, "b", "final_val_loss")), ">0", 0.02,
-                    noise=("b", "b2"))  # fmt: skip
-    base = {"b": res(2.0), "b2": res(2.005)}  # noise 0.005 -> threshold max(0.02, 0.01)
-    assert rule.decide({**base, "a": res(2.03)}, {}).status == HOLDS
-    assert rule.decide({**base, "a": res(1.99)}, {}).status == FAILS
-    v = rule.decide({**base, "a": res(2.01)}, {})
-    assert v.status == UNSURE and v.numbers["threshold"] == 0.02
-    noisy = {"b": res(2.0), "b2": res(2.05), "a": res(2.03)}  # threshold 0.1 now
-    assert rule.decide(noisy, {}).status == UNSURE
-    # A diverged run is infinitely worse; a missing one leaves the claim open.
-    assert rule.decide({**base, "a": res(status="diverged")}, {}).status == HOLDS
-    assert rule.decide(base, {}).status == UNSURE
-    assert "value" in rule.describe() and "noise" in rule.describe()
+# ---- the statistic: Student-t intervals and the detectable effect
 
 
-def test_contrast_equal_and_ratio():
-    eq = Contrast(((1, "a", "final_val_loss"), (-1, "b", "final_val_loss")), "≈0", 0.02)
-    assert eq.decide({"a": res(2.0), "b": res(2.01)}, {}).status == HOLDS
-    assert eq.decide({"a": res(2.0), "b": res(2.1)}, {}).status == FAILS
-    assert eq.decide({"a": res(2.0), "b": res(2.03)}, {}).status == UNSURE
-    faster = Contrast(((1, "a", "norm_ms"), (-1, "b", "norm_ms")), "<0", 0.05, ratio=True)
-    assert faster.decide({"a": res(1, norm_ms=0.8), "b": res(1, norm_ms=1.0)}, {}).status == HOLDS
-    v = faster.decide({"a": res(1, norm_ms=1.2), "b": res(1, norm_ms=1.0)}, {})
-    assert v.status == FAILS and v.numbers["value"] == pytest.approx(0.2)
+def test_estimate_is_the_student_t_interval():
+    xs = [0.1, 0.3, 0.2, 0.25]
+    e = Estimate.of(xs)
+    lo, hi = stats.t.interval(0.95, 3, loc=sum(xs) / 4, scale=stats.sem(xs))
+    assert (e.effect, e.n) == (pytest.approx(0.2125), 4)
+    assert e.lo == pytest.approx(lo) and e.hi == pytest.approx(hi)
+    # 80 % power at alpha 0.05, n=4: (t_.975,3 + t_.8,3) * sd / 2
+    sd = stats.tstd(xs)
+    assert e.mde == pytest.approx((stats.t.ppf(0.975, 3) + stats.t.ppf(0.8, 3)) * sd / 2)
+    one = Estimate.of([0.5])
+    assert one.n == 1 and one.lo == -math.inf and Estimate.of([]).effect is None
 
 
-def test_fails_where_others_train():
-    rule = FailsWhereOthersTrain("p24", ("q24", "d24"), "p6")
+def test_decisions_in_every_zone():
+    est = lambda lo, hi: Estimate((lo + hi) / 2, lo, hi, 3, 0.1)  # noqa: E731
+    d = 0.05
+    assert decide(">0", est(0.02, 0.2), d)[0] == HOLDS
+    assert decide(">0", est(0.01, 0.06), d)[0] == UNSURE  # above 0 but the effect < δ
+    assert decide(">0", est(-0.3, -0.1), d)[0] == FAILS  # the other sign
+    assert decide(">0", est(-0.04, 0.04), d)[0] == FAILS  # inside ±δ: no difference that matters
+    assert decide(">0", est(-0.1, 0.3), d)[0] == UNSURE
+    assert decide("<0", est(-0.2, -0.02), d)[0] == HOLDS
+    assert decide("<0", est(0.1, 0.3), d)[0] == FAILS
+    assert decide("≠0", est(-0.3, -0.1), d)[0] == HOLDS
+    assert decide("≠0", est(-0.04, 0.04), d)[0] == FAILS
+    assert decide("≈0", est(-0.04, 0.04), d)[0] == HOLDS
+    assert decide("≈0", est(0.06, 0.3), d)[0] == FAILS
+    assert decide("≈0", est(-0.01, 0.3), d)[0] == UNSURE
+    assert decide(">0", Estimate(0.5, -math.inf, math.inf, 1, None), d)[0] == UNSURE
+
+
+# ---- rules: per-seed values, paired across arms
+
+
+def test_contrast_pairs_seeds_and_scores_divergence_as_a_uniform_guess():
+    rule = loss_diff()
+    r = {"a": seeds(2.1, 2.2, 2.15, 9.0), "b": seeds(2.0, 2.1, 2.05)}  # seed 3 only in a
+    assert rule.values(r, {}) == pytest.approx([0.1, 0.1, 0.1])
+    v = rule.decide({"a": seeds(2.12, 2.09, 2.11), "b": seeds(2.0, 2.0, 2.0)}, {})
+    assert v.status == HOLDS and v.estimate.n == 3 and v.means["final_val_loss[b]"] == 2.0
+    r = {"a": {0: res(status="diverged"), 1: res(2.1)}, "b": seeds(2.0, 2.0)}
+    assert rule.values(r, {}) == pytest.approx([math.log(V) - 2.0, 0.1])
+    assert rule.decide({"a": {}, "b": seeds(2.0)}, {}).status == UNSURE  # nothing to pair
+    assert "paired seeds" in rule.describe() and "δ = 0.02" in rule.describe()
+
+
+def test_thresholds_against_the_unigram_entropy():
     ctx = {"unigram_entropy": 3.0}
-    ok = {"q24": res(2.5), "d24": res(2.6), "p6": res(2.5)}
-    assert rule.decide({**ok, "p24": res(2.98)}, ctx).status == HOLDS
-    assert rule.decide({**ok, "p24": res(status="diverged")}, ctx).status == HOLDS
-    assert rule.decide({**ok, "p24": res(2.5)}, ctx).status == FAILS
-    assert rule.decide({**ok, "p24": res(2.8)}, ctx).status == UNSURE  # between the bars
-    stalled_ctl = {**ok, "p6": res(3.1), "p24": res(3.1)}
-    assert rule.decide(stalled_ctl, ctx).status == UNSURE  # not the depth's doing
+    stalled = {"p": seeds(3.1, 3.12, 3.08)}
+    assert fails("p", seeds=3).decide(stalled, ctx).status == HOLDS
+    assert trains("p", seeds=3).decide(stalled, ctx).status == FAILS
+    learned = {"p": seeds(2.5, 2.55, 2.45)}
+    assert fails("p", seeds=3).decide(learned, ctx).status == FAILS
+    assert trains("p", seeds=3).decide(learned, ctx).status == HOLDS
+    diverged = {"p": {i: res(status="diverged") for i in range(3)}}
+    assert fails("p", seeds=3).decide(diverged, ctx).status == HOLDS
 
 
-def test_gradient_profile_rules():
-    grows = GrowsTowardOutput(("p6", "p24"), "mlp.w_out")
-    good = {"p6": res(probe=prof(1, 1.5)), "p24": res(probe=prof(1, 2, 3))}
-    assert grows.decide(good, {}).status == HOLDS
-    flat = {"p6": res(probe=prof(1, 1.5)), "p24": res(probe=prof(2, 1))}
-    assert grows.decide(flat, {}).status == FAILS
-    even = MoreEven(("a6", "a24"), ("p6", "p24"))
-    r = {"p6": res(probe=prof(1, 2)), "p24": res(probe=prof(1, 4)),
-         "a6": res(probe=prof(1, 1.2)), "a24": res(probe=prof(1, 8))}  # fmt: skip
-    assert even.decide(r, {}).status == UNSURE
-    r["a24"] = res(probe=prof(1, 3))
-    assert even.decide(r, {}).status == HOLDS
-    assert even.decide({**r, "a6": res(probe={})}, {}).status == UNSURE
+def test_a_compound_claim_needs_every_part():
+    ctx = {"unigram_entropy": 3.0}
+    rule = AllOf((("p fails", fails("p", seeds=3)), ("q trains", trains("q", seeds=3))))
+    ok = {"p": seeds(3.1, 3.12, 3.08), "q": seeds(2.5, 2.55, 2.45)}
+    assert rule.decide(ok, ctx).status == HOLDS and rule.seeds == 3
+    assert rule.decide({**ok, "q": seeds(3.1, 3.12, 3.08)}, ctx).status == FAILS
+    unsure = rule.decide({**ok, "q": seeds(2.4, 3.0, 2.9)}, ctx)
+    assert unsure.status == UNSURE and [n for n, _ in unsure.parts] == ["p fails", "q trains"]
+
+
+def test_timing_rule_reads_the_serial_rounds():
+    rule = Timing("rms", "ln", 0.05)
+    timings = {"rms": {"norm_ms": [0.8, 0.82, 0.79, 0.81]}, "ln": {"norm_ms": [1.0] * 4}}
+    v = rule.decide({}, {"timings": timings})
+    assert v.status == HOLDS and v.estimate.n == 4 and v.estimate.effect == pytest.approx(0.195)
+    assert rule.decide({}, {}).status == UNSURE  # not timed: no verdict
+
+
+def test_bad_rules_are_rejected():
+    with pytest.raises(ValueError, match="expect"):
+        loss_diff(expect="≥0")
+    with pytest.raises(ValueError, match="measure"):
+        Contrast(((1, "a", "loss"),), ">0", 0.1, 3)
 
 
 # ---- presets are valid data
@@ -94,7 +135,7 @@ def test_presets_are_consistent(name):
     p = PRESETS[name]()
     names = {r.name for r in p.runs}
     for c in p.claims:
-        assert set(c.runs) <= names and c.rule.describe()
+        assert set(c.arms) <= names and c.rule.describe()
     for r in p.runs:
         d = json.loads(json.dumps(r.config.to_dict()))
         assert type(r.config).from_dict(d) == r.config
@@ -113,6 +154,28 @@ def test_quick_and_deep_test_what_they_say():
     assert runs["init-post-L48"].steps == 0 and runs["init-post-L48"].probe_steps == (0,)
     deep = {r.name: r.config for r in PRESETS["deep"]().runs}
     assert all(c.model.n_layers >= 500 and c.model.dim == 32 for c in deep.values())
+
+
+def test_seed_blocks_share_no_seed_and_pair_the_arms():
+    p = PRESETS["quick"]()
+    s0, s1 = p.tasks(0), p.tasks(1)
+    assert not {t.config.seed for t in s0} & {t.config.seed for t in s1}
+    assert {t.config.seed for t in s1} == {SEED_STRIDE + t.index for t in s1}
+    by_arm = {}
+    for t in s0:
+        by_arm.setdefault(t.arm, []).append(t.config.seed)
+    assert by_arm["post-L24"] == by_arm["pre-L24"] == [0, 1, 2]  # paired
+    assert len(by_arm["init-post-L6"]) == 16  # at-init claims are cheap: many seeds
+    assert p.seeds("base") == 3
+
+
+def test_list_prints_the_plan_and_runs_nothing(tmp_path, capsys):
+    from normlab.lab.cli import main
+
+    assert main(["study", "--list", "--seed", "2", "--out", str(tmp_path / "o")]) == 0
+    text = capsys.readouterr().out
+    assert "estimated" in text and "20000" in text and "post-ln-fails-deep" in text
+    assert not (tmp_path / "o").exists()
 
 
 # ---- the results store
@@ -159,7 +222,8 @@ def test_killed_study_resumes_with_each_run_once(tmp_path):
     proc.wait()
     before = path.read_bytes()
     n_before = before.count(b"\n")
-    assert 3 <= n_before < len(PRESETS["smoke"]().runs)
+    tasks = PRESETS["smoke"]().tasks(0)
+    assert 3 <= n_before < len(tasks)
 
     proc = _study(tmp_path, "--resume", "--workers", "2")
     _, err = proc.communicate(timeout=240)
@@ -168,7 +232,11 @@ def test_killed_study_resumes_with_each_run_once(tmp_path):
     assert after.startswith(before)  # finished runs are kept, byte for byte
     lines = [json.loads(ln) for ln in after.decode().splitlines()]
     keys = [ln["key"] for ln in lines]
-    assert len(keys) == len(set(keys)) == len(PRESETS["smoke"]().runs)
-    assert {ln["name"] for ln in lines} == {r.name for r in PRESETS["smoke"]().runs}
+    assert len(keys) == len(set(keys)) == len(tasks)
+    assert {(ln["name"], ln["seed_index"], ln["seed"]) for ln in lines} == {
+        (t.arm, t.index, t.config.seed) for t in tasks
+    }
+    claims = json.loads((tmp_path / "claims.json").read_text())["claims"]
+    assert all({"verdict", "effect", "lo", "hi", "n"} <= set(c) or c["parts"] for c in claims)
     assert (tmp_path / "report.html").stat().st_size > 10_000
     assert "## Claims" in (tmp_path / "report.md").read_text()

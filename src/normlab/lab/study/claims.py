@@ -1,40 +1,57 @@
 """Claims are data: a statement, where it comes from, the rule that decides it, and its plots.
 
-Each rule says *before* the runs what it will look at and which numbers make the claim hold,
-not hold, or stay inconclusive; ``decide`` only applies it. A rule names the runs it needs, so
-adding a claim to a preset never touches the runner. Results are the dicts of
-``RunResult.to_dict()``; a missing or diverged run is handled by each rule, never a crash.
+Every rule has one shape, stated before the runs:
+
+- **what it measures per seed**: a value ``v_i = c + c_H·H + Σ coef · measure(arm, seed i)``,
+  paired across the arms it compares (seed ``i`` gives every arm the same data order and, where
+  the shapes agree, the same initial weights); H is the corpus's unigram entropy;
+- **the statistic**: the mean of ``v`` over ``n`` seeds with a Student-t interval
+  (``scipy.stats``) and the minimal effect detectable at that ``n`` (80 % power);
+- **the decision** against δ, the smallest effect that matters, fixed before the runs.
+
+A compound claim holds iff every part holds and does not hold iff a part does not hold. A timing
+claim is the same contrast over interleaved timing rounds of the serial phase instead of seeds.
+Results are ``RunResult.to_dict()`` dicts, grouped ``arm -> {seed index: result}``; a missing seed
+shrinks ``n``, a diverged run is scored as a uniform guess (the rule says so), never a crash.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+import statistics
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 HOLDS, FAILS, UNSURE = "holds", "does not hold", "inconclusive"
+LEVEL = 0.95  # confidence of every interval
+POWER = 0.8  # for the minimal detectable effect
 
-Results = Mapping[str, dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class Verdict:
-    status: str  # HOLDS | FAILS | UNSURE
-    numbers: dict[str, float | str | None]
-    why: str
+# arm -> seed index -> RunResult dict
+Results = Mapping[str, Mapping[int, dict[str, Any]]]
 
 
-def metric(res: dict[str, Any] | None, name: str) -> float | None:
-    """A number from a run: a summary field (``final_val_loss``, ``step_ms``, ``norm_ms``, …).
-    ``None`` when the run is missing, diverged or lacks it."""
-    if res is None or res.get("status") != "ok":
-        return None
-    v = res.get("summary", {}).get(name)
-    return v if isinstance(v, int | float) and math.isfinite(v) else None
+# --------------------------------------------------------------------------------------------
+# per-run measures
 
 
-def grad_profile(res: dict[str, Any] | None, matrix: str | None, step: int = 0) -> list[float]:
+def _loss(name: str) -> Callable[[dict, str | None], float | None]:
+    def measure(res: dict, matrix: str | None) -> float | None:
+        if res.get("status") == "diverged":
+            return math.log(res["config"]["model"]["vocab_size"])  # a uniform guess
+        return _finite(res.get("summary", {}).get(name))
+
+    return measure
+
+
+def _summary(name: str) -> Callable[[dict, str | None], float | None]:
+    def measure(res: dict, matrix: str | None) -> float | None:
+        return None if res.get("status") != "ok" else _finite(res.get("summary", {}).get(name))
+
+    return measure
+
+
+def grad_profile(res: dict | None, matrix: str | None, step: int = 0) -> list[float]:
     """Per-block gradient norms from the probe at ``step`` (a matrix, or whole blocks)."""
     probe = (res or {}).get("probes", {}).get(str(step)) or {}
     if matrix is None:
@@ -44,264 +61,320 @@ def grad_profile(res: dict[str, Any] | None, matrix: str | None, step: int = 0) 
     return [float(v) for v in prof if v is not None]
 
 
-def _ratio(prof: list[float]) -> float | None:
-    return prof[-1] / prof[0] if len(prof) >= 2 and prof[0] > 0 else None
+def _log_ratio(res: dict, matrix: str | None) -> float | None:
+    prof = grad_profile(res, matrix)
+    ok = len(prof) >= 2 and prof[0] > 0 and prof[-1] > 0
+    return math.log(prof[-1] / prof[0]) if ok else None
 
 
-def _spread(prof: list[float]) -> float | None:
-    return max(prof) / min(prof) if len(prof) >= 2 and min(prof) > 0 else None
+def _log_spread(res: dict, matrix: str | None) -> float | None:
+    prof = grad_profile(res, matrix)
+    return math.log(max(prof) / min(prof)) if len(prof) >= 2 and min(prof) > 0 else None
 
 
-def _r(x: float | None) -> float | None:
-    return None if x is None else round(x, 4)
+# name -> (what it is, how it is read from a run)
+MEASURES: dict[str, tuple[str, Callable[[dict, str | None], float | None]]] = {
+    "final_val_loss": (
+        "final validation loss (nats/byte; diverged = ln V)",
+        _loss("final_val_loss"),
+    ),
+    "final_val_loss_train_mode": (
+        "final validation loss in train mode (batch statistics; diverged = ln V)",
+        _loss("final_val_loss_train_mode"),
+    ),
+    "norm_weight_mean": ("mean |gain| of the norms after training", _summary("norm_weight_mean")),
+    "log_grad_ratio": ("ln(‖∇‖ of the last block / the first), at init", _log_ratio),
+    "log_grad_spread": ("ln(max/min over blocks of ‖∇‖), at init", _log_spread),
+}
 
 
-def _missing(results: Results, runs: tuple[str, ...]) -> Verdict | None:
-    gone = [r for r in runs if r not in results]
-    return Verdict(UNSURE, {}, f"runs missing: {', '.join(gone)}") if gone else None
+def _finite(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and math.isfinite(v) else None
 
 
-@dataclass(frozen=True)
-class GrowsTowardOutput:
-    """The at-init gradient norm grows from the first block to the last (ratio > 1) at every
-    depth, and the ratio grows with depth. ``runs`` are ordered by increasing depth."""
-
-    runs: tuple[str, ...]
-    matrix: str | None = None
-
-    def needs(self) -> tuple[str, ...]:
-        return self.runs
-
-    def describe(self) -> str:
-        what = f"‖∇{self.matrix}‖" if self.matrix else "the block's gradient norm"
-        return (
-            f"ratio = {what} of the last block / the first, probed at init, in "
-            f"{', '.join(self.runs)}. "
-            "Holds if ratio > 1 at every depth and the deepest ratio exceeds the shallowest; "
-            "does not hold if ratio ≤ 1 at the deepest depth or the deepest ≤ the shallowest; "
-            "otherwise inconclusive."
-        )
-
-    def decide(self, results: Results, ctx: dict) -> Verdict:
-        if v := _missing(results, self.runs):
-            return v
-        ratios = [_ratio(grad_profile(results[r], self.matrix)) for r in self.runs]
-        nums = {f"ratio[{r}]": _r(x) for r, x in zip(self.runs, ratios, strict=True)}
-        if any(x is None for x in ratios):
-            return Verdict(UNSURE, nums, "a probe is missing")
-        if all(x > 1 for x in ratios) and ratios[-1] > ratios[0]:
-            return Verdict(HOLDS, nums, "grows toward the output, more when deeper")
-        if ratios[-1] <= 1 or ratios[-1] <= ratios[0]:
-            return Verdict(FAILS, nums, "no growth toward the output at the deepest depth")
-        return Verdict(UNSURE, nums, "grows when deep but not at every depth")
+# --------------------------------------------------------------------------------------------
+# the statistic
 
 
 @dataclass(frozen=True)
-class MoreEven:
-    """At init, the per-block gradient norms of ``even[i]`` vary less (max/min over blocks) than
-    those of ``uneven[i]``, pairwise (same depth)."""
+class Estimate:
+    """The mean of per-seed (or per-round) values with its interval at ``level``."""
 
-    even: tuple[str, ...]
-    uneven: tuple[str, ...]
-    matrix: str | None = None
+    effect: float | None
+    lo: float | None
+    hi: float | None
+    n: int
+    mde: float | None  # the smallest true effect this n finds with POWER at this level
+    level: float = LEVEL
+    values: tuple[float, ...] = ()
 
-    def needs(self) -> tuple[str, ...]:
-        return self.even + self.uneven
+    @classmethod
+    def of(cls, values: list[float], level: float = LEVEL) -> Estimate:
+        from scipy import stats
 
-    def describe(self) -> str:
-        pairs = ", ".join(f"{a} vs {b}" for a, b in zip(self.even, self.uneven, strict=True))
-        return (
-            "spread = max/min over blocks of the at-init gradient norm"
-            f"{f' of {self.matrix}' if self.matrix else ''}; pairs {pairs}. Holds if the first "
-            "of each pair has the smaller spread at every depth; does not hold if it has the "
-            "larger one at every depth; otherwise inconclusive."
-        )
+        n = len(values)
+        if n == 0:
+            return cls(None, None, None, 0, None, level)
+        mean = sum(values) / n
+        if n == 1:
+            return cls(mean, -math.inf, math.inf, 1, None, level, tuple(values))
+        sd = statistics.stdev(values)
+        se = sd / math.sqrt(n)
+        t = stats.t.ppf(1 - (1 - level) / 2, n - 1)
+        mde = (t + stats.t.ppf(POWER, n - 1)) * sd / math.sqrt(n)
+        return cls(mean, mean - t * se, mean + t * se, n, mde, level, tuple(values))
 
-    def decide(self, results: Results, ctx: dict) -> Verdict:
-        if v := _missing(results, self.needs()):
-            return v
-        nums, wins = {}, []
-        for a, b in zip(self.even, self.uneven, strict=True):
-            sa, sb = (_spread(grad_profile(results[r], self.matrix)) for r in (a, b))
-            nums[f"spread[{a}]"], nums[f"spread[{b}]"] = _r(sa), _r(sb)
-            if sa is None or sb is None:
-                return Verdict(UNSURE, nums, "a probe is missing")
-            wins.append(sa < sb)
-        if all(wins):
-            return Verdict(HOLDS, nums, "more even at every depth")
-        if not any(wins):
-            return Verdict(FAILS, nums, "less even at every depth")
-        return Verdict(UNSURE, nums, "more even at some depths only")
+    def text(self, digits: int = 3) -> str:
+        if self.effect is None:
+            return f"no data, n={self.n}"
+        f = lambda x: f"{x:+.{digits}f}" if math.isfinite(x) else ("−∞" if x < 0 else "+∞")  # noqa: E731
+        return f"{f(self.effect)} [{f(self.lo)}, {f(self.hi)}], n={self.n}"
+
+    def to_dict(self) -> dict[str, Any]:
+        fin = lambda x: x if x is None or math.isfinite(x) else None  # noqa: E731
+        return {
+            "effect": self.effect, "lo": fin(self.lo), "hi": fin(self.hi), "n": self.n,
+            "level": self.level, "mde": self.mde, "values": list(self.values),
+        }  # fmt: skip
+
+
+# expect -> (the decision in words, the rule)
+EXPECT = {
+    ">0": "holds if the interval is above 0 and the effect ≥ δ; does not hold if the interval is "
+    "below 0 or lies inside ±δ (no difference that matters); otherwise inconclusive",
+    "<0": "holds if the interval is below 0 and the effect ≤ −δ; does not hold if the interval is "
+    "above 0 or lies inside ±δ; otherwise inconclusive",
+    "≠0": "holds if the interval excludes 0 and |effect| ≥ δ; does not hold if the interval lies "
+    "inside ±δ; otherwise inconclusive",
+    "≈0": "holds if the interval lies inside ±δ; does not hold if it excludes 0 with |effect| ≥ δ; "
+    "otherwise inconclusive",
+}
+
+
+def decide(expect: str, est: Estimate, delta: float) -> tuple[str, str]:
+    """(status, why) of ``est`` under the decision ``expect`` with minimum effect ``delta``."""
+    if est.effect is None or est.n < 2:
+        return UNSURE, f"n={est.n}: too few seeds for an interval"
+    m, lo, hi = est.effect, est.lo, est.hi
+    if expect == "<0":
+        m, lo, hi = -m, -hi, -lo
+    within = -delta < lo and hi < delta
+    excludes_zero = lo > 0 or hi < 0
+    ci = est.text()
+    if expect in (">0", "<0"):
+        if lo > 0 and m >= delta:
+            return HOLDS, f"{ci}: above 0, and the effect reaches δ={delta:.3g}"
+        if hi < 0:
+            return FAILS, f"{ci}: the effect has the other sign"
+        if within:
+            return FAILS, f"{ci}: inside ±δ={delta:.3g}, no difference that matters"
+    elif expect == "≠0":
+        if excludes_zero and abs(m) >= delta:
+            return HOLDS, f"{ci}: excludes 0, |effect| ≥ δ={delta:.3g}"
+        if within:
+            return FAILS, f"{ci}: inside ±δ={delta:.3g}"
+    elif expect == "≈0":
+        if within:
+            return HOLDS, f"{ci}: inside ±δ={delta:.3g}"
+        if excludes_zero and abs(m) >= delta:
+            return FAILS, f"{ci}: a difference of at least δ={delta:.3g}"
+    else:
+        raise ValueError(f"expect must be one of {tuple(EXPECT)}, got {expect!r}")
+    mde = f"; detectable at this n: {est.mde:.3g}" if est.mde is not None else ""
+    return UNSURE, f"{ci}: not decided at δ={delta:.3g}{mde}"
+
+
+# --------------------------------------------------------------------------------------------
+# rules
 
 
 @dataclass(frozen=True)
-class FailsWhereOthersTrain:
-    """``fails`` fails while every run in ``trains`` trains; ``control`` (the same recipe at a
-    small depth) must train, so the failure is the depth's doing.
+class Verdict:
+    status: str  # HOLDS | FAILS | UNSURE
+    why: str
+    estimate: Estimate | None = None
+    parts: tuple[tuple[str, Verdict], ...] = ()
+    means: dict[str, float | None] = field(default_factory=dict)  # per-term means, to show
 
-    A run *fails* if it diverged or its final validation loss ≥ H − ``stall_margin``, where H is
-    the corpus's unigram entropy (the loss of knowing only byte frequencies); it *trains* if its
-    validation loss ≤ H − ``train_margin``.
-    """
-
-    fails: str
-    trains: tuple[str, ...]
-    control: str | None = None
-    stall_margin: float = 0.05
-    train_margin: float = 0.3
-
-    def needs(self) -> tuple[str, ...]:
-        return (self.fails, *self.trains) + ((self.control,) if self.control else ())
-
-    def describe(self) -> str:
-        ctl = f" and {self.control} trains (the same recipe, shallow)" if self.control else ""
-        return (
-            f"fails = diverged or final val loss ≥ H − {self.stall_margin}; trains = val loss "
-            f"≤ H − {self.train_margin} (H: unigram entropy of the corpus). Holds if "
-            f"{self.fails} fails while {', '.join(self.trains)} train{ctl}; does not hold if "
-            f"{self.fails} trains; otherwise inconclusive."
-        )
-
-    def decide(self, results: Results, ctx: dict) -> Verdict:
-        if v := _missing(results, self.needs()):
-            return v
-        h = ctx["unigram_entropy"]
-
-        def state(run: str) -> str:
-            res = results[run]
-            val = metric(res, "final_val_loss")
-            if res.get("status") == "diverged" or val is None or val >= h - self.stall_margin:
-                return "fails"
-            return "trains" if val <= h - self.train_margin else "between"
-
-        nums: dict[str, Any] = {"H": _r(h)}
-        for r in self.needs():
-            res = results[r]
-            nums[r] = (
-                "diverged" if res.get("status") == "diverged" else _r(metric(res, "final_val_loss"))
-            )
-        states = {r: state(r) for r in self.needs()}
-        if states[self.fails] == "trains":
-            return Verdict(FAILS, nums, f"{self.fails} trains")
-        others_ok = all(states[r] == "trains" for r in self.trains)
-        control_ok = self.control is None or states[self.control] == "trains"
-        if states[self.fails] == "fails" and others_ok and control_ok:
-            return Verdict(HOLDS, nums, f"{self.fails} fails, the others train")
-        bad = [r for r in self.needs()[1:] if states[r] != "trains"]
-        return Verdict(UNSURE, nums, f"{self.fails} {states[self.fails]}; not training: {bad}")
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.status, "why": self.why,
+            **(self.estimate.to_dict() if self.estimate else {}),
+            "means": self.means,
+            "parts": [{"part": name, **v.to_dict()} for name, v in self.parts],
+        }  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Contrast:
-    """``value = Σ coef · metric(run)`` over ``terms`` ``(coef, run, metric)``, compared with a
-    threshold ``t = max(min_effect, 2 · noise)``, where noise = |Δ final val loss| between the
-    two ``noise`` runs (the same recipe under two seeds).
+    """Per seed: ``v = const + const_h·H + Σ coef · measure(arm)``; decided by ``expect``."""
 
-    ``expect``: ``">0"`` holds if value ≥ t, does not hold if value ≤ 0, else inconclusive;
-    ``"<0"`` mirrors it; ``"≈0"`` holds if |value| ≤ t, does not hold if |value| > 2t;
-    ``"≠0"`` holds if |value| ≥ t, else does not hold. ``ratio=True`` compares
-    ``metric(a) / metric(b) − 1`` of the two terms instead (for timings).
-    """
-
-    terms: tuple[tuple[float, str, str], ...]
+    terms: tuple[tuple[float, str, str], ...]  # (coef, arm, measure)
     expect: str
-    min_effect: float
-    noise: tuple[str, str] | None = None
-    ratio: bool = False
-    extra: tuple[tuple[str, str], ...] = ()  # (run, metric) shown with the verdict
+    delta: float
+    seeds: int
+    const: float = 0.0
+    const_h: float = 0.0
+    matrix: str | None = None  # the probed matrix of the gradient measures
 
-    def needs(self) -> tuple[str, ...]:
-        runs = [r for _, r, _ in self.terms] + list(self.noise or ()) + [r for r, _ in self.extra]
-        return tuple(dict.fromkeys(runs))
+    def __post_init__(self) -> None:
+        if self.expect not in EXPECT:
+            raise ValueError(f"expect must be one of {tuple(EXPECT)}, got {self.expect!r}")
+        for _, _, m in self.terms:
+            if m not in MEASURES:
+                raise ValueError(f"unknown measure {m!r}; known: {sorted(MEASURES)}")
+        if self.seeds < 1 or self.delta < 0:
+            raise ValueError(f"seeds must be >= 1 and delta >= 0, got {self.seeds}, {self.delta}")
 
-    def _formula(self) -> str:
-        if self.ratio:
-            (_, a, m), (_, b, _) = self.terms
-            return f"{m}[{a}] / {m}[{b}] − 1"
-        return " ".join(f"{'+' if c > 0 else '−'} {abs(c):g}·{m}[{r}]" for c, r, m in self.terms)
+    def arms(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(a for _, a, _ in self.terms))
+
+    def formula(self) -> str:
+        terms = [(c, f"{m}[{a}]") for c, a, m in self.terms]
+        if self.const_h:
+            terms.insert(0, (self.const_h, "H"))
+        if self.const:
+            terms.append((self.const, ""))
+        out = ""
+        for c, name in terms:
+            mag = f"{abs(c):g}" if not name else ("" if abs(c) == 1 else f"{abs(c):g}·")
+            sign = ("−" if c < 0 else "") if not out else (" − " if c < 0 else " + ")
+            out += f"{sign}{mag}{name}"
+        return out
 
     def describe(self) -> str:
-        t = f"t = max({self.min_effect:g}, 2·noise)" if self.noise else f"t = {self.min_effect:g}"
-        rule = {
-            ">0": "holds if value ≥ t; does not hold if value ≤ 0; otherwise inconclusive",
-            "<0": "holds if value ≤ −t; does not hold if value ≥ 0; otherwise inconclusive",
-            "≈0": "holds if |value| ≤ t; does not hold if |value| > 2t; otherwise inconclusive",
-            "≠0": "holds if |value| ≥ t; otherwise does not hold",
-        }[self.expect]
-        noise = f" (noise: |Δ val loss| of {' vs '.join(self.noise)})" if self.noise else ""
-        return f"value = {self._formula().lstrip('+ ')}; {t}{noise}; {rule}."
-
-    def decide(self, results: Results, ctx: dict) -> Verdict:
-        if v := _missing(results, self.needs()):
-            return v
-        vals = [metric(results[r], m) for _, r, m in self.terms]
-        nums: dict[str, Any] = {
-            f"{m}[{r}]": _r(v) for (_, r, m), v in zip(self.terms, vals, strict=True)
-        }
-        for r, m in self.extra:
-            nums[f"{m}[{r}]"] = _r(metric(results[r], m))
-        t = self.min_effect
-        if self.noise:
-            a, b = (metric(results[r], "final_val_loss") for r in self.noise)
-            if a is None or b is None:
-                return Verdict(UNSURE, nums, "a noise run is missing or diverged")
-            nums["noise"] = _r(abs(a - b))
-            t = max(t, 2 * abs(a - b))
-        nums["threshold"] = _r(t)
-        if any(v is None for v in vals):
-            return self._with_divergence(results, nums)
-        value = (
-            vals[0] / vals[1] - 1
-            if self.ratio
-            else sum(c * v for (c, _, _), v in zip(self.terms, vals, strict=True))
+        measures = "; ".join(
+            f"{m}: {MEASURES[m][0]}" for m in dict.fromkeys(t[2] for t in self.terms)
         )
-        nums["value"] = _r(value)
-        sign = -1 if self.expect == "<0" else 1
-        if self.expect in (">0", "<0"):
-            if sign * value >= t:
-                return Verdict(HOLDS, nums, f"value {value:+.4f} beyond ±{t:.4f}")
-            if sign * value <= 0:
-                return Verdict(FAILS, nums, f"value {value:+.4f} has the wrong sign")
-            return Verdict(UNSURE, nums, f"value {value:+.4f} within the threshold {t:.4f}")
-        if self.expect == "≈0":
-            if abs(value) <= t:
-                return Verdict(HOLDS, nums, f"|value| {abs(value):.4f} ≤ {t:.4f}")
-            if abs(value) > 2 * t:
-                return Verdict(FAILS, nums, f"|value| {abs(value):.4f} > 2·{t:.4f}")
-            return Verdict(UNSURE, nums, f"|value| {abs(value):.4f} between t and 2t")
-        ok = abs(value) >= t
-        return Verdict(HOLDS if ok else FAILS, nums, f"|value| {abs(value):.4f} vs {t:.4f}")
+        return (
+            f"per seed, v = {self.formula()} ({measures}); mean of v over {self.seeds} "
+            f"paired seeds, {LEVEL:.0%} Student-t interval; {EXPECT[self.expect]} (δ = "
+            f"{self.delta:.3g})."
+        )
 
-    def _with_divergence(self, results: Results, nums: dict) -> Verdict:
-        """A diverged run is infinitely worse: decisive for a one-run-worse claim, else not."""
-        div = [(c, r) for c, r, _ in self.terms if results[r].get("status") == "diverged"]
-        for _, r in div:
-            nums[f"status[{r}]"] = "diverged"
-        if (
-            len(self.terms) == 2
-            and len(div) == 1
-            and not self.ratio
-            and self.expect in (">0", "<0")
-        ):
-            worse_positive = div[0][0] > 0  # diverged run enters with +: value = +inf
-            holds = worse_positive == (self.expect == ">0")
-            return Verdict(HOLDS if holds else FAILS, nums, f"{div[0][1]} diverged")
-        return Verdict(UNSURE, nums, "a run diverged or lacks the metric")
+    def values(self, results: Results, ctx: Mapping[str, Any]) -> list[float]:
+        seeds = set.intersection(*(set(results.get(a, {})) for a in self.arms()))
+        out = []
+        for i in sorted(seeds):
+            v = self.const + self.const_h * ctx.get("unigram_entropy", 0.0)
+            for c, a, m in self.terms:
+                x = MEASURES[m][1](results[a][i], self.matrix)
+                if x is None:
+                    break
+                v += c * x
+            else:
+                out.append(v)
+        return out
+
+    def decide(self, results: Results, ctx: Mapping[str, Any]) -> Verdict:
+        est = Estimate.of(self.values(results, ctx), ctx.get("level", LEVEL))
+        status, why = decide(self.expect, est, self.delta)
+        means = {}
+        for _, a, m in self.terms:
+            xs = [MEASURES[m][1](r, self.matrix) for r in results.get(a, {}).values()]
+            xs = [x for x in xs if x is not None]
+            means[f"{m}[{a}]"] = sum(xs) / len(xs) if xs else None
+        return Verdict(status, why, est, means=means)
+
+
+@dataclass(frozen=True)
+class AllOf:
+    """A compound claim: holds iff every part holds, does not hold iff a part does not."""
+
+    parts: tuple[tuple[str, Contrast], ...]
+
+    @property
+    def seeds(self) -> int:
+        return max(p.seeds for _, p in self.parts)
+
+    def arms(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(a for _, p in self.parts for a in p.arms()))
+
+    def describe(self) -> str:
+        return " ".join(f"[{name}] {p.describe()}" for name, p in self.parts) + (
+            " Holds iff every part holds; does not hold iff a part does not."
+        )
+
+    def decide(self, results: Results, ctx: Mapping[str, Any]) -> Verdict:
+        parts = tuple((name, p.decide(results, ctx)) for name, p in self.parts)
+        statuses = [v.status for _, v in parts]
+        if FAILS in statuses:
+            status = FAILS
+        elif all(s == HOLDS for s in statuses):
+            status = HOLDS
+        else:
+            status = UNSURE
+        why = "; ".join(f"{name}: {v.status}" for name, v in parts)
+        means = {k: x for _, v in parts for k, x in v.means.items()}
+        return Verdict(status, why, None, parts, means)
+
+
+def fails(arm: str, *, seeds: int, margin: float = 0.05) -> Contrast:
+    """``arm`` fails to learn past byte frequencies: mean final loss above H − ``margin``."""
+    return Contrast(((1, arm, "final_val_loss"),), ">0", 0.0, seeds, const=margin, const_h=-1.0)
+
+
+def trains(arm: str, *, seeds: int, margin: float = 0.3) -> Contrast:
+    """``arm`` trains: mean final loss below H − ``margin``."""
+    return Contrast(((-1, arm, "final_val_loss"),), ">0", 0.0, seeds, const=-margin, const_h=1.0)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Per interleaved round of the serial timing phase: ``v = 1 − ms[fast] / ms[slow]`` of
+    ``what`` (``"norm_ms"``: the norms alone at the models' shapes, forward+backward per step;
+    ``"step_ms"``: a whole training step), the fraction of the time ``fast`` saves."""
+
+    fast: str
+    slow: str
+    delta: float
+    what: str = "norm_ms"
+    seeds: int = 1  # the arms are timed, not trained: one run each is enough to build them
+
+    def arms(self) -> tuple[str, ...]:
+        return (self.fast, self.slow)
+
+    def describe(self) -> str:
+        return (
+            f"per timing round (serial phase, nothing else of the study running, the arms "
+            f"interleaved), v = 1 − {self.what}[{self.fast}] / {self.what}[{self.slow}]; mean "
+            f"over rounds, {LEVEL:.0%} Student-t interval; {EXPECT['>0']} (δ = {self.delta:.3g})."
+        )
+
+    def decide(self, results: Results, ctx: Mapping[str, Any]) -> Verdict:
+        timings = ctx.get("timings") or {}
+        a, b = (timings.get(arm, {}).get(self.what) or [] for arm in (self.fast, self.slow))
+        values = [1 - x / y for x, y in zip(a, b, strict=False) if y > 0]
+        est = Estimate.of(values, ctx.get("level", LEVEL))
+        status, why = decide(">0", est, self.delta)
+        means = {
+            f"{self.what}[{arm}]": (sum(xs) / len(xs) if xs else None)
+            for arm, xs in ((self.fast, a), (self.slow, b))
+        }
+        return Verdict(status, why, est, means=means)
 
 
 @dataclass(frozen=True)
 class Claim:
-    """One claim of the articles, tested by one rule on named runs."""
+    """One claim of the articles (or of later work), tested by one rule on named arms."""
 
     name: str
     statement: str
     source: str
-    rule: Any  # GrowsTowardOutput | MoreEven | FailsWhereOthersTrain | Contrast
-    plots: tuple[str, ...] = ("loss",)
+    rule: Contrast | AllOf | Timing
+    plots: tuple[str, ...] = ("loss", "seeds")
 
     @property
-    def runs(self) -> tuple[str, ...]:
-        return self.rule.needs()
+    def arms(self) -> tuple[str, ...]:
+        return self.rule.arms()
 
-    def decide(self, results: Results, ctx: dict) -> Verdict:
+    @property
+    def seeds(self) -> int:
+        return self.rule.seeds
+
+    @property
+    def timed(self) -> bool:
+        return isinstance(self.rule, Timing)
+
+    def decide(self, results: Results, ctx: Mapping[str, Any]) -> Verdict:
         return self.rule.decide(results, ctx)

@@ -23,7 +23,15 @@ PRESET_NAMES = ("quick", "paper", "deep", "smoke")
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", choices=PRESET_NAMES, default="quick",
-                   help="which runs and claims (quick: ~6 min on 2 cores)")  # fmt: skip
+                   help="which runs and claims (quick: ~7 min on 2 cores)")  # fmt: skip
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed block S: runs use seeds 10000*S + i, so two studies with "
+                        "different --seed share no seed")  # fmt: skip
+    p.add_argument(
+        "--list",
+        action="store_true",
+        help="print the plan (runs x seeds, claims, estimated CPU time) and exit",
+    )
     p.add_argument("--out", default="normlab-out", help="output directory")
     p.add_argument("--data", default=None,
                    help="train on this file; None = the stdlib's *.py files")  # fmt: skip
@@ -44,38 +52,64 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
+    from normlab.lab.study.plan import format_plan
     from normlab.lab.study.presets import PRESETS
     from normlab.lab.study.report import decide_all, format_table, write_reports
     from normlab.lab.train.data import load_corpus
 
     if args.workers < 1:
         raise SystemExit("--workers must be >= 1")
+    preset = PRESETS[args.preset]()
+    if args.list:
+        print(format_plan(preset, args.seed))
+        return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    preset = PRESETS[args.preset]()
     corpus = load_corpus(args.data)
     threads = args.threads or torch.get_num_threads()
     t0 = time.time()
     results, failed, reused = run_study(
-        preset, corpus, out, data_path=args.data, resume=args.resume, workers=args.workers,
-        threads=threads, quiet=args.quiet,
+        preset, corpus, out, seed=args.seed, data_path=args.data, resume=args.resume,
+        workers=args.workers, threads=threads, quiet=args.quiet,
     )  # fmt: skip
+    t_train = time.time() - t0
+    timings = run_timing(preset, corpus, seed=args.seed, threads=threads, quiet=args.quiet)
     meta = {
-        "preset": preset.name, "description": preset.description, "corpus": corpus.describe(),
-        "environment": environment(threads, args.workers), "wall_s": time.time() - t0,
+        "preset": preset.name, "description": preset.description, "seed_block": args.seed,
+        "corpus": corpus.describe(), "environment": environment(threads, args.workers),
+        "wall_s": time.time() - t0, "train_wall_s": t_train,
         "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "failed_runs": failed,
-        "reused_runs": reused,
+        "reused_runs": reused, "timings": timings,
     }  # fmt: skip
     (out / "study.json").write_text(json.dumps(meta, indent=2))
-    verdicts = decide_all(preset, results, corpus.unigram_entropy())
+    verdicts = decide_all(preset, results, corpus.unigram_entropy(), timings)
     write_reports(out, preset, results, verdicts, meta)
     if not args.quiet:
         print(format_table(preset, verdicts))
-        print(f"\n{len(results)} runs in {meta['wall_s']:.0f} s -> {out / 'report.html'}, "
-              f"{out / 'report.md'}")  # fmt: skip
+        print(f"\n{sum(map(len, results.values()))} runs in {meta['wall_s']:.0f} s -> "
+              f"{out / 'report.html'}, {out / 'report.md'}, {out / 'claims.json'}")  # fmt: skip
     if failed:
         print(f"runs that raised (not recorded; --resume retries them): {failed}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def run_timing(preset, corpus, *, seed: int, threads: int, quiet: bool) -> dict:
+    """The serial phase: time the arms of the preset's timing claims, one process, nothing else
+    of the study running (the training workers have exited)."""
+    from normlab.lab.study.presets import SEED_STRIDE
+    from normlab.lab.study.timing import time_arms
+
+    arms = list(dict.fromkeys(a for c in preset.claims if c.timed for a in c.arms))
+    if not arms:
+        return {}
+    by_name = {r.name: r.config for r in preset.runs}
+    configs = {a: by_name[a].replace(seed=SEED_STRIDE * seed) for a in arms}
+    rounds = 7
+    bar = _Progress([], 0, 0, quiet, total=rounds, desc="timing (serial)")
+    try:
+        return time_arms(configs, corpus, rounds=rounds, threads=threads, on_round=bar.step)
+    finally:
+        bar.close()
 
 
 def environment(threads: int, workers: int) -> dict[str, Any]:
@@ -95,10 +129,14 @@ def environment(threads: int, workers: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def run_study(preset, corpus, out: Path, *, data_path=None, resume=False, workers=1, threads=1,
-              quiet=False) -> tuple[dict[str, dict], list[str], int]:  # fmt: skip
-    """Train the preset's runs that ``out/results.jsonl`` lacks. Returns name -> result, the
-    names of runs that raised, and how many results were reused from an earlier invocation."""
+Grouped = dict[str, dict[int, dict]]  # arm -> seed index -> result
+
+
+def run_study(preset, corpus, out: Path, *, seed=0, data_path=None, resume=False, workers=1,
+              threads=1, quiet=False) -> tuple[Grouped, list[str], int]:  # fmt: skip
+    """Train the runs (arm x seed) that ``out/results.jsonl`` lacks. Returns
+    ``arm -> {seed index: result}``, the labels of runs that raised, and how many results were
+    reused from an earlier invocation."""
     from normlab.lab.study.store import ResultStore, run_key
 
     store = ResultStore(out / "results.jsonl")
@@ -108,33 +146,38 @@ def run_study(preset, corpus, out: Path, *, data_path=None, resume=False, worker
         if not quiet:
             print(f"previous results moved to {old} (use --resume to continue them)")
     done = store.load()
-    keys = {r.name: run_key(r.config, corpus.sha256) for r in preset.runs}
-    todo = [r for r in preset.runs if keys[r.name] not in done]
+    tasks = preset.tasks(seed)
+    keys = {t.label: run_key(t.config, corpus.sha256) for t in tasks}
+    todo = [t for t in tasks if keys[t.label] not in done]
     per_worker = max(1, threads // min(workers, max(1, len(todo))))
-    bar = _Progress(todo, len(preset.runs) - len(todo), len(preset.runs), quiet)
+    bar = _Progress(todo, len(tasks) - len(todo), len(tasks), quiet)
     failed: list[str] = []
 
-    def finish(run, result: dict | None, err: str | None) -> None:
+    def finish(task, result: dict | None, err: str | None) -> None:
         if err is not None:
-            failed.append(run.name)
-            bar.write(f"run {run.name} raised: {err}")
+            failed.append(task.label)
+            bar.write(f"run {task.label} raised: {err}")
         else:
-            rec = {"key": keys[run.name], "name": run.name, "preset": preset.name,
+            rec = {"key": keys[task.label], "name": task.arm, "seed_index": task.index,
+                   "seed": task.config.seed, "preset": preset.name,
                    "corpus_sha256": corpus.sha256, "result": result}  # fmt: skip
             store.append(rec)
-            done[keys[run.name]] = rec
+            done[keys[task.label]] = rec
         steps_done = (result or {}).get("summary", {}).get("steps_done", 0)
-        bar.run_done(max(1, run.config.steps) - steps_done)  # a diverged run stops early
+        bar.run_done(max(1, task.config.steps) - steps_done)  # a diverged run stops early
 
     if workers == 1:
-        for r in todo:
-            result, err = _train_one(r.config.replace(threads=per_worker), corpus, bar.step)
-            finish(r, result, err)
+        for t in todo:
+            result, err = _train_one(t.config.replace(threads=per_worker), corpus, bar.step)
+            finish(t, result, err)
     else:
         _run_parallel(todo, data_path, corpus.sha256, workers, per_worker, bar, finish)
     bar.close()
-    results = {r.name: done[keys[r.name]]["result"] for r in preset.runs if keys[r.name] in done}
-    return results, failed, len(preset.runs) - len(todo)
+    results: Grouped = {}
+    for t in tasks:
+        if keys[t.label] in done:
+            results.setdefault(t.arm, {})[t.index] = done[keys[t.label]]["result"]
+    return results, failed, len(tasks) - len(todo)
 
 
 def _train_one(cfg, corpus, on_step) -> tuple[dict | None, str | None]:
@@ -220,7 +263,8 @@ class _NullQueue:
 class _Progress:
     """One bar over the training steps of all pending runs; the runs counter in its label."""
 
-    def __init__(self, todo, n_done: int, n_runs: int, quiet: bool):
+    def __init__(self, todo, n_done: int, n_runs: int, quiet: bool, *, total: int | None = None,
+                 desc: str | None = None):  # fmt: skip
         self.quiet, self.n_done, self.n_runs = quiet, n_done, n_runs
         self._lock = threading.Lock()
         if quiet:
@@ -228,8 +272,10 @@ class _Progress:
             return
         from tqdm import tqdm
 
-        total = sum(max(1, r.config.steps) for r in todo)
-        self.bar = tqdm(total=total, unit="step", dynamic_ncols=True, desc=self._desc())
+        if total is None:
+            total = sum(max(1, r.config.steps) for r in todo)
+        unit = "step" if desc is None else "round"
+        self.bar = tqdm(total=total, unit=unit, dynamic_ncols=True, desc=desc or self._desc())
 
     def _desc(self) -> str:
         return f"runs {self.n_done}/{self.n_runs}"

@@ -1,17 +1,21 @@
-"""The report's plots: one function per plot kind, each ``(results, runs) -> PNG bytes | None``,
-drawn headless (:func:`normlab.lab.render.figure`).
+"""The report's plots: one function per plot kind, each
+``(results, claim, verdict, timings) -> PNG bytes | None``, drawn headless
+(:func:`normlab.lab.render.figure`).
 
-``results`` maps run name -> ``RunResult.to_dict()``; a plot returns None when none of its runs
-has the data it draws.
+``results`` maps arm -> seed index -> ``RunResult.to_dict()``. Curves and profiles show the mean
+over seeds with a band from the lowest to the highest seed; a plot returns None when none of its
+arms has the data it draws.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 
 from normlab.lab.render import figure, png
+from normlab.lab.study.claims import AllOf, Claim, Contrast, Verdict
 
-Results = Mapping[str, dict]
+Results = Mapping[str, Mapping[int, dict]]
 
 
 def _smooth(xs: Sequence[float], k: int) -> list[float]:
@@ -24,44 +28,106 @@ def _smooth(xs: Sequence[float], k: int) -> list[float]:
     return out
 
 
-def loss_curves(results: Results, runs: Sequence[str]) -> bytes | None:
-    trained = [r for r in runs if r in results and results[r]["history"].get("loss")]
-    if not trained:
+def _band(rows: list[list[float]]) -> tuple[list[float], list[float], list[float]]:
+    """Mean, min and max across ``rows`` column by column (rows cut to the shortest)."""
+    n = min(len(r) for r in rows)
+    cols = [[r[i] for r in rows] for i in range(n)]
+    return [sum(c) / len(c) for c in cols], [min(c) for c in cols], [max(c) for c in cols]
+
+
+def loss_curves(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | None:
+    arms = [
+        a for a in claim.arms if any(r["history"].get("loss") for r in results.get(a, {}).values())
+    ]
+    if not arms:
         return None
     fig, ax = figure()
-    for name in trained:
-        h = results[name]["history"]
-        k = max(1, len(h["loss"]) // 15)
-        label = name + (" (diverged)" if results[name]["status"] == "diverged" else "")
-        (line,) = ax.plot(h["step"], _smooth(h["loss"], k), label=label, lw=1.4)
-        val = [e for e in results[name]["evals"] if e.get("val_loss") is not None]
-        if val:
-            ax.scatter([e["step"] for e in val], [e["val_loss"] for e in val], s=14,
+    for arm in arms:
+        runs = [r for r in results[arm].values() if r["history"].get("loss")]
+        k = max(1, len(runs[0]["history"]["loss"]) // 15)
+        mean, lo, hi = _band([_smooth(r["history"]["loss"], k) for r in runs])
+        steps = runs[0]["history"]["step"][: len(mean)]
+        div = sum(r["status"] == "diverged" for r in runs)
+        label = f"{arm} (n={len(runs)}" + (f", {div} diverged)" if div else ")")
+        (line,) = ax.plot(steps, mean, label=label, lw=1.4)
+        ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.15, lw=0)
+        vals = [e for r in runs for e in r["evals"] if e.get("val_loss") is not None]
+        if vals:
+            ax.scatter([e["step"] for e in vals], [e["val_loss"] for e in vals], s=10,
                        color=line.get_color())  # fmt: skip
     ax.set_xlabel("step")
-    ax.set_ylabel("train loss (nats/byte); dots: validation")
+    ax.set_ylabel("train loss (nats/byte)")
+    ax.set_title("mean and range over seeds; dots: validation loss", fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     return png(fig)
 
 
-def _probe_lines(results, runs, key: str, *, logy: bool, ylabel: str, matrix: str | None = None):
-    have = []
-    for name in runs:
-        probes = results.get(name, {}).get("probes") or {}
-        for step, probe in sorted(probes.items(), key=lambda kv: int(kv[0])):
-            vals = probe.get(key)
-            if isinstance(vals, dict):
-                vals = vals.get(matrix) if matrix else None
-            if vals:
-                have.append((name, int(step), vals))
-    if not have:
+def seeds(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | None:
+    """Each part's per-seed (or per-round) values as points, the mean with its interval, 0 and
+    the ±δ band the decision uses."""
+    parts = verdict.parts or ((claim.name, verdict),)
+    rules = claim.rule.parts if isinstance(claim.rule, AllOf) else ((claim.name, claim.rule),)
+    rows = [(name, v.estimate, rule) for (name, v), (_, rule) in zip(parts, rules, strict=True)]
+    rows = [(n, e, r) for n, e, r in rows if e is not None and e.values]
+    if not rows:
         return None
+    fig, ax = figure(figsize=(6.4, 0.9 + 0.55 * len(rows)))
+    for y, (_, est, rule) in enumerate(rows):
+        ax.scatter(est.values, [y] * len(est.values), s=14, color="tab:gray", zorder=3)
+        if est.n >= 2 and math.isfinite(est.lo):
+            err = [[est.effect - est.lo], [est.hi - est.effect]]
+            ax.errorbar([est.effect], [y + 0.2], xerr=err, fmt="o", color="tab:blue", capsize=3,
+                        zorder=4)  # fmt: skip
+        if rule.delta:
+            for d in (-rule.delta, rule.delta):
+                ax.plot([d, d], [y - 0.35, y + 0.45], color="tab:orange", ls="--", lw=0.8)
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_yticks(range(len(rows)), [n for n, _, _ in rows], fontsize=7)
+    ax.set_ylim(-0.6, len(rows) - 0.3)
+    ax.set_xlabel("value per seed (gray), mean and 95 % interval (blue), ±δ (orange)")
+    ax.grid(alpha=0.3, axis="x")
+    return png(fig)
+
+
+def _matrix(claim: Claim) -> str | None:
+    rules = [r for _, r in claim.rule.parts] if isinstance(claim.rule, AllOf) else [claim.rule]
+    return next((r.matrix for r in rules if isinstance(r, Contrast) and r.matrix), None)
+
+
+def _profiles(results: Results, arm: str, key: str, step: str, matrix: str | None):
+    out = []
+    for r in results.get(arm, {}).values():
+        vals = ((r.get("probes") or {}).get(step) or {}).get(key)
+        if isinstance(vals, dict):
+            vals = vals.get(matrix) if matrix else None
+        if vals and all(v is not None for v in vals):
+            out.append([float(v) for v in vals])
+    return out
+
+
+def _probe_lines(results, claim, key: str, *, logy: bool, ylabel: str, matrix=None):
     fig, ax = figure()
-    for name, step, vals in have:
-        ys = [float("nan") if v is None else v for v in vals]
-        ax.plot(range(len(ys)), ys, label=f"{name} @ step {step}", lw=1.3,
-                ls="-" if step == 0 else "--", marker="." if len(ys) <= 24 else None)  # fmt: skip
+    drawn = False
+    for arm in claim.arms:
+        steps = sorted({s for r in results.get(arm, {}).values() for s in r.get("probes", {})},
+                       key=int)  # fmt: skip
+        for step in steps:
+            rows = _profiles(results, arm, key, step, matrix)
+            if not rows:
+                continue
+            if logy:  # a geometric mean: ratios, not differences, are what these profiles show
+                rows = [[math.log(max(v, 1e-30)) for v in r] for r in rows]
+            mean, lo, hi = _band(rows)
+            if logy:
+                mean, lo, hi = ([math.exp(v) for v in s] for s in (mean, lo, hi))
+            xs = range(len(mean))
+            (line,) = ax.plot(xs, mean, label=f"{arm} @ step {step} (n={len(rows)})", lw=1.3,
+                              ls="-" if step == "0" else "--")  # fmt: skip
+            ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.12, lw=0)
+            drawn = True
+    if not drawn:
+        return None
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel("block (0 = nearest the input)")
@@ -71,46 +137,53 @@ def _probe_lines(results, runs, key: str, *, logy: bool, ylabel: str, matrix: st
     return png(fig)
 
 
-def grad_blocks(results: Results, runs: Sequence[str], matrix: str | None = None) -> bytes | None:
+def grad_blocks(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | None:
+    matrix = _matrix(claim)
     if matrix:
-        return _probe_lines(results, runs, "grad_norm", logy=True, matrix=matrix,
-                            ylabel=f"‖∇ {matrix}‖ per block (log)")  # fmt: skip
-    return _probe_lines(results, runs, "grad_norm_block", logy=True,
-                        ylabel="block gradient norm (log)")  # fmt: skip
+        return _probe_lines(results, claim, "grad_norm", logy=True, matrix=matrix,
+                            ylabel=f"‖∇ {matrix}‖ per block (geometric mean, log)")  # fmt: skip
+    return _probe_lines(results, claim, "grad_norm_block", logy=True,
+                        ylabel="block gradient norm (geometric mean, log)")  # fmt: skip
 
 
-def residual_rms(results: Results, runs: Sequence[str]) -> bytes | None:
-    return _probe_lines(results, runs, "residual_rms", logy=True, ylabel="residual-stream RMS")
+def residual_rms(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | None:
+    return _probe_lines(results, claim, "residual_rms", logy=True, ylabel="residual-stream RMS")
 
 
-def residual_cos(results: Results, runs: Sequence[str]) -> bytes | None:
-    return _probe_lines(results, runs, "residual_cos", logy=False,
+def residual_cos(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | None:
+    return _probe_lines(results, claim, "residual_cos", logy=False,
                         ylabel="cosine(block input, block output)")  # fmt: skip
 
 
-def speed(results: Results, runs: Sequence[str]) -> bytes | None:
-    rows = [(r, results[r]["summary"]) for r in runs if r in results]
-    rows = [(r, s) for r, s in rows if s.get("tokens_per_s")]
-    if not rows:
+def speed(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | None:
+    """The serial phase's timings: the norms per step (normlab and PyTorch's ops) and a whole
+    step, median over rounds with the range as whiskers."""
+    arms = [a for a in claim.arms if (timings or {}).get(a)]
+    if not arms:
         return None
-    fig, (a, b) = figure(1, 2, figsize=(6.4, 3.0))
-    names = [r for r, _ in rows]
-    a.barh(names, [s["tokens_per_s"] for _, s in rows], color="tab:blue")
-    a.set_xlabel("tokens/s (median step)")
-    b.barh(names, [s.get("norm_ms") or 0 for _, s in rows], color="tab:orange", label="norms")
-    b.barh(names, [(s.get("fwd_ms") or 0) - (s.get("norm_ms") or 0) for _, s in rows],
-           left=[s.get("norm_ms") or 0 for _, s in rows], color="tab:gray", alpha=0.5,
-           label="rest of forward")  # fmt: skip
-    b.set_xlabel("forward ms per step")
-    b.set_yticks([])
-    b.legend(fontsize=7)
+    fig, (a, b) = figure(1, 2, figsize=(6.8, 0.9 + 0.5 * len(arms)))
+    y = range(len(arms))
+    for ax, keys in ((a, ("norm_ms", "torch_norm_ms")), (b, ("step_ms",))):
+        for k, key in enumerate(keys):
+            vals = [sorted(timings[arm][key]) for arm in arms]
+            med = [v[len(v) // 2] for v in vals]
+            err = [[m - v[0] for m, v in zip(med, vals, strict=True)],
+                   [v[-1] - m for m, v in zip(med, vals, strict=True)]]  # fmt: skip
+            off = 0.2 * (k - (len(keys) - 1) / 2) * 2
+            label = {"norm_ms": "normlab", "torch_norm_ms": "PyTorch ops", "step_ms": "step"}[key]
+            ax.barh([i + off for i in y], med, height=0.35, xerr=err, label=label, capsize=2)
+        ax.set_yticks(list(y), arms if ax is a else [""] * len(arms), fontsize=7)
+        ax.legend(fontsize=6)
+    a.set_xlabel("norms, fwd+bwd ms per step")
+    b.set_xlabel("training step ms")
     return png(fig)
 
 
 PLOTS: dict[str, tuple[str, Callable[..., bytes | None]]] = {
-    "loss": ("Loss curves", loss_curves),
+    "loss": ("Loss curves (mean and range over seeds)", loss_curves),
+    "seeds": ("Per-seed values, mean and interval", seeds),
     "grad_blocks": ("Gradient norm per block", grad_blocks),
     "residual_rms": ("Residual RMS per block", residual_rms),
     "residual_cos": ("Cosine similarity between blocks", residual_cos),
-    "speed": ("Throughput and time in norms", speed),
+    "speed": ("Time in the norms and per step (serial phase)", speed),
 }

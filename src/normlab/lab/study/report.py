@@ -1,25 +1,27 @@
-"""``DIR/report.html`` (self-contained: plots embedded as base64 PNGs) and ``DIR/report.md``.
+"""``DIR/report.html`` (self-contained: plots embedded), ``DIR/report.md`` and
+``DIR/claims.json`` (the same verdicts, effects, intervals and n, for programs).
 
-Order: the claim table with verdicts, then per claim its rule, numbers and plots, then the runs,
-their configs and the environment. Every string that comes from configs, results or the data
+Order: the claim table with verdicts, then per claim its rule, numbers and plots, then the arms
+and their seeds, and the environment. Every string that comes from configs, results or the data
 goes through ``html.escape``.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 from html import escape
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.render import CSS, img, write_atomic
-from normlab.lab.study.claims import FAILS, HOLDS, Claim, Verdict
+from normlab.lab.render import CSS, html_table, img, md_table, write_atomic
+from normlab.lab.study.claims import FAILS, HOLDS, AllOf, Claim, Verdict
 
 _COLORS = {HOLDS: "#1a7f37", FAILS: "#cf222e"}
 
 
-def decide_all(preset, results: dict[str, dict], unigram_entropy: float):
-    ctx = {"unigram_entropy": unigram_entropy}
+def decide_all(preset, results, unigram_entropy: float, timings: dict | None = None):
+    ctx = {"unigram_entropy": unigram_entropy, "timings": timings or {}}
     return [(c, c.decide(results, ctx)) for c in preset.claims]
 
 
@@ -28,27 +30,67 @@ def _badge(status: str) -> str:
     return f'<span class="v" style="background:{color}">{escape(status)}</span>'
 
 
-def _nums(v: Verdict) -> str:
-    return ", ".join(f"{k} = {x}" for k, x in v.numbers.items())
+def _effect(v: Verdict) -> str:
+    """ "effect [lo, hi], n=k" of a verdict, or of each part of a compound one."""
+    if v.parts:
+        return "; ".join(f"{name}: {_effect(p)}" for name, p in v.parts)
+    return v.estimate.text() if v.estimate else "–"
 
 
-def format_table(preset, verdicts: list[tuple[Claim, Verdict]]) -> str:
+def _delta(claim: Claim) -> str:
+    rules = [r for _, r in claim.rule.parts] if isinstance(claim.rule, AllOf) else [claim.rule]
+    return ", ".join(dict.fromkeys(f"{r.delta:.3g}" for r in rules))
+
+
+def _mde(v: Verdict) -> str:
+    ests = [p.estimate for _, p in v.parts] if v.parts else [v.estimate]
+    return ", ".join(f"{e.mde:.3g}" if e and e.mde is not None else "–" for e in ests)
+
+
+def size(preset, claim: Claim) -> str:
+    """The model size a claim was tested at: its arms' distinct shapes."""
+    configs = {r.name: r.config for r in preset.runs}
+    sizes = []
+    for arm in claim.arms:
+        c = configs[arm]
+        m = c.model
+        sizes.append(f"d={m.dim} L={m.n_layers} T={c.seq_len} B={c.batch_size} {c.steps} steps")
+    return "; ".join(dict.fromkeys(sizes))
+
+
+TABLE_HEADER = ["claim", "verdict", "effect [95 % interval], n", "δ", "detectable at n"]
+
+
+def table_rows(verdicts) -> list[list[str]]:
+    return [[c.name, v.status, _effect(v), _delta(c), _mde(v)] for c, v in verdicts]
+
+
+def format_table(preset, verdicts) -> str:
     """The claim table as Markdown (also printed at the end of a study)."""
-    lines = [f"| claim | verdict | numbers ({preset.name} preset) |", "|---|---|---|"]
-    for c, v in verdicts:
-        stmt = c.statement.replace("|", "\\|")
-        lines.append(f"| **{c.name}**: {stmt} | **{v.status}** | {_nums(v).replace('|', '/')} |")
-    return "\n".join(lines)
+    rows = [[f"**{c.name}**: {c.statement}", f"**{v.status}**", _effect(v), _delta(c), _mde(v)]
+            for c, v in verdicts]  # fmt: skip
+    return md_table(TABLE_HEADER, rows)
 
 
-def _plots(claim: Claim, results: dict, plot_dir: Path) -> list[tuple[str, str, bytes]]:
+def claims_json(preset, verdicts, meta: dict) -> dict[str, Any]:
+    return {
+        "preset": preset.name, "seed_block": meta.get("seed_block", 0),
+        "claims": [
+            {"name": c.name, "statement": c.statement, "source": c.source,
+             "rule": c.rule.describe(), "seeds": c.seeds, "size": size(preset, c),
+             **v.to_dict()}
+            for c, v in verdicts
+        ],
+    }  # fmt: skip
+
+
+def _plots(claim: Claim, verdict: Verdict, results, timings, plot_dir: Path):
     from normlab.lab.study.plots import PLOTS
 
     out = []
     for kind in claim.plots:
         title, fn = PLOTS[kind]
-        kw = {"matrix": getattr(claim.rule, "matrix", None)} if kind == "grad_blocks" else {}
-        png = fn(results, claim.runs, **kw)
+        png = fn(results, claim, verdict, timings)
         if png is not None:
             fname = f"{claim.name}-{kind}.png"
             (plot_dir / fname).write_bytes(png)
@@ -56,35 +98,10 @@ def _plots(claim: Claim, results: dict, plot_dir: Path) -> list[tuple[str, str, 
     return out
 
 
-_RUN_COLS = (
-    ("status", lambda r: r["status"]),
-    ("final val loss", lambda r: r["summary"].get("final_val_loss")),
-    ("val loss (train mode)", lambda r: r["summary"].get("final_val_loss_train_mode")),
-    ("train loss (last 10%)", lambda r: r["summary"].get("train_loss_last")),
-    ("ms/step", lambda r: r["summary"].get("step_ms")),
-    ("norm ms", lambda r: r["summary"].get("norm_ms")),
-    ("tokens/s", lambda r: r["summary"].get("tokens_per_s")),
-    ("params", lambda r: r["summary"].get("n_params")),
-    ("wall s", lambda r: r["summary"].get("wall_s")),
-    ("CPU s", lambda r: r["summary"].get("cpu_s")),
-)
-
-
 def _fmt(x: Any) -> str:
     if isinstance(x, float):
         return f"{x:.4g}"
     return "–" if x is None else str(x)
-
-
-def _cpu(results: dict) -> str:
-    """ " (N CPU s in the runs)", when the runs recorded it: the cost on a busy machine."""
-    cpu = [r["summary"].get("cpu_s") for r in results.values()]
-    return f" ({sum(cpu):.0f} CPU s in the runs)" if cpu and None not in cpu else ""
-
-
-def _reused(meta: dict) -> str:
-    n = meta.get("reused_runs") or 0
-    return f"; {n} run(s) reused from an earlier invocation (--resume)" if n else ""
 
 
 def _describe_model(cfg: dict) -> str:
@@ -94,83 +111,118 @@ def _describe_model(cfg: dict) -> str:
             f"warmup={cfg['warmup_steps']} init={m['init']}")  # fmt: skip
 
 
+def _arm_rows(preset, results) -> list[list[str]]:
+    """One row per arm: seeds, outcome and the mean of the main numbers over its seeds."""
+    rows = []
+    for r in preset.runs:
+        runs = list(results.get(r.name, {}).values())
+        ok = [x for x in runs if x["status"] == "ok"]
+
+        def mean(key: str, runs=ok) -> str:
+            xs = [x["summary"].get(key) for x in runs]
+            xs = [x for x in xs if isinstance(x, int | float)]
+            if not xs:
+                return "–"
+            m = statistics.fmean(xs)
+            return _fmt(m) if len(xs) < 2 else f"{_fmt(m)} ± {_fmt(statistics.stdev(xs))}"
+
+        rows.append([
+            r.name, _describe_model(r.config.to_dict()), f"{len(runs)}/{preset.seeds(r.name)}",
+            str(len(runs) - len(ok)), mean("final_val_loss"), mean("step_ms"),
+            mean("cpu_s"),
+        ])  # fmt: skip
+    return rows
+
+
+ARM_HEADER = ["arm", "model", "seeds", "diverged", "final val loss", "ms/step", "CPU s"]
+
+
 def write_reports(out: Path, preset, results: dict, verdicts, meta: dict) -> None:
     plot_dir = out / "plots"
     plot_dir.mkdir(parents=True, exist_ok=True)
-    plots = {c.name: _plots(c, results, plot_dir) for c, _ in verdicts}
+    timings = meta.get("timings") or {}
+    plots = {c.name: _plots(c, v, results, timings, plot_dir) for c, v in verdicts}
     write_atomic(out / "report.html", _html(out, preset, results, verdicts, meta, plots))
     write_atomic(out / "report.md", _markdown(preset, results, verdicts, meta, plots))
+    write_atomic(
+        out / "claims.json",
+        json.dumps(claims_json(preset, verdicts, meta), indent=1, ensure_ascii=False),
+    )
+
+
+def _summary_line(preset, results, meta) -> str:
+    n = sum(map(len, results.values()))
+    cpu = [x["summary"].get("cpu_s") for arm in results.values() for x in arm.values()]
+    cpu_s = f" ({sum(cpu):.0f} CPU s in the runs)" if cpu and None not in cpu else ""
+    reused = meta.get("reused_runs") or 0
+    again = f"; {reused} run(s) reused from an earlier invocation (--resume)" if reused else ""
+    return (
+        f"{preset.description}. {n}/{len(preset.tasks())} runs (seed block "
+        f"{meta.get('seed_block', 0)}), {meta['wall_s']:.0f} s wall{cpu_s}{again}, finished "
+        f"{meta['finished']}."
+    )
 
 
 def _html(out: Path, preset, results, verdicts, meta, plots) -> str:
     e = escape
-    h = [f"<!doctype html><html><head><meta charset='utf-8'><title>normlab study: "
-         f"{e(preset.name)}</title><style>{CSS}</style></head><body>",
-         f"<h1>normlab study — <code>{e(preset.name)}</code></h1>",
-         f"<p class='muted'>{e(preset.description)}. {len(results)}/{len(preset.runs)} runs, "
-         f"{meta['wall_s']:.0f} s wall{_cpu(results)}{_reused(meta)}, finished "
-         f"{e(meta['finished'])}.</p>",
-         "<h2>Claims</h2><table><tr><th>claim</th><th>source</th><th>verdict</th>"
-         "<th>numbers</th></tr>"]  # fmt: skip
-    for c, v in verdicts:
-        h.append(
-            f"<tr><td><a href='#{e(c.name)}'><b>{e(c.name)}</b></a>: {e(c.statement)}</td>"
-            f"<td>{e(c.source)}</td><td>{_badge(v.status)}</td><td>{e(_nums(v))}</td></tr>"
-        )
-    h.append("</table>")
-    # Numerics: `normlab numerics --out DIR` writes DIR/numerics.html; link it when present.
+    rows = [[f"<a href='#{e(c.name)}'><b>{e(c.name)}</b></a>: {e(c.statement)}", _badge(v.status),
+             e(_effect(v)), e(_delta(c)), e(_mde(v))] for c, v in verdicts]  # fmt: skip
+    h = [f"<h1>normlab study — <code>{e(preset.name)}</code></h1>",
+         f"<p class='muted'>{e(_summary_line(preset, results, meta))}</p>",
+         "<h2>Claims</h2>", html_table(TABLE_HEADER, rows, raw=True),
+         "<p class='muted'>Effects are means over paired seeds (timings: over interleaved rounds "
+         "of the serial phase) with 95 % Student-t intervals; δ is the smallest effect that "
+         "matters, fixed before the runs; 'detectable at n' is the effect this many seeds "
+         "finds with 80 % power.</p>"]  # fmt: skip
     if (out / "numerics.html").exists():
-        h.append(
-            "<p><b>Numerics</b>: <a href='numerics.html'>precision and overflow of the "
-            "norms in FP16/BF16/FP32</a>.</p>"
-        )
+        h.append("<p><b>Numerics</b>: <a href='numerics.html'>precision and overflow of the "
+                 "norms in FP16/BF16/FP32</a>.</p>")  # fmt: skip
     else:
-        h.append(
-            "<p class='muted'><b>Numerics</b>: not run — <code>normlab numerics --out "
-            f"{e(str(out))}</code> adds a precision page linked here.</p>"
-        )
+        h.append("<p class='muted'><b>Numerics</b>: not run — <code>normlab numerics --out "
+                 f"{e(str(out))}</code> adds a precision page linked here.</p>")  # fmt: skip
     for c, v in verdicts:
         h.append(f"<section id='{e(c.name)}'><h2>{e(c.name)} {_badge(v.status)}</h2>"
                  f"<p>{e(c.statement)} <span class='muted'>({e(c.source)})</span></p>"
+                 f"<p><b>Tested at:</b> {e(size(preset, c))}; {c.seeds} seed(s) per arm.</p>"
                  f"<p><b>Rule (fixed before the runs):</b> {e(c.rule.describe())}</p>"
-                 f"<p><b>Result:</b> {e(v.why)}.</p><table>")  # fmt: skip
-        h += [f"<tr><td>{e(k)}</td><td>{e(_fmt(x))}</td></tr>" for k, x in v.numbers.items()]
-        h.append("</table>")
+                 f"<p><b>Result:</b> {e(v.why)}.</p>")  # fmt: skip
+        means = [[k, _fmt(x)] for k, x in v.means.items()]
+        h.append(html_table(["mean over seeds", "value"], means))
         for title, _, png in plots[c.name]:
             h.append(f"<h4>{e(title)}</h4>{img(title, png)}")
         h.append("</section>")
-    h.append("<section><h2>Runs</h2><table><tr><th>run</th><th>model</th>")
-    h += [f"<th>{e(col)}</th>" for col, _ in _RUN_COLS] + ["</tr>"]
-    for name, r in results.items():
-        h.append(f"<tr><td>{e(name)}</td><td>{e(_describe_model(r['config']))}</td>")
-        h += [f"<td>{e(_fmt(fn(r)))}</td>" for _, fn in _RUN_COLS] + ["</tr>"]
-    h.append("</table><h3>Configs</h3>")
-    for name, r in results.items():
-        h.append(f"<details><summary>{e(name)}</summary>"
-                 f"<pre>{e(json.dumps(r['config'], indent=1))}</pre></details>")  # fmt: skip
+    h += ["<section><h2>Arms</h2>", html_table(ARM_HEADER, _arm_rows(preset, results)),
+          "<h3>Configs</h3>"]  # fmt: skip
+    for r in preset.runs:
+        h.append(f"<details><summary>{e(r.name)}</summary>"
+                 f"<pre>{e(json.dumps(r.config.to_dict(), indent=1))}</pre></details>")  # fmt: skip
     env = {**meta["environment"], **{f"corpus {k}": x for k, x in meta["corpus"].items()}}
-    h.append("<h2>Environment</h2><table>")
-    h += [f"<tr><td>{e(k)}</td><td>{e(_fmt(x))}</td></tr>" for k, x in env.items()]
-    h.append("</table></section></body></html>")
-    return "\n".join(h)
+    h += ["<h2>Environment</h2>", html_table(["", ""], [[k, _fmt(x)] for k, x in env.items()]),
+          "</section>"]  # fmt: skip
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>normlab study: "
+        f"{e(preset.name)}</title><style>{CSS}</style></head><body>\n"
+        + "\n".join(h)
+        + "\n</body></html>\n"
+    )
 
 
 def _markdown(preset, results, verdicts, meta, plots) -> str:
     env, corpus = meta["environment"], meta["corpus"]
-    md = [f"# normlab study: {preset.name}", "",
-          f"{preset.description}. {len(results)}/{len(preset.runs)} runs in "
-          f"{meta['wall_s']:.0f} s wall{_cpu(results)}{_reused(meta)} on "
-          f"{env['cpu']} ({env['threads']} threads, "
-          f"{env['workers']} worker(s)); torch {env['torch']}, numba {env['numba']}; corpus "
-          f"{corpus['source']} sha256 {corpus['sha256'][:16]}….", "", "## Claims", "",
-          format_table(preset, verdicts), ""]  # fmt: skip
+    md = [f"# normlab study: {preset.name}", "", _summary_line(preset, results, meta),
+          f"On {env['cpu']} ({env['threads']} threads, {env['workers']} worker(s)); torch "
+          f"{env['torch']}, numba {env['numba']}; corpus {corpus['source']} sha256 "
+          f"{corpus['sha256'][:16]}….", "", "## Claims", "", format_table(preset, verdicts), "",
+          "Effects are means over paired seeds (timings: over interleaved rounds of the serial "
+          "phase) with 95 % Student-t intervals; δ is the smallest effect that matters, fixed "
+          "before the runs; 'detectable at n' is the effect this many seeds finds with 80 % "
+          "power.", ""]  # fmt: skip
     for c, v in verdicts:
         md += [f"## {c.name}: {v.status}", "", f"{c.statement} ({c.source})", "",
-               f"Rule: {c.rule.describe()}", "", f"Result: {v.why}. {_nums(v)}", ""]  # fmt: skip
+               f"Tested at: {size(preset, c)}; {c.seeds} seed(s) per arm.", "",
+               f"Rule: {c.rule.describe()}", "", f"Result: {v.why}.", "",
+               md_table(["mean over seeds", "value"], [[k, _fmt(x)] for k, x in v.means.items()]),
+               ""]  # fmt: skip
         md += [f"![{title}](plots/{fname})" for title, fname, _ in plots[c.name]] + [""]
-    md += ["## Runs", "", "| run | model | " + " | ".join(c for c, _ in _RUN_COLS) + " |",
-           "|---|---|" + "---|" * len(_RUN_COLS)]  # fmt: skip
-    for name, r in results.items():
-        cells = " | ".join(_fmt(fn(r)) for _, fn in _RUN_COLS)
-        md.append(f"| {name} | {_describe_model(r['config'])} | {cells} |")
+    md += ["## Arms", "", md_table(ARM_HEADER, _arm_rows(preset, results))]
     return "\n".join(md) + "\n"

@@ -1,0 +1,117 @@
+"""The serial timing phase: speed claims measured with nothing else of the study running.
+
+Each arm's model is built once; then, in interleaved rounds (arm A, arm B, arm A, ... so that
+load drift on a shared machine hits every arm alike), each round times per arm:
+
+- ``step_ms``: the median of a few whole AdamW training steps (forward, backward, update);
+- ``norm_ms``: the arm's norm modules alone at the shapes they see in the model, forward and
+  backward, summed over the modules: the norms' cost per step;
+- ``torch_norm_ms``: the same with PyTorch's own ``F.rms_norm``/``F.layer_norm`` at the same
+  shapes, reported beside normlab's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from normlab.lab.train.data import Corpus, RandomBatches
+from normlab.lab.train.trainer import TrainConfig
+from normlab.models import Transformer, param_groups
+from normlab.modules import LayerNorm, RMSNorm
+
+WARMUP_ROUNDS = 2
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+class _Arm:
+    """One model ready to time: its optimizer, a batch, and its norms' input shapes."""
+
+    def __init__(self, cfg: TrainConfig, corpus: Corpus):
+        torch.manual_seed(cfg.seed)
+        self.model = Transformer(cfg.model)
+        self.opt = torch.optim.AdamW(param_groups(self.model, cfg.weight_decay), lr=cfg.lr)
+        self.x, self.y = next(RandomBatches(corpus.train, cfg.batch_size, cfg.seq_len, seed=0))
+        self.norms = self._norm_inputs()
+
+    def _norm_inputs(self) -> list[tuple[nn.Module, torch.Size]]:
+        shapes: list[tuple[nn.Module, torch.Size]] = []
+        hooks = [
+            m.register_forward_pre_hook(lambda m, args: shapes.append((m, args[0].shape)))
+            for m in self.model.norm_modules()
+        ]
+        with torch.no_grad():
+            self.model(self.x)
+        for h in hooks:
+            h.remove()
+        return shapes
+
+    def step(self) -> None:
+        logits = self.model(self.x)
+        F.cross_entropy(logits.flatten(0, 1), self.y.flatten()).backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+
+    def norm_calls(self, torch_ops: bool) -> list[Callable[[], None]]:
+        """One closure per norm call of a step: forward and backward of the module alone."""
+        calls = []
+        for mod, shape in self.norms:
+            x = torch.randn(shape, requires_grad=True)
+            fn = _torch_equivalent(mod) if torch_ops else mod
+            if fn is None:
+                continue
+            calls.append(lambda fn=fn, x=x: fn(x).sum().backward())
+        return calls
+
+
+def _torch_equivalent(mod: nn.Module) -> Callable[[Tensor], Tensor] | None:
+    shape = getattr(mod, "normalized_shape", None)
+    if isinstance(mod, RMSNorm):
+        return lambda x: F.rms_norm(x, shape, mod.weight, mod.eps)
+    if isinstance(mod, LayerNorm):
+        return lambda x: F.layer_norm(x, shape, mod.weight, mod.bias, mod.eps)
+    return None
+
+
+def _time(fns: Sequence[Callable[[], None]], reps: int) -> float:
+    """Median over ``reps`` of the milliseconds one pass over ``fns`` takes."""
+    out = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        for fn in fns:
+            fn()
+        out.append(1e3 * (time.perf_counter() - t))
+    return _median(out)
+
+
+def time_arms(
+    configs: dict[str, TrainConfig], corpus: Corpus, *, rounds: int = 7, steps: int = 3,
+    reps: int = 5, threads: int = 0, on_round: Callable[[], None] | None = None,
+) -> dict[str, dict[str, list[float]]]:  # fmt: skip
+    """``arm -> {"step_ms", "norm_ms", "torch_norm_ms": one value per round}``."""
+    if threads:
+        torch.set_num_threads(threads)
+    arms = {name: _Arm(cfg, corpus) for name, cfg in configs.items()}
+    calls = {n: (a.norm_calls(False), a.norm_calls(True)) for n, a in arms.items()}
+    out = {n: {"step_ms": [], "norm_ms": [], "torch_norm_ms": []} for n in arms}
+    # Two rounds of warm-up, discarded: the first steps pay one-off allocations, the optimizer's
+    # state and kernel compiles, which would make the first round an outlier.
+    for r in range(WARMUP_ROUNDS + rounds):
+        for name, arm in arms.items():
+            step = _time([arm.step], steps)
+            ours, theirs = _time(calls[name][0], reps), _time(calls[name][1], reps)
+            if r >= WARMUP_ROUNDS:
+                out[name]["step_ms"].append(step)
+                out[name]["norm_ms"].append(ours)
+                out[name]["torch_norm_ms"].append(theirs)
+        if on_round is not None and r >= WARMUP_ROUNDS:
+            on_round()
+    return out
