@@ -9,8 +9,10 @@ import torch
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rows", type=int, default=4096, help="rows of the test tensor")
-    p.add_argument("--hidden", type=int, default=1024, help="hidden size N")
+    from normlab.lab.cli import positive_int
+
+    p.add_argument("--rows", type=positive_int, default=4096, help="rows of the test tensor")
+    p.add_argument("--hidden", type=positive_int, default=1024, help="hidden size N")
     p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="bfloat16")
 
 

@@ -215,26 +215,38 @@ def write_results(
     return out / f"{name}.md"
 
 
+def _shape(text: str) -> tuple[int, int]:
+    m, _, n = text.lower().partition("x")
+    if not (m.isdigit() and n.isdigit() and int(m) > 0 and int(n) > 0):
+        raise argparse.ArgumentTypeError(f"expected MxN with M, N >= 1, e.g. 1024x64; got {text!r}")
+    return int(m), int(n)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from normlab.lab.cli import non_negative_int, positive_int
+
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="cpu runs the numba backend, cuda the triton one")  # fmt: skip
     p.add_argument("--out", default="bench_out", help="directory for the table, CSV and JSON")
     p.add_argument("--quick", action="store_true", help="3 shapes, 3 repeats: a fast look")
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
-    p.add_argument(
-        "--repeat", type=int, default=5, help="timed repeats per case (the fastest is kept)"
-    )
+    p.add_argument("--repeat", type=positive_int, default=5,
+                   help="timed repeats per case (the fastest is kept)")  # fmt: skip
     p.add_argument("--ops", nargs="+", choices=OPS, default=list(OPS), help="ops to time")
     p.add_argument("--dtypes", nargs="+", choices=("float32", "bfloat16", "float16"),
                    default=list(DTYPES), help="dtypes to time")  # fmt: skip
-    p.add_argument("--shapes", nargs="+", default=None, metavar="MxN",
+    p.add_argument("--shapes", nargs="+", type=_shape, default=None, metavar="MxN",
                    help="shapes to time instead of the default set, e.g. 1024x64")  # fmt: skip
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--threads", type=non_negative_int, default=0,
+                   help="torch threads (0: torch's default)")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
     import platform
 
+    from normlab.lab.cli import out_dir
+
+    out_dir(args.out)  # before the timings, not after them
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -243,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
     backend = "triton" if args.device == "cuda" else "numba"
     shapes = QUICK_SHAPES if args.quick else SHAPES
     if args.shapes:
-        shapes = tuple(tuple(int(v) for v in s.lower().split("x")) for s in args.shapes)
+        shapes = tuple(args.shapes)
     repeat = min(args.repeat, 3) if args.quick else args.repeat
     results = run_matrix(
         args.device, backend, ops=args.ops, dtypes=args.dtypes, shapes=shapes, repeat=repeat,

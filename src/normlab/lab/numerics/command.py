@@ -354,11 +354,13 @@ def run_numerics(
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from normlab.lab.cli import positive_int
+
     p.add_argument("--out", default="./normlab-out/numerics", help="output directory")
     p.add_argument("--reduced", action="store_true", help="the small grid the tests use")
     p.add_argument(
         "--rows",
-        type=int,
+        type=positive_int,
         default=None,
         help=f"rows per case; None: the grid's ({Grid.rows}, or {REDUCED.rows} with --reduced)",
     )
@@ -372,12 +374,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from normlab.lab.cli import out_dir
     from normlab.lab.numerics import report
 
+    out_dir(args.out)  # before the sweep, not after it
     grid = REDUCED if args.reduced else Grid()
     if args.rows is not None:
-        if args.rows < 1:
-            raise SystemExit(f"--rows must be >= 1, got {args.rows}")
         grid = replace(grid, rows=args.rows)
     backends = None if args.backends == "all" else args.backends.split(",")
     res = run_numerics(args.out, grid=grid, device=args.device, backends=backends, quiet=args.quiet)

@@ -22,6 +22,8 @@ PRESET_NAMES = ("quick", "paper", "deep", "smoke")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from normlab.lab.cli import non_negative_int, positive_int
+
     p.add_argument("--preset", choices=PRESET_NAMES, default="quick",
                    help="which runs and claims (quick: ~7 min on 2 cores)")  # fmt: skip
     p.add_argument("--seed", type=int, default=0,
@@ -40,11 +42,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     # These models are too small for a second thread to pay off much; separate runs scale.
     p.add_argument(
         "--workers",
-        type=int,
+        type=positive_int,
         default=min(2, os.cpu_count() or 1),
         help="runs trained at once (processes); the threads are split between them",
     )
-    p.add_argument("--threads", type=int, default=0,
+    p.add_argument("--threads", type=non_negative_int, default=0,
                    help="torch threads in all; 0 = torch's default (the cores)")  # fmt: skip
     p.add_argument("--quiet", action="store_true", help="no progress bars or tables")
 
@@ -52,20 +54,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
+    from normlab.lab.cli import load_data, out_dir
     from normlab.lab.study.plan import format_plan
     from normlab.lab.study.presets import PRESETS
     from normlab.lab.study.report import decide_all, format_table, write_reports
-    from normlab.lab.train.data import load_corpus
 
-    if args.workers < 1:
-        raise SystemExit("--workers must be >= 1")
     preset = PRESETS[args.preset]()
     if args.list:
         print(format_plan(preset, args.seed))
         return 0
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    corpus = load_corpus(args.data)
+    out = out_dir(args.out)
+    corpus = load_data(args.data)
     threads = args.threads or torch.get_num_threads()
     t0 = time.time()
     results, failed, reused = run_study(

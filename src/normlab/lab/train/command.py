@@ -87,6 +87,7 @@ def _add_field(group, f: dataclasses.Field, hint, default: Any, doc: str, choice
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from normlab.lab.cli import non_negative_int
     from normlab.lab.train.trainer import SCHEDULES, TrainConfig
     from normlab.models import TransformerConfig
     from normlab.models import config as model_config
@@ -107,7 +108,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--data", default=None, help="training text file; default: Python's stdlib")
     run.add_argument("--out", default="runs/train", help="config, metrics, checkpoint, result")
     run.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt if any")
-    run.add_argument("--ckpt-every", type=int, default=100, help="checkpoint period (0: at end)")
+    run.add_argument("--ckpt-every", type=non_negative_int, default=100,
+                     help="checkpoint period (0: at end)")  # fmt: skip
     run.add_argument("--fsdp", action="store_true", help="FSDP2 (fully_shard per block), not DDP")
     run.add_argument(
         "--device",
@@ -115,7 +117,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("auto", "cpu", "cuda"),
         help="auto: CUDA if available; the collectives follow (nccl / gloo)",
     )
-    run.add_argument("--log-every", type=int, default=10, help="progress line period (0: never)")
+    run.add_argument("--log-every", type=non_negative_int, default=10,
+                     help="progress line period (0: never)")  # fmt: skip
     run.add_argument("--timeout", type=float, default=300.0, help="collective timeout, seconds")
 
     for cls, title in ((TrainConfig, "training"), (TransformerConfig, "model")):
@@ -164,18 +167,23 @@ def _preset_run(preset: str, run: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
+    from normlab.lab.cli import UsageError, load_data, out_dir
     from normlab.lab.train import distributed as D
-    from normlab.lab.train.data import load_corpus
     from normlab.lab.train.dist_trainer import RunOptions, run_training
 
-    cfg = config_from_args(args)
+    try:
+        cfg = config_from_args(args)
+    except (ValueError, TypeError) as e:  # the dataclasses' validation of the options' values
+        raise UsageError(f"bad run config: {e}") from e
+    # Before the processes meet: a mistake in the options is reported, not a hung collective.
+    out_dir(args.out)
+    data = load_data(args.data)
     info = D.setup(args.device, timeout_s=args.timeout)
     try:
         opts = RunOptions(
             out=Path(args.out), fsdp=args.fsdp, ckpt_every=args.ckpt_every, resume=args.resume,
             log_every=args.log_every,
         )  # fmt: skip
-        data = load_corpus(args.data)
         if info.is_main:
             mode = ("fsdp" if args.fsdp else "ddp") if info.distributed else "one process"
             note = " (--fsdp needs torchrun with > 1 process; ignored)" if args.fsdp else ""
