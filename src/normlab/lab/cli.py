@@ -28,7 +28,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 # What `pip install "normlab[lab]"` adds; the library itself never imports these.
-LAB_PACKAGES = ("matplotlib", "tqdm", "scipy")
+LAB_PACKAGES = ("matplotlib", "tqdm", "scipy") + (("tomli",) if sys.version_info < (3, 11) else ())
 
 
 def missing_lab_packages() -> list[str]:

@@ -319,6 +319,14 @@ def trains(arm: str, *, seeds: int, margin: float = 0.3) -> Contrast:
     return Contrast(((-1, arm, "final_val_loss"),), ">0", 0.0, seeds, const=-margin, const_h=1.0)
 
 
+# what -> what it is (the serial timing phase, ``normlab.lab.study.timing``)
+TIMINGS = {
+    "norm_ms": "the norms alone at the models' shapes, forward+backward, ms per step",
+    "step_ms": "a whole training step, ms",
+    "torch_norm_ms": "PyTorch's own F.rms_norm/F.layer_norm at the same shapes, ms per step",
+}
+
+
 @dataclass(frozen=True)
 class Timing:
     """Per interleaved round of the serial timing phase: ``v = 1 − ms[fast] / ms[slow]`` of
@@ -330,6 +338,12 @@ class Timing:
     delta: float
     what: str = "norm_ms"
     seeds: int = 1  # the arms are timed, not trained: one run each is enough to build them
+
+    def __post_init__(self) -> None:
+        if self.what not in TIMINGS:
+            raise ValueError(f"what must be one of {tuple(TIMINGS)}, got {self.what!r}")
+        if not self.delta >= 0:
+            raise ValueError(f"delta must be >= 0, got {self.delta}")
 
     def arms(self) -> tuple[str, ...]:
         return (self.fast, self.slow)

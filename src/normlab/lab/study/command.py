@@ -24,8 +24,13 @@ PRESET_NAMES = ("quick", "paper", "deep", "smoke")
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from normlab.lab.cli import non_negative_int, positive_int
 
-    p.add_argument("--preset", choices=PRESET_NAMES, default="quick",
-                   help="which runs and claims (quick: ~7 min on 2 cores)")  # fmt: skip
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--preset", choices=PRESET_NAMES, default=None,
+                       help="a built-in study (default: quick, ~7 min on 2 cores)")  # fmt: skip
+    which.add_argument("--spec", metavar="FILE", default=None,
+                       help="a study spec file (TOML, see docs/spec.md), not a preset")  # fmt: skip
+    which.add_argument("--print-spec", metavar="NAME", choices=PRESET_NAMES, default=None,
+                       help="print a preset's spec file, to copy and edit, and exit")  # fmt: skip
     p.add_argument("--seed", type=int, default=0,
                    help="seed block S: runs use seeds 10000*S + i, so two studies with "
                         "different --seed share no seed")  # fmt: skip
@@ -55,13 +60,18 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from normlab.lab.cli import load_data, out_dir
+    from normlab.lab.study import spec
     from normlab.lab.study.plan import format_plan
-    from normlab.lab.study.presets import PRESETS
     from normlab.lab.study.report import decide_all, format_table, write_reports
 
-    preset = PRESETS[args.preset]()
+    if args.print_spec:
+        print(spec.builtin_text(args.print_spec), end="")
+        return 0
+    # A spec is checked whole here, before anything runs or is written.
+    preset = spec.load_spec(args.spec) if args.spec else spec.load_builtin(args.preset or "quick")
     if args.list:
-        print(format_plan(preset, args.seed))
+        how = f"--spec {args.spec}" if args.spec else f"--preset {preset.name}"
+        print(format_plan(preset, args.seed, how))
         return 0
     out = out_dir(args.out)
     corpus = load_data(args.data)

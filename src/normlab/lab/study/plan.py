@@ -31,7 +31,8 @@ def cpu_seconds(cfg: TrainConfig) -> float:
     return RUN_OVERHEAD_S + flops(cfg) / (GFLOPS_PER_CORE * 1e9)
 
 
-def format_plan(preset, seed_block: int = 0) -> str:
+def format_plan(preset, seed_block: int = 0, how: str | None = None) -> str:
+    """The plan as text; ``how`` is the option that chose the study (default ``--preset``)."""
     tasks = preset.tasks(seed_block)
     rows, total = [], 0.0
     for r in preset.runs:
@@ -44,7 +45,8 @@ def format_plan(preset, seed_block: int = 0) -> str:
             r.config.steps, f"{est:.0f}",
         ])  # fmt: skip
     lines = [
-        f"normlab study --preset {preset.name} --seed {seed_block}: {preset.description}",
+        f"normlab study {how or '--preset ' + preset.name} --seed {seed_block}: "
+        f"{preset.description}",
         f"{len(preset.runs)} arms, {len(tasks)} runs (seeds {seed_block * 10_000} + i), "
         f"estimated {total:.0f} CPU s (~{total / 120:.1f} min on 2 cores), plus the serial "
         "timing phase",

@@ -1,0 +1,514 @@
+"""Studies as data: a study spec file (TOML) becomes a ``Preset``, its arms and its claims.
+
+The format is described for users in ``docs/spec.md``; the built-in presets are spec files in
+``specs/`` next to this module, read by the same loader. In short::
+
+    name, description
+    [base]           a TrainConfig's fields; [base.model] a TransformerConfig's
+    [[arms]]         name (a pattern: "{field}" is the arm's value of that field), overrides of
+                     the base (model fields under model), and optionally axes: a grid, one arm
+                     per combination, the first axis varying slowest
+    [[claims]]       name, statement, source, plots, rule = contrast | all_of | fails | trains |
+                     timing and that rule's parameters; an all_of's [[claims.parts]] take the
+                     parameters they do not set from their claim
+
+A spec is checked whole before anything runs. A mistake is one ``SpecError`` whose message is
+``FILE: key.path: what was expected``: values are checked against the dataclasses' field types
+here (TOML has its own types, and a string where an int belongs must not reach the trainer),
+and the dataclasses' own validation decides the rest (ranges, choices, shapes), its message
+placed at the key that caused it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import itertools
+import math
+import re
+import sys
+import types
+import typing
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from normlab.lab.cli import UsageError
+from normlab.lab.study.claims import (
+    EXPECT,
+    MEASURES,
+    TIMINGS,
+    AllOf,
+    Claim,
+    Contrast,
+    Timing,
+    fails,
+    trains,
+)
+from normlab.lab.study.design import Preset, Run
+from normlab.lab.train.data import VOCAB_SIZE
+from normlab.lab.train.trainer import TrainConfig
+from normlab.models import TransformerConfig
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the same parser, before it joined the standard library
+    import tomli as tomllib
+
+SPECS = "specs"  # the built-in presets' directory, package data of normlab.lab.study
+
+# Fields a spec may not set, and why: the study sets them per run, or the data fixes them.
+_NOT_SETTABLE = {
+    "seed": "the study sets each run's seed (normlab study --seed)",
+    "threads": "the study sets the threads (normlab study --threads, --workers)",
+    "vocab_size": f"the data's: {VOCAB_SIZE} (bytes)",
+}
+TRAIN_FIELDS = tuple(
+    f.name for f in dataclasses.fields(TrainConfig) if f.name not in ("model", *_NOT_SETTABLE)
+)
+MODEL_FIELDS = tuple(
+    f.name for f in dataclasses.fields(TransformerConfig) if f.name not in _NOT_SETTABLE
+)
+_REQUIRED_MODEL = ("dim", "n_layers", "n_heads")
+# The arm names a grid is built from draw on both, so no name may mean two fields.
+assert not set(TRAIN_FIELDS) & set(MODEL_FIELDS)
+
+# ASCII spellings of the two decisions whose symbols are not on a keyboard.
+EXPECT_ALIASES = {"!=0": "≠0", "~0": "≈0"}
+
+# rule -> (required parameters, optional parameters)
+RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "contrast": (("terms", "expect", "delta", "seeds"), ("const", "const_h", "matrix")),
+    "all_of": (("parts",), ("seeds", "expect", "delta", "matrix", "margin")),
+    "fails": (("arm", "seeds"), ("margin",)),
+    "trains": (("arm", "seeds"), ("margin",)),
+    "timing": (("fast", "slow", "delta"), ("what",)),
+}
+_CLAIM_KEYS = ("name", "statement", "source", "plots", "rule")
+_CLAIM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # it names the report's plot files
+
+
+class SpecError(UsageError, ValueError):
+    """A study spec that cannot run; the message is ``FILE: key.path: what was expected``."""
+
+
+# --------------------------------------------------------------------------------------------
+# entry points
+
+
+def builtin_names() -> list[str]:
+    """The built-in presets: the spec files shipped in the package."""
+    return sorted(
+        p.name.removesuffix(".toml")
+        for p in resources.files("normlab.lab.study").joinpath(SPECS).iterdir()
+        if p.name.endswith(".toml")
+    )
+
+
+def builtin_text(name: str) -> str:
+    """The TOML of a built-in preset, to copy and edit (``normlab study --print-spec NAME``)."""
+    if name not in builtin_names():
+        raise SpecError(f"no built-in preset {name!r}; built-in: {', '.join(builtin_names())}")
+    return resources.files("normlab.lab.study").joinpath(SPECS, f"{name}.toml").read_text("utf-8")
+
+
+def load_builtin(name: str) -> Preset:
+    return parse_spec(builtin_text(name), f"{SPECS}/{name}.toml", default_name=name)
+
+
+def load_spec(path: str | Path) -> Preset:
+    """Read and check the spec file ``path``; every mistake is a ``SpecError``."""
+    p = Path(path)
+    try:
+        text = p.read_text("utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpecError(f"{path}: cannot read it ({e})") from None
+    return parse_spec(text, str(path), default_name=p.stem)
+
+
+def parse_spec(text: str, source: str, *, default_name: str = "study") -> Preset:
+    """The ``Preset`` a spec's text describes; ``source`` names it in error messages."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"{source}: not valid TOML: {e}") from None
+    return _Loader(source).preset(doc, default_name)
+
+
+# --------------------------------------------------------------------------------------------
+# value checks
+
+
+def _at(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+def _show(v: Any) -> str:
+    """A value as it is written in TOML, for messages."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return f'"{v}"'
+    if isinstance(v, dict):
+        return "a table"
+    if isinstance(v, list):
+        return "[" + ", ".join(_show(x) for x in v) + "]"
+    return repr(v)
+
+
+class _Expected(Exception):
+    """A value of the wrong type; the message says what was expected."""
+
+
+_HINTS = {cls: typing.get_type_hints(cls) for cls in (TrainConfig, TransformerConfig)}
+
+
+def _coerce(hint: Any, v: Any) -> Any:
+    """``v`` (as TOML read it) as a value of the field type ``hint``, or ``_Expected``."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):  # X | None: TOML has no null, so X
+        (inner,) = (a for a in args if a is not type(None))
+        return _coerce(inner, v)
+    if origin is tuple:
+        if args[-1] is Ellipsis:
+            if not isinstance(v, list):
+                raise _Expected(f"a list of {_name(args[0])}s")
+            return tuple(_coerce(args[0], x) for x in v)
+        if not isinstance(v, list) or len(v) != len(args):
+            raise _Expected(f"a list of {len(args)} {_name(args[0])}s")
+        return tuple(_coerce(a, x) for a, x in zip(args, v, strict=True))
+    if hint is bool:
+        if not isinstance(v, bool):
+            raise _Expected("true or false")
+        return v
+    if hint is int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise _Expected("an int")
+        return v
+    if hint is float:
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise _Expected("a number")
+        return float(v)  # 1 and 1.0 must give the same config, and the same run key
+    if hint is str:
+        if not isinstance(v, str):
+            raise _Expected("a string")
+        return v
+    raise TypeError(f"no TOML form for the field type {hint!r}")
+
+
+def _name(hint: Any) -> str:
+    return {int: "int", float: "number", str: "string", bool: "bool"}.get(hint, str(hint))
+
+
+# --------------------------------------------------------------------------------------------
+# the loader
+
+
+class _Loader:
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, path: str, msg: str) -> typing.NoReturn:
+        raise SpecError(f"{self.source}: {path}: {msg}" if path else f"{self.source}: {msg}")
+
+    # ---- shapes
+
+    def table(self, v: Any, path: str) -> dict:
+        if not isinstance(v, dict):
+            self.fail(path, f"expected a table, got {_show(v)}")
+        return v
+
+    def tables(self, v: Any, path: str, toml: str) -> list[dict]:
+        if not isinstance(v, list) or not v:
+            self.fail(path, f"expected one or more {toml} tables")
+        return [self.table(x, _at(path, i)) for i, x in enumerate(v)]
+
+    def keys(self, d: dict, path: str, allowed, required=(), *, config: bool = False) -> None:
+        """``d`` has only ``allowed`` keys and every ``required`` one; ``config``: ``d`` holds a
+        config's fields, so a field of the wrong table, or one the study sets, is named so."""
+        for k in d:
+            if config and k in _NOT_SETTABLE:
+                self.fail(_at(path, k), f"cannot be set in a spec: {_NOT_SETTABLE[k]}")
+            if config and k not in allowed and k in MODEL_FIELDS:
+                self.fail(_at(path, k), f"a model field: set it in the model table ({k} under "
+                          f"{_at(path, 'model')})")  # fmt: skip
+            if config and k not in allowed and k in TRAIN_FIELDS:
+                self.fail(_at(path, k), "a training field: set it beside the model table, not "
+                          "in it")  # fmt: skip
+            if k not in allowed:
+                close = difflib.get_close_matches(k, list(allowed), n=1)
+                hint = f"did you mean {close[0]!r}?" if close else "expected one of: "
+                self.fail(_at(path, k), f"unknown key; {hint}" + ", ".join(allowed) * (not close))
+        for k in required:
+            if k not in d:
+                self.fail(_at(path, k), "missing (required)")
+
+    def string(self, v: Any, path: str) -> str:
+        if not isinstance(v, str) or not v:
+            self.fail(path, f"expected a non-empty string, got {_show(v)}")
+        return v
+
+    def number(self, v: Any, path: str, *, low: float | None = None) -> float:
+        try:
+            x = _coerce(float, v)
+        except _Expected as e:
+            self.fail(path, f"expected {e}, got {_show(v)}")
+        if low is not None and x < low:
+            self.fail(path, f"expected a number >= {low:g}, got {_show(v)}")
+        return x
+
+    def count(self, v: Any, path: str) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            self.fail(path, f"expected an int >= 1, got {_show(v)}")
+        return v
+
+    # ---- the study
+
+    def preset(self, doc: dict, default_name: str) -> Preset:
+        self.keys(doc, "", ("name", "description", "base", "arms", "claims"),
+                  required=("base", "arms", "claims"))  # fmt: skip
+        name = self.string(doc.get("name", default_name), "name")
+        desc = doc.get("description", "")
+        if not isinstance(desc, str):
+            self.fail("description", f"expected a string, got {_show(desc)}")
+        base = self.base(self.table(doc["base"], "base"))
+        runs: list[Run] = []
+        where: dict[str, str] = {}  # arm -> the entry that made it
+        for i, entry in enumerate(self.tables(doc["arms"], "arms", "[[arms]]")):
+            for run in self.arms(entry, _at("arms", i), base):
+                if run.name in where:
+                    self.fail(_at(_at("arms", i), "name"),
+                              f"arm {run.name!r} is already made by {where[run.name]}")  # fmt: skip
+                where[run.name] = _at("arms", i)
+                runs.append(run)
+        arms = [r.name for r in runs]
+        claims: list[Claim] = []
+        for i, entry in enumerate(self.tables(doc["claims"], "claims", "[[claims]]")):
+            claim = self.claim(entry, _at("claims", i), arms)
+            if claim.name in {c.name for c in claims}:
+                self.fail(_at(_at("claims", i), "name"), f"claim {claim.name!r} appears twice")
+            claims.append(claim)
+        return Preset(name, desc, tuple(runs), tuple(claims))
+
+    # ---- configs
+
+    def overrides(self, d: dict, path: str) -> tuple[dict, dict]:
+        """The training and model field values set in ``d`` (its keys already checked)."""
+        train = {k: self.field(TrainConfig, k, v, _at(path, k))
+                 for k, v in d.items() if k in TRAIN_FIELDS}  # fmt: skip
+        model = {}
+        if "model" in d:
+            mpath = _at(path, "model")
+            m = self.table(d["model"], mpath)
+            self.keys(m, mpath, MODEL_FIELDS, config=True)
+            model = {k: self.field(TransformerConfig, k, v, _at(mpath, k)) for k, v in m.items()}
+        return train, model
+
+    def field(self, cls: type, name: str, v: Any, path: str) -> Any:
+        try:
+            return _coerce(_HINTS[cls][name], v)
+        except _Expected as e:
+            self.fail(path, f"expected {e}, got {_show(v)}")
+
+    def build(self, path: str, make, train: dict, model: dict, axes: dict | None = None):
+        """``make()``, with the dataclasses' own ValueError/TypeError placed at the key that
+        set the field their message names first (the table itself when it names none)."""
+        try:
+            return make()
+        except (ValueError, TypeError) as e:
+            msg = str(e)
+            keys = {k: _at(path, k) for k in train}
+            keys.update({k: _at(_at(path, "model"), k) for k in model})
+            keys.update({k: _at(_at(path, "axes"), k) for k in axes or {}})
+            hits = [(m.start(), k) for k in keys if (m := re.search(rf"\b{k}\b", msg))]
+            at = keys[min(hits)[1]] if hits else path
+            if axes:
+                msg += " (at " + ", ".join(f"{k} = {_show(v)}" for k, v in axes.items()) + ")"
+            self.fail(at, msg)
+
+    def base(self, d: dict) -> TrainConfig:
+        self.keys(d, "base", (*TRAIN_FIELDS, "model"), required=("model",), config=True)
+        train, model = self.overrides(d, "base")
+        for k in _REQUIRED_MODEL:
+            if k not in model:
+                self.fail(_at("base.model", k), "missing (required: the model's size)")
+        make = lambda: TrainConfig(model=TransformerConfig(VOCAB_SIZE, **model), **train)  # noqa: E731
+        return self.build("base", make, train, model)
+
+    def arms(self, d: dict, path: str, base: TrainConfig) -> list[Run]:
+        allowed = ("name", "axes", "model", *TRAIN_FIELDS)
+        self.keys(d, path, allowed, required=("name",), config=True)
+        pattern = self.string(d["name"], _at(path, "name"))
+        train, model = self.overrides(d, path)
+        axes = self.axes(d.get("axes", {}), _at(path, "axes"), train, model)
+        runs = []
+        for combo in itertools.product(*axes.values()):
+            point = dict(zip(axes, combo, strict=True))
+            t = {**train, **{k: v for k, v in point.items() if k in TRAIN_FIELDS}}
+            m = {**model, **{k: v for k, v in point.items() if k in MODEL_FIELDS}}
+            cfg = self.build(path, lambda t=t, m=m: base.replace(model=m, **t), train, model,
+                             point)  # fmt: skip
+            runs.append(Run(self.arm_name(pattern, cfg, _at(path, "name")), cfg))
+        return runs
+
+    def axes(self, v: Any, path: str, train: dict, model: dict) -> dict[str, list]:
+        """Axis name -> its values; ``model.n_layers`` and ``n_layers`` are the same axis."""
+        flat = []  # (name, values, key path), in the order written: it orders the arms
+        for k, x in self.table(v, path).items():
+            if k == "model":
+                mpath = _at(path, "model")
+                flat += [(mk, mx, _at(mpath, mk)) for mk, mx in self.table(x, mpath).items()]
+            else:
+                flat.append((k, x, _at(path, k)))
+        out: dict[str, list] = {}
+        for key, values, kpath in flat:
+            if key in _NOT_SETTABLE:
+                self.fail(kpath, f"cannot be set in a spec: {_NOT_SETTABLE[key]}")
+            if key not in TRAIN_FIELDS and key not in MODEL_FIELDS:
+                close = difflib.get_close_matches(key, [*TRAIN_FIELDS, *MODEL_FIELDS], n=1)
+                self.fail(kpath, "not a training or model field" + (
+                    f"; did you mean {close[0]!r}?" if close else ""))  # fmt: skip
+            if key in train or key in model or key in out:
+                self.fail(kpath, f"{key} is set twice (as an axis and beside it)")
+            if not isinstance(values, list) or not values:
+                self.fail(kpath, f"expected a non-empty list of values, got {_show(values)}")
+            cls = TrainConfig if key in TRAIN_FIELDS else TransformerConfig
+            out[key] = [self.field(cls, key, x, _at(kpath, j)) for j, x in enumerate(values)]
+        return out
+
+    def arm_name(self, pattern: str, cfg: TrainConfig, path: str) -> str:
+        fields = {**cfg.model.to_dict(), **{f.name: getattr(cfg, f.name)
+                                            for f in dataclasses.fields(cfg)}}  # fmt: skip
+        try:
+            name = pattern.format_map(fields)
+        except KeyError as e:
+            self.fail(path, f"{{{e.args[0]}}} in {pattern!r} is not a training or model field")
+        except (ValueError, IndexError) as e:
+            self.fail(path, f"not a valid name pattern ({e}); write a literal brace as {{{{")
+        if not name.strip():
+            self.fail(path, "the arm's name is empty")
+        return name
+
+    # ---- claims
+
+    def claim(self, d: dict, path: str, arms: list[str]) -> Claim:
+        kind = self.rule_kind(d, path)
+        req, opt = RULES[kind]
+        self.keys(d, path, (*_CLAIM_KEYS, *req, *opt), required=("name", "statement"))
+        name = self.string(d["name"], _at(path, "name"))
+        if not _CLAIM_NAME.fullmatch(name):
+            self.fail(_at(path, "name"), "expected letters, digits, '.', '_' or '-' (it names "
+                      f"the report's plot files), got {_show(name)}")  # fmt: skip
+        statement = self.string(d["statement"], _at(path, "statement"))
+        source = d.get("source", "")
+        if not isinstance(source, str):
+            self.fail(_at(path, "source"), f"expected a string, got {_show(source)}")
+        kw = {}
+        if "plots" in d:
+            kw["plots"] = self.plots(d["plots"], _at(path, "plots"))
+        rule = self.rule(kind, d, path, arms, {})
+        return Claim(name, statement, source, rule, **kw)
+
+    def plots(self, v: Any, path: str) -> tuple[str, ...]:
+        from normlab.lab.study.plots import PLOTS
+
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            self.fail(path, f"expected a list of plot names, got {_show(v)}")
+        for i, x in enumerate(v):
+            if x not in PLOTS:
+                self.fail(_at(path, i), f"unknown plot {x!r}; expected one of: {', '.join(PLOTS)}")
+        return tuple(v)
+
+    def rule_kind(self, d: dict, path: str) -> str:
+        if "rule" not in d:
+            self.fail(_at(path, "rule"), f"missing (required: one of {', '.join(RULES)})")
+        kind = d["rule"]
+        if kind not in RULES:
+            known = ", ".join(RULES)
+            self.fail(_at(path, "rule"), f"unknown rule {_show(kind)}; expected one of: {known}")
+        return kind
+
+    def rule(self, kind: str, d: dict, path: str, arms: list[str], inherited: dict):
+        """The rule ``kind`` from ``d``'s parameters, or from ``inherited`` (an all_of claim's
+        parameters, for its parts) where ``d`` does not set them."""
+        req, opt = RULES[kind]
+        own = {k: (v, _at(path, k)) for k, v in d.items() if k in (*req, *opt)}
+        params = {**{k: x for k, x in inherited.items() if k in (*req, *opt)}, **own}
+        for k in req:
+            if k not in params:
+                self.fail(_at(path, k), "missing (required by the rule " + f"{kind!r})")
+        get = {k: self.param(k, v, p, arms) for k, (v, p) in params.items() if k != "parts"}
+        try:
+            if kind == "contrast":
+                return Contrast(**get)
+            if kind in ("fails", "trains"):
+                return (fails if kind == "fails" else trains)(get.pop("arm"), **get)
+            if kind == "timing":
+                return Timing(**get)
+        except (ValueError, TypeError) as e:
+            self.fail(path, str(e))
+        parts_path = _at(path, "parts")
+        parts, labels = [], set()
+        for i, part in enumerate(self.tables(params["parts"][0], parts_path, "[[claims.parts]]")):
+            ppath = _at(parts_path, i)
+            pkind = self.rule_kind(part, ppath)
+            if pkind == "all_of":
+                self.fail(_at(ppath, "rule"), "a part cannot itself be all_of")
+            self.keys(part, ppath, ("label", "rule", *RULES[pkind][0], *RULES[pkind][1]),
+                      required=("label",))  # fmt: skip
+            label = self.string(part["label"], _at(ppath, "label"))
+            if label in labels:
+                self.fail(_at(ppath, "label"), f"label {label!r} appears twice")
+            labels.add(label)
+            shared = {k: x for k, x in params.items() if k != "parts"}
+            parts.append((label, self.rule(pkind, part, ppath, arms, shared)))
+        return AllOf(tuple(parts))
+
+    def param(self, key: str, v: Any, path: str, arms: list[str]) -> Any:
+        """One rule parameter, checked."""
+        if key == "seeds":
+            return self.count(v, path)
+        if key == "delta":
+            return self.number(v, path, low=0)
+        if key in ("const", "const_h", "margin"):
+            return self.number(v, path)
+        if key == "expect":
+            e = EXPECT_ALIASES.get(v, v)
+            if e not in EXPECT:
+                self.fail(path, f"expected one of {', '.join(map(_show, EXPECT))} (or "
+                          f"\"!=0\", \"~0\"), got {_show(v)}")  # fmt: skip
+            return e
+        if key == "matrix":
+            return self.string(v, path)
+        if key == "what":
+            if v not in TIMINGS:
+                self.fail(path, f"expected one of: {', '.join(TIMINGS)}; got {_show(v)}")
+            return v
+        if key in ("arm", "fast", "slow"):
+            return self.arm(v, path, arms)
+        if key == "terms":
+            if not isinstance(v, list) or not v:
+                self.fail(path, "expected a list of [coef, arm, measure] terms, got " + _show(v))
+            return tuple(self.term(t, _at(path, i), arms) for i, t in enumerate(v))
+        raise AssertionError(key)
+
+    def arm(self, v: Any, path: str, arms: list[str]) -> str:
+        if v not in arms:
+            close = difflib.get_close_matches(str(v), arms, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"arms: {', '.join(arms)}"
+            self.fail(path, f"{_show(v)} is not an arm of this study; {hint}")
+        return v
+
+    def term(self, t: Any, path: str, arms: list[str]) -> tuple[float, str, str]:
+        if not isinstance(t, list) or len(t) != 3:
+            self.fail(path, f"expected a term [coef, arm, measure], got {_show(t)}")
+        coef = self.number(t[0], _at(path, 0))
+        arm = self.arm(t[1], _at(path, 1), arms)
+        if t[2] not in MEASURES:
+            known = ", ".join(MEASURES)
+            self.fail(_at(path, 2), f"unknown measure {_show(t[2])}; expected one of: {known}")
+        return coef, arm, t[2]

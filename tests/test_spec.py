@@ -1,0 +1,331 @@
+"""Study specs (``normlab.lab.study.spec``): the shipped presets, grids and variants, the docs'
+example run end to end, and one test per kind of mistake (one line, status 2, nothing run)."""
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from normlab.lab.cli import main
+from normlab.lab.study import spec
+from normlab.lab.study.claims import AllOf, Contrast, Timing, fails, trains
+from normlab.lab.study.command import PRESET_NAMES
+from normlab.lab.study.presets import PRESETS
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = (ROOT / "docs" / "spec.md").read_text()
+EXAMPLE = re.search(r"```toml\n(.*?)```", DOC, re.S).group(1)  # the worked example
+
+
+# ---- the built-in presets are the shipped spec files
+
+
+def test_every_shipped_spec_is_a_preset():
+    assert spec.builtin_names() == sorted(PRESETS) == sorted(PRESET_NAMES)
+
+
+@pytest.mark.parametrize("name", spec.builtin_names())
+def test_shipped_spec_loads_through_the_loader_and_is_consistent(name):
+    p = PRESETS[name]()
+    assert p.name == name and p == spec.parse_spec(spec.builtin_text(name), "x.toml")
+    arms = [r.name for r in p.runs]
+    assert len(set(arms)) == len(arms)
+    for c in p.claims:
+        assert set(c.arms) <= set(arms) and c.rule.describe()
+
+
+def test_quick_key_arms_have_the_expected_configs():
+    p = PRESETS["quick"]()
+    runs = {r.name: r.config for r in p.runs}
+    base = runs["base"]
+    assert (base.steps, base.batch_size, base.seq_len, base.lr, base.warmup_steps) == (
+        200, 16, 64, 1e-3, 0,
+    )  # fmt: skip
+    m = base.model
+    assert (m.arch, m.norm, m.placement, m.dim, m.n_layers, m.n_heads, m.max_seq_len) == (
+        "llama", "rmsnorm", "pre", 64, 4, 4, 64,
+    )  # fmt: skip
+    assert runs["layernorm"] == base.replace(model={"norm": "layernorm"})
+    assert runs["no-final-norm"] == base.replace(model={"final_norm": False})
+    assert runs["decay-norms"] == base.replace(decay_norms=True)
+    assert runs["batchnorm-B4"] == base.replace(
+        batch_size=4, eval_train_mode=True, model={"norm": "batchnorm"}
+    )
+    deep = runs["post-L24"]
+    assert deep == base.replace(
+        steps=150, probe_steps=(0, 150),
+        model={"arch": "gpt2", "norm": "layernorm", "placement": "post", "n_layers": 24},
+    )  # fmt: skip
+    assert runs["init-deepnorm-L48"] == base.replace(
+        steps=0, model={"arch": "gpt2", "norm": "layernorm", "placement": "deepnorm",
+                        "n_layers": 48},
+    )  # fmt: skip
+    assert [r.name for r in p.runs][:4] == [
+        "init-post-L6", "init-pre-L6", "init-deepnorm-L6", "init-post-L12",
+    ]  # fmt: skip
+    claims = {c.name: c for c in p.claims}
+    assert claims["post-ln-fails-deep"].rule == AllOf((
+        ("post-L24 fails", fails("post-L24", seeds=3)),
+        ("pre-L24 trains", trains("pre-L24", seeds=3)),
+        ("deepnorm-L24 trains", trains("deepnorm-L24", seeds=3)),
+        ("post-L6 trains", trains("post-L6", seeds=3)),
+    ))  # fmt: skip
+    grow = claims["post-ln-grad-grows"].rule.parts[0][1]
+    assert grow == Contrast(((1, "init-post-L48", "log_grad_ratio"),), ">0", math.log(1.2), 16,
+                            matrix="mlp.w_out")  # fmt: skip
+    assert claims["rmsnorm-faster"].rule == Timing("base", "layernorm", 0.05)
+    assert claims["rmsnorm-faster"].plots == ("speed",)
+
+
+def test_print_spec_prints_a_file_the_loader_reads_back(tmp_path, capsys):
+    assert main(["study", "--print-spec", "smoke"]) == 0
+    (tmp_path / "mine.toml").write_text(capsys.readouterr().out)
+    assert spec.load_spec(tmp_path / "mine.toml") == PRESETS["smoke"]()
+
+
+# ---- the format: variants, grids, inherited parameters
+
+
+BASE = """
+[base]
+steps = 12
+batch_size = 4
+seq_len = 16
+eval_batches = 2
+
+[base.model]
+dim = 16
+n_layers = 2
+n_heads = 2
+max_seq_len = 16
+"""
+
+
+def test_grids_name_their_arms_first_axis_slowest_and_variants_change_one_thing():
+    p = spec.parse_spec(BASE + """
+[[arms]]
+name = "w{warmup_steps}-lr{lr:g}-{placement}"
+model = { placement = "post" }
+axes = { warmup_steps = [0, 4], lr = [3e-4, 1e-3] }
+
+[[arms]]
+name = "{norm}-L{n_layers}"
+axes = { model = { norm = ["rmsnorm", "layernorm"] }, n_layers = [2, 3] }
+
+[[arms]]
+name = "wide"
+model = { dim = 32, n_heads = 4 }
+
+[[claims]]
+name = "c"
+statement = "s"
+rule = "contrast"
+terms = [[1, "wide", "final_val_loss"], [-1.5, "rmsnorm-L2", "final_val_loss"]]
+expect = "!=0"
+delta = 1
+seeds = 2
+""", "t.toml")  # fmt: skip
+    runs = {r.name: r.config for r in p.runs}
+    assert list(runs) == [
+        "w0-lr0.0003-post", "w0-lr0.001-post", "w4-lr0.0003-post", "w4-lr0.001-post",
+        "rmsnorm-L2", "rmsnorm-L3", "layernorm-L2", "layernorm-L3", "wide",
+    ]  # fmt: skip
+    assert runs["w4-lr0.0003-post"].warmup_steps == 4 and runs["w4-lr0.0003-post"].lr == 3e-4
+    assert runs["layernorm-L3"].model.n_layers == 3 and runs["layernorm-L3"].eval_batches == 2
+    assert (runs["wide"].model.dim, runs["wide"].model.n_heads) == (32, 4)
+    assert runs["rmsnorm-L2"].model.vocab_size == 256 and runs["rmsnorm-L2"].model.init == "xavier"
+    (claim,) = p.claims
+    assert claim.rule == Contrast(
+        ((1.0, "wide", "final_val_loss"), (-1.5, "rmsnorm-L2", "final_val_loss")), "≠0", 1.0, 2
+    )
+    assert claim.source == "" and claim.plots == ("loss", "seeds")
+
+
+def test_parts_take_what_they_do_not_set_from_their_claim():
+    p = spec.parse_spec(BASE + """
+[[arms]]
+name = "{placement}"
+axes = { placement = ["pre", "post"] }
+
+[[claims]]
+name = "c"
+statement = "s"
+rule = "all_of"
+seeds = 4
+margin = 0.1
+expect = "<0"
+delta = 0.5
+
+[[claims.parts]]
+label = "pre trains"
+rule = "trains"
+arm = "pre"
+
+[[claims.parts]]
+label = "post fails"
+rule = "fails"
+arm = "post"
+seeds = 2
+margin = 0.2
+
+[[claims.parts]]
+label = "pre below post"
+rule = "contrast"
+terms = [[1, "pre", "final_val_loss"], [-1, "post", "final_val_loss"]]
+""", "t.toml")  # fmt: skip
+    assert p.claims[0].rule == AllOf((
+        ("pre trains", trains("pre", seeds=4, margin=0.1)),
+        ("post fails", fails("post", seeds=2, margin=0.2)),
+        ("pre below post", Contrast(((1, "pre", "final_val_loss"), (-1, "post",
+                                     "final_val_loss")), "<0", 0.5, 4)),
+    ))  # fmt: skip
+
+
+# ---- the docs' worked example, at toy size, end to end
+
+TOY = {
+    "steps": "12", "batch_size": "4", "seq_len": "16", "warmup_steps": "2", "dim": "16",
+    "n_layers": "2", "n_heads": "2", "max_seq_len": "16", "seeds": "2",
+}  # fmt: skip
+
+
+def _toy(text: str) -> str:
+    for key, value in TOY.items():
+        text = re.sub(rf"(?m)^{key} = \S+", f"{key} = {value}", text)
+    return text.replace("[base]\n", "[base]\neval_batches = 2\n")
+
+
+def test_the_docs_example_loads_as_written():
+    p = spec.parse_spec(EXAMPLE, "rms-vs-ln.toml")
+    assert [r.name for r in p.runs] == ["rmsnorm", "layernorm", "rmsnorm-no-final-norm"]
+    assert [p.seeds(r.name) for r in p.runs] == [3, 3, 3]
+    assert p.runs[1].config.model.norm == "layernorm" and p.runs[1].config.model.dim == 128
+
+
+def test_the_docs_example_runs_end_to_end(tmp_path, capsys):
+    path = tmp_path / "rms-vs-ln.toml"
+    path.write_text(_toy(EXAMPLE))
+    out = tmp_path / "out"
+    argv = ["study", "--spec", str(path), "--out", str(out), "--workers", "1", "--threads", "1"]
+    assert main([*argv, "--list"]) == 0
+    assert f"--spec {path}" in capsys.readouterr().out and not out.exists()
+    assert main([*argv, "--quiet"]) == 0
+    assert (out / "report.html").stat().st_size and (out / "report.md").stat().st_size
+    claims = json.loads((out / "claims.json").read_text())
+    assert claims["preset"] == "rms-vs-ln"
+    names = [c["name"] for c in claims["claims"]]
+    assert names == ["rmsnorm-matches-layernorm", "rmsnorm-faster", "final-norm-needed",
+                     "both-train"]  # fmt: skip
+    by_name = {c["name"]: c for c in claims["claims"]}
+    assert by_name["rmsnorm-matches-layernorm"]["n"] == by_name["final-norm-needed"]["n"] == 2
+    assert [part["n"] for part in by_name["both-train"]["parts"]] == [2, 2]
+    assert by_name["rmsnorm-faster"]["n"] >= 2  # timing rounds of the serial phase
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 6 and {json.loads(x)["preset"] for x in lines} == {"rms-vs-ln"}
+
+
+# ---- mistakes: one line naming the file, the key and what was expected; status 2; nothing run
+
+
+def _bad(tmp_path, capsys, text: str) -> str:
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    out = tmp_path / "out"
+    assert main(["study", "--spec", str(path), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith(f"normlab study: {path}: ")
+    assert not out.exists()  # rejected before anything ran or was written
+    return err.strip().removeprefix(f"normlab study: {path}: ")
+
+
+def _edit(old: str, new: str) -> str:
+    assert old in EXAMPLE
+    return EXAMPLE.replace(old, new, 1)
+
+
+def test_unknown_key_at_the_top(tmp_path, capsys):
+    err = _bad(tmp_path, capsys, "seeds = 3\n" + EXAMPLE)
+    assert err.startswith("seeds: unknown key; expected one of: name, description, base")
+
+
+def test_unknown_field_names_its_key_and_the_near_miss(tmp_path, capsys):
+    err = _bad(tmp_path, capsys, _edit("n_layers = 6", "n_layer = 6"))
+    assert err == "base.model.n_layer: unknown key; did you mean 'n_layers'?"
+    err = _bad(tmp_path, capsys, _edit("model = { final_norm = false }", "final_norm = false"))
+    assert err.startswith("arms[1].final_norm: a model field: set it in the model table")
+
+
+def test_fields_the_study_sets_are_refused(tmp_path, capsys):
+    err = _bad(tmp_path, capsys, _edit("lr = 1e-3", "seed = 1"))
+    assert err.startswith("base.seed: cannot be set in a spec: the study sets each run's seed")
+
+
+def test_unknown_rule_type(tmp_path, capsys):
+    err = _bad(tmp_path, capsys, _edit('rule = "timing"', 'rule = "faster"'))
+    assert err == (
+        'claims[1].rule: unknown rule "faster"; expected one of: contrast, all_of, fails, '
+        "trains, timing"
+    )
+
+
+def test_a_claim_naming_an_arm_not_in_the_study(tmp_path, capsys):
+    err = _bad(tmp_path, capsys, _edit('slow = "layernorm"', 'slow = "layer-norm"'))
+    assert err == "claims[1].slow: \"layer-norm\" is not an arm of this study; did you mean " \
+        "'layernorm'?"  # fmt: skip
+    err = _bad(tmp_path, capsys, _edit('arm = "layernorm"', 'arm = "groupnorm"'))
+    assert err.startswith('claims[3].parts[1].arm: "groupnorm" is not an arm of this study')
+
+
+def test_a_wrong_type(tmp_path, capsys):
+    err = _bad(tmp_path, capsys, _edit("steps = 400", 'steps = "400"'))
+    assert err == 'base.steps: expected an int, got "400"'
+    err = _bad(tmp_path, capsys, _edit("delta = 0.02", 'delta = "small"'))
+    assert err == 'claims[2].delta: expected a number, got "small"'
+
+
+def test_an_out_of_range_value_reuses_the_dataclasses_validation(tmp_path, capsys):
+    wrong = "model = { final_norm = false, dim = 100, n_heads = 3 }"
+    err = _bad(tmp_path, capsys, _edit("model = { final_norm = false }", wrong))
+    assert err == "arms[1].model.dim: dim=100 must be divisible by n_heads=3"
+    err = _bad(tmp_path, capsys, _edit("steps = 400", "steps = -1"))
+    assert err == "base.steps: steps must be >= 0, got -1"
+    err = _bad(tmp_path, capsys, _edit('"rmsnorm", "layernorm"]', '"rmsnorm", "groupnorm"]'))
+    assert err.startswith("arms[0].axes.norm: norm must be one of (") and "groupnorm" in err
+    err = _bad(tmp_path, capsys, _edit("seeds = 3\n", "seeds = 0\n"))
+    assert err == "claims[0].seeds: expected an int >= 1, got 0"
+
+
+def test_an_unknown_measure(tmp_path, capsys):
+    err = _bad(tmp_path, capsys, _edit('"layernorm", "final_val_loss"]', '"layernorm", "loss"]'))
+    assert err.startswith('claims[0].terms[1][2]: unknown measure "loss"; expected one of: '
+                          "final_val_loss, ")  # fmt: skip
+
+
+def test_a_bad_expect(tmp_path, capsys):
+    err = _bad(tmp_path, capsys, _edit('expect = ">0"', 'expect = ">="'))
+    assert err == 'claims[2].expect: expected one of ">0", "<0", "≠0", "≈0" (or "!=0", "~0"), ' \
+        'got ">="'  # fmt: skip
+
+
+def test_duplicate_arm_names_and_a_bad_pattern(tmp_path, capsys):
+    err = _bad(tmp_path, capsys, _edit('name = "rmsnorm-no-final-norm"', 'name = "layernorm"'))
+    assert err == "arms[1].name: arm 'layernorm' is already made by arms[0]"
+    err = _bad(tmp_path, capsys, _edit('name = "{norm}"', 'name = "{nrom}"'))
+    assert err == "arms[0].name: {nrom} in '{nrom}' is not a training or model field"
+
+
+def test_not_toml_and_no_file(tmp_path, capsys):
+    assert _bad(tmp_path, capsys, "name = ").startswith("not valid TOML: ")
+    assert main(["study", "--spec", str(tmp_path / "none.toml")]) == 2
+    assert capsys.readouterr().err == f"normlab study: {tmp_path / 'none.toml'}: no such file\n"
+
+
+def test_spec_and_preset_exclude_each_other(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["study", "--spec", "x.toml", "--preset", "smoke"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and len(err.splitlines()) == 1
+    assert "--preset: not allowed with argument --spec" in err
