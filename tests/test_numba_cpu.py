@@ -8,12 +8,12 @@ runtime arguments.
 
 import pytest
 import torch
-from kernel_checks import make_inputs, run_three_ways
+from kernel_checks import assert_grad_close, make_inputs, rounded_xhat_dweight, run_three_ways
 
 import normlab
 from normlab import reference as R
 from normlab.kernels import buffer_pool, numba_launch
-from normlab.testing import TOLERANCES, assert_kernel_close, max_abs_error
+from normlab.testing import assert_kernel_close, max_abs_error
 
 BF16, F16, F32 = torch.bfloat16, torch.float16, torch.float32
 
@@ -25,41 +25,11 @@ def check(op, x, *, grad=True, seed=1, **kw):
         return
     cots, (got, got_g), (want, want_g), (truth, truth_g) = runs
     if op == "rms_norm" and "weight" in truth_g and kw.get("casting", "llama") != "gemma":
-        truth_g["weight"] = _rounded_xhat_dweight(x, kw, cots[0].to(want[0].dtype))
+        truth_g["weight"] = rounded_xhat_dweight(x, kw, cots[0].to(want[0].dtype))
     for i, (a, e, t) in enumerate(zip(got, want, truth, strict=True)):
         assert_kernel_close(a, e, t, f"{op} out[{i}]")
     for k in want_g:
         assert_grad_close(got_g[k], want_g[k], truth_g[k], f"{op} d{k}")
-
-
-def _rounded_xhat_dweight(x, kw, dy):
-    """The exact dweight of the llama cast order, ``sum(dy * q(xhat))``: a float64 forward has no
-    rounding ``q`` of ``xhat`` to the input dtype, so its dweight is not this function's."""
-    r = kw.get("residual")
-    h = x if r is None else R.residual_add(x, r)
-    eps = kw.get("eps", 1e-6)
-    xq = R.rms_norm(h, None, eps, casting="llama", eps_inside=kw.get("eps_inside", True))
-    return (dy.double() * xq.double()).reshape(-1, x.shape[-1]).sum(0)
-
-
-def assert_grad_close(actual, expected, truth, name):
-    """The tolerance table and the 2x-eager bound, with eager's own error as extra slack.
-
-    Eager half-precision backward rounds intermediate gradients (``dy * w`` in bf16 for the
-    llama cast order) before a cancelling sum, so near zero it can be further from the truth than
-    the tolerance; each element of the FP32 kernel may differ from eager by the tolerance plus
-    eager's error there, and the kernel's max error must stay within 2x eager's + atol.
-    """
-    tol = TOLERANCES[actual.dtype]
-    assert actual.dtype == expected.dtype and actual.shape == expected.shape, name
-    a, e, t = actual.double(), expected.double(), truth.double()
-    limit = tol["atol"] + tol["rtol"] * e.abs() + (e - t).abs()
-    worst = ((a - e).abs() - limit).nan_to_num(nan=float("inf")).max() if a.numel() else 0.0
-    assert worst <= 0, f"{name}: kernel differs from eager by more than tolerance + eager error"
-    k_err, e_err = max_abs_error(actual, truth), max_abs_error(expected, truth)
-    assert k_err <= 2 * e_err + tol["atol"], (
-        f"{name}: kernel error {k_err:.3e} vs eager {e_err:.3e}"
-    )
 
 
 @pytest.mark.parametrize("casting", ["llama", "gemma", "none"])

@@ -38,6 +38,10 @@ _JIT = {
     "error_model": "numpy",
     "fastmath": {"reassoc", "contract"},
 }
+# The LayerNorm backward subtracts the row mean of ``w * dy`` from each ``w * dy``: contracting
+# one of them into an FMA leaves the product's rounding error, times rstd, where the difference
+# is exactly zero (a one-element row, whose dx is 0, by up to 1/sqrt(eps) ulps of w * dy).
+_JIT_NO_FMA = {**_JIT, "fastmath": {"reassoc"}}
 _F0 = np.float32(0.0)
 _F1 = np.float32(1.0)
 
@@ -232,16 +236,24 @@ def _ln_stats(s, s2, src, n, eps):
     """``(mean, rstd)`` of a row from its one-pass sums, or from a second pass over the row when
     ``E[h²] - mean²`` would cancel: one pass is exact enough only while ``mean² <= var / 8``
     (its error is that of a two-pass variance times ``1 + mean²/var``), and not at all when the
-    sum of squares overflowed (or a NaN/inf is in the row)."""
-    inv_n = _F1 / np.float32(n)
-    mu = s * inv_n
-    var = s2 * inv_n - mu * mu
+    sum of squares overflowed (or a NaN/inf is in the row).
+
+    The second pass is the corrected two-pass algorithm: the mean ``c`` of the deviations from
+    the FP32 mean corrects the mean (whose rounding, times rstd, would shift every output, and
+    make a constant row's output nonzero) and the variance. The mean is ``s / N``, not
+    ``s * (1/N)``: a constant row of representable values then has its exact mean."""
+    fn = np.float32(n)
+    mu = s / fn
+    var = s2 / fn - mu * mu
     if not (var < np.float32(np.inf) and mu * mu <= var * np.float32(0.125)):
-        var = _F0
+        sd = var = _F0
         for j in range(n):
             d = to_f32(src[j]) - mu
+            sd += d
             var += d * d
-        var *= inv_n
+        c = sd / fn
+        mu += c
+        var = max(var / fn - c * c, _F0)
     return mu, _F1 / np.sqrt(var + np.float32(eps))
 
 
@@ -308,7 +320,7 @@ def _ln_fwd_rows(c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, wp, bp, meanp, rstdp
             _ln_y_exact(x, y, w, b, mean, rstd, i0, i1, n, ht)
 
 
-@njit(**_JIT)
+@njit(**_JIT_NO_FMA)
 def _ln_bwd_rows(c0, c1, per, dw, db, m, n, dyp, dys, dhp, dhs, hp, hs, wp, meanp, rstdp, dxp,
                  has_dh, dyt, ht):  # fmt: skip
     r"""LayerNorm backward of chunks ``[c0, c1)``, with :math:`\hat x = (h-\mu)\,\mathrm{rstd}`
@@ -318,6 +330,9 @@ def _ln_bwd_rows(c0, c1, per, dw, db, m, n, dyp, dys, dhp, dhs, hp, hs, wp, mean
         dh = \mathrm{rstd}\,(\hat g - \overline{\hat g} - \hat x\,\overline{\hat g \hat x})
         + dh_{in},\quad dw_{\text{chunk}} \mathrel{+}= dy \odot \hat x,\quad
         db_{\text{chunk}} \mathrel{+}= dy
+
+    with :math:`\hat x` centred on its computed mean in the two row means (see below). Built
+    without FMA contraction (``_JIT_NO_FMA``).
     """
     dy, dh, h = rows(dyp, m, dys, dyt), rows(dhp, m, dhs, ht), rows(hp, m, hs, ht)
     dx, w = rows(dxp, m, n, ht), vec(wp, n)
@@ -329,6 +344,7 @@ def _ln_bwd_rows(c0, c1, per, dw, db, m, n, dyp, dys, dhp, dhs, hp, hs, wp, mean
         accb[:] = _F0
         for i in range(c * per, min(m, (c + 1) * per)):
             hr, dyr, dxr, mu, rs_ = h[i], dy[i], dx[i], mean[i], rstd[i]
+            s0 = _F0
             s1 = _F0
             s2 = _F0
             for j in range(n):
@@ -336,9 +352,15 @@ def _ln_bwd_rows(c0, c1, per, dw, db, m, n, dyp, dys, dhp, dhs, hp, hs, wp, mean
                 accw[j] += gy * xh
                 accb[j] += gy
                 gw = gy * w[j]
+                s0 += xh
                 s1 += gw
                 s2 += gw * xh
-            a, bb = s1 * inv_n, s2 * inv_n
+            # The formula assumes mean(xhat) = 0, but the FP32 mean is rounded, which shifts
+            # every xhat by the same rstd-amplified amount; centring xhat on its computed mean
+            # m0 cancels that shift (eager autograd does it through the mean's own gradient).
+            m0 = s0 * inv_n
+            bb = s2 * inv_n - m0 * (s1 * inv_n)
+            a = s1 * inv_n - m0 * bb
             if has_dh:
                 dhr = dh[i]
                 for j in range(n):

@@ -76,25 +76,33 @@ def _constant(n: int, value: float) -> Tensor:
     return c
 
 
-def _vec(t: Tensor | None, n: int, offset: float = 0.0, missing: float = 1.0) -> Tensor:
+def _vec(
+    t: Tensor | None, n: int, offset: float = 0.0, missing: float = 1.0, *, casting: str = "gemma"
+) -> Tensor:
     """A weight/bias as a contiguous FP32 tensor (plus ``offset``); ``missing`` fills a ``None``.
 
+    ``offset + t`` is added in FP32 for the gemma cast order and in ``t``'s dtype for the
+    others, as the reference's ``offset + weight`` is (a half weight then rounds the gain).
     A contiguous FP32 vector without offset is used as is. Any other one is converted once and
-    the copy cached per tensor, reused while the tensor's version counter, storage and
-    ``offset`` are unchanged (an optimizer step or any in-place write bumps the version): the
-    conversion costs ~5-10 us a call on small tensors.
+    the copy cached per tensor, reused while the tensor's version counter, storage,
+    ``offset`` and cast order are unchanged (an optimizer step or any in-place write bumps the
+    version): the conversion costs ~5-10 us a call on small tensors.
     """
     if t is None:
         return _constant(n, missing)
     if t.dtype == F32 and not offset and t.is_contiguous():
         return t
-    key = (t._version, t.data_ptr(), t.dtype, t.numel(), offset)
+    in_dtype = bool(offset) and casting != "gemma" and t.dtype != F32
+    key = (t._version, t.data_ptr(), t.dtype, t.numel(), offset, in_dtype)
     hit = _weight_cache.get(id(t))
     if hit is not None and hit[0]() is t and hit[1] == key:
         return hit[2]
-    c = t.detach().to(F32, copy=True, memory_format=torch.contiguous_format)
-    if offset:
-        c += offset
+    if in_dtype:
+        c = (t.detach() + offset).to(F32, memory_format=torch.contiguous_format)
+    else:
+        c = t.detach().to(F32, copy=True, memory_format=torch.contiguous_format)
+        if offset:
+            c += offset
     ident = id(t)
     _weight_cache[ident] = (weakref.ref(t, lambda _, i=ident: _weight_cache.pop(i, None)), key, c)
     return c
@@ -170,7 +178,7 @@ def rms_fwd(x, weight, residual, eps, offset, casting, eps_inside, out_dtype):
     (xk, xp, xs), (rk, rp, rs), h, h_keep = _fwd_inputs(x, residual)
     y = _empty((m, n), F32 if out_dtype == F16 else out_dtype)
     rstd = torch.empty(m, dtype=F32)
-    g = _vec(weight, n, offset)
+    g = _vec(weight, n, offset, casting=casting)
     nch, per = _chunks(m)
     h_dtype = x.dtype if residual is None else residual.dtype
     hp = xp if h is None else h.data_ptr()
@@ -216,7 +224,7 @@ def rms_bwd(dy, dh, h, weight, rstd, eps, offset, casting, eps_inside):
     """RMSNorm backward launcher: ``(dh_total, dweight | None)``."""
     m, n = h.shape
     (dyk, dyp, dys), (_, dhp, dhs), (hk, hp, hs), dx = _bwd_inputs(dy, dh, h)
-    g = _vec(weight, n, offset)
+    g = _vec(weight, n, offset, casting=casting)
     dw = None if weight is None else torch.empty(n, dtype=F32)
     args = (m, n, dyp, dys, dhp, dhs, hp, hs, g.data_ptr(), rstd.data_ptr(), dx.data_ptr(), eps,
             eps_inside, dh is not None, dw is not None, _TAG[dyk.dtype], _TAG[hk.dtype],

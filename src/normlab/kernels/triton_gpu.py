@@ -116,10 +116,15 @@ def _norm_fwd_kernel(
             mean = tl.zeros((BLOCK_M,), tl.float32)
             rstd = _rms_rstd(tl.sum(sq, axis=1), N, eps, EPS_INSIDE, CASTING, hdt)
         else:
-            # Two-pass variance over registers: a large mean cannot cancel it away.
+            # Corrected two-pass variance over registers: a large mean cannot cancel it away,
+            # and the mean of the deviations corrects the rounded mean (which, times rstd,
+            # would shift every output and make a constant row's output nonzero).
             mean = tl.sum(h, axis=1) / N
             xc = tl.where(cmask, h - mean[:, None], 0.0)
-            rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=1) / N + eps)
+            c = tl.sum(xc, axis=1) / N
+            mean += c
+            var = tl.maximum(tl.sum(xc * xc, axis=1) / N - c * c, 0.0)
+            rstd = 1.0 / tl.sqrt(var + eps)
         _store_y(h, mean, rstd, W, B, Y, rows, offs, cmask, mask, stride_y, offset,
                  IS_RMS, HAS_W, HAS_B, CASTING, hdt)  # fmt: skip
     else:
@@ -190,10 +195,17 @@ def _dh_terms(
     H, W, DY, rows, cols, cmask, mask, mean, rstd, stride_h, stride_dy, offset,
     IS_RMS: tl.constexpr, HAS_W: tl.constexpr, CASTING: tl.constexpr,
 ):  # fmt: skip
-    """Per-element pieces of the backward: (h, dy, xhat, dxhat = dy * gain)."""
+    """Per-element pieces of the backward: (h, dy, xhat, xq, dxhat = dy * gain).
+
+    ``xq`` is xhat as the forward multiplied it by the gain (rounded for the llama/none cast
+    orders), which dweight needs; the rounding passes gradients straight through, so dh needs
+    the unrounded ``xhat``."""
     h = tl.load(H + rows * stride_h + cols, mask=mask, other=0.0).to(tl.float32)
     dy = tl.load(DY + rows * stride_dy + cols, mask=mask, other=0.0).to(tl.float32)
-    xhat = _normalize(h, mean, rstd, cmask, IS_RMS, CASTING, H.dtype.element_ty)
+    xhat = _normalize(h, mean, rstd, cmask, IS_RMS, GEMMA, H.dtype.element_ty)
+    xq = xhat
+    if IS_RMS and CASTING != GEMMA:
+        xq = _round(xhat, H.dtype.element_ty)
     if HAS_W:
         if IS_RMS:
             dxhat = dy * _gain(W, cols, cmask, offset, CASTING)
@@ -201,7 +213,7 @@ def _dh_terms(
             dxhat = dy * tl.load(W + cols, mask=cmask, other=0.0).to(tl.float32)
     else:
         dxhat = dy
-    return h, dy, xhat, dxhat
+    return h, dy, xhat, xq, dxhat
 
 
 @triton.jit
@@ -210,6 +222,19 @@ def _dh(dxhat, xhat, rstd, c1, c2, q, IS_RMS: tl.constexpr):
     if IS_RMS:
         return rstd[:, None] * dxhat - (q * c1)[:, None] * xhat
     return rstd[:, None] * (dxhat - c2[:, None] - xhat * c1[:, None])
+
+
+@triton.jit
+def _centre(c1, c2, m0):
+    """LayerNorm's ``(c1, c2)`` for ``xhat - m0``, ``m0`` the mean of the computed xhat.
+
+    The backward formula assumes mean(xhat) = 0, but the FP32 mean is rounded, which shifts
+    every xhat by the same rstd-amplified amount; centring xhat on its computed mean cancels
+    that shift (eager autograd does it through the mean's own gradient):
+    ``dxhat - c2 - (xhat - m0) c1' = dxhat - (c2 - m0 c1') - xhat c1'``, ``c1' = c1 - m0 c2``.
+    """
+    c1 = c1 - m0 * c2
+    return c1, c2 - m0 * c1
 
 
 @triton.jit
@@ -227,7 +252,7 @@ def _norm_bwd_kernel(
     LN:  dh = rstd * (dxhat - c2 - xhat * c1);
     RMS: dh = rstd * dxhat - q * xhat * c1, q = rstd (eps inside) or 1/sqrt(ms) (eps outside).
     The incoming gradient of the returned h (DHO) is added. Each program writes its FP32
-    partial sums of dy * xhat (dweight) and dy (dbias) to row ``pid`` of DW/DB: no atomics,
+    partial sums of dy * xq (dweight) and dy (dbias) to row ``pid`` of DW/DB: no atomics,
     the host sums the G rows afterwards.
     """
     pid = tl.program_id(0)
@@ -249,11 +274,13 @@ def _norm_bwd_kernel(
             mean = tl.load(MEAN + rows1, mask=row_ok, other=0.0)
         if not LOOPED:
             mask = row_ok[:, None] & cmask
-            h, dy, xhat, dxhat = _dh_terms(H, W, DY, rows, offs, cmask, mask, mean, rstd,
+            h, dy, xhat, xq, dxhat = _dh_terms(H, W, DY, rows, offs, cmask, mask, mean, rstd,
                                            stride_h, stride_dy, offset, IS_RMS, HAS_W,
                                            CASTING)  # fmt: skip
             c1 = tl.sum(dxhat * xhat, axis=1) / N
             c2 = tl.sum(dxhat, axis=1) / N
+            if not IS_RMS:
+                c1, c2 = _centre(c1, c2, tl.sum(xhat, axis=1) / N)
             q = rstd
             if IS_RMS and not EPS_INSIDE:
                 s = tl.sqrt(tl.sum(h * h, axis=1) / N)
@@ -263,11 +290,12 @@ def _norm_bwd_kernel(
                 dh += tl.load(DHO + rows * stride_dho + offs, mask=mask, other=0.0).to(tl.float32)
             tl.store(DH + rows * stride_dh + offs, dh.to(DH.dtype.element_ty), mask=mask)
             if HAS_W:
-                dw_acc += dy * xhat
+                dw_acc += dy * xq
             if HAS_B:
                 db_acc += dy
         else:
             # Pass 1: the row reductions c1, c2 (and ms for eps outside).
+            c0 = tl.zeros((BLOCK_M,), tl.float32)
             c1 = tl.zeros((BLOCK_M,), tl.float32)
             c2 = tl.zeros((BLOCK_M,), tl.float32)
             ss = tl.zeros((BLOCK_M,), tl.float32)
@@ -275,14 +303,17 @@ def _norm_bwd_kernel(
                 cols = start + offs
                 cmask = cols < N
                 mask = row_ok[:, None] & cmask
-                h, dy, xhat, dxhat = _dh_terms(H, W, DY, rows, cols, cmask, mask, mean, rstd,
+                h, dy, xhat, xq, dxhat = _dh_terms(H, W, DY, rows, cols, cmask, mask, mean, rstd,
                                                stride_h, stride_dy, offset, IS_RMS, HAS_W,
                                                CASTING)  # fmt: skip
+                c0 += tl.sum(xhat, axis=1)
                 c1 += tl.sum(dxhat * xhat, axis=1)
                 c2 += tl.sum(dxhat, axis=1)
                 ss += tl.sum(h * h, axis=1)
             c1 = c1 / N
             c2 = c2 / N
+            if not IS_RMS:
+                c1, c2 = _centre(c1, c2, c0 / N)
             q = rstd
             if IS_RMS and not EPS_INSIDE:
                 s = tl.sqrt(ss / N)
@@ -292,7 +323,7 @@ def _norm_bwd_kernel(
                 cols = start + offs
                 cmask = cols < N
                 mask = row_ok[:, None] & cmask
-                h, dy, xhat, dxhat = _dh_terms(H, W, DY, rows, cols, cmask, mask, mean, rstd,
+                h, dy, xhat, xq, dxhat = _dh_terms(H, W, DY, rows, cols, cmask, mask, mean, rstd,
                                                stride_h, stride_dy, offset, IS_RMS, HAS_W,
                                                CASTING)  # fmt: skip
                 dh = _dh(dxhat, xhat, rstd, c1, c2, q, IS_RMS)
@@ -302,7 +333,7 @@ def _norm_bwd_kernel(
                 tl.store(DH + rows * stride_dh + cols, dh.to(DH.dtype.element_ty), mask=mask)
                 pcols = pid.to(tl.int64) * N + cols
                 if HAS_W:
-                    part = tl.load(DW + pcols, mask=cmask) + tl.sum(dy * xhat, axis=0)[None, :]
+                    part = tl.load(DW + pcols, mask=cmask) + tl.sum(dy * xq, axis=0)[None, :]
                     tl.store(DW + pcols, part, mask=cmask)
                 if HAS_B:
                     part = tl.load(DB + pcols, mask=cmask) + tl.sum(dy, axis=0)[None, :]

@@ -210,6 +210,10 @@ def norm_bwd(
     db_part = part() if has_bias else None
     if m > 0:
         dho2 = dy2 if dh_out is None else as_rows(dh_out)
+        # No FMA contraction for LayerNorm: its dh subtracts the row mean of dy * w from each
+        # dy * w, and fusing one product into that subtraction leaves its rounding error, times
+        # rstd, where the difference is exactly 0 (one-element rows). The kernel is
+        # memory-bound; RMSNorm has no such cancellation and keeps the FMAs.
         _norm_bwd_kernel[(n_prog,)](
             h2, h2 if weight is None else weight, rstd if mean is None else mean, rstd,
             dy2, dho2, dh.view(-1, n),
@@ -219,6 +223,7 @@ def norm_bwd(
             IS_RMS=is_rms, HAS_W=weight is not None, HAS_B=has_bias, HAS_DHO=dh_out is not None,
             CASTING=CASTING_CODES[casting], EPS_INSIDE=eps_inside,
             BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, LOOPED=cfg.looped, num_warps=cfg.num_warps,
+            enable_fp_fusion=is_rms,
         )  # fmt: skip
     # Second step of the reduction: G x N, small next to the M x N the kernel streamed.
     dw = None if dw_part is None else dw_part.sum(0)
