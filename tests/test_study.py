@@ -2,12 +2,11 @@ import json
 import math
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 from scipy import stats
+from study_procs import marked, needs_proc, start_study, wait_for_lines
 
 from normlab.lab.study.claims import (
     FAILS,
@@ -201,17 +200,53 @@ def test_run_key_ignores_threads_not_config_or_corpus():
 # ---- kill mid-study, resume: every run exactly once, the finished lines untouched
 
 
-def _study(out, *extra):
-    cmd = [sys.executable, "-m", "normlab", "study", "--preset", "smoke", "--out", str(out),
-           "--threads", "1", "--quiet", *extra]  # fmt: skip
-    return subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)  # fmt: skip
+@pytest.mark.slow
+@needs_proc
+def test_sigkill_of_the_driver_leaves_no_process_behind(tmp_path):
+    mark = f"kill-{os.getpid()}-{time.time()}"
+    proc = start_study(tmp_path, "--workers", "2", mark=mark)
+    wait_for_lines(tmp_path / "results.jsonl", 2, proc)
+    assert len(marked(mark)) >= 3  # the driver, two workers (and the resource tracker)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 10
+    while marked(mark) and time.time() < deadline:
+        time.sleep(0.2)
+    assert marked(mark) == []
+
+
+@pytest.mark.slow
+@needs_proc
+def test_ctrl_c_keeps_finished_runs_and_says_how_to_resume(tmp_path):
+    mark = f"int-{os.getpid()}-{time.time()}"
+    proc = start_study(tmp_path, "--workers", "2", mark=mark)
+    path = tmp_path / "results.jsonl"
+    wait_for_lines(path, 2, proc)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends: the whole group
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "--resume" in err.decode() and "Traceback" not in err.decode()
+    lines = path.read_text().splitlines()
+    assert len(lines) >= 2 and all(json.loads(ln)["key"] for ln in lines)
+    time.sleep(1)
+    assert marked(mark) == []
+
+
+def test_resume_moves_a_torn_last_line_aside(tmp_path):
+    store = ResultStore(tmp_path / "results.jsonl")
+    store.append({"key": "a", "x": 1})
+    with open(store.path, "a") as f:
+        f.write('{"key": "b", "x"')
+    torn = store.set_aside_torn_line()
+    assert store.path.read_text() == '{"key":"a","x":1}\n'
+    assert torn.read_text() == '{"key": "b", "x"\n'
+    assert store.set_aside_torn_line() is None
 
 
 @pytest.mark.slow
 def test_killed_study_resumes_with_each_run_once(tmp_path):
     path = tmp_path / "results.jsonl"
-    proc = _study(tmp_path, "--workers", "1")  # in-process runs; the resume uses 2 processes
+    proc = start_study(tmp_path, "--workers", "1")  # in-process runs; the resume uses 2 processes
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:
         if path.exists() and path.read_text().count("\n") >= 3:
@@ -225,7 +260,7 @@ def test_killed_study_resumes_with_each_run_once(tmp_path):
     tasks = PRESETS["smoke"]().tasks(0)
     assert 3 <= n_before < len(tasks)
 
-    proc = _study(tmp_path, "--resume", "--workers", "2")
+    proc = start_study(tmp_path, "--resume", "--workers", "2")
     _, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, err.decode()[-2000:]
     after = path.read_bytes()

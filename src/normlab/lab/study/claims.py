@@ -361,10 +361,16 @@ class Timing:
         values = [1 - x / y for x, y in zip(a, b, strict=False) if y > 0]
         est = Estimate.of(values, ctx.get("level", LEVEL))
         status, why = decide(">0", est, self.delta)
-        means = {
-            f"{self.what}[{arm}]": (sum(xs) / len(xs) if xs else None)
-            for arm, xs in ((self.fast, a), (self.slow, b))
-        }
+        means: dict[str, float | None] = {}
+        for arm in (self.fast, self.slow):
+            t = timings.get(arm, {})
+            for key in (self.what, "torch_norm_ms", "step_ms"):
+                xs = t.get(key) or []
+                means[f"{key}[{arm}]"] = statistics.median(xs) if xs else None
+            if t.get("norm_ms") and t.get("step_ms"):  # the norms' share of a training step
+                means[f"norm share[{arm}]"] = statistics.median(
+                    n / s for n, s in zip(t["norm_ms"], t["step_ms"], strict=True)
+                )
         return Verdict(status, why, est, means=means)
 
 

@@ -8,13 +8,14 @@ skips the runs already there, so a killed study loses at most the runs in progre
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
+import signal
 import sys
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--threads", type=non_negative_int, default=0,
                    help="torch threads in all; 0 = torch's default (the cores)")  # fmt: skip
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local: a process pool on this machine; ray: a Ray cluster "
+                        '(pip install "normlab[ray]")')  # fmt: skip
+    p.add_argument("--address", default=None,
+                   help="with --executor ray: the cluster to join (auto, or HOST:6379); none: "
+                        "a local Ray instance started and stopped with the study")  # fmt: skip
     p.add_argument("--quiet", action="store_true", help="no progress bars or tables")
+
+
+class Interrupted(Exception):
+    """The study was stopped by a signal; ``code`` is the exit status (128 + signal)."""
+
+    def __init__(self, code: int):
+        super().__init__(code)
+        self.code = code
+
+
+def _raise_on_sigterm(signum, frame) -> None:
+    raise Interrupted(128 + signum)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,13 +95,26 @@ def run(args: argparse.Namespace) -> int:
     out = out_dir(args.out)
     corpus = load_data(args.data)
     threads = args.threads or torch.get_num_threads()
+    executor = _executor(args)
+    if executor is None:
+        return 2
     t0 = time.time()
-    results, failed, reused = run_study(
-        preset, corpus, out, seed=args.seed, data_path=args.data, resume=args.resume,
-        workers=args.workers, threads=threads, quiet=args.quiet,
-    )  # fmt: skip
-    t_train = time.time() - t0
-    timings = run_timing(preset, corpus, seed=args.seed, threads=threads, quiet=args.quiet)
+    signal.signal(signal.SIGTERM, _raise_on_sigterm)
+    try:
+        results, failed, reused = run_study(
+            preset, corpus, out, seed=args.seed, data_path=args.data, resume=args.resume,
+            workers=args.workers, threads=threads, quiet=args.quiet, executor=executor,
+        )  # fmt: skip
+        t_train = time.time() - t0
+        # Timed with the threads each training run had: the setting the claim is about, and
+        # one thread cannot stall in a thread barrier when something else takes a core.
+        per_run = max(1, threads // args.workers)
+        timings = run_timing(preset, corpus, seed=args.seed, threads=per_run, quiet=args.quiet)
+    except (KeyboardInterrupt, Interrupted) as e:
+        code = e.code if isinstance(e, Interrupted) else 130
+        print(f"\nstudy stopped; finished runs are kept in {out / 'results.jsonl'}. Continue with "
+              f"the same command and --resume.", file=sys.stderr)  # fmt: skip
+        return code
     meta = {
         "preset": preset.name, "description": preset.description, "seed_block": args.seed,
         "corpus": corpus.describe(), "environment": environment(threads, args.workers),
@@ -100,6 +132,15 @@ def run(args: argparse.Namespace) -> int:
     if failed:
         print(f"runs that raised (not recorded; --resume retries them): {failed}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _executor(args):
+    from normlab.lab.study.executors import make_executor
+
+    if args.executor == "ray" and importlib.util.find_spec("ray") is None:
+        print('--executor ray needs Ray: pip install "normlab[ray]"', file=sys.stderr)
+        return None
+    return make_executor(args.executor, workers=args.workers, address=args.address)
 
 
 def run_timing(preset, corpus, *, seed: int, threads: int, quiet: bool) -> dict:
@@ -142,13 +183,17 @@ Grouped = dict[str, dict[int, dict]]  # arm -> seed index -> result
 
 
 def run_study(preset, corpus, out: Path, *, seed=0, data_path=None, resume=False, workers=1,
-              threads=1, quiet=False) -> tuple[Grouped, list[str], int]:  # fmt: skip
+              threads=1, quiet=False, executor=None) -> tuple[Grouped, list[str], int]:  # fmt: skip
     """Train the runs (arm x seed) that ``out/results.jsonl`` lacks. Returns
     ``arm -> {seed index: result}``, the labels of runs that raised, and how many results were
     reused from an earlier invocation."""
+    from normlab.lab.study.executors import LocalExecutor
     from normlab.lab.study.store import ResultStore, run_key
 
+    executor = executor or LocalExecutor(workers)
     store = ResultStore(out / "results.jsonl")
+    if resume and (torn := store.set_aside_torn_line()) is not None and not quiet:
+        print(f"a torn last line of {store.path.name} (a crash mid-write) was moved to {torn}")
     if not resume and store.path.exists():
         old = store.path.with_name(f"results.{time.strftime('%Y%m%d-%H%M%S')}.jsonl")
         store.path.rename(old)
@@ -175,98 +220,16 @@ def run_study(preset, corpus, out: Path, *, seed=0, data_path=None, resume=False
         steps_done = (result or {}).get("summary", {}).get("steps_done", 0)
         bar.run_done(max(1, task.config.steps) - steps_done)  # a diverged run stops early
 
-    if workers == 1:
-        for t in todo:
-            result, err = _train_one(t.config.replace(threads=per_worker), corpus, bar.step)
-            finish(t, result, err)
-    else:
-        _run_parallel(todo, data_path, corpus.sha256, workers, per_worker, bar, finish)
+    from normlab.lab.study.executors import Job
+
+    job = Job(data_path, corpus.sha256, per_worker)
+    executor.run(todo, job, corpus, on_step=bar.step, on_done=finish)
     bar.close()
     results: Grouped = {}
     for t in tasks:
         if keys[t.label] in done:
             results.setdefault(t.arm, {})[t.index] = done[keys[t.label]]["result"]
     return results, failed, len(tasks) - len(todo)
-
-
-def _train_one(cfg, corpus, on_step) -> tuple[dict | None, str | None]:
-    from normlab.lab.train.trainer import train
-
-    try:
-        return train(cfg, corpus, on_step=lambda step, rec: on_step(1)).to_dict(), None
-    except Exception as e:  # a bug in one run must not lose the others
-        return None, f"{type(e).__name__}: {e}"
-
-
-# ---- parallel runs: each worker process loads the corpus once and reports steps on a queue
-
-_WORKER: dict[str, Any] = {}
-
-
-def _init_worker(data_path, sha256: str, threads: int, queue) -> None:
-    import torch
-
-    from normlab.lab.train.data import load_corpus
-
-    torch.set_num_threads(threads)
-    corpus = load_corpus(data_path)
-    if corpus.sha256 != sha256:
-        raise RuntimeError("the data file changed while the study ran")
-    _WORKER.update(corpus=corpus, queue=queue)
-
-
-def _worker_run(cfg_dict: dict) -> tuple[dict | None, str | None]:
-    from normlab.lab.train.trainer import TrainConfig
-
-    q = _WORKER["queue"]
-    return _train_one(TrainConfig.from_dict(cfg_dict), _WORKER["corpus"], q.put)
-
-
-def _run_parallel(todo, data_path, sha256, workers, per_worker, bar, finish) -> None:
-    import multiprocessing as mp
-
-    ctx = mp.get_context("spawn")  # fork after torch has started threads can deadlock
-    manager = None if bar.quiet else ctx.Manager()  # a server process that relays the steps
-    queue = _NullQueue() if manager is None else manager.Queue()
-    stop = threading.Event()
-
-    def pump() -> None:
-        while not stop.is_set():
-            try:
-                bar.step(queue.get(timeout=0.2))
-            except Exception:
-                continue
-
-    pumper = threading.Thread(target=pump, daemon=True)
-    pumper.start()
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
-                             initargs=(data_path, sha256, per_worker, queue)) as pool:  # fmt: skip
-        futures = {
-            pool.submit(_worker_run, r.config.replace(threads=per_worker).to_dict()): r
-            for r in todo
-        }
-        pending = set(futures)
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for f in finished:
-                try:
-                    result, err = f.result()
-                except Exception as e:  # the worker process itself died
-                    result, err = None, f"{type(e).__name__}: {e}"
-                finish(futures[f], result, err)
-    stop.set()
-    pumper.join()
-    if manager is not None:
-        manager.shutdown()
-
-
-class _NullQueue:
-    def put(self, n: int) -> None:
-        pass
-
-    def get(self, timeout: float) -> int:
-        time.sleep(timeout)
-        raise TimeoutError
 
 
 class _Progress:

@@ -45,6 +45,22 @@ class ResultStore:
                     out.setdefault(rec["key"], rec)
         return out
 
+    def set_aside_torn_line(self) -> Path | None:
+        """Move a torn last line (a crash mid-write: no newline at the end) out of the file into
+        ``results.jsonl.torn``; returns where it went, or None when the file ends whole."""
+        if not self.path.exists():
+            return None
+        data = self.path.read_bytes()
+        if not data or data.endswith(b"\n"):
+            return None
+        cut = data.rfind(b"\n") + 1
+        torn = self.path.with_name(self.path.name + ".torn")
+        with open(torn, "ab") as f:
+            f.write(data[cut:] + b"\n")
+        with open(self.path, "r+b") as f:
+            f.truncate(cut)
+        return torn
+
     def append(self, record: dict[str, Any]) -> None:
         line = (json.dumps(record, allow_nan=False, separators=(",", ":")) + "\n").encode()
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,7 @@
 Each arm's model is built once; then, in interleaved rounds (arm A, arm B, arm A, ... so that
 load drift on a shared machine hits every arm alike), each round times per arm:
 
-- ``step_ms``: the median of a few whole AdamW training steps (forward, backward, update);
+- ``step_ms``: the fastest of a few whole AdamW training steps (forward, backward, update);
 - ``norm_ms``: the arm's norm modules alone at the shapes they see in the model, forward and
   backward, summed over the modules: the norms' cost per step;
 - ``torch_norm_ms``: the same with PyTorch's own ``F.rms_norm``/``F.layer_norm`` at the same
@@ -25,11 +25,6 @@ from normlab.models import Transformer, param_groups
 from normlab.modules import LayerNorm, RMSNorm
 
 WARMUP_ROUNDS = 2
-
-
-def _median(xs: list[float]) -> float:
-    xs = sorted(xs)
-    return xs[len(xs) // 2]
 
 
 class _Arm:
@@ -82,14 +77,15 @@ def _torch_equivalent(mod: nn.Module) -> Callable[[Tensor], Tensor] | None:
 
 
 def _time(fns: Sequence[Callable[[], None]], reps: int) -> float:
-    """Median over ``reps`` of the milliseconds one pass over ``fns`` takes."""
+    """The fastest of ``reps`` passes over ``fns``, in milliseconds: other load on the machine
+    only ever adds time, so the fastest pass is the least disturbed measurement."""
     out = []
     for _ in range(reps):
         t = time.perf_counter()
         for fn in fns:
             fn()
         out.append(1e3 * (time.perf_counter() - t))
-    return _median(out)
+    return min(out)
 
 
 def time_arms(

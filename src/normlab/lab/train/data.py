@@ -59,22 +59,31 @@ class Corpus:
         }  # fmt: skip
 
 
-def load_corpus(path: str | os.PathLike | None = None, *, val_every: int = 10) -> Corpus:
-    """Read ``path`` (or the stdlib corpus when ``None``) as bytes and split it: every
-    ``val_every``-th chunk of (up to) 4096 bytes goes to validation, the rest to training."""
-    if val_every < 2:
-        raise ValueError(f"val_every must be >= 2, got {val_every}")
+def read_bytes(path: str | os.PathLike | None = None) -> tuple[bytes, str]:
+    """The bytes of ``path`` (or of the stdlib corpus when ``None``) and where they came from."""
     if path is None:
         files = stdlib_files()
         if not files:
             raise FileNotFoundError("no *.py files found in the standard library directory")
         raw = b"".join(f.read_bytes() for f in files)
-        source = f"stdlib:{sysconfig.get_paths()['stdlib']} ({len(files)} files)"
-    else:
-        p = Path(path)
-        if not p.is_file():
-            raise FileNotFoundError(f"data file not found: {p}")
-        raw, source = p.read_bytes(), str(p)
+        return raw, f"stdlib:{sysconfig.get_paths()['stdlib']} ({len(files)} files)"
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"data file not found: {p}")
+    return p.read_bytes(), str(p)
+
+
+def load_corpus(path: str | os.PathLike | None = None, *, val_every: int = 10) -> Corpus:
+    """Read ``path`` (or the stdlib corpus when ``None``) as bytes and split it
+    (:func:`corpus_from_bytes`)."""
+    return corpus_from_bytes(*read_bytes(path), val_every=val_every)
+
+
+def corpus_from_bytes(raw: bytes, source: str, *, val_every: int = 10) -> Corpus:
+    """Split ``raw``: every ``val_every``-th chunk of (up to) 4096 bytes goes to validation, the
+    rest to training."""
+    if val_every < 2:
+        raise ValueError(f"val_every must be >= 2, got {val_every}")
     # Small files get smaller chunks so that they still have several validation chunks.
     chunk = max(_MIN_CHUNK, min(_CHUNK, len(raw) // (4 * val_every)))
     if len(raw) < 2 * chunk * val_every:

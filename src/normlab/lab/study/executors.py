@@ -1,0 +1,216 @@
+"""Where a study's runs are trained: this machine (a process pool) or a Ray cluster.
+
+An executor takes the runs still to do and calls ``on_done(task, result, error)`` on the driver
+as each finishes; the driver alone appends to ``results.jsonl``, so resume, the report and the
+claims work the same whichever executor ran. Every process an executor starts ends with the
+driver, whatever signal ends it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+OnDone = Callable[[Any, dict | None, str | None], None]  # (task, result, error)
+OnStep = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class Job:
+    """What every run of a study shares: its data and the threads each run gets."""
+
+    data_path: str | None
+    corpus_sha256: str
+    threads: int
+
+
+class Executor(Protocol):
+    def run(self, tasks: list, job: Job, corpus, *, on_step: OnStep, on_done: OnDone) -> None: ...
+
+
+def train_one(cfg, corpus, on_step: OnStep) -> tuple[dict | None, str | None]:
+    """One run; an exception becomes an error string, so a bug in one run loses no other."""
+    from normlab.lab.train.trainer import train
+
+    try:
+        return train(cfg, corpus, on_step=lambda step, rec: on_step(1)).to_dict(), None
+    except Exception as e:
+        return None, f"{type(e).__name__}: {e}"
+
+
+# --------------------------------------------------------------------------------------------
+# this machine
+
+
+class LocalExecutor:
+    """``workers == 1``: the runs one after another in this process; more: a pool of that many
+    spawned processes, each loading the corpus once and reporting its steps on a queue."""
+
+    def __init__(self, workers: int):
+        self.workers = workers
+
+    def run(self, tasks, job: Job, corpus, *, on_step: OnStep, on_done: OnDone) -> None:
+        if self.workers == 1:
+            for t in tasks:
+                on_done(t, *train_one(t.config.replace(threads=job.threads), corpus, on_step))
+            return
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")  # fork after torch has started threads can deadlock
+        queue = ctx.SimpleQueue()  # steps, relayed to the progress bar
+        pump = threading.Thread(target=_pump, args=(queue, on_step), daemon=True)
+        pump.start()
+        pool = ProcessPoolExecutor(
+            self.workers, mp_context=ctx, initializer=_init_worker,
+            initargs=(job.data_path, job.corpus_sha256, job.threads, queue, os.getpid()),
+        )  # fmt: skip
+        try:
+            futures = {
+                pool.submit(_worker_run, t.config.replace(threads=job.threads).to_dict()): t
+                for t in tasks
+            }
+            pending = set(futures)
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    try:
+                        result, err = f.result()
+                    except Exception as e:  # the worker process itself died
+                        result, err = None, f"{type(e).__name__}: {e}"
+                    on_done(futures[f], result, err)
+        except BaseException:
+            # Interrupted: the runs in progress are abandoned, not waited for.
+            for p in list(getattr(pool, "_processes", {}).values()):
+                p.kill()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            queue.put(None)
+            pump.join()
+
+
+def _pump(queue, on_step: OnStep) -> None:
+    while (n := queue.get()) is not None:
+        on_step(n)
+
+
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(data_path, sha256: str, threads: int, queue, driver_pid: int) -> None:
+    import torch
+
+    from normlab.lab.train.data import load_corpus
+
+    die_with(driver_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
+    torch.set_num_threads(threads)
+    corpus = load_corpus(data_path)
+    if corpus.sha256 != sha256:
+        raise RuntimeError("the data file changed while the study ran")
+    _WORKER.update(corpus=corpus, queue=queue)
+
+
+def _worker_run(cfg_dict: dict) -> tuple[dict | None, str | None]:
+    from normlab.lab.train.trainer import TrainConfig
+
+    return train_one(TrainConfig.from_dict(cfg_dict), _WORKER["corpus"], _WORKER["queue"].put)
+
+
+def die_with(parent_pid: int) -> None:
+    """End this process when ``parent_pid`` dies, however it dies (SIGKILL included): the
+    kernel's parent-death signal where there is one (Linux), and a watchdog thread everywhere."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # the parent died before the signal was armed
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            threading.Event().wait(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="die-with-driver").start()
+
+
+# --------------------------------------------------------------------------------------------
+# a Ray cluster
+
+
+class RayExecutor:
+    """Each run a Ray task asking for its threads as CPUs (and a GPU where the run uses one).
+
+    ``address=None`` starts a local Ray instance for the study and shuts it down after;
+    otherwise the study joins that cluster and leaves it running. The corpus travels with the
+    tasks (its bytes and SHA-256, put in the object store once): the default corpus, the
+    running Python's standard library, may differ from node to node.
+    """
+
+    def __init__(self, address: str | None = None, workers: int | None = None):
+        self.address, self.workers = address, workers
+
+    def run(self, tasks, job: Job, corpus, *, on_step: OnStep, on_done: OnDone) -> None:
+        import ray
+
+        started_here = not ray.is_initialized()
+        if started_here:
+            kw: dict[str, Any] = {"address": self.address, "include_dashboard": False}
+            if self.address is None and self.workers:
+                kw["num_cpus"] = self.workers * job.threads
+            ray.init(**kw, log_to_driver=False, configure_logging=False)
+        try:
+            from normlab.lab.train.data import read_bytes
+
+            raw, source = read_bytes(job.data_path)
+            data = ray.put((raw, source, corpus.sha256))
+            remote = ray.remote(num_cpus=job.threads)(_ray_run)
+            refs = {
+                remote.remote(t.config.replace(threads=job.threads).to_dict(), data): t
+                for t in tasks
+            }
+            pending = list(refs)
+            try:
+                while pending:
+                    ready, pending = ray.wait(pending, num_returns=1)
+                    for ref in ready:
+                        try:
+                            result, err = ray.get(ref)
+                        except Exception as e:  # the task's worker died
+                            result, err = None, f"{type(e).__name__}: {e}"
+                        task = refs[ref]
+                        on_done(task, result, err)
+                        on_step(max(1, task.config.steps))
+            except BaseException:
+                for ref in pending:
+                    ray.cancel(ref, force=True)
+                raise
+        finally:
+            if started_here:
+                ray.shutdown()
+
+
+def _ray_run(cfg_dict: dict, data) -> tuple[dict | None, str | None]:
+    from normlab.lab.train.data import corpus_from_bytes
+    from normlab.lab.train.trainer import TrainConfig
+
+    raw, source, sha256 = data
+    corpus = corpus_from_bytes(raw, source)
+    if corpus.sha256 != sha256:
+        return None, "the corpus changed in transit"
+    return train_one(TrainConfig.from_dict(cfg_dict), corpus, lambda n: None)
+
+
+def make_executor(name: str, *, workers: int, address: str | None = None) -> Executor:
+    if name == "ray":
+        return RayExecutor(address, workers)
+    return LocalExecutor(workers)

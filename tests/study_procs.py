@@ -1,0 +1,46 @@
+"""Starting a study in a subprocess and finding every process it started (by an environment
+marker that they all inherit), for the process-hygiene tests."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+def start_study(out, *extra, mark: str = ""):
+    cmd = [sys.executable, "-m", "normlab", "study", "--preset", "smoke", "--out", str(out),
+           "--threads", "1", "--quiet", *extra]  # fmt: skip
+    env = {**os.environ, "NORMLAB_TEST_MARK": mark}  # inherited by every process it starts
+    return subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=env)  # fmt: skip
+
+
+def marked(mark: str) -> list[int]:
+    """PIDs of live processes whose environment carries ``mark``."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/environ", "rb") as f:
+                if f"NORMLAB_TEST_MARK={mark}".encode() in f.read().split(b"\0"):
+                    with open(f"/proc/{d}/stat") as st:
+                        if st.read().split(")")[-1].split()[0] != "Z":  # zombies are gone
+                            pids.append(int(d))
+        except OSError:
+            continue
+    return pids
+
+
+def wait_for_lines(path, n: int, proc, timeout: float = 120) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        if path.exists() and path.read_text().count("\n") >= n:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the study ended (or stalled) before it could be stopped")
+
+
+needs_proc = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")

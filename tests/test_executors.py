@@ -1,0 +1,109 @@
+"""The executors: a study's runs trained through Ray give the same results as through the local
+pool, and the driver alone writes results.jsonl."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from study_procs import marked, needs_proc, start_study, wait_for_lines
+
+from normlab.lab.study.command import run_study
+from normlab.lab.study.executors import LocalExecutor, RayExecutor
+from normlab.lab.study.presets import PRESETS
+from normlab.lab.train.data import load_corpus
+
+ray = pytest.importorskip("ray")
+
+
+def _lines(path):
+    out = {}
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        res = rec["result"]
+        out[rec["key"]] = (rec["name"], rec["seed"], res["status"], res["history"].get("loss"),
+                           res["summary"].get("final_val_loss"))  # fmt: skip
+    return out
+
+
+@pytest.fixture(scope="module")
+def smoke_arms():
+    """A slice of the smoke preset: trained and at-init arms, two seeds each."""
+    import dataclasses
+
+    p = PRESETS["smoke"]()
+    keep = {"base", "layernorm", "init-post-L4", "post-L2"}
+    claims = tuple(c for c in p.claims if set(c.arms) <= keep)
+    return dataclasses.replace(p, runs=tuple(r for r in p.runs if r.name in keep), claims=claims)
+
+
+@pytest.mark.slow
+def test_ray_runs_the_same_study_as_the_local_pool(tmp_path, smoke_arms):
+    corpus = load_corpus(None)
+    kw = dict(seed=3, threads=1, quiet=True)
+    local, failed, _ = run_study(smoke_arms, corpus, tmp_path / "local",
+                                 executor=LocalExecutor(1), **kw)  # fmt: skip
+    assert not failed
+    ray_out, failed, _ = run_study(smoke_arms, corpus, tmp_path / "ray",
+                                   executor=RayExecutor(None, workers=2), **kw)  # fmt: skip
+    assert not failed and not ray.is_initialized()  # the local instance went with the study
+    a, b = _lines(tmp_path / "local" / "results.jsonl"), _lines(tmp_path / "ray" / "results.jsonl")
+    assert a == b and len(a) == len(smoke_arms.tasks(3))
+    assert {seed for _, seed, *_ in a.values()} == {30000, 30001}
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting to be reaped has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@needs_proc
+def test_sigkill_of_the_driver_ends_the_local_ray_instance(tmp_path):
+    mark = f"ray-{os.getpid()}-{time.time()}"
+    proc = start_study(tmp_path, "--executor", "ray", "--workers", "2", mark=mark)
+    wait_for_lines(tmp_path / "results.jsonl", 3, proc, timeout=180)
+    assert len(marked(mark)) >= 3  # the driver, Ray's own processes and its workers
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 20
+    while marked(mark) and time.time() < deadline:
+        time.sleep(0.5)
+    assert marked(mark) == []
+
+
+@needs_proc
+def test_die_with_a_dead_parent_exits(tmp_path):
+    """A child armed with executors.die_with(parent) ends when its parent is SIGKILLed."""
+    code = (
+        "import os, sys, time\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    from normlab.lab.study.executors import die_with\n"
+        "    die_with(os.getppid())\n"
+        f"    open({str(tmp_path / 'armed')!r}, 'w').close()\n"
+        "    time.sleep(60)\n"
+        "    os._exit(0)\n"
+        "print(pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    child = int(proc.stdout.readline())
+    deadline = time.time() + 30
+    while not (tmp_path / "armed").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 10
+    while _alive(child) and time.time() < deadline:
+        time.sleep(0.1)
+    if _alive(child):
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("the child outlived its parent")
