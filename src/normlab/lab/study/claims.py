@@ -381,7 +381,7 @@ class Claim:
     name: str
     statement: str
     source: str
-    rule: Contrast | AllOf | Timing
+    rule: Any  # Contrast | AllOf | Timing | sweeps.LRSensitivity: arms(), seeds, decide()
     plots: tuple[str, ...] = ("loss", "seeds")
 
     @property

@@ -9,6 +9,7 @@ arms has the data it draws.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 
@@ -179,6 +180,48 @@ def speed(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | 
     return png(fig)
 
 
+def lr_curves(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | None:
+    """Final validation loss against the learning rate, one curve per recipe (the claim's arms
+    grouped by everything in their config but the learning rate), mean and range over seeds; a
+    diverged run is drawn at ln V, the loss of a uniform guess."""
+    groups: dict[str, list[tuple[float, str]]] = {}
+    for arm in claim.arms:
+        runs = list(results.get(arm, {}).values())
+        if runs:
+            cfg = {**runs[0]["config"], "lr": None, "seed": None}
+            groups.setdefault(json.dumps(cfg, sort_keys=True), []).append(
+                (runs[0]["config"]["lr"], arm)
+            )
+    curves = [sorted(g) for g in groups.values() if len({lr for lr, _ in g}) >= 2]
+    if not curves:
+        return None
+    fig, ax = figure()
+    for curve in curves:
+        xs, mean, lo, hi = [], [], [], []
+        for lr, arm in curve:
+            losses = [_final_loss(r) for r in results[arm].values()]
+            xs.append(lr)
+            mean.append(sum(losses) / len(losses))
+            lo.append(min(losses))
+            hi.append(max(losses))
+        (line,) = ax.plot(xs, mean, marker="o", lw=1.4, label=f"{curve[0][1]} … (n={len(losses)})")
+        ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15, lw=0)
+    ax.set_xscale("log")
+    ax.set_xlabel("learning rate")
+    ax.set_ylabel("final validation loss (nats/byte)")
+    ax.set_title("diverged runs drawn at ln V", fontsize=8)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    return png(fig)
+
+
+def _final_loss(res: dict) -> float:
+    v = res.get("summary", {}).get("final_val_loss")
+    if res.get("status") == "diverged" or v is None:
+        return math.log(res["config"]["model"]["vocab_size"])
+    return v
+
+
 PLOTS: dict[str, tuple[str, Callable[..., bytes | None]]] = {
     "loss": ("Loss curves (mean and range over seeds)", loss_curves),
     "seeds": ("Per-seed values, mean and interval", seeds),
@@ -186,4 +229,5 @@ PLOTS: dict[str, tuple[str, Callable[..., bytes | None]]] = {
     "residual_rms": ("Residual RMS per block", residual_rms),
     "residual_cos": ("Cosine similarity between blocks", residual_cos),
     "speed": ("Time in the norms and per step (serial phase)", speed),
+    "lr": ("Final loss against the learning rate", lr_curves),
 }

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import fnmatch
 import itertools
 import math
 import re
@@ -46,6 +47,7 @@ from normlab.lab.study.claims import (
     trains,
 )
 from normlab.lab.study.design import Preset, Run
+from normlab.lab.study.sweeps import LRSensitivity
 from normlab.lab.train.data import VOCAB_SIZE
 from normlab.lab.train.trainer import TrainConfig
 from normlab.models import TransformerConfig
@@ -83,6 +85,7 @@ RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "fails": (("arm", "seeds"), ("margin",)),
     "trains": (("arm", "seeds"), ("margin",)),
     "timing": (("fast", "slow", "delta"), ("what",)),
+    "lr_sensitivity": (("stable", "unstable", "delta", "seeds"), ("expect",)),
 }
 _CLAIM_KEYS = ("name", "statement", "source", "plots", "rule")
 _CLAIM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # it names the report's plot files
@@ -449,6 +452,8 @@ class _Loader:
                 return (fails if kind == "fails" else trains)(get.pop("arm"), **get)
             if kind == "timing":
                 return Timing(**get)
+            if kind == "lr_sensitivity":
+                return LRSensitivity(**get)
         except (ValueError, TypeError) as e:
             self.fail(path, str(e))
         parts_path = _at(path, "parts")
@@ -490,11 +495,28 @@ class _Loader:
             return v
         if key in ("arm", "fast", "slow"):
             return self.arm(v, path, arms)
+        if key in ("stable", "unstable"):  # a sweep: arm names or glob patterns, in LR order
+            return self.sweep(v, path, arms)
         if key == "terms":
             if not isinstance(v, list) or not v:
                 self.fail(path, "expected a list of [coef, arm, measure] terms, got " + _show(v))
             return tuple(self.term(t, _at(path, i), arms) for i, t in enumerate(v))
         raise AssertionError(key)
+
+    def sweep(self, v: Any, path: str, arms: list[str]) -> tuple[str, ...]:
+        if isinstance(v, str):
+            v = [v]
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            self.fail(path, f"expected arm names or glob patterns, got {_show(v)}")
+        out: list[str] = []
+        for i, pattern in enumerate(v):
+            hits = [a for a in arms if fnmatch.fnmatchcase(a, pattern)]
+            if not hits:
+                self.arm(pattern, _at(path, i), arms)  # fails, with the near-miss hint
+            out += [a for a in hits if a not in out]
+        if len(out) < 2:
+            self.fail(path, f"a learning-rate sweep needs at least two arms, got {out}")
+        return tuple(out)
 
     def arm(self, v: Any, path: str, arms: list[str]) -> str:
         if v not in arms:

@@ -1,0 +1,76 @@
+"""Learning-rate sensitivity (Wortsman et al. 2023): the metric, the rule and its spec form."""
+
+import math
+
+import pytest
+
+from normlab.lab.study.claims import FAILS, HOLDS
+from normlab.lab.study.spec import SpecError, parse_spec
+from normlab.lab.study.sweeps import LRSensitivity, sensitivity
+
+V = 256
+
+
+def res(val=None, status="ok"):
+    return {"status": status, "summary": {"final_val_loss": val},
+            "config": {"model": {"vocab_size": V}, "lr": 0.0}}  # fmt: skip
+
+
+def test_sensitivity_is_the_mean_excess_over_the_best_capped_at_a_uniform_guess():
+    assert sensitivity([2.0, 2.0, 2.0], 5.5) == 0.0
+    assert sensitivity([2.0, 2.5, 3.5], 5.5) == pytest.approx((0 + 0.5 + 1.5) / 3)
+    assert sensitivity([2.0, 9.0], 5.5) == pytest.approx(3.5 / 2)  # capped at ln V
+
+
+def test_the_rule_compares_two_sweeps_seed_by_seed():
+    rule = LRSensitivity(("s1", "s2", "s3"), ("u1", "u2", "u3"), delta=0.1, seeds=3)
+    results = {
+        **{f"s{k}": {i: res(2.0 + 0.1 * (k == 3)) for i in range(3)} for k in (1, 2, 3)},
+        "u1": {i: res(2.0) for i in range(3)},
+        "u2": {i: res(2.6 + 0.01 * i) for i in range(3)},
+        "u3": {i: res(status="diverged") for i in range(3)},
+    }
+    v = rule.decide(results, {})
+    s_stable = 0.1 / 3
+    s_unstable = [(0.6 + 0.01 * i + math.log(V) - 2.0) / 3 for i in range(3)]
+    assert v.estimate.values == pytest.approx([u - s_stable for u in s_unstable])
+    assert v.status == HOLDS and v.estimate.n == 3
+    flipped = LRSensitivity(rule.unstable, rule.stable, delta=0.1, seeds=3)
+    assert flipped.decide(results, {}).status == FAILS
+    with pytest.raises(ValueError, match="two learning rates"):
+        LRSensitivity(("a",), ("b", "c"), delta=0.1, seeds=3)
+
+
+SPEC = """
+name = "lr"
+[base]
+steps = 4
+batch_size = 2
+seq_len = 8
+[base.model]
+dim = 8
+n_layers = 2
+n_heads = 2
+max_seq_len = 8
+[[arms]]
+name = "{placement}-lr{lr:g}"
+axes = { placement = ["pre", "post"], lr = [1e-3, 1e-2, 1e-1] }
+[[claims]]
+name = "pre-robust"
+statement = "Pre-LN is less sensitive to the learning rate than Post-LN."
+rule = "lr_sensitivity"
+stable = "pre-lr*"
+unstable = ["post-lr*"]
+delta = 0.05
+seeds = 2
+plots = ["lr"]
+"""
+
+
+def test_a_spec_names_its_sweeps_by_glob():
+    preset = parse_spec(SPEC, "lr.toml")
+    rule = preset.claims[0].rule
+    assert rule.stable == ("pre-lr0.001", "pre-lr0.01", "pre-lr0.1")
+    assert rule.unstable == ("post-lr0.001", "post-lr0.01", "post-lr0.1")
+    with pytest.raises(SpecError, match=r"lr.toml: claims\[0\].stable"):
+        parse_spec(SPEC.replace('stable = "pre-lr*"', 'stable = "sandwich-*"'), "lr.toml")
