@@ -52,7 +52,8 @@ def test_collect_schema_is_plain_json():
         model(_tokens()).logsumexp(-1).mean().backward()
         stats = probes.collect()
     assert set(stats) == {
-        "grad_norm", "grad_norm_block", "residual_rms", "residual_cos", "attn_logit_max"
+        "grad_norm", "grad_norm_block", "residual_rms", "residual_cos", "attn_logit_max",
+        "massive", "logit_rms",
     }  # fmt: skip
     assert set(stats["grad_norm"]) == {
         "attn.wq",
@@ -63,15 +64,17 @@ def test_collect_schema_is_plain_json():
         "mlp.w_out",
     }
     assert all(len(v) == 3 for v in stats["grad_norm"].values())
-    lengths = {k: len(v) for k, v in stats.items() if k != "grad_norm"}
-    assert lengths == {
+    lists = {k: v for k, v in stats.items() if k not in ("grad_norm", "logit_rms")}
+    assert {k: len(v) for k, v in lists.items()} == {
         "grad_norm_block": 3,
         "residual_rms": 3,
         "residual_cos": 2,
         "attn_logit_max": 3,
+        "massive": 3,
     }
+    assert empty["logit_rms"] is None and type(stats["logit_rms"]) is float
     flat = [x for v in stats["grad_norm"].values() for x in v]
-    flat += [x for k, v in stats.items() if k != "grad_norm" for x in v]
+    flat += [x for v in lists.values() for x in v]
     assert all(type(x) is float for x in flat)
     assert json.loads(json.dumps(stats)) == stats
 
@@ -90,6 +93,10 @@ def test_values_match_a_direct_computation():
         h.remove()
     for i, out in enumerate(outs):
         assert stats["residual_rms"][i] == pytest.approx(out.pow(2).mean().sqrt().item(), rel=1e-5)
+        a = out.abs().flatten()
+        assert stats["massive"][i] == pytest.approx((a.max() / a.median()).item(), rel=1e-5)
+    logits = model(tokens)
+    assert stats["logit_rms"] == pytest.approx(logits.pow(2).mean().sqrt().item(), rel=1e-5)
     cos = F.cosine_similarity(outs[0], outs[1], dim=-1).mean().item()
     assert stats["residual_cos"][0] == pytest.approx(cos, rel=1e-5)
     for i, block in enumerate(model.blocks):
@@ -118,3 +125,18 @@ def test_residual_statistics_skip_padding():
         model(tokens, mask=mask)
         rms = probes.collect()["residual_rms"][0]
     assert rms == pytest.approx(outs[0][mask].pow(2).mean().sqrt().item(), rel=1e-5)
+
+
+def test_layernorm_scaling_scales_each_input_norm_by_one_over_root_depth():
+    """depth_scaled_norm: block l's input norms are multiplied by 1/sqrt(l) (1-based)."""
+    plain, scaled = _model(n_layers=4), _model(n_layers=4, depth_scaled_norm=True)
+    scaled.load_state_dict(plain.state_dict())
+    assert [b.in_scale for b in scaled.blocks] == pytest.approx([1, 2**-0.5, 3**-0.5, 0.5])
+    x = torch.randn(2, 8, 16)
+    ref, s = plain.blocks[2], 3**-0.5  # block 3 (1-based), with the unscaled model's weights
+    h = x + ref.attn(ref.attn_norm_in(x) * s, None)
+    want = h + ref.mlp(ref.mlp_norm_in(h) * s, None)
+    torch.testing.assert_close(scaled.blocks[2](x), want)
+    assert not torch.allclose(scaled(_tokens()), plain(_tokens()))
+    with pytest.raises(ValueError, match="depth_scaled_norm"):
+        TransformerConfig(32, 16, 2, 2, placement="post", depth_scaled_norm=True)

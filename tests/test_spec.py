@@ -267,7 +267,7 @@ def test_unknown_rule_type(tmp_path, capsys):
     err = _bad(tmp_path, capsys, _edit('rule = "timing"', 'rule = "faster"'))
     assert err == (
         'claims[1].rule: unknown rule "faster"; expected one of: contrast, all_of, fails, '
-        "trains, timing"
+        "trains, timing, lr_sensitivity"
     )
 
 

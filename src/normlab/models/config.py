@@ -48,6 +48,11 @@ class TransformerConfig:
     qk_norm: bool = False
     """Norm q and k over the head dimension (before RoPE), with the same norm kind."""
 
+    depth_scaled_norm: bool = False
+    """LayerNorm Scaling (Sun et al. 2025, "The Curse of Depth"): the output of each norm on a
+    sublayer's input in block ``l`` (1-based) is multiplied by ``1/√l``, which curbs the growth
+    of a Pre-LN residual stream's variance with depth. Needs input norms: pre, sandwich, mix."""
+
     arch: str = "llama"
     """"llama": RoPE, SwiGLU MLP, no biases; "gpt2": learned positions, GELU MLP, biases."""
 
@@ -85,6 +90,15 @@ class TransformerConfig:
     tie_embeddings: bool = False
     """Share the token embedding matrix with the LM head."""
 
+    norm_offset: float = 0.0
+    """RMSNorm's gain is ``norm_offset + weight``, the weight initialised to ``1 - norm_offset``
+    so the gain starts at 1 either way; 1.0 with rms_casting="gemma" is Gemma's ``(1 + w)``.
+    RMSNorm only: the other norm kinds have no such offset and reject a non-zero one."""
+
+    scale_embeddings: bool = False
+    """Multiply the token embeddings by √dim on the way into the first block, as Gemma does
+    (the LM head, tied or not, reads the unscaled matrix)."""
+
     def __post_init__(self) -> None:
         for name in ("vocab_size", "dim", "n_layers", "n_heads", "max_seq_len"):
             value = getattr(self, name)
@@ -111,18 +125,34 @@ class TransformerConfig:
             raise ValueError(f"mlp_ratio must be a positive number or None, got {self.mlp_ratio!r}")
         if self.eps is not None and not (self.eps >= 0 and math.isfinite(self.eps)):
             raise ValueError(f"eps must be a finite number >= 0 or None, got {self.eps!r}")
-        for name in ("final_norm", "qk_norm", "tie_embeddings"):
+        for name in ("final_norm", "qk_norm", "depth_scaled_norm", "tie_embeddings"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
         for name in ("bias", "scale_branch_init"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be a bool or None, got {getattr(self, name)!r}")
+        if self.depth_scaled_norm and self.placement in ("post", "deepnorm"):
+            raise ValueError(
+                f"depth_scaled_norm scales the norms on the sublayers' inputs, which "
+                f"placement={self.placement!r} does not have; use pre, sandwich or mix"
+            )
         if self.placement == "deepnorm" and self.norm == "none":
             # N(α·x + F(x)) without N multiplies the residual stream by α every sublayer.
             raise ValueError(
                 "placement='deepnorm' needs a norm: with norm='none' the skip scaling α grows "
                 "the residual stream as α^(2·n_layers); choose another norm or placement"
             )
+        if isinstance(self.norm_offset, bool) or not isinstance(self.norm_offset, int | float):
+            raise TypeError(f"norm_offset must be a number, got {self.norm_offset!r}")
+        if not math.isfinite(self.norm_offset):
+            raise ValueError(f"norm_offset must be finite, got {self.norm_offset!r}")
+        if self.norm_offset and self.norm != "rmsnorm":
+            raise ValueError(
+                f"norm_offset={self.norm_offset:g} applies to rmsnorm only (Gemma's (1 + w)), "
+                f"not norm={self.norm!r}; set norm_offset = 0"
+            )
+        if not isinstance(self.scale_embeddings, bool):
+            raise TypeError(f"scale_embeddings must be a bool, got {self.scale_embeddings!r}")
 
     # ---- derived values (the model reads these, never the raw None defaults)
 

@@ -14,7 +14,9 @@ def make_norm(cfg: TransformerConfig, size: int) -> nn.Module | None:
     """One normlab norm over the last ``size`` features; None for norm="none" (identity)."""
     eps = {} if cfg.eps is None else {"eps": cfg.eps}
     if cfg.norm == "rmsnorm":
-        return RMSNorm(size, **eps, casting=cfg.casting, backend=cfg.norm_backend)
+        return RMSNorm(
+            size, **eps, offset=cfg.norm_offset, casting=cfg.casting, backend=cfg.norm_backend
+        )
     if cfg.norm == "layernorm":
         return LayerNorm(size, **eps, bias=cfg.use_bias, backend=cfg.norm_backend)
     if cfg.norm == "batchnorm":

@@ -19,6 +19,9 @@ class Probes:
     - ``residual_rms[i]``: RMS of the residual stream after block ``i`` (over real tokens);
     - ``residual_cos[i]``: mean over tokens of cos(stream after block ``i``, after ``i + 1``);
     - ``attn_logit_max[i]``: largest causal attention logit ``q·k/√Dh`` in block ``i``;
+    - ``massive[i]``: max |h| / median |h| of the stream after block ``i``, the ratio by which
+      "massive activations" (Sun et al. 2024) stand out;
+    - ``logit_rms``: RMS of the output logits, the output scale a final norm controls;
 
     and, read at :meth:`collect` after ``backward()`` (before ``zero_grad``):
 
@@ -37,7 +40,9 @@ class Probes:
         self._rms: list[Tensor | None] = [None] * n
         self._cos: list[Tensor | None] = [None] * max(n - 1, 0)
         self._logit: list[Tensor | None] = [None] * n
-        self._handles = []
+        self._massive: list[Tensor | None] = [None] * n
+        self._out_rms: Tensor | None = None
+        self._handles = [model.lm_head.register_forward_hook(self._head_hook)]
         for i, block in enumerate(model.blocks):
             self._handles.append(block.register_forward_hook(self._block_hook(i)))
             self._handles.append(block.attn.sdpa.register_forward_hook(self._attn_hook(i)))
@@ -50,6 +55,8 @@ class Probes:
             x, mask = args[0], (args[1] if len(args) > 1 else None)
             y = out.detach().float()
             self._rms[i] = _masked_mean(y.pow(2).mean(-1), mask).sqrt()
+            a = (y if mask is None else y[mask]).abs().flatten()
+            self._massive[i] = a.max() / a.median().clamp_min(torch.finfo(a.dtype).tiny)
             if i > 0:  # a block's input is the previous block's output
                 cos = F.cosine_similarity(x.detach().float(), y, dim=-1)  # (B, T)
                 self._cos[i - 1] = _masked_mean(cos, mask)
@@ -67,6 +74,10 @@ class Probes:
 
         return hook
 
+    @torch.no_grad()
+    def _head_hook(self, module, args, out: Tensor) -> None:
+        self._out_rms = out.detach().float().pow(2).mean().sqrt()
+
     # ---- results
 
     def collect(self) -> dict:
@@ -83,6 +94,8 @@ class Probes:
             "residual_rms": _floats(self._rms),
             "residual_cos": _floats(self._cos),
             "attn_logit_max": _floats(self._logit),
+            "massive": _floats(self._massive),
+            "logit_rms": None if self._out_rms is None else self._out_rms.item(),
         }
 
     def remove(self) -> None:

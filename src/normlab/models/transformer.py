@@ -25,7 +25,9 @@ _NORM_AFTER_ADD = ("post", "deepnorm")
 
 class Block(nn.Module):
     """One attention + MLP block. ``placement`` is one of post | pre | sandwich | deepnorm
-    ("mix" is resolved per block by the config); ``alpha`` scales the skip (DeepNorm)."""
+    ("mix" is resolved per block by the config); ``alpha`` scales the skip (DeepNorm);
+    ``in_scale`` multiplies the output of the norms on the sublayers' inputs (LayerNorm
+    Scaling)."""
 
     def __init__(
         self,
@@ -33,11 +35,12 @@ class Block(nn.Module):
         placement: str,
         alpha: float = 1.0,
         rope: RotaryEmbedding | None = None,
+        in_scale: float = 1.0,
     ):
         super().__init__()
         if placement not in _NORM_SLOTS:
             raise ValueError(f"placement must be one of {tuple(_NORM_SLOTS)}, got {placement!r}")
-        self.placement, self.alpha = placement, float(alpha)
+        self.placement, self.alpha, self.in_scale = placement, float(alpha), float(in_scale)
         self.norm_after_add = placement in _NORM_AFTER_ADD
         has_in, has_out = _NORM_SLOTS[placement]
         self.attn_norm_in = make_norm(cfg, cfg.dim) if has_in else None
@@ -56,10 +59,14 @@ class Block(nn.Module):
             skip = x if self.alpha == 1.0 else self.alpha * x
             return apply_norm(norm_out, branch(x, mask), mask, residual=skip)
         # pre: x + F(N(x)) (norm_out is None); sandwich: x + N_out(F(N_in(x)))
-        return x + apply_norm(norm_out, branch(apply_norm(norm_in, x, mask), mask), mask)
+        h = apply_norm(norm_in, x, mask)
+        if self.in_scale != 1.0:
+            h = h * self.in_scale
+        return x + apply_norm(norm_out, branch(h, mask), mask)
 
     def extra_repr(self) -> str:
-        return f"placement={self.placement!r}, alpha={self.alpha:.4g}"
+        scale = f", in_scale={self.in_scale:.4g}" if self.in_scale != 1.0 else ""
+        return f"placement={self.placement!r}, alpha={self.alpha:.4g}{scale}"
 
 
 class Transformer(nn.Module):
@@ -81,8 +88,9 @@ class Transformer(nn.Module):
             deepnorm_constants(cfg.n_layers) if cfg.placement == "deepnorm" else (1.0, 1.0)
         )
         rope = RotaryEmbedding(cfg.head_dim, cfg.max_seq_len) if cfg.arch == "llama" else None
+        scale = (lambda i: (i + 1) ** -0.5) if cfg.depth_scaled_norm else (lambda i: 1.0)
         self.blocks = nn.ModuleList(
-            Block(cfg, cfg.block_placement(i), alpha, rope) for i in range(cfg.n_layers)
+            Block(cfg, cfg.block_placement(i), alpha, rope, scale(i)) for i in range(cfg.n_layers)
         )
         self.norm = make_norm(cfg, cfg.dim) if cfg.has_final_norm else None
         self.lm_head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
@@ -141,6 +149,8 @@ class Transformer(nn.Module):
     def forward(self, tokens: Tensor, *, mask: Tensor | None = None) -> Tensor:
         self._check_inputs(tokens, mask)
         x = self.tok_emb(tokens)  # (B, T, D)
+        if self.config.scale_embeddings:  # Gemma: the stream starts at RMS ~1 from small rows
+            x = x * self.config.dim**0.5
         if self.pos_emb is not None:
             x = x + self.pos_emb(torch.arange(tokens.shape[1], device=tokens.device))
         for block in self.blocks:

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from normlab.lab.study.measures import MEASURES
 
 HOLDS, FAILS, UNSURE = "holds", "does not hold", "inconclusive"
 LEVEL = 0.95  # confidence of every interval
@@ -29,67 +31,6 @@ POWER = 0.8  # for the minimal detectable effect
 
 # arm -> seed index -> RunResult dict
 Results = Mapping[str, Mapping[int, dict[str, Any]]]
-
-
-# --------------------------------------------------------------------------------------------
-# per-run measures
-
-
-def _loss(name: str) -> Callable[[dict, str | None], float | None]:
-    def measure(res: dict, matrix: str | None) -> float | None:
-        if res.get("status") == "diverged":
-            return math.log(res["config"]["model"]["vocab_size"])  # a uniform guess
-        return _finite(res.get("summary", {}).get(name))
-
-    return measure
-
-
-def _summary(name: str) -> Callable[[dict, str | None], float | None]:
-    def measure(res: dict, matrix: str | None) -> float | None:
-        return None if res.get("status") != "ok" else _finite(res.get("summary", {}).get(name))
-
-    return measure
-
-
-def grad_profile(res: dict | None, matrix: str | None, step: int = 0) -> list[float]:
-    """Per-block gradient norms from the probe at ``step`` (a matrix, or whole blocks)."""
-    probe = (res or {}).get("probes", {}).get(str(step)) or {}
-    if matrix is None:
-        prof = probe.get("grad_norm_block") or []
-    else:
-        prof = (probe.get("grad_norm") or {}).get(matrix) or []
-    return [float(v) for v in prof if v is not None]
-
-
-def _log_ratio(res: dict, matrix: str | None) -> float | None:
-    prof = grad_profile(res, matrix)
-    ok = len(prof) >= 2 and prof[0] > 0 and prof[-1] > 0
-    return math.log(prof[-1] / prof[0]) if ok else None
-
-
-def _log_spread(res: dict, matrix: str | None) -> float | None:
-    prof = grad_profile(res, matrix)
-    return math.log(max(prof) / min(prof)) if len(prof) >= 2 and min(prof) > 0 else None
-
-
-# name -> (what it is, how it is read from a run)
-MEASURES: dict[str, tuple[str, Callable[[dict, str | None], float | None]]] = {
-    "final_val_loss": (
-        "final validation loss (nats/byte; diverged = ln V)",
-        _loss("final_val_loss"),
-    ),
-    "final_val_loss_train_mode": (
-        "final validation loss in train mode (batch statistics; diverged = ln V)",
-        _loss("final_val_loss_train_mode"),
-    ),
-    "norm_weight_mean": ("mean |gain| of the norms after training", _summary("norm_weight_mean")),
-    "log_grad_ratio": ("ln(‖∇‖ of the last block / the first), at init", _log_ratio),
-    "log_grad_spread": ("ln(max/min over blocks of ‖∇‖), at init", _log_spread),
-}
-
-
-def _finite(v: Any) -> float | None:
-    return float(v) if isinstance(v, int | float) and math.isfinite(v) else None
 
 
 # --------------------------------------------------------------------------------------------

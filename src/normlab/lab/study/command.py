@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-PRESET_NAMES = ("quick", "paper", "deep", "smoke")
+PRESET_NAMES = ("quick", "stability", "paper", "deep", "smoke")  # the shipped spec files
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

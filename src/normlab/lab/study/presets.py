@@ -8,10 +8,10 @@ from collections.abc import Callable
 from functools import partial
 
 from normlab.lab.study.design import SEED_STRIDE, Preset, Run, Task
-from normlab.lab.study.spec import load_builtin
+from normlab.lab.study.spec import builtin_names, load_builtin
 
 __all__ = ["PRESETS", "SEED_STRIDE", "Preset", "Run", "Task"]
 
 PRESETS: dict[str, Callable[[], Preset]] = {
-    name: partial(load_builtin, name) for name in ("quick", "paper", "deep", "smoke")
+    name: partial(load_builtin, name) for name in builtin_names()
 }

@@ -37,7 +37,6 @@ from typing import Any
 from normlab.lab.cli import UsageError
 from normlab.lab.study.claims import (
     EXPECT,
-    MEASURES,
     TIMINGS,
     AllOf,
     Claim,
@@ -47,6 +46,7 @@ from normlab.lab.study.claims import (
     trains,
 )
 from normlab.lab.study.design import Preset, Run
+from normlab.lab.study.measures import MEASURES
 from normlab.lab.study.sweeps import LRSensitivity
 from normlab.lab.train.data import VOCAB_SIZE
 from normlab.lab.train.trainer import TrainConfig

@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from normlab.lab.study.claims import EXPECT, LEVEL, MEASURES, Estimate, Results, Verdict, decide
+from normlab.lab.study.claims import EXPECT, LEVEL, Estimate, Results, Verdict, decide
+from normlab.lab.study.measures import MEASURES
 
 _LOSS = MEASURES["final_val_loss"][1]
 

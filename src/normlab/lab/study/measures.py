@@ -1,0 +1,145 @@
+"""What a rule can measure on one run: ``MEASURES`` maps a name to its description and a function
+``(RunResult dict, probed matrix) -> float | None`` (None: the run lacks it).
+
+Losses score a diverged run as a uniform guess (ln V); the ``*_end`` measures read the probe
+taken at the latest step, after the last update when ``probe_steps`` includes it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+
+def _loss(name: str) -> Callable[[dict, str | None], float | None]:
+    def measure(res: dict, matrix: str | None) -> float | None:
+        if res.get("status") == "diverged":
+            return math.log(res["config"]["model"]["vocab_size"])  # a uniform guess
+        return _finite(res.get("summary", {}).get(name))
+
+    return measure
+
+
+def _summary(name: str) -> Callable[[dict, str | None], float | None]:
+    def measure(res: dict, matrix: str | None) -> float | None:
+        return None if res.get("status") != "ok" else _finite(res.get("summary", {}).get(name))
+
+    return measure
+
+
+def grad_profile(res: dict | None, matrix: str | None, step: int = 0) -> list[float]:
+    """Per-block gradient norms from the probe at ``step`` (a matrix, or whole blocks)."""
+    probe = (res or {}).get("probes", {}).get(str(step)) or {}
+    if matrix is None:
+        prof = probe.get("grad_norm_block") or []
+    else:
+        prof = (probe.get("grad_norm") or {}).get(matrix) or []
+    return [float(v) for v in prof if v is not None]
+
+
+def _log_ratio(res: dict, matrix: str | None) -> float | None:
+    prof = grad_profile(res, matrix)
+    ok = len(prof) >= 2 and prof[0] > 0 and prof[-1] > 0
+    return math.log(prof[-1] / prof[0]) if ok else None
+
+
+def _log_spread(res: dict, matrix: str | None) -> float | None:
+    prof = grad_profile(res, matrix)
+    return math.log(max(prof) / min(prof)) if len(prof) >= 2 and min(prof) > 0 else None
+
+
+def _at_end(res: dict) -> dict:
+    """The probe taken at the latest step (after the last update when ``probe_steps`` has it)."""
+    probes = res.get("probes") or {}
+    return probes[max(probes, key=int)] if probes else {}
+
+
+def _end(fn: Callable[[dict], float | None]) -> Callable[[dict, str | None], float | None]:
+    def measure(res: dict, matrix: str | None) -> float | None:
+        if res.get("status") != "ok":
+            return None
+        try:
+            v = fn(_at_end(res))
+        except (
+            KeyError,
+            TypeError,
+            ValueError,
+            ZeroDivisionError,
+        ):  # a probe missing or not finite
+            return None
+        return _finite(v)
+
+    return measure
+
+
+def _values(probe: dict, key: str) -> list[float]:
+    vals = probe.get(key) or []
+    if not vals or any(v is None for v in vals):
+        raise ValueError(key)
+    return [float(v) for v in vals]
+
+
+def _grad_spread(p: dict) -> float:
+    g = _values(p, "grad_norm_block")
+    return math.log(max(g) / min(g))
+
+
+def _deep_cos(p: dict) -> float:
+    cos = _values(p, "residual_cos")
+    return statistics.fmean(cos[-max(1, len(cos) // 4) :])
+
+
+def _resid_growth(p: dict) -> float:
+    rms = _values(p, "residual_rms")
+    return math.log(rms[-1] / rms[0])
+
+
+END_MEASURES = {
+    "log_attn_logit_max_end": (
+        "ln(largest attention logit over the layers), end of training",
+        _end(lambda p: math.log(max(_values(p, "attn_logit_max")))),
+    ),
+    "log_logit_rms_end": (
+        "ln(RMS of the output logits), end of training",
+        _end(lambda p: math.log(p["logit_rms"])),
+    ),
+    "log_resid_growth_end": (
+        "ln(residual RMS after the last block / after the first), end of training",
+        _end(_resid_growth),
+    ),
+    "log_massive_end": (
+        "ln(max over blocks of max|h| / median|h|), end of training",
+        _end(lambda p: math.log(max(_values(p, "massive")))),
+    ),
+    "log_grad_spread_end": (
+        "ln(max/min over blocks of the block gradient norm), end of training",
+        _end(_grad_spread),
+    ),
+    "deep_cos_end": (
+        "mean cosine between consecutive blocks' outputs over the last quarter of blocks, end "
+        "of training (near 1: the deep blocks change the stream little)",
+        _end(_deep_cos),
+    ),
+}
+
+# name -> (what it is, how it is read from a run)
+MEASURES: dict[str, tuple[str, Callable[[dict, str | None], float | None]]] = {
+    "final_val_loss": (
+        "final validation loss (nats/byte; diverged = ln V)",
+        _loss("final_val_loss"),
+    ),
+    "final_val_loss_train_mode": (
+        "final validation loss in train mode (batch statistics; diverged = ln V)",
+        _loss("final_val_loss_train_mode"),
+    ),
+    "norm_weight_mean": ("mean |gain| of the norms after training", _summary("norm_weight_mean")),
+    "log_grad_ratio": ("ln(‖∇‖ of the last block / the first), at init", _log_ratio),
+    "log_grad_spread": ("ln(max/min over blocks of ‖∇‖), at init", _log_spread),
+    **END_MEASURES,
+}
+
+
+def _finite(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and math.isfinite(v) else None

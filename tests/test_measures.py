@@ -1,0 +1,58 @@
+"""The per-run measures the rules read: at init, and at the end of training."""
+
+import math
+
+import pytest
+
+from normlab.lab.study.measures import MEASURES
+from normlab.lab.study.presets import PRESETS
+
+
+def run(status="ok", **probes_by_step):
+    return {"status": status, "summary": {"final_val_loss": 2.0},
+            "config": {"model": {"vocab_size": 256}},
+            "probes": {str(k[1:]): v for k, v in probes_by_step.items()}}  # fmt: skip
+
+
+END = {
+    "attn_logit_max": [2.0, 8.0, 4.0],
+    "logit_rms": 3.0,
+    "residual_rms": [1.0, 2.0, 4.0],
+    "massive": [10.0, 50.0, 20.0],
+    "grad_norm_block": [1.0, 0.5, 2.0],
+    "residual_cos": [0.5, 0.9, 0.95, 0.99],
+}
+
+
+@pytest.mark.parametrize(
+    "name, want",
+    [
+        ("log_attn_logit_max_end", math.log(8)),
+        ("log_logit_rms_end", math.log(3)),
+        ("log_resid_growth_end", math.log(4)),
+        ("log_massive_end", math.log(50)),
+        ("log_grad_spread_end", math.log(4)),
+        ("deep_cos_end", 0.99),  # the last quarter of 4 consecutive-block cosines: the last one
+    ],
+)
+def test_end_measures_read_the_latest_probe(name, want):
+    r = run(s0={k: None for k in END} | {"logit_rms": 100.0}, s200=END, s50={"logit_rms": 9.0})
+    assert MEASURES[name][1](r, None) == pytest.approx(want)
+    assert MEASURES[name][1](run("diverged", s200=END), None) is None
+    assert MEASURES[name][1](run(s200={}), None) is None  # not probed: no value, no crash
+
+
+def test_losses_score_a_diverged_run_as_a_uniform_guess():
+    assert MEASURES["final_val_loss"][1](run("diverged"), None) == pytest.approx(math.log(256))
+
+
+def test_the_stability_preset_sweeps_every_variant_over_the_same_learning_rates():
+    p = PRESETS["stability"]()
+    variants = ("post", "pre", "sandwich", "deepnorm", "qk-pre")
+    lrs = {v: [r.config.lr for r in p.runs if r.name.rsplit("-lr", 1)[0] == v] for v in variants}
+    assert all(v == lrs["pre"] and len(v) >= 6 and max(v) / min(v) >= 100 for v in lrs.values())
+    sweeps = [c for c in p.claims if type(c.rule).__name__ == "LRSensitivity"]
+    assert len(sweeps) == 4 and all(c.seeds >= 2 for c in p.claims)
+    cfg = {r.name: r.config for r in p.runs}
+    assert cfg["qk-pre-lr0.001"].model.qk_norm and cfg["lns-pre-lr0.001"].model.depth_scaled_norm
+    assert cfg["pre-lr0.001"].probe_steps[-1] == cfg["pre-lr0.001"].steps  # probed at the end
