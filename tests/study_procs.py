@@ -2,6 +2,7 @@
 marker that they all inherit), for the process-hygiene tests."""
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -41,6 +42,24 @@ def wait_for_lines(path, n: int, proc, timeout: float = 120) -> None:
             return
         time.sleep(0.05)
     raise AssertionError("the study ended (or stalled) before it could be stopped")
+
+
+def assert_none_left(mark: str, within_s: float) -> None:
+    """Every process carrying ``mark`` ends within ``within_s`` seconds."""
+    deadline = time.time() + within_s
+    while marked(mark) and time.time() < deadline:
+        time.sleep(0.2)
+    assert marked(mark) == []
+
+
+def sigkill_mid_study(tmp_path, mark: str, *extra, lines: int = 2, **kw) -> None:
+    """Start a study, SIGKILL its driver once ``lines`` runs are recorded, while its workers
+    (at least two other processes) are alive."""
+    proc = start_study(tmp_path, *extra, mark=mark)
+    wait_for_lines(tmp_path / "results.jsonl", lines, proc, **kw)
+    assert len(marked(mark)) >= 3
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 needs_proc = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")

@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from study_procs import marked, needs_proc, start_study, wait_for_lines
+from study_procs import assert_none_left, needs_proc, sigkill_mid_study
 
 from normlab.lab.study.command import run_study
 from normlab.lab.study.executors import LocalExecutor, RayExecutor
@@ -68,15 +68,9 @@ def _alive(pid: int) -> bool:
 @needs_proc
 def test_sigkill_of_the_driver_ends_the_local_ray_instance(tmp_path):
     mark = f"ray-{os.getpid()}-{time.time()}"
-    proc = start_study(tmp_path, "--executor", "ray", "--workers", "2", mark=mark)
-    wait_for_lines(tmp_path / "results.jsonl", 3, proc, timeout=180)
-    assert len(marked(mark)) >= 3  # the driver, Ray's own processes and its workers
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    deadline = time.time() + 20
-    while marked(mark) and time.time() < deadline:
-        time.sleep(0.5)
-    assert marked(mark) == []
+    # The driver, Ray's own processes (GCS, raylet) and its workers.
+    sigkill_mid_study(tmp_path, mark, "--executor", "ray", "--workers", "2", lines=3, timeout=180)
+    assert_none_left(mark, within_s=20)
 
 
 @needs_proc

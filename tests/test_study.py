@@ -6,7 +6,13 @@ import time
 
 import pytest
 from scipy import stats
-from study_procs import marked, needs_proc, start_study, wait_for_lines
+from study_procs import (
+    assert_none_left,
+    needs_proc,
+    sigkill_mid_study,
+    start_study,
+    wait_for_lines,
+)
 
 from normlab.lab.study.claims import (
     FAILS,
@@ -204,15 +210,8 @@ def test_run_key_ignores_threads_not_config_or_corpus():
 @needs_proc
 def test_sigkill_of_the_driver_leaves_no_process_behind(tmp_path):
     mark = f"kill-{os.getpid()}-{time.time()}"
-    proc = start_study(tmp_path, "--workers", "2", mark=mark)
-    wait_for_lines(tmp_path / "results.jsonl", 2, proc)
-    assert len(marked(mark)) >= 3  # the driver, two workers (and the resource tracker)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    deadline = time.time() + 10
-    while marked(mark) and time.time() < deadline:
-        time.sleep(0.2)
-    assert marked(mark) == []
+    sigkill_mid_study(tmp_path, mark, "--workers", "2")  # the driver and two workers
+    assert_none_left(mark, within_s=10)
 
 
 @pytest.mark.slow
@@ -228,8 +227,7 @@ def test_ctrl_c_keeps_finished_runs_and_says_how_to_resume(tmp_path):
     assert "--resume" in err.decode() and "Traceback" not in err.decode()
     lines = path.read_text().splitlines()
     assert len(lines) >= 2 and all(json.loads(ln)["key"] for ln in lines)
-    time.sleep(1)
-    assert marked(mark) == []
+    assert_none_left(mark, within_s=2)
 
 
 def test_resume_moves_a_torn_last_line_aside(tmp_path):
