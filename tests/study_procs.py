@@ -9,29 +9,40 @@ import time
 
 import pytest
 
+_SESSIONS: dict[str, int] = {}  # mark -> the session the study was started in
+
 
 def start_study(out, *extra, mark: str = ""):
     cmd = [sys.executable, "-m", "normlab", "study", "--preset", "smoke", "--out", str(out),
            "--threads", "1", "--quiet", *extra]  # fmt: skip
     env = {**os.environ, "NORMLAB_TEST_MARK": mark}  # inherited by every process it starts
-    return subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, env=env)  # fmt: skip
+    if mark:
+        _SESSIONS[mark] = proc.pid  # a new session's id is its leader's pid
+    return proc
 
 
 def marked(mark: str) -> list[int]:
-    """PIDs of live processes whose environment carries ``mark``."""
+    """PIDs of live processes of the study started with ``mark``: those that inherited the
+    marker in their environment, and those in the study's session (helpers that a library
+    starts with a clean environment, such as Ray's agents, stay in it)."""
+    sid = _SESSIONS.get(mark)
     pids = []
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
         try:
+            with open(f"/proc/{d}/stat") as st:
+                fields = st.read().split(")")[-1].split()
+            if fields[0] == "Z":  # a zombie has ended; only its parent's wait is missing
+                continue
             with open(f"/proc/{d}/environ", "rb") as f:
-                if f"NORMLAB_TEST_MARK={mark}".encode() in f.read().split(b"\0"):
-                    with open(f"/proc/{d}/stat") as st:
-                        if st.read().split(")")[-1].split()[0] != "Z":  # zombies are gone
-                            pids.append(int(d))
+                has_mark = f"NORMLAB_TEST_MARK={mark}".encode() in f.read().split(b"\0")
         except OSError:
             continue
+        if has_mark or (sid is not None and int(fields[3]) == sid):
+            pids.append(int(d))
     return pids
 
 
