@@ -60,24 +60,29 @@ class LRSensitivity:
             f"{EXPECT[self.expect]} (δ = {self.delta:.3g})."
         )
 
-    def per_seed(self, results: Results, sweep: tuple[str, ...]) -> dict[int, float]:
-        """Seed index -> S of ``sweep``, for the seeds every arm of the sweep has."""
+    def per_seed(self, results: Results, sweep: tuple[str, ...]) -> dict[int, tuple[float, float]]:
+        """Seed index -> (S, best final loss) of ``sweep``, for the seeds every arm has."""
         seeds = set.intersection(*(set(results.get(a, {})) for a in sweep))
         out = {}
         for i in sorted(seeds):
             losses = [_LOSS(results[a][i], None) for a in sweep]
             if None not in losses:
                 cap = math.log(results[sweep[0]][i]["config"]["model"]["vocab_size"])
-                out[i] = sensitivity(losses, cap)
+                out[i] = sensitivity(losses, cap), min(losses)
         return out
 
     def decide(self, results: Results, ctx: Mapping[str, Any]) -> Verdict:
         s, u = self.per_seed(results, self.stable), self.per_seed(results, self.unstable)
-        values = [u[i] - s[i] for i in sorted(set(s) & set(u))]
+        values = [u[i][0] - s[i][0] for i in sorted(set(s) & set(u))]
         est = Estimate.of(values, ctx.get("level", LEVEL))
         status, why = decide(self.expect, est, self.delta)
-        means = {
-            f"S[{name}]": statistics.fmean(x.values()) if x else None
-            for name, x in ((self.stable[0] + "…", s), (self.unstable[0] + "…", u))
-        }
+        # S is relative to the sweep's own best: a recipe that trains at no learning rate has a
+        # small S too, so the best loss is shown beside it.
+        means: dict[str, float | None] = {}
+        for sweep, per in ((self.stable, s), (self.unstable, u)):
+            name = sweep[0].rsplit("-lr", 1)[0] if "-lr" in sweep[0] else sweep[0] + "…"
+            means[f"S[{name}]"] = statistics.fmean(x for x, _ in per.values()) if per else None
+            means[f"best loss[{name}]"] = (
+                statistics.fmean(b for _, b in per.values()) if per else None
+            )
         return Verdict(status, why, est, means=means)
