@@ -25,6 +25,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "one training run; under torchrun: DDP or FSDP2 (--fsdp)",
     ),
     "bench": ("normlab.lab.bench.command", "kernel GB/s vs copy_, torch eager and torch.compile"),
+    "advise": (
+        "normlab.lab.advise.command",
+        "a Hugging Face config's norm recipe vs the alternatives, on a scaled-down twin",
+    ),
 }
 
 # What `pip install "normlab[lab]"` adds; the library itself never imports these.

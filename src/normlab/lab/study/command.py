@@ -23,8 +23,6 @@ PRESET_NAMES = ("quick", "stability", "paper", "deep", "smoke")  # the shipped s
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from normlab.lab.cli import non_negative_int, positive_int
-
     which = p.add_mutually_exclusive_group()
     which.add_argument("--preset", choices=PRESET_NAMES, default=None,
                        help="a built-in study (default: quick, ~7 min on 2 cores)")  # fmt: skip
@@ -41,6 +39,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="print the plan (runs x seeds, claims, estimated CPU time) and exit",
     )
     p.add_argument("--out", default="normlab-out", help="output directory")
+    add_run_options(p)
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """How a study runs: its data, --resume, processes, threads, executor, --quiet. Shared by
+    the commands that run one (``normlab study``, ``normlab advise``; see ``execute``)."""
+    from normlab.lab.cli import non_negative_int, positive_int
+
     p.add_argument("--data", default=None,
                    help="train on this file; None = the stdlib's *.py files")  # fmt: skip
     p.add_argument("--resume", action="store_true",
@@ -76,12 +82,9 @@ def _raise_on_sigterm(signum, frame) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
     from normlab.lab.cli import load_data, out_dir
     from normlab.lab.study import spec
     from normlab.lab.study.plan import format_plan
-    from normlab.lab.study.report import decide_all, format_table, write_reports
 
     if args.print_spec:
         print(spec.builtin_text(args.print_spec), end="")
@@ -94,6 +97,22 @@ def run(args: argparse.Namespace) -> int:
         return 0
     out = out_dir(args.out)
     corpus = load_data(args.data)
+    done = execute(preset, args, out, corpus)
+    if isinstance(done, int):
+        return done
+    return finish(args, out, preset, *done)
+
+
+def execute(preset, args: argparse.Namespace, out: Path, corpus):
+    """Train ``preset``'s runs (``run_study``), time its timing arms (``run_timing``), write
+    ``out/study.json`` and decide the claims, under ``args.seed`` and the options of
+    ``add_run_options``. Returns ``(results, verdicts, meta, failed)``, or the exit status of a
+    study that could not start or was stopped by a signal. Every command that runs a study
+    (``normlab study``, ``normlab advise``) goes through here."""
+    import torch
+
+    from normlab.lab.study.report import decide_all
+
     threads = args.threads or torch.get_num_threads()
     executor = _executor(args)
     if executor is None:
@@ -124,7 +143,16 @@ def run(args: argparse.Namespace) -> int:
     }  # fmt: skip
     (out / "study.json").write_text(json.dumps(meta, indent=2))
     verdicts = decide_all(preset, results, corpus.unigram_entropy(), timings)
-    write_reports(out, preset, results, verdicts, meta)
+    return results, verdicts, meta, failed
+
+
+def finish(args, out: Path, preset, results, verdicts, meta, failed, *, lead_md: str = "",
+           lead_html: str = "") -> int:  # fmt: skip
+    """Write the reports (``lead_md``/``lead_html`` open them, after the title), print the
+    claim table unless ``args.quiet``; the exit status: 1 if a run raised."""
+    from normlab.lab.study.report import format_table, write_reports
+
+    write_reports(out, preset, results, verdicts, meta, lead_md=lead_md, lead_html=lead_html)
     if not args.quiet:
         print(format_table(preset, verdicts))
         print(f"\n{sum(map(len, results.values()))} runs in {meta['wall_s']:.0f} s -> "

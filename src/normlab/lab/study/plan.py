@@ -20,7 +20,10 @@ def flops(cfg: TrainConfig) -> float:
     """Floating-point operations of one run (training steps, probes and evaluation)."""
     m = cfg.model
     tokens = cfg.batch_size * cfg.seq_len
-    dense = 12 * m.dim * m.dim * m.n_layers + m.dim * m.vocab_size  # blocks and the head
+    # Blocks (attention's four matrices, the MLP: three matrices gated, two not) and the head;
+    # the MLP term follows mlp_ratio, which a model read from a config may set far from 4.
+    mlp = (3 if m.arch == "llama" else 2) * m.dim * m.hidden_dim
+    dense = (4 * m.dim * m.dim + mlp) * m.n_layers + m.dim * m.vocab_size
     attn = 2 * m.n_layers * cfg.seq_len * m.dim  # per token: scores and weighted values
     fwd = 2 * (dense + attn) * tokens
     evals = cfg.eval_batches * (2 if cfg.eval_train_mode else 1) if cfg.steps else 0

@@ -137,13 +137,17 @@ def _arm_rows(preset, results) -> list[list[str]]:
 ARM_HEADER = ["arm", "model", "seeds", "diverged", "final val loss", "ms/step", "CPU s"]
 
 
-def write_reports(out: Path, preset, results: dict, verdicts, meta: dict) -> None:
+def write_reports(out: Path, preset, results: dict, verdicts, meta: dict, *, lead_md: str = "",
+                  lead_html: str = "") -> None:  # fmt: skip
+    """The three files; ``lead_md``/``lead_html`` (``normlab advise``'s advice) open the
+    reports, right after their title."""
     plot_dir = out / "plots"
     plot_dir.mkdir(parents=True, exist_ok=True)
     timings = meta.get("timings") or {}
     plots = {c.name: _plots(c, v, results, timings, plot_dir) for c, v in verdicts}
-    write_atomic(out / "report.html", _html(out, preset, results, verdicts, meta, plots))
-    write_atomic(out / "report.md", _markdown(preset, results, verdicts, meta, plots))
+    html = _html(out, preset, results, verdicts, meta, plots, lead_html)
+    write_atomic(out / "report.html", html)
+    write_atomic(out / "report.md", _markdown(preset, results, verdicts, meta, plots, lead_md))
     write_atomic(
         out / "claims.json",
         json.dumps(claims_json(preset, verdicts, meta), indent=1, ensure_ascii=False),
@@ -163,12 +167,13 @@ def _summary_line(preset, results, meta) -> str:
     )
 
 
-def _html(out: Path, preset, results, verdicts, meta, plots) -> str:
+def _html(out: Path, preset, results, verdicts, meta, plots, lead: str = "") -> str:
     e = escape
     rows = [[f"<a href='#{e(c.name)}'><b>{e(c.name)}</b></a>: {e(c.statement)}", _badge(v.status),
              e(_effect(v)), e(_delta(c)), e(_mde(v))] for c, v in verdicts]  # fmt: skip
     h = [f"<h1>normlab study — <code>{e(preset.name)}</code></h1>",
          f"<p class='muted'>{e(_summary_line(preset, results, meta))}</p>",
+         *([lead] if lead else []),
          "<h2>Claims</h2>", html_table(TABLE_HEADER, rows, raw=True),
          "<p class='muted'>Effects are means over paired seeds (timings: over interleaved rounds "
          "of the serial phase) with 95 % Student-t intervals; δ is the smallest effect that "
@@ -207,12 +212,13 @@ def _html(out: Path, preset, results, verdicts, meta, plots) -> str:
     )
 
 
-def _markdown(preset, results, verdicts, meta, plots) -> str:
+def _markdown(preset, results, verdicts, meta, plots, lead: str = "") -> str:
     env, corpus = meta["environment"], meta["corpus"]
     md = [f"# normlab study: {preset.name}", "", _summary_line(preset, results, meta),
           f"On {env['cpu']} ({env['threads']} threads, {env['workers']} worker(s)); torch "
           f"{env['torch']}, numba {env['numba']}; corpus {corpus['source']} sha256 "
-          f"{corpus['sha256'][:16]}….", "", "## Claims", "", format_table(preset, verdicts), "",
+          f"{corpus['sha256'][:16]}….", "", *([lead, ""] if lead else []), "## Claims", "",
+          format_table(preset, verdicts), "",
           "Effects are means over paired seeds (timings: over interleaved rounds of the serial "
           "phase) with 95 % Student-t intervals; δ is the smallest effect that matters, fixed "
           "before the runs; 'detectable at n' is the effect this many seeds finds with 80 % "

@@ -1,0 +1,250 @@
+"""normlab advise: a Hugging Face config read as JSON, its twin, the study spec, the advice, and
+the command end to end at the smoke size on the shipped configs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from normlab.lab.advise import hf_config
+from normlab.lab.advise.advice import blocks, headline, to_html, to_markdown
+from normlab.lab.advise.command import shipped_config, shipped_configs
+from normlab.lab.advise.twin import SCALES, claim_names, make_twin, spec_text
+from normlab.lab.cli import UsageError, main
+from normlab.lab.study.claims import HOLDS
+from normlab.lab.study.report import decide_all
+from normlab.lab.study.spec import load_spec
+from normlab.lab.study.sweeps import LRSensitivity
+
+SHIPPED = {"llama": "llama-3.2-1b.json", "qwen3": "qwen3-0.6b.json", "gemma3": "gemma-3-1b.json"}
+
+
+def _config(name: str) -> dict:
+    with open(shipped_config(SHIPPED[name]), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _recipe(hf) -> dict:
+    return {k: v for k, (v, _) in hf.recipe.items()}
+
+
+# ---- reading config.json
+
+
+def test_the_shipped_configs_are_package_data():
+    assert set(SHIPPED.values()) <= set(shipped_configs())
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_the_recipe_is_what_the_config_says(name):
+    cfg = _config(name)
+    hf = hf_config.read(shipped_config(SHIPPED[name]))
+    r = _recipe(hf)
+    assert r["eps"] == cfg["rms_norm_eps"] and hf.recipe["eps"][1] == "rms_norm_eps"
+    assert r["norm"] == "rmsnorm" and r["arch"] == "llama" and r["final_norm"]
+    assert r["mlp_ratio"] == cfg["intermediate_size"] / cfg["hidden_size"]
+    assert hf.sizes["layers"] == cfg["num_hidden_layers"]
+    assert hf.sizes["kv_heads"] == cfg["num_key_value_heads"]
+    gemma = name == "gemma3"
+    assert r["placement"] == ("sandwich" if gemma else "pre")
+    assert r["qk_norm"] == (name in ("qwen3", "gemma3"))
+    assert (r["norm_offset"], r["rms_casting"]) == ((1.0, "gemma") if gemma else (0.0, "llama"))
+    assert r["scale_embeddings"] == gemma
+    if gemma:  # gemma-3-1b's config leaves tie_word_embeddings to Gemma3TextConfig's default
+        assert r["tie_embeddings"] and "absent: Gemma3TextConfig's default" in hf.recipe[
+            "tie_embeddings"][1]  # fmt: skip
+    else:
+        assert r["tie_embeddings"] == cfg["tie_word_embeddings"]
+    # What the twin leaves out is said, never dropped.
+    gaps = " ".join(hf.gaps)
+    assert "grouped KV heads" in gaps and "rope_theta" in gaps and "torch_dtype" in gaps
+    assert ("rope_scaling (llama3, factor 32)" in gaps) == (name == "llama")
+    assert ("sliding-window attention in 5 of every 6 layers" in gaps) == gemma
+    assert ("head_dim = " in gaps) == (name != "llama")  # Qwen3 and Gemma 3 widen their heads
+    # The real model's size, from its sizes: Llama-3.2-1B has about 1.24 B parameters.
+    if name == "llama":
+        assert hf.params() == pytest.approx(1.236e9, rel=0.01)
+
+
+def test_other_families():
+    gpt2 = hf_config.from_dict({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12,
+                                "n_inner": None, "n_positions": 1024, "vocab_size": 50257,
+                                "layer_norm_epsilon": 1e-5, "resid_pdrop": 0.1})  # fmt: skip
+    r = _recipe(gpt2)
+    assert (r["norm"], r["arch"], r["placement"], r["eps"]) == ("layernorm", "gpt2", "pre", 1e-5)
+    assert r["tie_embeddings"] and r["mlp_ratio"] == 4.0 and "rms_casting" not in r
+    assert gpt2.params() == pytest.approx(124.4e6, rel=0.01)
+    assert any("dropout" in g for g in gpt2.gaps)
+    gemma2 = hf_config.from_dict({"model_type": "gemma2", "hidden_size": 2304,
+                                  "num_hidden_layers": 26, "num_attention_heads": 8,
+                                  "num_key_value_heads": 4, "intermediate_size": 9216,
+                                  "vocab_size": 256000})  # fmt: skip
+    r = _recipe(gemma2)
+    assert r["placement"] == "sandwich" and not r["qk_norm"] and r["norm_offset"] == 1.0
+    gaps = " ".join(gemma2.gaps)
+    assert "attn_logit_softcapping (absent: Gemma2Config's default) = 50" in gaps
+    assert "final_logit_softcapping" in gaps and "every other layer" in gaps
+    # The multimodal Gemma 3 nests its decoder under text_config, with defaults for the rest.
+    gemma3 = hf_config.from_dict({"model_type": "gemma3", "vision_config": {},
+                                  "text_config": {"hidden_size": 2560, "num_hidden_layers": 34,
+                                                  "intermediate_size": 10240,
+                                                  "model_type": "gemma3_text"}})  # fmt: skip
+    assert gemma3.sizes["heads"] == 8 and gemma3.recipe["qk_norm"][0]
+    assert gemma3.recipe["mlp_ratio"][1].startswith("text_config.intermediate_size")
+    assert any(g.startswith("vision_config") for g in gemma3.gaps)
+    for mt in ("mistral", "qwen2", "phi3", "gemma"):
+        hf = hf_config.from_dict({"model_type": mt, "hidden_size": 64, "num_hidden_layers": 2,
+                                  "num_attention_heads": 4, "intermediate_size": 128,
+                                  "vocab_size": 1000})  # fmt: skip
+        assert hf.recipe["norm"][0] == "rmsnorm"
+    with pytest.raises(UsageError, match="num_hidden_layers: expected a positive int"):
+        hf_config.from_dict({"model_type": "llama", "hidden_size": 64, "vocab_size": 9})
+
+
+def test_an_unsupported_model_type_is_one_line(tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "mamba", "hidden_size": 64}))
+    assert main(["advise", "--hf-config", str(path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f'normlab advise: --hf-config {path}: model_type "mamba" is not '
+                          "supported; supported: llama, mistral, qwen2, qwen3, gemma, gemma2, "
+                          "gemma3_text, phi3, gpt2, gemma3")  # fmt: skip
+    assert not (tmp_path / "o").exists()  # nothing written
+    path.write_text("{not json")
+    assert main(["advise", "--hf-config", str(path)]) == 2
+    assert "not valid JSON" in capsys.readouterr().err
+
+
+# ---- the twin and its spec
+
+
+@pytest.mark.parametrize("preset", SCALES)
+@pytest.mark.parametrize("name", SHIPPED)
+def test_the_written_spec_loads(tmp_path, name, preset):
+    hf = hf_config.read(shipped_config(SHIPPED[name]))
+    twin = make_twin(hf, preset)
+    path = tmp_path / "advise-spec.toml"
+    path.write_text(spec_text(twin, "normlab advise ..."), encoding="utf-8")
+    study = load_spec(path)
+    runs = {r.name: r.config for r in study.runs}
+    assert runs["recipe"] == twin.config()
+    for a in twin.alts:  # one change each from the recipe
+        assert runs[a.arm] == twin.config().replace(model=a.model)
+    m = runs["recipe"].model
+    for k, (v, _) in hf.recipe.items():
+        assert getattr(m, k) == v, k
+    assert (m.dim, m.n_layers, m.vocab_size) == (SCALES[preset].dim, SCALES[preset].n_layers, 256)
+    names = {c.name for c in study.claims}
+    assert set(claim_names(twin).values()) == names
+    sweeps = [c.rule for c in study.claims if isinstance(c.rule, LRSensitivity)]
+    if preset == "quick":
+        placements = {"pre", "sandwich", "deepnorm", "post"} - {m.placement}
+        assert {f"recipe-stabler-than-{p}" for p in placements} <= names
+        for rule in sweeps:  # each sweep: >= 4 learning rates
+            for sweep in (rule.stable, rule.unstable):
+                assert len({runs[a].lr for a in sweep}) == len(sweep) >= 4
+    else:
+        assert not sweeps
+
+
+# ---- the advice, from made-up results
+
+
+def _fake(cfg, loss: float | None) -> dict:
+    status = "ok" if loss is not None else "diverged"
+    return {"status": status, "config": cfg.to_dict(), "summary": {"final_val_loss": loss}}
+
+
+def test_the_advice_reads_the_claims_back(tmp_path):
+    twin = make_twin(hf_config.read(shipped_config(SHIPPED["llama"])), "quick")
+    path = tmp_path / "s.toml"
+    path.write_text(spec_text(twin, "normlab advise ..."), encoding="utf-8")
+    study = load_spec(path)
+    results: dict = {}
+    for t in study.tasks():
+        lr, placement = t.config.lr, t.config.model.placement
+        loss = 2.0 + 0.01 * t.index + 0.1 * math.log10(lr / 1e-3)  # the same in every arm ...
+        if placement == "sandwich":
+            loss -= 0.05  # ... but Sandwich is better,
+        if placement == "post" and lr > 0.005:
+            loss = None  # and Post-LN diverges at high learning rates
+        results.setdefault(t.arm, {})[t.index] = _fake(t.config, loss)
+    timings = {"recipe": {"norm_ms": [1.0, 1.1, 1.0, 1.05], "step_ms": [10.0, 10.5, 10.2, 10.1]},
+               "layernorm": {"norm_ms": [1.5, 1.6, 1.5, 1.55], "step_ms": [10.4, 10.8, 10.6,
+                                                                           10.5]}}  # fmt: skip
+    verdicts = decide_all(study, results, 3.0, timings)
+    status = {c.name: v.status for c, v in verdicts}
+    assert status["sandwich-beats-recipe"] == HOLDS
+    assert status["recipe-stabler-than-post"] == HOLDS
+    assert status["rmsnorm-faster"] == HOLDS
+    bl = blocks(twin, study, results, verdicts, {"timings": timings})
+    head = headline(bl)
+    assert "Sandwich/Peri-LN (mean loss 1.9600" in head  # best on quality
+    assert "beat the recipe by ≥ 0.02: Sandwich/Peri-LN" in head
+    assert "the recipe is less LR-sensitive than: Post-LN" in head
+    assert "| Speed (the norms' time, serial timing phase) | RMSNorm |" in head
+    md = to_markdown(bl)
+    assert md.startswith("# Advice for Llama (llama-3.2-1b.json)")
+    for section in (
+        "## Stability",
+        "## Speed",
+        "## The twin and the model",
+        "### What the twin does not reproduce",
+        "## What depends on scale",
+    ):
+        assert section in md
+    assert "| depth (blocks) | 16 | 6 | 2.67× |" in md
+    html = to_html(bl, top=2)
+    assert html.startswith("<section><h2>Advice for") and "<script" not in html
+
+
+# ---- end to end at the smoke size
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_advise_end_to_end_at_the_smoke_size(tmp_path, capsys, name):
+    out = tmp_path / "out"
+    argv = ["advise", "--hf-config", shipped_config(SHIPPED[name]), "--preset", "smoke",
+            "--out", str(out), "--workers", "1", "--threads", "1"]  # fmt: skip
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "not reproduced by the twin" in printed and "grouped KV heads" in printed
+    assert "eps" in printed and "rms_norm_eps" in printed  # every field with its source
+    for f in ("advise-spec.toml", "twin.json", "advice.md", "report.md", "report.html",
+              "claims.json", "results.jsonl", "study.json"):  # fmt: skip
+        assert (out / f).is_file(), f
+    cfg = _config(name)
+    twin = json.loads((out / "twin.json").read_text())
+    fields = twin["fields"]
+    assert fields["eps"] == {"value": cfg["rms_norm_eps"], "from": "rms_norm_eps"}
+    assert fields["qk_norm"]["value"] == (name != "llama")
+    assert fields["norm_offset"]["value"] == (1.0 if name == "gemma3" else 0.0)
+    assert fields["n_layers"]["value"] == 2 and str(cfg["num_hidden_layers"]) in fields[
+        "n_layers"]["from"]  # fmt: skip
+    assert twin["params"]["model"] > 1e8 > twin["params"]["twin"]
+    report = (out / "report.md").read_text()
+    advice = (out / "advice.md").read_text()
+    # The advice leads the report: right after the title and the run's summary line.
+    assert report.index("## Advice for") < report.index("## Claims")
+    summary_row = next(ln for ln in advice.splitlines() if ln.startswith("| Quality"))
+    assert summary_row in report
+    assert "Advice for" in (out / "report.html").read_text()
+    claims = json.loads((out / "claims.json").read_text())["claims"]
+    assert len(claims) == 2 * 5 + 2  # two per alternative, two timing
+    assert all(c["verdict"] in ("holds", "does not hold", "inconclusive") for c in claims)
+    assert "Not measured at smoke" in advice
+    # The written spec reruns as a study.
+    assert load_spec(out / "advise-spec.toml").name.startswith("advise-")
+
+
+def test_list_prints_the_twin_and_the_plan_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "o"
+    argv = ["advise", "--hf-config", shipped_config(SHIPPED["llama"]), "--list", "--out", str(out)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "rms_norm_eps" in text and "grouped KV heads" in text
+    assert "estimated" in text and "recipe-stabler-than-post" in text
+    assert not out.exists()
