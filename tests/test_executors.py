@@ -101,3 +101,17 @@ def test_die_with_a_dead_parent_exits(tmp_path):
     if _alive(child):
         os.kill(child, signal.SIGKILL)
         pytest.fail("the child outlived its parent")
+
+
+def test_without_ray_the_executor_says_how_to_install_it(tmp_path):
+    code = (
+        "import sys; sys.modules['ray'] = None\n"
+        "from normlab.lab.cli import main\n"
+        f"sys.exit(main(['study', '--preset', 'smoke', '--executor', 'ray', '--out', "
+        f"{str(tmp_path)!r}]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and 'pip install "normlab[ray]"' in lines[0], out.stderr
+    assert not (tmp_path / "results.jsonl").exists()

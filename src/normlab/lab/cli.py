@@ -35,14 +35,15 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 LAB_PACKAGES = ("matplotlib", "tqdm", "scipy") + (("tomli",) if sys.version_info < (3, 11) else ())
 
 
+def importable(name: str) -> bool:
+    """Whether ``name`` can be imported here, found without importing it."""
+    if name in sys.modules:
+        return sys.modules[name] is not None
+    return importlib.util.find_spec(name) is not None
+
+
 def missing_lab_packages() -> list[str]:
-    """The lab's packages that cannot be imported here (found without importing them)."""
-
-    def importable(name: str) -> bool:
-        if name in sys.modules:
-            return sys.modules[name] is not None
-        return importlib.util.find_spec(name) is not None
-
+    """The lab's packages that cannot be imported here."""
     return [name for name in LAB_PACKAGES if not importable(name)]
 
 

@@ -8,7 +8,6 @@ skips the runs already there, so a killed study loses at most the runs in progre
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import platform
@@ -115,8 +114,6 @@ def execute(preset, args: argparse.Namespace, out: Path, corpus):
 
     threads = args.threads or torch.get_num_threads()
     executor = _executor(args)
-    if executor is None:
-        return 2
     t0 = time.time()
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
     try:
@@ -163,11 +160,11 @@ def finish(args, out: Path, preset, results, verdicts, meta, failed, *, lead_md:
 
 
 def _executor(args):
+    from normlab.lab.cli import UsageError, importable
     from normlab.lab.study.executors import make_executor
 
-    if args.executor == "ray" and importlib.util.find_spec("ray") is None:
-        print('--executor ray needs Ray: pip install "normlab[ray]"', file=sys.stderr)
-        return None
+    if args.executor == "ray" and not importable("ray"):
+        raise UsageError('--executor ray needs Ray: pip install "normlab[ray]"')
     return make_executor(args.executor, workers=args.workers, address=args.address)
 
 
