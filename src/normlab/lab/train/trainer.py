@@ -62,10 +62,6 @@ class TrainConfig:
     diverge_factor * ln(vocab_size) (i.e. twice the loss of a uniform guess)."""
     threads: int = 0
     """torch intra-op threads for this run; 0 = leave torch's setting alone."""
-    flush_denormal: bool = True
-    """Flush subnormal floats to zero during the run (``torch.set_flush_denormal``, CPU). At
-    small learning rates some of AdamW's moment estimates fall into the subnormal range, where
-    x86 arithmetic is many times slower; flushing them costs nothing measurable in the loss."""
 
     def __post_init__(self) -> None:
         if isinstance(self.model, dict):
@@ -202,14 +198,6 @@ class Trainer:
         cfg = self.cfg
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
-        torch.set_flush_denormal(cfg.flush_denormal)
-        try:
-            return self._run(on_step)
-        finally:
-            torch.set_flush_denormal(False)
-
-    def _run(self, on_step: StepCallback | None) -> RunResult:
-        cfg = self.cfg
         t_start, cpu_start = time.perf_counter(), time.process_time()
         self.model = model = self.build_model()
         raw = getattr(model, "module", model)  # the unwrapped model (norm timers, probes)
