@@ -6,6 +6,10 @@ cache, so the tests reuse a few dtype combinations; flags (casting, offset, eps_
 runtime arguments.
 """
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 from kernel_checks import assert_grad_close, make_inputs, rounded_xhat_dweight, run_three_ways
@@ -190,6 +194,22 @@ def test_forked_child_runs_serially(monkeypatch):
     assert numba_launch._threads(4096, 4096, numba_launch.N_CHUNKS) == 0
     x, w, b, r = make_inputs((160, 1024), F32)
     check("rms_norm", x, weight=w, residual=r)
+
+
+def test_starting_numbas_pool_leaves_torchs_thread_count_alone():
+    """Numba and torch share one OpenMP runtime; starting Numba's pool set its thread count to
+    Numba's default, which torch read as its own (a study worker set to one thread then ran
+    torch's ops on two, oversubscribing the cores). A fresh process, so the pool starts here."""
+    code = (
+        "import torch, normlab\n"
+        "torch.set_num_threads(1)\n"
+        "normlab.layer_norm(torch.randn(1024, 64), backend='numba')  # big enough for the pool\n"
+        "print(torch.get_num_threads())\n"
+    )
+    env = {**os.environ, "NUMBA_NUM_THREADS": "2", "OMP_NUM_THREADS": "2"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "1"
 
 
 def test_double_backward_raises():

@@ -142,13 +142,29 @@ def _run(serial, par, m: int, n: int, nch: int, *args) -> None:
     if k == 0:
         serial(nch, *args)
         return
+    if not _par["started"]:
+        _start_pool(par, k, nch, args)
+        return
     if getattr(_tls, "threads", None) != k:  # set_num_threads costs ~3 us: only on a change
         numba.set_num_threads(k)
         _tls.threads = k
     par(nch, *args)
-    if not _par["started"]:
-        _par["started"] = True
-        _par["ok"] = numba.threading_layer() in _FAST_LAYERS
+
+
+def _start_pool(par, k: int, nch: int, args) -> None:
+    """The first parallel call, which starts Numba's OpenMP pool. With the "omp" layer Numba and
+    torch share one OpenMP runtime, and starting it sets the runtime's thread count to Numba's
+    default, which torch then reads as its own: a process that had set torch to fewer threads
+    (a study worker, one of several on the machine) would oversubscribe the cores with
+    spin-waiting threads. So torch's count is put back."""
+    torch_threads = torch.get_num_threads()
+    numba.set_num_threads(k)
+    _tls.threads = k
+    par(nch, *args)
+    _par["started"] = True
+    _par["ok"] = numba.threading_layer() in _FAST_LAYERS
+    if torch.get_num_threads() != torch_threads:
+        torch.set_num_threads(torch_threads)
 
 
 def _q_tag(casting: str, h_dtype: torch.dtype) -> np.generic:
