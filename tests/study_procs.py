@@ -9,6 +9,13 @@ import time
 
 import pytest
 
+
+def _interruptible() -> None:
+    # A job started in the background (as CI may start the tests) inherits SIGINT ignored, and
+    # Python then installs no KeyboardInterrupt handler: give the study the terminal's default.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 _SESSIONS: dict[str, int] = {}  # mark -> the session the study was started in
 
 
@@ -17,7 +24,8 @@ def start_study(out, *extra, mark: str = ""):
            "--threads", "1", "--quiet", *extra]  # fmt: skip
     env = {**os.environ, "NORMLAB_TEST_MARK": mark}  # inherited by every process it starts
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env=env)  # fmt: skip
+                            stderr=subprocess.PIPE, env=env,
+                            preexec_fn=_interruptible)  # fmt: skip
     if mark:
         _SESSIONS[mark] = proc.pid  # a new session's id is its leader's pid
     return proc
