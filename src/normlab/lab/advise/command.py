@@ -41,7 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--preset",
         choices=tuple(SCALES),
         default="quick",
-        help="the twin's size: smoke (toy, seconds) or quick (a Llama twin: ~10 min on 2 cores)",
+        help="the twin's size: smoke (toy, seconds) or quick (a Llama twin: 63 runs, ~12 min "
+        "on 2 cores)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed block S: runs use seeds 10000*S + i")
     p.add_argument(
