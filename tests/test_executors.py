@@ -29,30 +29,21 @@ def _lines(path):
     return out
 
 
-@pytest.fixture(scope="module")
-def smoke_arms():
-    """A slice of the smoke preset: trained and at-init arms, two seeds each."""
-    import dataclasses
-
-    p = PRESETS["smoke"]()
-    keep = {"base", "layernorm", "init-post-L4", "post-L2"}
-    claims = tuple(c for c in p.claims if set(c.arms) <= keep)
-    return dataclasses.replace(p, runs=tuple(r for r in p.runs if r.name in keep), claims=claims)
-
-
 @pytest.mark.slow
-def test_ray_runs_the_same_study_as_the_local_pool(tmp_path, smoke_arms):
+def test_ray_runs_the_same_study_as_the_local_pool(tmp_path):
+    """The whole smoke preset through a local Ray instance and through the local pool."""
+    smoke = PRESETS["smoke"]()
     corpus = load_corpus(None)
     kw = dict(seed=3, threads=1, quiet=True)
-    local, failed, _ = run_study(smoke_arms, corpus, tmp_path / "local",
+    local, failed, _ = run_study(smoke, corpus, tmp_path / "local",
                                  executor=LocalExecutor(1), **kw)  # fmt: skip
     assert not failed
-    ray_out, failed, _ = run_study(smoke_arms, corpus, tmp_path / "ray",
+    ray_out, failed, _ = run_study(smoke, corpus, tmp_path / "ray",
                                    executor=RayExecutor(None, workers=2), **kw)  # fmt: skip
     assert not failed and not ray.is_initialized()  # the local instance went with the study
     a, b = _lines(tmp_path / "local" / "results.jsonl"), _lines(tmp_path / "ray" / "results.jsonl")
-    assert a == b and len(a) == len(smoke_arms.tasks(3))
-    assert {seed for _, seed, *_ in a.values()} == {30000, 30001}
+    assert a == b and len(a) == len(smoke.tasks(3))
+    assert {seed for _, seed, *_ in a.values()} == {30000 + i for i in range(3)}
 
 
 def _alive(pid: int) -> bool:
