@@ -376,26 +376,20 @@ def spec_text(twin: Twin, command: str) -> str:
                 continue
             mine, theirs = twin.sweep_arms("recipe"), twin.sweep_arms(a.arm)
             span = f"(learning rates {s.sweep[0]:g} to {s.sweep[-1]:g})"
-            claim(
-                names[f"stabler:{a.arm}"],
-                f"{who} is less sensitive to the learning rate than {a.label} {span}.",
-                "lr_sensitivity",
-                source="Wortsman et al. 2023",
-                plots=["lr", "seeds"],
-                stable=mine,
-                unstable=theirs,
-                delta=STABLER,
-                seeds=s.seeds,
-            )
-            claim(
-                names[f"stabler_alt:{a.arm}"],
-                f"{a.label} is less sensitive to the learning rate than {who} {span}.",
-                "lr_sensitivity",
-                source="Wortsman et al. 2023",
-                plots=["lr", "seeds"],
-                stable=theirs,
-                unstable=mine,
-                delta=STABLER,
-                seeds=s.seeds,
-            )
+            # Both directions: the recipe is the stabler one, or the alternative is.
+            for key, (x, y), (stable, unstable) in (
+                ("stabler", (who, a.label), (mine, theirs)),
+                ("stabler_alt", (a.label, who), (theirs, mine)),
+            ):
+                claim(
+                    names[f"{key}:{a.arm}"],
+                    f"{x} is less sensitive to the learning rate than {y} {span}.",
+                    "lr_sensitivity",
+                    source="Wortsman et al. 2023",
+                    plots=["lr", "seeds"],
+                    stable=stable,
+                    unstable=unstable,
+                    delta=STABLER,
+                    seeds=s.seeds,
+                )
     return "\n".join(lines).rstrip() + "\n"
