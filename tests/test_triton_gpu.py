@@ -10,11 +10,11 @@ import functools
 
 import pytest
 import torch
-from kernel_checks import make_inputs, run_three_ways
+from kernel_checks import assert_error_bound, make_inputs, run_three_ways
 
 import normlab
 from normlab import reference as R
-from normlab.testing import TOLERANCES, assert_kernel_close, max_abs_error
+from normlab.testing import TOLERANCES, assert_kernel_close
 
 triton = pytest.importorskip("triton")
 tk = pytest.importorskip("normlab.kernels.triton_launch")
@@ -52,20 +52,14 @@ def check(op, x, *, grad=True, seed=1, **kw):
         if naive_half:
             tol = {k: 3 * v for k, v in TOLERANCES[a.dtype].items()}
             torch.testing.assert_close(a, e, **tol)
-            _assert_error_bound(a, e, t, f"{op} out[{i}]")
+            assert_error_bound(a, e, t, f"{op} out[{i}]")
         else:
             assert_kernel_close(a, e, t, f"{op} out[{i}]")
     for k in want_g:
         if naive_half:
-            _assert_error_bound(got_g[k], want_g[k], truth_g[k], f"{op} d{k}")
+            assert_error_bound(got_g[k], want_g[k], truth_g[k], f"{op} d{k}")
         else:
             assert_kernel_close(got_g[k], want_g[k], truth_g[k], f"{op} d{k}")
-
-
-def _assert_error_bound(actual, eager, truth, name):
-    err, eager_err = max_abs_error(actual, truth), max_abs_error(eager, truth)
-    atol = TOLERANCES[actual.dtype]["atol"]
-    assert err <= 2 * eager_err + atol, f"{name}: error {err:.3e} > 2 x {eager_err:.3e} + {atol}"
 
 
 @pytest.fixture
