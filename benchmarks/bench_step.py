@@ -6,16 +6,21 @@
 For each model row and dtype three copies of the same model are stepped: norm_backend="auto"
 (normlab's kernels), norm_backend="torch" (PyTorch's ``F.rms_norm``/``F.layer_norm``) and
 norm="none" (no norm at all). A step is zero_grad, forward, cross-entropy, backward and
-``AdamW.step`` on one fixed batch of random tokens; bfloat16 runs forward and loss under
-``torch.autocast``. All cases live in one process and are timed in interleaved rounds (the
-order rotating each round) until ``--budget-s`` is spent, so load drift on a shared machine
-hits all alike; each figure is the median over rounds.
+``AdamW.step`` (fused, as in the lab's trainer) on one fixed batch of random tokens; bfloat16
+runs forward and loss under ``torch.autocast``. All cases live in one process and are timed in
+interleaved rounds (the order rotating each round) until ``--budget-s`` is spent, so load drift
+on a shared machine hits all alike; each figure is the median over rounds.
 
 The norms' share of a step is ``(step - step with norm="none") / step``, and their cost per
 call is that difference over the number of norm calls in the step (each call a forward and a
 backward). RMSNorm runs the gemma cast order in both backends: F.rms_norm implements only that
 one. With ``--placement post`` the residual add is fused into normlab's norms, while the torch
 and no-norm models add in eager PyTorch, so the difference includes that add.
+
+``--python-node`` adds, for the LayerNorm rows, a fourth model whose norms run PyTorch's own
+C++ LayerNorm forward and backward inside a Python ``torch.autograd.Function``, as normlab's
+kernels run: the column ``µs/call python node`` minus ``µs/call torch`` is what a Python
+autograd node costs inside the step, before any kernel of its own.
 """
 
 from __future__ import annotations
@@ -63,6 +68,32 @@ ROWS = (
     Row(128, 12, 128, "llama", "rmsnorm"),
 )
 VARIANTS = ("normlab", "torch", "none")
+
+
+class _TorchLayerNormInPython(torch.autograd.Function):
+    """PyTorch's C++ LayerNorm kernels behind a Python autograd node (``--python-node``)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps):
+        y, mean, rstd = torch.ops.aten.native_layer_norm(x, x.shape[-1:], weight, bias, eps)
+        ctx.save_for_backward(x, weight, bias, mean, rstd)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, bias, mean, rstd = ctx.saved_tensors
+        grads = torch.ops.aten.native_layer_norm_backward(
+            dy, x, x.shape[-1:], mean, rstd, weight, bias, [True, True, True]
+        )
+        return (*grads, None)
+
+
+def _python_node_forward(norm: LayerNorm):
+    return lambda x, residual=None: _TorchLayerNormInPython.apply(
+        x, norm.weight, norm.bias, norm.eps
+    )
+
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
@@ -70,7 +101,7 @@ class Case:
     """One model, its optimizer and batch: ``step()`` runs one training step."""
 
     def __init__(self, row: Row, variant: str, dtype: str, placement: str, device: str):
-        kw = {"norm_backend": "auto"} if variant == "normlab" else {"norm_backend": "torch"}
+        kw = {"norm_backend": "torch" if variant == "torch" else "auto"}
         cfg = TransformerConfig(
             VOCAB, row.dim, row.n_layers, row.n_heads,
             norm="none" if variant == "none" else row.norm, placement=placement, arch=row.arch,
@@ -78,7 +109,11 @@ class Case:
         )  # fmt: skip
         torch.manual_seed(0)
         self.model = Transformer(cfg).to(device)
-        self.opt = torch.optim.AdamW(param_groups(self.model, 0.1), lr=1e-3)
+        if variant == "python node":  # (no residual: Pre placement only)
+            for m in self.model.modules():
+                if isinstance(m, LayerNorm):
+                    m.forward = _python_node_forward(m)
+        self.opt = torch.optim.AdamW(param_groups(self.model, 0.1), lr=1e-3, fused=True)
         g = torch.Generator().manual_seed(1)
         tokens = torch.randint(VOCAB, (row.batch, row.seq_len + 1), generator=g).to(device)
         self.inputs, self.targets = tokens[:, :-1], tokens[:, 1:]
@@ -123,24 +158,30 @@ def run(cases: dict, budget_s: float, batch_s: float) -> int:
     return rounds
 
 
-def table(rows: list[Row], dtypes: list[str], cases: dict) -> str:
+def table(rows: list[Row], dtypes: list[str], cases: dict, python_node: bool) -> str:
     head = (
         "| model | dtype | normlab ms | torch ms | no-norm ms | normlab/torch | share normlab % "
         "| share torch % | norm calls | µs/call normlab | µs/call torch |"
     )
-    lines = [head, "|---" * 11 + "|"]
+    extra = " µs/call python node |" if python_node else ""
+    lines = [head + extra, "|---" * (12 if python_node else 11) + "|"]
     for row in rows:
         for dtype in dtypes:
-            ms = {v: 1e3 * statistics.median(cases[row, dtype, v].times) for v in VARIANTS}
+            ms = {v: 1e3 * statistics.median(c.times) for (r, d, v), c in cases.items()
+                  if (r, d) == (row, dtype)}  # fmt: skip
             calls = cases[row, dtype, "normlab"].norm_calls
             share = {v: 100 * (ms[v] - ms["none"]) / ms[v] for v in ("normlab", "torch")}
-            per_call = {v: 1e3 * (ms[v] - ms["none"]) / calls for v in ("normlab", "torch")}
-            lines.append(
+            per_call = {v: 1e3 * (ms[v] - ms["none"]) / calls for v in ms}
+            line = (
                 f"| {row.label} | {dtype} | {ms['normlab']:.2f} | {ms['torch']:.2f} | "
                 f"{ms['none']:.2f} | {ms['normlab'] / ms['torch']:.2f} | "
                 f"{share['normlab']:.1f} | {share['torch']:.1f} | {calls} | "
                 f"{per_call['normlab']:.0f} | {per_call['torch']:.0f} |"
             )
+            if python_node:
+                node = per_call.get("python node")
+                line += " – |" if node is None else f" {node:.0f} |"
+            lines.append(line)
     return "\n".join(lines)
 
 
@@ -203,23 +244,30 @@ def main() -> int:
     p.add_argument("--budget-s", type=float, default=300.0, help="total run time, warm-up too")
     p.add_argument("--batch-s", type=float, default=0.1, help="time of one case in a round")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument(
+        "--python-node",
+        action="store_true",
+        help="add torch's LayerNorm behind a Python autograd node (LayerNorm rows)",
+    )
     p.add_argument("--write-docs", metavar="PATH", help="replace this script's section there")
     args = p.parse_args()
+    if args.python_node and args.placement != "pre":
+        p.error("--python-node needs --placement pre (its node has no fused residual add)")
 
     rows = [ROWS[i] for i in args.rows]
-    cases = {
-        (row, dtype, v): Case(row, v, dtype, args.placement, args.device)
-        for row in rows
-        for dtype in args.dtype
-        for v in VARIANTS
-    }
+    cases = {}
+    for row in rows:
+        node = ("python node",) if args.python_node and row.norm == "layernorm" else ()
+        for dtype in args.dtype:
+            for v in VARIANTS + node:
+                cases[row, dtype, v] = Case(row, v, dtype, args.placement, args.device)
     t0 = time.perf_counter()
     rounds = run(cases, args.budget_s, args.batch_s)
     elapsed = time.perf_counter() - t0
-    result = table(rows, args.dtype, cases)
+    result = table(rows, args.dtype, cases, args.python_node)
     date = datetime.date.today().isoformat()
     about = (
-        f"{date}; {machine()}; {args.placement.capitalize()} placement, batch 16, AdamW; "
+        f"{date}; {machine()}; {args.placement.capitalize()} placement, batch 16, fused AdamW; "
         f"median of {rounds} interleaved rounds ({elapsed:.0f} s).\n\n"
         f"`{command(sys.argv[1:])}`"
     )

@@ -383,3 +383,12 @@ def test_pre_ln_residual_stream_grows_post_ln_stays_flat(init_profiles):
         # Each block adds a roughly independent branch output to the stream: it grows like √l.
         assert (pre.diff() > 0).float().mean() >= 0.9 and pre[-1] > 2 * pre[0], pre
     assert mean_rms(("pre", 24))[-1] > 2 * mean_rms(("pre", 6))[-1]
+
+
+def test_dyt_alpha_sets_every_dyt_and_is_checked():
+    m = Transformer(TransformerConfig(V, D, 2, H, norm="dyt", dyt_alpha=2.0))
+    alphas = [n.alpha.item() for n in m.modules() if isinstance(n, DyT)]
+    assert alphas and all(a == 2.0 for a in alphas)
+    for bad in (0.0, -1.0, float("inf"), True):
+        with pytest.raises(ValueError, match="dyt_alpha"):
+            TransformerConfig(V, D, 2, H, norm="dyt", dyt_alpha=bad)

@@ -10,7 +10,7 @@ import pytest
 
 from normlab.lab.cli import main
 from normlab.lab.study import spec
-from normlab.lab.study.claims import AllOf, Contrast, Timing, fails, trains
+from normlab.lab.study.claims import AllOf, AnyOf, Contrast, Timing, fails, trains
 from normlab.lab.study.command import PRESET_NAMES
 from normlab.lab.study.presets import PRESETS
 
@@ -183,6 +183,51 @@ terms = [[1, "pre", "final_val_loss"], [-1, "post", "final_val_loss"]]
     ))  # fmt: skip
 
 
+def test_any_of_claims_parse_and_reject_nesting():
+    text = """
+name = "t"
+[base]
+steps = 1
+[base.model]
+dim = 16
+n_layers = 1
+n_heads = 2
+[[arms]]
+name = "a{dyt_alpha:g}"
+model = { norm = "dyt" }
+axes = { dyt_alpha = [0.5, 2.0] }
+[[arms]]
+name = "rms"
+
+[[claims]]
+name = "some-alpha"
+statement = "s"
+source = "s"
+rule = "any_of"
+expect = "≈0"
+delta = 0.03
+seeds = 2
+
+[[claims.parts]]
+label = "alpha 0.5"
+rule = "contrast"
+terms = [[1, "a0.5", "final_val_loss"], [-1, "rms", "final_val_loss"]]
+
+[[claims.parts]]
+label = "alpha 2"
+rule = "contrast"
+terms = [[1, "a2", "final_val_loss"], [-1, "rms", "final_val_loss"]]
+"""
+    p = spec.parse_spec(text, "t.toml")
+    assert isinstance(p.claims[0].rule, AnyOf) and len(p.claims[0].rule.parts) == 2
+    assert {r.name: r.config.model.dyt_alpha for r in p.runs[:2]} == {"a0.5": 0.5, "a2": 2.0}
+    nested = text.replace(
+        'rule = "contrast"\nterms = [[1, "a2"', 'rule = "all_of"\nterms = [[1, "a2"'
+    )
+    with pytest.raises(spec.SpecError, match="a part cannot itself be all_of"):
+        spec.parse_spec(nested, "t.toml")
+
+
 # ---- the docs' worked example, at toy size, end to end
 
 TOY = {
@@ -266,8 +311,8 @@ def test_fields_the_study_sets_are_refused(tmp_path, capsys):
 def test_unknown_rule_type(tmp_path, capsys):
     err = _bad(tmp_path, capsys, _edit('rule = "timing"', 'rule = "faster"'))
     assert err == (
-        'claims[1].rule: unknown rule "faster"; expected one of: contrast, all_of, fails, '
-        "trains, timing, lr_sensitivity"
+        'claims[1].rule: unknown rule "faster"; expected one of: contrast, all_of, any_of, '
+        "fails, trains, timing, lr_sensitivity"
     )
 
 

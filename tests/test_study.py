@@ -19,6 +19,7 @@ from normlab.lab.study.claims import (
     HOLDS,
     UNSURE,
     AllOf,
+    AnyOf,
     Contrast,
     Estimate,
     Timing,
@@ -115,6 +116,16 @@ def test_a_compound_claim_needs_every_part():
     assert rule.decide({**ok, "q": seeds(3.1, 3.12, 3.08)}, ctx).status == FAILS
     unsure = rule.decide({**ok, "q": seeds(2.4, 3.0, 2.9)}, ctx)
     assert unsure.status == UNSURE and [n for n, _ in unsure.parts] == ["p fails", "q trains"]
+
+
+def test_an_any_of_claim_needs_one_part():
+    ctx = {"unigram_entropy": 3.0}
+    rule = AnyOf((("p trains", trains("p", seeds=3)), ("q trains", trains("q", seeds=3))))
+    stalled, learned = seeds(3.1, 3.12, 3.08), seeds(2.5, 2.55, 2.45)
+    assert rule.decide({"p": stalled, "q": learned}, ctx).status == HOLDS
+    assert rule.decide({"p": stalled, "q": stalled}, ctx).status == FAILS
+    assert rule.decide({"p": stalled, "q": seeds(2.4, 3.0, 2.9)}, ctx).status == UNSURE
+    assert "some part holds" in rule.describe()
 
 
 def test_timing_rule_reads_the_serial_rounds():

@@ -88,6 +88,17 @@ def test_loss_blowup_rule(corpus):
     assert "0.5 * ln V" in res.reason
 
 
+def test_stall_rule_stops_a_run_on_the_plateau_and_spares_one_that_learns(corpus):
+    # The bar is the unigram entropy minus the margin: 10 nats puts it below any loss.
+    stalled = train(tiny(steps=12, stall_step=5, stall_margin=10.0, probe_steps=[0, 12]), corpus)
+    assert stalled.status == "ok" and stalled.stopped_step == 5 and "stalled" in stalled.reason
+    assert len(stalled.history["loss"]) == 5 and stalled.summary["final_val_loss"] is not None
+    assert set(stalled.probes) == {"0", "5"}  # the after-training probe where it stopped
+    # and -10 above any loss (ln 256 ≈ 5.5 is the worst a model starts at).
+    learns = train(tiny(steps=12, stall_step=5, stall_margin=-10.0), corpus)
+    assert learns.stopped_step is None and len(learns.history["loss"]) == 12
+
+
 def test_batchnorm_train_mode_validation_leaves_running_stats(corpus):
     cfg = tiny(model={"norm": "batchnorm"}, eval_train_mode=True, steps=5)
     t = Trainer(cfg, corpus)

@@ -48,7 +48,8 @@ def rms_norm(
     and ``y = rms_norm(h)``. ``casting`` picks the model family's cast order: ``"llama"``,
     ``"gemma"`` or ``"none"``; ``offset`` adds a constant to the weight (Gemma's ``1 + w``).
     ``backend="auto"`` runs the Numba kernels on CPU tensors and the Triton kernels on CUDA
-    tensors (the reference where neither is installed); float64 always runs the reference.
+    tensors, at every shape (the reference where neither is installed; docs/kernels.md, "What
+    auto runs", says why nothing is routed to PyTorch's ops); float64 always runs the reference.
     """
     check_common(x, weight, residual, eps, backend)
     check_rms_options(weight, offset, casting, eps_inside)
@@ -75,6 +76,8 @@ def layer_norm(
     """LayerNorm over the last dimension of ``x`` (see :func:`normlab.reference.layer_norm`).
 
     With ``residual`` it returns ``(y, h)`` where ``h = x + residual`` and ``y = layer_norm(h)``.
+    ``backend`` as in :func:`rms_norm`: ``"auto"`` keeps small float32 calls on the kernels even
+    where ``F.layer_norm`` is faster, as it misses the accuracy contract on some inputs.
     """
     check_common(x, weight, residual, eps, backend)
     check_tensor("bias", bias, x, x.shape[-1:])

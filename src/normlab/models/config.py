@@ -53,6 +53,10 @@ class TransformerConfig:
     sublayer's input in block ``l`` (1-based) is multiplied by ``1/√l``, which curbs the growth
     of a Pre-LN residual stream's variance with depth. Needs input norms: pre, sandwich, mix."""
 
+    dyt_alpha: float = 0.5
+    """DyT's initial α (``y = w·tanh(αx) + b``). 0.5 is the paper's default outside language
+    models; for LLMs Zhu et al. 2025 tune it, larger for narrower models."""
+
     arch: str = "llama"
     """"llama": RoPE, SwiGLU MLP, no biases; "gpt2": learned positions, GELU MLP, biases."""
 
@@ -123,6 +127,10 @@ class TransformerConfig:
             self.mlp_ratio > 0 and math.isfinite(self.mlp_ratio)
         ):
             raise ValueError(f"mlp_ratio must be a positive number or None, got {self.mlp_ratio!r}")
+        if isinstance(self.dyt_alpha, bool) or not (
+            isinstance(self.dyt_alpha, (int, float)) and 0 < self.dyt_alpha < math.inf
+        ):
+            raise ValueError(f"dyt_alpha must be a positive number, got {self.dyt_alpha!r}")
         if self.eps is not None and not (self.eps >= 0 and math.isfinite(self.eps)):
             raise ValueError(f"eps must be a finite number >= 0 or None, got {self.eps!r}")
         for name in ("final_norm", "qk_norm", "depth_scaled_norm", "tie_embeddings"):

@@ -22,7 +22,7 @@ def make_norm(cfg: TransformerConfig, size: int) -> nn.Module | None:
     if cfg.norm == "batchnorm":
         return BatchNorm(size, **eps)
     if cfg.norm == "dyt":
-        return DyT(size)
+        return DyT(size, alpha_init=cfg.dyt_alpha)
     if cfg.norm == "scalenorm":
         return ScaleNorm(size, **eps)
     return None

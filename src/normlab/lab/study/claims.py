@@ -238,16 +238,35 @@ class AllOf:
 
     def decide(self, results: Results, ctx: Mapping[str, Any]) -> Verdict:
         parts = tuple((name, p.decide(results, ctx)) for name, p in self.parts)
-        statuses = [v.status for _, v in parts]
-        if FAILS in statuses:
-            status = FAILS
-        elif all(s == HOLDS for s in statuses):
-            status = HOLDS
-        else:
-            status = UNSURE
         why = "; ".join(f"{name}: {v.status}" for name, v in parts)
         means = {k: x for _, v in parts for k, x in v.means.items()}
-        return Verdict(status, why, None, parts, means)
+        return Verdict(self.combine([v.status for _, v in parts]), why, None, parts, means)
+
+    @staticmethod
+    def combine(statuses: list[str]) -> str:
+        if FAILS in statuses:
+            return FAILS
+        return HOLDS if all(s == HOLDS for s in statuses) else UNSURE
+
+
+@dataclass(frozen=True)
+class AnyOf(AllOf):
+    """A compound claim: holds iff some part holds, does not hold iff no part does.
+
+    Each part is one more look at the data, so with k parts the chance that one holds by luck
+    is up to k times a single part's: give such a claim the seeds that make its parts decisive.
+    """
+
+    def describe(self) -> str:
+        return " ".join(f"[{name}] {p.describe()}" for name, p in self.parts) + (
+            " Holds iff some part holds; does not hold iff every part does not."
+        )
+
+    @staticmethod
+    def combine(statuses: list[str]) -> str:
+        if HOLDS in statuses:
+            return HOLDS
+        return FAILS if all(s == FAILS for s in statuses) else UNSURE
 
 
 def fails(arm: str, *, seeds: int, margin: float = 0.05) -> Contrast:

@@ -126,9 +126,11 @@ def _arm_rows(preset, results) -> list[list[str]]:
             m = statistics.fmean(xs)
             return _fmt(m) if len(xs) < 2 else f"{_fmt(m)} ± {_fmt(statistics.stdev(xs))}"
 
+        stalled = sorted(x["stopped_step"] for x in ok if x.get("stopped_step"))
+        stopped = f" ({len(stalled)} stalled at step {stalled[0]})" if stalled else ""
         rows.append([
             r.name, _describe_model(r.config.to_dict()), f"{len(runs)}/{preset.seeds(r.name)}",
-            str(len(runs) - len(ok)), mean("final_val_loss"), mean("step_ms"),
+            f"{len(runs) - len(ok)}{stopped}", mean("final_val_loss"), mean("step_ms"),
             mean("cpu_s"),
         ])  # fmt: skip
     return rows

@@ -8,9 +8,10 @@ The format is described for users in ``docs/spec.md``; the built-in presets are 
     [[arms]]         name (a pattern: "{field}" is the arm's value of that field), overrides of
                      the base (model fields under model), and optionally axes: a grid, one arm
                      per combination, the first axis varying slowest
-    [[claims]]       name, statement, source, plots, rule = contrast | all_of | fails | trains |
-                     timing and that rule's parameters; an all_of's [[claims.parts]] take the
-                     parameters they do not set from their claim
+    [[claims]]       name, statement, source, plots, rule = contrast | all_of | any_of | fails |
+                     trains | timing | lr_sensitivity and that rule's parameters; an all_of's
+                     or any_of's [[claims.parts]] take the parameters they do not set from
+                     their claim
 
 A spec is checked whole before anything runs. A mistake is one ``SpecError`` whose message is
 ``FILE: key.path: what was expected``: values are checked against the dataclasses' field types
@@ -39,6 +40,7 @@ from normlab.lab.study.claims import (
     EXPECT,
     TIMINGS,
     AllOf,
+    AnyOf,
     Claim,
     Contrast,
     Timing,
@@ -82,6 +84,7 @@ EXPECT_ALIASES = {"!=0": "≠0", "~0": "≈0"}
 RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "contrast": (("terms", "expect", "delta", "seeds"), ("const", "const_h", "matrix")),
     "all_of": (("parts",), ("seeds", "expect", "delta", "matrix", "margin")),
+    "any_of": (("parts",), ("seeds", "expect", "delta", "matrix", "margin")),
     "fails": (("arm", "seeds"), ("margin",)),
     "trains": (("arm", "seeds"), ("margin",)),
     "timing": (("fast", "slow", "delta"), ("what",)),
@@ -461,8 +464,8 @@ class _Loader:
         for i, part in enumerate(self.tables(params["parts"][0], parts_path, "[[claims.parts]]")):
             ppath = _at(parts_path, i)
             pkind = self.rule_kind(part, ppath)
-            if pkind == "all_of":
-                self.fail(_at(ppath, "rule"), "a part cannot itself be all_of")
+            if pkind in ("all_of", "any_of"):
+                self.fail(_at(ppath, "rule"), f"a part cannot itself be {pkind}")
             self.keys(part, ppath, ("label", "rule", *RULES[pkind][0], *RULES[pkind][1]),
                       required=("label",))  # fmt: skip
             label = self.string(part["label"], _at(ppath, "label"))
@@ -471,7 +474,7 @@ class _Loader:
             labels.add(label)
             shared = {k: x for k, x in params.items() if k != "parts"}
             parts.append((label, self.rule(pkind, part, ppath, arms, shared)))
-        return AllOf(tuple(parts))
+        return (AnyOf if kind == "any_of" else AllOf)(tuple(parts))
 
     def param(self, key: str, v: Any, path: str, arms: list[str]) -> Any:
         """One rule parameter, checked."""

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from normlab.lab.train.data import Corpus, RandomBatches
-from normlab.lab.train.trainer import TrainConfig
+from normlab.lab.train.trainer import TrainConfig, adamw
 from normlab.models import Transformer, param_groups
 from normlab.modules import LayerNorm, RMSNorm
 
@@ -33,7 +33,7 @@ class _Arm:
     def __init__(self, cfg: TrainConfig, corpus: Corpus):
         torch.manual_seed(cfg.seed)
         self.model = Transformer(cfg.model)
-        self.opt = torch.optim.AdamW(param_groups(self.model, cfg.weight_decay), lr=cfg.lr)
+        self.opt = adamw(param_groups(self.model, cfg.weight_decay), cfg)
         self.x, self.y = next(RandomBatches(corpus.train, cfg.batch_size, cfg.seq_len, seed=0))
         self.norms = self._norm_inputs()
 
