@@ -94,6 +94,7 @@ def test_stall_rule_stops_a_run_on_the_plateau_and_spares_one_that_learns(corpus
     assert stalled.status == "ok" and stalled.stopped_step == 5 and "stalled" in stalled.reason
     assert len(stalled.history["loss"]) == 5 and stalled.summary["final_val_loss"] is not None
     assert set(stalled.probes) == {"0", "5"}  # the after-training probe where it stopped
+    assert [e["step"] for e in stalled.evals] == [5]
     # and -10 above any loss (ln 256 ≈ 5.5 is the worst a model starts at).
     learns = train(tiny(steps=12, stall_step=5, stall_margin=-10.0), corpus)
     assert learns.stopped_step is None and len(learns.history["loss"]) == 12

@@ -267,7 +267,7 @@ class Trainer:
         timer.remove()
 
         if res.status == "ok" and cfg.steps:  # a probe-only run has nothing to validate
-            res.evals.append(self._evaluate(model, val, cfg.steps))
+            res.evals.append(self._evaluate(model, val, res.stopped_step or cfg.steps))
         res.summary = self._summary(res, raw, time.perf_counter() - t_start)
         # CPU seconds of this process (all its threads): what a run costs on a busy machine.
         res.summary["cpu_s"] = time.process_time() - cpu_start
@@ -275,7 +275,7 @@ class Trainer:
 
     def _stalled(self, res: RunResult) -> bool:
         """The stall rule at ``stall_step``; says why in ``res.reason`` when it stops the run."""
-        loss = self.all_reduce_mean(_mean(res.history["loss"][-10:]))
+        loss = _mean(res.history["loss"][-10:])  # already averaged over ranks
         bar = self.data.unigram_entropy() - self.cfg.stall_margin
         if loss <= bar:
             return False
