@@ -51,6 +51,16 @@ def _paired(results, a: str, b: str) -> Estimate:
     return Estimate.of(c.values(results, {}))
 
 
+def _verdict(wins: tuple[str, list[str]], no_wins: str, losses: tuple[str, list[str]]) -> str:
+    """A dimension's verdict: "what: labels" for the alternatives that beat the recipe (or
+    ``no_wins``), then the same for those the recipe holds its own against, if any."""
+    (win, won), (loss, lost) = wins, losses
+    parts = [f"{win}: {', '.join(won)}" if won else no_wins]
+    if lost:
+        parts.append(f"{loss}: {', '.join(lost)}")
+    return "; ".join(parts)
+
+
 def _est(e: Estimate | None, pct: bool = False) -> str:
     if e is None or e.effect is None:
         return "–"
@@ -115,17 +125,10 @@ def blocks(twin: Twin, preset, results, verdicts, meta: dict) -> list[Block]:
         q_delta = "–" if best == "recipe" else _est(_paired(results, best, "recipe"))
     else:
         q_best, q_delta = "no finished runs", "–"
-    q_verdict = "; ".join(
-        x
-        for x in (
-            f"beat the recipe by ≥ {BEATS}: {', '.join(holds_beats)}"
-            if holds_beats
-            else f"no alternative beats the recipe by ≥ {BEATS}",
-            f"the recipe is at least as good as (within {AS_GOOD}): {', '.join(holds_as_good)}"
-            if holds_as_good
-            else "",
-        )
-        if x
+    q_verdict = _verdict(
+        (f"beat the recipe by ≥ {BEATS}", holds_beats),
+        f"no alternative beats the recipe by ≥ {BEATS}",
+        (f"the recipe is at least as good as (within {AS_GOOD})", holds_as_good),
     )
 
     # ---- stability: LR sensitivity of each sweep
@@ -171,17 +174,10 @@ def blocks(twin: Twin, preset, results, verdicts, meta: dict) -> list[Block]:
             )
         else:
             s_best, s_delta = "no finished sweeps", "–"
-        s_verdict = "; ".join(
-            x
-            for x in (
-                f"less LR-sensitive than the recipe by ≥ {STABLER}: {', '.join(stabler)}"
-                if stabler
-                else f"no alternative is less LR-sensitive than the recipe by ≥ {STABLER}",
-                f"the recipe is less LR-sensitive than: {', '.join(recipe_stabler)}"
-                if recipe_stabler
-                else "",
-            )
-            if x
+        s_verdict = _verdict(
+            (f"less LR-sensitive than the recipe by ≥ {STABLER}", stabler),
+            f"no alternative is less LR-sensitive than the recipe by ≥ {STABLER}",
+            ("the recipe is less LR-sensitive than", recipe_stabler),
         )
         s_summary = [
             f"Stability (LR sensitivity over lr {', '.join(f'{x:g}' for x in s.sweep)})",
