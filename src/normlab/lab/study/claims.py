@@ -231,10 +231,11 @@ class AllOf:
     def arms(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(a for _, p in self.parts for a in p.arms()))
 
+    # how ``combine`` decides, as the report states it (a class attribute, not a field)
+    RULE = "Holds iff every part holds; does not hold iff a part does not."
+
     def describe(self) -> str:
-        return " ".join(f"[{name}] {p.describe()}" for name, p in self.parts) + (
-            " Holds iff every part holds; does not hold iff a part does not."
-        )
+        return " ".join(f"[{name}] {p.describe()}" for name, p in self.parts) + " " + self.RULE
 
     def decide(self, results: Results, ctx: Mapping[str, Any]) -> Verdict:
         parts = tuple((name, p.decide(results, ctx)) for name, p in self.parts)
@@ -257,10 +258,7 @@ class AnyOf(AllOf):
     is up to k times a single part's: give such a claim the seeds that make its parts decisive.
     """
 
-    def describe(self) -> str:
-        return " ".join(f"[{name}] {p.describe()}" for name, p in self.parts) + (
-            " Holds iff some part holds; does not hold iff every part does not."
-        )
+    RULE = "Holds iff some part holds; does not hold iff every part does not."
 
     @staticmethod
     def combine(statuses: list[str]) -> str:
