@@ -44,14 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the twin's size: smoke (toy, seconds) or quick (a Llama twin: 63 runs, ~12 min "
         "on 2 cores)",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed block S: runs use seeds 10000*S + i")
-    p.add_argument(
-        "--list",
-        action="store_true",
-        help="print the twin and the plan (runs, claims, estimated CPU time) and exit",
+    add_run_options(
+        p, out="normlab-advise", listed="the twin and the plan (runs, claims, estimated CPU time)"
     )
-    p.add_argument("--out", default="normlab-advise", help="output directory")
-    add_run_options(p)
 
 
 def describe(twin, params: tuple[int, int]) -> str:

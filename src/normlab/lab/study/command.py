@@ -29,22 +29,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        help="a study spec file (TOML, see docs/spec.md), not a preset")  # fmt: skip
     which.add_argument("--print-spec", metavar="NAME", choices=PRESET_NAMES, default=None,
                        help="print a preset's spec file, to copy and edit, and exit")  # fmt: skip
+    add_run_options(
+        p, out="normlab-out", listed="the plan (runs x seeds, claims, estimated CPU time)"
+    )
+
+
+def add_run_options(p: argparse.ArgumentParser, *, out: str, listed: str) -> None:
+    """How a study runs: --seed, --list (printing ``listed``), --out (default ``out``), its
+    data, --resume, processes, threads, executor, --quiet. Shared by the commands that run one
+    (``normlab study``, ``normlab advise``; see ``execute``)."""
+    from normlab.lab.cli import non_negative_int, positive_int
+
     p.add_argument("--seed", type=int, default=0,
                    help="seed block S: runs use seeds 10000*S + i, so two studies with "
                         "different --seed share no seed")  # fmt: skip
-    p.add_argument(
-        "--list",
-        action="store_true",
-        help="print the plan (runs x seeds, claims, estimated CPU time) and exit",
-    )
-    p.add_argument("--out", default="normlab-out", help="output directory")
-    add_run_options(p)
-
-
-def add_run_options(p: argparse.ArgumentParser) -> None:
-    """How a study runs: its data, --resume, processes, threads, executor, --quiet. Shared by
-    the commands that run one (``normlab study``, ``normlab advise``; see ``execute``)."""
-    from normlab.lab.cli import non_negative_int, positive_int
+    p.add_argument("--list", action="store_true", help=f"print {listed} and exit")
+    p.add_argument("--out", default=out, help="output directory")
 
     p.add_argument("--data", default=None,
                    help="train on this file; None = the stdlib's *.py files")  # fmt: skip
