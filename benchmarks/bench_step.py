@@ -68,6 +68,7 @@ ROWS = (
     Row(128, 12, 128, "llama", "rmsnorm"),
 )
 VARIANTS = ("normlab", "torch", "none")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 class _TorchLayerNormInPython(torch.autograd.Function):
@@ -92,9 +93,6 @@ def _python_node_forward(norm: LayerNorm):
     return lambda x, residual=None: _TorchLayerNormInPython.apply(
         x, norm.weight, norm.bias, norm.eps
     )
-
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 class Case:
