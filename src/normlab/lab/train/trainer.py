@@ -338,8 +338,8 @@ class Trainer:
 
 
 def adamw(params, cfg: TrainConfig) -> torch.optim.AdamW:
-    """The trainer's optimizer. ``fused``: one kernel for all parameters, ~5 % of a whole step
-    faster than ``foreach`` at the lab's sizes on the CPU (docs/benchmarks.md, "Training step")."""
+    """The trainer's optimizer. ``fused``: one kernel for all parameters, faster per whole step
+    than ``foreach`` at the lab's sizes (``benchmarks/bench_optimizer.py``; docs/benchmarks.md)."""
     return torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.adam_eps, fused=True)
 
 
