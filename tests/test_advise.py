@@ -129,7 +129,7 @@ def test_the_written_spec_loads(tmp_path, name, preset):
     path = tmp_path / "advise-spec.toml"
     path.write_text(spec_text(twin, "normlab advise ..."), encoding="utf-8")
     study = load_spec(path)
-    runs = {r.name: r.config for r in study.runs}
+    runs = {r.name: r.config for r in study.arms}
     assert runs["recipe"] == twin.config()
     for a in twin.alts:  # one change each from the recipe
         assert runs[a.arm] == twin.config().replace(model=a.model)
@@ -164,7 +164,7 @@ def test_the_advice_reads_the_claims_back(tmp_path):
     path.write_text(spec_text(twin, "normlab advise ..."), encoding="utf-8")
     study = load_spec(path)
     results: dict = {}
-    for t in study.tasks():
+    for t in study.runs():
         lr, placement = t.config.lr, t.config.model.placement
         loss = 2.0 + 0.01 * t.index + 0.1 * math.log10(lr / 1e-3)  # the same in every arm ...
         if placement == "sandwich":

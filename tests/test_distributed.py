@@ -245,7 +245,7 @@ def test_options_override_a_preset_run():
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    base = next(r.config for r in PRESETS["smoke"]().runs if r.name == "base")
+    base = next(r.config for r in PRESETS["smoke"]().arms if r.name == "base")
     args = parser.parse_args(["--preset", "smoke", "--run", "base"])
     assert config_from_args(args) == base
     argv = ["--preset", "smoke", "--run", "base", "--steps", "3", "--norm", "layernorm",

@@ -42,7 +42,7 @@ def test_ray_runs_the_same_study_as_the_local_pool(tmp_path):
                                    executor=RayExecutor(None, workers=2), **kw)  # fmt: skip
     assert not failed and not ray.is_initialized()  # the local instance went with the study
     a, b = _lines(tmp_path / "local" / "results.jsonl"), _lines(tmp_path / "ray" / "results.jsonl")
-    assert a == b and len(a) == len(smoke.tasks(3))
+    assert a == b and len(a) == len(smoke.runs(3))
     assert {seed for _, seed, *_ in a.values()} == {30000 + i for i in range(3)}
 
 

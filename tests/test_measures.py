@@ -49,10 +49,10 @@ def test_losses_score_a_diverged_run_as_a_uniform_guess():
 def test_the_stability_preset_sweeps_every_variant_over_the_same_learning_rates():
     p = PRESETS["stability"]()
     variants = ("post", "pre", "sandwich", "deepnorm", "qk-pre")
-    lrs = {v: [r.config.lr for r in p.runs if r.name.rsplit("-lr", 1)[0] == v] for v in variants}
+    lrs = {v: [r.config.lr for r in p.arms if r.name.rsplit("-lr", 1)[0] == v] for v in variants}
     assert all(v == lrs["pre"] and len(v) >= 6 and max(v) / min(v) >= 100 for v in lrs.values())
     sweeps = [c for c in p.claims if type(c.rule).__name__ == "LRSensitivity"]
     assert len(sweeps) == 4 and all(c.seeds >= 2 for c in p.claims)
-    cfg = {r.name: r.config for r in p.runs}
+    cfg = {r.name: r.config for r in p.arms}
     assert cfg["qk-pre-lr0.001"].model.qk_norm and cfg["lns-pre-lr0.001"].model.depth_scaled_norm
     assert cfg["pre-lr0.001"].probe_steps[-1] == cfg["pre-lr0.001"].steps  # probed at the end

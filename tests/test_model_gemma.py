@@ -103,6 +103,6 @@ rule = "trains"
 arm = "gemma"
 seeds = 1
 """
-    runs = {r.name: r.config.model for r in parse_spec(spec, "g.toml").runs}
+    runs = {r.name: r.config.model for r in parse_spec(spec, "g.toml").arms}
     assert runs["gemma"].norm_offset == 1.0 and runs["gemma"].scale_embeddings
     assert runs["layernorm"].norm_offset == 0.0

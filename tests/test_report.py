@@ -6,7 +6,7 @@ import re
 import pytest
 
 from normlab.lab.study.claims import Claim, Contrast, Timing
-from normlab.lab.study.presets import PRESETS, Preset, Run
+from normlab.lab.study.presets import PRESETS, Arm, Study
 from normlab.lab.study.report import decide_all, format_table, write_reports
 
 EVIL = "<script>alert('x')</script>&"
@@ -34,8 +34,8 @@ def fake_result(cfg, val: float, *, status="ok", layers=4) -> dict:
 
 @pytest.fixture
 def study():
-    cfg = PRESETS["smoke"]().runs[0].config
-    runs = (Run(EVIL, cfg), Run("b", cfg.replace(seed=1)))
+    cfg = PRESETS["smoke"]().arms[0].config
+    runs = (Arm(EVIL, cfg), Arm("b", cfg.replace(seed=1)))
     claims = (
         Claim("worse", f"{EVIL} is worse than b", "test",
               Contrast(((1, EVIL, "final_val_loss"), (-1, "b", "final_val_loss")), ">0", 0.01,
@@ -45,7 +45,7 @@ def study():
               ("grad_blocks", "residual_rms", "residual_cos")),
         Claim("faster", "b is faster", "test", Timing("b", EVIL, 0.05), ("speed",)),
     )  # fmt: skip
-    preset = Preset("t", f"a test {EVIL}", runs, claims)
+    preset = Study("t", f"a test {EVIL}", runs, claims)
     results = {
         EVIL: {0: fake_result(cfg, 3.0), 1: fake_result(cfg, 3.1)},
         "b": {0: fake_result(cfg, 2.5, layers=6), 1: fake_result(cfg, 2.55, layers=6)},

@@ -30,7 +30,7 @@ def test_every_shipped_spec_is_a_preset():
 def test_shipped_spec_loads_through_the_loader_and_is_consistent(name):
     p = PRESETS[name]()
     assert p.name == name and p == spec.parse_spec(spec.builtin_text(name), "x.toml")
-    arms = [r.name for r in p.runs]
+    arms = [r.name for r in p.arms]
     assert len(set(arms)) == len(arms)
     for c in p.claims:
         assert set(c.arms) <= set(arms) and c.rule.describe()
@@ -38,7 +38,7 @@ def test_shipped_spec_loads_through_the_loader_and_is_consistent(name):
 
 def test_quick_key_arms_have_the_expected_configs():
     p = PRESETS["quick"]()
-    runs = {r.name: r.config for r in p.runs}
+    runs = {r.name: r.config for r in p.arms}
     base = runs["base"]
     assert (base.steps, base.batch_size, base.seq_len, base.lr, base.warmup_steps) == (
         200, 16, 64, 1e-3, 0,
@@ -62,7 +62,7 @@ def test_quick_key_arms_have_the_expected_configs():
         steps=0, model={"arch": "gpt2", "norm": "layernorm", "placement": "deepnorm",
                         "n_layers": 48},
     )  # fmt: skip
-    assert [r.name for r in p.runs][:4] == [
+    assert [r.name for r in p.arms][:4] == [
         "init-post-L6", "init-pre-L6", "init-deepnorm-L6", "init-post-L12",
     ]  # fmt: skip
     claims = {c.name: c for c in p.claims}
@@ -127,7 +127,7 @@ expect = "!=0"
 delta = 1
 seeds = 2
 """, "t.toml")  # fmt: skip
-    runs = {r.name: r.config for r in p.runs}
+    runs = {r.name: r.config for r in p.arms}
     assert list(runs) == [
         "w0-lr0.0003-post", "w0-lr0.001-post", "w4-lr0.0003-post", "w4-lr0.001-post",
         "rmsnorm-L2", "rmsnorm-L3", "layernorm-L2", "layernorm-L3", "wide",
@@ -220,7 +220,7 @@ terms = [[1, "a2", "final_val_loss"], [-1, "rms", "final_val_loss"]]
 """
     p = spec.parse_spec(text, "t.toml")
     assert isinstance(p.claims[0].rule, AnyOf) and len(p.claims[0].rule.parts) == 2
-    assert {r.name: r.config.model.dyt_alpha for r in p.runs[:2]} == {"a0.5": 0.5, "a2": 2.0}
+    assert {r.name: r.config.model.dyt_alpha for r in p.arms[:2]} == {"a0.5": 0.5, "a2": 2.0}
     nested = text.replace(
         'rule = "contrast"\nterms = [[1, "a2"', 'rule = "all_of"\nterms = [[1, "a2"'
     )
@@ -244,9 +244,9 @@ def _toy(text: str) -> str:
 
 def test_the_docs_example_loads_as_written():
     p = spec.parse_spec(EXAMPLE, "rms-vs-ln.toml")
-    assert [r.name for r in p.runs] == ["rmsnorm", "layernorm", "rmsnorm-no-final-norm"]
-    assert [p.seeds(r.name) for r in p.runs] == [3, 3, 3]
-    assert p.runs[1].config.model.norm == "layernorm" and p.runs[1].config.model.dim == 128
+    assert [r.name for r in p.arms] == ["rmsnorm", "layernorm", "rmsnorm-no-final-norm"]
+    assert [p.seeds(r.name) for r in p.arms] == [3, 3, 3]
+    assert p.arms[1].config.model.norm == "layernorm" and p.arms[1].config.model.dim == 128
 
 
 def test_the_docs_example_runs_end_to_end(tmp_path, capsys):

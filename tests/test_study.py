@@ -149,10 +149,10 @@ def test_bad_rules_are_rejected():
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_presets_are_consistent(name):
     p = PRESETS[name]()
-    names = {r.name for r in p.runs}
+    names = {r.name for r in p.arms}
     for c in p.claims:
         assert set(c.arms) <= names and c.rule.describe()
-    for r in p.runs:
+    for r in p.arms:
         d = json.loads(json.dumps(r.config.to_dict()))
         assert type(r.config).from_dict(d) == r.config
         assert r.config.model.init == "xavier" and r.config.grad_clip is None
@@ -160,7 +160,7 @@ def test_presets_are_consistent(name):
 
 def test_quick_and_deep_test_what_they_say():
     quick = PRESETS["quick"]()
-    runs = {r.name: r.config for r in quick.runs}
+    runs = {r.name: r.config for r in quick.arms}
     assert {c.name for c in quick.claims} >= {
         "post-ln-grad-grows", "post-ln-fails-deep", "rmsnorm-matches-quality",
         "rmsnorm-faster", "batchnorm-train-eval-gap", "batchnorm-batch-sensitive",
@@ -168,13 +168,13 @@ def test_quick_and_deep_test_what_they_say():
     }  # fmt: skip
     assert runs["post-L24"].warmup_steps == 0 and runs["post-L24"].model.placement == "post"
     assert runs["init-post-L48"].steps == 0 and runs["init-post-L48"].probe_steps == (0,)
-    deep = {r.name: r.config for r in PRESETS["deep"]().runs}
+    deep = {r.name: r.config for r in PRESETS["deep"]().arms}
     assert all(c.model.n_layers >= 500 and c.model.dim == 32 for c in deep.values())
 
 
 def test_seed_blocks_share_no_seed_and_pair_the_arms():
     p = PRESETS["quick"]()
-    s0, s1 = p.tasks(0), p.tasks(1)
+    s0, s1 = p.runs(0), p.runs(1)
     assert not {t.config.seed for t in s0} & {t.config.seed for t in s1}
     assert {t.config.seed for t in s1} == {SEED_STRIDE + t.index for t in s1}
     by_arm = {}
@@ -208,7 +208,7 @@ def test_store_appends_whole_lines_and_skips_torn_ones(tmp_path):
 
 
 def test_run_key_ignores_threads_not_config_or_corpus():
-    cfg = PRESETS["smoke"]().runs[0].config
+    cfg = PRESETS["smoke"]().arms[0].config
     k = run_key(cfg, "abc")
     assert run_key(cfg.replace(threads=7), "abc") == k
     assert run_key(cfg.replace(seed=1), "abc") != k and run_key(cfg, "abd") != k
@@ -266,7 +266,7 @@ def test_killed_study_resumes_with_each_run_once(tmp_path):
     proc.wait()
     before = path.read_bytes()
     n_before = before.count(b"\n")
-    tasks = PRESETS["smoke"]().tasks(0)
+    tasks = PRESETS["smoke"]().runs(0)
     assert 3 <= n_before < len(tasks)
 
     proc = start_study(tmp_path, "--resume", "--workers", "2")

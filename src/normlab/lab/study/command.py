@@ -177,7 +177,7 @@ def run_timing(preset, corpus, *, seed: int, threads: int, quiet: bool) -> dict:
     arms = list(dict.fromkeys(a for c in preset.claims if c.timed for a in c.arms))
     if not arms:
         return {}
-    by_name = {r.name: r.config for r in preset.runs}
+    by_name = {r.name: r.config for r in preset.arms}
     configs = {a: by_name[a].replace(seed=SEED_STRIDE * seed) for a in arms}
     rounds = 7
     bar = _Progress([], 0, 0, quiet, total=rounds, desc="timing (serial)")
@@ -225,7 +225,7 @@ def run_study(preset, corpus, out: Path, *, seed=0, data_path=None, resume=False
         if not quiet:
             print(f"previous results moved to {old} (use --resume to continue them)")
     done = store.load()
-    tasks = preset.tasks(seed)
+    tasks = preset.runs(seed)
     keys = {t.label: run_key(t.config, corpus.sha256) for t in tasks}
     todo = [t for t in tasks if keys[t.label] not in done]
     per_worker = max(1, threads // min(workers, max(1, len(todo))))

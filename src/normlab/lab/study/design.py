@@ -1,6 +1,7 @@
-"""What a study is made of: arms (``Run``: a name and a ``TrainConfig``), the claims over them
-(``normlab.lab.study.claims``), together a ``Preset``, and the training runs it expands to
-(``Task``: an arm under one seed). Presets are written as spec files (``spec.py``)."""
+"""What a study is made of: arms (``Arm``: a name and a ``TrainConfig``), the claims over them
+(``normlab.lab.study.claims``), together a ``Study``, and the training runs it expands to
+(``Run``: an arm under one seed). Studies are written as spec files (``spec.py``); the built-in
+presets are spec files too."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ SEED_STRIDE = 10_000  # run seed = SEED_STRIDE * S + i: studies with different -
 
 
 @dataclass(frozen=True)
-class Run:
+class Arm:
     """An arm of the study: one recipe, trained once per seed its claims ask for."""
 
     name: str
@@ -24,7 +25,7 @@ class Run:
 
 
 @dataclass(frozen=True)
-class Task:
+class Run:
     """One training run: an arm under one seed."""
 
     arm: str
@@ -37,30 +38,32 @@ class Task:
 
 
 @dataclass(frozen=True)
-class Preset:
+class Study:
+    """A study: its arms and the claims decided over them (a built-in preset or a user's spec)."""
+
     name: str
     description: str
-    runs: tuple[Run, ...]
+    arms: tuple[Arm, ...]
     claims: tuple[Claim, ...]
 
     def __post_init__(self) -> None:
-        names = [r.name for r in self.runs]
+        names = [a.name for a in self.arms]
         if len(set(names)) != len(names):
-            raise ValueError(f"preset {self.name}: duplicate run names")
+            raise ValueError(f"study {self.name}: duplicate arm names")
         for c in self.claims:
             missing = set(c.arms) - set(names)
             if missing:
-                raise ValueError(f"claim {c.name!r} needs runs not in the preset: {missing}")
+                raise ValueError(f"claim {c.name!r} needs arms not in the study: {missing}")
 
     def seeds(self, arm: str) -> int:
         """How many seeds ``arm`` is trained under: what its most demanding claim asks for."""
         return max((c.seeds for c in self.claims if arm in c.arms and not c.timed), default=1)
 
-    def tasks(self, seed_block: int = 0) -> list[Task]:
+    def runs(self, seed_block: int = 0) -> list[Run]:
         """Every run of the study: each arm under seeds ``SEED_STRIDE * seed_block + i``."""
         base = SEED_STRIDE * seed_block
         return [
-            Task(r.name, i, r.config.replace(seed=base + i))
-            for r in self.runs
-            for i in range(self.seeds(r.name))
+            Run(a.name, i, a.config.replace(seed=base + i))
+            for a in self.arms
+            for i in range(self.seeds(a.name))
         ]

@@ -36,9 +36,9 @@ def cpu_seconds(cfg: TrainConfig) -> float:
 
 def format_plan(preset, seed_block: int = 0, how: str | None = None) -> str:
     """The plan as text; ``how`` is the option that chose the study (default ``--preset``)."""
-    tasks = preset.tasks(seed_block)
+    tasks = preset.runs(seed_block)
     rows, total = [], 0.0
-    for r in preset.runs:
+    for r in preset.arms:
         n = preset.seeds(r.name)
         est = n * cpu_seconds(r.config)
         total += est
@@ -50,7 +50,7 @@ def format_plan(preset, seed_block: int = 0, how: str | None = None) -> str:
     lines = [
         f"normlab study {how or '--preset ' + preset.name} --seed {seed_block}: "
         f"{preset.description}",
-        f"{len(preset.runs)} arms, {len(tasks)} runs (seeds {seed_block * 10_000} + i), "
+        f"{len(preset.arms)} arms, {len(tasks)} runs (seeds {seed_block * 10_000} + i), "
         f"estimated {total:.0f} CPU s (~{total / 120:.1f} min on 2 cores), plus the serial "
         "timing phase",
         "",

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from normlab.lab.study.design import SEED_STRIDE, Preset, Run, Task
+from normlab.lab.study.design import SEED_STRIDE, Arm, Run, Study
 from normlab.lab.study.spec import builtin_names, load_builtin
 
-__all__ = ["PRESETS", "SEED_STRIDE", "Preset", "Run", "Task"]
+__all__ = ["PRESETS", "SEED_STRIDE", "Arm", "Run", "Study"]
 
-PRESETS: dict[str, Callable[[], Preset]] = {
+PRESETS: dict[str, Callable[[], Study]] = {
     name: partial(load_builtin, name) for name in builtin_names()
 }

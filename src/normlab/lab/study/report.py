@@ -49,7 +49,7 @@ def _mde(v: Verdict) -> str:
 
 def size(preset, claim: Claim) -> str:
     """The model size a claim was tested at: its arms' distinct shapes."""
-    configs = {r.name: r.config for r in preset.runs}
+    configs = {r.name: r.config for r in preset.arms}
     sizes = []
     for arm in claim.arms:
         c = configs[arm]
@@ -114,7 +114,7 @@ def _describe_model(cfg: dict) -> str:
 def _arm_rows(preset, results) -> list[list[str]]:
     """One row per arm: seeds, outcome and the mean of the main numbers over its seeds."""
     rows = []
-    for r in preset.runs:
+    for r in preset.arms:
         runs = list(results.get(r.name, {}).values())
         ok = [x for x in runs if x["status"] == "ok"]
 
@@ -163,7 +163,7 @@ def _summary_line(preset, results, meta) -> str:
     reused = meta.get("reused_runs") or 0
     again = f"; {reused} run(s) reused from an earlier invocation (--resume)" if reused else ""
     return (
-        f"{preset.description}. {n}/{len(preset.tasks())} runs (seed block "
+        f"{preset.description}. {n}/{len(preset.runs())} runs (seed block "
         f"{meta.get('seed_block', 0)}), {meta['wall_s']:.0f} s wall{cpu_s}{again}, finished "
         f"{meta['finished']}."
     )
@@ -200,7 +200,7 @@ def _html(out: Path, preset, results, verdicts, meta, plots, lead: str = "") -> 
         h.append("</section>")
     h += ["<section><h2>Arms</h2>", html_table(ARM_HEADER, _arm_rows(preset, results)),
           "<h3>Configs</h3>"]  # fmt: skip
-    for r in preset.runs:
+    for r in preset.arms:
         h.append(f"<details><summary>{e(r.name)}</summary>"
                  f"<pre>{e(json.dumps(r.config.to_dict(), indent=1))}</pre></details>")  # fmt: skip
     env = {**meta["environment"], **{f"corpus {k}": x for k, x in meta["corpus"].items()}}

@@ -1,4 +1,4 @@
-"""Studies as data: a study spec file (TOML) becomes a ``Preset``, its arms and its claims.
+"""Studies as data: a study spec file (TOML) becomes a ``Study``, its arms and its claims.
 
 The format is described for users in ``docs/spec.md``; the built-in presets are spec files in
 ``specs/`` next to this module, read by the same loader. In short::
@@ -47,7 +47,7 @@ from normlab.lab.study.claims import (
     fails,
     trains,
 )
-from normlab.lab.study.design import Preset, Run
+from normlab.lab.study.design import Arm, Study
 from normlab.lab.study.measures import MEASURES
 from normlab.lab.study.sweeps import LRSensitivity
 from normlab.lab.train.data import VOCAB_SIZE
@@ -118,11 +118,11 @@ def builtin_text(name: str) -> str:
     return resources.files("normlab.lab.study").joinpath(SPECS, f"{name}.toml").read_text("utf-8")
 
 
-def load_builtin(name: str) -> Preset:
+def load_builtin(name: str) -> Study:
     return parse_spec(builtin_text(name), f"{SPECS}/{name}.toml", default_name=name)
 
 
-def load_spec(path: str | Path) -> Preset:
+def load_spec(path: str | Path) -> Study:
     """Read and check the spec file ``path``; every mistake is a ``SpecError``."""
     p = Path(path)
     try:
@@ -134,13 +134,13 @@ def load_spec(path: str | Path) -> Preset:
     return parse_spec(text, str(path), default_name=p.stem)
 
 
-def parse_spec(text: str, source: str, *, default_name: str = "study") -> Preset:
-    """The ``Preset`` a spec's text describes; ``source`` names it in error messages."""
+def parse_spec(text: str, source: str, *, default_name: str = "study") -> Study:
+    """The ``Study`` a spec's text describes; ``source`` names it in error messages."""
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"{source}: not valid TOML: {e}") from None
-    return _Loader(source).preset(doc, default_name)
+    return _Loader(source).study(doc, default_name)
 
 
 # --------------------------------------------------------------------------------------------
@@ -274,7 +274,7 @@ class _Loader:
 
     # ---- the study
 
-    def preset(self, doc: dict, default_name: str) -> Preset:
+    def study(self, doc: dict, default_name: str) -> Study:
         self.keys(doc, "", ("name", "description", "base", "arms", "claims"),
                   required=("base", "arms", "claims"))  # fmt: skip
         name = self.string(doc.get("name", default_name), "name")
@@ -282,7 +282,7 @@ class _Loader:
         if not isinstance(desc, str):
             self.fail("description", f"expected a string, got {_show(desc)}")
         base = self.base(self.table(doc["base"], "base"))
-        runs: list[Run] = []
+        runs: list[Arm] = []
         where: dict[str, str] = {}  # arm -> the entry that made it
         for i, entry in enumerate(self.tables(doc["arms"], "arms", "[[arms]]")):
             for run in self.arms(entry, _at("arms", i), base):
@@ -298,7 +298,7 @@ class _Loader:
             if claim.name in {c.name for c in claims}:
                 self.fail(_at(_at("claims", i), "name"), f"claim {claim.name!r} appears twice")
             claims.append(claim)
-        return Preset(name, desc, tuple(runs), tuple(claims))
+        return Study(name, desc, tuple(runs), tuple(claims))
 
     # ---- configs
 
@@ -345,7 +345,7 @@ class _Loader:
         make = lambda: TrainConfig(model=TransformerConfig(VOCAB_SIZE, **model), **train)  # noqa: E731
         return self.build("base", make, train, model)
 
-    def arms(self, d: dict, path: str, base: TrainConfig) -> list[Run]:
+    def arms(self, d: dict, path: str, base: TrainConfig) -> list[Arm]:
         allowed = ("name", "axes", "model", *TRAIN_FIELDS)
         self.keys(d, path, allowed, required=("name",), config=True)
         pattern = self.string(d["name"], _at(path, "name"))
@@ -358,7 +358,7 @@ class _Loader:
             m = {**model, **{k: v for k, v in point.items() if k in MODEL_FIELDS}}
             cfg = self.build(path, lambda t=t, m=m: base.replace(model=m, **t), train, model,
                              point)  # fmt: skip
-            runs.append(Run(self.arm_name(pattern, cfg, _at(path, "name")), cfg))
+            runs.append(Arm(self.arm_name(pattern, cfg, _at(path, "name")), cfg))
         return runs
 
     def axes(self, v: Any, path: str, train: dict, model: dict) -> dict[str, list]:

@@ -160,7 +160,7 @@ def _preset_run(preset: str, run: str | None):
 
     if preset not in PRESETS:
         raise ValueError(f"--preset must be one of {sorted(PRESETS)}, got {preset!r}")
-    runs = {r.name: r.config for r in PRESETS[preset]().runs}
+    runs = {r.name: r.config for r in PRESETS[preset]().arms}
     if run not in runs:
         raise ValueError(f"--run must name a run of preset {preset!r}: {sorted(runs)}")
     return runs[run]
