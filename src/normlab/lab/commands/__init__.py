@@ -1,0 +1,30 @@
+"""One module per ``normlab`` command, each only ``add_arguments(parser)`` and
+``run(args) -> int``: parsed arguments become an options dataclass, the engine runs, the result
+becomes an exit status. This package and ``normlab.lab.cli`` are the only places that import
+``argparse``; engines never import them."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from normlab.lab.common import non_negative_int, positive_int
+
+
+def arg_type(check: Callable[[str], Any], name: str) -> Callable[[str], Any]:
+    """``check`` (a validator of ``normlab.lab.common`` raising ``ValueError``) as an argparse
+    type, whose message argparse prints as it is; ``name`` is what argparse calls the type."""
+
+    def parse(text: str) -> Any:
+        try:
+            return check(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    parse.__name__ = name
+    return parse
+
+
+POSITIVE_INT = arg_type(positive_int, "an int >= 1")
+NON_NEGATIVE_INT = arg_type(non_negative_int, "an int >= 0")

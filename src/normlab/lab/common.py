@@ -1,0 +1,77 @@
+"""What every lab command shares: the one-line usage error, argument validators, the output
+directory, the training data, and whether the lab's packages are installed.
+
+Validators raise ``ValueError`` with a message fit for the user; ``normlab.lab.commands`` turns
+them into argparse types, and engines call them directly on their options.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+# What `pip install "normlab[lab]"` adds; the library itself never imports these.
+LAB_PACKAGES = ("matplotlib", "tqdm", "scipy") + (("tomli",) if sys.version_info < (3, 11) else ())
+
+
+class UsageError(Exception):
+    """What the user asked for cannot be done (a bad option value, a missing data file, a bad
+    study spec): ``normlab`` prints ``normlab COMMAND: <message>`` and exits with status 2,
+    without a traceback (``normlab --debug COMMAND ...`` shows it)."""
+
+
+def importable(name: str) -> bool:
+    """Whether ``name`` can be imported here, found without importing it."""
+    if name in sys.modules:
+        return sys.modules[name] is not None
+    return importlib.util.find_spec(name) is not None
+
+
+def missing_lab_packages() -> list[str]:
+    """The lab's packages that cannot be imported here."""
+    return [name for name in LAB_PACKAGES if not importable(name)]
+
+
+def int_at_least(low: int, text: str | int) -> int:
+    """``text`` as an int >= ``low``; ``ValueError`` with the user's value otherwise."""
+    what = f"an int >= {low}"
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"expected {what}, got {text!r}") from None
+    if value < low:
+        raise ValueError(f"expected {what}, got {value}")
+    return value
+
+
+def positive_int(text: str | int) -> int:
+    return int_at_least(1, text)
+
+
+def non_negative_int(text: str | int) -> int:
+    return int_at_least(0, text)
+
+
+def out_dir(path: str | Path, flag: str = "--out") -> Path:
+    """Create the output directory now, before any work whose results it would hold."""
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{flag} {path}: cannot create the directory ({e.strerror or e})") from e
+    return out
+
+
+def load_data(path: str | None, flag: str = "--data"):
+    """``load_corpus(path)``, with a missing, unreadable or too small file as a UsageError."""
+    from normlab.lab.train.data import load_corpus
+
+    try:
+        return load_corpus(path)
+    except FileNotFoundError as e:
+        raise UsageError(f"{flag} {path}: no such file" if path else str(e)) from e
+    except OSError as e:
+        raise UsageError(f"{flag} {path}: cannot read it ({e.strerror or e})") from e
+    except ValueError as e:  # empty, or too small to split into training and validation
+        raise UsageError(f"{flag} {path or '(the standard library)'}: {e}") from e
