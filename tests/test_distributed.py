@@ -240,8 +240,8 @@ def test_resume_without_a_checkpoint_starts_afresh(tmp_path, capsys):
 
 
 def test_options_override_a_preset_run():
+    from normlab.lab.commands.train import add_arguments, config_from_args
     from normlab.lab.study.presets import PRESETS
-    from normlab.lab.train.command import add_arguments, config_from_args
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

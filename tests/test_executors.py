@@ -11,9 +11,9 @@ import time
 import pytest
 from study_procs import assert_none_left, needs_proc, sigkill_mid_study
 
-from normlab.lab.study.command import run_study
 from normlab.lab.study.executors import LocalExecutor, RayExecutor
 from normlab.lab.study.presets import PRESETS
+from normlab.lab.study.runner import StudyOptions, train_runs
 from normlab.lab.train.data import load_corpus
 
 ray = pytest.importorskip("ray")
@@ -34,13 +34,12 @@ def test_ray_runs_the_same_study_as_the_local_pool(tmp_path):
     """The whole smoke preset through a local Ray instance and through the local pool."""
     smoke = PRESETS["smoke"]()
     corpus = load_corpus(None)
-    kw = dict(seed=3, threads=1, quiet=True)
-    local, failed, _ = run_study(smoke, corpus, tmp_path / "local",
-                                 executor=LocalExecutor(1), **kw)  # fmt: skip
-    assert not failed
-    ray_out, failed, _ = run_study(smoke, corpus, tmp_path / "ray",
-                                   executor=RayExecutor(None, workers=2), **kw)  # fmt: skip
-    assert not failed and not ray.is_initialized()  # the local instance went with the study
+    for name, executor in [("local", LocalExecutor(1)), ("ray", RayExecutor(None, workers=2))]:
+        (tmp_path / name).mkdir()
+        options = StudyOptions(tmp_path / name, seed=3, threads=1, quiet=True)
+        _, failed, _ = train_runs(smoke, corpus, options, 1, executor)
+        assert not failed
+    assert not ray.is_initialized()  # the local instance went with the study
     a, b = _lines(tmp_path / "local" / "results.jsonl"), _lines(tmp_path / "ray" / "results.jsonl")
     assert a == b and len(a) == len(smoke.runs(3))
     assert {seed for _, seed, *_ in a.values()} == {30000 + i for i in range(3)}

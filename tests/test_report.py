@@ -5,9 +5,9 @@ import re
 
 import pytest
 
-from normlab.lab.study.claims import Claim, Contrast, Timing
+from normlab.lab.study.claims import Claim, Contrast, Timing, decide_all
 from normlab.lab.study.presets import PRESETS, Arm, Study
-from normlab.lab.study.report import decide_all, format_table, write_reports
+from normlab.lab.study.report import format_table, write_reports
 
 EVIL = "<script>alert('x')</script>&"
 

@@ -8,91 +8,33 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import sys
-from pathlib import Path
+
+from normlab.lab.commands import NON_NEGATIVE_INT as non_negative_int  # noqa: F401  TEMP
+from normlab.lab.commands import POSITIVE_INT as positive_int  # noqa: F401  TEMP
+from normlab.lab.common import UsageError, missing_lab_packages, out_dir  # noqa: F401  TEMP
 
 # name -> (module, one-line help). Only subcommands that exist are listed.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("normlab.lab.demo", "compare every norm and backend on one tensor (a quick look)"),
-    "study": ("normlab.lab.study.command", "train small Transformers and report which claims hold"),
+    "study": (
+        "normlab.lab.commands.study",
+        "train small Transformers and report which claims hold",
+    ),
     "numerics": (
         "normlab.lab.numerics.command",
         "FP16/BF16/FP32 error, overflow and eps sweep vs float64",
     ),
     "train": (
-        "normlab.lab.train.command",
+        "normlab.lab.commands.train",
         "one training run; under torchrun: DDP or FSDP2 (--fsdp)",
     ),
     "bench": ("normlab.lab.bench.command", "kernel GB/s vs copy_, torch eager and torch.compile"),
     "advise": (
-        "normlab.lab.advise.command",
+        "normlab.lab.commands.advise",
         "a Hugging Face config's norm recipe vs the alternatives, on a scaled-down twin",
     ),
 }
-
-# What `pip install "normlab[lab]"` adds; the library itself never imports these.
-LAB_PACKAGES = ("matplotlib", "tqdm", "scipy") + (("tomli",) if sys.version_info < (3, 11) else ())
-
-
-def importable(name: str) -> bool:
-    """Whether ``name`` can be imported here, found without importing it."""
-    if name in sys.modules:
-        return sys.modules[name] is not None
-    return importlib.util.find_spec(name) is not None
-
-
-def missing_lab_packages() -> list[str]:
-    """The lab's packages that cannot be imported here."""
-    return [name for name in LAB_PACKAGES if not importable(name)]
-
-
-class UsageError(Exception):
-    """What the user asked for cannot be done (a bad option value, a missing data file, a bad
-    study spec): ``normlab`` prints ``normlab COMMAND: <message>`` and exits with status 2,
-    without a traceback (``normlab --debug COMMAND ...`` shows it)."""
-
-
-def _int_at_least(low: int, what: str):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
-        return value
-
-    parse.__name__ = what  # argparse names the type by it in its own messages
-    return parse
-
-
-positive_int = _int_at_least(1, "an int >= 1")
-non_negative_int = _int_at_least(0, "an int >= 0")
-
-
-def out_dir(path: str | Path, flag: str = "--out") -> Path:
-    """Create the output directory now, before any work whose results it would hold."""
-    out = Path(path)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"{flag} {path}: cannot create the directory ({e.strerror or e})") from e
-    return out
-
-
-def load_data(path: str | None, flag: str = "--data"):
-    """``load_corpus(path)``, with a missing, unreadable or too small file as a UsageError."""
-    from normlab.lab.train.data import load_corpus
-
-    try:
-        return load_corpus(path)
-    except FileNotFoundError as e:
-        raise UsageError(f"{flag} {path}: no such file" if path else str(e)) from e
-    except OSError as e:
-        raise UsageError(f"{flag} {path}: cannot read it ({e.strerror or e})") from e
-    except ValueError as e:  # empty, or too small to split into training and validation
-        raise UsageError(f"{flag} {path or '(the standard library)'}: {e}") from e
 
 
 class _Parser(argparse.ArgumentParser):

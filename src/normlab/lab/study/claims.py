@@ -356,3 +356,9 @@ class Claim:
 
     def decide(self, results: Results, ctx: Mapping[str, Any]) -> Verdict:
         return self.rule.decide(results, ctx)
+
+
+def decide_all(study, results: Results, unigram_entropy: float, timings: dict | None = None):
+    """Every claim of ``study`` decided on ``results``: ``[(claim, verdict), ...]``."""
+    ctx = {"unigram_entropy": unigram_entropy, "timings": timings or {}}
+    return [(c, c.decide(results, ctx)) for c in study.claims]

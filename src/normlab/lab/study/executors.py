@@ -1,6 +1,6 @@
 """Where a study's runs are trained: this machine (a process pool) or a Ray cluster.
 
-An executor takes the runs still to do and calls ``on_done(task, result, error)`` on the driver
+An executor takes the runs still to do and calls ``on_done(run, result, error)`` on the driver
 as each finishes; the driver alone appends to ``results.jsonl``, so resume, the report and the
 claims work the same whichever executor ran. Every process an executor starts ends with the
 driver, whatever signal ends it.
@@ -17,7 +17,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-OnDone = Callable[[Any, dict | None, str | None], None]  # (task, result, error)
+OnDone = Callable[[Any, dict | None, str | None], None]  # (run, result, error)
 OnStep = Callable[[int], None]
 
 
@@ -31,7 +31,12 @@ class Job:
 
 
 class Executor(Protocol):
-    def run(self, tasks: list, job: Job, corpus, *, on_step: OnStep, on_done: OnDone) -> None: ...
+    def run(self, runs: list, job: Job, corpus, *, on_step: OnStep, on_done: OnDone) -> None: ...
+
+
+def steps_taken(result: dict | None) -> int:
+    """The training steps a finished run took (fewer than configured if it stopped early)."""
+    return (result or {}).get("summary", {}).get("steps_done", 0)
 
 
 def train_one(cfg, corpus, on_step: OnStep) -> tuple[dict | None, str | None]:
@@ -55,9 +60,9 @@ class LocalExecutor:
     def __init__(self, workers: int):
         self.workers = workers
 
-    def run(self, tasks, job: Job, corpus, *, on_step: OnStep, on_done: OnDone) -> None:
+    def run(self, runs, job: Job, corpus, *, on_step: OnStep, on_done: OnDone) -> None:
         if self.workers == 1:
-            for t in tasks:
+            for t in runs:
                 on_done(t, *train_one(t.config.replace(threads=job.threads), corpus, on_step))
             return
         import multiprocessing as mp
@@ -67,13 +72,15 @@ class LocalExecutor:
         pump = threading.Thread(target=_pump, args=(queue, on_step), daemon=True)
         pump.start()
         pool = ProcessPoolExecutor(
-            self.workers, mp_context=ctx, initializer=_init_worker,
+            self.workers,
+            mp_context=ctx,
+            initializer=_init_worker,
             initargs=(job.data_path, job.corpus_sha256, job.threads, queue, os.getpid()),
-        )  # fmt: skip
+        )
         try:
             futures = {
                 pool.submit(_worker_run, t.config.replace(threads=job.threads).to_dict()): t
-                for t in tasks
+                for t in runs
             }
             pending = set(futures)
             while pending:
@@ -85,8 +92,9 @@ class LocalExecutor:
                         result, err = None, f"{type(e).__name__}: {e}"
                     on_done(futures[f], result, err)
         except BaseException:
-            # Interrupted: the runs in progress are abandoned, not waited for.
-            for p in list(getattr(pool, "_processes", {}).values()):
+            # Interrupted: the runs in progress are abandoned, not waited for. The pool's
+            # workers are this process's only multiprocessing children.
+            for p in ctx.active_children():
                 p.kill()
             raise
         finally:
@@ -148,7 +156,7 @@ def die_with(parent_pid: int) -> None:
 
 
 class RayExecutor:
-    """Each run a Ray task asking for its threads as CPUs (and a GPU where the run uses one).
+    """Each run a Ray task asking for its threads as CPUs.
 
     ``address=None`` starts a local Ray instance for the study and shuts it down after;
     otherwise the study joins that cluster and leaves it running. The corpus travels with the
@@ -159,7 +167,7 @@ class RayExecutor:
     def __init__(self, address: str | None = None, workers: int | None = None):
         self.address, self.workers = address, workers
 
-    def run(self, tasks, job: Job, corpus, *, on_step: OnStep, on_done: OnDone) -> None:
+    def run(self, runs, job: Job, corpus, *, on_step: OnStep, on_done: OnDone) -> None:
         import ray
 
         started_here = not ray.is_initialized()
@@ -176,7 +184,7 @@ class RayExecutor:
             remote = ray.remote(num_cpus=job.threads)(_ray_run)
             refs = {
                 remote.remote(t.config.replace(threads=job.threads).to_dict(), data): t
-                for t in tasks
+                for t in runs
             }
             pending = list(refs)
             try:
@@ -187,9 +195,11 @@ class RayExecutor:
                             result, err = ray.get(ref)
                         except Exception as e:  # the task's worker died
                             result, err = None, f"{type(e).__name__}: {e}"
-                        task = refs[ref]
-                        on_done(task, result, err)
-                        on_step(max(1, task.config.steps))
+                        # A Ray task reports no steps as it trains: its bar moves by the steps
+                        # it took when it ends, and on_done adds those a run that stopped early
+                        # skipped, so every run counts its configured steps once.
+                        on_step(steps_taken(result))
+                        on_done(refs[ref], result, err)
             except BaseException:
                 for ref in pending:
                     ray.cancel(ref, force=True)

@@ -20,11 +20,6 @@ from normlab.lab.study.claims import FAILS, HOLDS, AllOf, Claim, Verdict
 _COLORS = {HOLDS: "#1a7f37", FAILS: "#cf222e"}
 
 
-def decide_all(preset, results, unigram_entropy: float, timings: dict | None = None):
-    ctx = {"unigram_entropy": unigram_entropy, "timings": timings or {}}
-    return [(c, c.decide(results, ctx)) for c in preset.claims]
-
-
 def _badge(status: str) -> str:
     color = _COLORS.get(status, "#9a6700")
     return f'<span class="v" style="background:{color}">{escape(status)}</span>'

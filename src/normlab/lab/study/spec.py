@@ -35,7 +35,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.cli import UsageError
+from normlab.lab.common import UsageError
 from normlab.lab.study.claims import (
     EXPECT,
     TIMINGS,

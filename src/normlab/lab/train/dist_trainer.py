@@ -180,9 +180,12 @@ def _records(history: dict[str, list]) -> list[dict]:
 
 
 def run_training(
-    cfg: TrainConfig, data: Corpus, info: D.DistInfo, opts: RunOptions,
+    cfg: TrainConfig,
+    data: Corpus,
+    info: D.DistInfo,
+    opts: RunOptions,
     on_step: StepCallback | None = None,
-) -> RunResult:  # fmt: skip
+) -> RunResult:
     """One run on this process's share; rank 0 writes ``out/config.json`` and ``result.json``."""
     trainer = DistributedTrainer(cfg, data, info, opts)  # checks first: a refusal writes nothing
     if opts.out is not None and info.is_main:
@@ -191,9 +194,42 @@ def run_training(
     D.barrier(info)
     res = trainer.run(on_step)
     res.summary["world_size"] = info.world_size
-    res.summary["parallel"] = "fsdp" if opts.fsdp and info.distributed else (
-        "ddp" if info.distributed else "none"
-    )  # fmt: skip
+    res.summary["parallel"] = _mode(opts, info, none="none")
     if opts.out is not None and info.is_main:
         (Path(opts.out) / RESULT).write_text(json.dumps(res.to_dict(), indent=1) + "\n")
     return res
+
+
+def _mode(opts: RunOptions, info: D.DistInfo, *, none: str) -> str:
+    if not info.distributed:
+        return none
+    return "fsdp" if opts.fsdp else "ddp"
+
+
+def train_process(
+    cfg: TrainConfig, data: Corpus, opts: RunOptions, *, device: str, timeout_s: float
+) -> RunResult:
+    """This process's part of one run (``normlab train``): join the process group torchrun
+    set up (if any), train, print a line before and after on rank 0, leave the group."""
+    info = D.setup(device, timeout_s=timeout_s)
+    try:
+        if info.is_main:
+            note = " (--fsdp needs torchrun with > 1 process; ignored)" if opts.fsdp else ""
+            if info.distributed:
+                note = f", backend {D.backend_for(info.device)}"
+            m = cfg.model
+            print(
+                f"normlab train: {info.world_size} x {_mode(opts, info, none='one process')} on "
+                f"{info.device}{note}; {m.arch} {m.norm}/{m.placement} d={m.dim} "
+                f"L={m.n_layers}, {cfg.steps} steps of {cfg.batch_size}x{cfg.seq_len} tokens -> "
+                f"{opts.out}",
+                flush=True,
+            )
+        res = run_training(cfg, data, info, opts)
+        if info.is_main:
+            s = res.summary
+            tail = f"final val loss {s['final_val_loss']:.4f}" if res.status == "ok" else res.reason
+            print(f"{res.status}: {s['steps_done']} steps, {tail}", flush=True)
+        return res
+    finally:
+        D.teardown(info)

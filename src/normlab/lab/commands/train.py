@@ -1,4 +1,5 @@
-"""``normlab train``: one run of the study's trainer, alone or under ``torchrun``.
+"""``normlab train``: one run of the study's trainer (``normlab.lab.train.dist_trainer``), alone
+or under ``torchrun``.
 
 Every field of ``TrainConfig`` and ``TransformerConfig`` is an option (generated from the
 dataclasses, so the two never drift apart), applied on top of the defaults or of one run of a
@@ -18,18 +19,27 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from normlab.lab.commands import NON_NEGATIVE_INT
+
 # Sizes for a run without --preset: small LLaMA-style, seconds a step on a laptop CPU.
 _DEFAULT_SIZES = {"dim": 64, "n_layers": 4, "n_heads": 4}
 _NOT_OPTIONS = {"model", "vocab_size"}  # the nested config; the vocabulary is the data's
 # Help for the fields whose meaning the dataclasses leave to their names.
 _HELP = {
-    "steps": "optimizer steps", "lr": "peak learning rate (AdamW)",
+    "steps": "optimizer steps",
+    "lr": "peak learning rate (AdamW)",
     "batch_size": "global batch, in sequences per step (split evenly over the processes)",
-    "seq_len": "tokens (bytes) per sequence", "min_lr_ratio": "cosine floor, as a fraction of lr",
-    "weight_decay": "AdamW weight decay", "betas": "AdamW betas", "adam_eps": "AdamW eps",
-    "seed": "model init and data order", "eval_batches": "validation batches per evaluation",
-    "dim": "model width", "n_layers": "number of blocks", "n_heads": "attention heads",
-}  # fmt: skip
+    "seq_len": "tokens (bytes) per sequence",
+    "min_lr_ratio": "cosine floor, as a fraction of lr",
+    "weight_decay": "AdamW weight decay",
+    "betas": "AdamW betas",
+    "adam_eps": "AdamW eps",
+    "seed": "model init and data order",
+    "eval_batches": "validation batches per evaluation",
+    "dim": "model width",
+    "n_layers": "number of blocks",
+    "n_heads": "attention heads",
+}
 
 
 class _Default:
@@ -41,6 +51,10 @@ class _Default:
 
     def __str__(self) -> str:
         return str(self.value)
+
+
+def _value(v: Any) -> Any:
+    return v.value if isinstance(v, _Default) else v
 
 
 def _field_docs(cls: type) -> dict[str, str]:
@@ -87,16 +101,18 @@ def _add_field(group, f: dataclasses.Field, hint, default: Any, doc: str, choice
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from normlab.lab.cli import non_negative_int
     from normlab.lab.train.trainer import SCHEDULES, TrainConfig
     from normlab.models import TransformerConfig
     from normlab.models import config as model_config
 
     choices = {
-        "norm": model_config.NORMS, "placement": model_config.PLACEMENTS,
-        "arch": model_config.ARCHS, "init": model_config.INITS,
-        "norm_backend": model_config.NORM_BACKENDS, "schedule": SCHEDULES,
-    }  # fmt: skip
+        "norm": model_config.NORMS,
+        "placement": model_config.PLACEMENTS,
+        "arch": model_config.ARCHS,
+        "init": model_config.INITS,
+        "norm_backend": model_config.NORM_BACKENDS,
+        "schedule": SCHEDULES,
+    }
     parser.epilog = (
         "Options given on the command line override the --preset run's values (the defaults "
         "shown apply without --preset). Several processes: torchrun --nproc_per_node N -m "
@@ -108,8 +124,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--data", default=None, help="training text file; default: Python's stdlib")
     run.add_argument("--out", default="runs/train", help="config, metrics, checkpoint, result")
     run.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt if any")
-    run.add_argument("--ckpt-every", type=non_negative_int, default=100,
-                     help="checkpoint period (0: at end)")  # fmt: skip
+    run.add_argument(
+        "--ckpt-every", type=NON_NEGATIVE_INT, default=100, help="checkpoint period (0: at end)"
+    )
     run.add_argument("--fsdp", action="store_true", help="FSDP2 (fully_shard per block), not DDP")
     run.add_argument(
         "--device",
@@ -117,8 +134,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("auto", "cpu", "cuda"),
         help="auto: CUDA if available; the collectives follow (nccl / gloo)",
     )
-    run.add_argument("--log-every", type=non_negative_int, default=10,
-                     help="progress line period (0: never)")  # fmt: skip
+    run.add_argument(
+        "--log-every", type=NON_NEGATIVE_INT, default=10, help="progress line period (0: never)"
+    )
     run.add_argument("--timeout", type=float, default=300.0, help="collective timeout, seconds")
 
     for cls, title in ((TrainConfig, "training"), (TransformerConfig, "model")):
@@ -140,8 +158,7 @@ def config_from_args(args: argparse.Namespace):
     if args.preset is None:
         if args.run is not None:
             raise ValueError("--run names a run of a preset: give --preset too")
-        sizes = {k: getattr(args, k).value if isinstance(getattr(args, k), _Default)
-                 else getattr(args, k) for k in _DEFAULT_SIZES}  # fmt: skip
+        sizes = {k: _value(getattr(args, k)) for k in _DEFAULT_SIZES}
         base = TrainConfig(model=TransformerConfig(VOCAB_SIZE, **sizes))
     else:
         base = _preset_run(args.preset, args.run)
@@ -167,40 +184,22 @@ def _preset_run(preset: str, run: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
-    from normlab.lab.cli import UsageError, load_data, out_dir
-    from normlab.lab.train import distributed as D
-    from normlab.lab.train.dist_trainer import RunOptions, run_training
+    from normlab.lab.common import UsageError, load_data, out_dir
+    from normlab.lab.train.dist_trainer import RunOptions, train_process
 
     try:
         cfg = config_from_args(args)
+        opts = RunOptions(
+            out=Path(args.out),
+            fsdp=args.fsdp,
+            ckpt_every=args.ckpt_every,
+            resume=args.resume,
+            log_every=args.log_every,
+        )
     except (ValueError, TypeError) as e:  # the dataclasses' validation of the options' values
         raise UsageError(f"bad run config: {e}") from e
     # Before the processes meet: a mistake in the options is reported, not a hung collective.
     out_dir(args.out)
     data = load_data(args.data)
-    info = D.setup(args.device, timeout_s=args.timeout)
-    try:
-        opts = RunOptions(
-            out=Path(args.out), fsdp=args.fsdp, ckpt_every=args.ckpt_every, resume=args.resume,
-            log_every=args.log_every,
-        )  # fmt: skip
-        if info.is_main:
-            mode = ("fsdp" if args.fsdp else "ddp") if info.distributed else "one process"
-            note = " (--fsdp needs torchrun with > 1 process; ignored)" if args.fsdp else ""
-            if info.distributed:
-                note = f", backend {D.backend_for(info.device)}"
-            m = cfg.model
-            print(
-                f"normlab train: {info.world_size} x {mode} on {info.device}{note}; "
-                f"{m.arch} {m.norm}/{m.placement} d={m.dim} L={m.n_layers}, {cfg.steps} steps "
-                f"of {cfg.batch_size}x{cfg.seq_len} tokens -> {args.out}",
-                flush=True,
-            )
-        res = run_training(cfg, data, info, opts)
-        if info.is_main:
-            s = res.summary
-            tail = f"final val loss {s['final_val_loss']:.4f}" if res.status == "ok" else res.reason
-            print(f"{res.status}: {s['steps_done']} steps, {tail}", flush=True)
-    finally:
-        D.teardown(info)
+    train_process(cfg, data, opts, device=args.device, timeout_s=args.timeout)
     return 0

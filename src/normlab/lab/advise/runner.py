@@ -1,0 +1,113 @@
+"""The engine of ``normlab advise``: read a Hugging Face decoder's config.json, build a
+scaled-down twin that keeps its normalization recipe, set that recipe against the alternatives in
+a study (a spec file the user can edit and rerun with ``normlab study --spec``), run it through
+the study's runner and write the report, led by the advice.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from normlab.lab.study.runner import StudyOptions, StudyResult, run_study, write_reports
+
+SPEC_FILE = "advise-spec.toml"
+
+
+def shipped_configs() -> list[str]:
+    """The example config.json files shipped in the package (configs/)."""
+    root = resources.files("normlab.lab.advise").joinpath("configs")
+    return sorted(p.name for p in root.iterdir() if p.name.endswith(".json"))
+
+
+def shipped_config(name: str) -> str:
+    """The path of a shipped example config (e.g. ``llama-3.2-1b.json``)."""
+    return str(resources.files("normlab.lab.advise").joinpath("configs", name))
+
+
+@dataclass
+class Plan:
+    """A config read, its twin built and its study written as text, before anything runs."""
+
+    twin: object  # normlab.lab.advise.twin.Twin
+    command: str  # the command line that reproduces it
+    spec_text: str
+    params: tuple[int, int]  # the twin's parameters: all, and in its blocks
+
+    def study(self):
+        from normlab.lab.study.spec import parse_spec
+
+        return parse_spec(self.spec_text, SPEC_FILE)
+
+
+def plan(hf_config: str, scale: str) -> Plan:
+    """``hf_config`` (a path, or the name of a shipped example) at the twin scale ``scale``."""
+    from normlab.lab.advise import advice
+    from normlab.lab.advise import hf_config as hf_reader
+    from normlab.lab.advise.twin import make_twin, spec_text
+
+    path = hf_config
+    if not Path(path).exists() and path in shipped_configs():
+        path = shipped_config(path)
+    twin = make_twin(hf_reader.read(path), scale)
+    command = f"normlab advise --hf-config {twin.hf.name} --preset {scale}"
+    return Plan(twin, command, spec_text(twin, command), advice.twin_params(twin))
+
+
+def describe(twin, params: tuple[int, int]) -> str:
+    """The twin as text: its scale, every field with its source."""
+    from normlab.lab.advise.advice import fmt_params, ratio
+    from normlab.lab.render import text_table
+
+    hf, s, sz = twin.hf, twin.scale, twin.hf.sizes
+    m = twin.config().model
+    lines = [
+        f"{twin.name}: {twin.recipe_label()}; twin at {s.name} scale ({s.about})",
+        f"  width {m.dim} (model {sz['hidden']}, {ratio(sz['hidden'], m.dim)}), depth "
+        f"{m.n_layers} (model {sz['layers']}, {ratio(sz['layers'], m.n_layers)}), parameters "
+        f"{fmt_params(params[0])} (model {fmt_params(hf.params())}, "
+        f"{ratio(hf.params(), params[0])})",
+        "",
+        text_table(["field", "twin", "from"], [[k, v, src] for k, (v, src) in twin.fields.items()]),
+    ]
+    return "\n".join(lines)
+
+
+def gaps_text(twin) -> str:
+    return "\n".join(
+        [f"not reproduced by the twin ({len(twin.hf.gaps)}):", *(f"  - {g}" for g in twin.hf.gaps)]
+    )
+
+
+@dataclass
+class AdviseResult:
+    study: StudyResult
+    blocks: list  # the advice (normlab.lab.advise.advice.blocks)
+
+    @property
+    def headline(self) -> str:
+        from normlab.lab.advise.advice import headline
+
+        return headline(self.blocks)
+
+
+def run_advise(p: Plan, options: StudyOptions, corpus) -> AdviseResult:
+    """Write ``OUT/advise-spec.toml`` and ``twin.json``, run the study the spec file describes
+    (the file the user will edit and rerun is the one that runs), write the reports led by the
+    advice and ``OUT/advice.md``. Raises ``normlab.lab.study.runner.Interrupted`` on a signal."""
+    from normlab.lab.advise import advice
+    from normlab.lab.study.spec import load_spec
+
+    out = options.out
+    (out / SPEC_FILE).write_text(p.spec_text, encoding="utf-8")
+    study = load_spec(out / SPEC_FILE)
+    twin_json = json.dumps(advice.twin_json(p.twin), indent=1, ensure_ascii=False)
+    (out / "twin.json").write_text(twin_json)
+    result = run_study(study, options, corpus)
+    bl = advice.blocks(p.twin, study, result.results, result.verdicts, result.meta)
+    (out / "advice.md").write_text(advice.to_markdown(bl, top=1), encoding="utf-8")
+    lead_md, lead_html = advice.to_markdown(bl, top=2), advice.to_html(bl, top=2)
+    write_reports(result, out, lead_md=lead_md, lead_html=lead_html)
+    return AdviseResult(result, bl)

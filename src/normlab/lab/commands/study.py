@@ -1,0 +1,143 @@
+"""``normlab study``: a built-in preset or a user's spec file through the study's runner
+(``normlab.lab.study.runner``), then the reports."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from normlab.lab.commands import NON_NEGATIVE_INT, POSITIVE_INT
+from normlab.lab.study.runner import Interrupted, StudyOptions
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from normlab.lab.study.spec import builtin_names
+
+    names = builtin_names()
+    which = p.add_mutually_exclusive_group()
+    which.add_argument(
+        "--preset",
+        choices=names,
+        default=None,
+        help="a built-in study (default: quick; `--list` estimates its time)",
+    )
+    which.add_argument(
+        "--spec", metavar="FILE", default=None, help="a study spec file (TOML, see docs/spec.md)"
+    )
+    which.add_argument(
+        "--print-spec",
+        metavar="NAME",
+        choices=names,
+        default=None,
+        help="print a preset's spec file, to copy and edit, and exit",
+    )
+    add_run_options(p, out="normlab-out", listed="the plan (runs x seeds, claims, estimated time)")
+
+
+def add_run_options(p: argparse.ArgumentParser, *, out: str, listed: str) -> None:
+    """How a study runs (the fields of ``StudyOptions``), plus --list printing ``listed``.
+    Shared by the commands that run one (``normlab study``, ``normlab advise``)."""
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed block S: runs use seeds 10000*S + i, so two studies with different --seed "
+        "share no seed",
+    )
+    p.add_argument("--list", action="store_true", help=f"print {listed} and exit")
+    p.add_argument("--out", default=out, help="output directory")
+    p.add_argument(
+        "--data", default=None, help="train on this file; None = the stdlib's *.py files"
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep DIR/results.jsonl and skip the runs already in it",
+    )
+    # These models are too small for a second thread to pay off much; separate runs scale.
+    p.add_argument(
+        "--workers",
+        type=POSITIVE_INT,
+        default=min(2, os.cpu_count() or 1),
+        help="runs trained at once (processes); the threads are split between them",
+    )
+    p.add_argument(
+        "--threads",
+        type=NON_NEGATIVE_INT,
+        default=0,
+        help="torch threads in all; 0 = torch's default (the cores)",
+    )
+    p.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="local: a process pool on this machine; ray: a Ray cluster "
+        '(pip install "normlab[ray]")',
+    )
+    p.add_argument(
+        "--address",
+        default=None,
+        help="with --executor ray: the cluster to join (auto, or HOST:6379); none: a local Ray "
+        "instance started and stopped with the study",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bars or tables")
+
+
+def study_options(args: argparse.Namespace) -> StudyOptions:
+    """The parsed run options as the runner's options, the output directory created."""
+    from normlab.lab.common import out_dir
+
+    return StudyOptions(
+        out=out_dir(args.out),
+        seed=args.seed,
+        data=args.data,
+        resume=args.resume,
+        workers=args.workers,
+        threads=args.threads,
+        executor=args.executor,
+        address=args.address,
+        quiet=args.quiet,
+    )
+
+
+def interrupted(e: Interrupted, options: StudyOptions) -> int:
+    print(
+        f"\nstudy stopped; finished runs are kept in {options.out / 'results.jsonl'}. Continue "
+        "with the same command and --resume.",
+        file=sys.stderr,
+    )
+    return e.code
+
+
+def report_failed(failed: list[str]) -> None:
+    if failed:
+        print(f"runs that raised (not recorded; --resume retries them): {failed}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    from normlab.lab.common import load_data
+    from normlab.lab.study import spec
+    from normlab.lab.study.plan import format_plan
+    from normlab.lab.study.runner import run_study, summary, write_reports
+
+    if args.print_spec:
+        print(spec.builtin_text(args.print_spec), end="")
+        return 0
+    # A spec is checked whole here, before anything runs or is written.
+    study = spec.load_spec(args.spec) if args.spec else spec.load_builtin(args.preset or "quick")
+    if args.list:
+        how = f"--spec {args.spec}" if args.spec else f"--preset {study.name}"
+        print(format_plan(study, args.seed, how))
+        return 0
+    options = study_options(args)
+    corpus = load_data(args.data)
+    try:
+        result = run_study(study, options, corpus)
+    except Interrupted as e:
+        return interrupted(e, options)
+    write_reports(result, options.out)
+    if not options.quiet:
+        print(summary(result, options.out))
+    report_failed(result.failed)
+    return result.exit_code

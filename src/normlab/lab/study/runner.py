@@ -1,0 +1,288 @@
+"""The study's engine: train a study's runs, time its timing arms, decide its claims.
+
+``run_study(study, options, corpus)`` is what ``normlab study`` and ``normlab advise`` both
+call. Runs go to ``OUT/results.jsonl`` as they finish (``normlab.lab.study.store``); with
+``resume`` the runs already there are skipped, so a killed study loses at most the runs in
+progress. ``workers`` trains that many runs at once in separate processes, the CPU threads
+split between them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from normlab.lab.common import UsageError, importable
+from normlab.lab.study.claims import Claim, Verdict, decide_all
+from normlab.lab.study.design import SEED_STRIDE, Run, Study
+
+Grouped = dict[str, dict[int, dict]]  # arm -> seed index -> result
+TIMING_ROUNDS = 7
+
+
+@dataclass(frozen=True)
+class StudyOptions:
+    """How a study runs (``normlab study``'s and ``normlab advise``'s shared options)."""
+
+    out: Path
+    seed: int = 0  # the seed block S: runs use seeds SEED_STRIDE * S + i
+    data: str | None = None  # the training file; None: the standard library's *.py files
+    resume: bool = False
+    workers: int = 1
+    threads: int = 0  # torch threads in all; 0: torch's default
+    executor: str = "local"  # or "ray"
+    address: str | None = None  # the Ray cluster to join; None: a local instance
+    quiet: bool = False
+
+    def __post_init__(self) -> None:
+        if self.executor not in ("local", "ray"):
+            raise UsageError(f"executor: expected local or ray, got {self.executor!r}")
+        if self.workers < 1 or self.threads < 0:
+            raise UsageError(f"workers >= 1 and threads >= 0, got {self.workers}, {self.threads}")
+
+
+@dataclass
+class StudyResult:
+    """A finished study: its results, verdicts, what ``study.json`` holds, the runs that raised."""
+
+    study: Study
+    results: Grouped
+    verdicts: list[tuple[Claim, Verdict]]
+    meta: dict[str, Any]
+    failed: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """1 if a run raised (it is not recorded; ``resume`` retries it), else 0."""
+        return 1 if self.failed else 0
+
+
+class Interrupted(Exception):
+    """The study was stopped by a signal; ``code`` is the exit status (128 + signal)."""
+
+    def __init__(self, code: int):
+        super().__init__(code)
+        self.code = code
+
+
+def _raise_on_sigterm(signum, frame) -> None:
+    raise Interrupted(128 + signum)
+
+
+def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
+    """Train ``study``'s runs, time its timing arms, write ``OUT/study.json`` and decide the
+    claims. Raises :class:`Interrupted` on SIGTERM or Ctrl-C (finished runs are kept)."""
+    import torch
+
+    out = options.out
+    threads = options.threads or torch.get_num_threads()
+    executor = _executor(options)
+    t0 = time.time()
+    signal.signal(signal.SIGTERM, _raise_on_sigterm)
+    try:
+        results, failed, reused = train_runs(study, corpus, options, threads, executor)
+        t_train = time.time() - t0
+        # Timed with the threads each training run had: the setting the claim is about, and
+        # one thread cannot stall in a thread barrier when something else takes a core.
+        per_run = max(1, threads // options.workers)
+        timings = run_timing(study, corpus, options.seed, per_run, options.quiet)
+    except KeyboardInterrupt:
+        raise Interrupted(130) from None
+    meta = {
+        "preset": study.name,
+        "description": study.description,
+        "seed_block": options.seed,
+        "corpus": corpus.describe(),
+        "environment": environment(threads, options.workers),
+        "wall_s": time.time() - t0,
+        "train_wall_s": t_train,
+        "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "failed_runs": failed,
+        "reused_runs": reused,
+        "timings": timings,
+    }
+    (out / "study.json").write_text(json.dumps(meta, indent=2))
+    verdicts = decide_all(study, results, corpus.unigram_entropy(), timings)
+    return StudyResult(study, results, verdicts, meta, failed)
+
+
+def write_reports(result: StudyResult, out: Path, *, lead_md: str = "", lead_html: str = ""):
+    """``OUT/report.html``, ``report.md`` and ``claims.json``; ``lead_md``/``lead_html`` open the
+    reports, after their title."""
+    from normlab.lab.study.report import write_reports as write
+
+    r = result
+    write(out, r.study, r.results, r.verdicts, r.meta, lead_md=lead_md, lead_html=lead_html)
+
+
+def summary(result: StudyResult, out: Path) -> str:
+    """The claim table and where the reports are: what a command prints at the end."""
+    from normlab.lab.study.report import format_table
+
+    n = sum(map(len, result.results.values()))
+    return (
+        f"{format_table(result.study, result.verdicts)}\n\n{n} runs in "
+        f"{result.meta['wall_s']:.0f} s -> {out / 'report.html'}, {out / 'report.md'}, "
+        f"{out / 'claims.json'}"
+    )
+
+
+def _executor(options: StudyOptions):
+    from normlab.lab.study.executors import make_executor
+
+    if options.executor == "ray" and not importable("ray"):
+        raise UsageError('--executor ray needs Ray: pip install "normlab[ray]"')
+    return make_executor(options.executor, workers=options.workers, address=options.address)
+
+
+def run_timing(study: Study, corpus, seed: int, threads: int, quiet: bool) -> dict:
+    """The serial phase: time the arms of the study's timing claims, one process, nothing else
+    of the study running (the training workers have exited)."""
+    from normlab.lab.study.timing import time_arms
+
+    arms = list(dict.fromkeys(a for c in study.claims if c.timed for a in c.arms))
+    if not arms:
+        return {}
+    by_name = {a.name: a.config for a in study.arms}
+    configs = {a: by_name[a].replace(seed=SEED_STRIDE * seed) for a in arms}
+    bar = Progress(TIMING_ROUNDS, quiet, unit="round", desc="timing (serial)")
+    try:
+        return time_arms(configs, corpus, rounds=TIMING_ROUNDS, threads=threads, on_round=bar.step)
+    finally:
+        bar.close()
+
+
+def environment(threads: int, workers: int) -> dict[str, Any]:
+    import numba
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numba": numba.__version__,
+        "platform": platform.platform(),
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "threads": threads,
+        "workers": workers,
+    }
+
+
+def train_runs(study: Study, corpus, options: StudyOptions, threads: int, executor):
+    """Train the runs (arm x seed) that ``OUT/results.jsonl`` lacks. Returns
+    ``arm -> {seed index: result}``, the labels of runs that raised, and how many results were
+    reused from an earlier invocation."""
+    from normlab.lab.study.executors import Job, steps_taken
+    from normlab.lab.study.store import ResultStore, run_key
+
+    store = _open_store(ResultStore(options.out / "results.jsonl"), options)
+    done = store.load()
+    runs = study.runs(options.seed)
+    keys = {r.label: run_key(r.config, corpus.sha256) for r in runs}
+    todo = [r for r in runs if keys[r.label] not in done]
+    per_worker = max(1, threads // min(options.workers, max(1, len(todo))))
+    total = sum(max(1, r.config.steps) for r in todo)
+    bar = Progress(total, options.quiet, runs=(len(runs) - len(todo), len(runs)))
+    failed: list[str] = []
+
+    def finish(run: Run, result: dict | None, err: str | None) -> None:
+        if err is not None:
+            failed.append(run.label)
+            bar.write(f"run {run.label} raised: {err}")
+        else:
+            rec = {
+                "key": keys[run.label],
+                "name": run.arm,
+                "seed_index": run.index,
+                "seed": run.config.seed,
+                "preset": study.name,
+                "corpus_sha256": corpus.sha256,
+                "result": result,
+            }
+            store.append(rec)
+            done[keys[run.label]] = rec
+        bar.run_done(max(1, run.config.steps) - steps_taken(result))  # a diverged run stops early
+
+    job = Job(options.data, corpus.sha256, per_worker)
+    executor.run(todo, job, corpus, on_step=bar.step, on_done=finish)
+    bar.close()
+    results: Grouped = {}
+    for r in runs:
+        if keys[r.label] in done:
+            results.setdefault(r.arm, {})[r.index] = done[keys[r.label]]["result"]
+    return results, failed, len(runs) - len(todo)
+
+
+def _open_store(store, options: StudyOptions):
+    """The results file, continued (``resume``: a torn last line set aside) or started anew
+    (an old one renamed, never overwritten)."""
+    if options.resume and (torn := store.set_aside_torn_line()) is not None and not options.quiet:
+        print(f"a torn last line of {store.path.name} (a crash mid-write) was moved to {torn}")
+    if not options.resume and store.path.exists():
+        old = store.path.with_name(f"results.{time.strftime('%Y%m%d-%H%M%S')}.jsonl")
+        store.path.rename(old)
+        if not options.quiet:
+            print(f"previous results moved to {old} (use --resume to continue them)")
+    return store
+
+
+class Progress:
+    """One bar over ``total`` units (the training steps of all pending runs, or timing rounds);
+    with ``runs=(done, all)``, the runs counter in its label."""
+
+    def __init__(
+        self,
+        total: int,
+        quiet: bool,
+        *,
+        unit: str = "step",
+        desc: str | None = None,
+        runs: tuple[int, int] | None = None,
+    ):
+        self.n_done, self.n_runs = runs or (0, 0)
+        self._lock = threading.Lock()
+        self.bar = None
+        if not quiet:
+            from tqdm import tqdm
+
+            label = desc if runs is None else self._desc()
+            self.bar = tqdm(total=total, unit=unit, dynamic_ncols=True, desc=label)
+
+    def _desc(self) -> str:
+        return f"runs {self.n_done}/{self.n_runs}"
+
+    def step(self, n: int = 1) -> None:
+        if self.bar is not None:
+            with self._lock:
+                self.bar.update(n)
+
+    def run_done(self, steps_left: int) -> None:
+        with self._lock:
+            self.n_done += 1
+            if self.bar is not None:
+                self.bar.update(max(0, steps_left))
+                self.bar.set_description(self._desc())
+
+    def write(self, msg: str) -> None:
+        if self.bar is not None:
+            self.bar.write(msg)
+        else:
+            print(msg, file=sys.stderr)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
