@@ -30,8 +30,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 import normlab
-from normlab.kernels import numba_cpu as K
-from normlab.kernels import numba_launch as L
+from normlab.kernels.numba import kernels as K
+from normlab.kernels.numba import launch as L
 from normlab.lab.bench.command import time_ms
 
 SHAPES = ((1, 64), (1024, 64), (1024, 256))

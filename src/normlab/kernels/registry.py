@@ -31,8 +31,8 @@ class Backend:
 # Backends registered by a module that is imported when first asked for.
 _LAZY = {
     "torch": "normlab.kernels.torch_ops",
-    "numba": "normlab.kernels.numba_ops",
-    "triton": "normlab.kernels.triton_ops",
+    "numba": "normlab.kernels.numba.ops",
+    "triton": "normlab.kernels.triton.ops",
 }
 _REGISTRY: dict[str, Backend] = {}
 _UNAVAILABLE: dict[str, str] = {}  # name -> why its module failed to import

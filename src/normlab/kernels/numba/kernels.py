@@ -1,9 +1,9 @@
 """Numba CPU kernels for RMSNorm and LayerNorm, forward and backward, with a fused residual add.
 
-Layout every kernel shares (host side in :mod:`normlab.kernels.numba_launch`):
+Layout every kernel shares (host side in :mod:`normlab.kernels.numba.launch`):
 
 - a 2-D ``(M, N)`` tensor arrives as ``(address, row stride, dtype tag)`` and is viewed in place
-  (:func:`~normlab.kernels.numba_bf16.rows`), so any row stride is read without a copy; outputs
+  (:func:`~normlab.kernels.numba.bf16.rows`), so any row stride is read without a copy; outputs
   are contiguous; weight-sized vectors and statistics are float32;
 - float32 elements are used as is, bfloat16 ones as ``uint16`` bits converted on load and
   rounded to nearest even on store; all math and accumulation is FP32;
@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from normlab.kernels.numba_bf16 import from_f32, from_f32_of, round_to, rows, to_f32, vec
+from normlab.kernels.numba.bf16 import from_f32, from_f32_of, round_to, rows, to_f32, vec
 
 # reassoc lets LLVM vectorize the FP32 row sums (a fixed order per build, so still
 # deterministic); no nnan/ninf, so NaN and inf propagate like the reference. The numpy error
@@ -112,7 +112,7 @@ def _rms_fwd_rows(c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, gp, rstdp, eps, eps
     Software-pipelined: the loop writing row ``i`` also streams row ``i + 1`` in from memory
     (its sum of squares, and with ``has_res`` its ``h``), so the DRAM reads overlap the
     arithmetic of the stores (~15-20 % faster at large shapes than two separate passes).
-    bfloat16 ``y`` is stored without the NaN case (:func:`~normlab.kernels.numba_bf16.from_f32_of`);
+    bfloat16 ``y`` is stored without the NaN case (:func:`~normlab.kernels.numba.bf16.from_f32_of`);
     a gain holding a NaN could bring a payload that needs it, and then the rows are redone."""
     x, r, h = rows(xp, m, xs, xt), rows(rp, m, rs, ht), rows(hp, m, n, ht)
     y, g, rstd = rows(yp, m, n, yt), vec(gp, n), vec(rstdp, m)

@@ -1,7 +1,7 @@
 """Host launchers for the Triton norm kernels: views, block-size table, grids, partial sums.
 
 ``norm_fwd``/``norm_bwd`` take tensors of shape ``(..., N)`` and return freshly allocated
-outputs; they know nothing of autograd (``normlab.kernels.triton_ops`` wires them up).
+outputs; they know nothing of autograd (``normlab.kernels.triton.ops`` wires them up).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from normlab.kernels.triton_gpu import CASTING_CODES, _norm_bwd_kernel, _norm_fwd_kernel
+from normlab.kernels.triton.kernels import CASTING_CODES, _norm_bwd_kernel, _norm_fwd_kernel
 
 
 def _round_bf16_in_interpreter() -> None:

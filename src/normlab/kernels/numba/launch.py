@@ -21,8 +21,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from normlab.kernels import buffer_pool
-from normlab.kernels import numba_cpu as K
+from normlab.kernels.numba import buffer_pool
+from normlab.kernels.numba import kernels as K
 from normlab.reference import residual_add
 
 F16, BF16, F32 = torch.float16, torch.bfloat16, torch.float32

@@ -7,7 +7,7 @@ the row is streamed in ``BLOCK_N`` chunks (statistics pass, then output pass). S
 always FP32.
 
 The host side (block sizes, grids, partial-sum reduction) lives in
-:mod:`normlab.kernels.triton_launch`.
+:mod:`normlab.kernels.triton.launch`.
 """
 
 from __future__ import annotations

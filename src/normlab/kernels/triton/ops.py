@@ -12,9 +12,9 @@ import os
 
 import torch
 
-from normlab.kernels import triton_launch as tk
 from normlab.kernels.ops import Launchers, make_kernel_ops
 from normlab.kernels.registry import kernel_backend, register
+from normlab.kernels.triton import launch as tk
 
 
 def _rms_fwd(x, weight, residual, eps, offset, casting, eps_inside, out_dtype):
