@@ -227,7 +227,7 @@ _COMPILE_FOR_SM90 = """
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from normlab.kernels.triton.kernels import _norm_bwd_kernel, _norm_fwd_kernel
+from normlab.kernels.triton.kernels import norm_bwd_kernel, norm_fwd_kernel
 from normlab.kernels.triton.launch import pick_config
 
 SM90 = GPUTarget("cuda", 90, 32)
@@ -244,13 +244,13 @@ def build(kernel, ptrs, scalars, flags, n, backward):
 for n, rms, cast in [(123, False, 0), (70000, True, 2), (4096, True, 1), (20000, False, 0)]:
     fwd_ptrs = dict(X="*bf16", R="*bf16", H="*fp32", W="*fp32", B="*fp32", Y="*fp32",
                     MEAN="*fp32", RSTD="*fp32")
-    build(_norm_fwd_kernel, fwd_ptrs, dict.fromkeys(
+    build(norm_fwd_kernel, fwd_ptrs, dict.fromkeys(
         ["stride_x", "stride_r", "stride_h", "stride_y", "M", "N"], "i32") | {"eps": "fp32",
         "offset": "fp32"}, dict(IS_RMS=rms, HAS_RES=True, HAS_W=True, HAS_B=not rms,
         CASTING=cast, EPS_INSIDE=cast != 2), n, False)
     bwd_ptrs = dict(H="*fp16", W="*fp16", MEAN="*fp32", RSTD="*fp32", DY="*fp16", DHO="*fp16",
                     DH="*fp16", DW="*fp32", DB="*fp32")
-    build(_norm_bwd_kernel, bwd_ptrs, dict.fromkeys(
+    build(norm_bwd_kernel, bwd_ptrs, dict.fromkeys(
         ["stride_h", "stride_dy", "stride_dho", "stride_dh", "M", "N"], "i32") | {"offset": "fp32"},
         dict(IS_RMS=rms, HAS_W=True, HAS_B=not rms, HAS_DHO=rms, CASTING=cast,
         EPS_INSIDE=cast != 2), n, True)

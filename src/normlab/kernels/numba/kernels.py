@@ -18,7 +18,7 @@ Layout every kernel shares (host side in :mod:`normlab.kernels.numba.launch`):
 ``*_rows(c0, c1, per, ...)`` computes chunks ``[c0, c1)``. The launcher runs all chunks through
 the ``*_par`` drivers on Numba's OpenMP threads (one thread for small tensors; the hand-off to a
 second costs ~3 us, a Python thread pool cost ~50 us, more than a small norm); their one-thread
-twins ``_rms_fwd``, ``_ln_fwd``, ``_rms_bwd``, ``_ln_bwd`` serve where the pool must not be used.
+twins ``rms_fwd``, ``ln_fwd``, ``rms_bwd``, ``ln_bwd`` serve where the pool must not be used.
 The GIL is released throughout.
 """
 
@@ -381,25 +381,25 @@ def _ln_bwd_rows(c0, c1, per, dw, db, m, n, dyp, dys, dhp, dhs, hp, hs, wp, mean
 
 
 @njit(**_JIT)
-def _rms_fwd(nch, per, args):
+def rms_fwd(nch, per, args):
     for c in range(nch):  # chunk by chunk, as the threads do: the same bits either way
         _rms_fwd_rows(c, c + 1, per, *args)
 
 
 @njit(parallel=True, **_JIT)
-def _rms_fwd_par(nch, per, args):
+def rms_fwd_par(nch, per, args):
     for c in prange(nch):
         _rms_fwd_rows(c, c + 1, per, *args)
 
 
 @njit(**_JIT)
-def _ln_fwd(nch, per, args):
+def ln_fwd(nch, per, args):
     for c in range(nch):
         _ln_fwd_rows(c, c + 1, per, *args)
 
 
 @njit(parallel=True, **_JIT)
-def _ln_fwd_par(nch, per, args):
+def ln_fwd_par(nch, per, args):
     for c in prange(nch):
         _ln_fwd_rows(c, c + 1, per, *args)
 
@@ -421,7 +421,7 @@ def _reduce(parts, outp):
 
 
 @njit(**_JIT)
-def _rms_bwd(nch, per, nw, args, dwo):
+def rms_bwd(nch, per, nw, args, dwo):
     """RMSNorm backward of all chunks on this thread; ``dweight`` (``nw`` = N or 0) to ``dwo``."""
     dw = np.empty((nch, max(nw, 1)), np.float32)
     _rms_bwd_rows(0, nch, per, dw, *args)
@@ -429,7 +429,7 @@ def _rms_bwd(nch, per, nw, args, dwo):
 
 
 @njit(parallel=True, **_JIT)
-def _rms_bwd_par(nch, per, nw, args, dwo):
+def rms_bwd_par(nch, per, nw, args, dwo):
     dw = np.empty((nch, max(nw, 1)), np.float32)
     for c in prange(nch):
         _rms_bwd_rows(c, c + 1, per, dw, *args)
@@ -437,7 +437,7 @@ def _rms_bwd_par(nch, per, nw, args, dwo):
 
 
 @njit(**_JIT)
-def _ln_bwd(nch, per, n, args, dwo, dbo):
+def ln_bwd(nch, per, n, args, dwo, dbo):
     """LayerNorm backward of all chunks on this thread; ``dweight``/``dbias`` to ``dwo``/``dbo``
     (0: not wanted)."""
     dw, db = np.empty((nch, n), np.float32), np.empty((nch, n), np.float32)
@@ -447,7 +447,7 @@ def _ln_bwd(nch, per, n, args, dwo, dbo):
 
 
 @njit(parallel=True, **_JIT)
-def _ln_bwd_par(nch, per, n, args, dwo, dbo):
+def ln_bwd_par(nch, per, n, args, dwo, dbo):
     dw, db = np.empty((nch, n), np.float32), np.empty((nch, n), np.float32)
     for c in prange(nch):
         _ln_bwd_rows(c, c + 1, per, dw, db, *args)

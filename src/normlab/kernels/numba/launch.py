@@ -201,7 +201,7 @@ def rms_fwd(x, weight, residual, eps, offset, casting, eps_inside, out_dtype):
     args = (m, n, xp, xs, rp, rs, hp, y.data_ptr(), g.data_ptr(), rstd.data_ptr(), eps,
             eps_inside, h is not None, _TAG[xk.dtype], _TAG[rk.dtype], _TAG[y.dtype],
             _q_tag(casting, h_dtype))  # fmt: skip
-    _run(K._rms_fwd, K._rms_fwd_par, m, n, nch, per, args)
+    _run(K.rms_fwd, K.rms_fwd_par, m, n, nch, per, args)
     y = y if y.dtype == out_dtype else y.to(out_dtype)
     return y, h if h_keep is None else h_keep, rstd
 
@@ -218,7 +218,7 @@ def ln_fwd(x, weight, bias, residual, eps):
     hp = xp if h is None else h.data_ptr()
     args = (m, n, xp, xs, rp, rs, hp, y.data_ptr(), w.data_ptr(), b.data_ptr(), mean.data_ptr(),
             rstd.data_ptr(), eps, h is not None, _TAG[xk.dtype], _TAG[rk.dtype])  # fmt: skip
-    _run(K._ln_fwd, K._ln_fwd_par, m, n, nch, per, args)
+    _run(K.ln_fwd, K.ln_fwd_par, m, n, nch, per, args)
     y = y if y.dtype == h_dtype else y.to(h_dtype)
     return y, h if h_keep is None else h_keep, mean, rstd
 
@@ -246,7 +246,7 @@ def rms_bwd(dy, dh, h, weight, rstd, eps, offset, casting, eps_inside):
             eps_inside, dh is not None, dw is not None, _TAG[dyk.dtype], _TAG[hk.dtype],
             _q_tag(casting, h.dtype))  # fmt: skip
     nch, per = _chunks(m)
-    _run(K._rms_bwd, K._rms_bwd_par, m, n, nch, per, 0 if dw is None else n, args, _addr(dw))
+    _run(K.rms_bwd, K.rms_bwd_par, m, n, nch, per, 0 if dw is None else n, args, _addr(dw))
     return dx if dx.dtype == h.dtype else dx.to(h.dtype), dw
 
 
@@ -260,5 +260,5 @@ def ln_bwd(dy, dh, h, weight, mean, rstd, has_bias):
     args = (m, n, dyp, dys, dhp, dhs, hp, hs, w.data_ptr(), mean.data_ptr(), rstd.data_ptr(),
             dx.data_ptr(), dh is not None, _TAG[dyk.dtype], _TAG[hk.dtype])  # fmt: skip
     nch, per = _chunks(m)
-    _run(K._ln_bwd, K._ln_bwd_par, m, n, nch, per, n, args, _addr(dw), _addr(db))
+    _run(K.ln_bwd, K.ln_bwd_par, m, n, nch, per, n, args, _addr(dw), _addr(db))
     return dx if dx.dtype == h.dtype else dx.to(h.dtype), dw, db

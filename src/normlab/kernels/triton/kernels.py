@@ -86,7 +86,7 @@ def _normalize(
 
 
 @triton.jit
-def _norm_fwd_kernel(
+def norm_fwd_kernel(
     X, R, H, W, B, Y, MEAN, RSTD,  # H is X without a residual (h's dtype); MEAN unused by RMS
     stride_x, stride_r, stride_h, stride_y,
     M, N, eps, offset,
@@ -238,7 +238,7 @@ def _centre(c1, c2, m0):
 
 
 @triton.jit
-def _norm_bwd_kernel(
+def norm_bwd_kernel(
     H, W, MEAN, RSTD, DY, DHO, DH, DW, DB,
     stride_h, stride_dy, stride_dho, stride_dh,
     M, N, offset,

@@ -10,55 +10,11 @@ import functools
 import os
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 import triton
-import triton.language as tl
 from torch import Tensor
 
-from normlab.kernels.triton.kernels import CASTING_CODES, _norm_bwd_kernel, _norm_fwd_kernel
-
-
-def _round_bf16_in_interpreter() -> None:
-    """Make the Triton interpreter round FP32 -> BF16 to nearest even, as the GPU does.
-
-    Triton 3.x's interpreter truncates that conversion, so interpreted kernels would be off by
-    one BF16 ulp from both the hardware and the eager reference. Patched once, only when
-    ``TRITON_INTERPRET=1``; the kernels themselves stay the GPU code.
-    """
-    from triton.runtime import interpreter
-
-    builder = interpreter.InterpreterBuilder
-    if getattr(builder, "_normlab_rne", False):
-        return
-    cast, fp_to_fp = builder.cast_impl, builder.create_fp_to_fp
-
-    def to_bf16(src):
-        f = np.ascontiguousarray(src.data, dtype=np.float32)
-        u = f.view(np.uint32)
-        r = ((u + np.uint32(0x7FFF) + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-        nan = np.isnan(f)
-        r[nan] = (u[nan] >> 16).astype(np.uint16) | np.uint16(0x40)  # stay a (quiet) NaN
-        return interpreter.TensorHandle(r, tl.bfloat16)
-
-    def is_f32_to_bf16(src, dst_type) -> bool:
-        return src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16
-
-    def cast_impl(self, src, dst_type):
-        return to_bf16(src) if is_f32_to_bf16(src, dst_type) else cast(self, src, dst_type)
-
-    def create_fp_to_fp(self, src, dst_type, rounding_mode):
-        if is_f32_to_bf16(src, dst_type):
-            return to_bf16(src)
-        return fp_to_fp(self, src, dst_type, rounding_mode)
-
-    # create_fp_trunc and friends are lambdas that look up self.cast_impl: they follow.
-    builder.cast_impl, builder.create_fp_to_fp = cast_impl, create_fp_to_fp
-    builder._normlab_rne = True
-
-
-if os.environ.get("TRITON_INTERPRET") == "1":
-    _round_bf16_in_interpreter()
+from normlab.kernels.triton.kernels import CASTING_CODES, norm_bwd_kernel, norm_fwd_kernel
 
 
 @dataclass(frozen=True)
@@ -125,6 +81,14 @@ def _persistent_programs(device: torch.device, num_warps: int, m: int) -> int:
     return max(sms, min(sms * max(1, 32 // num_warps), m // _MIN_ROWS_PER_PROGRAM))
 
 
+def _interpreted(device: torch.device) -> None:
+    """Before a launch on CPU tensors, which only Triton's interpreter runs: its BF16 fix."""
+    if device.type == "cpu":
+        from normlab.kernels.triton import interpreter
+
+        interpreter.round_bf16_to_nearest_even()
+
+
 def as_rows(t: Tensor) -> Tensor:
     """``t`` as an ``(M, N)`` view with unit column stride; copies only when no such view exists
     (a transposed last dimension, or leading dims that do not collapse)."""
@@ -161,11 +125,12 @@ def norm_fwd(
     rstd = torch.empty(m, dtype=torch.float32, device=x.device)
     if m == 0:
         return y, h, mean, rstd
+    _interpreted(x.device)
     r2 = x2 if residual is None else as_rows(residual)
     h2 = x2 if h is None else h.view(-1, n)  # the kernel reads h's dtype from this pointer
     cfg = config or pick_config(n)
     grid = (triton.cdiv(m, cfg.block_m),)
-    _norm_fwd_kernel[grid](
+    norm_fwd_kernel[grid](
         x2, r2, h2, x2 if weight is None else weight, x2 if bias is None else bias,
         y.view(-1, n), rstd if mean is None else mean, rstd,
         x2.stride(0), r2.stride(0), n, n,
@@ -209,12 +174,13 @@ def norm_bwd(
     dw_part = None if weight is None else part()
     db_part = part() if has_bias else None
     if m > 0:
+        _interpreted(h.device)
         dho2 = dy2 if dh_out is None else as_rows(dh_out)
         # No FMA contraction for LayerNorm: its dh subtracts the row mean of dy * w from each
         # dy * w, and fusing one product into that subtraction leaves its rounding error, times
         # rstd, where the difference is exactly 0 (one-element rows). The kernel is
         # memory-bound; RMSNorm has no such cancellation and keeps the FMAs.
-        _norm_bwd_kernel[(n_prog,)](
+        norm_bwd_kernel[(n_prog,)](
             h2, h2 if weight is None else weight, rstd if mean is None else mean, rstd,
             dy2, dho2, dh.view(-1, n),
             h2 if dw_part is None else dw_part, h2 if db_part is None else db_part,
