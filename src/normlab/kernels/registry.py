@@ -147,9 +147,14 @@ def kernel_backend(
         )
         impl = reference.rms_norm if slow else rms_norm
         return impl(
-            x, weight, eps, residual=residual, offset=offset, casting=casting,
+            x,
+            weight,
+            eps,
+            residual=residual,
+            offset=offset,
+            casting=casting,
             eps_inside=eps_inside,
-        )  # fmt: skip
+        )
 
     def ln(x, weight, bias, eps, *, residual):
         impl = reference.layer_norm if _any_fp64(x, weight, bias, residual) else layer_norm

@@ -16,10 +16,10 @@ Layout every kernel shares (host side in :mod:`normlab.kernels.numba.launch`):
   exact), so each loop exists once, not once per flag combination.
 
 ``*_rows(c0, c1, per, ...)`` computes chunks ``[c0, c1)``. The launcher runs all chunks through
-the ``*_par`` drivers on Numba's OpenMP threads (one thread for small tensors; the hand-off to a
-second costs ~3 us, a Python thread pool cost ~50 us, more than a small norm); their one-thread
-twins ``rms_fwd``, ``ln_fwd``, ``rms_bwd``, ``ln_bwd`` serve where the pool must not be used.
-The GIL is released throughout.
+the ``*_par`` drivers on Numba's OpenMP threads (one thread for small tensors, where handing work
+to a second costs more than it saves; a Python thread pool costs more than a small norm); their
+one-thread twins ``rms_fwd``, ``ln_fwd``, ``rms_bwd``, ``ln_bwd`` serve where the pool must not be
+used. The GIL is released throughout.
 """
 
 from __future__ import annotations
@@ -102,8 +102,9 @@ def _nan_free(v, n):
 
 
 @njit(**_JIT)
-def _rms_fwd_rows(c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, gp, rstdp, eps, eps_inside, has_res,
-                  xt, ht, yt, qt):  # fmt: skip
+def _rms_fwd_rows(
+    c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, gp, rstdp, eps, eps_inside, has_res, xt, ht, yt, qt
+):
     r"""RMSNorm forward of the rows of chunks ``[c0, c1)``:
     :math:`h = x + r`, :math:`\mathrm{rstd} = 1/\sqrt{\overline{h^2} + \epsilon}`,
     :math:`y = g \cdot q(h\,\mathrm{rstd})` with ``g = offset + weight`` and ``q`` rounding to
@@ -111,7 +112,7 @@ def _rms_fwd_rows(c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, gp, rstdp, eps, eps
 
     Software-pipelined: the loop writing row ``i`` also streams row ``i + 1`` in from memory
     (its sum of squares, and with ``has_res`` its ``h``), so the DRAM reads overlap the
-    arithmetic of the stores (~15-20 % faster at large shapes than two separate passes).
+    arithmetic of the stores (faster at large shapes than two separate passes).
     bfloat16 ``y`` is stored without the NaN case (:func:`~normlab.kernels.numba.bf16.from_f32_of`);
     a gain holding a NaN could bring a payload that needs it, and then the rows are redone."""
     x, r, h = rows(xp, m, xs, xt), rows(rp, m, rs, ht), rows(hp, m, n, ht)
@@ -173,8 +174,30 @@ def _rms_dot(hr, dyr, acc, n, rs_, g, has_w, qt):
 
 
 @njit(**_JIT)
-def _rms_bwd_rows(c0, c1, per, dw, m, n, dyp, dys, dhp, dhs, hp, hs, gp, rstdp, dxp, eps,
-                  eps_inside, has_dh, has_w, dyt, ht, qt):  # fmt: skip
+def _rms_bwd_rows(
+    c0,
+    c1,
+    per,
+    dw,
+    m,
+    n,
+    dyp,
+    dys,
+    dhp,
+    dhs,
+    hp,
+    hs,
+    gp,
+    rstdp,
+    dxp,
+    eps,
+    eps_inside,
+    has_dh,
+    has_w,
+    dyt,
+    ht,
+    qt,
+):
     r"""RMSNorm backward of chunks ``[c0, c1)``, with :math:`\hat x = h\,\mathrm{rstd}`,
     :math:`\hat g = g \odot dy` and :math:`c = \overline{\hat g \hat x}`:
 
@@ -273,8 +296,9 @@ def _ln_y_exact(src, y, w, b, mean, rstd, i0, i1, n, ht):
 
 
 @njit(**_JIT)
-def _ln_fwd_rows(c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, wp, bp, meanp, rstdp, eps, has_res,
-                 xt, ht):  # fmt: skip
+def _ln_fwd_rows(
+    c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, wp, bp, meanp, rstdp, eps, has_res, xt, ht
+):
     r"""LayerNorm forward of chunks ``[c0, c1)``, FP32 statistics of the row:
     :math:`\mu = \bar h`, :math:`\mathrm{rstd} = 1/\sqrt{\overline{(h-\mu)^2} + \epsilon}`,
     :math:`y = (h - \mu)\,\mathrm{rstd}\,w + b` (``y`` in ``h``'s dtype).
@@ -321,8 +345,9 @@ def _ln_fwd_rows(c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, wp, bp, meanp, rstdp
 
 
 @njit(**_JIT_NO_FMA)
-def _ln_bwd_rows(c0, c1, per, dw, db, m, n, dyp, dys, dhp, dhs, hp, hs, wp, meanp, rstdp, dxp,
-                 has_dh, dyt, ht):  # fmt: skip
+def _ln_bwd_rows(
+    c0, c1, per, dw, db, m, n, dyp, dys, dhp, dhs, hp, hs, wp, meanp, rstdp, dxp, has_dh, dyt, ht
+):
     r"""LayerNorm backward of chunks ``[c0, c1)``, with :math:`\hat x = (h-\mu)\,\mathrm{rstd}`
     and :math:`\hat g = w \odot dy`:
 
@@ -409,7 +434,7 @@ def _reduce(parts, outp):
     """``out = parts.sum(0)`` in chunk order (FP32) into the vector at ``outp`` (0: none).
 
     Plain loops, no array expressions: in a ``parallel=True`` driver each of those becomes a
-    parallel region of its own, ~2 us of thread hand-off apiece on a small tensor."""
+    parallel region of its own, each a thread hand-off that a small tensor pays for."""
     if outp == 0:
         return
     out = vec(outp, parts.shape[1])

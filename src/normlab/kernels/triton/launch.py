@@ -72,8 +72,8 @@ _MIN_ROWS_PER_PROGRAM = 16
 
 
 def _persistent_programs(device: torch.device, num_warps: int, m: int) -> int:
-    """Backward grid size: one program per SM, more (up to 1024 threads' worth per SM; the
-    table's kernels use 57-128 registers, so 512-1024 threads are resident) while each keeps
+    """Backward grid size: one program per SM, more (up to 1024 threads' worth per SM; at the
+    table's <= 128 registers a thread, at least 512 threads are resident) while each keeps
     >= 16 rows. The CPU interpreter runs programs one after another: there a few suffice."""
     if device.type != "cuda":
         return int(os.environ.get("NORMLAB_TRITON_PROGRAMS", "4"))
@@ -131,14 +131,33 @@ def norm_fwd(
     cfg = config or pick_config(n)
     grid = (triton.cdiv(m, cfg.block_m),)
     norm_fwd_kernel[grid](
-        x2, r2, h2, x2 if weight is None else weight, x2 if bias is None else bias,
-        y.view(-1, n), rstd if mean is None else mean, rstd,
-        x2.stride(0), r2.stride(0), n, n,
-        m, n, float(eps), float(offset),
-        IS_RMS=is_rms, HAS_RES=residual is not None, HAS_W=weight is not None,
-        HAS_B=bias is not None, CASTING=CASTING_CODES[casting], EPS_INSIDE=eps_inside,
-        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, LOOPED=cfg.looped, num_warps=cfg.num_warps,
-    )  # fmt: skip
+        x2,
+        r2,
+        h2,
+        x2 if weight is None else weight,
+        x2 if bias is None else bias,
+        y.view(-1, n),
+        rstd if mean is None else mean,
+        rstd,
+        x2.stride(0),
+        r2.stride(0),
+        n,
+        n,
+        m,
+        n,
+        float(eps),
+        float(offset),
+        IS_RMS=is_rms,
+        HAS_RES=residual is not None,
+        HAS_W=weight is not None,
+        HAS_B=bias is not None,
+        CASTING=CASTING_CODES[casting],
+        EPS_INSIDE=eps_inside,
+        BLOCK_M=cfg.block_m,
+        BLOCK_N=cfg.block_n,
+        LOOPED=cfg.looped,
+        num_warps=cfg.num_warps,
+    )
     return y, h, mean, rstd
 
 
@@ -181,16 +200,34 @@ def norm_bwd(
         # rstd, where the difference is exactly 0 (one-element rows). The kernel is
         # memory-bound; RMSNorm has no such cancellation and keeps the FMAs.
         norm_bwd_kernel[(n_prog,)](
-            h2, h2 if weight is None else weight, rstd if mean is None else mean, rstd,
-            dy2, dho2, dh.view(-1, n),
-            h2 if dw_part is None else dw_part, h2 if db_part is None else db_part,
-            h2.stride(0), dy2.stride(0), dho2.stride(0), n,
-            m, n, float(offset),
-            IS_RMS=is_rms, HAS_W=weight is not None, HAS_B=has_bias, HAS_DHO=dh_out is not None,
-            CASTING=CASTING_CODES[casting], EPS_INSIDE=eps_inside,
-            BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, LOOPED=cfg.looped, num_warps=cfg.num_warps,
+            h2,
+            h2 if weight is None else weight,
+            rstd if mean is None else mean,
+            rstd,
+            dy2,
+            dho2,
+            dh.view(-1, n),
+            h2 if dw_part is None else dw_part,
+            h2 if db_part is None else db_part,
+            h2.stride(0),
+            dy2.stride(0),
+            dho2.stride(0),
+            n,
+            m,
+            n,
+            float(offset),
+            IS_RMS=is_rms,
+            HAS_W=weight is not None,
+            HAS_B=has_bias,
+            HAS_DHO=dh_out is not None,
+            CASTING=CASTING_CODES[casting],
+            EPS_INSIDE=eps_inside,
+            BLOCK_M=cfg.block_m,
+            BLOCK_N=cfg.block_n,
+            LOOPED=cfg.looped,
+            num_warps=cfg.num_warps,
             enable_fp_fusion=is_rms,
-        )  # fmt: skip
+        )
     # Second step of the reduction: G x N, small next to the M x N the kernel streamed.
     dw = None if dw_part is None else dw_part.sum(0)
     db = None if db_part is None else db_part.sum(0)
