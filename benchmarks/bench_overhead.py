@@ -30,8 +30,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 import normlab
-from normlab.kernels import numba_cpu as K
-from normlab.kernels import numba_launch as L
+from normlab.kernels.numba import kernels as K
+from normlab.kernels.numba import launch as L
 from normlab.lab.bench.command import time_ms
 
 SHAPES = ((1, 64), (1024, 64), (1024, 256))
@@ -91,8 +91,8 @@ def kernels_only(x: Tensor, w: Tensor, b: Tensor, dy: Tensor):
     alive = (x, y, mean, rstd, wf, bf, dy, dx)  # the kernels get addresses, not tensors
 
     def run():
-        L._run(K._ln_fwd, K._ln_fwd_par, m, n, nch, per, fwd)
-        L._run(K._ln_bwd, K._ln_bwd_par, m, n, nch, per, n, bwd, dw.data_ptr(), db.data_ptr())
+        L._run(K.ln_fwd, K.ln_fwd_par, m, n, nch, per, fwd)
+        L._run(K.ln_bwd, K.ln_bwd_par, m, n, nch, per, n, bwd, dw.data_ptr(), db.data_ptr())
         return alive
 
     return run

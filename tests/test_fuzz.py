@@ -154,7 +154,7 @@ def _looped_triton(looped):
     """Under the interpreter, optionally force the Triton kernels' chunked path at small N."""
     if not looped:
         return contextlib.nullcontext()
-    from normlab.kernels import triton_launch as tk
+    from normlab.kernels.triton import launch as tk
 
     return mock.patch.multiple(tk, MAX_FUSED_FWD=64, MAX_FUSED_BWD=64, LOOP_BLOCK=32)
 

@@ -16,7 +16,8 @@ from kernel_checks import assert_grad_close, make_inputs, rounded_xhat_dweight, 
 
 import normlab
 from normlab import reference as R
-from normlab.kernels import buffer_pool, numba_launch
+from normlab.kernels.numba import buffer_pool
+from normlab.kernels.numba import launch as numba_launch
 from normlab.testing import assert_kernel_close, max_abs_error
 
 BF16, F16, F32 = torch.bfloat16, torch.float16, torch.float32

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import normlab
-from normlab.kernels import numba_ops  # noqa: F401  (registers the normlab::numba_* ops)
+import normlab.kernels.numba.ops  # noqa: F401  (registers the normlab::numba_* ops)
 from normlab.kernels.ops import rms_out_dtype
 
 OPS = torch.ops.normlab

@@ -17,7 +17,7 @@ from normlab import reference as R
 from normlab.testing import TOLERANCES, assert_kernel_close
 
 triton = pytest.importorskip("triton")
-tk = pytest.importorskip("normlab.kernels.triton_launch")
+tk = pytest.importorskip("normlab.kernels.triton.launch")
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 if not normlab.functional.get_backend("triton").supports(DEVICE):
     pytest.skip(
@@ -170,7 +170,8 @@ def test_persistent_backward_walks_several_tiles(monkeypatch):
 
 
 def test_bf16_rounds_to_nearest_even_like_the_gpu():
-    # The interpreter truncates FP32 -> BF16; triton_launch patches it to round as the GPU does.
+    # The interpreter truncates FP32 -> BF16; normlab.kernels.triton.interpreter patches it to
+    # round as the GPU does.
     h = torch.tensor([[1.0 + 2**-8, 1.0 + 3 * 2**-9, -(1.0 + 2**-8)]], device=DEVICE)
     zero = torch.zeros_like(h, dtype=BF16)
     _, got = normlab.layer_norm(h, residual=zero, backend="triton")
@@ -204,7 +205,7 @@ def test_config_table():
 def test_torch_compile_fullgraph_traces_the_custom_ops():
     # aot_eager runs dynamo and AOTAutograd over the fake kernels (what breaks a graph) without
     # inductor's slow CPU codegen; the compiled call must equal the eager one, gradients too.
-    import normlab.kernels.triton_ops  # noqa: F401  (register before tracing)
+    import normlab.kernels.triton.ops  # noqa: F401  (register before tracing)
 
     def f(x, w, r):
         y, h = normlab.rms_norm(x, w, residual=r, casting="gemma", offset=1.0, backend="triton")
@@ -226,8 +227,8 @@ _COMPILE_FOR_SM90 = """
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from normlab.kernels.triton_gpu import _norm_bwd_kernel, _norm_fwd_kernel
-from normlab.kernels.triton_launch import pick_config
+from normlab.kernels.triton.kernels import norm_bwd_kernel, norm_fwd_kernel
+from normlab.kernels.triton.launch import pick_config
 
 SM90 = GPUTarget("cuda", 90, 32)
 
@@ -243,13 +244,13 @@ def build(kernel, ptrs, scalars, flags, n, backward):
 for n, rms, cast in [(123, False, 0), (70000, True, 2), (4096, True, 1), (20000, False, 0)]:
     fwd_ptrs = dict(X="*bf16", R="*bf16", H="*fp32", W="*fp32", B="*fp32", Y="*fp32",
                     MEAN="*fp32", RSTD="*fp32")
-    build(_norm_fwd_kernel, fwd_ptrs, dict.fromkeys(
+    build(norm_fwd_kernel, fwd_ptrs, dict.fromkeys(
         ["stride_x", "stride_r", "stride_h", "stride_y", "M", "N"], "i32") | {"eps": "fp32",
         "offset": "fp32"}, dict(IS_RMS=rms, HAS_RES=True, HAS_W=True, HAS_B=not rms,
         CASTING=cast, EPS_INSIDE=cast != 2), n, False)
     bwd_ptrs = dict(H="*fp16", W="*fp16", MEAN="*fp32", RSTD="*fp32", DY="*fp16", DHO="*fp16",
                     DH="*fp16", DW="*fp32", DB="*fp32")
-    build(_norm_bwd_kernel, bwd_ptrs, dict.fromkeys(
+    build(norm_bwd_kernel, bwd_ptrs, dict.fromkeys(
         ["stride_h", "stride_dy", "stride_dho", "stride_dh", "M", "N"], "i32") | {"offset": "fp32"},
         dict(IS_RMS=rms, HAS_W=True, HAS_B=not rms, HAS_DHO=rms, CASTING=cast,
         EPS_INSIDE=cast != 2), n, True)

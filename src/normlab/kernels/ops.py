@@ -1,10 +1,10 @@
 """Autograd and ``torch.library`` registration for kernel backends, written once for all of them.
 
-A backend (Numba, Triton, ...) supplies four *host launchers*; :func:`make_kernel_ops` turns them
-into the two functions a :class:`normlab.functional.Backend` needs, with gradients, and registers
-``normlab::<name>_rms_norm_fwd`` / ``_rms_norm_bwd`` / ``_layer_norm_fwd`` / ``_layer_norm_bwd``
-as ``torch.library.custom_op`` s (with ``register_fake`` and ``register_autograd``) so that
-``torch.compile(fullgraph=True)`` traces through them.
+A backend (Numba, Triton, ...) supplies four *host launchers*; :class:`KernelOps` turns them
+into the two functions a :class:`normlab.kernels.registry.Backend` needs, with gradients, and
+registers ``normlab::<name>_rms_norm_fwd`` / ``_rms_norm_bwd`` / ``_layer_norm_fwd`` /
+``_layer_norm_bwd`` as ``torch.library.custom_op`` s (with ``register_fake`` and
+``register_autograd``) so that ``torch.compile(fullgraph=True)`` traces through them.
 
 Launcher contract (what a backend implements; ``M >= 1`` rows of ``N`` elements)
 ------------------------------------------------------------------------------
@@ -33,7 +33,8 @@ Everything else (flattening ``(..., N)`` to rows, 0 rows, casting gradients to t
 ``x``/``residual``/``weight``, choosing the call path) is done here.
 
 Call paths, chosen per call because the custom-op dispatcher and an ``autograd.Function`` each
-cost tens of microseconds a call on a small CPU (``benchmarks/bench_overhead.py`` times them):
+cost more per call than a small norm's kernels (``benchmarks/bench_overhead.py`` times them;
+docs/benchmarks.md has its figures):
 
 - under ``torch.compile``: the custom ops (traceable, with fake kernels);
 - eager, no gradient needed: the launcher directly;
@@ -61,14 +62,6 @@ class Launchers:
     ln_bwd: Callable[..., tuple[Tensor, Tensor | None, Tensor | None]]
 
 
-@dataclass(frozen=True)
-class KernelOps:
-    """The Backend-contract functions built from one backend's launchers."""
-
-    rms_norm: Callable[..., Tensor | tuple[Tensor, Tensor]]
-    layer_norm: Callable[..., Tensor | tuple[Tensor, Tensor]]
-
-
 def rms_out_dtype(h_dtype: torch.dtype, weight: Tensor | None, casting: str) -> torch.dtype:
     """``y``'s dtype in the reference: ``(offset + w) * xhat`` promotes unless casting is gemma."""
     if weight is None or casting == "gemma":
@@ -89,7 +82,7 @@ def _rows(t: Tensor | None) -> Tensor | None:
 
 
 def _nd(t: Tensor | None, shape: torch.Size) -> Tensor | None:
-    """``(M, N)`` rows back to ``shape`` (a view costs ~2-7 us on a small CPU: only if needed)."""
+    """``(M, N)`` rows back to ``shape`` (a view is not free on a small tensor: only if needed)."""
     if t is None or t.dim() == len(shape):
         return t
     return t.view(*shape)
@@ -120,16 +113,16 @@ def _grad_to(g: Tensor | None, like: Tensor | torch.dtype | None) -> Tensor | No
     return g if g.dtype == dtype else g.to(dtype)
 
 
-def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
-    """Register ``normlab::<name>_*`` custom ops for ``launch`` and return the Backend functions.
+# ---- shape plumbing shared by all paths --------------------------------------------------------
 
-    Call once per backend, at import of its ``*_ops`` module.
-    """
-    lib = "normlab"
 
-    # ---- shape plumbing shared by all paths ------------------------------------------------
+class RowLaunchers:
+    """A backend's launchers behind ``(..., N)`` tensors: flattening to rows and 0 rows here."""
 
-    def rms_fwd_nd(x, weight, residual, eps, offset, casting, eps_inside):
+    def __init__(self, launch: Launchers):
+        self.launch = launch
+
+    def rms_fwd(self, x, weight, residual, eps, offset, casting, eps_inside):
         shape, n = x.shape, x.shape[-1]
         h_dtype = x.dtype if residual is None else residual.dtype
         out_dtype = rms_out_dtype(h_dtype, weight, casting)
@@ -137,23 +130,30 @@ def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
         if m == 0:
             h = None if residual is None else x.new_empty(shape, dtype=h_dtype)
             return x.new_empty(shape, dtype=out_dtype), h, x.new_empty(0, dtype=torch.float32)
-        y, h, rstd = launch.rms_fwd(
+        y, h, rstd = self.launch.rms_fwd(
             _rows(x), _vec(weight), _rows(residual), eps, offset, casting, eps_inside, out_dtype
         )
         return _nd(y, shape), _nd(h, shape), rstd
 
-    def rms_bwd_nd(dy, dh, hsaved, weight, rstd, eps, offset, casting, eps_inside):
+    def rms_bwd(self, dy, dh, hsaved, weight, rstd, eps, offset, casting, eps_inside):
         n = hsaved.shape[-1]
         if hsaved.numel() == 0:
             dw = None if weight is None else hsaved.new_zeros(n, dtype=torch.float32)
             return torch.zeros_like(hsaved), dw
-        dht, dw = launch.rms_bwd(
-            _rows(dy), _rows(dh), _rows(hsaved), _vec(weight), rstd, eps, offset, casting,
+        dht, dw = self.launch.rms_bwd(
+            _rows(dy),
+            _rows(dh),
+            _rows(hsaved),
+            _vec(weight),
+            rstd,
+            eps,
+            offset,
+            casting,
             eps_inside,
-        )  # fmt: skip
+        )
         return _nd(dht, hsaved.shape), dw
 
-    def ln_fwd_nd(x, weight, bias, residual, eps):
+    def ln_fwd(self, x, weight, bias, residual, eps):
         shape, n = x.shape, x.shape[-1]
         h_dtype = x.dtype if residual is None else residual.dtype
         if x.numel() // n == 0:
@@ -164,217 +164,256 @@ def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
                 x.new_empty(0, dtype=torch.float32),
                 x.new_empty(0, dtype=torch.float32),
             )
-        y, h, mean, rstd = launch.ln_fwd(_rows(x), _vec(weight), _vec(bias), _rows(residual), eps)
+        y, h, mean, rstd = self.launch.ln_fwd(
+            _rows(x), _vec(weight), _vec(bias), _rows(residual), eps
+        )
         return _nd(y, shape), _nd(h, shape), mean, rstd
 
-    def ln_bwd_nd(dy, dh, hsaved, weight, mean, rstd, has_bias):
+    def ln_bwd(self, dy, dh, hsaved, weight, mean, rstd, has_bias):
         n = hsaved.shape[-1]
         if hsaved.numel() == 0:
             z = hsaved.new_zeros(n, dtype=torch.float32)
             return torch.zeros_like(hsaved), None if weight is None else z, z if has_bias else None
-        dht, dw, db = launch.ln_bwd(
+        dht, dw, db = self.launch.ln_bwd(
             _rows(dy), _rows(dh), _rows(hsaved), _vec(weight), mean, rstd, has_bias
         )
         return _nd(dht, hsaved.shape), dw, db
 
-    # ---- eager autograd: a lean Function around the launchers ------------------------------
-    # The kernels' backward is not itself differentiable. once_differentiable says so when a
-    # double backward needs it, but its wrapper costs ~10 us a call, so it only runs under
-    # create_graph=True (grad mode is off in a plain backward).
 
-    # The backward of each op, written once: ``bwd`` is the nd launcher (eager) or its custom op
-    # (under torch.compile).
+# ---- the backward of each op, written once ------------------------------------------------------
+# ``bwd`` is the row launcher (eager) or its custom op (under torch.compile).
 
-    def rms_grads(bwd, ctx, dy, dh):
-        """Gradients of ``(x, weight, residual)``."""
-        hsaved, weight, rstd = ctx.saved_tensors
-        x_dtype, r_dtype = ctx.dtypes
-        dht, dw = bwd(dy, None if r_dtype is None else dh, hsaved, weight, rstd, *ctx.args)
-        dx = dht if dht.dtype == x_dtype else dht.to(x_dtype)
-        return dx, _grad_to(dw, weight), None if r_dtype is None else dht
 
-    def ln_grads(bwd, ctx, dy, dh):
-        """Gradients of ``(x, weight, bias, residual)``."""
-        hsaved, weight, mean, rstd = ctx.saved_tensors
-        x_dtype, r_dtype = ctx.dtypes
-        dh = None if r_dtype is None else dh
-        dht, dw, db = bwd(dy, dh, hsaved, weight, mean, rstd, ctx.bias_dtype is not None)
-        dx = dht if dht.dtype == x_dtype else dht.to(x_dtype)
-        dr = None if r_dtype is None else dht
-        return dx, _grad_to(dw, weight), _grad_to(db, ctx.bias_dtype), dr
+def _rms_grads(bwd, ctx, dy, dh):
+    """Gradients of ``(x, weight, residual)``."""
+    hsaved, weight, rstd = ctx.saved_tensors
+    x_dtype, r_dtype = ctx.dtypes
+    dht, dw = bwd(dy, None if r_dtype is None else dh, hsaved, weight, rstd, *ctx.args)
+    dx = dht if dht.dtype == x_dtype else dht.to(x_dtype)
+    return dx, _grad_to(dw, weight), None if r_dtype is None else dht
 
-    def rms_backward(ctx, dy, dh=None):
-        return (*rms_grads(rms_bwd_nd, ctx, dy, dh), None, None, None, None)
 
-    def ln_backward(ctx, dy, dh=None):
-        return (*ln_grads(ln_bwd_nd, ctx, dy, dh), None)
+def _ln_grads(bwd, ctx, dy, dh):
+    """Gradients of ``(x, weight, bias, residual)``."""
+    hsaved, weight, mean, rstd = ctx.saved_tensors
+    x_dtype, r_dtype = ctx.dtypes
+    dh = None if r_dtype is None else dh
+    dht, dw, db = bwd(dy, dh, hsaved, weight, mean, rstd, ctx.bias_dtype is not None)
+    dx = dht if dht.dtype == x_dtype else dht.to(x_dtype)
+    dr = None if r_dtype is None else dht
+    return dx, _grad_to(dw, weight), _grad_to(db, ctx.bias_dtype), dr
 
-    once = torch.autograd.function.once_differentiable
-    rms_backward_once, ln_backward_once = once(rms_backward), once(ln_backward)
 
-    class RMSNormFn(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x, weight, residual, eps, offset, casting, eps_inside):
-            y, h, rstd = rms_fwd_nd(x, weight, residual, eps, offset, casting, eps_inside)
-            ctx.save_for_backward(x if h is None else h, weight, rstd)
-            ctx.args = (eps, offset, casting, eps_inside)
-            ctx.dtypes = (x.dtype, None if residual is None else residual.dtype)
-            if h is None:
-                return y
-            return y, h
+# ---- eager autograd: a lean Function around the launchers ---------------------------------------
+# The kernels' backward is not itself differentiable. once_differentiable says so when a double
+# backward needs it, but its wrapper costs time on every call, so it only runs under
+# create_graph=True (grad mode is off in a plain backward). ``rows`` (the backend's
+# RowLaunchers) is the first argument of ``apply``; its gradient is the leading None.
 
-        @staticmethod
-        def backward(ctx, dy, dh=None):
-            if torch.is_grad_enabled():
-                return rms_backward_once(ctx, dy, dh)
-            return rms_backward(ctx, dy, dh)
 
-    class LayerNormFn(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x, weight, bias, residual, eps):
-            y, h, mean, rstd = ln_fwd_nd(x, weight, bias, residual, eps)
-            ctx.save_for_backward(x if h is None else h, weight, mean, rstd)
-            ctx.dtypes = (x.dtype, None if residual is None else residual.dtype)
-            ctx.bias_dtype = None if bias is None else bias.dtype
-            if h is None:
-                return y
-            return y, h
+def _rms_backward(ctx, dy, dh=None):
+    return (None, *_rms_grads(ctx.rows.rms_bwd, ctx, dy, dh), None, None, None, None)
 
-        @staticmethod
-        def backward(ctx, dy, dh=None):
-            if torch.is_grad_enabled():
-                return ln_backward_once(ctx, dy, dh)
-            return ln_backward(ctx, dy, dh)
 
-    # ---- torch.library custom ops: the path torch.compile sees -----------------------------
-    # Custom ops cannot return None or alias an input, so a missing h is an empty tensor.
+def _ln_backward(ctx, dy, dh=None):
+    return (None, *_ln_grads(ctx.rows.ln_bwd, ctx, dy, dh), None)
 
-    def _empty_if_none(t: Tensor | None, like: Tensor) -> Tensor:
-        return like.new_empty(0) if t is None else t
 
-    def _op(suffix: str, fn: Callable, schema: str):
-        return torch.library.custom_op(
-            f"{lib}::{name}_{suffix}", fn, mutates_args=(), schema=schema
-        )
+_rms_backward_once = torch.autograd.function.once_differentiable(_rms_backward)
+_ln_backward_once = torch.autograd.function.once_differentiable(_ln_backward)
 
-    def _rms_fwd_impl(x, weight, residual, eps, offset, casting, eps_inside):
-        y, h, rstd = rms_fwd_nd(x, weight, residual, eps, offset, casting, eps_inside)
-        return y, _empty_if_none(h, x), rstd
 
-    rms_fwd_op = _op(
-        "rms_norm_fwd", _rms_fwd_impl,
-        "(Tensor x, Tensor? weight, Tensor? residual, float eps, float offset, str casting, "
-        "bool eps_inside) -> (Tensor, Tensor, Tensor)",
-    )  # fmt: skip
-
-    @rms_fwd_op.register_fake
-    def _(x, weight, residual, eps, offset, casting, eps_inside):
-        h_dtype = x.dtype if residual is None else residual.dtype
-        y = x.new_empty(x.shape, dtype=rms_out_dtype(h_dtype, weight, casting))
-        h = x.new_empty(0) if residual is None else x.new_empty(x.shape, dtype=h_dtype)
-        m = x.numel() // x.shape[-1]
-        return y, h, x.new_empty(m, dtype=torch.float32)
-
-    def _rms_bwd_impl(dy, dh, hsaved, weight, rstd, eps, offset, casting, eps_inside):
-        dht, dw = rms_bwd_nd(dy, dh, hsaved, weight, rstd, eps, offset, casting, eps_inside)
-        return dht, _empty_if_none(dw, rstd)
-
-    rms_bwd_op = _op(
-        "rms_norm_bwd", _rms_bwd_impl,
-        "(Tensor dy, Tensor? dh, Tensor h, Tensor? weight, Tensor rstd, float eps, "
-        "float offset, str casting, bool eps_inside) -> (Tensor, Tensor)",
-    )  # fmt: skip
-
-    @rms_bwd_op.register_fake
-    def _(dy, dh, hsaved, weight, rstd, eps, offset, casting, eps_inside):
-        n = 0 if weight is None else hsaved.shape[-1]
-        return hsaved.new_empty(hsaved.shape), hsaved.new_empty(n, dtype=torch.float32)
-
-    def _rms_setup(ctx, inputs, output):
-        x, weight, residual, eps, offset, casting, eps_inside = inputs
-        _, h, rstd = output
-        ctx.save_for_backward(x if residual is None else h, weight, rstd)
+class RMSNormFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, rows, x, weight, residual, eps, offset, casting, eps_inside):
+        y, h, rstd = rows.rms_fwd(x, weight, residual, eps, offset, casting, eps_inside)
+        ctx.save_for_backward(x if h is None else h, weight, rstd)
+        ctx.rows = rows
         ctx.args = (eps, offset, casting, eps_inside)
         ctx.dtypes = (x.dtype, None if residual is None else residual.dtype)
+        if h is None:
+            return y
+        return y, h
 
-    def _rms_bwd_via_op(dy, dh, hsaved, weight, rstd, *args):
-        dht, dw = rms_bwd_op(dy, dh, hsaved.detach(), _detach(weight), rstd, *args)
-        return dht, None if weight is None else dw
+    @staticmethod
+    def backward(ctx, dy, dh=None):
+        if torch.is_grad_enabled():
+            return _rms_backward_once(ctx, dy, dh)
+        return _rms_backward(ctx, dy, dh)
 
-    def _rms_backward(ctx, dy, dh, _drstd):
-        return (*rms_grads(_rms_bwd_via_op, ctx, dy, dh), None, None, None, None)
 
-    rms_fwd_op.register_autograd(_rms_backward, setup_context=_rms_setup)
-
-    def _ln_fwd_impl(x, weight, bias, residual, eps):
-        y, h, mean, rstd = ln_fwd_nd(x, weight, bias, residual, eps)
-        return y, _empty_if_none(h, x), mean, rstd
-
-    ln_fwd_op = _op(
-        "layer_norm_fwd", _ln_fwd_impl,
-        "(Tensor x, Tensor? weight, Tensor? bias, Tensor? residual, float eps) "
-        "-> (Tensor, Tensor, Tensor, Tensor)",
-    )  # fmt: skip
-
-    @ln_fwd_op.register_fake
-    def _(x, weight, bias, residual, eps):
-        h_dtype = x.dtype if residual is None else residual.dtype
-        h = x.new_empty(0) if residual is None else x.new_empty(x.shape, dtype=h_dtype)
-        m = x.numel() // x.shape[-1]
-        stat = x.new_empty(m, dtype=torch.float32)
-        return x.new_empty(x.shape, dtype=h_dtype), h, stat, stat.new_empty(m)
-
-    def _ln_bwd_impl(dy, dh, hsaved, weight, mean, rstd, has_bias):
-        dht, dw, db = ln_bwd_nd(dy, dh, hsaved, weight, mean, rstd, has_bias)
-        return dht, _empty_if_none(dw, rstd), _empty_if_none(db, rstd)
-
-    ln_bwd_op = _op(
-        "layer_norm_bwd", _ln_bwd_impl,
-        "(Tensor dy, Tensor? dh, Tensor h, Tensor? weight, Tensor mean, Tensor rstd, "
-        "bool has_bias) -> (Tensor, Tensor, Tensor)",
-    )  # fmt: skip
-
-    @ln_bwd_op.register_fake
-    def _(dy, dh, hsaved, weight, mean, rstd, has_bias):
-        n = hsaved.shape[-1]
-        f32 = torch.float32
-        dw = hsaved.new_empty(0 if weight is None else n, dtype=f32)
-        return hsaved.new_empty(hsaved.shape), dw, hsaved.new_empty(n if has_bias else 0, dtype=f32)
-
-    def _ln_setup(ctx, inputs, output):
-        x, weight, bias, residual, eps = inputs
-        _, h, mean, rstd = output
-        ctx.save_for_backward(x if residual is None else h, weight, mean, rstd)
+class LayerNormFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, rows, x, weight, bias, residual, eps):
+        y, h, mean, rstd = rows.ln_fwd(x, weight, bias, residual, eps)
+        ctx.save_for_backward(x if h is None else h, weight, mean, rstd)
+        ctx.rows = rows
         ctx.dtypes = (x.dtype, None if residual is None else residual.dtype)
         ctx.bias_dtype = None if bias is None else bias.dtype
+        if h is None:
+            return y
+        return y, h
 
-    def _ln_bwd_via_op(dy, dh, hsaved, weight, mean, rstd, has_bias):
-        dht, dw, db = ln_bwd_op(dy, dh, hsaved.detach(), _detach(weight), mean, rstd, has_bias)
+    @staticmethod
+    def backward(ctx, dy, dh=None):
+        if torch.is_grad_enabled():
+            return _ln_backward_once(ctx, dy, dh)
+        return _ln_backward(ctx, dy, dh)
+
+
+# ---- torch.library custom ops: the path torch.compile sees --------------------------------------
+# Custom ops cannot return None or alias an input, so a missing h is an empty tensor. The schemas,
+# fake kernels and setup_context are the same for every backend; what differs (the launchers
+# the real kernels call) is bound by KernelOps.
+
+RMS_FWD_SCHEMA = (
+    "(Tensor x, Tensor? weight, Tensor? residual, float eps, float offset, str casting, "
+    "bool eps_inside) -> (Tensor, Tensor, Tensor)"
+)
+RMS_BWD_SCHEMA = (
+    "(Tensor dy, Tensor? dh, Tensor h, Tensor? weight, Tensor rstd, float eps, "
+    "float offset, str casting, bool eps_inside) -> (Tensor, Tensor)"
+)
+LN_FWD_SCHEMA = (
+    "(Tensor x, Tensor? weight, Tensor? bias, Tensor? residual, float eps) "
+    "-> (Tensor, Tensor, Tensor, Tensor)"
+)
+LN_BWD_SCHEMA = (
+    "(Tensor dy, Tensor? dh, Tensor h, Tensor? weight, Tensor mean, Tensor rstd, "
+    "bool has_bias) -> (Tensor, Tensor, Tensor)"
+)
+
+
+def _op(name: str, suffix: str, impl: Callable, schema: str):
+    return torch.library.custom_op(
+        f"normlab::{name}_{suffix}", impl, mutates_args=(), schema=schema
+    )
+
+
+def _empty_if_none(t: Tensor | None, like: Tensor) -> Tensor:
+    return like.new_empty(0) if t is None else t
+
+
+def _rms_fwd_fake(x, weight, residual, eps, offset, casting, eps_inside):
+    h_dtype = x.dtype if residual is None else residual.dtype
+    y = x.new_empty(x.shape, dtype=rms_out_dtype(h_dtype, weight, casting))
+    h = x.new_empty(0) if residual is None else x.new_empty(x.shape, dtype=h_dtype)
+    m = x.numel() // x.shape[-1]
+    return y, h, x.new_empty(m, dtype=torch.float32)
+
+
+def _rms_bwd_fake(dy, dh, hsaved, weight, rstd, eps, offset, casting, eps_inside):
+    n = 0 if weight is None else hsaved.shape[-1]
+    return hsaved.new_empty(hsaved.shape), hsaved.new_empty(n, dtype=torch.float32)
+
+
+def _rms_setup(ctx, inputs, output):
+    x, weight, residual, eps, offset, casting, eps_inside = inputs
+    _, h, rstd = output
+    ctx.save_for_backward(x if residual is None else h, weight, rstd)
+    ctx.args = (eps, offset, casting, eps_inside)
+    ctx.dtypes = (x.dtype, None if residual is None else residual.dtype)
+
+
+def _ln_fwd_fake(x, weight, bias, residual, eps):
+    h_dtype = x.dtype if residual is None else residual.dtype
+    h = x.new_empty(0) if residual is None else x.new_empty(x.shape, dtype=h_dtype)
+    m = x.numel() // x.shape[-1]
+    stat = x.new_empty(m, dtype=torch.float32)
+    return x.new_empty(x.shape, dtype=h_dtype), h, stat, stat.new_empty(m)
+
+
+def _ln_bwd_fake(dy, dh, hsaved, weight, mean, rstd, has_bias):
+    n = hsaved.shape[-1]
+    f32 = torch.float32
+    dw = hsaved.new_empty(0 if weight is None else n, dtype=f32)
+    return hsaved.new_empty(hsaved.shape), dw, hsaved.new_empty(n if has_bias else 0, dtype=f32)
+
+
+def _ln_setup(ctx, inputs, output):
+    x, weight, bias, residual, eps = inputs
+    _, h, mean, rstd = output
+    ctx.save_for_backward(x if residual is None else h, weight, mean, rstd)
+    ctx.dtypes = (x.dtype, None if residual is None else residual.dtype)
+    ctx.bias_dtype = None if bias is None else bias.dtype
+
+
+class KernelOps:
+    """One backend's ``normlab::<name>_*`` custom ops and the Backend-contract functions
+    :meth:`rms_norm` and :meth:`layer_norm`, which choose the call path (module docstring).
+
+    Create once per backend, at import of its ``ops`` module: the ops are registered then.
+    """
+
+    def __init__(self, name: str, launch: Launchers):
+        self.rows = RowLaunchers(launch)
+        self.rms_fwd_op = _op(name, "rms_norm_fwd", self._rms_fwd_impl, RMS_FWD_SCHEMA)
+        self.rms_fwd_op.register_fake(_rms_fwd_fake)
+        self.rms_bwd_op = _op(name, "rms_norm_bwd", self._rms_bwd_impl, RMS_BWD_SCHEMA)
+        self.rms_bwd_op.register_fake(_rms_bwd_fake)
+        self.rms_fwd_op.register_autograd(self._rms_backward, setup_context=_rms_setup)
+        self.ln_fwd_op = _op(name, "layer_norm_fwd", self._ln_fwd_impl, LN_FWD_SCHEMA)
+        self.ln_fwd_op.register_fake(_ln_fwd_fake)
+        self.ln_bwd_op = _op(name, "layer_norm_bwd", self._ln_bwd_impl, LN_BWD_SCHEMA)
+        self.ln_bwd_op.register_fake(_ln_bwd_fake)
+        self.ln_fwd_op.register_autograd(self._ln_backward, setup_context=_ln_setup)
+
+    # ---- the custom ops' implementations and autograd ------------------------------------------
+
+    def _rms_fwd_impl(self, x, weight, residual, eps, offset, casting, eps_inside):
+        y, h, rstd = self.rows.rms_fwd(x, weight, residual, eps, offset, casting, eps_inside)
+        return y, _empty_if_none(h, x), rstd
+
+    def _rms_bwd_impl(self, dy, dh, hsaved, weight, rstd, eps, offset, casting, eps_inside):
+        dht, dw = self.rows.rms_bwd(dy, dh, hsaved, weight, rstd, eps, offset, casting, eps_inside)
+        return dht, _empty_if_none(dw, rstd)
+
+    def _ln_fwd_impl(self, x, weight, bias, residual, eps):
+        y, h, mean, rstd = self.rows.ln_fwd(x, weight, bias, residual, eps)
+        return y, _empty_if_none(h, x), mean, rstd
+
+    def _ln_bwd_impl(self, dy, dh, hsaved, weight, mean, rstd, has_bias):
+        dht, dw, db = self.rows.ln_bwd(dy, dh, hsaved, weight, mean, rstd, has_bias)
+        return dht, _empty_if_none(dw, rstd), _empty_if_none(db, rstd)
+
+    def _rms_bwd_via_op(self, dy, dh, hsaved, weight, rstd, *args):
+        dht, dw = self.rms_bwd_op(dy, dh, hsaved.detach(), _detach(weight), rstd, *args)
+        return dht, None if weight is None else dw
+
+    def _rms_backward(self, ctx, dy, dh, _drstd):
+        return (*_rms_grads(self._rms_bwd_via_op, ctx, dy, dh), None, None, None, None)
+
+    def _ln_bwd_via_op(self, dy, dh, hsaved, weight, mean, rstd, has_bias):
+        dht, dw, db = self.ln_bwd_op(dy, dh, hsaved.detach(), _detach(weight), mean, rstd, has_bias)
         return dht, None if weight is None else dw, db if has_bias else None
 
-    def _ln_backward(ctx, dy, dh, _dmean, _drstd):
-        return (*ln_grads(_ln_bwd_via_op, ctx, dy, dh), None)
+    def _ln_backward(self, ctx, dy, dh, _dmean, _drstd):
+        return (*_ln_grads(self._ln_bwd_via_op, ctx, dy, dh), None)
 
-    ln_fwd_op.register_autograd(_ln_backward, setup_context=_ln_setup)
+    # ---- the Backend-contract functions --------------------------------------------------------
 
-    # ---- the Backend-contract functions -----------------------------------------------------
-
-    def rms_norm(x, weight, eps, *, residual, offset, casting, eps_inside):
+    def rms_norm(self, x, weight, eps, *, residual, offset, casting, eps_inside):
         if torch.compiler.is_compiling():
-            y, h, _ = rms_fwd_op(x, weight, residual, eps, offset, casting, eps_inside)
+            y, h, _ = self.rms_fwd_op(x, weight, residual, eps, offset, casting, eps_inside)
             return y if residual is None else (y, h)
         if _needs_grad(x, weight, residual):
-            return RMSNormFn.apply(x, weight, residual, eps, offset, casting, eps_inside)
-        y, h, _ = rms_fwd_nd(x, weight, residual, eps, offset, casting, eps_inside)
+            return RMSNormFn.apply(self.rows, x, weight, residual, eps, offset, casting, eps_inside)
+        y, h, _ = self.rows.rms_fwd(x, weight, residual, eps, offset, casting, eps_inside)
         return y if residual is None else (y, h)
 
-    def layer_norm(x, weight, bias, eps, *, residual):
+    def layer_norm(self, x, weight, bias, eps, *, residual):
         if torch.compiler.is_compiling():
-            y, h, _, _ = ln_fwd_op(x, weight, bias, residual, eps)
+            y, h, _, _ = self.ln_fwd_op(x, weight, bias, residual, eps)
             return y if residual is None else (y, h)
         if _needs_grad(x, weight, bias, residual):
-            return LayerNormFn.apply(x, weight, bias, residual, eps)
-        y, h, _, _ = ln_fwd_nd(x, weight, bias, residual, eps)
+            return LayerNormFn.apply(self.rows, x, weight, bias, residual, eps)
+        y, h, _, _ = self.rows.ln_fwd(x, weight, bias, residual, eps)
         return y if residual is None else (y, h)
 
-    return KernelOps(rms_norm=rms_norm, layer_norm=layer_norm)
+
+def make_kernel_ops(name: str, launch: Launchers) -> KernelOps:
+    """Register ``normlab::<name>_*`` custom ops for ``launch`` and return the Backend functions.
+
+    Call once per backend, at import of its ``ops`` module.
+    """
+    return KernelOps(name, launch)

@@ -31,8 +31,8 @@ class Backend:
 # Backends registered by a module that is imported when first asked for.
 _LAZY = {
     "torch": "normlab.kernels.torch_ops",
-    "numba": "normlab.kernels.numba_ops",
-    "triton": "normlab.kernels.triton_ops",
+    "numba": "normlab.kernels.numba.ops",
+    "triton": "normlab.kernels.triton.ops",
 }
 _REGISTRY: dict[str, Backend] = {}
 _UNAVAILABLE: dict[str, str] = {}  # name -> why its module failed to import
@@ -147,9 +147,14 @@ def kernel_backend(
         )
         impl = reference.rms_norm if slow else rms_norm
         return impl(
-            x, weight, eps, residual=residual, offset=offset, casting=casting,
+            x,
+            weight,
+            eps,
+            residual=residual,
+            offset=offset,
+            casting=casting,
             eps_inside=eps_inside,
-        )  # fmt: skip
+        )
 
     def ln(x, weight, bias, eps, *, residual):
         impl = reference.layer_norm if _any_fp64(x, weight, bias, residual) else layer_norm

@@ -1,7 +1,7 @@
 """Host launchers for the Triton norm kernels: views, block-size table, grids, partial sums.
 
 ``norm_fwd``/``norm_bwd`` take tensors of shape ``(..., N)`` and return freshly allocated
-outputs; they know nothing of autograd (``normlab.kernels.triton_ops`` wires them up).
+outputs; they know nothing of autograd (``normlab.kernels.triton.ops`` wires them up).
 """
 
 from __future__ import annotations
@@ -10,55 +10,11 @@ import functools
 import os
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 import triton
-import triton.language as tl
 from torch import Tensor
 
-from normlab.kernels.triton_gpu import CASTING_CODES, _norm_bwd_kernel, _norm_fwd_kernel
-
-
-def _round_bf16_in_interpreter() -> None:
-    """Make the Triton interpreter round FP32 -> BF16 to nearest even, as the GPU does.
-
-    Triton 3.x's interpreter truncates that conversion, so interpreted kernels would be off by
-    one BF16 ulp from both the hardware and the eager reference. Patched once, only when
-    ``TRITON_INTERPRET=1``; the kernels themselves stay the GPU code.
-    """
-    from triton.runtime import interpreter
-
-    builder = interpreter.InterpreterBuilder
-    if getattr(builder, "_normlab_rne", False):
-        return
-    cast, fp_to_fp = builder.cast_impl, builder.create_fp_to_fp
-
-    def to_bf16(src):
-        f = np.ascontiguousarray(src.data, dtype=np.float32)
-        u = f.view(np.uint32)
-        r = ((u + np.uint32(0x7FFF) + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-        nan = np.isnan(f)
-        r[nan] = (u[nan] >> 16).astype(np.uint16) | np.uint16(0x40)  # stay a (quiet) NaN
-        return interpreter.TensorHandle(r, tl.bfloat16)
-
-    def is_f32_to_bf16(src, dst_type) -> bool:
-        return src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16
-
-    def cast_impl(self, src, dst_type):
-        return to_bf16(src) if is_f32_to_bf16(src, dst_type) else cast(self, src, dst_type)
-
-    def create_fp_to_fp(self, src, dst_type, rounding_mode):
-        if is_f32_to_bf16(src, dst_type):
-            return to_bf16(src)
-        return fp_to_fp(self, src, dst_type, rounding_mode)
-
-    # create_fp_trunc and friends are lambdas that look up self.cast_impl: they follow.
-    builder.cast_impl, builder.create_fp_to_fp = cast_impl, create_fp_to_fp
-    builder._normlab_rne = True
-
-
-if os.environ.get("TRITON_INTERPRET") == "1":
-    _round_bf16_in_interpreter()
+from normlab.kernels.triton.kernels import CASTING_CODES, norm_bwd_kernel, norm_fwd_kernel
 
 
 @dataclass(frozen=True)
@@ -116,13 +72,21 @@ _MIN_ROWS_PER_PROGRAM = 16
 
 
 def _persistent_programs(device: torch.device, num_warps: int, m: int) -> int:
-    """Backward grid size: one program per SM, more (up to 1024 threads' worth per SM; the
-    table's kernels use 57-128 registers, so 512-1024 threads are resident) while each keeps
+    """Backward grid size: one program per SM, more (up to 1024 threads' worth per SM; at the
+    table's <= 128 registers a thread, at least 512 threads are resident) while each keeps
     >= 16 rows. The CPU interpreter runs programs one after another: there a few suffice."""
     if device.type != "cuda":
         return int(os.environ.get("NORMLAB_TRITON_PROGRAMS", "4"))
     sms = _sm_count(device)
     return max(sms, min(sms * max(1, 32 // num_warps), m // _MIN_ROWS_PER_PROGRAM))
+
+
+def _interpreted(device: torch.device) -> None:
+    """Before a launch on CPU tensors, which only Triton's interpreter runs: its BF16 fix."""
+    if device.type == "cpu":
+        from normlab.kernels.triton import interpreter
+
+        interpreter.round_bf16_to_nearest_even()
 
 
 def as_rows(t: Tensor) -> Tensor:
@@ -161,19 +125,39 @@ def norm_fwd(
     rstd = torch.empty(m, dtype=torch.float32, device=x.device)
     if m == 0:
         return y, h, mean, rstd
+    _interpreted(x.device)
     r2 = x2 if residual is None else as_rows(residual)
     h2 = x2 if h is None else h.view(-1, n)  # the kernel reads h's dtype from this pointer
     cfg = config or pick_config(n)
     grid = (triton.cdiv(m, cfg.block_m),)
-    _norm_fwd_kernel[grid](
-        x2, r2, h2, x2 if weight is None else weight, x2 if bias is None else bias,
-        y.view(-1, n), rstd if mean is None else mean, rstd,
-        x2.stride(0), r2.stride(0), n, n,
-        m, n, float(eps), float(offset),
-        IS_RMS=is_rms, HAS_RES=residual is not None, HAS_W=weight is not None,
-        HAS_B=bias is not None, CASTING=CASTING_CODES[casting], EPS_INSIDE=eps_inside,
-        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, LOOPED=cfg.looped, num_warps=cfg.num_warps,
-    )  # fmt: skip
+    norm_fwd_kernel[grid](
+        x2,
+        r2,
+        h2,
+        x2 if weight is None else weight,
+        x2 if bias is None else bias,
+        y.view(-1, n),
+        rstd if mean is None else mean,
+        rstd,
+        x2.stride(0),
+        r2.stride(0),
+        n,
+        n,
+        m,
+        n,
+        float(eps),
+        float(offset),
+        IS_RMS=is_rms,
+        HAS_RES=residual is not None,
+        HAS_W=weight is not None,
+        HAS_B=bias is not None,
+        CASTING=CASTING_CODES[casting],
+        EPS_INSIDE=eps_inside,
+        BLOCK_M=cfg.block_m,
+        BLOCK_N=cfg.block_n,
+        LOOPED=cfg.looped,
+        num_warps=cfg.num_warps,
+    )
     return y, h, mean, rstd
 
 
@@ -209,22 +193,41 @@ def norm_bwd(
     dw_part = None if weight is None else part()
     db_part = part() if has_bias else None
     if m > 0:
+        _interpreted(h.device)
         dho2 = dy2 if dh_out is None else as_rows(dh_out)
         # No FMA contraction for LayerNorm: its dh subtracts the row mean of dy * w from each
         # dy * w, and fusing one product into that subtraction leaves its rounding error, times
         # rstd, where the difference is exactly 0 (one-element rows). The kernel is
         # memory-bound; RMSNorm has no such cancellation and keeps the FMAs.
-        _norm_bwd_kernel[(n_prog,)](
-            h2, h2 if weight is None else weight, rstd if mean is None else mean, rstd,
-            dy2, dho2, dh.view(-1, n),
-            h2 if dw_part is None else dw_part, h2 if db_part is None else db_part,
-            h2.stride(0), dy2.stride(0), dho2.stride(0), n,
-            m, n, float(offset),
-            IS_RMS=is_rms, HAS_W=weight is not None, HAS_B=has_bias, HAS_DHO=dh_out is not None,
-            CASTING=CASTING_CODES[casting], EPS_INSIDE=eps_inside,
-            BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, LOOPED=cfg.looped, num_warps=cfg.num_warps,
+        norm_bwd_kernel[(n_prog,)](
+            h2,
+            h2 if weight is None else weight,
+            rstd if mean is None else mean,
+            rstd,
+            dy2,
+            dho2,
+            dh.view(-1, n),
+            h2 if dw_part is None else dw_part,
+            h2 if db_part is None else db_part,
+            h2.stride(0),
+            dy2.stride(0),
+            dho2.stride(0),
+            n,
+            m,
+            n,
+            float(offset),
+            IS_RMS=is_rms,
+            HAS_W=weight is not None,
+            HAS_B=has_bias,
+            HAS_DHO=dh_out is not None,
+            CASTING=CASTING_CODES[casting],
+            EPS_INSIDE=eps_inside,
+            BLOCK_M=cfg.block_m,
+            BLOCK_N=cfg.block_n,
+            LOOPED=cfg.looped,
+            num_warps=cfg.num_warps,
             enable_fp_fusion=is_rms,
-        )  # fmt: skip
+        )
     # Second step of the reduction: G x N, small next to the M x N the kernel streamed.
     dw = None if dw_part is None else dw_part.sum(0)
     db = None if db_part is None else db_part.sum(0)

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import torch
 
-from normlab.kernels import numba_launch
+from normlab.kernels.numba import launch
 from normlab.kernels.ops import Launchers, make_kernel_ops
 from normlab.kernels.registry import kernel_backend, register
 
 OPS = make_kernel_ops(
     "numba",
     Launchers(
-        rms_fwd=numba_launch.rms_fwd,
-        rms_bwd=numba_launch.rms_bwd,
-        ln_fwd=numba_launch.ln_fwd,
-        ln_bwd=numba_launch.ln_bwd,
+        rms_fwd=launch.rms_fwd,
+        rms_bwd=launch.rms_bwd,
+        ln_fwd=launch.ln_fwd,
+        ln_bwd=launch.ln_bwd,
     ),
 )
 

@@ -21,21 +21,21 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from normlab.kernels import buffer_pool
-from normlab.kernels import numba_cpu as K
+from normlab.kernels.numba import buffer_pool
+from normlab.kernels.numba import kernels as K
 from normlab.reference import residual_add
 
 F16, BF16, F32 = torch.float16, torch.bfloat16, torch.float32
 _TAG = {F32: np.float32(0), BF16: np.uint16(0)}  # what the kernels specialize on
 
-# Below this many elements one thread is faster: waking a second one costs ~2 us more, about
-# what a core needs for 16K fp32 elements.
+# Below this many elements one thread is faster: waking a second one costs more than it saves.
 PAR_MIN_ELEMENTS = 1 << 15
 # Fixed work chunks: the unit of parallel work and of the dweight/dbias partial sums. They depend
 # on the machine only (not on the thread count), so gradients are bitwise reproducible.
 N_CHUNKS = max(16, 2 * (os.cpu_count() or 1))
 # Threading layers whose hand-off is cheap and that are safe to enter from several Python
-# threads; with Numba's fallback "workqueue" (~50 us, not thread-safe) the kernels run serially.
+# threads; with Numba's fallback "workqueue" (a slow hand-off, not thread-safe) the kernels run
+# serially.
 _FAST_LAYERS = ("omp", "tbb")
 _par = {"started": False, "ok": True}  # whether Numba's pool was started, and may be used
 _tls = threading.local()  # the Numba thread count last set on this thread
@@ -59,7 +59,7 @@ def _empty(shape: tuple[int, int], dtype: torch.dtype) -> Tensor:
     m, n = shape
     npd = _NP_DTYPE.get(dtype)
     if npd is None or m * n * dtype.itemsize < buffer_pool.MIN_BYTES:
-        return torch.empty(m, n, dtype=dtype)  # varargs: a tuple argument parses 2x slower
+        return torch.empty(m, n, dtype=dtype)  # varargs: a tuple argument parses slower
     t = torch.from_numpy(buffer_pool.get(m * n * dtype.itemsize).view(npd).reshape(m, n))
     return t.view(dtype) if dtype == BF16 else t
 
@@ -86,7 +86,7 @@ def _vec(
     A contiguous FP32 vector without offset is used as is. Any other one is converted once and
     the copy cached per tensor, reused while the tensor's version counter, storage,
     ``offset`` and cast order are unchanged (an optimizer step or any in-place write bumps the
-    version): the conversion costs ~5-10 us a call on small tensors.
+    version): converting on every call would be a large share of a small call.
     """
     if t is None:
         return _constant(n, missing)
@@ -136,8 +136,8 @@ def _threads(m: int, n: int, nch: int) -> int:
 
 def _run(serial, par, m: int, n: int, nch: int, *args) -> None:
     """``par(nch, *args)`` over Numba's threads (one thread for small tensors: the OpenMP driver
-    then costs ~1 us more than a plain call, and compiling only it saves ~40 % of the cold
-    compile), or its one-thread twin ``serial`` where the pool must not be used."""
+    then costs little more than a plain call, and compiling only it, not its twin too, shortens
+    the cold compile), or its one-thread twin ``serial`` where the pool must not be used."""
     k = _threads(m, n, nch)
     if k == 0:
         serial(nch, *args)
@@ -145,7 +145,7 @@ def _run(serial, par, m: int, n: int, nch: int, *args) -> None:
     if not _par["started"]:
         _start_pool(par, k, nch, args)
         return
-    if getattr(_tls, "threads", None) != k:  # set_num_threads costs ~3 us: only on a change
+    if getattr(_tls, "threads", None) != k:  # set_num_threads is not free: only on a change
         numba.set_num_threads(k)
         _tls.threads = k
     par(nch, *args)
@@ -198,10 +198,10 @@ def rms_fwd(x, weight, residual, eps, offset, casting, eps_inside, out_dtype):
     nch, per = _chunks(m)
     h_dtype = x.dtype if residual is None else residual.dtype
     hp = xp if h is None else h.data_ptr()
-    args = (m, n, xp, xs, rp, rs, hp, y.data_ptr(), g.data_ptr(), rstd.data_ptr(), eps,
-            eps_inside, h is not None, _TAG[xk.dtype], _TAG[rk.dtype], _TAG[y.dtype],
-            _q_tag(casting, h_dtype))  # fmt: skip
-    _run(K._rms_fwd, K._rms_fwd_par, m, n, nch, per, args)
+    ptrs = (xp, xs, rp, rs, hp, y.data_ptr(), g.data_ptr(), rstd.data_ptr())
+    tags = (_TAG[xk.dtype], _TAG[rk.dtype], _TAG[y.dtype], _q_tag(casting, h_dtype))
+    args = (m, n, *ptrs, eps, eps_inside, h is not None, *tags)
+    _run(K.rms_fwd, K.rms_fwd_par, m, n, nch, per, args)
     y = y if y.dtype == out_dtype else y.to(out_dtype)
     return y, h if h_keep is None else h_keep, rstd
 
@@ -216,9 +216,10 @@ def ln_fwd(x, weight, bias, residual, eps):
     w, b = _vec(weight, n), _vec(bias, n, missing=0.0)
     nch, per = _chunks(m)
     hp = xp if h is None else h.data_ptr()
-    args = (m, n, xp, xs, rp, rs, hp, y.data_ptr(), w.data_ptr(), b.data_ptr(), mean.data_ptr(),
-            rstd.data_ptr(), eps, h is not None, _TAG[xk.dtype], _TAG[rk.dtype])  # fmt: skip
-    _run(K._ln_fwd, K._ln_fwd_par, m, n, nch, per, args)
+    ptrs = (xp, xs, rp, rs, hp, y.data_ptr(), w.data_ptr(), b.data_ptr())
+    stats = (mean.data_ptr(), rstd.data_ptr())
+    args = (m, n, *ptrs, *stats, eps, h is not None, _TAG[xk.dtype], _TAG[rk.dtype])
+    _run(K.ln_fwd, K.ln_fwd_par, m, n, nch, per, args)
     y = y if y.dtype == h_dtype else y.to(h_dtype)
     return y, h if h_keep is None else h_keep, mean, rstd
 
@@ -242,11 +243,11 @@ def rms_bwd(dy, dh, h, weight, rstd, eps, offset, casting, eps_inside):
     (dyk, dyp, dys), (_, dhp, dhs), (hk, hp, hs), dx = _bwd_inputs(dy, dh, h)
     g = _vec(weight, n, offset, casting=casting)
     dw = None if weight is None else torch.empty(n, dtype=F32)
-    args = (m, n, dyp, dys, dhp, dhs, hp, hs, g.data_ptr(), rstd.data_ptr(), dx.data_ptr(), eps,
-            eps_inside, dh is not None, dw is not None, _TAG[dyk.dtype], _TAG[hk.dtype],
-            _q_tag(casting, h.dtype))  # fmt: skip
+    ptrs = (dyp, dys, dhp, dhs, hp, hs, g.data_ptr(), rstd.data_ptr(), dx.data_ptr())
+    flags = (eps, eps_inside, dh is not None, dw is not None)
+    args = (m, n, *ptrs, *flags, _TAG[dyk.dtype], _TAG[hk.dtype], _q_tag(casting, h.dtype))
     nch, per = _chunks(m)
-    _run(K._rms_bwd, K._rms_bwd_par, m, n, nch, per, 0 if dw is None else n, args, _addr(dw))
+    _run(K.rms_bwd, K.rms_bwd_par, m, n, nch, per, 0 if dw is None else n, args, _addr(dw))
     return dx if dx.dtype == h.dtype else dx.to(h.dtype), dw
 
 
@@ -257,8 +258,8 @@ def ln_bwd(dy, dh, h, weight, mean, rstd, has_bias):
     w = _vec(weight, n)
     dw = None if weight is None else torch.empty(n, dtype=F32)
     db = torch.empty(n, dtype=F32) if has_bias else None
-    args = (m, n, dyp, dys, dhp, dhs, hp, hs, w.data_ptr(), mean.data_ptr(), rstd.data_ptr(),
-            dx.data_ptr(), dh is not None, _TAG[dyk.dtype], _TAG[hk.dtype])  # fmt: skip
+    ptrs = (dyp, dys, dhp, dhs, hp, hs, w.data_ptr(), mean.data_ptr(), rstd.data_ptr())
+    args = (m, n, *ptrs, dx.data_ptr(), dh is not None, _TAG[dyk.dtype], _TAG[hk.dtype])
     nch, per = _chunks(m)
-    _run(K._ln_bwd, K._ln_bwd_par, m, n, nch, per, n, args, _addr(dw), _addr(db))
+    _run(K.ln_bwd, K.ln_bwd_par, m, n, nch, per, n, args, _addr(dw), _addr(db))
     return dx if dx.dtype == h.dtype else dx.to(h.dtype), dw, db

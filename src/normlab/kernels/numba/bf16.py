@@ -15,12 +15,12 @@ bfloat16 is the top half of an IEEE float32, so
 That carry needs a NaN with non-zero low 16 bits, which only an FP32 operand can bring in: a
 widened bfloat16 has zero low bits, arithmetic passes a NaN operand's payload on (quieting sets
 bit 22) and makes new NaNs with zero low bits. :func:`from_f32_of` therefore drops the NaN case
-(a compare and a select per element) when every operand is bfloat16: a bfloat16 forward at 2
-threads ran ~5-15 % faster without it.
+(a compare and a select per element) when every operand is bfloat16 (what that saves is in
+docs/benchmarks.md, "In-cache cost per element").
 
 Tensors arrive as ``(address, row stride, dtype tag)``: :func:`rows` views the memory as a C
-array, so a call costs a few integer arguments instead of a ``Tensor.numpy()`` per tensor (~2 us
-each, which dominated small calls). The tag is a zero of the storage type (``np.float32(0)`` or
+array, so a call costs a few integer arguments instead of a ``Tensor.numpy()`` per tensor (which
+dominated small calls). The tag is a zero of the storage type (``np.float32(0)`` or
 ``np.uint16(0)``) and is what Numba specializes on.
 """
 
@@ -98,7 +98,7 @@ def bf16_to_f32(b):
 @njit(inline="always")
 def f32_to_bf16(v):
     """Round to nearest even; NaN stays a quiet NaN. (``v != v`` is one FP compare: an integer
-    test of the exponent costs AVX2 an unsigned-compare emulation, ~30 % of the store loop.)"""
+    test of the exponent costs AVX2 an unsigned-compare emulation in the store loop.)"""
     u = _f32_bits(v)
     nan = np.uint32(0) - np.uint32(v != v)  # all ones for a NaN: a branch-free select
     r = ((u | _QNAN) & nan) | ((u + _HALF + ((u >> _S16) & _ONE)) & ~nan)

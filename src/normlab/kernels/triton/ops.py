@@ -12,24 +12,22 @@ import os
 
 import torch
 
-from normlab.kernels import triton_launch as tk
 from normlab.kernels.ops import Launchers, make_kernel_ops
 from normlab.kernels.registry import kernel_backend, register
+from normlab.kernels.triton import launch as tk
 
 
 def _rms_fwd(x, weight, residual, eps, offset, casting, eps_inside, out_dtype):
+    rms = {"offset": offset, "casting": casting, "eps_inside": eps_inside}
     y, h, _, rstd = tk.norm_fwd(
-        x, weight, None, residual, eps, is_rms=True, out_dtype=out_dtype, offset=offset,
-        casting=casting, eps_inside=eps_inside,
-    )  # fmt: skip
+        x, weight, None, residual, eps, is_rms=True, out_dtype=out_dtype, **rms
+    )
     return y, h, rstd
 
 
 def _rms_bwd(dy, dh, h, weight, rstd, eps, offset, casting, eps_inside):
-    dh_total, dw, _ = tk.norm_bwd(
-        dy, dh, h, weight, None, rstd, is_rms=True, has_bias=False, offset=offset,
-        casting=casting, eps_inside=eps_inside,
-    )  # fmt: skip
+    rms = {"offset": offset, "casting": casting, "eps_inside": eps_inside}
+    dh_total, dw, _ = tk.norm_bwd(dy, dh, h, weight, None, rstd, is_rms=True, has_bias=False, **rms)
     return dh_total, dw
 
 

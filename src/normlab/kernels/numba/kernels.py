@@ -1,9 +1,9 @@
 """Numba CPU kernels for RMSNorm and LayerNorm, forward and backward, with a fused residual add.
 
-Layout every kernel shares (host side in :mod:`normlab.kernels.numba_launch`):
+Layout every kernel shares (host side in :mod:`normlab.kernels.numba.launch`):
 
 - a 2-D ``(M, N)`` tensor arrives as ``(address, row stride, dtype tag)`` and is viewed in place
-  (:func:`~normlab.kernels.numba_bf16.rows`), so any row stride is read without a copy; outputs
+  (:func:`~normlab.kernels.numba.bf16.rows`), so any row stride is read without a copy; outputs
   are contiguous; weight-sized vectors and statistics are float32;
 - float32 elements are used as is, bfloat16 ones as ``uint16`` bits converted on load and
   rounded to nearest even on store; all math and accumulation is FP32;
@@ -16,10 +16,10 @@ Layout every kernel shares (host side in :mod:`normlab.kernels.numba_launch`):
   exact), so each loop exists once, not once per flag combination.
 
 ``*_rows(c0, c1, per, ...)`` computes chunks ``[c0, c1)``. The launcher runs all chunks through
-the ``*_par`` drivers on Numba's OpenMP threads (one thread for small tensors; the hand-off to a
-second costs ~3 us, a Python thread pool cost ~50 us, more than a small norm); their one-thread
-twins ``_rms_fwd``, ``_ln_fwd``, ``_rms_bwd``, ``_ln_bwd`` serve where the pool must not be used.
-The GIL is released throughout.
+the ``*_par`` drivers on Numba's OpenMP threads (one thread for small tensors, where handing work
+to a second costs more than it saves; a Python thread pool costs more than a small norm); their
+one-thread twins ``rms_fwd``, ``ln_fwd``, ``rms_bwd``, ``ln_bwd`` serve where the pool must not be
+used. The GIL is released throughout.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from normlab.kernels.numba_bf16 import from_f32, from_f32_of, round_to, rows, to_f32, vec
+from normlab.kernels.numba.bf16 import from_f32, from_f32_of, round_to, rows, to_f32, vec
 
 # reassoc lets LLVM vectorize the FP32 row sums (a fixed order per build, so still
 # deterministic); no nnan/ninf, so NaN and inf propagate like the reference. The numpy error
@@ -102,8 +102,9 @@ def _nan_free(v, n):
 
 
 @njit(**_JIT)
-def _rms_fwd_rows(c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, gp, rstdp, eps, eps_inside, has_res,
-                  xt, ht, yt, qt):  # fmt: skip
+def _rms_fwd_rows(
+    c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, gp, rstdp, eps, eps_inside, has_res, xt, ht, yt, qt
+):
     r"""RMSNorm forward of the rows of chunks ``[c0, c1)``:
     :math:`h = x + r`, :math:`\mathrm{rstd} = 1/\sqrt{\overline{h^2} + \epsilon}`,
     :math:`y = g \cdot q(h\,\mathrm{rstd})` with ``g = offset + weight`` and ``q`` rounding to
@@ -111,8 +112,8 @@ def _rms_fwd_rows(c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, gp, rstdp, eps, eps
 
     Software-pipelined: the loop writing row ``i`` also streams row ``i + 1`` in from memory
     (its sum of squares, and with ``has_res`` its ``h``), so the DRAM reads overlap the
-    arithmetic of the stores (~15-20 % faster at large shapes than two separate passes).
-    bfloat16 ``y`` is stored without the NaN case (:func:`~normlab.kernels.numba_bf16.from_f32_of`);
+    arithmetic of the stores (faster at large shapes than two separate passes).
+    bfloat16 ``y`` is stored without the NaN case (:func:`~normlab.kernels.numba.bf16.from_f32_of`);
     a gain holding a NaN could bring a payload that needs it, and then the rows are redone."""
     x, r, h = rows(xp, m, xs, xt), rows(rp, m, rs, ht), rows(hp, m, n, ht)
     y, g, rstd = rows(yp, m, n, yt), vec(gp, n), vec(rstdp, m)
@@ -173,8 +174,30 @@ def _rms_dot(hr, dyr, acc, n, rs_, g, has_w, qt):
 
 
 @njit(**_JIT)
-def _rms_bwd_rows(c0, c1, per, dw, m, n, dyp, dys, dhp, dhs, hp, hs, gp, rstdp, dxp, eps,
-                  eps_inside, has_dh, has_w, dyt, ht, qt):  # fmt: skip
+def _rms_bwd_rows(
+    c0,
+    c1,
+    per,
+    dw,
+    m,
+    n,
+    dyp,
+    dys,
+    dhp,
+    dhs,
+    hp,
+    hs,
+    gp,
+    rstdp,
+    dxp,
+    eps,
+    eps_inside,
+    has_dh,
+    has_w,
+    dyt,
+    ht,
+    qt,
+):
     r"""RMSNorm backward of chunks ``[c0, c1)``, with :math:`\hat x = h\,\mathrm{rstd}`,
     :math:`\hat g = g \odot dy` and :math:`c = \overline{\hat g \hat x}`:
 
@@ -273,8 +296,9 @@ def _ln_y_exact(src, y, w, b, mean, rstd, i0, i1, n, ht):
 
 
 @njit(**_JIT)
-def _ln_fwd_rows(c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, wp, bp, meanp, rstdp, eps, has_res,
-                 xt, ht):  # fmt: skip
+def _ln_fwd_rows(
+    c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, wp, bp, meanp, rstdp, eps, has_res, xt, ht
+):
     r"""LayerNorm forward of chunks ``[c0, c1)``, FP32 statistics of the row:
     :math:`\mu = \bar h`, :math:`\mathrm{rstd} = 1/\sqrt{\overline{(h-\mu)^2} + \epsilon}`,
     :math:`y = (h - \mu)\,\mathrm{rstd}\,w + b` (``y`` in ``h``'s dtype).
@@ -321,8 +345,9 @@ def _ln_fwd_rows(c0, c1, per, m, n, xp, xs, rp, rs, hp, yp, wp, bp, meanp, rstdp
 
 
 @njit(**_JIT_NO_FMA)
-def _ln_bwd_rows(c0, c1, per, dw, db, m, n, dyp, dys, dhp, dhs, hp, hs, wp, meanp, rstdp, dxp,
-                 has_dh, dyt, ht):  # fmt: skip
+def _ln_bwd_rows(
+    c0, c1, per, dw, db, m, n, dyp, dys, dhp, dhs, hp, hs, wp, meanp, rstdp, dxp, has_dh, dyt, ht
+):
     r"""LayerNorm backward of chunks ``[c0, c1)``, with :math:`\hat x = (h-\mu)\,\mathrm{rstd}`
     and :math:`\hat g = w \odot dy`:
 
@@ -381,25 +406,25 @@ def _ln_bwd_rows(c0, c1, per, dw, db, m, n, dyp, dys, dhp, dhs, hp, hs, wp, mean
 
 
 @njit(**_JIT)
-def _rms_fwd(nch, per, args):
+def rms_fwd(nch, per, args):
     for c in range(nch):  # chunk by chunk, as the threads do: the same bits either way
         _rms_fwd_rows(c, c + 1, per, *args)
 
 
 @njit(parallel=True, **_JIT)
-def _rms_fwd_par(nch, per, args):
+def rms_fwd_par(nch, per, args):
     for c in prange(nch):
         _rms_fwd_rows(c, c + 1, per, *args)
 
 
 @njit(**_JIT)
-def _ln_fwd(nch, per, args):
+def ln_fwd(nch, per, args):
     for c in range(nch):
         _ln_fwd_rows(c, c + 1, per, *args)
 
 
 @njit(parallel=True, **_JIT)
-def _ln_fwd_par(nch, per, args):
+def ln_fwd_par(nch, per, args):
     for c in prange(nch):
         _ln_fwd_rows(c, c + 1, per, *args)
 
@@ -409,7 +434,7 @@ def _reduce(parts, outp):
     """``out = parts.sum(0)`` in chunk order (FP32) into the vector at ``outp`` (0: none).
 
     Plain loops, no array expressions: in a ``parallel=True`` driver each of those becomes a
-    parallel region of its own, ~2 us of thread hand-off apiece on a small tensor."""
+    parallel region of its own, each a thread hand-off that a small tensor pays for."""
     if outp == 0:
         return
     out = vec(outp, parts.shape[1])
@@ -421,7 +446,7 @@ def _reduce(parts, outp):
 
 
 @njit(**_JIT)
-def _rms_bwd(nch, per, nw, args, dwo):
+def rms_bwd(nch, per, nw, args, dwo):
     """RMSNorm backward of all chunks on this thread; ``dweight`` (``nw`` = N or 0) to ``dwo``."""
     dw = np.empty((nch, max(nw, 1)), np.float32)
     _rms_bwd_rows(0, nch, per, dw, *args)
@@ -429,7 +454,7 @@ def _rms_bwd(nch, per, nw, args, dwo):
 
 
 @njit(parallel=True, **_JIT)
-def _rms_bwd_par(nch, per, nw, args, dwo):
+def rms_bwd_par(nch, per, nw, args, dwo):
     dw = np.empty((nch, max(nw, 1)), np.float32)
     for c in prange(nch):
         _rms_bwd_rows(c, c + 1, per, dw, *args)
@@ -437,7 +462,7 @@ def _rms_bwd_par(nch, per, nw, args, dwo):
 
 
 @njit(**_JIT)
-def _ln_bwd(nch, per, n, args, dwo, dbo):
+def ln_bwd(nch, per, n, args, dwo, dbo):
     """LayerNorm backward of all chunks on this thread; ``dweight``/``dbias`` to ``dwo``/``dbo``
     (0: not wanted)."""
     dw, db = np.empty((nch, n), np.float32), np.empty((nch, n), np.float32)
@@ -447,7 +472,7 @@ def _ln_bwd(nch, per, n, args, dwo, dbo):
 
 
 @njit(parallel=True, **_JIT)
-def _ln_bwd_par(nch, per, n, args, dwo, dbo):
+def ln_bwd_par(nch, per, n, args, dwo, dbo):
     dw, db = np.empty((nch, n), np.float32), np.empty((nch, n), np.float32)
     for c in prange(nch):
         _ln_bwd_rows(c, c + 1, per, dw, db, *args)

@@ -7,7 +7,7 @@ the row is streamed in ``BLOCK_N`` chunks (statistics pass, then output pass). S
 always FP32.
 
 The host side (block sizes, grids, partial-sum reduction) lives in
-:mod:`normlab.kernels.triton_launch`.
+:mod:`normlab.kernels.triton.launch`.
 """
 
 from __future__ import annotations
@@ -86,14 +86,33 @@ def _normalize(
 
 
 @triton.jit
-def _norm_fwd_kernel(
-    X, R, H, W, B, Y, MEAN, RSTD,  # H is X without a residual (h's dtype); MEAN unused by RMS
-    stride_x, stride_r, stride_h, stride_y,
-    M, N, eps, offset,
-    IS_RMS: tl.constexpr, HAS_RES: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
-    CASTING: tl.constexpr, EPS_INSIDE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOPED: tl.constexpr,
-):  # fmt: skip
+def norm_fwd_kernel(
+    X,
+    R,
+    H,  # X without a residual (h's dtype)
+    W,
+    B,
+    Y,
+    MEAN,  # unused by RMSNorm
+    RSTD,
+    stride_x,
+    stride_r,
+    stride_h,
+    stride_y,
+    M,
+    N,
+    eps,
+    offset,
+    IS_RMS: tl.constexpr,
+    HAS_RES: tl.constexpr,
+    HAS_W: tl.constexpr,
+    HAS_B: tl.constexpr,
+    CASTING: tl.constexpr,
+    EPS_INSIDE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    LOOPED: tl.constexpr,
+):
     """Forward of both norms over rows ``[pid*BLOCK_M, (pid+1)*BLOCK_M)``.
 
     h = x + r;  RMS: rstd = 1/sqrt(mean(h^2) + eps), y = (offset + w) * h * rstd;
@@ -125,8 +144,25 @@ def _norm_fwd_kernel(
             mean += c
             var = tl.maximum(tl.sum(xc * xc, axis=1) / N - c * c, 0.0)
             rstd = 1.0 / tl.sqrt(var + eps)
-        _store_y(h, mean, rstd, W, B, Y, rows, offs, cmask, mask, stride_y, offset,
-                 IS_RMS, HAS_W, HAS_B, CASTING, hdt)  # fmt: skip
+        _store_y(
+            h,
+            mean,
+            rstd,
+            W,
+            B,
+            Y,
+            rows,
+            offs,
+            cmask,
+            mask,
+            stride_y,
+            offset,
+            IS_RMS,
+            HAS_W,
+            HAS_B,
+            CASTING,
+            hdt,
+        )
     else:
         # Pass 1: statistics, chunk by chunk (writing h once). LayerNorm merges per-chunk
         # (count, mean, M2) with Chan's formula, which keeps the two-pass accuracy.
@@ -163,8 +199,25 @@ def _norm_fwd_kernel(
                 h = tl.load(H + rows * stride_h + cols, mask=mask, other=0.0).to(tl.float32)
             else:
                 h = tl.load(X + rows * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
-            _store_y(h, mean, rstd, W, B, Y, rows, cols, cmask, mask, stride_y, offset,
-                     IS_RMS, HAS_W, HAS_B, CASTING, hdt)  # fmt: skip
+            _store_y(
+                h,
+                mean,
+                rstd,
+                W,
+                B,
+                Y,
+                rows,
+                cols,
+                cmask,
+                mask,
+                stride_y,
+                offset,
+                IS_RMS,
+                HAS_W,
+                HAS_B,
+                CASTING,
+                hdt,
+            )
     if not IS_RMS:
         tl.store(MEAN + rows1, mean, mask=row_ok)
     tl.store(RSTD + rows1, rstd, mask=row_ok)
@@ -172,10 +225,24 @@ def _norm_fwd_kernel(
 
 @triton.jit
 def _store_y(
-    h, mean, rstd, W, B, Y, rows, cols, cmask, mask, stride_y, offset,
-    IS_RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, CASTING: tl.constexpr,
+    h,
+    mean,
+    rstd,
+    W,
+    B,
+    Y,
+    rows,
+    cols,
+    cmask,
+    mask,
+    stride_y,
+    offset,
+    IS_RMS: tl.constexpr,
+    HAS_W: tl.constexpr,
+    HAS_B: tl.constexpr,
+    CASTING: tl.constexpr,
     hdt: tl.constexpr,
-):  # fmt: skip
+):
     """y from h and the row statistics, in the cast order of ``CASTING``."""
     xhat = _normalize(h, mean, rstd, cmask, IS_RMS, CASTING, hdt)
     if HAS_W:
@@ -192,9 +259,22 @@ def _store_y(
 
 @triton.jit
 def _dh_terms(
-    H, W, DY, rows, cols, cmask, mask, mean, rstd, stride_h, stride_dy, offset,
-    IS_RMS: tl.constexpr, HAS_W: tl.constexpr, CASTING: tl.constexpr,
-):  # fmt: skip
+    H,
+    W,
+    DY,
+    rows,
+    cols,
+    cmask,
+    mask,
+    mean,
+    rstd,
+    stride_h,
+    stride_dy,
+    offset,
+    IS_RMS: tl.constexpr,
+    HAS_W: tl.constexpr,
+    CASTING: tl.constexpr,
+):
     """Per-element pieces of the backward: (h, dy, xhat, xq, dxhat = dy * gain).
 
     ``xq`` is xhat as the forward multiplied it by the gain (rounded for the llama/none cast
@@ -238,14 +318,33 @@ def _centre(c1, c2, m0):
 
 
 @triton.jit
-def _norm_bwd_kernel(
-    H, W, MEAN, RSTD, DY, DHO, DH, DW, DB,
-    stride_h, stride_dy, stride_dho, stride_dh,
-    M, N, offset,
-    IS_RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_DHO: tl.constexpr,
-    CASTING: tl.constexpr, EPS_INSIDE: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LOOPED: tl.constexpr,
-):  # fmt: skip
+def norm_bwd_kernel(
+    H,
+    W,
+    MEAN,
+    RSTD,
+    DY,
+    DHO,
+    DH,
+    DW,
+    DB,
+    stride_h,
+    stride_dy,
+    stride_dho,
+    stride_dh,
+    M,
+    N,
+    offset,
+    IS_RMS: tl.constexpr,
+    HAS_W: tl.constexpr,
+    HAS_B: tl.constexpr,
+    HAS_DHO: tl.constexpr,
+    CASTING: tl.constexpr,
+    EPS_INSIDE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    LOOPED: tl.constexpr,
+):
     """Backward of both norms; a persistent program walks row tiles pid, pid + G, ...
 
     With xhat the normalized row, dxhat = dy * gain, c1 = mean(dxhat * xhat), c2 = mean(dxhat):
@@ -274,9 +373,23 @@ def _norm_bwd_kernel(
             mean = tl.load(MEAN + rows1, mask=row_ok, other=0.0)
         if not LOOPED:
             mask = row_ok[:, None] & cmask
-            h, dy, xhat, xq, dxhat = _dh_terms(H, W, DY, rows, offs, cmask, mask, mean, rstd,
-                                           stride_h, stride_dy, offset, IS_RMS, HAS_W,
-                                           CASTING)  # fmt: skip
+            h, dy, xhat, xq, dxhat = _dh_terms(
+                H,
+                W,
+                DY,
+                rows,
+                offs,
+                cmask,
+                mask,
+                mean,
+                rstd,
+                stride_h,
+                stride_dy,
+                offset,
+                IS_RMS,
+                HAS_W,
+                CASTING,
+            )
             c1 = tl.sum(dxhat * xhat, axis=1) / N
             c2 = tl.sum(dxhat, axis=1) / N
             if not IS_RMS:
@@ -303,9 +416,23 @@ def _norm_bwd_kernel(
                 cols = start + offs
                 cmask = cols < N
                 mask = row_ok[:, None] & cmask
-                h, dy, xhat, xq, dxhat = _dh_terms(H, W, DY, rows, cols, cmask, mask, mean, rstd,
-                                               stride_h, stride_dy, offset, IS_RMS, HAS_W,
-                                               CASTING)  # fmt: skip
+                h, dy, xhat, xq, dxhat = _dh_terms(
+                    H,
+                    W,
+                    DY,
+                    rows,
+                    cols,
+                    cmask,
+                    mask,
+                    mean,
+                    rstd,
+                    stride_h,
+                    stride_dy,
+                    offset,
+                    IS_RMS,
+                    HAS_W,
+                    CASTING,
+                )
                 c0 += tl.sum(xhat, axis=1)
                 c1 += tl.sum(dxhat * xhat, axis=1)
                 c2 += tl.sum(dxhat, axis=1)
@@ -323,9 +450,23 @@ def _norm_bwd_kernel(
                 cols = start + offs
                 cmask = cols < N
                 mask = row_ok[:, None] & cmask
-                h, dy, xhat, xq, dxhat = _dh_terms(H, W, DY, rows, cols, cmask, mask, mean, rstd,
-                                               stride_h, stride_dy, offset, IS_RMS, HAS_W,
-                                               CASTING)  # fmt: skip
+                h, dy, xhat, xq, dxhat = _dh_terms(
+                    H,
+                    W,
+                    DY,
+                    rows,
+                    cols,
+                    cmask,
+                    mask,
+                    mean,
+                    rstd,
+                    stride_h,
+                    stride_dy,
+                    offset,
+                    IS_RMS,
+                    HAS_W,
+                    CASTING,
+                )
                 dh = _dh(dxhat, xhat, rstd, c1, c2, q, IS_RMS)
                 if HAS_DHO:
                     dho = tl.load(DHO + rows * stride_dho + cols, mask=mask, other=0.0)
