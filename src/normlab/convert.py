@@ -203,6 +203,9 @@ def _rmsnorm_like(ln: nn.Module, backend: str) -> RMSNorm:
     # No weight, so "gemma" and "llama" cast orders are the same math; "gemma" is also what
     # backend="torch" (F.rms_norm) implements.
     return RMSNorm(
-        ln.normalized_shape, eps=ln.eps, elementwise_affine=False, casting="gemma",
+        ln.normalized_shape,
+        eps=ln.eps,
+        elementwise_affine=False,
+        casting="gemma",
         backend=backend,
-    ).train(ln.training)  # fmt: skip
+    ).train(ln.training)

@@ -46,9 +46,15 @@ _FUSABLE_LAYERS = frozenset(
     f"{fam}DecoderLayer" for fam in ("Llama", "Mistral", "Qwen2", "Qwen3", "Phi3")
 )
 _LAYER_PARAMS = (
-    "self", "hidden_states", "attention_mask", "position_ids", "cache", "use_cache",
-    "position_embeddings", "kwargs",
-)  # fmt: skip
+    "self",
+    "hidden_states",
+    "attention_mask",
+    "position_ids",
+    "cache",
+    "use_cache",
+    "position_embeddings",
+    "kwargs",
+)
 
 
 @dataclass
@@ -111,20 +117,33 @@ def _replacement(module: nn.Module, backend: str) -> nn.Module | None:
     if cls.__name__ in _HF_RMSNORMS and cls.__module__.startswith("transformers.models."):
         casting, offset, eps_attr = _HF_RMSNORMS[cls.__name__]
         new = RMSNorm(
-            module.weight.shape, eps=getattr(module, eps_attr), offset=offset, casting=casting,
-            backend=backend, device="meta", dtype=module.weight.dtype,
-        )  # fmt: skip
+            module.weight.shape,
+            eps=getattr(module, eps_attr),
+            offset=offset,
+            casting=casting,
+            backend=backend,
+            device="meta",
+            dtype=module.weight.dtype,
+        )
     elif cls is nn.RMSNorm:
         affine = module.weight is not None
         new = RMSNorm(
-            module.normalized_shape, eps=module.eps, elementwise_affine=affine,
-            casting="gemma", backend=backend, device="meta",
-        )  # fmt: skip
+            module.normalized_shape,
+            eps=module.eps,
+            elementwise_affine=affine,
+            casting="gemma",
+            backend=backend,
+            device="meta",
+        )
     elif cls is nn.LayerNorm:
         new = LayerNorm(
-            module.normalized_shape, eps=module.eps, elementwise_affine=module.elementwise_affine,
-            bias=module.bias is not None, backend=backend, device="meta",
-        )  # fmt: skip
+            module.normalized_shape,
+            eps=module.eps,
+            elementwise_affine=module.elementwise_affine,
+            bias=module.bias is not None,
+            backend=backend,
+            device="meta",
+        )
     else:
         return None
     # The new module was built on "meta" (no storage); hand it the original Parameters.

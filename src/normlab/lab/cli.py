@@ -50,14 +50,19 @@ def build_parser() -> argparse.ArgumentParser:
         description="Normalization layers, fast kernels and a lab for Transformers.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--debug", action="store_true",
-                        help="show the traceback of a usage error instead of one line")  # fmt: skip
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="show the traceback of a usage error instead of one line",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module, help_) in SUBCOMMANDS.items():
         p = sub.add_parser(
-            name, help=help_, description=help_,
+            name,
+            help=help_,
+            description=help_,
             formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        )  # fmt: skip
+        )
         mod = importlib.import_module(module)
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)

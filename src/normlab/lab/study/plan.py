@@ -43,10 +43,15 @@ def format_plan(preset, seed_block: int = 0, how: str | None = None) -> str:
         est = n * cpu_seconds(r.config)
         total += est
         m = r.config.model
-        rows.append([
-            r.name, n, f"{m.arch} {m.placement}-{m.norm} d={m.dim} L={m.n_layers}",
-            r.config.steps, f"{est:.0f}",
-        ])  # fmt: skip
+        rows.append(
+            [
+                r.name,
+                n,
+                f"{m.arch} {m.placement}-{m.norm} d={m.dim} L={m.n_layers}",
+                r.config.steps,
+                f"{est:.0f}",
+            ]
+        )
     lines = [
         f"normlab study {how or '--preset ' + preset.name} --seed {seed_block}: "
         f"{preset.description}",

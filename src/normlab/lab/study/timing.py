@@ -89,9 +89,15 @@ def _time(fns: Sequence[Callable[[], None]], reps: int) -> float:
 
 
 def time_arms(
-    configs: dict[str, TrainConfig], corpus: Corpus, *, rounds: int = 7, steps: int = 3,
-    reps: int = 5, threads: int = 0, on_round: Callable[[], None] | None = None,
-) -> dict[str, dict[str, list[float]]]:  # fmt: skip
+    configs: dict[str, TrainConfig],
+    corpus: Corpus,
+    *,
+    rounds: int = 7,
+    steps: int = 3,
+    reps: int = 5,
+    threads: int = 0,
+    on_round: Callable[[], None] | None = None,
+) -> dict[str, dict[str, list[float]]]:
     """``arm -> {"step_ms", "norm_ms", "torch_norm_ms": one value per round}``."""
     if threads:
         torch.set_num_threads(threads)

@@ -82,9 +82,13 @@ class DistributedTrainer(Trainer):
         cfg, info = self.cfg, self.info
         local = cfg.batch_size // info.world_size
         it = RandomBatches(
-            self.data.train, local, cfg.seq_len, seed=cfg.seed,
-            rank=info.rank, world_size=info.world_size,
-        )  # fmt: skip
+            self.data.train,
+            local,
+            cfg.seq_len,
+            seed=cfg.seed,
+            rank=info.rank,
+            world_size=info.world_size,
+        )
         for _ in range(self._start):  # the stream is seeded: replay it up to the checkpoint
             next(it)
         return ((x.to(info.device), y.to(info.device)) for x, y in it)
@@ -140,11 +144,17 @@ class DistributedTrainer(Trainer):
         model_sd, optim_sd = D.full_state(self.model, self.optimizer)
         if self.info.is_main:
             res = self._res
-            D.save_atomic({
-                "step": done, "config": self.cfg.to_dict(), "world_size": self.info.world_size,
-                "model": model_sd, "optim": optim_sd,
-                "result": {"history": res.history, "evals": res.evals, "probes": res.probes},
-            }, self.out / CHECKPOINT)  # fmt: skip
+            D.save_atomic(
+                {
+                    "step": done,
+                    "config": self.cfg.to_dict(),
+                    "world_size": self.info.world_size,
+                    "model": model_sd,
+                    "optim": optim_sd,
+                    "result": {"history": res.history, "evals": res.evals, "probes": res.probes},
+                },
+                self.out / CHECKPOINT,
+            )
         D.barrier(self.info)  # nobody runs ahead (or exits) before the file is complete
 
     def _read_checkpoint(self) -> dict | None:

@@ -74,9 +74,10 @@ def setup(device: str = "auto", timeout_s: float = 300.0) -> DistInfo:
     if dist.is_initialized():  # the caller runs the group (e.g. a test harness)
         return DistInfo(rank, world, local_rank, dev)
     dist.init_process_group(
-        backend_for(dev), timeout=timedelta(seconds=timeout_s),
+        backend_for(dev),
+        timeout=timedelta(seconds=timeout_s),
         device_id=dev if dev.type == "cuda" else None,
-    )  # fmt: skip
+    )
     return DistInfo(rank, world, local_rank, dev, owns_group=True)
 
 
@@ -173,9 +174,12 @@ def load_full_state(
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
 
     set_state_dict(
-        model, optimizer, model_state_dict=model_sd, optim_state_dict=optim_sd,
+        model,
+        optimizer,
+        model_state_dict=model_sd,
+        optim_state_dict=optim_sd,
         options=StateDictOptions(full_state_dict=True),
-    )  # fmt: skip
+    )
 
 
 def save_atomic(obj: dict, path: str | os.PathLike) -> None:

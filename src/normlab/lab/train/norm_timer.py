@@ -1,7 +1,7 @@
 """Wall time spent inside a model's norm modules during a forward pass.
 
 Forward pre/post hooks on each norm module add up ``perf_counter`` intervals while the timer is
-entered, and cost ~1 µs per call when it is not. Only the forward is timed: backward hooks would
+entered, and do next to nothing when it is not. Only the forward is timed: backward hooks would
 wrap every norm's inputs in an extra autograd node and change the time being measured.
 """
 

@@ -250,10 +250,15 @@ class Trainer:
             opt.zero_grad(set_to_none=True)
             t2 = time.perf_counter()
             rec = {
-                "step": step, "loss": loss_v, "grad_norm": gnorm, "lr": lr,
-                "tokens_per_s": x.numel() / (t2 - t0), "step_ms": 1e3 * (t2 - t0),
-                "fwd_ms": 1e3 * (t1 - t0), "norm_ms": 1e3 * timer.seconds,
-            }  # fmt: skip
+                "step": step,
+                "loss": loss_v,
+                "grad_norm": gnorm,
+                "lr": lr,
+                "tokens_per_s": x.numel() / (t2 - t0),
+                "step_ms": 1e3 * (t2 - t0),
+                "fwd_ms": 1e3 * (t1 - t0),
+                "norm_ms": 1e3 * timer.seconds,
+            }
             for c in cols:
                 res.history[c].append(rec[c])
             self.log(step, rec)
