@@ -289,37 +289,55 @@ class BatchNorm(nn.Module):
         s = stat_dtype(x.dtype)
         xs = x.to(s).reshape(-1, self.num_features)  # (tokens, C)
         if self.training:
-            mean, var = self._batch_stats(xs, None if mask is None else mask.reshape(-1))
+            xc, var = self._batch_stats(xs, None if mask is None else mask.reshape(-1))
         else:
-            mean, var = self.running_mean.to(s), self.running_var.to(s)
-        y = (xs - mean) * torch.rsqrt(var + self.eps) * self.weight.to(s) + self.bias.to(s)
+            xc, var = xs - self.running_mean.to(s), self.running_var.to(s)
+        y = xc * torch.rsqrt(var + self.eps) * self.weight.to(s) + self.bias.to(s)
         return y.to(x.dtype).reshape(x.shape)
 
     def _batch_stats(self, xs: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
-        # Sums are taken around the running mean (identical on every rank) so E[x²] - E[x]²
-        # does not cancel when |mean| >> std; the three sums are all that a rank would share.
-        shift = self.running_mean.detach().to(xs.dtype)
-        d = xs - shift
-        if mask is not None:
-            d = d * mask.to(d.dtype).unsqueeze(-1)
-            count = mask.sum().to(xs.dtype)
-        else:
+        r"""The centered tokens ``x - mean`` and the biased variance of the (unmasked) tokens,
+        by the corrected two-pass algorithm (Chan, Golub & LeVeque 1983):
+
+        .. math::
+            m = \tfrac1n\sum_t x_t,\quad d_t = x_t - m,\quad
+            \delta = \tfrac1n\sum_t d_t,\quad
+            \sigma^2 = \tfrac1n\sum_t d_t^2 - \delta^2,\quad \mu = m + \delta
+
+        The second pass sums around the first pass's mean, so nothing cancels however far the
+        mean is from 0 (or from a stale running mean); ``delta`` is the rounding error of ``m``,
+        subtracted from ``d`` so that ``x - mu`` keeps the digits an FP32 ``mu`` would round off.
+        Each pass is one all-reduce of per-rank sums: N ranks compute (and differentiate) what one
+        process computes on the concatenated batch. ``m`` is a constant to autograd: ``d - delta``
+        and ``sigma^2`` do not depend on it, so the gradient is exact without the first pass's
+        graph (nor its all-reduce in the backward).
+        """
+        if mask is None:
             count = torch.tensor(float(xs.shape[0]), dtype=xs.dtype, device=xs.device)
-        sums = self._reduce_stats(torch.cat([d.sum(0), d.pow(2).sum(0), count.reshape(1)]))
-        s1, s2, count = sums[: self.num_features], sums[self.num_features : -1], sums[-1]
+            valid = xs
+        else:
+            count = mask.sum().to(xs.dtype)
+            keep = mask.unsqueeze(-1)
+            valid = torch.where(keep, xs, 0.0)  # not a product: padding may hold inf or NaN
+        sums = self._reduce_stats(torch.cat([valid.detach().sum(0), count.reshape(1)]))
+        count = sums[-1]
         if not torch.compiler.is_compiling() and count.item() < 2:
             raise ValueError(
                 f"BatchNorm needs at least 2 unmasked tokens in training mode, got {int(count)}"
             )
-        dmean = s1 / count
-        var = (s2 / count - dmean.pow(2)).clamp_min(0)
-        mean = dmean + shift
-        self._update_running(mean.detach(), var.detach(), count.detach())
-        return mean, var
+        m = sums[:-1] / count
+        d = xs - m
+        dv = d if mask is None else torch.where(keep, d, 0.0)
+        sums = self._reduce_stats(torch.cat([dv.sum(0), dv.pow(2).sum(0)]))
+        delta = sums[: self.num_features] / count
+        var = (sums[self.num_features :] / count - delta.pow(2)).clamp_min(0)
+        self._update_running((m + delta).detach(), var.detach(), count.detach())
+        return d - delta, var
 
     def _reduce_stats(self, sums: Tensor) -> Tensor:
-        """Sum ``[sum, sum of squares, count]`` over the ranks when a process group is active, so
-        N ranks normalize (and differentiate) exactly as one process on the concatenated batch."""
+        """Sum per-rank sums over the ranks when a process group is active (once for ``[sum x,
+        count]``, once for ``[sum d, sum d²]``), so N ranks normalize (and differentiate) exactly
+        as one process on the concatenated batch."""
         return all_reduce_sum(sums)
 
     @torch.no_grad()
