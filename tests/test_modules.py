@@ -27,9 +27,30 @@ def test_rmsnorm_is_a_drop_in_for_torch(shape, affine):
     assert list(ours.state_dict()) == list(theirs.state_dict())
 
 
-def test_rmsnorm_eps_none_means_machine_epsilon_like_torch():
-    x = torch.randn(2, 8) * 1e-4
-    torch.testing.assert_close(normlab.RMSNorm(8, eps=None)(x), nn.RMSNorm(8)(x), **TOL)
+FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_rmsnorm_eps_none_is_torchs_eps_of_the_compute_dtype(dtype):
+    # torch's kernels take the eps of the type they compute in: FP32's for half inputs. The
+    # half dtype's own (2**-7 in bfloat16) dwarfs mean(x²) = 1e-6 and scaled y down ~90x.
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(6, 64, generator=g) * 1e-3).to(dtype)
+    theirs = nn.RMSNorm(64, eps=None, dtype=dtype)
+    nn.init.normal_(theirs.weight, 1.0, 0.2)
+    want = theirs(x).detach()
+    ours = normlab.RMSNorm(64, eps=None, casting="gemma", dtype=dtype)
+    ours.load_state_dict(theirs.state_dict())
+    torch.testing.assert_close(ours(x).detach(), want, **TOLERANCES[dtype])
+    w = theirs.weight.detach()
+    assert torch.equal(normlab.rms_norm(x, w, None, casting="gemma", backend="reference"), want)
+    for backend in ("auto", "torch"):
+        got = normlab.rms_norm(x, w, eps=None, casting="gemma", backend=backend)
+        torch.testing.assert_close(got, want, **TOLERANCES[dtype], msg=backend)
+    # with a residual, eps follows h's dtype, which is the residual's
+    zero = torch.zeros_like(x, dtype=torch.float32)
+    y, _ = normlab.rms_norm(zero, w, None, residual=x, casting="gemma")
+    torch.testing.assert_close(y, want, **TOLERANCES[dtype])
 
 
 @pytest.mark.parametrize("shape", [16, (4, 8)], ids=str)

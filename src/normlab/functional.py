@@ -13,6 +13,7 @@ from torch import Tensor
 
 from normlab.kernels import registry
 from normlab.kernels.registry import Backend
+from normlab.reference import default_eps
 from normlab.validation import check_common, check_rms_options, check_tensor
 
 __all__ = ["available_backends", "get_backend", "layer_norm", "rms_norm"]
@@ -34,7 +35,7 @@ def _resolve(backend: str, x: Tensor) -> Backend:
 def rms_norm(
     x: Tensor,
     weight: Tensor | None = None,
-    eps: float = 1e-6,
+    eps: float | None = 1e-6,
     *,
     residual: Tensor | None = None,
     offset: float = 0.0,
@@ -50,7 +51,11 @@ def rms_norm(
     ``backend="auto"`` runs the Numba kernels on CPU tensors and the Triton kernels on CUDA
     tensors, at every shape (the reference where neither is installed; docs/kernels.md, "What
     auto runs", says why nothing is routed to PyTorch's ops); float64 always runs the reference.
+    ``eps=None`` is what ``torch.nn.RMSNorm`` makes of it: the machine epsilon of the statistics
+    dtype (FP32 for half inputs, FP64 for FP64; :func:`normlab.reference.default_eps`).
     """
+    if eps is None:
+        eps = default_eps(x.dtype if residual is None else residual.dtype)
     check_common(x, weight, residual, eps, backend)
     check_rms_options(weight, offset, casting, eps_inside)
     return _resolve(backend, x).rms_norm(

@@ -69,7 +69,10 @@ class RMSNorm(_LastDimsNorm):
 
     ``offset=1.0, casting="gemma"`` is Gemma's ``(1 + w)`` norm; the weight is then initialised
     to ``1 - offset`` so the layer starts as the identity gain either way. ``eps=None`` means
-    ``torch.finfo(x.dtype).eps``, as in ``torch.nn.RMSNorm``.
+    what it means to ``torch.nn.RMSNorm``: the machine epsilon of the dtype the statistics are
+    computed in (FP32's for half inputs, FP64's for FP64). The defaults differ from
+    ``torch.nn.RMSNorm``'s (``eps=1e-6`` and the llama cast order, against ``eps=None`` and the
+    gemma order); ``eps=None, casting="gemma"`` gives its numbers (docs/dropin.md).
     """
 
     def __init__(
@@ -102,9 +105,8 @@ class RMSNorm(_LastDimsNorm):
             nn.init.constant_(self.weight, 1.0 - self.offset)
 
     def forward(self, x: Tensor, residual: Tensor | None = None):
-        eps = torch.finfo(x.dtype).eps if self.eps is None else self.eps
         return self._call(
-            F.rms_norm, x, residual, self.weight, eps=eps, offset=self.offset,
+            F.rms_norm, x, residual, self.weight, eps=self.eps, offset=self.offset,
             casting=self.casting, eps_inside=self.eps_inside, backend=self.backend,
         )  # fmt: skip
 

@@ -20,6 +20,13 @@ def stat_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
+def default_eps(dtype: torch.dtype) -> float:
+    """What ``eps=None`` means, as in ``torch.nn.RMSNorm``: the machine epsilon of the dtype the
+    statistics are computed in (``stat_dtype``), so FP32's for half inputs, not the half dtype's
+    (``2**-7`` in bfloat16, which would swamp ``mean(x²)`` of any row of RMS below ~0.1)."""
+    return torch.finfo(stat_dtype(dtype)).eps
+
+
 def residual_add(x: Tensor, residual: Tensor) -> Tensor:
     """``h = x + residual`` computed in the accumulation dtype, stored in ``residual.dtype``.
 
@@ -33,7 +40,7 @@ def residual_add(x: Tensor, residual: Tensor) -> Tensor:
 def rms_norm(
     x: Tensor,
     weight: Tensor | None = None,
-    eps: float = 1e-6,
+    eps: float | None = 1e-6,
     *,
     residual: Tensor | None = None,
     offset: float = 0.0,
@@ -57,9 +64,12 @@ def rms_norm(
     - ``"none"``: every step in ``h.dtype``, the naive code the articles show.
 
     Without a weight there is no gain (``offset`` must then be 0). With ``residual`` the call
-    returns ``(y, h)``; ``y`` is exactly ``rms_norm(h)``.
+    returns ``(y, h)``; ``y`` is exactly ``rms_norm(h)``. ``eps=None`` is
+    :func:`default_eps` of ``h.dtype`` (``torch.nn.RMSNorm``'s meaning).
     """
     h = x if residual is None else residual_add(x, residual)
+    if eps is None:
+        eps = default_eps(h.dtype)
     if casting == "none":
         ms = h.pow(2).mean(-1, keepdim=True)
         rstd = torch.rsqrt(ms + eps) if eps_inside else 1.0 / (ms.sqrt() + eps)
