@@ -165,14 +165,21 @@ class LayerNorm(_LastDimsNorm):
 class DyT(_LastDimsNorm):
     """Dynamic Tanh (Zhu et al. 2025): ``y = weight * tanh(alpha * x) + bias``, no statistics.
 
-    ``alpha`` is one learnable scalar; the math runs in FP32 and rounds once to ``x.dtype``.
+    ``alpha`` is one learnable scalar; the math runs in FP32 and rounds once to ``x.dtype``
+    (:func:`normlab.dyt`).
     """
 
     def __init__(
-        self, normalized_shape: _Shape, alpha_init: float = 0.5, *, device=None, dtype=None
+        self,
+        normalized_shape: _Shape,
+        alpha_init: float = 0.5,
+        *,
+        backend: str = "auto",
+        device=None,
+        dtype=None,
     ):
         super().__init__(normalized_shape)
-        self.alpha_init = alpha_init
+        self.alpha_init, self.backend = alpha_init, backend
         kw = {"device": device, "dtype": dtype}
         self.alpha = nn.Parameter(torch.empty(1, **kw))
         self.weight = nn.Parameter(torch.empty(self.normalized_shape, **kw))
@@ -185,7 +192,9 @@ class DyT(_LastDimsNorm):
         nn.init.zeros_(self.bias)
 
     def forward(self, x: Tensor, residual: Tensor | None = None):
-        return self._call(_dyt, x, residual, self.alpha, self.weight, self.bias)
+        return self._call(
+            F.dyt, x, residual, self.alpha, self.weight, self.bias, backend=self.backend
+        )
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, alpha_init={self.alpha_init}"
@@ -193,11 +202,20 @@ class DyT(_LastDimsNorm):
 
 class ScaleNorm(_LastDimsNorm):
     """ScaleNorm (Nguyen & Salazar 2019): ``y = g * x / max(||x||, eps)``, one learnable scalar
-    ``g`` (stored as ``weight``) initialised to ``sqrt(N)``. The norm is taken in FP32."""
+    ``g`` (stored as ``weight``) initialised to ``sqrt(N)``. The norm is taken in FP32
+    (:func:`normlab.scale_norm`)."""
 
-    def __init__(self, normalized_shape: _Shape, eps: float = 1e-5, *, device=None, dtype=None):
+    def __init__(
+        self,
+        normalized_shape: _Shape,
+        eps: float = 1e-5,
+        *,
+        backend: str = "auto",
+        device=None,
+        dtype=None,
+    ):
         super().__init__(normalized_shape)
-        self.eps = eps
+        self.eps, self.backend = eps, backend
         self.weight = nn.Parameter(torch.empty(1, device=device, dtype=dtype))
         self.reset_parameters()
 
@@ -205,35 +223,9 @@ class ScaleNorm(_LastDimsNorm):
         nn.init.constant_(self.weight, math.sqrt(math.prod(self.normalized_shape)))
 
     def forward(self, x: Tensor, residual: Tensor | None = None):
-        return self._call(_scale_norm, x, residual, self.weight, eps=self.eps)
-
-
-def _with_residual(fn):
-    """Give an elementwise norm the ``residual=`` convention of the functional ops."""
-
-    def wrapped(x: Tensor, *params: Tensor, residual: Tensor | None = None, **kw):
-        check_x(x)
-        if residual is None:
-            return fn(x, *params, **kw)
-        check_tensor("residual", residual, x, tuple(x.shape))
-        h = residual_add(x, residual)
-        return fn(h, *params, **kw), h
-
-    return wrapped
-
-
-@_with_residual
-def _dyt(x: Tensor, alpha: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
-    s = stat_dtype(x.dtype)
-    y = torch.tanh(alpha.to(s) * x.to(s)) * weight.to(s) + bias.to(s)
-    return y.to(x.dtype)
-
-
-@_with_residual
-def _scale_norm(x: Tensor, g: Tensor, *, eps: float) -> Tensor:
-    xs = x.to(stat_dtype(x.dtype))
-    norm = torch.linalg.vector_norm(xs, dim=-1, keepdim=True).clamp_min(eps)
-    return (xs * (g.to(xs.dtype) / norm)).to(x.dtype)
+        return self._call(
+            F.scale_norm, x, residual, self.weight, eps=self.eps, backend=self.backend
+        )
 
 
 class BatchNorm(nn.Module):

@@ -125,3 +125,55 @@ def layer_norm(
         y = y + bias.to(s)
     y = y.to(h.dtype)
     return y if residual is None else (y, h)
+
+
+def dyt(
+    x: Tensor,
+    alpha: Tensor,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    *,
+    residual: Tensor | None = None,
+) -> Tensor | tuple[Tensor, Tensor]:
+    r"""Dynamic Tanh (Zhu et al. 2025), elementwise: no statistics.
+
+    .. math::
+        h = x + r,\quad y_i = \gamma_i \tanh(\alpha\, h_i) + \beta_i
+
+    ``alpha`` is one scalar (shape ``()`` or ``(1,)``). The math runs in the statistics dtype
+    (FP32 for half inputs) and rounds once to ``h.dtype``, as :func:`layer_norm` does. With
+    ``residual`` the call returns ``(y, h)``.
+    """
+    h = x if residual is None else residual_add(x, residual)
+    s = stat_dtype(h.dtype)
+    y = torch.tanh(alpha.to(s) * h.to(s))
+    if weight is not None:
+        y = y * weight.to(s)
+    if bias is not None:
+        y = y + bias.to(s)
+    y = y.to(h.dtype)
+    return y if residual is None else (y, h)
+
+
+def scale_norm(
+    x: Tensor,
+    weight: Tensor | None = None,
+    eps: float = 1e-5,
+    *,
+    residual: Tensor | None = None,
+) -> Tensor | tuple[Tensor, Tensor]:
+    r"""ScaleNorm (Nguyen & Salazar 2019) over the last dimension: one scalar gain ``g``.
+
+    .. math::
+        h = x + r,\quad y_i = g\, \frac{h_i}{\max(\lVert h \rVert_2, \epsilon)}
+
+    ``weight`` is ``g`` (shape ``()`` or ``(1,)``; None: ``g = 1``). The norm is taken in the
+    statistics dtype (FP32 for half inputs) and ``y`` rounds once to ``h.dtype``; ``eps`` keeps an
+    all-zero row at zero. With ``residual`` the call returns ``(y, h)``.
+    """
+    h = x if residual is None else residual_add(x, residual)
+    hs = h.to(stat_dtype(h.dtype))
+    norm = torch.linalg.vector_norm(hs, dim=-1, keepdim=True).clamp_min(eps)
+    y = hs / norm if weight is None else hs * (weight.to(hs.dtype) / norm)
+    y = y.to(h.dtype)
+    return y if residual is None else (y, h)
