@@ -21,25 +21,27 @@ from normlab import BatchNorm, LayerNorm, RMSNorm
 from normlab.lab.train import distributed as D
 
 BN_STEPS, BN_C = 3, 6
+# A mean 5000x the spread: FP32 statistics that cancel would differ across ranks by whole units.
+BN_FAR = 1e4
 
 
-def bn_inputs(step: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Global batch (4, 8, C) with a large mean, uneven padding (rows 0-1 mostly padded: they go
-    to rank 0), and the loss weights."""
+def bn_inputs(step: int, offset: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Global batch (4, 8, C) with a large mean (``5 + offset``), uneven padding (rows 0-1 mostly
+    padded: they go to rank 0), and the loss weights."""
     g = torch.Generator().manual_seed(100 + step)
-    x = torch.randn(4, 8, BN_C, generator=g) * 2 + 5
+    x = torch.randn(4, 8, BN_C, generator=g) * 2 + 5 + offset
     lengths = torch.tensor([2, 5, 8, 7]) if step % 2 == 0 else torch.tensor([3, 1, 6, 8])
     mask = torch.arange(8) < lengths[:, None]  # (4, 8)
     w = torch.randn(4, 8, BN_C, generator=g)
     return x, mask, w
 
 
-def run_bn(bn: BatchNorm, rows: slice) -> dict:
+def run_bn(bn: BatchNorm, rows: slice, offset: float = 0.0) -> dict:
     """A few training steps on ``rows`` of every global batch; what each rank (or the single
     process, with every row) records."""
     out: dict = {"y": [], "x_grad": []}
     for step in range(BN_STEPS):
-        x, mask, w = (t[rows] for t in bn_inputs(step))
+        x, mask, w = (t[rows] for t in bn_inputs(step, offset))
         x.requires_grad_(True)
         y = bn(x, mask=mask)
         (y * w * mask[..., None]).sum().backward()
@@ -142,8 +144,12 @@ def main() -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     n = 4 // world
-    bn = run_bn(BatchNorm(BN_C), slice(rank * n, (rank + 1) * n))
-    result = {"bn": bn, "norm_grads": run_norm_grads(rank, world)}
+    rows = slice(rank * n, (rank + 1) * n)
+    result = {
+        "bn": run_bn(BatchNorm(BN_C), rows),
+        "bn_far": run_bn(BatchNorm(BN_C), rows, offset=BN_FAR),
+        "norm_grads": run_norm_grads(rank, world),
+    }
     torch.save(result, os.path.join(out_dir, f"checks.rank{rank}.pt"))
     if train_argv:  # a run in the same job and process group (saves a job's start-up)
         from normlab.lab.cli import main as cli_main

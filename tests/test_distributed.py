@@ -77,9 +77,13 @@ def close(actual, expected, **kw):
 # synchronized BatchNorm
 
 
-def test_batchnorm_two_ranks_uneven_masks_equal_one_process(checks):
-    ranks = [c["bn"] for c in checks]
-    single = worker.run_bn(BatchNorm(worker.BN_C), slice(None))
+@pytest.mark.parametrize("case", ["bn", "bn_far"])
+def test_batchnorm_two_ranks_uneven_masks_equal_one_process(checks, case):
+    # bn_far: a mean 1e4 from the running mean; each rank's sums are combined in two passes
+    # (mean, then squares around it), so nothing cancels on either side of the comparison.
+    ranks = [c[case] for c in checks]
+    offset = worker.BN_FAR if case == "bn_far" else 0.0
+    single = worker.run_bn(BatchNorm(worker.BN_C), slice(None), offset)
     for r, got in enumerate(ranks):
         for k in ("running_mean", "running_var", "num_batches_tracked"):
             close(got[k], single[k], msg=lambda m, k=k, r=r: f"rank {r} {k}: {m}")
@@ -92,8 +96,8 @@ def test_batchnorm_two_ranks_uneven_masks_equal_one_process(checks):
 
     # The masks are uneven enough that rank 0 alone sees other statistics: the sync is what
     # made the numbers above agree.
-    alone = worker.run_bn(BatchNorm(worker.BN_C), slice(0, 2))
-    assert not torch.allclose(alone["running_mean"], single["running_mean"], rtol=1e-3)
+    alone = worker.run_bn(BatchNorm(worker.BN_C), slice(0, 2), offset)
+    assert not torch.allclose(alone["y"][0], single["y"][0][:2], rtol=1e-3)
 
 
 def test_batchnorm_without_process_group_is_local():

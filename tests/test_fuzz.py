@@ -6,7 +6,7 @@ forward and backward (every tensor input's gradient) with the same rules as the 
 tests: the tolerance table, and "kernel error <= 2x eager error + atol" against the float64
 truth. Runs are derandomized, so a failure reproduces; the example counts keep the file short
 on a small CPU. The Triton interpreter runs each program as numpy code, so its cases are fewer
-and narrower.
+and narrower. BatchNorm's training statistics are fuzzed the same way against torch's own op.
 """
 
 import contextlib
@@ -273,3 +273,59 @@ def test_layer_norm_of_one_element_rows_has_zero_dx(backend):
     torch.testing.assert_close(db, dy.sum().reshape(1), rtol=1e-6, atol=0)
     check("layer_norm", backend, x.detach(), {"weight": w.detach(), "bias": b.detach(),
           "eps": 1e-6}, device)  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------
+# BatchNorm's training statistics: a mean far from 0 (and from the running mean) against a
+# spread of any scale, padding, a stale running mean; torch's eager op at the same dtype sets the
+# bound for the output and for dx.
+
+
+@st.composite
+def batchnorm_cases(draw):
+    c = draw(st.integers(1, 16))
+    b, t = draw(st.integers(1, 4)), draw(st.integers(2, 48))
+    spread = draw(st.sampled_from([1e-3, 1e-1, 1.0, 30.0]))
+    ratio = draw(st.sampled_from([0.0, 1.0, 1e2, 1e3, 3e3, 1e4]))
+    return {
+        "shape": (b, t, c),
+        "dtype": draw(st.sampled_from([F32, BF16])),
+        "spread": spread,
+        "offset": draw(st.sampled_from([1.0, -1.0])) * ratio * spread,
+        "stale": draw(st.sampled_from([0.0, 1.0, -1.0])),  # running mean: stale * offset
+        "padded": draw(st.booleans()),
+        "seed": draw(st.integers(0, 2**16)),
+    }
+
+
+@settings(max_examples=60, **_FUZZ)
+@given(case=batchnorm_cases())
+def test_fuzz_batchnorm_training_statistics(case):
+    b, t, c = case["shape"]
+    g = torch.Generator().manual_seed(case["seed"])
+    x = (case["offset"] + case["spread"] * torch.randn(b, t, c, generator=g)).to(case["dtype"])
+    mask = torch.ones(b, t, dtype=torch.bool)
+    if case["padded"]:
+        mask = torch.rand(b, t, generator=g) < 0.7
+    mask.view(-1)[:2] = True  # training needs two real tokens
+    bn = normlab.BatchNorm(c, dtype=case["dtype"])
+    with torch.no_grad():
+        bn.weight.copy_(1 + 0.2 * torch.randn(c, generator=g))
+        bn.bias.copy_(0.1 * torch.randn(c, generator=g))
+        bn.running_mean.fill_(case["stale"] * case["offset"])
+    x.requires_grad_()
+    y = bn(x, mask=mask if case["padded"] else None)
+    dy = torch.randn(int(mask.sum()), c, generator=g)
+    dx = torch.autograd.grad(y[mask], x, dy.to(y.dtype))[0][mask]
+
+    def torch_bn(dtype):
+        leaf = x.detach()[mask].to(dtype).requires_grad_()
+        w, bias = bn.weight.detach().to(dtype), bn.bias.detach().to(dtype)
+        out = torch.nn.functional.batch_norm(leaf, None, None, w, bias, True, 0.0, bn.eps)
+        return out.detach(), torch.autograd.grad(out, leaf, dy.to(dtype))[0]
+
+    (eager, eager_dx), (truth, truth_dx) = torch_bn(case["dtype"]), torch_bn(torch.float64)
+    assert_error_bound(y[mask], eager, truth, "y")
+    # dx scales with 1/std: the bound's atol is meant for O(1) values
+    s = case["spread"]
+    assert_error_bound(dx * s, eager_dx * s, truth_dx * s, "dx")

@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from kernel_checks import assert_error_bound
 from torch import nn
 
 import normlab
@@ -26,9 +27,30 @@ def test_rmsnorm_is_a_drop_in_for_torch(shape, affine):
     assert list(ours.state_dict()) == list(theirs.state_dict())
 
 
-def test_rmsnorm_eps_none_means_machine_epsilon_like_torch():
-    x = torch.randn(2, 8) * 1e-4
-    torch.testing.assert_close(normlab.RMSNorm(8, eps=None)(x), nn.RMSNorm(8)(x), **TOL)
+FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_rmsnorm_eps_none_is_torchs_eps_of_the_compute_dtype(dtype):
+    # torch's kernels take the eps of the type they compute in: FP32's for half inputs. The
+    # half dtype's own (2**-7 in bfloat16) dwarfs mean(x²) = 1e-6 and scaled y down ~90x.
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(6, 64, generator=g) * 1e-3).to(dtype)
+    theirs = nn.RMSNorm(64, eps=None, dtype=dtype)
+    nn.init.normal_(theirs.weight, 1.0, 0.2)
+    want = theirs(x).detach()
+    ours = normlab.RMSNorm(64, eps=None, casting="gemma", dtype=dtype)
+    ours.load_state_dict(theirs.state_dict())
+    torch.testing.assert_close(ours(x).detach(), want, **TOLERANCES[dtype])
+    w = theirs.weight.detach()
+    assert torch.equal(normlab.rms_norm(x, w, None, casting="gemma", backend="reference"), want)
+    for backend in ("auto", "torch"):
+        got = normlab.rms_norm(x, w, eps=None, casting="gemma", backend=backend)
+        torch.testing.assert_close(got, want, **TOLERANCES[dtype], msg=backend)
+    # with a residual, eps follows h's dtype, which is the residual's
+    zero = torch.zeros_like(x, dtype=torch.float32)
+    y, _ = normlab.rms_norm(zero, w, None, residual=x, casting="gemma")
+    torch.testing.assert_close(y, want, **TOLERANCES[dtype])
 
 
 @pytest.mark.parametrize("shape", [16, (4, 8)], ids=str)
@@ -154,6 +176,57 @@ def test_batchnorm_is_stable_for_a_large_mean():
     x = 1e4 + torch.randn(64, 4, dtype=torch.float32)
     bn(x)
     torch.testing.assert_close(bn.running_var, 0.9 + 0.1 * x.var(0), rtol=1e-3, atol=1e-3)
+
+
+def _bn_truth(x, w, b, *, eps=1e-5):
+    """``F.batch_norm`` in training mode over the rows of ``x`` (tokens, C), its weight and bias
+    in the dtype of ``x``: float64 for the truth, float32 for torch's own error."""
+    return nn.functional.batch_norm(x, None, None, w.to(x.dtype), b.to(x.dtype), True, 0.0, eps)
+
+
+@pytest.mark.parametrize("offset", [100.0, 1e3, 3e3, 1e4], ids=lambda o: f"offset={o:g}")
+@pytest.mark.parametrize("case", ["fresh", "stale", "masked"])
+def test_batchnorm_training_statistics_are_accurate_at_any_offset(offset, case):
+    # E[x²] - E[x]² around a shift far from the batch mean (0 on a fresh module) lost every
+    # digit: an error of 1e3 at offset 3e3. FP32 torch's own error sets the bound.
+    ours, theirs = _pair()
+    g = torch.Generator().manual_seed(int(offset))
+    x = offset + torch.randn(4, 64, 8, generator=g)
+    mask = torch.ones(4, 64, dtype=torch.bool)
+    if case == "stale":
+        ours.running_mean.fill_(-offset)  # a shift on the other side makes it worse
+    if case == "masked":
+        mask[1, 10:], mask[3, 40:] = False, False
+        x = x.masked_fill(~mask.unsqueeze(-1), 1e6)
+    x.requires_grad_()
+    y = ours(x, mask=mask if case == "masked" else None)
+    tokens = x[mask]  # (tokens, C)
+    leaves64 = [t.detach().double().requires_grad_() for t in (tokens, theirs.weight, theirs.bias)]
+    truth = _bn_truth(*leaves64)
+    torch_fp32 = _bn_truth(tokens.detach(), theirs.weight, theirs.bias)
+    assert_error_bound(y[mask], torch_fp32, truth, "y")
+
+    dy = torch.randn(tokens.shape, generator=g)
+    dx = torch.autograd.grad(y[mask], x, dy)[0][mask]
+    dx64 = torch.autograd.grad(truth, leaves64[0], dy.double())[0]
+    t32 = tokens.detach().requires_grad_()
+    dx32 = torch.autograd.grad(_bn_truth(t32, theirs.weight, theirs.bias), t32, dy)[0]
+    assert_error_bound(dx, dx32, dx64, "dx")
+
+    mean64, var64 = tokens.double().mean(0), tokens.double().var(0)
+    mean0 = -offset if case == "stale" else 0.0
+    torch.testing.assert_close(ours.running_mean.double(), 0.9 * mean0 + 0.1 * mean64)
+    torch.testing.assert_close(ours.running_var.double(), 0.9 + 0.1 * var64, rtol=1e-5, atol=0)
+
+
+def test_batchnorm_padding_may_hold_inf_and_nan():
+    bn = normlab.BatchNorm(4)
+    x = torch.randn(2, 6, 4) + 3
+    mask = torch.ones(2, 6, dtype=torch.bool)
+    mask[0, 3:] = False
+    y = bn(x.masked_fill(~mask.unsqueeze(-1), float("nan")), mask=mask)
+    assert y[mask].isfinite().all() and bn.running_var.isfinite().all()
+    torch.testing.assert_close(y[mask], normlab.BatchNorm(4)(x[mask]))
 
 
 def test_batchnorm_errors():

@@ -1,7 +1,17 @@
 """normlab: normalization layers, fast kernels and a lab for Transformers."""
 
-from normlab.functional import layer_norm, rms_norm
+from normlab.functional import dyt, layer_norm, rms_norm, scale_norm
 from normlab.modules import BatchNorm, DyT, LayerNorm, RMSNorm, ScaleNorm
 
 __version__ = "0.1.0"
-__all__ = ["BatchNorm", "DyT", "LayerNorm", "RMSNorm", "ScaleNorm", "layer_norm", "rms_norm"]
+__all__ = [
+    "BatchNorm",
+    "DyT",
+    "LayerNorm",
+    "RMSNorm",
+    "ScaleNorm",
+    "dyt",
+    "layer_norm",
+    "rms_norm",
+    "scale_norm",
+]

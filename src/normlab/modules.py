@@ -69,7 +69,10 @@ class RMSNorm(_LastDimsNorm):
 
     ``offset=1.0, casting="gemma"`` is Gemma's ``(1 + w)`` norm; the weight is then initialised
     to ``1 - offset`` so the layer starts as the identity gain either way. ``eps=None`` means
-    ``torch.finfo(x.dtype).eps``, as in ``torch.nn.RMSNorm``.
+    what it means to ``torch.nn.RMSNorm``: the machine epsilon of the dtype the statistics are
+    computed in (FP32's for half inputs, FP64's for FP64). The defaults differ from
+    ``torch.nn.RMSNorm``'s (``eps=1e-6`` and the llama cast order, against ``eps=None`` and the
+    gemma order); ``eps=None, casting="gemma"`` gives its numbers (docs/dropin.md).
     """
 
     def __init__(
@@ -102,9 +105,8 @@ class RMSNorm(_LastDimsNorm):
             nn.init.constant_(self.weight, 1.0 - self.offset)
 
     def forward(self, x: Tensor, residual: Tensor | None = None):
-        eps = torch.finfo(x.dtype).eps if self.eps is None else self.eps
         return self._call(
-            F.rms_norm, x, residual, self.weight, eps=eps, offset=self.offset,
+            F.rms_norm, x, residual, self.weight, eps=self.eps, offset=self.offset,
             casting=self.casting, eps_inside=self.eps_inside, backend=self.backend,
         )  # fmt: skip
 
@@ -163,14 +165,21 @@ class LayerNorm(_LastDimsNorm):
 class DyT(_LastDimsNorm):
     """Dynamic Tanh (Zhu et al. 2025): ``y = weight * tanh(alpha * x) + bias``, no statistics.
 
-    ``alpha`` is one learnable scalar; the math runs in FP32 and rounds once to ``x.dtype``.
+    ``alpha`` is one learnable scalar; the math runs in FP32 and rounds once to ``x.dtype``
+    (:func:`normlab.dyt`).
     """
 
     def __init__(
-        self, normalized_shape: _Shape, alpha_init: float = 0.5, *, device=None, dtype=None
+        self,
+        normalized_shape: _Shape,
+        alpha_init: float = 0.5,
+        *,
+        backend: str = "auto",
+        device=None,
+        dtype=None,
     ):
         super().__init__(normalized_shape)
-        self.alpha_init = alpha_init
+        self.alpha_init, self.backend = alpha_init, backend
         kw = {"device": device, "dtype": dtype}
         self.alpha = nn.Parameter(torch.empty(1, **kw))
         self.weight = nn.Parameter(torch.empty(self.normalized_shape, **kw))
@@ -183,7 +192,9 @@ class DyT(_LastDimsNorm):
         nn.init.zeros_(self.bias)
 
     def forward(self, x: Tensor, residual: Tensor | None = None):
-        return self._call(_dyt, x, residual, self.alpha, self.weight, self.bias)
+        return self._call(
+            F.dyt, x, residual, self.alpha, self.weight, self.bias, backend=self.backend
+        )
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, alpha_init={self.alpha_init}"
@@ -191,11 +202,20 @@ class DyT(_LastDimsNorm):
 
 class ScaleNorm(_LastDimsNorm):
     """ScaleNorm (Nguyen & Salazar 2019): ``y = g * x / max(||x||, eps)``, one learnable scalar
-    ``g`` (stored as ``weight``) initialised to ``sqrt(N)``. The norm is taken in FP32."""
+    ``g`` (stored as ``weight``) initialised to ``sqrt(N)``. The norm is taken in FP32
+    (:func:`normlab.scale_norm`)."""
 
-    def __init__(self, normalized_shape: _Shape, eps: float = 1e-5, *, device=None, dtype=None):
+    def __init__(
+        self,
+        normalized_shape: _Shape,
+        eps: float = 1e-5,
+        *,
+        backend: str = "auto",
+        device=None,
+        dtype=None,
+    ):
         super().__init__(normalized_shape)
-        self.eps = eps
+        self.eps, self.backend = eps, backend
         self.weight = nn.Parameter(torch.empty(1, device=device, dtype=dtype))
         self.reset_parameters()
 
@@ -203,35 +223,9 @@ class ScaleNorm(_LastDimsNorm):
         nn.init.constant_(self.weight, math.sqrt(math.prod(self.normalized_shape)))
 
     def forward(self, x: Tensor, residual: Tensor | None = None):
-        return self._call(_scale_norm, x, residual, self.weight, eps=self.eps)
-
-
-def _with_residual(fn):
-    """Give an elementwise norm the ``residual=`` convention of the functional ops."""
-
-    def wrapped(x: Tensor, *params: Tensor, residual: Tensor | None = None, **kw):
-        check_x(x)
-        if residual is None:
-            return fn(x, *params, **kw)
-        check_tensor("residual", residual, x, tuple(x.shape))
-        h = residual_add(x, residual)
-        return fn(h, *params, **kw), h
-
-    return wrapped
-
-
-@_with_residual
-def _dyt(x: Tensor, alpha: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
-    s = stat_dtype(x.dtype)
-    y = torch.tanh(alpha.to(s) * x.to(s)) * weight.to(s) + bias.to(s)
-    return y.to(x.dtype)
-
-
-@_with_residual
-def _scale_norm(x: Tensor, g: Tensor, *, eps: float) -> Tensor:
-    xs = x.to(stat_dtype(x.dtype))
-    norm = torch.linalg.vector_norm(xs, dim=-1, keepdim=True).clamp_min(eps)
-    return (xs * (g.to(xs.dtype) / norm)).to(x.dtype)
+        return self._call(
+            F.scale_norm, x, residual, self.weight, eps=self.eps, backend=self.backend
+        )
 
 
 class BatchNorm(nn.Module):
@@ -289,37 +283,55 @@ class BatchNorm(nn.Module):
         s = stat_dtype(x.dtype)
         xs = x.to(s).reshape(-1, self.num_features)  # (tokens, C)
         if self.training:
-            mean, var = self._batch_stats(xs, None if mask is None else mask.reshape(-1))
+            xc, var = self._batch_stats(xs, None if mask is None else mask.reshape(-1))
         else:
-            mean, var = self.running_mean.to(s), self.running_var.to(s)
-        y = (xs - mean) * torch.rsqrt(var + self.eps) * self.weight.to(s) + self.bias.to(s)
+            xc, var = xs - self.running_mean.to(s), self.running_var.to(s)
+        y = xc * torch.rsqrt(var + self.eps) * self.weight.to(s) + self.bias.to(s)
         return y.to(x.dtype).reshape(x.shape)
 
     def _batch_stats(self, xs: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
-        # Sums are taken around the running mean (identical on every rank) so E[x²] - E[x]²
-        # does not cancel when |mean| >> std; the three sums are all that a rank would share.
-        shift = self.running_mean.detach().to(xs.dtype)
-        d = xs - shift
-        if mask is not None:
-            d = d * mask.to(d.dtype).unsqueeze(-1)
-            count = mask.sum().to(xs.dtype)
-        else:
+        r"""The centered tokens ``x - mean`` and the biased variance of the (unmasked) tokens,
+        by the corrected two-pass algorithm (Chan, Golub & LeVeque 1983):
+
+        .. math::
+            m = \tfrac1n\sum_t x_t,\quad d_t = x_t - m,\quad
+            \delta = \tfrac1n\sum_t d_t,\quad
+            \sigma^2 = \tfrac1n\sum_t d_t^2 - \delta^2,\quad \mu = m + \delta
+
+        The second pass sums around the first pass's mean, so nothing cancels however far the
+        mean is from 0 (or from a stale running mean); ``delta`` is the rounding error of ``m``,
+        subtracted from ``d`` so that ``x - mu`` keeps the digits an FP32 ``mu`` would round off.
+        Each pass is one all-reduce of per-rank sums: N ranks compute (and differentiate) what one
+        process computes on the concatenated batch. ``m`` is a constant to autograd: ``d - delta``
+        and ``sigma^2`` do not depend on it, so the gradient is exact without the first pass's
+        graph (nor its all-reduce in the backward).
+        """
+        if mask is None:
             count = torch.tensor(float(xs.shape[0]), dtype=xs.dtype, device=xs.device)
-        sums = self._reduce_stats(torch.cat([d.sum(0), d.pow(2).sum(0), count.reshape(1)]))
-        s1, s2, count = sums[: self.num_features], sums[self.num_features : -1], sums[-1]
+            valid = xs
+        else:
+            count = mask.sum().to(xs.dtype)
+            keep = mask.unsqueeze(-1)
+            valid = torch.where(keep, xs, 0.0)  # not a product: padding may hold inf or NaN
+        sums = self._reduce_stats(torch.cat([valid.detach().sum(0), count.reshape(1)]))
+        count = sums[-1]
         if not torch.compiler.is_compiling() and count.item() < 2:
             raise ValueError(
                 f"BatchNorm needs at least 2 unmasked tokens in training mode, got {int(count)}"
             )
-        dmean = s1 / count
-        var = (s2 / count - dmean.pow(2)).clamp_min(0)
-        mean = dmean + shift
-        self._update_running(mean.detach(), var.detach(), count.detach())
-        return mean, var
+        m = sums[:-1] / count
+        d = xs - m
+        dv = d if mask is None else torch.where(keep, d, 0.0)
+        sums = self._reduce_stats(torch.cat([dv.sum(0), dv.pow(2).sum(0)]))
+        delta = sums[: self.num_features] / count
+        var = (sums[self.num_features :] / count - delta.pow(2)).clamp_min(0)
+        self._update_running((m + delta).detach(), var.detach(), count.detach())
+        return d - delta, var
 
     def _reduce_stats(self, sums: Tensor) -> Tensor:
-        """Sum ``[sum, sum of squares, count]`` over the ranks when a process group is active, so
-        N ranks normalize (and differentiate) exactly as one process on the concatenated batch."""
+        """Sum per-rank sums over the ranks when a process group is active (once for ``[sum x,
+        count]``, once for ``[sum d, sum d²]``), so N ranks normalize (and differentiate) exactly
+        as one process on the concatenated batch."""
         return all_reduce_sum(sums)
 
     @torch.no_grad()

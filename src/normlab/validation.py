@@ -40,6 +40,16 @@ def check_tensor(name: str, t: object, x: Tensor, shape: tuple[int, ...]) -> Non
         raise ValueError(f"{name} is on {t.device} but x is on {x.device}; expected {x.device}")
 
 
+def check_scalar(name: str, t: object, x: Tensor, *, required: bool = False) -> None:
+    """``t`` is a one-element floating-point tensor (shape ``()`` or ``(1,)``) on ``x``'s device,
+    or None unless ``required``: the learnable scalars of DyT (``alpha``) and ScaleNorm (``g``)."""
+    if t is None and required:
+        raise TypeError(f"{name} must be a torch.Tensor, got NoneType")
+    if isinstance(t, Tensor) and t.dim() == 0:
+        t = t.reshape(1)
+    check_tensor(name, t, x, (1,))
+
+
 def check_eps(eps: object) -> None:
     if type(eps) is float and 0.0 <= eps < math.inf:  # the common case, without an ABC check
         return
@@ -61,6 +71,17 @@ def check_common(x, weight, residual, eps, backend) -> None:
     check_tensor("residual", residual, x, x.shape)
     check_eps(eps)
     check_choice("backend", backend, registry.KNOWN)
+
+
+def check_backend_implements(op: str, backend: str, implemented) -> None:
+    """A known ``backend`` name that has no implementation of ``op`` is a ValueError, not a
+    silent fall-back: naming a backend always runs that backend."""
+    check_choice("backend", backend, registry.KNOWN)
+    if backend not in implemented:
+        raise ValueError(
+            f"backend={backend!r} has no {op} (no kernel computes it); {op} runs on backend="
+            + " or ".join(repr(b) for b in implemented)
+        )
 
 
 def check_rms_options(weight, offset, casting, eps_inside) -> None:
