@@ -1,6 +1,7 @@
 """The package's layering, read from the source with ``ast`` (imports inside functions count):
-no import circle, kernels never reach up to the functional layer, the library never imports the
-lab or the lab's packages, and it runs with those packages missing."""
+an ordered list of layers that no import climbs, no import circle, the library never importing
+the lab or the lab's packages (and running with them missing), argparse only in the commands,
+and the size rules: no function over 100 lines outside the kernels, few ``fmt: skip``."""
 
 import ast
 import subprocess
@@ -46,10 +47,99 @@ def _imports(name: str) -> set[str]:
 GRAPH = {m: {i for i in _imports(m) if i in MODULES and i != m} for m in MODULES}
 
 
+# The layers, bottom first: a module may import its own layer or the ones below it, never one
+# above. docs/development.md shows the same list.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("reference", ("normlab.reference", "normlab.testing", "normlab.collectives")),
+    ("kernels", ("normlab.kernels",)),
+    ("functional", ("normlab.validation", "normlab.functional")),
+    ("modules", ("normlab.modules",)),
+    ("models", ("normlab.models",)),
+    ("integrations", ("normlab.hf", "normlab.convert", "normlab")),
+    ("lab: shared", ("normlab.lab.render", "normlab.lab.train", "normlab.lab")),
+    ("lab: common", ("normlab.lab.common",)),
+    ("lab: engines", ("normlab.lab.study", "normlab.lab.numerics", "normlab.lab.bench",
+                      "normlab.lab.demo")),  # fmt: skip
+    ("lab: advise", ("normlab.lab.advise",)),
+    ("lab: commands", ("normlab.lab.commands",)),
+    ("lab: cli", ("normlab.lab.cli", "normlab.__main__")),
+]
+
+
+def layer_of(module: str) -> int:
+    """The index of the layer whose longest prefix names ``module``."""
+    best, at = -1, -1
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and len(p) > best:
+                best, at = len(p), i
+    assert at >= 0, f"{module} is in no layer: add it to LAYERS"
+    return at
+
+
+def test_every_module_is_in_a_layer_and_no_import_climbs_one():
+    climbs = [
+        f"{m} ({LAYERS[layer_of(m)][0]}) imports {i} ({LAYERS[layer_of(i)][0]})"
+        for m in MODULES
+        for i in sorted(GRAPH[m])
+        if layer_of(i) > layer_of(m)
+    ]
+    assert not climbs, "\n".join(climbs)
+
+
+def test_the_layer_list_is_the_one_docs_show():
+    doc = (SRC.parent / "docs" / "development.md").read_text()
+    listed = [ln.split("|")[1].strip() for ln in doc.splitlines() if ln.startswith("| L")]
+    assert listed == [f"L{i} {name}" for i, (name, _) in enumerate(LAYERS)]
+
+
 def test_the_graph_sees_imports_inside_functions():
-    # normlab.lab.cli imports its subcommands by name; study's command imports its report
-    # inside a function: the graph must hold the latter.
-    assert "normlab.lab.study.report" in GRAPH["normlab.lab.study.command"]
+    # The runner imports its report inside a function: the graph must hold it.
+    assert "normlab.lab.study.report" in GRAPH["normlab.lab.study.runner"]
+
+
+def test_engines_never_import_the_commands_or_the_cli():
+    top = ("normlab.lab.commands", "normlab.lab.cli")
+    for m in MODULES:
+        if not m.startswith(top) and m != "normlab.__main__":
+            bad = sorted(i for i in GRAPH[m] if i.startswith(top))
+            assert not bad, f"{m} imports {bad}"
+
+
+def test_the_cli_is_the_top_imported_only_by_python_dash_m():
+    importers = sorted(m for m in MODULES if "normlab.lab.cli" in GRAPH[m])
+    assert importers == ["normlab.__main__"]
+
+
+def test_argparse_lives_in_the_commands_and_the_cli_only():
+    users = sorted(m for m in MODULES if "argparse" in _imports(m))
+    outside = [u for u in users if not u.startswith(("normlab.lab.commands", "normlab.lab.cli"))]
+    assert users and not outside, outside
+
+
+def _is_kernel(fn: ast.AST) -> bool:
+    """A ``@numba.njit``/``@triton.jit`` kernel (any decorator spelling of those)."""
+    for d in getattr(fn, "decorator_list", []):
+        name = ast.unparse(d.func if isinstance(d, ast.Call) else d)
+        if name.rsplit(".", 1)[-1] in ("njit", "jit", "autotune", "heuristics"):
+            return True
+    return False
+
+
+def test_no_function_outside_the_kernels_is_longer_than_100_lines():
+    long = []
+    for m, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not _is_kernel(node):
+                n = node.end_lineno - node.lineno + 1
+                if n > 100:
+                    long.append(f"{m}.{node.name}: {n} lines")
+    assert not long, long
+
+
+def test_fmt_skip_is_kept_for_tables():
+    n = sum(p.read_text().count("# fmt: skip") for p in MODULES.values())
+    assert n <= 40, f"{n} '# fmt: skip' in src/: let ruff format what is not a table"
 
 
 def test_no_import_circle():
