@@ -12,6 +12,9 @@ import importlib.util
 import sys
 from pathlib import Path
 
+# The one UsageError: the engines raise common's, the older commands import it from here.
+from normlab.lab.common import UsageError
+
 # name -> (module, one-line help). Only subcommands that exist are listed.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("normlab.lab.demo", "compare every norm and backend on one tensor (a quick look)"),
@@ -45,12 +48,6 @@ def importable(name: str) -> bool:
 def missing_lab_packages() -> list[str]:
     """The lab's packages that cannot be imported here."""
     return [name for name in LAB_PACKAGES if not importable(name)]
-
-
-class UsageError(Exception):
-    """What the user asked for cannot be done (a bad option value, a missing data file, a bad
-    study spec): ``normlab`` prints ``normlab COMMAND: <message>`` and exits with status 2,
-    without a traceback (``normlab --debug COMMAND ...`` shows it)."""
 
 
 def _int_at_least(low: int, what: str):
