@@ -20,7 +20,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("normlab.lab.demo", "compare every norm and backend on one tensor (a quick look)"),
     "study": ("normlab.lab.study.command", "train small Transformers and report which claims hold"),
     "numerics": (
-        "normlab.lab.numerics.command",
+        "normlab.lab.commands.numerics",
         "FP16/BF16/FP32 error, overflow and eps sweep vs float64",
     ),
     "train": (
