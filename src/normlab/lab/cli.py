@@ -27,7 +27,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "normlab.lab.train.command",
         "one training run; under torchrun: DDP or FSDP2 (--fsdp)",
     ),
-    "bench": ("normlab.lab.bench.command", "kernel GB/s vs copy_, torch eager and torch.compile"),
+    "bench": ("normlab.lab.commands.bench", "kernel GB/s vs copy_, torch eager and torch.compile"),
     "advise": (
         "normlab.lab.advise.command",
         "a Hugging Face config's norm recipe vs the alternatives, on a scaled-down twin",
