@@ -17,7 +17,10 @@ from normlab.lab.common import UsageError
 
 # name -> (module, one-line help). Only subcommands that exist are listed.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("normlab.lab.demo", "compare every norm and backend on one tensor (a quick look)"),
+    "demo": (
+        "normlab.lab.commands.demo",
+        "compare every norm and backend on one tensor (a quick look)",
+    ),
     "study": ("normlab.lab.study.command", "train small Transformers and report which claims hold"),
     "numerics": (
         "normlab.lab.commands.numerics",
