@@ -1,20 +1,16 @@
 """Benchmark normlab's CPU (or CUDA) norm kernels: ``python benchmarks/bench_norms.py --help``.
 
-The same as ``normlab bench``; the harness lives in :mod:`normlab.lab.bench.command`.
+The same as ``normlab bench`` (its options, its output); the harness lives in
+:mod:`normlab.lab.bench.runner`.
 """
 
-import argparse
 import sys
 
-from normlab.lab.bench import command as bench
+from normlab.lab.cli import main as normlab_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
-    bench.add_arguments(parser)
-    return bench.run(parser.parse_args(argv))
+    return normlab_main(["bench", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

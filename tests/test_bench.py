@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from normlab.lab.bench import command as bench
+from normlab.lab.bench import runner as bench
 from normlab.lab.cli import main
 
 

@@ -8,16 +8,20 @@ import pytest
 import torch
 
 from normlab import functional, reference
-from normlab.lab.numerics import command as numerics
+from normlab.lab.commands import numerics as numerics_command
 from normlab.lab.numerics import findings as nf
 from normlab.lab.numerics import report as numerics_report
+from normlab.lab.numerics import sweep as numerics
 from normlab.lab.numerics.metrics import error_metrics, ulp
 
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
     # one reduced sweep, shared: it is the expensive part (every backend, fwd + bwd)
-    return numerics.run_numerics(tmp_path_factory.mktemp("numerics"), reduced=True, quiet=True)
+    options = numerics.NumericsOptions(
+        tmp_path_factory.mktemp("numerics"), reduced=True, quiet=True
+    )
+    return numerics.run_numerics(options)
 
 
 def _usable(name: str) -> bool:
@@ -157,7 +161,7 @@ def test_cli_arguments_have_defaults():
     import argparse
 
     p = argparse.ArgumentParser()
-    numerics.add_arguments(p)
+    numerics_command.add_arguments(p)
     args = p.parse_args([])
     assert args.out == "./normlab-out/numerics" and not args.quiet and not args.reduced
 

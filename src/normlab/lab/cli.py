@@ -1,37 +1,29 @@
-"""The ``normlab`` command. Each subcommand lives in its own module, which provides
-``add_arguments(parser)`` and ``run(args) -> int``; this file lists them and turns a user's
-mistake into one line on stderr and status 2: the commands raise :class:`UsageError` (or use
-the option types and helpers below, which do), ``main`` prints it.
+"""The ``normlab`` command: the top of the import graph. Each subcommand is a module of
+``normlab.lab.commands`` with ``add_arguments(parser)`` and ``run(args) -> int``; this file lists
+them and turns a user's mistake into one line on stderr and status 2 (the commands and engines
+raise :class:`normlab.lab.common.UsageError`, ``main`` prints it).
+
+The command modules import nothing heavy at their top (matplotlib, scipy and tqdm are imported
+inside functions), so a missing lab extra is reported before anything needs it.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
-from normlab.lab.commands import NON_NEGATIVE_INT as non_negative_int  # noqa: F401  TEMP
-from normlab.lab.commands import POSITIVE_INT as positive_int  # noqa: F401  TEMP
-from normlab.lab.common import UsageError, missing_lab_packages, out_dir  # noqa: F401  TEMP
+from normlab.lab.commands import advise, bench, demo, numerics, study, train
+from normlab.lab.common import UsageError, missing_lab_packages
 
-# name -> (module, one-line help). Only subcommands that exist are listed.
-SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("normlab.lab.demo", "compare every norm and backend on one tensor (a quick look)"),
-    "study": (
-        "normlab.lab.commands.study",
-        "train small Transformers and report which claims hold",
-    ),
-    "numerics": (
-        "normlab.lab.numerics.command",
-        "FP16/BF16/FP32 error, overflow and eps sweep vs float64",
-    ),
-    "train": (
-        "normlab.lab.commands.train",
-        "one training run; under torchrun: DDP or FSDP2 (--fsdp)",
-    ),
-    "bench": ("normlab.lab.bench.command", "kernel GB/s vs copy_, torch eager and torch.compile"),
+# name -> (module, one-line help)
+SUBCOMMANDS = {
+    "demo": (demo, "compare every norm and backend on one tensor (a quick look)"),
+    "study": (study, "train small Transformers and report which claims hold"),
+    "numerics": (numerics, "FP16/BF16/FP32 error, overflow and eps sweep vs float64"),
+    "train": (train, "one training run; under torchrun: DDP or FSDP2 (--fsdp)"),
+    "bench": (bench, "kernel GB/s vs copy_, torch eager and torch.compile"),
     "advise": (
-        "normlab.lab.commands.advise",
+        advise,
         "a Hugging Face config's norm recipe vs the alternatives, on a scaled-down twin",
     ),
 }
@@ -45,10 +37,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    formatter = argparse.ArgumentDefaultsHelpFormatter
     parser = _Parser(
         prog="normlab",
         description="Normalization layers, fast kernels and a lab for Transformers.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=formatter,
     )
     parser.add_argument(
         "--debug",
@@ -57,15 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module, help_) in SUBCOMMANDS.items():
-        p = sub.add_parser(
-            name,
-            help=help_,
-            description=help_,
-            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        )
-        mod = importlib.import_module(module)
-        mod.add_arguments(p)
-        p.set_defaults(_run=mod.run)
+        p = sub.add_parser(name, help=help_, description=help_, formatter_class=formatter)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
     return parser
 
 
@@ -89,7 +76,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # The commands raise normlab.lab.cli.UsageError, not this __main__ copy's: run that module's.
-    from normlab.lab.cli import main as _main
-
-    sys.exit(_main())
+    sys.exit(main())

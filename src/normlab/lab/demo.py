@@ -1,19 +1,33 @@
-"""``normlab demo``: every backend on one tensor, error against a float64 truth, and time."""
+"""The engine of ``normlab demo``: every backend on one tensor, error against a float64 truth,
+and time per call. :class:`DemoOptions` in, :func:`run_demo` prints a line per measurement and
+returns the rows."""
 
 from __future__ import annotations
 
-import argparse
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
+from normlab.lab.common import UsageError, positive_int
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    from normlab.lab.cli import positive_int
+DTYPES = ("float32", "bfloat16", "float16")
 
-    p.add_argument("--rows", type=positive_int, default=4096, help="rows of the test tensor")
-    p.add_argument("--hidden", type=positive_int, default=1024, help="hidden size N")
-    p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="bfloat16")
+
+@dataclass(frozen=True)
+class DemoOptions:
+    rows: int = 4096  # rows of the test tensor
+    hidden: int = 1024  # hidden size N
+    dtype: str = "bfloat16"
+
+
+@dataclass(frozen=True)
+class DemoRow:
+    op: str
+    backend: str
+    max_abs_err: float
+    ms: float
 
 
 def _time(fn, repeat: int = 5) -> float:
@@ -24,15 +38,29 @@ def _time(fn, repeat: int = 5) -> float:
     return (time.perf_counter() - t0) / repeat
 
 
-def run(args: argparse.Namespace) -> int:
+def _check(options: DemoOptions) -> None:
+    for what, value in (("rows", options.rows), ("hidden", options.hidden)):
+        try:
+            positive_int(value)
+        except ValueError as e:
+            raise UsageError(f"{what}: {e}") from None
+    if options.dtype not in DTYPES:
+        raise UsageError(f"dtype: expected one of {list(DTYPES)}, got {options.dtype!r}")
+
+
+def run_demo(options: DemoOptions, log: Callable[[str], None] = print) -> list[DemoRow]:
+    """Each op on each available backend that runs on the CPU, on one random tensor; ``log``
+    gets the table line by line as it is measured."""
     from normlab import functional as F
     from normlab import reference
 
+    _check(options)
+    o = options
     torch.manual_seed(0)
-    dtype = getattr(torch, args.dtype)
-    x = torch.randn(args.rows, args.hidden, dtype=dtype) * 3 + 1
-    w = 1 + 0.1 * torch.randn(args.hidden, dtype=dtype)
-    b = 0.1 * torch.randn(args.hidden, dtype=dtype)
+    dtype = getattr(torch, o.dtype)
+    x = torch.randn(o.rows, o.hidden, dtype=dtype) * 3 + 1
+    w = 1 + 0.1 * torch.randn(o.hidden, dtype=dtype)
+    b = 0.1 * torch.randn(o.hidden, dtype=dtype)
     truth = {
         "rms_norm": reference.rms_norm(x.double(), w.double(), casting="gemma"),
         "layer_norm": reference.layer_norm(x.double(), w.double(), b.double()),
@@ -41,11 +69,16 @@ def run(args: argparse.Namespace) -> int:
         "rms_norm": lambda be: F.rms_norm(x, w, casting="gemma", backend=be),
         "layer_norm": lambda be: F.layer_norm(x, w, b, backend=be),
     }
-    print(f"x: ({args.rows}, {args.hidden}) {args.dtype}; error vs float64, time per call")
-    print(f"{'op':<11} {'backend':<10} {'max abs err':>12} {'ms':>8}")
+    log(f"x: ({o.rows}, {o.hidden}) {o.dtype}; error vs float64, time per call")
+    log(f"{'op':<11} {'backend':<10} {'max abs err':>12} {'ms':>8}")
+    # A backend that cannot run on x's device (triton on the CPU without TRITON_INTERPRET=1)
+    # has nothing to show here.
+    backends = [be for be in F.available_backends() if F.get_backend(be).supports(x.device)]
+    rows = []
     for op, call in calls.items():
-        for be in F.available_backends():
+        for be in backends:
             err = (call(be).double() - truth[op]).abs().max().item()
             ms = 1e3 * _time(lambda be=be, call=call: call(be))
-            print(f"{op:<11} {be:<10} {err:>12.3e} {ms:>8.2f}")
-    return 0
+            log(f"{op:<11} {be:<10} {err:>12.3e} {ms:>8.2f}")
+            rows.append(DemoRow(op, be, err, ms))
+    return rows

@@ -1,4 +1,6 @@
-"""``normlab bench``: kernel bandwidth against ``Tensor.copy_``, torch eager and ``torch.compile``.
+"""The engine of ``normlab bench``: kernel bandwidth against ``Tensor.copy_``, torch eager and
+``torch.compile``; :class:`BenchOptions` in, :func:`run_bench` times and writes the files.
+``time_ms`` is the timer the scripts in ``benchmarks/`` share.
 
 For each op x dtype x shape x mode (forward, forward+backward) it times normlab's kernel backend
 (``numba`` on the CPU, ``triton`` on CUDA), torch eager and (optionally) ``torch.compile`` of the
@@ -14,7 +16,6 @@ forward+backward (x, r, y, h; h, dy, dh, dx). Weight-sized tensors are ignored.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import time
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from normlab.lab.common import UsageError, non_negative_int, out_dir, positive_int
 from normlab.lab.render import md_table
 
 SHAPES = ((8192, 4096), (32768, 1024), (4096, 8192), (1024, 64), (1024, 256))
@@ -127,11 +129,58 @@ def _runner(fn, mode: str, x, w, b, r):
     return fwd_bwd
 
 
+def _time_case(
+    op: str, mode: str, tensors, backend: str, repeat: int, compile: bool, sync
+) -> Result:
+    """One :class:`Result`: ``op`` in ``mode`` on ``tensors`` (x, w, b, r), normlab's
+    ``backend`` against ``copy_``, torch eager and (``compile``) ``torch.compile``."""
+    x, w, b, r = tensors
+    dst = torch.empty_like(x)
+    fns = {
+        "copy": lambda: dst.copy_(x),
+        "ours": _runner(_case(op, x, w, b, r, backend), mode, x, w, b, r),
+        "eager": _runner(_case(op, x, w, b, r, None), mode, x, w, b, r),
+    }
+    if compile:
+        torch._dynamo.reset()
+        fn = torch.compile(_case(op, x, w, b, r, None), dynamic=False)
+        fns["compile"] = _runner(fn, mode, x, w, b, r)
+    ms = time_ms(fns, repeat, sync)
+    t_ours, t_eager, t_comp = ms["ours"], ms["eager"], ms.get("compile")
+    nbytes = x.numel() * x.element_size()
+    copy_gbps = 2 * nbytes / ms["copy"] / 1e6
+    gbps = TENSORS[(mode, op.startswith("fused"))] * nbytes / t_ours / 1e6
+    m, n = x.shape
+    return Result(
+        op=op,
+        dtype=str(x.dtype).removeprefix("torch."),
+        shape=f"{m}x{n}",
+        mode=mode,
+        backend=backend,
+        ms=t_ours,
+        gbps=gbps,
+        copy_gbps=copy_gbps,
+        pct_of_limit=100 * gbps / copy_gbps,
+        eager_ms=t_eager,
+        x_eager=t_eager / t_ours,
+        compile_ms=t_comp,
+        x_compile=None if t_comp is None else t_comp / t_ours,
+    )
+
+
 def run_matrix(
-    device: str, backend: str, ops=OPS, dtypes=DTYPES, shapes=SHAPES, modes=("fwd", "fwd+bwd"),
-    repeat: int = 5, compile: bool = True, log: Callable[[str], None] = print,
-) -> list[Result]:  # fmt: skip
-    """Time every case; returns one :class:`Result` per (op, dtype, shape, mode)."""
+    device: str,
+    backend: str,
+    ops=OPS,
+    dtypes=DTYPES,
+    shapes=SHAPES,
+    modes=("fwd", "fwd+bwd"),
+    repeat: int = 5,
+    compile: bool = True,
+    log: Callable[[str], None] = print,
+) -> list[Result]:
+    """Time every case; returns one :class:`Result` per (op, dtype, shape, mode), each logged
+    as a table row as soon as it is measured."""
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     results = []
     for dtype_name in dtypes:
@@ -142,40 +191,26 @@ def run_matrix(
             r = torch.randn(m, n, device=device, dtype=dtype, generator=g)
             w = 1 + 0.1 * torch.randn(n, device=device, dtype=dtype, generator=g)
             b = 0.1 * torch.randn(n, device=device, dtype=dtype, generator=g)
-            dst = torch.empty_like(x)
-            nbytes = x.numel() * x.element_size()
             for op in ops:
                 for mode in modes:
-                    tensors = TENSORS[(mode, op.startswith("fused"))]
-                    fns = {
-                        "copy": lambda dst=dst, x=x: dst.copy_(x),
-                        "ours": _runner(_case(op, x, w, b, r, backend), mode, x, w, b, r),
-                        "eager": _runner(_case(op, x, w, b, r, None), mode, x, w, b, r),
-                    }
-                    if compile:
-                        torch._dynamo.reset()
-                        fn = torch.compile(_case(op, x, w, b, r, None), dynamic=False)
-                        fns["compile"] = _runner(fn, mode, x, w, b, r)
-                    ms = time_ms(fns, repeat, sync)
-                    t_ours, t_eager, t_comp = ms["ours"], ms["eager"], ms.get("compile")
-                    copy_gbps = 2 * nbytes / ms["copy"] / 1e6
-                    gbps = tensors * nbytes / t_ours / 1e6
-                    res = Result(
-                        op, dtype_name, f"{m}x{n}", mode, backend, t_ours, gbps, copy_gbps,
-                        100 * gbps / copy_gbps, t_eager, t_eager / t_ours, t_comp,
-                        None if t_comp is None else t_comp / t_ours,
-                    )  # fmt: skip
+                    res = _time_case(op, mode, (x, w, b, r), backend, repeat, compile, sync)
                     log(format_table([res], header=not results))
                     results.append(res)
     return results
 
 
 _COLUMNS = (
-    ("op", "op", "{}"), ("dtype", "dtype", "{}"), ("shape", "shape", "{}"), ("mode", "mode", "{}"),
-    ("ms", "ms", "{:.3f}"), ("gbps", "GB/s", "{:.1f}"), ("copy_gbps", "copy_ GB/s", "{:.1f}"),
-    ("pct_of_limit", "% of limit", "{:.0f}"), ("x_eager", "x eager", "{:.2f}"),
+    ("op", "op", "{}"),
+    ("dtype", "dtype", "{}"),
+    ("shape", "shape", "{}"),
+    ("mode", "mode", "{}"),
+    ("ms", "ms", "{:.3f}"),
+    ("gbps", "GB/s", "{:.1f}"),
+    ("copy_gbps", "copy_ GB/s", "{:.1f}"),
+    ("pct_of_limit", "% of limit", "{:.0f}"),
+    ("x_eager", "x eager", "{:.2f}"),
     ("x_compile", "x compile", "{:.2f}"),
-)  # fmt: skip
+)
 
 
 def format_table(results: list[Result], header: bool = True) -> str:
@@ -215,57 +250,83 @@ def write_results(
     return out / f"{name}.md"
 
 
-def _shape(text: str) -> tuple[int, int]:
+def parse_shape(text: str) -> tuple[int, int]:
+    """``"MxN"`` as ``(M, N)``; ``ValueError`` unless both are ints >= 1."""
     m, _, n = text.lower().partition("x")
     if not (m.isdigit() and n.isdigit() and int(m) > 0 and int(n) > 0):
-        raise argparse.ArgumentTypeError(f"expected MxN with M, N >= 1, e.g. 1024x64; got {text!r}")
+        raise ValueError(f"expected MxN with M, N >= 1, e.g. 1024x64; got {text!r}")
     return int(m), int(n)
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    from normlab.lab.cli import non_negative_int, positive_int
-
-    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
-                   help="cpu runs the numba backend, cuda the triton one")  # fmt: skip
-    p.add_argument("--out", default="bench_out", help="directory for the table, CSV and JSON")
-    p.add_argument("--quick", action="store_true", help="3 shapes, 3 repeats: a fast look")
-    p.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
-    p.add_argument("--repeat", type=positive_int, default=5,
-                   help="timed repeats per case (the fastest is kept)")  # fmt: skip
-    p.add_argument("--ops", nargs="+", choices=OPS, default=list(OPS), help="ops to time")
-    p.add_argument("--dtypes", nargs="+", choices=("float32", "bfloat16", "float16"),
-                   default=list(DTYPES), help="dtypes to time")  # fmt: skip
-    p.add_argument("--shapes", nargs="+", type=_shape, default=None, metavar="MxN",
-                   help="shapes to time instead of the default set, e.g. 1024x64")  # fmt: skip
-    p.add_argument("--threads", type=non_negative_int, default=0,
-                   help="torch threads (0: torch's default)")  # fmt: skip
+class NoDevice(Exception):
+    """The requested device is not here (``normlab bench`` says so and exits with status 1)."""
 
 
-def run(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class BenchOptions:
+    """What ``normlab bench`` times: ``quick`` is :data:`QUICK_SHAPES` and at most 3 repeats;
+    ``shapes`` (``(M, N)`` pairs) replaces the default set; ``threads`` 0 keeps torch's."""
+
+    device: str = "cpu"  # cpu runs the numba backend, cuda the triton one
+    out: str | Path = "bench_out"
+    quick: bool = False
+    compile: bool = True
+    repeat: int = 5
+    ops: tuple[str, ...] = OPS
+    dtypes: tuple[str, ...] = DTYPES
+    shapes: tuple[tuple[int, int], ...] | None = None
+    threads: int = 0
+
+
+def _check(options: BenchOptions) -> None:
+    """A :class:`UsageError` for an option value the bench cannot run."""
+    o = options
+    for what, check, value in [
+        ("repeat", positive_int, o.repeat),
+        ("threads", non_negative_int, o.threads),
+    ]:
+        try:
+            check(value)
+        except ValueError as e:
+            raise UsageError(f"{what}: {e}") from None
+    for what, got, known in [
+        ("device", (o.device,), ("cpu", "cuda")),
+        ("ops", o.ops, OPS),
+        ("dtypes", o.dtypes, ("float32", "bfloat16", "float16")),
+    ]:
+        bad = [v for v in got if v not in known]
+        if bad:
+            raise UsageError(f"{what}: unknown {bad}; known {list(known)}")
+
+
+def run_bench(options: BenchOptions) -> Path:
+    """Time the matrix, printing each row as it is measured, and write it with
+    :func:`write_results` as ``bench_<device>`` under ``options.out`` (created first); returns
+    the table's path. Raises :class:`NoDevice` for ``cuda`` without a CUDA device."""
     import platform
 
-    from normlab.lab.cli import out_dir
-
-    out_dir(args.out)  # before the timings, not after them
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print("normlab bench --device cuda: no CUDA device here")
-        return 1
-    backend = "triton" if args.device == "cuda" else "numba"
-    shapes = QUICK_SHAPES if args.quick else SHAPES
-    if args.shapes:
-        shapes = tuple(args.shapes)
-    repeat = min(args.repeat, 3) if args.quick else args.repeat
+    o = options
+    _check(o)
+    out = out_dir(o.out)  # before the timings, not after them
+    if o.threads:
+        torch.set_num_threads(o.threads)
+    if o.device == "cuda" and not torch.cuda.is_available():
+        raise NoDevice("no CUDA device here")
+    backend = "triton" if o.device == "cuda" else "numba"
+    shapes = tuple(o.shapes) if o.shapes else (QUICK_SHAPES if o.quick else SHAPES)
+    repeat = min(o.repeat, 3) if o.quick else o.repeat
     results = run_matrix(
-        args.device, backend, ops=args.ops, dtypes=args.dtypes, shapes=shapes, repeat=repeat,
-        compile=not args.no_compile,
-    )  # fmt: skip
-    where = torch.cuda.get_device_name() if args.device == "cuda" else platform.processor()
+        o.device,
+        backend,
+        ops=o.ops,
+        dtypes=o.dtypes,
+        shapes=shapes,
+        repeat=repeat,
+        compile=o.compile,
+    )
+    where = torch.cuda.get_device_name() if o.device == "cuda" else platform.processor()
     preamble = (
-        f"normlab bench --device {args.device}: backend {backend}, torch {torch.__version__}, "
+        f"normlab bench --device {o.device}: backend {backend}, torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads, {where or platform.machine()}\n\n"
     )
-    path = write_results(results, args.out, f"bench_{args.device}", preamble)
-    print(f"wrote {path} (+ .csv, .json)")
-    return 0
+    return write_results(results, out, f"bench_{o.device}", preamble)

@@ -1,4 +1,6 @@
-"""``normlab numerics``: how accurate is each norm implementation in FP16/BF16/FP32?
+"""The engine of ``normlab numerics``: how accurate is each norm implementation in
+FP16/BF16/FP32? :class:`NumericsOptions` in, :func:`run_numerics` runs the sweep and writes the
+report, a :class:`NumericsResult` out.
 
 Every implementation is run on the same inputs and compared against a float64 truth
 (``normlab.reference`` evaluated in float64 on the *rounded* low-precision input, so input
@@ -13,13 +15,11 @@ rounding is not counted as an error):
 
 Forward output, ``dx`` and ``dweight`` are measured (definitions in
 :func:`normlab.lab.numerics.metrics.error_metrics`). The grid varies one axis at a time around a
-base point, plus the full scale x dtype grid, so the default run takes a few minutes on two
-cores.
+base point, plus the full scale x dtype grid.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 import zlib
@@ -32,6 +32,7 @@ from torch import Tensor
 
 from normlab import reference
 from normlab.kernels import registry
+from normlab.lab.common import UsageError, out_dir, positive_int
 from normlab.lab.numerics.metrics import error_metrics
 from normlab.reference import CASTINGS
 
@@ -75,8 +76,8 @@ class Grid:
     kernel_castings: tuple[str, ...] = ("llama", "gemma", "none")
 
 
-# Small enough for the tests (< 1 minute with every backend), and still crossing FP16's
-# overflow of x^2 (|x| > 256) and the eps range where near-zero rows blow up.
+# Small enough for the tests, and still crossing FP16's overflow of x^2 (|x| > 256) and the eps
+# range where near-zero rows blow up.
 REDUCED = Grid(
     scales=(1e-4, 1.0, 1e3, 6e4),
     hiddens=(64, 512),
@@ -300,7 +301,7 @@ def sweep(
     if backends is not None:
         unknown = sorted(set(backends) - set(avail) - set(skipped))
         if unknown:
-            raise ValueError(f"backends: unknown {unknown}; known {avail + sorted(skipped)}")
+            raise UsageError(f"backends: unknown {unknown}; known {avail + sorted(skipped)}")
         skipped.update({b: "not selected" for b in avail if b not in backends})
         avail = [b for b in avail if b in backends]
     impls = build_impls(avail, grid.kernel_castings)
@@ -308,7 +309,7 @@ def sweep(
     t0 = time.perf_counter()
     records = []
     # Thousands of small ops: with intra-op threads each one pays a thread barrier, which on a
-    # busy 2-core machine costs ~20 ms (measured) against ~0.05 ms on one thread.
+    # busy machine costs far more than the op itself.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -322,25 +323,42 @@ def sweep(
     return NumericsResult(records, avail, skipped, asdict(grid), device, time.perf_counter() - t0)
 
 
-def run_numerics(
-    out_dir: str | Path,
-    *,
-    reduced: bool = False,
-    grid: Grid | None = None,
-    device: str = "cpu",
-    backends: list[str] | None = None,
-    quiet: bool = False,
-) -> NumericsResult:
-    """Sweep, then write ``numerics.{json,md,html}`` under ``out_dir``; returns the result
-    (``result.files`` maps each format to its path, for the study report to link)."""
+@dataclass(frozen=True)
+class NumericsOptions:
+    """What ``normlab numerics`` runs: the grid (``grid``, else :data:`REDUCED` when
+    ``reduced``, else the full :class:`Grid`; ``rows`` overrides its rows per case), where, on
+    which backends (``None``: every usable one) and where the files go."""
+
+    out: str | Path = "./normlab-out/numerics"
+    reduced: bool = False
+    rows: int | None = None
+    device: str = "cpu"
+    backends: tuple[str, ...] | None = None
+    quiet: bool = False  # no progress bar
+    grid: Grid | None = None
+
+    def resolved_grid(self) -> Grid:
+        grid = self.grid or (REDUCED if self.reduced else Grid())
+        if self.rows is None:
+            return grid
+        try:
+            return replace(grid, rows=positive_int(self.rows))
+        except ValueError as e:
+            raise UsageError(f"rows: {e}") from None
+
+
+def run_numerics(options: NumericsOptions) -> NumericsResult:
+    """Sweep, then write ``numerics.{json,md,html}`` under ``options.out`` (created first, so a
+    bad directory fails before the sweep); returns the result (``result.files`` maps each format
+    to its path, for the study report to link)."""
     from normlab.lab.numerics import report
     from normlab.lab.numerics.findings import findings
 
-    grid = grid or (REDUCED if reduced else Grid())
-    result = sweep(grid, device=device, backends=backends, quiet=quiet)
+    grid = options.resolved_grid()
+    out = out_dir(options.out)
+    backends = None if options.backends is None else list(options.backends)
+    result = sweep(grid, device=options.device, backends=backends, quiet=options.quiet)
     result.findings = findings(result)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     paths = {k: out / f"numerics.{k}" for k in ("json", "md", "html")}
     paths["json"].write_text(json.dumps(asdict(result), indent=1, allow_nan=False))
     paths["md"].write_text(report.markdown(result))
@@ -349,47 +367,19 @@ def run_numerics(
     return result
 
 
-# --------------------------------------------------------------------------------------------
-# command line
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    from normlab.lab.cli import positive_int
-
-    p.add_argument("--out", default="./normlab-out/numerics", help="output directory")
-    p.add_argument("--reduced", action="store_true", help="the small grid the tests use")
-    p.add_argument(
-        "--rows",
-        type=positive_int,
-        default=None,
-        help=f"rows per case; None: the grid's ({Grid.rows}, or {REDUCED.rows} with --reduced)",
-    )
-    p.add_argument("--device", default="cpu", help="device the implementations run on")
-    p.add_argument(
-        "--backends",
-        default="all",
-        help="comma-separated normlab backends to include, or 'all' available",
-    )
-    p.add_argument("--quiet", action="store_true", help="no progress bar and no table")
-
-
-def run(args: argparse.Namespace) -> int:
-    from normlab.lab.cli import out_dir
+def summary(result: NumericsResult, *, table: bool = True) -> str:
+    """What ``normlab numerics`` prints: the terminal table and the findings (unless ``table`` is
+    false), then one line of cases, backends, time and files."""
     from normlab.lab.numerics import report
 
-    out_dir(args.out)  # before the sweep, not after it
-    grid = REDUCED if args.reduced else Grid()
-    if args.rows is not None:
-        grid = replace(grid, rows=args.rows)
-    backends = None if args.backends == "all" else args.backends.split(",")
-    res = run_numerics(args.out, grid=grid, device=args.device, backends=backends, quiet=args.quiet)
-    if not args.quiet:
-        print(report.terminal_table(res))
-        print("\nWhat this shows:")
-        print("\n".join(f"- {f}" for f in res.findings))
-    n = len({(r["dtype"], r["scale"], r["hidden"], r["shape"], r["eps"]) for r in res.records})
-    print(
-        f"{n} cases, backends {', '.join(res.backends)}, {res.seconds:.0f} s -> "
-        f"{res.files['md']}, {res.files['html']}, {res.files['json']}"
+    lines = []
+    if table:
+        lines += [report.terminal_table(result), "\nWhat this shows:"]
+        lines += [f"- {f}" for f in result.findings]
+    n = len({(r["dtype"], r["scale"], r["hidden"], r["shape"], r["eps"]) for r in result.records})
+    files = result.files
+    lines.append(
+        f"{n} cases, backends {', '.join(result.backends)}, {result.seconds:.0f} s -> "
+        f"{files['md']}, {files['html']}, {files['json']}"
     )
-    return 0
+    return "\n".join(lines)

@@ -1,0 +1,41 @@
+"""``normlab numerics``: the options of the precision sweep (:mod:`normlab.lab.numerics.sweep`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from normlab.lab.commands import POSITIVE_INT
+from normlab.lab.numerics.sweep import REDUCED, Grid, NumericsOptions, run_numerics, summary
+
+_DEFAULT = NumericsOptions()
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", default=str(_DEFAULT.out), help="output directory")
+    p.add_argument("--reduced", action="store_true", help="the small grid the tests use")
+    p.add_argument(
+        "--rows",
+        type=POSITIVE_INT,
+        default=None,
+        help=f"rows per case; None: the grid's ({Grid.rows}, or {REDUCED.rows} with --reduced)",
+    )
+    p.add_argument("--device", default=_DEFAULT.device, help="device the implementations run on")
+    p.add_argument(
+        "--backends",
+        default="all",
+        help="comma-separated normlab backends to include, or 'all' available",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no table")
+
+
+def run(args: argparse.Namespace) -> int:
+    options = NumericsOptions(
+        out=args.out,
+        reduced=args.reduced,
+        rows=args.rows,
+        device=args.device,
+        backends=None if args.backends == "all" else tuple(args.backends.split(",")),
+        quiet=args.quiet,
+    )
+    print(summary(run_numerics(options), table=not args.quiet))
+    return 0
