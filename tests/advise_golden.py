@@ -1,7 +1,8 @@
 """Golden outputs of ``normlab advise``, in tests/data/advise/CASE/ for each shipped config and
 scale (and a GPT-2, whose recipe is a LayerNorm's): the spec the twin's study was written as
 (``spec.toml``), and the advice written from made-up results of that study (``advice.md``, the
-report's lead as ``lead.md`` and ``lead.html``, the terminal's ``headline.md``).
+report's lead as ``lead.md`` and ``lead.html``, the terminal's ``headline.md``; and advice.md
+from odder results, ``advice-*.md``).
 tests/test_advise_golden.py checks that today's code writes a spec that parses to the same study
 and the same advice, byte for byte. Regenerate (``PYTHONPATH=src python tests/advise_golden.py``)
 only when the study or the advice is meant to change, and say so in the commit.
@@ -68,9 +69,17 @@ def study_dict(study) -> dict[str, Any]:
     )
 
 
-def fake_results(study) -> tuple[dict, dict]:
+# The made-up results each advice file is written from (see fake_results).
+VARIANTS = {"advice.md": "", "advice-no-runs.md": "no-runs", "advice-odd.md": "odd"}
+
+
+def fake_results(study, variant: str = "") -> tuple[dict, dict]:
     """Made-up results for every run of ``study`` (Sandwich better, Post-LN diverging at high
-    learning rates, LayerNorm slower) and timings of its timed arms."""
+    learning rates, LayerNorm slower) and timings of its timed arms. ``variant`` "no-runs":
+    nothing finished and nothing timed; "odd": LayerNorm faster, with no step timings and a
+    timed arm untimed, the LayerNorm arm never run, the recipe's first seed diverged."""
+    if variant == "no-runs":
+        return {}, {}
     results: dict = {}
     for t in study.runs():
         lr, placement = t.config.lr, t.config.model.placement
@@ -79,6 +88,10 @@ def fake_results(study) -> tuple[dict, dict]:
         if placement == "sandwich":
             loss -= 0.05
         if placement == "post" and lr > 0.005:
+            loss = None
+        if variant == "odd" and t.arm == "layernorm":
+            continue
+        if variant == "odd" and t.arm == "recipe" and t.index == 0:
             loss = None
         status = "ok" if loss is not None else "diverged"
         results.setdefault(t.arm, {})[t.index] = {
@@ -89,6 +102,11 @@ def fake_results(study) -> tuple[dict, dict]:
     fast = {"norm_ms": [1.0, 1.1, 1.0, 1.05], "step_ms": [10.0, 10.5, 10.2, 10.1]}
     slow = {"norm_ms": [1.5, 1.6, 1.5, 1.55], "step_ms": [10.4, 10.8, 10.6, 10.5]}
     timed = next(c.rule for c in study.claims if type(c.rule).__name__ == "Timing")
+    if variant == "odd":
+        return results, {
+            timed.fast: {"norm_ms": slow["norm_ms"]},
+            timed.slow: {"norm_ms": fast["norm_ms"]},
+        }
     return results, {timed.fast: fast, timed.slow: slow}
 
 
@@ -105,15 +123,19 @@ def twins():
 
 def advice_files(twin, study) -> dict[str, str]:
     """The advice written from made-up results of ``study``: file name -> text."""
-    results, timings = fake_results(study)
-    verdicts = decide_all(study, results, 3.0, timings)
-    bl = blocks(twin, study, results, verdicts, {"timings": timings})
-    return {
-        "advice.md": to_markdown(bl, top=1),
-        "lead.md": to_markdown(bl, top=2),
-        "lead.html": to_html(bl, top=2) + "\n",
-        "headline.md": headline(bl) + "\n",
-    }
+    out = {}
+    for name, variant in VARIANTS.items():
+        results, timings = fake_results(study, variant)
+        verdicts = decide_all(study, results, 3.0, timings)
+        bl = blocks(twin, study, results, verdicts, {"timings": timings})
+        out[name] = to_markdown(bl, top=1)
+        if not variant:
+            out |= {
+                "lead.md": to_markdown(bl, top=2),
+                "lead.html": to_html(bl, top=2) + "\n",
+                "headline.md": headline(bl) + "\n",
+            }
+    return out
 
 
 def write() -> None:
