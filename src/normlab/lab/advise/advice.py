@@ -2,9 +2,9 @@
 speed at the twin's scale, with intervals; how far the twin is from the real model; and which
 conclusions are known to depend on scale.
 
-Every number comes from the study's results and verdicts (``decide_all``): the advice reads the
-claims of ``twin.spec_text`` back by name, and pairs seeds exactly as the claims do. The text is
-a list of blocks rendered twice, to Markdown (advice.md, report.md) and to HTML (report.html).
+Every number comes from ``ranking.rank`` (the study's results and verdicts read as data); this
+module writes it out. The text is a list of blocks rendered twice, to Markdown (advice.md,
+report.md) and to HTML (report.html).
 """
 
 from __future__ import annotations

@@ -41,8 +41,8 @@ class Scale:
     sweep: tuple[float, ...]  # the stability sweeps' learning rates (lr among them); () = none
 
 
-# quick is sized with the plan's CPU estimate (normlab advise --list) to train a Llama twin's
-# 63 runs, plus the timing phase, within 15 minutes on 2 cores; smoke exercises every path.
+# quick is sized with the plan's CPU estimate (normlab advise --list) to finish on a laptop's
+# cores in one sitting (docs/advise.md gives its runs); smoke exercises every path.
 SCALES = {
     "smoke": Scale(
         "smoke",
@@ -77,7 +77,7 @@ SCALES = {
 }
 
 # δ, the smallest effect that matters, fixed before the runs as in the lab's presets:
-BEATS = 0.02  # nats/byte: "X beats the recipe" (about 1 % of these models' loss)
+BEATS = 0.02  # nats/byte: "X beats the recipe" by at least this
 AS_GOOD = 0.03  # nats/byte: the margin of "the recipe is at least as good as X"
 FASTER = 0.05  # the fraction of the time a norm must save
 STABLER = 0.05  # nats/byte of LR sensitivity, as the stability preset
