@@ -52,8 +52,8 @@ def test_the_recipe_is_what_the_config_says(name):
     assert (r["norm_offset"], r["rms_casting"]) == ((1.0, "gemma") if gemma else (0.0, "llama"))
     assert r["scale_embeddings"] == gemma
     if gemma:  # gemma-3-1b's config leaves tie_word_embeddings to Gemma3TextConfig's default
-        assert r["tie_embeddings"] and "absent: Gemma3TextConfig's default" in hf.recipe[
-            "tie_embeddings"][1]  # fmt: skip
+        assert r["tie_embeddings"]
+        assert "absent: Gemma3TextConfig's default" in hf.recipe["tie_embeddings"][1]
     else:
         assert r["tie_embeddings"] == cfg["tie_word_embeddings"]
     # What the twin leaves out is said, never dropped.
@@ -68,35 +68,67 @@ def test_the_recipe_is_what_the_config_says(name):
 
 
 def test_other_families():
-    gpt2 = hf_config.from_dict({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12,
-                                "n_inner": None, "n_positions": 1024, "vocab_size": 50257,
-                                "layer_norm_epsilon": 1e-5, "resid_pdrop": 0.1})  # fmt: skip
+    gpt2 = hf_config.from_dict(
+        {
+            "model_type": "gpt2",
+            "n_embd": 768,
+            "n_layer": 12,
+            "n_head": 12,
+            "n_inner": None,
+            "n_positions": 1024,
+            "vocab_size": 50257,
+            "layer_norm_epsilon": 1e-5,
+            "resid_pdrop": 0.1,
+        }
+    )
     r = _recipe(gpt2)
     assert (r["norm"], r["arch"], r["placement"], r["eps"]) == ("layernorm", "gpt2", "pre", 1e-5)
     assert r["tie_embeddings"] and r["mlp_ratio"] == 4.0 and "rms_casting" not in r
     assert gpt2.params() == pytest.approx(124.4e6, rel=0.01)
     assert any("dropout" in g for g in gpt2.gaps)
-    gemma2 = hf_config.from_dict({"model_type": "gemma2", "hidden_size": 2304,
-                                  "num_hidden_layers": 26, "num_attention_heads": 8,
-                                  "num_key_value_heads": 4, "intermediate_size": 9216,
-                                  "vocab_size": 256000})  # fmt: skip
+    gemma2 = hf_config.from_dict(
+        {
+            "model_type": "gemma2",
+            "hidden_size": 2304,
+            "num_hidden_layers": 26,
+            "num_attention_heads": 8,
+            "num_key_value_heads": 4,
+            "intermediate_size": 9216,
+            "vocab_size": 256000,
+        }
+    )
     r = _recipe(gemma2)
     assert r["placement"] == "sandwich" and not r["qk_norm"] and r["norm_offset"] == 1.0
     gaps = " ".join(gemma2.gaps)
     assert "attn_logit_softcapping (absent: Gemma2Config's default) = 50" in gaps
     assert "final_logit_softcapping" in gaps and "every other layer" in gaps
     # The multimodal Gemma 3 nests its decoder under text_config, with defaults for the rest.
-    gemma3 = hf_config.from_dict({"model_type": "gemma3", "vision_config": {},
-                                  "text_config": {"hidden_size": 2560, "num_hidden_layers": 34,
-                                                  "intermediate_size": 10240,
-                                                  "model_type": "gemma3_text"}})  # fmt: skip
+    gemma3 = hf_config.from_dict(
+        {
+            "model_type": "gemma3",
+            "vision_config": {},
+            "text_config": {
+                "hidden_size": 2560,
+                "num_hidden_layers": 34,
+                "intermediate_size": 10240,
+                "model_type": "gemma3_text",
+            },
+        }
+    )
     assert gemma3.sizes["heads"] == 8 and gemma3.recipe["qk_norm"][0]
     assert gemma3.recipe["mlp_ratio"][1].startswith("text_config.intermediate_size")
     assert any(g.startswith("vision_config") for g in gemma3.gaps)
     for mt in ("mistral", "qwen2", "phi3", "gemma"):
-        hf = hf_config.from_dict({"model_type": mt, "hidden_size": 64, "num_hidden_layers": 2,
-                                  "num_attention_heads": 4, "intermediate_size": 128,
-                                  "vocab_size": 1000})  # fmt: skip
+        hf = hf_config.from_dict(
+            {
+                "model_type": mt,
+                "hidden_size": 64,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "intermediate_size": 128,
+                "vocab_size": 1000,
+            }
+        )
         assert hf.recipe["norm"][0] == "rmsnorm"
     with pytest.raises(UsageError, match="num_hidden_layers: expected a positive int"):
         hf_config.from_dict({"model_type": "llama", "hidden_size": 64, "vocab_size": 9})
@@ -108,9 +140,11 @@ def test_an_unsupported_model_type_is_one_line(tmp_path, capsys):
     assert main(["advise", "--hf-config", str(path), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
-    assert err.startswith(f'normlab advise: --hf-config {path}: model_type "mamba" is not '
-                          "supported; supported: llama, mistral, qwen2, qwen3, gemma, gemma2, "
-                          "gemma3_text, phi3, gpt2, gemma3")  # fmt: skip
+    assert err.startswith(
+        f'normlab advise: --hf-config {path}: model_type "mamba" is not '
+        "supported; supported: llama, mistral, qwen2, qwen3, gemma, gemma2, "
+        "gemma3_text, phi3, gpt2, gemma3"
+    )
     assert not (tmp_path / "o").exists()  # nothing written
     path.write_text("{not json")
     assert main(["advise", "--hf-config", str(path)]) == 2
@@ -171,9 +205,10 @@ def test_the_advice_reads_the_claims_back(tmp_path):
         if placement == "post" and lr > 0.005:
             loss = None  # and Post-LN diverges at high learning rates
         results.setdefault(t.arm, {})[t.index] = _fake(t.config, loss)
-    timings = {"recipe": {"norm_ms": [1.0, 1.1, 1.0, 1.05], "step_ms": [10.0, 10.5, 10.2, 10.1]},
-               "layernorm": {"norm_ms": [1.5, 1.6, 1.5, 1.55], "step_ms": [10.4, 10.8, 10.6,
-                                                                           10.5]}}  # fmt: skip
+    timings = {
+        "recipe": {"norm_ms": [1.0, 1.1, 1.0, 1.05], "step_ms": [10.0, 10.5, 10.2, 10.1]},
+        "layernorm": {"norm_ms": [1.5, 1.6, 1.5, 1.55], "step_ms": [10.4, 10.8, 10.6, 10.5]},
+    }
     verdicts = decide_all(study, results, 3.0, timings)
     status = {c.name: v.status for c, v in verdicts}
     assert status["sandwich-beats-recipe"] == HOLDS
@@ -206,14 +241,14 @@ def test_the_advice_reads_the_claims_back(tmp_path):
 @pytest.mark.parametrize("name", SHIPPED)
 def test_advise_end_to_end_at_the_smoke_size(tmp_path, capsys, name):
     out = tmp_path / "out"
-    argv = ["advise", "--hf-config", shipped_config(SHIPPED[name]), "--preset", "smoke",
-            "--out", str(out), "--workers", "1", "--threads", "1"]  # fmt: skip
+    argv = ["advise", "--hf-config", shipped_config(SHIPPED[name]), "--preset", "smoke"]
+    argv += ["--out", str(out), "--workers", "1", "--threads", "1"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "not reproduced by the twin" in printed and "grouped KV heads" in printed
     assert "eps" in printed and "rms_norm_eps" in printed  # every field with its source
-    for f in ("advise-spec.toml", "twin.json", "advice.md", "report.md", "report.html",
-              "claims.json", "results.jsonl", "study.json"):  # fmt: skip
+    written = "advise-spec.toml twin.json advice.md report.md report.html claims.json"
+    for f in (*written.split(), "results.jsonl", "study.json"):
         assert (out / f).is_file(), f
     cfg = _config(name)
     twin = json.loads((out / "twin.json").read_text())
@@ -221,8 +256,8 @@ def test_advise_end_to_end_at_the_smoke_size(tmp_path, capsys, name):
     assert fields["eps"] == {"value": cfg["rms_norm_eps"], "from": "rms_norm_eps"}
     assert fields["qk_norm"]["value"] == (name != "llama")
     assert fields["norm_offset"]["value"] == (1.0 if name == "gemma3" else 0.0)
-    assert fields["n_layers"]["value"] == 2 and str(cfg["num_hidden_layers"]) in fields[
-        "n_layers"]["from"]  # fmt: skip
+    assert fields["n_layers"]["value"] == 2
+    assert str(cfg["num_hidden_layers"]) in fields["n_layers"]["from"]
     assert twin["params"]["model"] > 1e8 > twin["params"]["twin"]
     report = (out / "report.md").read_text()
     advice = (out / "advice.md").read_text()

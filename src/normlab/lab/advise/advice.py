@@ -2,24 +2,22 @@
 speed at the twin's scale, with intervals; how far the twin is from the real model; and which
 conclusions are known to depend on scale.
 
-Every number comes from the study's results and verdicts (``decide_all``): the advice reads the
-claims of ``twin.spec_text`` back by name, and pairs seeds exactly as the claims do. The text is
-a list of blocks rendered twice, to Markdown (advice.md, report.md) and to HTML (report.html).
+Every number comes from ``ranking.rank`` (the study's results and verdicts read as data); this
+module writes it out. The text is a list of blocks rendered twice, to Markdown (advice.md,
+report.md) and to HTML (report.html).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import statistics
 from html import escape
 from typing import Any
 
-from normlab.lab.advise.twin import AS_GOOD, BEATS, FASTER, STABLER, Twin, claim_names
+from normlab.lab.advise.ranking import Quality, Ranking, Speed, Stability, rank
+from normlab.lab.advise.twin import AS_GOOD, BEATS, FASTER, STABLER, Twin, claim_name
 from normlab.lab.render import html_table, md_table
-from normlab.lab.study.claims import HOLDS, MEASURES, Contrast, Estimate
-
-_LOSS = MEASURES["final_val_loss"][1]
+from normlab.lab.study.claims import Estimate
 
 # ("h", level offset, text) | ("p", text) | ("table", header, rows) | ("ul", items)
 Block = tuple
@@ -38,17 +36,6 @@ def fmt_params(n: float) -> str:
         if n >= 0.9995 * div:  # 999.9 M reads 1 B, not 1e+03 M
             return f"{n / div:.3g} {unit}"
     return str(int(n))
-
-
-def _mean_loss(results, arm: str) -> tuple[float | None, int]:
-    xs = [x for r in results.get(arm, {}).values() if (x := _LOSS(r, None)) is not None]
-    return (statistics.fmean(xs) if xs else None), len(xs)
-
-
-def _paired(results, a: str, b: str) -> Estimate:
-    """loss(a) − loss(b) over the seeds both have, as the claims pair them."""
-    c = Contrast(((1, a, "final_val_loss"), (-1, b, "final_val_loss")), "≠0", 0.0, 1)
-    return Estimate.of(c.values(results, {}))
 
 
 def _verdict(wins: tuple[str, list[str]], no_wins: str, losses: tuple[str, list[str]]) -> str:
@@ -74,16 +61,38 @@ def _est(e: Estimate | None, pct: bool = False) -> str:
 
 
 def blocks(twin: Twin, preset, results, verdicts, meta: dict) -> list[Block]:
-    hf, s = twin.hf, twin.scale
-    by_name = {c.name: (c, v) for c, v in verdicts}
-    names = claim_names(twin)
-
-    def status(key: str) -> str:
-        got = by_name.get(names.get(key, ""))
-        return got[1].status if got else "–"
-
+    """The advice as blocks: the ranking (``ranking.rank``) written out."""
+    r = rank(twin, results, verdicts, meta)
     label = {"recipe": f"the recipe ({twin.recipe_label()})", **{a.arm: a.label for a in twin.alts}}
-    out: list[Block] = [
+    return [
+        *_lead(twin, r, label),
+        *_quality_blocks(twin, r.quality, label),
+        *_stability_blocks(twin, r.stability, label),
+        *_speed_blocks(r.speed),
+        *_scale_blocks(twin),
+        *_caveats(twin),
+    ]
+
+
+def _mean(m: float | None, n: int) -> str:
+    return "–" if m is None else f"{m:.4f} (n={n})"
+
+
+def _lead(twin: Twin, r: Ranking, label: dict[str, str]) -> list[Block]:
+    """The title, what was trained, the summary table (one row per dimension), and how to
+    read it."""
+    hf, s = twin.hf, twin.scale
+    summary = [_stability_row(twin, r.stability, label)] if r.stability else []
+    summary.append(_quality_row(twin, r.quality, label))
+    if r.speed:
+        summary.append(_speed_row(r.speed))
+    header = [
+        "",
+        "lowest mean here",
+        "vs the model's recipe [95 % interval], n",
+        "what the claims decided",
+    ]
+    return [
         ("h", 0, f"Advice for {twin.name}"),
         (
             "p",
@@ -91,245 +100,149 @@ def blocks(twin: Twin, preset, results, verdicts, meta: dict) -> list[Block]:
             f"{twin.recipe_label()} — and {len(twin.alts)} alternatives, each one change away, "
             f"over {s.seeds} paired seeds ({s.name}: {s.about}). At the twin's scale:",
         ),
-    ]
-
-    # ---- quality at the recipe's learning rate
-    arms = ["recipe", *[a.arm for a in twin.alts]]
-    losses = {a: _mean_loss(results, a) for a in arms}
-    # On a tie the recipe ranks first: an alternative is "best" only by doing better.
-    ranked = sorted((m, a != "recipe", a) for a, (m, _) in losses.items() if m is not None)
-    q_rows, holds_as_good, holds_beats = [], [], []
-    for a in twin.alts:
-        m, n = losses[a.arm]
-        q_rows.append(
-            [
-                a.label,
-                ", ".join(f"{k} = {json.dumps(v)}" for k, v in a.model.items()),
-                "–" if m is None else f"{m:.4f} (n={n})",
-                _est(_paired(results, a.arm, "recipe")),
-                status(f"as_good:{a.arm}"),
-                status(f"beats:{a.arm}"),
-            ]
-        )
-        if status(f"as_good:{a.arm}") == HOLDS:
-            holds_as_good.append(a.label)
-        if status(f"beats:{a.arm}") == HOLDS:
-            holds_beats.append(a.label)
-    m0, n0 = losses["recipe"]
-    q_rows.insert(
-        0, [label["recipe"], "–", "–" if m0 is None else f"{m0:.4f} (n={n0})", "–", "–", "–"]
-    )
-    if ranked:
-        best = ranked[0][2]
-        q_best = f"{label[best]} (mean loss {ranked[0][0]:.4f} nats/byte)"
-        q_delta = "–" if best == "recipe" else _est(_paired(results, best, "recipe"))
-    else:
-        q_best, q_delta = "no finished runs", "–"
-    q_verdict = _verdict(
-        (f"beat the recipe by ≥ {BEATS}", holds_beats),
-        f"no alternative beats the recipe by ≥ {BEATS}",
-        (f"the recipe is at least as good as (within {AS_GOOD})", holds_as_good),
-    )
-
-    # ---- stability: LR sensitivity of each sweep
-    swept = [a for a in twin.alts if a.swept]
-    s_rows, s_summary = [], None
-    if swept:
-        sens: dict[str, tuple[float | None, int]] = {}
-        stabler, recipe_stabler = [], []
-        for a in swept:
-            claim, verdict = by_name[names[f"stabler:{a.arm}"]]
-            rule = claim.rule
-            for arm, sweep in (("recipe", rule.stable), (a.arm, rule.unstable)):
-                xs = [s_i for s_i, _ in rule.per_seed(results, sweep).values()]
-                sens[arm] = (statistics.fmean(xs) if xs else None), len(xs)
-            if verdict.status == HOLDS:
-                recipe_stabler.append(a.label)
-            if status(f"stabler_alt:{a.arm}") == HOLDS:
-                stabler.append(a.label)
-        for arm in ["recipe", *[a.arm for a in swept]]:
-            claim = by_name[names[f"stabler:{swept[0].arm if arm == 'recipe' else arm}"]][0]
-            sweep = claim.rule.stable if arm == "recipe" else claim.rule.unstable
-            lr_best = _best_lr(results, sweep)
-            m, n = sens[arm]
-            delta = "–"
-            if arm != "recipe":
-                delta = _est(by_name[names[f"stabler:{arm}"]][1].estimate)
-            s_rows.append(
-                [
-                    label[arm],
-                    "–" if m is None else f"{m:.4f} (n={n})",
-                    delta,
-                    lr_best,
-                    "–" if arm == "recipe" else status(f"stabler:{arm}"),
-                    "–" if arm == "recipe" else status(f"stabler_alt:{arm}"),
-                ]
-            )
-        ranked_s = sorted((m, a != "recipe", a) for a, (m, _) in sens.items() if m is not None)
-        if ranked_s:
-            best = ranked_s[0][2]
-            s_best = f"{label[best]} (LR sensitivity {ranked_s[0][0]:.4f})"
-            s_delta = (
-                "–" if best == "recipe" else _est(by_name[names[f"stabler:{best}"]][1].estimate)
-            )
-        else:
-            s_best, s_delta = "no finished sweeps", "–"
-        s_verdict = _verdict(
-            (f"less LR-sensitive than the recipe by ≥ {STABLER}", stabler),
-            f"no alternative is less LR-sensitive than the recipe by ≥ {STABLER}",
-            ("the recipe is less LR-sensitive than", recipe_stabler),
-        )
-        s_summary = [
-            f"Stability (LR sensitivity over lr {', '.join(f'{x:g}' for x in s.sweep)})",
-            s_best,
-            s_delta,
-            s_verdict,
-        ]
-
-    # ---- speed: the serial timing phase
-    timings = meta.get("timings") or {}
-    norm_claim = by_name.get(names["faster"])
-    step_claim = by_name.get(names["faster_step"])
-    sp_rows = []
-    if norm_claim:
-        fast, slow = norm_claim[0].rule.fast, norm_claim[0].rule.slow
-        for arm, what in ((fast, "RMSNorm"), (slow, "LayerNorm")):
-            t = timings.get(arm) or {}
-            med = {
-                k: statistics.median(t[k]) if t.get(k) else None
-                for k in ("norm_ms", "torch_norm_ms", "step_ms")
-            }
-            share = (
-                f"{med['norm_ms'] / med['step_ms']:.1%}"
-                if med["norm_ms"] and med["step_ms"]
-                else "–"
-            )
-            sp_rows.append(
-                [
-                    what,
-                    arm,
-                    *("–" if x is None else f"{x:.3f}" for x in med.values()),
-                    share,
-                ]
-            )
-        e = norm_claim[1].estimate
-        if e is not None and e.effect is not None and e.lo > 0:
-            sp_best = "RMSNorm"
-        elif e is not None and e.effect is not None and e.hi < 0:
-            sp_best = "LayerNorm"
-        else:
-            sp_best = "no difference resolved"
-        sp_delta = (
-            f"RMSNorm's saving in the norms' time: {_est(e, pct=True)}; in a whole step: "
-            f"{_est(step_claim[1].estimate if step_claim else None, pct=True)}"
-        )
-        sp_verdict = (
-            f"{names['faster']}: {norm_claim[1].status}; {names['faster_step']}: "
-            f"{step_claim[1].status if step_claim else '–'} (δ = {FASTER:.0%})"
-        )
-    summary = [s_summary] if s_summary else []
-    summary.append(
-        [f"Quality (final validation loss at lr {s.lr:g}, nats/byte)", q_best, q_delta, q_verdict]
-    )
-    if norm_claim:
-        summary.append(
-            ["Speed (the norms' time, serial timing phase)", sp_best, sp_delta, sp_verdict]
-        )
-    out.append(
-        (
-            "table",
-            [
-                "",
-                "lowest mean here",
-                "vs the model's recipe [95 % interval], n",
-                "what the claims decided",
-            ],
-            summary,
-        )
-    )
-    out.append(
+        ("table", header, summary),
         (
             "p",
             "Intervals are 95 % Student-t over paired seeds (speed: over interleaved "
             "timing rounds); the claims and their rules are in report.md and claims.json. "
             "Read every line with the scale caveats below: this is a twin "
             f"{ratio(hf.params(), twin_params(twin)[0])} smaller than the model.",
-        )
-    )
-
-    out += [
-        ("h", 1, f"Quality at lr {s.lr:g}"),
-        (
-            "table",
-            [
-                "arm",
-                "change from the recipe",
-                "final val loss (mean)",
-                "Δ vs recipe [95 %], n",
-                f"recipe at least as good (within {AS_GOOD})",
-                f"beats the recipe (≥ {BEATS})",
-            ],
-            q_rows,
         ),
     ]
-    out.append(("h", 1, "Stability"))
-    if s_rows:
-        out += [
+
+
+def _quality_row(twin: Twin, q: Quality, label: dict[str, str]) -> list[str]:
+    if q.best is None:
+        best, delta = "no finished runs", "–"
+    else:
+        best = f"{label[q.best]} (mean loss {q.best_mean:.4f} nats/byte)"
+        delta = "–" if q.best == "recipe" else _est(q.best_vs_recipe)
+    verdict = _verdict(
+        (f"beat the recipe by ≥ {BEATS}", [label[a] for a in q.beat_recipe]),
+        f"no alternative beats the recipe by ≥ {BEATS}",
+        (
+            f"the recipe is at least as good as (within {AS_GOOD})",
+            [label[a] for a in q.recipe_as_good],
+        ),
+    )
+    what = f"Quality (final validation loss at lr {twin.scale.lr:g}, nats/byte)"
+    return [what, best, delta, verdict]
+
+
+def _stability_row(twin: Twin, st: Stability, label: dict[str, str]) -> list[str]:
+    if st.best is None:
+        best, delta = "no finished sweeps", "–"
+    else:
+        best = f"{label[st.best]} (LR sensitivity {st.best_mean:.4f})"
+        delta = "–" if st.best == "recipe" else _est(st.best_vs_recipe)
+    verdict = _verdict(
+        (f"less LR-sensitive than the recipe by ≥ {STABLER}", [label[a] for a in st.stabler]),
+        f"no alternative is less LR-sensitive than the recipe by ≥ {STABLER}",
+        ("the recipe is less LR-sensitive than", [label[a] for a in st.recipe_stabler]),
+    )
+    what = f"Stability (LR sensitivity over lr {', '.join(f'{x:g}' for x in twin.scale.sweep)})"
+    return [what, best, delta, verdict]
+
+
+def _speed_row(sp: Speed) -> list[str]:
+    delta = (
+        f"RMSNorm's saving in the norms' time: {_est(sp.norm_saving, pct=True)}; in a whole "
+        f"step: {_est(sp.step_saving, pct=True)}"
+    )
+    verdict = (
+        f"{claim_name('faster')}: {sp.norm_status}; {claim_name('faster_step')}: "
+        f"{sp.step_status} (δ = {FASTER:.0%})"
+    )
+    what = "Speed (the norms' time, serial timing phase)"
+    return [what, sp.faster or "no difference resolved", delta, verdict]
+
+
+def _quality_blocks(twin: Twin, q: Quality, label: dict[str, str]) -> list[Block]:
+    change = {
+        a.arm: ", ".join(f"{k} = {json.dumps(v)}" for k, v in a.model.items()) for a in twin.alts
+    }
+    rows = [
+        [label[x.arm], "–", _mean(x.mean, x.n), "–", "–", "–"]
+        if x.arm == "recipe"
+        else [
+            label[x.arm],
+            change[x.arm],
+            _mean(x.mean, x.n),
+            _est(x.vs_recipe),
+            x.as_good,
+            x.beats,
+        ]
+        for x in q.arms
+    ]
+    header = [
+        "arm",
+        "change from the recipe",
+        "final val loss (mean)",
+        "Δ vs recipe [95 %], n",
+        f"recipe at least as good (within {AS_GOOD})",
+        f"beats the recipe (≥ {BEATS})",
+    ]
+    return [("h", 1, f"Quality at lr {twin.scale.lr:g}"), ("table", header, rows)]
+
+
+def _stability_blocks(twin: Twin, st: Stability | None, label: dict[str, str]) -> list[Block]:
+    if st is None:
+        return [
+            ("h", 1, "Stability"),
             (
                 "p",
-                "LR sensitivity (Wortsman et al. 2023): the mean over the sweep's learning "
-                "rates of the final loss above the sweep's best, a diverged run counted as a "
-                "uniform guess (ln 256); lower is more stable.",
-            ),
-            (
-                "table",
-                [
-                    "sweep",
-                    "LR sensitivity (mean)",
-                    "Δ vs recipe [95 %], n",
-                    "best lr (mean loss)",
-                    "recipe less sensitive",
-                    "alternative less sensitive",
-                ],
-                s_rows,
+                f"Not measured at {twin.scale.name}: --preset quick sweeps the learning rate of "
+                "the recipe and of each alternative placement and QK-norm setting.",
             ),
         ]
-    else:
-        out.append(
-            (
-                "p",
-                f"Not measured at {s.name}: --preset quick sweeps the learning rate of "
-                "the recipe and of each alternative placement and QK-norm setting.",
-            )
-        )
-    out.append(("h", 1, "Speed"))
-    if sp_rows:
-        out.append(
-            (
-                "table",
-                [
-                    "norm",
-                    "arm",
-                    "norms ms/step (normlab)",
-                    "norms ms/step (torch)",
-                    "step ms",
-                    "norms' share of a step",
-                ],
-                sp_rows,
-            )
-        )
-    out += _scale_blocks(twin) + _caveats(twin)
-    return out
+    rows = [
+        [
+            label[x.arm],
+            _mean(x.mean, x.n),
+            "–" if x.arm == "recipe" else _est(x.vs_recipe),
+            "–" if x.best_lr is None else f"{x.best_lr[0]:g} ({x.best_lr[1]:.4f})",
+            x.recipe_stabler,
+            x.alt_stabler,
+        ]
+        for x in st.arms
+    ]
+    header = [
+        "sweep",
+        "LR sensitivity (mean)",
+        "Δ vs recipe [95 %], n",
+        "best lr (mean loss)",
+        "recipe less sensitive",
+        "alternative less sensitive",
+    ]
+    return [
+        ("h", 1, "Stability"),
+        (
+            "p",
+            "LR sensitivity (Wortsman et al. 2023): the mean over the sweep's learning "
+            "rates of the final loss above the sweep's best, a diverged run counted as a "
+            "uniform guess (ln 256); lower is more stable.",
+        ),
+        ("table", header, rows),
+    ]
 
 
-def _best_lr(results, sweep) -> str:
-    best = None
-    for arm in sweep:
-        runs = list(results.get(arm, {}).values())
-        m, _ = _mean_loss(results, arm)
-        if runs and m is not None and (best is None or m < best[0]):
-            best = (m, runs[0]["config"]["lr"])
-    return "–" if best is None else f"{best[1]:g} ({best[0]:.4f})"
+def _speed_blocks(sp: Speed | None) -> list[Block]:
+    if sp is None:
+        return [("h", 1, "Speed")]
+    rows = []
+    for x in sp.arms:
+        med = (x.norm_ms, x.torch_norm_ms, x.step_ms)
+        share = f"{x.norm_ms / x.step_ms:.1%}" if x.norm_ms and x.step_ms else "–"
+        rows.append([x.norm, x.arm, *("–" if v is None else f"{v:.3f}" for v in med), share])
+    header = [
+        "norm",
+        "arm",
+        "norms ms/step (normlab)",
+        "norms ms/step (torch)",
+        "step ms",
+        "norms' share of a step",
+    ]
+    return [("h", 1, "Speed"), ("table", header, rows)]
 
 
 def ratio(real: float, twin: float) -> str:

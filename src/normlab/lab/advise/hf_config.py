@@ -79,23 +79,56 @@ _GEMMA2 = {
 }
 FAMILIES: dict[str, Family] = {
     "llama": Family("Llama", "LlamaConfig", "LlamaRMSNorm"),
-    "mistral": Family("Mistral", "MistralConfig", "MistralRMSNorm",
-                      defaults={"sliding_window": 4096, "num_key_value_heads": 8}),
+    "mistral": Family(
+        "Mistral",
+        "MistralConfig",
+        "MistralRMSNorm",
+        defaults={"sliding_window": 4096, "num_key_value_heads": 8},
+    ),
     "qwen2": Family("Qwen2", "Qwen2Config", "Qwen2RMSNorm", defaults=_QWEN),
-    "qwen3": Family("Qwen3", "Qwen3Config", "Qwen3RMSNorm", qk_norm=True,
-                    defaults={**_QWEN, "head_dim": 128}),
-    "gemma": Family("Gemma", "GemmaConfig", "GemmaRMSNorm", gemma=True, tie_default=True,
-                    defaults=_GEMMA),
-    "gemma2": Family("Gemma 2", "Gemma2Config", "Gemma2RMSNorm", placement="sandwich",
-                     gemma=True, tie_default=True, defaults=_GEMMA2),
-    "gemma3_text": Family("Gemma 3", "Gemma3TextConfig", "Gemma3RMSNorm", placement="sandwich",
-                          qk_norm=True, gemma=True, tie_default=True, defaults=_GEMMA3),
-    "phi3": Family("Phi-3", "Phi3Config", "Phi3RMSNorm", eps_default=1e-5,
-                   defaults={"partial_rotary_factor": 1.0}),
-    "gpt2": Family("GPT-2", "GPT2Config", "nn.LayerNorm", norm="layernorm", tie_default=True,
-                   eps_default=1e-5, defaults={"activation_function": "gelu_new"},
-                   keys=dict(_GPT2_KEYS)),
-}  # fmt: skip
+    "qwen3": Family(
+        "Qwen3", "Qwen3Config", "Qwen3RMSNorm", qk_norm=True, defaults={**_QWEN, "head_dim": 128}
+    ),
+    "gemma": Family(
+        "Gemma", "GemmaConfig", "GemmaRMSNorm", gemma=True, tie_default=True, defaults=_GEMMA
+    ),
+    "gemma2": Family(
+        "Gemma 2",
+        "Gemma2Config",
+        "Gemma2RMSNorm",
+        placement="sandwich",
+        gemma=True,
+        tie_default=True,
+        defaults=_GEMMA2,
+    ),
+    "gemma3_text": Family(
+        "Gemma 3",
+        "Gemma3TextConfig",
+        "Gemma3RMSNorm",
+        placement="sandwich",
+        qk_norm=True,
+        gemma=True,
+        tie_default=True,
+        defaults=_GEMMA3,
+    ),
+    "phi3": Family(
+        "Phi-3",
+        "Phi3Config",
+        "Phi3RMSNorm",
+        eps_default=1e-5,
+        defaults={"partial_rotary_factor": 1.0},
+    ),
+    "gpt2": Family(
+        "GPT-2",
+        "GPT2Config",
+        "nn.LayerNorm",
+        norm="layernorm",
+        tie_default=True,
+        eps_default=1e-5,
+        defaults={"activation_function": "gelu_new"},
+        keys=dict(_GPT2_KEYS),
+    ),
+}
 # gemma3 is the multimodal Gemma 3: its decoder is a gemma3_text config under "text_config".
 SUPPORTED = (*FAMILIES, "gemma3")
 

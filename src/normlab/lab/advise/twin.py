@@ -12,10 +12,10 @@ the alternatives that decide stability are also swept over learning rates.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from typing import Any
 
+from normlab.lab.advise import toml_writer
 from normlab.lab.advise.hf_config import HFModel
 from normlab.lab.train.data import VOCAB_SIZE
 from normlab.lab.train.trainer import TrainConfig
@@ -41,8 +41,8 @@ class Scale:
     sweep: tuple[float, ...]  # the stability sweeps' learning rates (lr among them); () = none
 
 
-# quick is sized with the plan's CPU estimate (normlab advise --list) to train a Llama twin's
-# 63 runs, plus the timing phase, within 15 minutes on 2 cores; smoke exercises every path.
+# quick is sized with the plan's CPU estimate (normlab advise --list) to finish on a laptop's
+# cores in one sitting (docs/advise.md gives its runs); smoke exercises every path.
 SCALES = {
     "smoke": Scale(
         "smoke",
@@ -77,7 +77,7 @@ SCALES = {
 }
 
 # δ, the smallest effect that matters, fixed before the runs as in the lab's presets:
-BEATS = 0.02  # nats/byte: "X beats the recipe" (about 1 % of these models' loss)
+BEATS = 0.02  # nats/byte: "X beats the recipe" by at least this
 AS_GOOD = 0.03  # nats/byte: the margin of "the recipe is at least as good as X"
 FASTER = 0.05  # the fraction of the time a norm must save
 STABLER = 0.05  # nats/byte of LR sensitivity, as the stability preset
@@ -191,205 +191,252 @@ def make_twin(hf: HFModel, preset: str) -> Twin:
 
 
 # --------------------------------------------------------------------------------------------
-# the spec
+# the spec: the twin's study as data (the TOML document), written out by toml_writer
+
+# The claims' names, by what each answers: the spec names its claims with them, the advice
+# finds their verdicts by them.
+CLAIM_NAMES = {
+    "as_good": "recipe-as-good-as-{arm}",
+    "beats": "{arm}-beats-recipe",
+    "stabler": "recipe-stabler-than-{arm}",
+    "stabler_alt": "{arm}-stabler-than-recipe",
+    "faster": "rmsnorm-faster",
+    "faster_step": "rmsnorm-faster-step",
+}
+LOSS = "final_val_loss"  # the quality claims' measure
 
 
-def _toml(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int | float):
-        return repr(v)  # Python's shortest round-trip form is valid TOML (1e-05, 0.001, 3)
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)  # JSON's escapes are TOML's basic string's
-    if isinstance(v, list | tuple):
-        return "[" + ", ".join(map(_toml, v)) + "]"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{k} = {_toml(x)}" for k, x in v.items()) + " }"
-    raise TypeError(f"no TOML form for {v!r}")
+def claim_name(kind: str, arm: str = "") -> str:
+    """The name of the claim of kind ``kind`` (a key of ``CLAIM_NAMES``) about ``arm``."""
+    return CLAIM_NAMES[kind].format(arm=arm)
 
 
 def claim_names(twin: Twin) -> dict[str, str]:
-    """What each claim of the spec answers -> its name (the advice reads them back)."""
+    """What each claim of the spec answers ("kind:arm", or "kind" for speed) -> its name."""
     names = {}
     for a in twin.alts:
-        names[f"as_good:{a.arm}"] = f"recipe-as-good-as-{a.arm}"
-        names[f"beats:{a.arm}"] = f"{a.arm}-beats-recipe"
-        if a.swept:
-            names[f"stabler:{a.arm}"] = f"recipe-stabler-than-{a.arm}"
-            names[f"stabler_alt:{a.arm}"] = f"{a.arm}-stabler-than-recipe"
-    names["faster"] = "rmsnorm-faster"
-    names["faster_step"] = "rmsnorm-faster-step"
-    return names
+        kinds = ("as_good", "beats", *(("stabler", "stabler_alt") if a.swept else ()))
+        names.update({f"{k}:{a.arm}": claim_name(k, a.arm) for k in kinds})
+    return names | {k: claim_name(k) for k in ("faster", "faster_step")}
+
+
+@dataclass
+class SpecDoc:
+    """A spec as data: the TOML document and the comments its reader gets (by key path, as
+    ``toml_writer.dumps`` takes them)."""
+
+    doc: dict[str, Any]
+    header: str = ""
+    comments: dict[tuple, str] = dataclasses.field(default_factory=dict)
+
+    def claim(self, data: dict[str, Any], comment: str = "") -> None:
+        """Add a claim; ``comment`` goes above it (a section's first claim says what follows)."""
+        claims = self.doc.setdefault("claims", [])
+        if comment:
+            self.comments[("claims", len(claims))] = comment
+        claims.append(data)
+
+    def arm(self, data: dict[str, Any], comment: str = "") -> None:
+        arms = self.doc.setdefault("arms", [])
+        if comment:
+            self.comments[("arms", len(arms))] = comment
+        arms.append(data)
+
+    def text(self) -> str:
+        return toml_writer.dumps(self.doc, header=self.header, comments=self.comments)
 
 
 def spec_text(twin: Twin, command: str) -> str:
     """The study spec of ``twin`` (TOML, docs/spec.md); ``command`` made it."""
+    return spec_doc(twin, command).text()
+
+
+def spec_doc(twin: Twin, command: str) -> SpecDoc:
+    """The study spec of ``twin`` as data: its base (the recipe), arms and claims."""
     hf, s = twin.hf, twin.scale
-    who = f"{hf.family.name}'s recipe ({twin.recipe_label()})"
-    src = f"normlab advise: {hf.name}"
-    lines = [
-        f"# {command}",
-        f"# {twin.name}: the model's recipe against the alternatives, on a scaled-down twin",
-        f"# ({s.name}: {s.about}).",
-        "# A study spec (docs/spec.md): edit it and rerun it with normlab study --spec FILE.",
-        "# The comments say where each value came from.",
-        "",
-        f"name = {_toml('advise-' + hf.model_type)}",
-        f"description = {_toml(f'{twin.name} vs its alternatives, twin at {s.name} scale')}",
-        "",
-        "# The model's recipe, scaled down: training fields here, model fields under [base.model].",
-        "[base]",
-    ]
-    lines += [f"{k} = {_toml(v)}  # {why}" for k, (v, why) in twin.train.items()]
-    lines += ["", "[base.model]"]
+    spec = SpecDoc(
+        {
+            "name": "advise-" + hf.model_type,
+            "description": f"{twin.name} vs its alternatives, twin at {s.name} scale",
+        },
+        header=(
+            f"{command}\n"
+            f"{twin.name}: the model's recipe against the alternatives, on a scaled-down twin\n"
+            f"({s.name}: {s.about}).\n"
+            "A study spec (docs/spec.md): edit it and rerun it with normlab study --spec FILE.\n"
+            "The comments say where each value came from."
+        ),
+    )
+    _base(spec, twin)
+    _arms(spec, twin)
+    _quality_claims(spec, twin)
+    _speed_claims(spec, twin)
+    _stability_claims(spec, twin)
+    return spec
+
+
+def _base(spec: SpecDoc, twin: Twin) -> None:
+    """[base]: the recipe's training fields and, under [base.model], its model fields, each
+    with where it came from."""
+    base: dict[str, Any] = {k: v for k, (v, _) in twin.train.items()}
+    spec.comments |= {("base", k): why for k, (_, why) in twin.train.items()}
     # vocab_size is the data's and cannot be set in a spec; the lab's defaults need no line.
-    lines += [
-        f"{k} = {_toml(v)}  # {why}"
-        for k, (v, why) in twin.fields.items()
-        if k != "vocab_size" and why != "the lab's default"
-    ]
-    lines += [
-        "",
-        "# The recipe itself, then one change at a time.",
-        "[[arms]]",
-        'name = "recipe"',
-        "",
-    ]
+    model = {k: vs for k, vs in twin.fields.items() if k != "vocab_size"}
+    model = {k: (v, why) for k, (v, why) in model.items() if why != "the lab's default"}
+    base["model"] = {k: v for k, (v, _) in model.items()}
+    spec.comments |= {("base", "model", k): why for k, (_, why) in model.items()}
+    spec.comments[("base",)] = (
+        "The model's recipe, scaled down: training fields here, model fields under [base.model]."
+    )
+    spec.doc["base"] = base
+
+
+def _arms(spec: SpecDoc, twin: Twin) -> None:
+    """The recipe, each alternative (the placements as one axis), and the learning-rate
+    sweeps of those that decide stability."""
+    s = twin.scale
+    spec.arm({"name": "recipe"}, "The recipe itself, then one change at a time.")
     placements = [a for a in twin.alts if a.kind == "placement"]
     for a in twin.alts:
-        if a.kind == "placement":
-            continue
-        lines += ["[[arms]]", f"name = {_toml(a.arm)}", f"model = {_toml(a.model)}", ""]
-    lines += [
-        "[[arms]]",
-        'name = "{placement}"',
-        f"axes = {{ placement = {_toml([a.arm for a in placements])} }}",
-        "",
-    ]
-    others = [lr for lr in s.sweep if lr != s.lr]
-    if others:
-        lines += [
-            "# Learning-rate sweeps (stability): the arms above are their points at the "
-            f"recipe's lr {s.lr:g}.",
-            "[[arms]]",
-            'name = "recipe-lr{lr:g}"',
-            f"axes = {{ lr = {_toml(others)} }}",
-            "",
-            "[[arms]]",
-            'name = "{placement}-lr{lr:g}"',
-            f"axes = {{ placement = {_toml([a.arm for a in placements if a.swept])}, "
-            f"lr = {_toml(others)} }}",
-            "",
-        ]
-        for a in twin.alts:
-            if a.swept and a.kind != "placement":
-                lines += [
-                    "[[arms]]",
-                    f"name = {_toml(a.arm + '-lr{lr:g}')}",
-                    f"model = {_toml(a.model)}",
-                    f"axes = {{ lr = {_toml(others)} }}",
-                    "",
-                ]
-    names = claim_names(twin)
-
-    def claim(name: str, statement: str, rule: str, source: str = src, **kw) -> None:
-        nonlocal lines
-        lines += [
-            "[[claims]]",
-            f"name = {_toml(name)}",
-            f"statement = {_toml(statement)}",
-            f"source = {_toml(source)}",
-        ]
-        if "plots" in kw:
-            lines.append(f"plots = {_toml(kw.pop('plots'))}")
-        lines.append(f"rule = {_toml(rule)}")
-        for k, v in kw.items():
-            comment = ""
-            if isinstance(v, tuple):
-                v, comment = v[0], f"  # {v[1]}"
-            lines.append(f"{k} = {_toml(v)}{comment}")
-        lines.append("")
-
-    lines += [
-        f"# ---- quality at lr {s.lr:g}: the recipe at least as good as each alternative "
-        f"(within {AS_GOOD} nats/byte), and each alternative better by {BEATS}",
-        "",
-    ]
-    loss = "final_val_loss"
+        if a.kind != "placement":
+            spec.arm({"name": a.arm, "model": a.model})
+    spec.arm({"name": "{placement}", "axes": {"placement": [a.arm for a in placements]}})
+    others = _other_lrs(s)
+    if not others:
+        return
+    spec.arm(
+        {"name": "recipe-lr{lr:g}", "axes": {"lr": others}},
+        "Learning-rate sweeps (stability): the arms above are their points at the "
+        f"recipe's lr {s.lr:g}.",
+    )
+    swept = [a.arm for a in placements if a.swept]
+    spec.arm({"name": "{placement}-lr{lr:g}", "axes": {"placement": swept, "lr": others}})
     for a in twin.alts:
-        claim(
-            names[f"as_good:{a.arm}"],
-            f"{who} trains at least as well as {a.label}: its final validation loss is at "
-            f"most {AS_GOOD} nats/byte above that of {a.label}.",
-            "contrast",
-            terms=[[1, a.arm, loss], [-1, "recipe", loss]],
-            const=(AS_GOOD, "the margin: it holds if loss(recipe) < loss(alternative) + margin"),
-            expect=">0",
-            delta=0.0,
-            seeds=s.seeds,
+        if a.swept and a.kind != "placement":
+            spec.arm({"name": a.arm + "-lr{lr:g}", "model": a.model, "axes": {"lr": others}})
+
+
+def _other_lrs(s: Scale) -> list[float]:
+    """The sweep's learning rates other than the recipe's (the arms above train at that one)."""
+    return [lr for lr in s.sweep if lr != s.lr]
+
+
+def _who(twin: Twin) -> str:
+    return f"{twin.hf.family.name}'s recipe ({twin.recipe_label()})"
+
+
+def _source(twin: Twin) -> str:
+    return f"normlab advise: {twin.hf.name}"
+
+
+def _quality_claims(spec: SpecDoc, twin: Twin) -> None:
+    """At the recipe's learning rate: the recipe at least as good as each alternative, and
+    each alternative better than the recipe."""
+    s, who = twin.scale, _who(twin)
+    comment = (
+        f"---- quality at lr {s.lr:g}: the recipe at least as good as each alternative "
+        f"(within {AS_GOOD} nats/byte), and each alternative better by {BEATS}"
+    )
+    for a in twin.alts:
+        spec.claim(
+            {
+                "name": claim_name("as_good", a.arm),
+                "statement": f"{who} trains at least as well as {a.label}: its final validation "
+                f"loss is at most {AS_GOOD} nats/byte above that of {a.label}.",
+                "source": _source(twin),
+                "rule": "contrast",
+                "terms": [[1, a.arm, LOSS], [-1, "recipe", LOSS]],
+                "const": AS_GOOD,
+                "expect": ">0",
+                "delta": 0.0,
+                "seeds": s.seeds,
+            },
+            comment,
         )
-        claim(
-            names[f"beats:{a.arm}"],
-            f"{a.label} beats {who}: a final validation loss lower by at least {BEATS} nats/byte.",
-            "contrast",
-            terms=[[1, "recipe", loss], [-1, a.arm, loss]],
-            expect=">0",
-            delta=BEATS,
-            seeds=s.seeds,
+        comment = ""
+        spec.comments[("claims", len(spec.doc["claims"]) - 1, "const")] = (
+            "the margin: it holds if loss(recipe) < loss(alternative) + margin"
         )
+        spec.claim(
+            {
+                "name": claim_name("beats", a.arm),
+                "statement": f"{a.label} beats {who}: a final validation loss lower by at "
+                f"least {BEATS} nats/byte.",
+                "source": _source(twin),
+                "rule": "contrast",
+                "terms": [[1, "recipe", LOSS], [-1, a.arm, LOSS]],
+                "expect": ">0",
+                "delta": BEATS,
+                "seeds": s.seeds,
+            }
+        )
+
+
+def _speed_claims(spec: SpecDoc, twin: Twin) -> None:
+    """RMSNorm against LayerNorm in the serial timing phase: the norms' time, a whole step's."""
     norm = next(a for a in twin.alts if a.kind == "norm")
-    fast, slow = (
-        ("recipe", norm.arm) if twin.fields["norm"][0] == "rmsnorm" else (norm.arm, "recipe")
+    recipe_rms = twin.fields["norm"][0] == "rmsnorm"
+    fast, slow = ("recipe", norm.arm) if recipe_rms else (norm.arm, "recipe")
+    timing = {
+        "source": "Zhang and Sennrich 2019",
+        "plots": ["speed"],
+        "rule": "timing",
+        "fast": fast,
+        "slow": slow,
+        "delta": FASTER,
+    }
+    spec.claim(
+        {
+            "name": claim_name("faster"),
+            "statement": "In the twin, RMSNorm spends less time in the norms than LayerNorm "
+            "(normlab's kernels, forward and backward, at the shapes the model gives them).",
+            **timing,
+        },
+        "---- speed, timed after the training in a serial phase",
     )
-    lines += ["# ---- speed, timed after the training in a serial phase", ""]
-    claim(
-        names["faster"],
-        "In the twin, RMSNorm spends less time in the norms than LayerNorm "
-        "(normlab's kernels, forward and backward, at the shapes the model gives them).",
-        "timing",
-        source="Zhang and Sennrich 2019",
-        plots=["speed"],
-        fast=fast,
-        slow=slow,
-        delta=FASTER,
+    spec.claim(
+        {
+            "name": claim_name("faster_step"),
+            "statement": "In the twin, a whole training step is faster with RMSNorm than with "
+            "LayerNorm.",
+            **timing,
+            "what": "step_ms",
+        }
     )
-    claim(
-        names["faster_step"],
-        "In the twin, a whole training step is faster with RMSNorm than with LayerNorm.",
-        "timing",
-        source="Zhang and Sennrich 2019",
-        plots=["speed"],
-        fast=fast,
-        slow=slow,
-        delta=FASTER,
-        what="step_ms",
+
+
+def _stability_claims(spec: SpecDoc, twin: Twin) -> None:
+    """For each swept alternative, both directions: the recipe is the less LR-sensitive, or
+    the alternative is."""
+    s = twin.scale
+    if not _other_lrs(s):
+        return
+    comment = (
+        "---- stability: LR sensitivity over lr "
+        + ", ".join(f"{x:g}" for x in s.sweep)
+        + " (Wortsman et al. 2023)"
     )
-    if others:
-        lines += [
-            "# ---- stability: LR sensitivity over lr "
-            + ", ".join(f"{x:g}" for x in s.sweep)
-            + " (Wortsman et al. 2023)",
-            "",
-        ]
-        for a in twin.alts:
-            if not a.swept:
-                continue
-            mine, theirs = twin.sweep_arms("recipe"), twin.sweep_arms(a.arm)
-            span = f"(learning rates {s.sweep[0]:g} to {s.sweep[-1]:g})"
-            # Both directions: the recipe is the stabler one, or the alternative is.
-            for key, (x, y), (stable, unstable) in (
-                ("stabler", (who, a.label), (mine, theirs)),
-                ("stabler_alt", (a.label, who), (theirs, mine)),
-            ):
-                claim(
-                    names[f"{key}:{a.arm}"],
-                    f"{x} is less sensitive to the learning rate than {y} {span}.",
-                    "lr_sensitivity",
-                    source="Wortsman et al. 2023",
-                    plots=["lr", "seeds"],
-                    stable=stable,
-                    unstable=unstable,
-                    delta=STABLER,
-                    seeds=s.seeds,
-                )
-    return "\n".join(lines).rstrip() + "\n"
+    span = f"(learning rates {s.sweep[0]:g} to {s.sweep[-1]:g})"
+    for a in twin.alts:
+        if not a.swept:
+            continue
+        mine, theirs = twin.sweep_arms("recipe"), twin.sweep_arms(a.arm)
+        for kind, (x, y), (stable, unstable) in (
+            ("stabler", (_who(twin), a.label), (mine, theirs)),
+            ("stabler_alt", (a.label, _who(twin)), (theirs, mine)),
+        ):
+            spec.claim(
+                {
+                    "name": claim_name(kind, a.arm),
+                    "statement": f"{x} is less sensitive to the learning rate than {y} {span}.",
+                    "source": "Wortsman et al. 2023",
+                    "plots": ["lr", "seeds"],
+                    "rule": "lr_sensitivity",
+                    "stable": stable,
+                    "unstable": unstable,
+                    "delta": STABLER,
+                    "seeds": s.seeds,
+                },
+                comment,
+            )
+            comment = ""

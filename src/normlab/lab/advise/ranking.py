@@ -1,0 +1,237 @@
+"""Which recipe did best at the twin's scale, on quality, stability and speed: the advice's
+findings as data, read from the study's results and verdicts (``decide_all``), with no prose.
+``advice.py`` writes them out.
+
+The claims are found by their names (``twin.claim_name``); the seeds are paired exactly as the
+claims pair them. Arms are named by their arm names (``"recipe"`` and each ``Alt.arm``).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from normlab.lab.advise.twin import Twin, claim_name
+from normlab.lab.study.claims import HOLDS, MEASURES, Contrast, Estimate
+
+_LOSS = MEASURES["final_val_loss"][1]
+NONE = "–"  # the status of a claim the study does not have
+
+
+@dataclass(frozen=True)
+class ArmQuality:
+    """An arm's final validation loss at the recipe's learning rate."""
+
+    arm: str
+    mean: float | None  # over its finished seeds
+    n: int
+    vs_recipe: Estimate | None  # loss(arm) − loss(recipe), paired; None for the recipe
+    as_good: str  # the status of "the recipe is at least as good as it" (NONE: the recipe)
+    beats: str  # the status of "it beats the recipe"
+
+
+@dataclass(frozen=True)
+class Quality:
+    arms: tuple[ArmQuality, ...]  # the recipe first, then the alternatives in twin.alts' order
+    best: str | None  # the lowest mean loss (the recipe on a tie); None: no finished runs
+    best_mean: float | None
+    best_vs_recipe: Estimate | None  # None where the best is the recipe
+    beat_recipe: tuple[str, ...]  # the alternatives whose "beats" claim holds
+    recipe_as_good: tuple[str, ...]  # those the recipe's "as good as" claim holds against
+
+
+@dataclass(frozen=True)
+class ArmStability:
+    """The LR sensitivity of an arm's learning-rate sweep."""
+
+    arm: str
+    mean: float | None  # over the seeds whose sweep finished
+    n: int
+    vs_recipe: Estimate | None  # the "recipe stabler" claim's estimate; None for the recipe
+    best_lr: tuple[float, float] | None  # (lr, mean loss) of the sweep's best arm
+    recipe_stabler: str  # the status of "the recipe is less sensitive" (NONE: the recipe)
+    alt_stabler: str  # the status of "the alternative is less sensitive"
+
+
+@dataclass(frozen=True)
+class Stability:
+    arms: tuple[ArmStability, ...]  # the recipe first, then the swept alternatives
+    best: str | None  # the lowest mean sensitivity (the recipe on a tie); None: no sweeps
+    best_mean: float | None
+    best_vs_recipe: Estimate | None
+    stabler: tuple[str, ...]  # the alternatives less sensitive than the recipe (claim holds)
+    recipe_stabler: tuple[str, ...]  # those the recipe is less sensitive than
+
+
+@dataclass(frozen=True)
+class ArmSpeed:
+    """The medians of an arm's timing rounds (None: not timed)."""
+
+    norm: str  # "RMSNorm" | "LayerNorm"
+    arm: str
+    norm_ms: float | None
+    torch_norm_ms: float | None
+    step_ms: float | None
+
+
+@dataclass(frozen=True)
+class Speed:
+    arms: tuple[ArmSpeed, ...]  # RMSNorm's arm, then LayerNorm's
+    faster: str | None  # "RMSNorm" | "LayerNorm" where the norms' timing resolves it, else None
+    norm_saving: Estimate | None  # RMSNorm's saving in the norms' time (a fraction)
+    step_saving: Estimate | None  # and in a whole step's
+    norm_status: str  # the statuses of the two timing claims
+    step_status: str
+
+
+@dataclass(frozen=True)
+class Ranking:
+    quality: Quality
+    stability: Stability | None  # None: no sweeps at this scale
+    speed: Speed | None  # None: the study has no timing claim
+
+
+class Decided:
+    """The study's verdicts, found by what each claim answers (``twin.CLAIM_NAMES``)."""
+
+    def __init__(self, verdicts) -> None:
+        self.by_name = {c.name: (c, v) for c, v in verdicts}
+
+    def get(self, kind: str, arm: str = ""):
+        """(claim, verdict), or None where the study has no such claim."""
+        return self.by_name.get(claim_name(kind, arm))
+
+    def __call__(self, kind: str, arm: str = ""):
+        """(claim, verdict) of a claim the study must have."""
+        return self.by_name[claim_name(kind, arm)]
+
+    def status(self, kind: str, arm: str = "") -> str:
+        got = self.get(kind, arm)
+        return got[1].status if got else NONE
+
+
+def rank(twin: Twin, results, verdicts, meta: dict) -> Ranking:
+    decided = Decided(verdicts)
+    return Ranking(
+        quality(twin, results, decided),
+        stability(twin, results, decided),
+        speed(meta.get("timings") or {}, decided),
+    )
+
+
+def mean_loss(results, arm: str) -> tuple[float | None, int]:
+    xs = [x for r in results.get(arm, {}).values() if (x := _LOSS(r, None)) is not None]
+    return (statistics.fmean(xs) if xs else None), len(xs)
+
+
+def paired(results, a: str, b: str) -> Estimate:
+    """loss(a) − loss(b) over the seeds both have, as the claims pair them."""
+    c = Contrast(((1, a, "final_val_loss"), (-1, b, "final_val_loss")), "≠0", 0.0, 1)
+    return Estimate.of(c.values(results, {}))
+
+
+def _lowest(means: dict[str, tuple[float | None, int]]) -> tuple[str | None, float | None]:
+    """The arm of the lowest mean, and the mean; on a tie the recipe, as an alternative is
+    "best" only by doing better. (None, None) where no arm has a mean."""
+    ranked = sorted((m, a != "recipe", a) for a, (m, _) in means.items() if m is not None)
+    return (ranked[0][2], ranked[0][0]) if ranked else (None, None)
+
+
+def quality(twin: Twin, results, decided: Decided) -> Quality:
+    losses = {a: mean_loss(results, a) for a in ["recipe", *[a.arm for a in twin.alts]]}
+    arms = [ArmQuality("recipe", *losses["recipe"], None, NONE, NONE)]
+    for a in twin.alts:
+        est = paired(results, a.arm, "recipe")
+        status = decided.status("as_good", a.arm), decided.status("beats", a.arm)
+        arms.append(ArmQuality(a.arm, *losses[a.arm], est, *status))
+    best, best_mean = _lowest(losses)
+    vs = None if best in (None, "recipe") else paired(results, best, "recipe")
+    return Quality(
+        tuple(arms),
+        best,
+        best_mean,
+        vs,
+        tuple(q.arm for q in arms if q.beats == HOLDS),
+        tuple(q.arm for q in arms if q.as_good == HOLDS),
+    )
+
+
+def stability(twin: Twin, results, decided: Decided) -> Stability | None:
+    swept = [a.arm for a in twin.alts if a.swept]
+    if not swept:
+        return None
+    # Each sweep as the "recipe stabler" claims have it: the recipe's is their stable one.
+    rules = {arm: decided("stabler", arm)[0].rule for arm in swept}
+    sweeps = {"recipe": (rules[swept[0]], rules[swept[0]].stable)}
+    sweeps |= {arm: (rule, rule.unstable) for arm, rule in rules.items()}
+    sens = {}
+    for arm, (rule, sweep) in sweeps.items():
+        xs = [s_i for s_i, _ in rule.per_seed(results, sweep).values()]
+        sens[arm] = (statistics.fmean(xs) if xs else None), len(xs)
+    arms = [
+        ArmStability(
+            "recipe", *sens["recipe"], None, _best_lr(results, sweeps["recipe"][1]), NONE, NONE
+        )
+    ]
+    for arm in swept:
+        arms.append(
+            ArmStability(
+                arm,
+                *sens[arm],
+                decided("stabler", arm)[1].estimate,
+                _best_lr(results, sweeps[arm][1]),
+                decided.status("stabler", arm),
+                decided.status("stabler_alt", arm),
+            )
+        )
+    best, best_mean = _lowest(sens)
+    vs = None if best in (None, "recipe") else decided("stabler", best)[1].estimate
+    return Stability(
+        tuple(arms),
+        best,
+        best_mean,
+        vs,
+        tuple(s.arm for s in arms if s.alt_stabler == HOLDS),
+        tuple(s.arm for s in arms if s.recipe_stabler == HOLDS),
+    )
+
+
+def _best_lr(results, sweep) -> tuple[float, float] | None:
+    """(lr, mean loss) of the sweep's arm with the lowest mean final loss."""
+    best = None
+    for arm in sweep:
+        runs = list(results.get(arm, {}).values())
+        m, _ = mean_loss(results, arm)
+        if runs and m is not None and (best is None or m < best[1]):
+            best = (runs[0]["config"]["lr"], m)
+    return best
+
+
+def speed(timings: dict, decided: Decided) -> Speed | None:
+    """RMSNorm's arm against LayerNorm's in the serial timing phase."""
+    norm = decided.get("faster")
+    if not norm:
+        return None
+    step = decided.get("faster_step")
+    arms = []
+    for arm, what in ((norm[0].rule.fast, "RMSNorm"), (norm[0].rule.slow, "LayerNorm")):
+        t = timings.get(arm) or {}
+        med = [
+            statistics.median(t[k]) if t.get(k) else None
+            for k in ("norm_ms", "torch_norm_ms", "step_ms")
+        ]
+        arms.append(ArmSpeed(what, arm, *med))
+    e = norm[1].estimate
+    faster = None
+    if e is not None and e.effect is not None and e.lo > 0:
+        faster = "RMSNorm"
+    elif e is not None and e.effect is not None and e.hi < 0:
+        faster = "LayerNorm"
+    return Speed(
+        tuple(arms),
+        faster,
+        e,
+        step[1].estimate if step else None,
+        norm[1].status,
+        step[1].status if step else NONE,
+    )

@@ -1,0 +1,33 @@
+"""normlab advise against its golden outputs (tests/advise_golden.py): the spec it writes parses to
+the same study, and the advice from the same results is the same text, byte for byte."""
+
+from __future__ import annotations
+
+import pytest
+from advise_golden import GOLDEN, advice_files, study_dict, twins
+
+from normlab.lab.advise.twin import spec_text
+from normlab.lab.study.spec import parse_spec
+
+CASES = {case: (twin, command) for case, twin, command in twins()}
+
+
+def test_every_case_has_its_golden_files():
+    assert sorted(CASES) == sorted(p.name for p in GOLDEN.iterdir())
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_spec_parses_to_the_golden_study(case):
+    twin, command = CASES[case]
+    golden = parse_spec((GOLDEN / case / "spec.toml").read_text("utf-8"), "golden.toml")
+    study = parse_spec(spec_text(twin, command), "spec.toml")
+    assert study_dict(study) == study_dict(golden)  # a readable diff, field by field
+    assert study == golden  # and the parsed objects themselves (TrainConfigs, rules) are equal
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_advice_is_the_golden_text(case):
+    twin, _ = CASES[case]
+    study = parse_spec((GOLDEN / case / "spec.toml").read_text("utf-8"), "golden.toml")
+    for name, text in advice_files(twin, study).items():
+        assert text == (GOLDEN / case / name).read_text("utf-8"), name
