@@ -12,7 +12,8 @@ from normlab.lab.advise import hf_config
 from normlab.lab.advise.advice import blocks, headline, to_html, to_markdown
 from normlab.lab.advise.runner import shipped_config, shipped_configs
 from normlab.lab.advise.twin import SCALES, claim_names, make_twin, spec_text
-from normlab.lab.cli import UsageError, main
+from normlab.lab.cli import main
+from normlab.lab.common import UsageError
 from normlab.lab.study.claims import HOLDS, decide_all
 from normlab.lab.study.spec import load_spec
 from normlab.lab.study.sweeps import LRSensitivity

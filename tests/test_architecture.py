@@ -58,8 +58,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("integrations", ("normlab.hf", "normlab.convert", "normlab")),
     ("lab: shared", ("normlab.lab.render", "normlab.lab.train", "normlab.lab")),
     ("lab: common", ("normlab.lab.common",)),
-    ("lab: engines", ("normlab.lab.study", "normlab.lab.numerics", "normlab.lab.bench",
-                      "normlab.lab.demo")),  # fmt: skip
+    (
+        "lab: engines",
+        ("normlab.lab.study", "normlab.lab.numerics", "normlab.lab.bench", "normlab.lab.demo"),
+    ),  # fmt: skip
     ("lab: advise", ("normlab.lab.advise",)),
     ("lab: commands", ("normlab.lab.commands",)),
     ("lab: cli", ("normlab.lab.cli", "normlab.__main__")),

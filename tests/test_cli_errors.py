@@ -3,7 +3,8 @@ a missing or too small --data file, an --out that cannot be created, an out-of-r
 
 import pytest
 
-from normlab.lab.cli import UsageError, main
+from normlab.lab.cli import main
+from normlab.lab.common import UsageError
 
 
 def _fails(argv: list[str], capsys) -> str:

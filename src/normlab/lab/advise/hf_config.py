@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.cli import UsageError
+from normlab.lab.common import UsageError
 
 _LLAMA_KEYS = {
     "hidden": "hidden_size",
