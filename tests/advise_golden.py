@@ -20,7 +20,7 @@ from normlab.lab.advise import hf_config
 from normlab.lab.advise.advice import blocks, headline, to_html, to_markdown
 from normlab.lab.advise.runner import shipped_config
 from normlab.lab.advise.twin import SCALES, make_twin, spec_text
-from normlab.lab.study.report import decide_all
+from normlab.lab.study.claims import decide_all
 from normlab.lab.study.spec import parse_spec
 
 GOLDEN = Path(__file__).parent / "data" / "advise"
