@@ -128,3 +128,31 @@ def test_probe_does_not_move_batchnorm_running_statistics(corpus):
     assert out["residual_rms"] and all(p.grad is None for p in model.parameters())
     for k, b in model.named_buffers():
         assert torch.equal(b, before[k]), k
+
+
+def test_the_validation_set_is_the_same_bytes_whatever_the_batch_size(corpus):
+    from normlab.lab.train.data import validation_set
+
+    a = validation_set(corpus.val, 32, 4, 16)
+    b = validation_set(corpus.val, 32, 16, 16)
+    assert len(a) == 8 and len(b) == 2 and a[0][0].shape == (4, 16)
+    assert torch.equal(torch.cat([x for x, _ in a]), torch.cat([x for x, _ in b]))
+    assert torch.equal(torch.cat([y for _, y in a]), torch.cat([y for _, y in b]))
+    with pytest.raises(ValueError, match="multiple of batch_size"):
+        TrainConfig(model=TransformerConfig(256, 16, 1, 2), batch_size=3, eval_sequences=32)
+
+
+def test_the_norms_are_timed_on_the_sampled_steps_only(corpus):
+    cfg = tiny(steps=6, norm_time_every=3)
+    res = train(cfg, corpus)
+    timed = [t is not None for t in res.history["norm_ms"]]
+    assert timed == [True, False, False, True, False, False]
+    assert res.summary["norm_ms"] > 0
+    from normlab.lab.train.norm_timer import NormTimer
+    from normlab.models import Transformer
+
+    model = Transformer(cfg.model)
+
+    with NormTimer(model):
+        assert any(m._forward_hooks for m in NormTimer.norm_modules(model))
+    assert not any(m._forward_hooks for m in NormTimer.norm_modules(model))

@@ -26,7 +26,8 @@ def flops(cfg: TrainConfig) -> float:
     dense = (4 * m.dim * m.dim + mlp) * m.n_layers + m.dim * m.vocab_size
     attn = 2 * m.n_layers * cfg.seq_len * m.dim  # per token: scores and weighted values
     fwd = 2 * (dense + attn) * tokens
-    evals = cfg.eval_batches * (2 if cfg.eval_train_mode else 1) if cfg.steps else 0
+    batches = cfg.eval_sequences // cfg.batch_size if cfg.eval_sequences else cfg.eval_batches
+    evals = batches * (2 if cfg.eval_train_mode else 1) if cfg.steps else 0
     return 3 * fwd * (cfg.steps + len(cfg.probe_steps)) + fwd * evals
 
 

@@ -139,3 +139,10 @@ def fixed_batches(data: Tensor, n: int, batch_size: int, seq_len: int, *, seed: 
     """``n`` batches drawn once with a fixed seed: every run is evaluated on the same bytes."""
     it = RandomBatches(data, batch_size, seq_len, seed=seed)
     return [next(it) for _ in range(n)]
+
+
+def validation_set(data: Tensor, n: int, batch_size: int, seq_len: int, *, seed: int = 1234):
+    """``n`` sequences drawn once with a fixed seed, split into batches of ``batch_size``: the
+    same bytes for every batch size that divides ``n``."""
+    x, y = next(RandomBatches(data, n, seq_len, seed=seed))  # (n, T)
+    return list(zip(x.split(batch_size), y.split(batch_size), strict=True))

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from normlab.lab.train import distributed as D
-from normlab.lab.train.data import Corpus, RandomBatches, fixed_batches
+from normlab.lab.train.data import Corpus, RandomBatches
 from normlab.lab.train.trainer import RunResult, StepCallback, TrainConfig, Trainer
 
 CHECKPOINT, METRICS, RESULT, CONFIG = "checkpoint.pt", "metrics.jsonl", "result.json", "config.json"
@@ -96,9 +96,8 @@ class DistributedTrainer(Trainer):
     def eval_batches(self) -> list[tuple[Tensor, Tensor]]:
         # Every rank evaluates the whole validation set: the probes then see what one process
         # sees, and all_reduce_mean of identical numbers is the number itself.
-        cfg, dev = self.cfg, self.info.device
-        val = fixed_batches(self.data.val, cfg.eval_batches, cfg.batch_size, cfg.seq_len)
-        return [(x.to(dev), y.to(dev)) for x, y in val]
+        dev = self.info.device
+        return [(x.to(dev), y.to(dev)) for x, y in super().eval_batches()]
 
     def all_reduce_mean(self, value: float) -> float:
         t = torch.tensor(value, dtype=torch.float64, device=self.info.device)

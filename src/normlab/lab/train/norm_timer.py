@@ -1,8 +1,9 @@
 """Wall time spent inside a model's norm modules during a forward pass.
 
-Forward pre/post hooks on each norm module add up ``perf_counter`` intervals while the timer is
-entered, and do next to nothing when it is not. Only the forward is timed: backward hooks would
-wrap every norm's inputs in an extra autograd node and change the time being measured.
+Forward pre/post hooks on each norm module add up ``perf_counter`` intervals; they are
+registered when the timer is entered and removed when it exits, so untimed steps pay nothing.
+Only the forward is timed: backward hooks would wrap every norm's inputs in an extra autograd
+node and change the time being measured.
 """
 
 from __future__ import annotations
@@ -20,12 +21,9 @@ class NormTimer:
 
     def __init__(self, model: nn.Module):
         self.seconds = 0.0
-        self._on = False
         self._t0 = 0.0
+        self._modules = list(self.norm_modules(model))
         self._handles = []
-        for mod in self.norm_modules(model):
-            self._handles.append(mod.register_forward_pre_hook(self._pre))
-            self._handles.append(mod.register_forward_hook(self._post))
 
     @staticmethod
     def norm_modules(model: nn.Module) -> Iterator[nn.Module]:
@@ -46,21 +44,21 @@ class NormTimer:
         ]
 
     def _pre(self, mod, args) -> None:
-        if self._on:
-            self._t0 = time.perf_counter()
+        self._t0 = time.perf_counter()
 
     def _post(self, mod, args, out) -> None:
-        if self._on:
-            self.seconds += time.perf_counter() - self._t0
+        self.seconds += time.perf_counter() - self._t0
 
     def __enter__(self) -> NormTimer:
-        self.seconds, self._on = 0.0, True
+        # The hooks exist only while the timer is entered: a forward it does not time pays
+        # nothing for them.
+        self.seconds = 0.0
+        for mod in self._modules:
+            self._handles.append(mod.register_forward_pre_hook(self._pre))
+            self._handles.append(mod.register_forward_hook(self._post))
         return self
 
     def __exit__(self, *exc) -> None:
-        self._on = False
-
-    def remove(self) -> None:
         for h in self._handles:
             h.remove()
         self._handles.clear()

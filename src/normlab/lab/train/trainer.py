@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from normlab.lab.train.data import Corpus, RandomBatches, fixed_batches
+from normlab.lab.train.data import Corpus, RandomBatches, fixed_batches, validation_set
 from normlab.lab.train.norm_timer import NormTimer
 from normlab.models import Probes, Transformer, TransformerConfig, param_groups
 from normlab.models.config import check_known_fields
@@ -53,6 +53,12 @@ class TrainConfig:
     eval_interval: int = 0
     """Validate every this many steps (0 = only at the end)."""
     eval_batches: int = 8
+    eval_sequences: int = 0
+    """Validate on this many sequences, drawn once with a fixed seed whatever the batch size
+    (every arm sees the same bytes) and evaluated in batches of ``batch_size``; 0: the first
+    ``eval_batches`` batches of ``batch_size`` sequences."""
+    norm_time_every: int = 1
+    """Time the norms (``norm_ms``) on every this many steps; the others run without hooks."""
     eval_train_mode: bool = False
     """Also validate in train() mode (batch statistics): BatchNorm's train/eval gap."""
     probe_steps: tuple[int, ...] = (0,)
@@ -77,7 +83,21 @@ class TrainConfig:
         for name in ("batch_size", "seq_len", "eval_batches"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("steps", "warmup_steps", "eval_interval", "stall_step", "threads"):
+        if self.norm_time_every < 1:
+            raise ValueError(f"norm_time_every must be >= 1, got {self.norm_time_every}")
+        if self.eval_sequences % self.batch_size:
+            raise ValueError(
+                f"eval_sequences ({self.eval_sequences}) must be a multiple of batch_size "
+                f"({self.batch_size}): validation batches are all of one size"
+            )
+        for name in (
+            "steps",
+            "warmup_steps",
+            "eval_interval",
+            "stall_step",
+            "threads",
+            "eval_sequences",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.schedule not in SCHEDULES:
@@ -179,6 +199,8 @@ class Trainer:
 
     def eval_batches(self) -> list[tuple[Tensor, Tensor]]:
         cfg = self.cfg
+        if cfg.eval_sequences:
+            return validation_set(self.data.val, cfg.eval_sequences, cfg.batch_size, cfg.seq_len)
         return fixed_batches(self.data.val, cfg.eval_batches, cfg.batch_size, cfg.seq_len)
 
     def all_reduce_mean(self, value: float) -> float:
@@ -229,8 +251,9 @@ class Trainer:
             lr = cfg.lr_at(step)
             for g in opt.param_groups:
                 g["lr"] = lr
+            timed = step % cfg.norm_time_every == 0
             t0 = time.perf_counter()
-            with timer:
+            with timer if timed else contextlib.nullcontext():
                 logits = model(x)
             loss = nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten())
             t1 = time.perf_counter()
@@ -257,7 +280,7 @@ class Trainer:
                 "tokens_per_s": x.numel() / (t2 - t0),
                 "step_ms": 1e3 * (t2 - t0),
                 "fwd_ms": 1e3 * (t1 - t0),
-                "norm_ms": 1e3 * timer.seconds,
+                "norm_ms": 1e3 * timer.seconds if timed else None,
             }
             for c in cols:
                 res.history[c].append(rec[c])
@@ -269,7 +292,6 @@ class Trainer:
                 if cfg.steps in cfg.probe_steps:  # the "after training" probe, where it ended
                     res.probes[str(step + 1)] = self._probe(model, probe_batch)
                 break
-        timer.remove()
 
         if res.status == "ok" and cfg.steps:  # a probe-only run has nothing to validate
             res.evals.append(self._evaluate(model, val, res.stopped_step or cfg.steps))
@@ -333,7 +355,7 @@ class Trainer:
             "steps_done": len(h["loss"]),
             "step_ms": _median(h["step_ms"][skip:]),
             "fwd_ms": _median(h["fwd_ms"][skip:]),
-            "norm_ms": _median(h["norm_ms"][skip:]),
+            "norm_ms": _median([t for t in h["norm_ms"][skip:] if t is not None]),
             "tokens_per_s": _median(h["tokens_per_s"][skip:]),
             "norm_weight_mean": float(torch.stack(norm_w).mean()) if norm_w else None,
             "n_params": sum(p.numel() for p in raw.parameters()),
