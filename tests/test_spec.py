@@ -67,10 +67,11 @@ def test_quick_key_arms_have_the_expected_configs():
     claims = {c.name: c for c in p.claims}
     assert claims["post-ln-fails-deep"].rule == AllOf((
         ("post-L24 fails", fails("post-L24", seeds=3)),
-        ("pre-L24 trains", trains("pre-L24", seeds=3)),
         ("deepnorm-L24 trains", trains("deepnorm-L24", seeds=3)),
         ("post-L6 trains", trains("post-L6", seeds=3)),
     ))  # fmt: skip
+    assert claims["post-ln-fails-deep"].controls == (("pre-L24 trains", trains("pre-L24", seeds=3)),)
+    assert "pre-L24" in claims["post-ln-fails-deep"].arms
     grow = claims["post-ln-grad-grows"].rule.parts[0][1]
     assert grow == Contrast(((1, "init-post-L48", "log_grad_ratio"),), ">0", math.log(1.2), 16,
                             matrix="mlp.w_out")  # fmt: skip
