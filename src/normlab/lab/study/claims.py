@@ -199,6 +199,9 @@ def decide_rows(
     status_f, why_f = decide(expect, est_f, delta)
     if status_f == FAILS:
         return FAILS, why_f + " (the bounded seeds at their most favourable value)", est_f
+    if status == FAILS:  # only at the end least favourable to holding: not decided
+        why = f"{why_f}: not decided with the bounded seeds at their most favourable value"
+        return UNSURE, why, est_f
     return status, why + " (the bounded seeds at their least favourable value)", est_h
 
 
