@@ -124,9 +124,15 @@ class RandomBatches:
     """
 
     def __init__(
-        self, data: Tensor, batch_size: int, seq_len: int, *, seed: int,
-        rank: int = 0, world_size: int = 1,
-    ):  # fmt: skip
+        self,
+        data: Tensor,
+        batch_size: int,
+        seq_len: int,
+        *,
+        seed: int,
+        rank: int = 0,
+        world_size: int = 1,
+    ):
         if batch_size < 1 or seq_len < 1:
             raise ValueError(f"batch_size and seq_len must be >= 1, got {batch_size}, {seq_len}")
         if not 0 <= rank < world_size:
