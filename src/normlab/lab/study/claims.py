@@ -291,7 +291,13 @@ class Verdict:
             "seed_outcomes": self.seeds.to_dict() if self.seeds else None,
             "correction": self.correction,
             "controls": [
-                {"control": name, "verdict": v.status, "why": v.why} for name, v in self.controls
+                {
+                    "control": name,
+                    "verdict": v.status,
+                    "why": v.why,
+                    "seed_outcomes": v.seeds.to_dict() if v.seeds else None,
+                }
+                for name, v in self.controls
             ],
             "parts": [{"part": name, **v.to_dict()} for name, v in self.parts],
         }
