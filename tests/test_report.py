@@ -125,3 +125,34 @@ def test_missing_and_diverged_runs_do_not_break_the_report(tmp_path, study):
     assert [v.status for _, v in verdicts] == ["inconclusive"] * 3
     write_reports(tmp_path, preset, results, verdicts, meta)
     assert "inconclusive" in (tmp_path / "report.html").read_text()
+
+
+def test_claims_json_carries_scope_outcomes_correction_controls_and_the_family(tmp_path, study):
+    from normlab.lab.study.claims import UNTESTABLE, control, fails
+
+    preset, results, meta = study
+    preset = no_plots(preset)
+    cfg = preset.arms[1].config
+    untestable = Claim("b-fails", "b fails", "test", fails("b", seeds=2),
+                       controls=(control(EVIL, seeds=2),), plots=())  # fmt: skip
+    preset = dataclasses.replace(preset, claims=(*preset.claims, untestable))
+    verdicts = verdicts_of(preset, results, {**meta})
+    assert verdicts[-1][1].status == UNTESTABLE  # EVIL at 3.0-3.1 does not train below 3.1 - 0.3
+    write_reports(tmp_path, preset, results, verdicts, {**meta, "plateau_h": 3.1})
+    doc = json.loads((tmp_path / "claims.json").read_text())
+    assert doc["plateau_h"] == 3.1 and doc["family"]["claims"] == 4
+    assert doc["family"]["expected_false_decisions_at_most"] == pytest.approx(0.2)
+    worse, _, faster, fails_ = doc["claims"]
+    assert worse["seed_outcomes"]["n"] == 2 and worse["seed_outcomes"]["diverged"] == 0
+    assert faster["seed_outcomes"] is None  # timing rounds, not seeds
+    m = cfg.model
+    want = cfg.steps * cfg.batch_size * cfg.seq_len
+    assert worse["scope"][0] == {"d": m.dim, "blocks": m.n_layers, "T": cfg.seq_len,
+                                 "B": cfg.batch_size, "steps": cfg.steps, "tokens": want,
+                                 "init": m.init, "arms": [EVIL, "b"]}  # fmt: skip
+    assert fails_["verdict"] == "not testable here" and fails_["controls"][0]["verdict"] != "holds"
+    assert "correction" in worse and "not testable here" in fails_["rule"]
+    md = (tmp_path / "report.md").read_text()
+    assert "4 claims: 3 hold, 0 do not hold, 0 inconclusive, 1 not testable here" in md
+    assert "no correction" in md and "H = 3.100" in md
+    assert "seeds diverged/stalled" in md and "tokens) init=" in md

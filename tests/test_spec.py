@@ -67,10 +67,13 @@ def test_quick_key_arms_have_the_expected_configs():
     claims = {c.name: c for c in p.claims}
     assert claims["post-ln-fails-deep"].rule == AllOf((
         ("post-L24 fails", fails("post-L24", seeds=3)),
-        ("pre-L24 trains", trains("pre-L24", seeds=3)),
         ("deepnorm-L24 trains", trains("deepnorm-L24", seeds=3)),
         ("post-L6 trains", trains("post-L6", seeds=3)),
     ))  # fmt: skip
+    assert claims["post-ln-fails-deep"].controls == (
+        ("pre-L24 trains", trains("pre-L24", seeds=3)),
+    )
+    assert "pre-L24" in claims["post-ln-fails-deep"].arms
     grow = claims["post-ln-grad-grows"].rule.parts[0][1]
     assert grow == Contrast(((1, "init-post-L48", "log_grad_ratio"),), ">0", math.log(1.2), 16,
                             matrix="mlp.w_out")  # fmt: skip
@@ -373,3 +376,26 @@ def test_spec_and_preset_exclude_each_other(capsys):
     err = capsys.readouterr().err
     assert e.value.code == 2 and len(err.splitlines()) == 1
     assert "--preset: not allowed with argument --spec" in err
+
+
+def test_controls_on_claims_and_parts(tmp_path, capsys):
+    from normlab.lab.study.claims import Controlled, control
+
+    text = _edit('label = "rmsnorm trains"', 'label = "rmsnorm trains"\ncontrols = ["layernorm"]')
+    text = text.replace('rule = "all_of"\n', 'rule = "all_of"\ncontrols = [{ arm = "rmsnorm", '
+                        'expect = "trains", margin = 0.2 }]\n', 1)  # fmt: skip
+    study = spec.parse_spec(text, "x.toml")
+    both = next(c for c in study.claims if c.name == "both-train")
+    assert both.controls == (control("rmsnorm", seeds=3, margin=0.2),)
+    part = both.rule.parts[0][1]
+    assert isinstance(part, Controlled) and part.controls == (control("layernorm", seeds=3),)
+    bad = text.replace('expect = "trains", margin', 'expect = "learns", margin')
+    assert _bad(tmp_path, capsys, bad) == (
+        'claims[3].controls[0].expect: expected "trains" or "fails", got "learns"'
+    )
+    err = _bad(tmp_path, capsys, text.replace('controls = ["layernorm"]', 'controls = ["ln"]'))
+    assert err.startswith('claims[3].parts[0].controls[0].arm: "ln" is not an arm of this study')
+    err = _bad(tmp_path, capsys, text.replace('controls = ["layernorm"]', "controls = 3"))
+    assert err.startswith("claims[3].parts[0].controls: expected a list of controls, e.g.")
+    err = _bad(tmp_path, capsys, text.replace("margin = 0.2", "margn = 0.2"))
+    assert err == "claims[3].controls[0].margn: unknown key; did you mean 'margin'?"

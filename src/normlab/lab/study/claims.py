@@ -4,19 +4,40 @@ Every rule has one shape, stated before the runs:
 
 - **what it measures per seed**: a value ``v_i = c + c_H·H + Σ coef · measure(arm, seed i)``,
   paired across the arms it compares (seed ``i`` gives every arm the same data order and, where
-  the shapes agree, the same initial weights); H is the corpus's unigram entropy;
+  the shapes agree, the same initial weights); H is the plateau bar: the unigram cross-entropy
+  of the validation bytes under the training bytes' frequencies (``Corpus.unigram_val_xent``),
+  the validation loss of a model that learned only byte frequencies;
 - **the statistic**: the mean of ``v`` over ``n`` seeds with a Student-t interval
   (``scipy.stats``) and the minimal effect detectable at that ``n`` (80 % power);
-- **the decision** against δ, the smallest effect that matters, fixed before the runs.
+- **the decision** against δ, the smallest effect that matters, fixed before the runs: holds,
+  does not hold, inconclusive, or *not testable here* when a control of the claim (an arm that
+  must train in the same setting) does not show what it must.
 
-A compound claim holds iff every part holds and does not hold iff a part does not hold. A timing
-claim is the same contrast over interleaved timing rounds of the serial phase instead of seeds.
-Results are ``RunResult.to_dict()`` dicts, grouped ``arm -> {seed index: result}``; a missing seed
-shrinks ``n``, a diverged run is scored as a uniform guess (the rule says so), never a crash.
+No seed is left out silently. A seed index that some arm of a rule lacks is *unpaired*: it
+enters neither the values nor the displayed means, and is counted. A run whose measure is
+undefined (a diverged run has no end-of-training probe) stays in: its measure is bounded by the
+range that measure takes over the rule's paired runs, and the rule decides "holds" on the least
+favourable end of that range and "does not hold" on the most favourable one, so an unstable
+seed helps neither verdict. Every verdict says how many of its seeds diverged or stalled.
+
+Compound claims correct their looks. ``any_of`` holds if *some* part holds, ``all_of`` does not
+hold if *some* part does not: each is a union of k tests, decided by Holm's step-down over the
+parts: with m parts not yet confirmed, every such part is tested with its interval at level
+1 − α/m (α = 1 − 0.95); the parts that reach the decision there are confirmed, m shrinks, and the
+rest are tested again, until none is confirmed. This is Holm's procedure with each part's p-value
+the smallest α' at which its interval reaches the decision (the interval decisions are monotone
+in the level), so the family-wise error of that decision is at most α. A part that reaches it
+alone at 95 % but is not confirmed is inconclusive, and says so. The other direction ("all_of
+holds": every part holds; "any_of does not hold": no part holds) is an intersection-union test:
+each part at the plain 95 % already bounds the error by α, and needs no correction.
+
+A timing claim is the same contrast over interleaved timing rounds of the serial phase instead
+of seeds. Results are ``RunResult.to_dict()`` dicts, grouped ``arm -> {seed index: result}``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Mapping
@@ -26,11 +47,24 @@ from typing import Any
 from normlab.lab.study.measures import MEASURES
 
 HOLDS, FAILS, UNSURE = "holds", "does not hold", "inconclusive"
+UNTESTABLE = "not testable here"
+VERDICTS = (HOLDS, FAILS, UNSURE, UNTESTABLE)
 LEVEL = 0.95  # confidence of every interval
 POWER = 0.8  # for the minimal detectable effect
+# What H is, as the rule texts say it.
+H_TEXT = (
+    "H = the unigram cross-entropy of the validation bytes under the training bytes' "
+    "frequencies (add-one smoothed): the validation loss of a model that learned only byte "
+    "frequencies"
+)
 
 # arm -> seed index -> RunResult dict
 Results = Mapping[str, Mapping[int, dict[str, Any]]]
+
+
+def plateau(ctx: Mapping[str, Any]) -> float:
+    """H of the context; ``unigram_entropy`` is the key's old name, still read."""
+    return ctx.get("plateau_h", ctx.get("unigram_entropy", 0.0))
 
 
 # --------------------------------------------------------------------------------------------
@@ -54,8 +88,8 @@ class Estimate:
         from scipy import stats
 
         n = len(values)
-        if n == 0:
-            return cls(None, None, None, 0, None, level)
+        if n == 0 or not all(math.isfinite(v) for v in values):  # unbounded: no interval
+            return cls(None, None, None, n, None, level)
         mean = sum(values) / n
         if n == 1:
             return cls(mean, -math.inf, math.inf, 1, None, level, tuple(values))
@@ -74,9 +108,14 @@ class Estimate:
     def to_dict(self) -> dict[str, Any]:
         fin = lambda x: x if x is None or math.isfinite(x) else None  # noqa: E731
         return {
-            "effect": self.effect, "lo": fin(self.lo), "hi": fin(self.hi), "n": self.n,
-            "level": self.level, "mde": self.mde, "values": list(self.values),
-        }  # fmt: skip
+            "effect": self.effect,
+            "lo": fin(self.lo),
+            "hi": fin(self.hi),
+            "n": self.n,
+            "level": self.level,
+            "mde": self.mde,
+            "values": list(self.values),
+        }
 
 
 # expect -> (the decision in words, the rule)
@@ -91,9 +130,20 @@ EXPECT = {
     "otherwise inconclusive",
 }
 
+# How a seed whose measure is undefined is scored, as the rule texts say it.
+BOUND_TEXT = (
+    "a seed index some arm lacks is unpaired: left out of v and of the means, and counted; a "
+    "run whose measure is undefined (e.g. diverged) stays in, its measure bounded by the range "
+    "that measure takes over the paired runs: 'holds' is decided on the least favourable end, "
+    "'does not hold' on the most favourable"
+)
+
 
 def decide(expect: str, est: Estimate, delta: float) -> tuple[str, str]:
     """(status, why) of ``est`` under the decision ``expect`` with minimum effect ``delta``."""
+    if est.effect is None and est.n >= 2:
+        return UNSURE, f"n={est.n}: a seed's value is unbounded (its measure is undefined in "
+        "every paired run)"
     if est.effect is None or est.n < 2:
         return UNSURE, f"n={est.n}: too few seeds for an interval"
     m, lo, hi = est.effect, est.lo, est.hi
@@ -125,25 +175,132 @@ def decide(expect: str, est: Estimate, delta: float) -> tuple[str, str]:
     return UNSURE, f"{ci}: not decided at δ={delta:.3g}{mde}"
 
 
+def _pick(expect: str, lo: float, hi: float, for_holds: bool) -> float:
+    """The end of a seed's range ``[lo, hi]`` least favourable to the decision (``for_holds``:
+    to "holds"; else to "does not hold")."""
+    if lo == hi:
+        return lo
+    near0 = min(max(0.0, lo), hi)
+    far = lo if abs(lo) > abs(hi) else hi
+    worst = {">0": (lo, hi), "<0": (hi, lo), "≈0": (far, near0), "≠0": (near0, far)}[expect]
+    return worst[0] if for_holds else worst[1]
+
+
+def decide_rows(
+    expect: str, rows: list[tuple[float, float]], delta: float, level: float
+) -> tuple[str, str, Estimate]:
+    """Decide on per-seed ranges ``(lo, hi)`` (equal where the value is known): "holds" on the
+    ends least favourable to it, "does not hold" on the ends least favourable to that."""
+    est_h = Estimate.of([_pick(expect, lo, hi, True) for lo, hi in rows], level)
+    status, why = decide(expect, est_h, delta)
+    if status == HOLDS or all(lo == hi for lo, hi in rows):
+        return status, why, est_h
+    est_f = Estimate.of([_pick(expect, lo, hi, False) for lo, hi in rows], level)
+    status_f, why_f = decide(expect, est_f, delta)
+    if status_f == FAILS:
+        return FAILS, why_f + " (the bounded seeds at their most favourable value)", est_f
+    if status == FAILS:  # only at the end least favourable to holding: not decided
+        why = f"{why_f}: not decided with the bounded seeds at their most favourable value"
+        return UNSURE, why, est_f
+    return status, why + " (the bounded seeds at their least favourable value)", est_h
+
+
+# --------------------------------------------------------------------------------------------
+# what became of the seeds
+
+
+def _state(res: Mapping[str, Any]) -> str:
+    if res.get("status") == "diverged":
+        return "diverged"
+    return "stalled" if res.get("stopped_step") else "ok"
+
+
+@dataclass(frozen=True)
+class Seeds:
+    """The seeds a rule was decided on, and what became of them: none is left out silently."""
+
+    paired: tuple[int, ...] = ()  # seed indices every arm of the rule has a run under
+    diverged: tuple[int, ...] = ()  # of them, those where some arm's run diverged
+    stalled: tuple[int, ...] = ()  # ... where some arm's run was stopped by the stall rule
+    bounded: tuple[int, ...] = ()  # ... whose value needed a bound: a measure was undefined
+    unpaired: tuple[int, ...] = ()  # seed indices some arm lacks: in no value and no mean
+
+    @classmethod
+    def of(cls, results: Results, arms: tuple[str, ...], bounded=()) -> Seeds:
+        have = [set(results.get(a, {})) for a in arms]
+        paired = sorted(set.intersection(*have)) if have else []
+        unpaired = sorted(set.union(*have) - set(paired)) if have else []
+
+        def where(state: str) -> tuple[int, ...]:
+            return tuple(i for i in paired if any(_state(results[a][i]) == state for a in arms))
+
+        return cls(
+            tuple(paired), where("diverged"), where("stalled"), tuple(bounded), tuple(unpaired)
+        )
+
+    def merge(self, other: Seeds | None) -> Seeds:
+        if other is None:
+            return self
+        u = lambda a, b: tuple(sorted(set(a) | set(b)))  # noqa: E731
+        f = dataclasses.fields(self)
+        return Seeds(*(u(getattr(self, x.name), getattr(other, x.name)) for x in f))
+
+    @property
+    def n(self) -> int:
+        return len(self.paired)
+
+    def text(self) -> str:
+        """ "1 of 3 seeds diverged, 0 stalled" and what else a reader must know."""
+        n = self.n
+        out = f"{len(self.diverged)} of {n} seeds diverged, {len(self.stalled)} stalled"
+        if self.bounded:
+            out += f"; {len(self.bounded)} with an undefined measure, bounded"
+        if self.unpaired:
+            out += f"; {len(self.unpaired)} unpaired, left out"
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"n": self.n}
+        for f in dataclasses.fields(self)[1:]:
+            d[f.name] = len(getattr(self, f.name))
+            d[f"{f.name}_seeds"] = list(getattr(self, f.name))
+        return d | {"text": self.text()}
+
+
 # --------------------------------------------------------------------------------------------
 # rules
 
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str  # HOLDS | FAILS | UNSURE
+    status: str  # HOLDS | FAILS | UNSURE | UNTESTABLE
     why: str
     estimate: Estimate | None = None
     parts: tuple[tuple[str, Verdict], ...] = ()
     means: dict[str, float | None] = field(default_factory=dict)  # per-term means, to show
+    seeds: Seeds | None = None  # None: not decided over seeds (a timing claim)
+    correction: str = ""  # how the looks of a compound claim were corrected
+    controls: tuple[tuple[str, Verdict], ...] = ()  # what the controls showed
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "verdict": self.status, "why": self.why,
+            "verdict": self.status,
+            "why": self.why,
             **(self.estimate.to_dict() if self.estimate else {}),
             "means": self.means,
+            "seed_outcomes": self.seeds.to_dict() if self.seeds else None,
+            "correction": self.correction,
+            "controls": [
+                {
+                    "control": name,
+                    "verdict": v.status,
+                    "why": v.why,
+                    "seed_outcomes": v.seeds.to_dict() if v.seeds else None,
+                }
+                for name, v in self.controls
+            ],
             "parts": [{"part": name, **v.to_dict()} for name, v in self.parts],
-        }  # fmt: skip
+        }
 
 
 @dataclass(frozen=True)
@@ -187,42 +344,171 @@ class Contrast:
         measures = "; ".join(
             f"{m}: {MEASURES[m][0]}" for m in dict.fromkeys(t[2] for t in self.terms)
         )
+        h = f"; {H_TEXT}" if self.const_h else ""
         return (
-            f"per seed, v = {self.formula()} ({measures}); mean of v over {self.seeds} "
-            f"paired seeds, {LEVEL:.0%} Student-t interval; {EXPECT[self.expect]} (δ = "
-            f"{self.delta:.3g})."
+            f"per seed, v = {self.formula()} ({measures}{h}); mean of v over {self.seeds} "
+            f"paired seeds, {LEVEL:.0%} Student-t interval; {BOUND_TEXT}; {EXPECT[self.expect]} "
+            f"(δ = {self.delta:.3g})."
         )
 
-    def values(self, results: Results, ctx: Mapping[str, Any]) -> list[float]:
-        seeds = set.intersection(*(set(results.get(a, {})) for a in self.arms()))
-        out = []
-        for i in sorted(seeds):
-            v = self.const + self.const_h * ctx.get("unigram_entropy", 0.0)
+    def _measure(self, results: Results, arm: str, i: int, m: str) -> float | None:
+        return MEASURES[m][1](results[arm][i], self.matrix)
+
+    def rows(self, results: Results, ctx: Mapping[str, Any]) -> tuple[list, Seeds]:
+        """Per paired seed the range ``(lo, hi)`` of ``v`` (equal unless a measure is undefined),
+        and what became of the seeds."""
+        paired = Seeds.of(results, self.arms()).paired
+        observed: dict[str, list[float]] = {}
+        for m in dict.fromkeys(t[2] for t in self.terms):
+            xs = (self._measure(results, a, i, m) for a in self.arms() for i in paired)
+            observed[m] = [x for x in xs if x is not None]
+        rows, bounded = [], []
+        for i in paired:
+            lo = hi = self.const + self.const_h * plateau(ctx)
             for c, a, m in self.terms:
-                x = MEASURES[m][1](results[a][i], self.matrix)
+                x = self._measure(results, a, i, m)
                 if x is None:
-                    break
-                v += c * x
-            else:
-                out.append(v)
-        return out
+                    bounded.append(i)
+                    if not observed[m]:
+                        lo, hi = -math.inf, math.inf
+                        continue
+                    ends = (c * min(observed[m]), c * max(observed[m]))
+                    lo, hi = lo + min(ends), hi + max(ends)
+                else:
+                    lo, hi = lo + c * x, hi + c * x
+            rows.append((lo, hi))
+        return rows, Seeds.of(results, self.arms(), sorted(set(bounded)))
+
+    def values(self, results: Results, ctx: Mapping[str, Any]) -> list[float]:
+        """Per paired seed, ``v`` (an undefined measure at the end least favourable to holds)."""
+        return [_pick(self.expect, lo, hi, True) for lo, hi in self.rows(results, ctx)[0]]
 
     def decide(self, results: Results, ctx: Mapping[str, Any]) -> Verdict:
-        est = Estimate.of(self.values(results, ctx), ctx.get("level", LEVEL))
-        status, why = decide(self.expect, est, self.delta)
+        rows, seeds = self.rows(results, ctx)
+        status, why, est = decide_rows(self.expect, rows, self.delta, ctx.get("level", LEVEL))
         means = {}
         for _, a, m in self.terms:
-            xs = [MEASURES[m][1](r, self.matrix) for r in results.get(a, {}).values()]
+            xs = [self._measure(results, a, i, m) for i in seeds.paired]
             xs = [x for x in xs if x is not None]
             means[f"{m}[{a}]"] = sum(xs) / len(xs) if xs else None
-        return Verdict(status, why, est, means=means)
+        return Verdict(status, why, est, means=means, seeds=seeds)
+
+
+# --------------------------------------------------------------------------------------------
+# controls: what must show in the same setting for a claim to be testable there
+
+
+def control(arm: str, expect: str = "trains", *, seeds: int, margin: float | None = None):
+    """A control: ``(label, rule)``, the rule ``trains(arm)`` or ``fails(arm)``."""
+    if expect not in ("trains", "fails"):
+        raise ValueError(f"a control expects 'trains' or 'fails', got {expect!r}")
+    make = trains if expect == "trains" else fails
+    kw = {} if margin is None else {"margin": margin}
+    return (f"{arm} {expect}", make(arm, seeds=seeds, **kw))
+
+
+def controls_text(controls) -> str:
+    if not controls:
+        return ""
+    names = ", ".join(f"'{label}'" for label, _ in controls)
+    return (
+        f" Controls: {names} (each decided as its rule at {LEVEL:.0%}); if a control does not "
+        f"hold, the verdict is '{UNTESTABLE}' with the control's result as the reason."
+    )
+
+
+def with_controls(v: Verdict, controls, results: Results, ctx: Mapping[str, Any]) -> Verdict:
+    """``v``, or "not testable here" where a control does not show what it must."""
+    if not controls:
+        return v
+    nominal = {**ctx, "level": ctx.get("nominal_level", ctx.get("level", LEVEL))}
+    shown = tuple((label, rule.decide(results, nominal)) for label, rule in controls)
+    bad = [(label, c) for label, c in shown if c.status != HOLDS]
+    if not bad:
+        return dataclasses.replace(v, controls=shown)
+    why = "; ".join(f"control '{label}' {c.status}: {c.why}" for label, c in bad)
+    why += f" — the setting cannot show the claim (its own result, not decided on: {v.status})"
+    return dataclasses.replace(v, status=UNTESTABLE, why=why, controls=shown)
+
+
+# --------------------------------------------------------------------------------------------
+# compound claims
+
+
+def holm(parts, target: str, results: Results, ctx: Mapping[str, Any]) -> tuple[list, str]:
+    """Every part decided, ``target`` (the decision one part suffices for) confirmed by Holm's
+    step-down over the parts; the rest at the plain level. Returns the verdicts and the text
+    saying how each ``target`` was reached."""
+    level = ctx.get("level", LEVEL)
+    alpha, k = 1 - level, len(parts)
+    sub = {**ctx, "nominal_level": ctx.get("nominal_level", level)}
+    plain = [rule.decide(results, {**sub, "level": level}) for _, rule in parts]
+    confirmed: dict[int, float] = {}  # part -> the level it was confirmed at
+    left = [j for j, v in enumerate(plain) if v.status == target]  # monotone: no other can
+    m = k
+    while left:
+        lvl = 1 - alpha / m
+        hits = [
+            j for j in left if parts[j][1].decide(results, {**sub, "level": lvl}).status == target
+        ]
+        if not hits:
+            break
+        confirmed.update((j, lvl) for j in hits)
+        left = [j for j in left if j not in hits]
+        m -= len(hits)
+    out = []
+    for j, v in enumerate(plain):
+        if v.status == target and j in confirmed:
+            note = f"confirmed by Holm at {confirmed[j]:.4g}"
+            v = dataclasses.replace(v, correction=note)
+        elif v.status == target:
+            note = (
+                f"'{target}' alone at {level:.0%} ({v.why}), but not after Holm's correction "
+                f"across the {k} parts (needed its interval at {1 - alpha / m:.4g})"
+            )
+            v = dataclasses.replace(v, status=UNSURE, why=note, correction=note)
+        out.append(with_controls(v, _part_controls(parts[j][1]), results, sub))
+    text = (
+        f"Holm step-down over the {k} parts for '{target}' (family-wise {alpha:.0%}): "
+        f"{len(confirmed)} confirmed"
+    )
+    return out, text
+
+
+def _part_controls(rule) -> tuple:
+    return getattr(rule, "controls", ())
+
+
+@dataclass(frozen=True)
+class Controlled:
+    """A part of a compound claim with its own controls: ``rule`` decided, then ``controls``."""
+
+    rule: Any
+    controls: tuple[tuple[str, Any], ...]
+
+    def __getattr__(self, name: str) -> Any:  # delta, matrix, expect, seeds: the rule's
+        if name.startswith("_") or "rule" not in self.__dict__:  # copy and pickle probe first
+            raise AttributeError(name)
+        return getattr(self.__dict__["rule"], name)
+
+    def arms(self) -> tuple[str, ...]:
+        return tuple(
+            dict.fromkeys(self.rule.arms() + tuple(a for _, c in self.controls for a in c.arms()))
+        )
+
+    def describe(self) -> str:
+        return self.rule.describe() + controls_text(self.controls)
+
+    def decide(self, results: Results, ctx: Mapping[str, Any]) -> Verdict:
+        return self.rule.decide(results, ctx)  # the controls are applied by the compound
 
 
 @dataclass(frozen=True)
 class AllOf:
-    """A compound claim: holds iff every part holds, does not hold iff a part does not."""
+    """A compound claim: holds iff every part holds (each at 95 %: an intersection-union test),
+    does not hold iff a part does not after Holm's correction across the parts."""
 
-    parts: tuple[tuple[str, Contrast], ...]
+    parts: tuple[tuple[str, Any], ...]
 
     @property
     def seeds(self) -> int:
@@ -231,40 +517,60 @@ class AllOf:
     def arms(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(a for _, p in self.parts for a in p.arms()))
 
-    # how ``combine`` decides, as the report states it (a class attribute, not a field)
-    RULE = "Holds iff every part holds; does not hold iff a part does not."
+    # how ``combine`` decides and the decision Holm corrects (class attributes, not fields)
+    TARGET = FAILS
+    RULE = (
+        "Holds iff every part holds (each at 95 %: all must hold, which needs no correction); "
+        "does not hold iff some part does not hold after Holm's step-down across the k parts "
+        "(the part with the strongest evidence against it tested at 1 − 5 %/k, the next at "
+        "1 − 5 %/(k−1), …; family-wise 5 %); a part whose control fails is not testable here."
+    )
 
     def describe(self) -> str:
         return " ".join(f"[{name}] {p.describe()}" for name, p in self.parts) + " " + self.RULE
 
     def decide(self, results: Results, ctx: Mapping[str, Any]) -> Verdict:
-        parts = tuple((name, p.decide(results, ctx)) for name, p in self.parts)
+        verdicts, correction = holm(self.parts, self.TARGET, results, ctx)
+        parts = tuple((name, v) for (name, _), v in zip(self.parts, verdicts, strict=True))
         why = "; ".join(f"{name}: {v.status}" for name, v in parts)
         means = {k: x for _, v in parts for k, x in v.means.items()}
-        return Verdict(self.combine([v.status for _, v in parts]), why, None, parts, means)
+        seeds = None
+        for _, v in parts:
+            seeds = v.seeds.merge(seeds) if v.seeds else seeds
+        status = self.combine([v.status for _, v in parts])
+        return Verdict(status, why, None, parts, means, seeds, correction)
 
     @staticmethod
     def combine(statuses: list[str]) -> str:
         if FAILS in statuses:
             return FAILS
-        return HOLDS if all(s == HOLDS for s in statuses) else UNSURE
+        if all(s == HOLDS for s in statuses):
+            return HOLDS
+        rest = [s for s in statuses if s != HOLDS]
+        return UNTESTABLE if all(s == UNTESTABLE for s in rest) else UNSURE
 
 
 @dataclass(frozen=True)
 class AnyOf(AllOf):
-    """A compound claim: holds iff some part holds, does not hold iff no part does.
+    """A compound claim: holds iff some part holds after Holm's correction across the parts,
+    does not hold iff every part does not (each at 95 %)."""
 
-    Each part is one more look at the data, so with k parts the chance that one holds by luck
-    is up to k times a single part's: give such a claim the seeds that make its parts decisive.
-    """
-
-    RULE = "Holds iff some part holds; does not hold iff every part does not."
+    TARGET = HOLDS
+    RULE = (
+        "Holds iff some part holds after Holm's step-down across the k parts (the part with "
+        "the strongest evidence tested at 1 − 5 %/k, the next at 1 − 5 %/(k−1), …; family-wise "
+        "5 %); does not hold iff every part does not (each at 95 %, which needs no correction); "
+        "a part whose control fails is not testable here."
+    )
 
     @staticmethod
     def combine(statuses: list[str]) -> str:
         if HOLDS in statuses:
             return HOLDS
-        return FAILS if all(s == FAILS for s in statuses) else UNSURE
+        if all(s == FAILS for s in statuses):
+            return FAILS
+        rest = [s for s in statuses if s != FAILS]
+        return UNTESTABLE if all(s == UNTESTABLE for s in rest) else UNSURE
 
 
 def fails(arm: str, *, seeds: int, margin: float = 0.05) -> Contrast:
@@ -341,10 +647,13 @@ class Claim:
     source: str
     rule: Any  # Contrast | AllOf | Timing | sweeps.LRSensitivity: arms(), seeds, decide()
     plots: tuple[str, ...] = ("loss", "seeds")
+    # (label, rule): what must hold in the same setting for the claim to be testable there
+    controls: tuple[tuple[str, Any], ...] = ()
 
     @property
     def arms(self) -> tuple[str, ...]:
-        return self.rule.arms()
+        extra = tuple(a for _, c in self.controls for a in c.arms())
+        return tuple(dict.fromkeys(self.rule.arms() + extra))
 
     @property
     def seeds(self) -> int:
@@ -354,11 +663,16 @@ class Claim:
     def timed(self) -> bool:
         return isinstance(self.rule, Timing)
 
+    def describe(self) -> str:
+        """The rule as the report states it, with the claim's controls."""
+        return self.rule.describe() + controls_text(self.controls)
+
     def decide(self, results: Results, ctx: Mapping[str, Any]) -> Verdict:
-        return self.rule.decide(results, ctx)
+        return with_controls(self.rule.decide(results, ctx), self.controls, results, ctx)
 
 
-def decide_all(study, results: Results, unigram_entropy: float, timings: dict | None = None):
-    """Every claim of ``study`` decided on ``results``: ``[(claim, verdict), ...]``."""
-    ctx = {"unigram_entropy": unigram_entropy, "timings": timings or {}}
+def decide_all(study, results: Results, plateau_h: float, timings: dict | None = None):
+    """Every claim of ``study`` decided on ``results``: ``[(claim, verdict), ...]``; ``plateau_h``
+    is H (``Corpus.unigram_val_xent()``: the validation bytes' unigram cross-entropy)."""
+    ctx = {"plateau_h": plateau_h, "timings": timings or {}}
     return [(c, c.decide(results, ctx)) for c in study.claims]

@@ -1,5 +1,6 @@
 """What a rule can measure on one run: ``MEASURES`` maps a name to its description and a function
-``(RunResult dict, probed matrix) -> float | None`` (None: the run lacks it).
+``(RunResult dict, probed matrix) -> float | None`` (None: the run lacks it; a rule does not
+drop such a seed but bounds its value, see ``claims``).
 
 Losses score a diverged run as a uniform guess (ln V); the ``*_end`` measures read the probe
 taken at the latest step, after the last update when ``probe_steps`` includes it.
@@ -56,18 +57,16 @@ def _at_end(res: dict) -> dict:
     return probes[max(probes, key=int)] if probes else {}
 
 
+_MISSING = (KeyError, TypeError, ValueError, ZeroDivisionError)  # a probe missing or not finite
+
+
 def _end(fn: Callable[[dict], float | None]) -> Callable[[dict, str | None], float | None]:
     def measure(res: dict, matrix: str | None) -> float | None:
         if res.get("status") != "ok":
             return None
         try:
             v = fn(_at_end(res))
-        except (
-            KeyError,
-            TypeError,
-            ValueError,
-            ZeroDivisionError,
-        ):  # a probe missing or not finite
+        except _MISSING:
             return None
         return _finite(v)
 

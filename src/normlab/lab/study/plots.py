@@ -54,8 +54,12 @@ def loss_curves(results: Results, claim: Claim, verdict: Verdict, timings) -> by
         ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.15, lw=0)
         vals = [e for r in runs for e in r["evals"] if e.get("val_loss") is not None]
         if vals:
-            ax.scatter([e["step"] for e in vals], [e["val_loss"] for e in vals], s=10,
-                       color=line.get_color())  # fmt: skip
+            ax.scatter(
+                [e["step"] for e in vals],
+                [e["val_loss"] for e in vals],
+                s=10,
+                color=line.get_color(),
+            )
     ax.set_xlabel("step")
     ax.set_ylabel("train loss (nats/byte)")
     ax.set_title("mean and range over seeds; dots: validation loss", fontsize=8)
@@ -78,8 +82,9 @@ def seeds(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | 
         ax.scatter(est.values, [y] * len(est.values), s=14, color="tab:gray", zorder=3)
         if est.n >= 2 and math.isfinite(est.lo):
             err = [[est.effect - est.lo], [est.hi - est.effect]]
-            ax.errorbar([est.effect], [y + 0.2], xerr=err, fmt="o", color="tab:blue", capsize=3,
-                        zorder=4)  # fmt: skip
+            ax.errorbar(
+                [est.effect], [y + 0.2], xerr=err, fmt="o", color="tab:blue", capsize=3, zorder=4
+            )
         if rule.delta:
             for d in (-rule.delta, rule.delta):
                 ax.plot([d, d], [y - 0.35, y + 0.45], color="tab:orange", ls="--", lw=0.8)
@@ -93,6 +98,7 @@ def seeds(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | 
 
 def _matrix(claim: Claim) -> str | None:
     rules = [r for _, r in claim.rule.parts] if isinstance(claim.rule, AllOf) else [claim.rule]
+    rules = [getattr(r, "rule", r) for r in rules]  # a part with controls wraps its rule
     return next((r.matrix for r in rules if isinstance(r, Contrast) and r.matrix), None)
 
 
@@ -111,8 +117,9 @@ def _probe_lines(results, claim, key: str, *, logy: bool, ylabel: str, matrix=No
     fig, ax = figure()
     drawn = False
     for arm in claim.arms:
-        steps = sorted({s for r in results.get(arm, {}).values() for s in r.get("probes", {})},
-                       key=int)  # fmt: skip
+        steps = sorted(
+            {s for r in results.get(arm, {}).values() for s in r.get("probes", {})}, key=int
+        )
         for step in steps:
             rows = _profiles(results, arm, key, step, matrix)
             if not rows:
@@ -123,8 +130,13 @@ def _probe_lines(results, claim, key: str, *, logy: bool, ylabel: str, matrix=No
             if logy:
                 mean, lo, hi = ([math.exp(v) for v in s] for s in (mean, lo, hi))
             xs = range(len(mean))
-            (line,) = ax.plot(xs, mean, label=f"{arm} @ step {step} (n={len(rows)})", lw=1.3,
-                              ls="-" if step == "0" else "--")  # fmt: skip
+            (line,) = ax.plot(
+                xs,
+                mean,
+                label=f"{arm} @ step {step} (n={len(rows)})",
+                lw=1.3,
+                ls="-" if step == "0" else "--",
+            )
             ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.12, lw=0)
             drawn = True
     if not drawn:
@@ -141,10 +153,21 @@ def _probe_lines(results, claim, key: str, *, logy: bool, ylabel: str, matrix=No
 def grad_blocks(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | None:
     matrix = _matrix(claim)
     if matrix:
-        return _probe_lines(results, claim, "grad_norm", logy=True, matrix=matrix,
-                            ylabel=f"‖∇ {matrix}‖ per block (geometric mean, log)")  # fmt: skip
-    return _probe_lines(results, claim, "grad_norm_block", logy=True,
-                        ylabel="block gradient norm (geometric mean, log)")  # fmt: skip
+        return _probe_lines(
+            results,
+            claim,
+            "grad_norm",
+            logy=True,
+            matrix=matrix,
+            ylabel=f"‖∇ {matrix}‖ per block (geometric mean, log)",
+        )
+    return _probe_lines(
+        results,
+        claim,
+        "grad_norm_block",
+        logy=True,
+        ylabel="block gradient norm (geometric mean, log)",
+    )
 
 
 def residual_rms(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | None:
@@ -152,8 +175,9 @@ def residual_rms(results: Results, claim: Claim, verdict: Verdict, timings) -> b
 
 
 def residual_cos(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | None:
-    return _probe_lines(results, claim, "residual_cos", logy=False,
-                        ylabel="cosine(block input, block output)")  # fmt: skip
+    return _probe_lines(
+        results, claim, "residual_cos", logy=False, ylabel="cosine(block input, block output)"
+    )
 
 
 def speed(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | None:
@@ -168,8 +192,10 @@ def speed(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | 
         for k, key in enumerate(keys):
             vals = [sorted(timings[arm][key]) for arm in arms]
             med = [v[len(v) // 2] for v in vals]
-            err = [[m - v[0] for m, v in zip(med, vals, strict=True)],
-                   [v[-1] - m for m, v in zip(med, vals, strict=True)]]  # fmt: skip
+            err = [
+                [m - v[0] for m, v in zip(med, vals, strict=True)],
+                [v[-1] - m for m, v in zip(med, vals, strict=True)],
+            ]
             off = 0.2 * (k - (len(keys) - 1) / 2) * 2
             label = {"norm_ms": "normlab", "torch_norm_ms": "PyTorch ops", "step_ms": "step"}[key]
             ax.barh([i + off for i in y], med, height=0.35, xerr=err, label=label, capsize=2)

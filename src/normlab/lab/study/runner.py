@@ -108,9 +108,10 @@ def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
         "failed_runs": failed,
         "reused_runs": reused,
         "timings": timings,
+        "plateau_h": corpus.unigram_val_xent(),  # H of the "fails"/"trains" rules
     }
     (out / "study.json").write_text(json.dumps(meta, indent=2))
-    verdicts = decide_all(study, results, corpus.unigram_entropy(), timings)
+    verdicts = decide_all(study, results, meta["plateau_h"], timings)
     return StudyResult(study, results, verdicts, meta, failed)
 
 

@@ -11,7 +11,8 @@ The format is described for users in ``docs/spec.md``; the built-in presets are 
     [[claims]]       name, statement, source, plots, rule = contrast | all_of | any_of | fails |
                      trains | timing | lr_sensitivity and that rule's parameters; an all_of's
                      or any_of's [[claims.parts]] take the parameters they do not set from
-                     their claim
+                     their claim; controls (on a claim or a part): arms that must train (or
+                     fail) in the same setting, else the verdict is "not testable here"
 
 A spec is checked whole before anything runs. A mistake is one ``SpecError`` whose message is
 ``FILE: key.path: what was expected``: values are checked against the dataclasses' field types
@@ -43,7 +44,9 @@ from normlab.lab.study.claims import (
     AnyOf,
     Claim,
     Contrast,
+    Controlled,
     Timing,
+    control,
     fails,
     trains,
 )
@@ -90,7 +93,9 @@ RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "timing": (("fast", "slow", "delta"), ("what",)),
     "lr_sensitivity": (("stable", "unstable", "delta", "seeds"), ("expect",)),
 }
-_CLAIM_KEYS = ("name", "statement", "source", "plots", "rule")
+_CLAIM_KEYS = ("name", "statement", "source", "plots", "rule", "controls")
+_CONTROL_KEYS = ("arm", "expect", "margin")
+_CONTROL_EXAMPLE = '[{arm = "pre-L24", expect = "trains"}]'
 _CLAIM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # it names the report's plot files
 
 
@@ -240,11 +245,14 @@ class _Loader:
             if config and k in _NOT_SETTABLE:
                 self.fail(_at(path, k), f"cannot be set in a spec: {_NOT_SETTABLE[k]}")
             if config and k not in allowed and k in MODEL_FIELDS:
-                self.fail(_at(path, k), f"a model field: set it in the model table ({k} under "
-                          f"{_at(path, 'model')})")  # fmt: skip
+                self.fail(
+                    _at(path, k),
+                    f"a model field: set it in the model table ({k} under {_at(path, 'model')})",
+                )
             if config and k not in allowed and k in TRAIN_FIELDS:
-                self.fail(_at(path, k), "a training field: set it beside the model table, not "
-                          "in it")  # fmt: skip
+                self.fail(
+                    _at(path, k), "a training field: set it beside the model table, not in it"
+                )
             if k not in allowed:
                 close = difflib.get_close_matches(k, list(allowed), n=1)
                 hint = f"did you mean {close[0]!r}?" if close else "expected one of: "
@@ -275,8 +283,12 @@ class _Loader:
     # ---- the study
 
     def study(self, doc: dict, default_name: str) -> Study:
-        self.keys(doc, "", ("name", "description", "base", "arms", "claims"),
-                  required=("base", "arms", "claims"))  # fmt: skip
+        self.keys(
+            doc,
+            "",
+            ("name", "description", "base", "arms", "claims"),
+            required=("base", "arms", "claims"),
+        )
         name = self.string(doc.get("name", default_name), "name")
         desc = doc.get("description", "")
         if not isinstance(desc, str):
@@ -287,8 +299,10 @@ class _Loader:
         for i, entry in enumerate(self.tables(doc["arms"], "arms", "[[arms]]")):
             for run in self.arms(entry, _at("arms", i), base):
                 if run.name in where:
-                    self.fail(_at(_at("arms", i), "name"),
-                              f"arm {run.name!r} is already made by {where[run.name]}")  # fmt: skip
+                    self.fail(
+                        _at(_at("arms", i), "name"),
+                        f"arm {run.name!r} is already made by {where[run.name]}",
+                    )
                 where[run.name] = _at("arms", i)
                 runs.append(run)
         arms = [r.name for r in runs]
@@ -304,8 +318,11 @@ class _Loader:
 
     def overrides(self, d: dict, path: str) -> tuple[dict, dict]:
         """The training and model field values set in ``d`` (its keys already checked)."""
-        train = {k: self.field(TrainConfig, k, v, _at(path, k))
-                 for k, v in d.items() if k in TRAIN_FIELDS}  # fmt: skip
+        train = {
+            k: self.field(TrainConfig, k, v, _at(path, k))
+            for k, v in d.items()
+            if k in TRAIN_FIELDS
+        }
         model = {}
         if "model" in d:
             mpath = _at(path, "model")
@@ -356,8 +373,7 @@ class _Loader:
             point = dict(zip(axes, combo, strict=True))
             t = {**train, **{k: v for k, v in point.items() if k in TRAIN_FIELDS}}
             m = {**model, **{k: v for k, v in point.items() if k in MODEL_FIELDS}}
-            cfg = self.build(path, lambda t=t, m=m: base.replace(model=m, **t), train, model,
-                             point)  # fmt: skip
+            cfg = self.build(path, lambda t=t, m=m: base.replace(model=m, **t), train, model, point)
             runs.append(Arm(self.arm_name(pattern, cfg, _at(path, "name")), cfg))
         return runs
 
@@ -376,8 +392,11 @@ class _Loader:
                 self.fail(kpath, f"cannot be set in a spec: {_NOT_SETTABLE[key]}")
             if key not in TRAIN_FIELDS and key not in MODEL_FIELDS:
                 close = difflib.get_close_matches(key, [*TRAIN_FIELDS, *MODEL_FIELDS], n=1)
-                self.fail(kpath, "not a training or model field" + (
-                    f"; did you mean {close[0]!r}?" if close else ""))  # fmt: skip
+                self.fail(
+                    kpath,
+                    "not a training or model field"
+                    + (f"; did you mean {close[0]!r}?" if close else ""),
+                )
             if key in train or key in model or key in out:
                 self.fail(kpath, f"{key} is set twice (as an axis and beside it)")
             if not isinstance(values, list) or not values:
@@ -387,8 +406,10 @@ class _Loader:
         return out
 
     def arm_name(self, pattern: str, cfg: TrainConfig, path: str) -> str:
-        fields = {**cfg.model.to_dict(), **{f.name: getattr(cfg, f.name)
-                                            for f in dataclasses.fields(cfg)}}  # fmt: skip
+        fields = {
+            **cfg.model.to_dict(),
+            **{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)},
+        }
         try:
             name = pattern.format_map(fields)
         except KeyError as e:
@@ -407,8 +428,11 @@ class _Loader:
         self.keys(d, path, (*_CLAIM_KEYS, *req, *opt), required=("name", "statement"))
         name = self.string(d["name"], _at(path, "name"))
         if not _CLAIM_NAME.fullmatch(name):
-            self.fail(_at(path, "name"), "expected letters, digits, '.', '_' or '-' (it names "
-                      f"the report's plot files), got {_show(name)}")  # fmt: skip
+            self.fail(
+                _at(path, "name"),
+                "expected letters, digits, '.', '_' or '-' (it names "
+                f"the report's plot files), got {_show(name)}",
+            )
         statement = self.string(d["statement"], _at(path, "statement"))
         source = d.get("source", "")
         if not isinstance(source, str):
@@ -417,7 +441,35 @@ class _Loader:
         if "plots" in d:
             kw["plots"] = self.plots(d["plots"], _at(path, "plots"))
         rule = self.rule(kind, d, path, arms, {})
+        if "controls" in d:
+            kw["controls"] = self.controls(d["controls"], _at(path, "controls"), arms, rule.seeds)
         return Claim(name, statement, source, rule, **kw)
+
+    def controls(self, v: Any, path: str, arms: list[str], seeds: int) -> tuple:
+        """A claim's or a part's controls: each an arm name (it must train) or a table
+        ``{arm, expect = "trains" | "fails", margin}``; decided on the claim's seeds."""
+        if not isinstance(v, list) or not v:
+            self.fail(path, f"expected a list of controls, e.g. {_CONTROL_EXAMPLE}, got {_show(v)}")
+        out = []
+        for i, c in enumerate(v):
+            cpath = _at(path, i)
+            if isinstance(c, str):
+                c = {"arm": c}
+            if not isinstance(c, dict):
+                self.fail(cpath, f"expected an arm name or a table like {_CONTROL_EXAMPLE[1:-1]}")
+            self.keys(c, cpath, _CONTROL_KEYS, required=("arm",))
+            arm = self.arm(c["arm"], _at(cpath, "arm"), arms)
+            expect = c.get("expect", "trains")
+            if expect not in ("trains", "fails"):
+                self.fail(
+                    _at(cpath, "expect"), f'expected "trains" or "fails", got {_show(expect)}'
+                )
+            margin = self.number(c["margin"], _at(cpath, "margin")) if "margin" in c else None
+            label, rule = control(arm, expect, seeds=seeds, margin=margin)
+            if label in (x for x, _ in out):
+                self.fail(cpath, f"control {label!r} appears twice")
+            out.append((label, rule))
+        return tuple(out)
 
     def plots(self, v: Any, path: str) -> tuple[str, ...]:
         from normlab.lab.study.plots import PLOTS
@@ -466,14 +518,18 @@ class _Loader:
             pkind = self.rule_kind(part, ppath)
             if pkind in ("all_of", "any_of"):
                 self.fail(_at(ppath, "rule"), f"a part cannot itself be {pkind}")
-            self.keys(part, ppath, ("label", "rule", *RULES[pkind][0], *RULES[pkind][1]),
-                      required=("label",))  # fmt: skip
+            allowed = ("label", "rule", "controls", *RULES[pkind][0], *RULES[pkind][1])
+            self.keys(part, ppath, allowed, required=("label",))
             label = self.string(part["label"], _at(ppath, "label"))
             if label in labels:
                 self.fail(_at(ppath, "label"), f"label {label!r} appears twice")
             labels.add(label)
             shared = {k: x for k, x in params.items() if k != "parts"}
-            parts.append((label, self.rule(pkind, part, ppath, arms, shared)))
+            rule = self.rule(pkind, part, ppath, arms, shared)
+            if "controls" in part:
+                cpath = _at(ppath, "controls")
+                rule = Controlled(rule, self.controls(part["controls"], cpath, arms, rule.seeds))
+            parts.append((label, rule))
         return (AnyOf if kind == "any_of" else AllOf)(tuple(parts))
 
     def param(self, key: str, v: Any, path: str, arms: list[str]) -> Any:
@@ -487,8 +543,11 @@ class _Loader:
         if key == "expect":
             e = EXPECT_ALIASES.get(v, v)
             if e not in EXPECT:
-                self.fail(path, f"expected one of {', '.join(map(_show, EXPECT))} (or "
-                          f"\"!=0\", \"~0\"), got {_show(v)}")  # fmt: skip
+                self.fail(
+                    path,
+                    f"expected one of {', '.join(map(_show, EXPECT))} (or "
+                    f'"!=0", "~0"), got {_show(v)}',
+                )
             return e
         if key == "matrix":
             return self.string(v, path)

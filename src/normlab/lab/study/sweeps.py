@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from normlab.lab.study.claims import EXPECT, LEVEL, Estimate, Results, Verdict, decide
+from normlab.lab.study.claims import EXPECT, LEVEL, Results, Seeds, Verdict, decide_rows
 from normlab.lab.study.measures import MEASURES
 
 _LOSS = MEASURES["final_val_loss"][1]
@@ -56,33 +56,46 @@ class LRSensitivity:
             f"per seed, v = S({', '.join(self.unstable)}) − S({', '.join(self.stable)}), "
             "S = the LR sensitivity of a learning-rate sweep (mean over its learning rates of "
             "min(final val loss, ln V) − the sweep's best final val loss; a diverged run scores "
-            f"ln V); mean over {self.seeds} paired seeds, {LEVEL:.0%} Student-t interval; "
-            f"{EXPECT[self.expect]} (δ = {self.delta:.3g})."
+            f"ln V); mean over {self.seeds} paired seeds, {LEVEL:.0%} Student-t interval; a seed "
+            "index some arm of either sweep lacks is unpaired: left out of v and of the means, "
+            "and counted; a run without a final loss is bounded (its loss anywhere from the "
+            "sweep's best to ln V): 'holds' is decided on the end least favourable to it, 'does "
+            f"not hold' on the most favourable; {EXPECT[self.expect]} (δ = {self.delta:.3g})."
         )
 
     def per_seed(self, results: Results, sweep: tuple[str, ...]) -> dict[int, tuple[float, float]]:
-        """Seed index -> (S, best final loss) of ``sweep``, for the seeds every arm has."""
-        seeds = set.intersection(*(set(results.get(a, {})) for a in sweep))
+        """Seed index -> (S, best final loss) of ``sweep``, for the seeds every arm has (a run
+        without a final loss scored ln V)."""
+        return {i: (hi, best) for i, (_, hi, best) in self._ranges(results, sweep).items()}
+
+    def _ranges(self, results: Results, sweep: tuple[str, ...]) -> dict:
+        """Seed index -> (S low, S high, best final loss) of ``sweep`` over the seeds every arm
+        of both sweeps has; S's range covers a missing final loss anywhere in [best, ln V]."""
+        paired = Seeds.of(results, self.arms()).paired
         out = {}
-        for i in sorted(seeds):
+        for i in paired:
             losses = [_LOSS(results[a][i], None) for a in sweep]
-            if None not in losses:
-                cap = math.log(results[sweep[0]][i]["config"]["model"]["vocab_size"])
-                out[i] = sensitivity(losses, cap), min(losses)
+            cap = math.log(results[sweep[0]][i]["config"]["model"]["vocab_size"])
+            known = [x for x in losses if x is not None]
+            best = min(known) if known else cap
+            lo = sensitivity([best if x is None else x for x in losses], cap)
+            out[i] = (lo, sensitivity([cap if x is None else x for x in losses], cap), best)
         return out
 
     def decide(self, results: Results, ctx: Mapping[str, Any]) -> Verdict:
-        s, u = self.per_seed(results, self.stable), self.per_seed(results, self.unstable)
-        values = [u[i][0] - s[i][0] for i in sorted(set(s) & set(u))]
-        est = Estimate.of(values, ctx.get("level", LEVEL))
-        status, why = decide(self.expect, est, self.delta)
+        s, u = self._ranges(results, self.stable), self._ranges(results, self.unstable)
+        rows = [(u[i][0] - s[i][1], u[i][1] - s[i][0]) for i in sorted(s)]
+        level = ctx.get("level", LEVEL)
+        status, why, est = decide_rows(self.expect, rows, self.delta, level)
+        bounded = [i for i in sorted(s) if s[i][0] != s[i][1] or u[i][0] != u[i][1]]
         # S is relative to the sweep's own best: a recipe that trains at no learning rate has a
         # small S too, so the best loss is shown beside it.
         means: dict[str, float | None] = {}
         for sweep, per in ((self.stable, s), (self.unstable, u)):
             name = sweep[0].rsplit("-lr", 1)[0] if "-lr" in sweep[0] else sweep[0] + "…"
-            means[f"S[{name}]"] = statistics.fmean(x for x, _ in per.values()) if per else None
+            means[f"S[{name}]"] = statistics.fmean(x[1] for x in per.values()) if per else None
             means[f"best loss[{name}]"] = (
-                statistics.fmean(b for _, b in per.values()) if per else None
+                statistics.fmean(x[2] for x in per.values()) if per else None
             )
-        return Verdict(status, why, est, means=means)
+        seeds = Seeds.of(results, self.arms(), bounded)
+        return Verdict(status, why, est, means=means, seeds=seeds)
