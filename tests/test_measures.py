@@ -56,3 +56,21 @@ def test_the_stability_preset_sweeps_every_variant_over_the_same_learning_rates(
     cfg = {r.name: r.config for r in p.arms}
     assert cfg["qk-pre-lr0.001"].model.qk_norm and cfg["lns-pre-lr0.001"].model.depth_scaled_norm
     assert cfg["pre-lr0.001"].probe_steps[-1] == cfg["pre-lr0.001"].steps  # probed at the end
+
+
+def test_log_grad_trend_fits_every_block_and_matches_the_ratio_on_a_straight_line():
+    import math
+
+    from normlab.lab.study.measures import MEASURES
+
+    def run(profile):
+        return {"status": "ok", "probes": {"0": {"grad_norm": {"m": profile}}}}
+
+    _, trend = MEASURES["log_grad_trend"]
+    _, ratio = MEASURES["log_grad_ratio"]
+    line = [math.exp(0.1 * i) for i in range(6)]
+    assert trend(run(line), "m") == pytest.approx(ratio(run(line), "m")) == pytest.approx(0.5)
+    bumpy = [1.0, 5.0, 1.0, 5.0, 1.0, 5.0]  # the ends alone say x5; the line, much less
+    assert ratio(run(bumpy), "m") == pytest.approx(math.log(5))
+    assert 0 < trend(run(bumpy), "m") < 0.6 * math.log(5)
+    assert trend(run([1.0]), "m") is None and trend(run([1.0, 0.0]), "m") is None

@@ -124,7 +124,7 @@ def test_probe_does_not_move_batchnorm_running_statistics(corpus):
     model = trainer.build_model()
     before = {k: b.clone() for k, b in model.named_buffers()}
     x = torch.randint(0, 256, (4, 16))
-    out = trainer._probe(model, (x, x))
+    out = trainer._probe(model, [(x, x)])
     assert out["residual_rms"] and all(p.grad is None for p in model.parameters())
     for k, b in model.named_buffers():
         assert torch.equal(b, before[k]), k
@@ -156,3 +156,19 @@ def test_the_norms_are_timed_on_the_sampled_steps_only(corpus):
     with NormTimer(model):
         assert any(m._forward_hooks for m in NormTimer.norm_modules(model))
     assert not any(m._forward_hooks for m in NormTimer.norm_modules(model))
+
+
+def test_a_probe_over_several_batches_is_their_mean(corpus):
+    from normlab.lab.train import trainer as T
+
+    assert T._mean_of([{"a": [1.0, 3.0], "b": 2}, {"a": [3.0, 5.0], "b": 4}]) == {
+        "a": [2.0, 4.0],
+        "b": 3.0,
+    }
+    assert T._mean_of([[1.0, None], [3.0, 2.0]]) == [2.0, None]
+    one = train(tiny(steps=0, probe_batches=1, eval_batches=3), corpus).probes["0"]
+    three = train(tiny(steps=0, probe_batches=3, eval_batches=3), corpus).probes["0"]
+    assert set(one) == set(three)
+    assert one["grad_norm_block"] != three["grad_norm_block"]
+    with pytest.raises(ValueError, match="probe_batches"):
+        train(tiny(steps=0, probe_batches=4, eval_batches=3), corpus)

@@ -46,6 +46,21 @@ def _log_ratio(res: dict, matrix: str | None) -> float | None:
     return math.log(prof[-1] / prof[0]) if ok else None
 
 
+def _log_trend(res: dict, matrix: str | None) -> float | None:
+    """ln(last/first) of the least-squares line through ln‖∇‖ over the blocks: the same
+    quantity as ``log_grad_ratio``, read from every block instead of the two ends."""
+    prof = grad_profile(res, matrix)
+    if len(prof) < 2 or min(prof) <= 0:
+        return None
+    logs = [math.log(v) for v in prof]
+    xs = range(len(logs))
+    xm, ym = statistics.fmean(xs), statistics.fmean(logs)
+    slope = sum((x - xm) * (y - ym) for x, y in zip(xs, logs, strict=True)) / sum(
+        (x - xm) ** 2 for x in xs
+    )
+    return slope * (len(logs) - 1)
+
+
 def _log_spread(res: dict, matrix: str | None) -> float | None:
     prof = grad_profile(res, matrix)
     return math.log(max(prof) / min(prof)) if len(prof) >= 2 and min(prof) > 0 else None
@@ -135,6 +150,10 @@ MEASURES: dict[str, tuple[str, Callable[[dict, str | None], float | None]]] = {
     ),
     "norm_weight_mean": ("mean |gain| of the norms after training", _summary("norm_weight_mean")),
     "log_grad_ratio": ("ln(‖∇‖ of the last block / the first), at init", _log_ratio),
+    "log_grad_trend": (
+        "ln(last/first) of the least-squares line through ln ‖∇‖ over the blocks, at init",
+        _log_trend,
+    ),
     "log_grad_spread": ("ln(max/min over blocks of ‖∇‖), at init", _log_spread),
     **END_MEASURES,
 }

@@ -1,7 +1,8 @@
 """The serial timing phase: speed claims measured with nothing else of the study running.
 
-Each arm's model is built once; then, in interleaved rounds (arm A, arm B, arm A, ... so that
-load drift on a shared machine hits every arm alike), each round times per arm:
+Each arm's model is built once; then, in rounds that are ABBA blocks (arm A, arm B, arm B,
+arm A, so that a load drift on a shared machine hits every arm alike, whatever its place), each
+round times per arm, as the mean of its two measurements in the block:
 
 - ``step_ms``: the fastest of a few whole AdamW training steps (forward, backward, update);
 - ``norm_ms``: the arm's norm modules alone at the shapes they see in the model, forward and
@@ -104,16 +105,24 @@ def time_arms(
     arms = {name: _Arm(cfg, corpus) for name, cfg in configs.items()}
     calls = {n: (a.norm_calls(False), a.norm_calls(True)) for n, a in arms.items()}
     out = {n: {"step_ms": [], "norm_ms": [], "torch_norm_ms": []} for n in arms}
-    # Two rounds of warm-up, discarded: the first steps pay one-off allocations, the optimizer's
-    # state and kernel compiles, which would make the first round an outlier.
+    # A round is an ABBA block (each arm, then each again in reverse order), and its value per
+    # arm the mean of that arm's two measurements: a load drift that is linear over the round
+    # hits every arm alike, whatever its place in the list. Two rounds of warm-up, discarded,
+    # pay the first steps' one-off allocations, optimizer state and kernel compiles.
+    order = list(arms) + list(reversed(arms))
     for r in range(WARMUP_ROUNDS + rounds):
-        for name, arm in arms.items():
-            step = _time([arm.step], steps)
-            ours, theirs = _time(calls[name][0], reps), _time(calls[name][1], reps)
-            if r >= WARMUP_ROUNDS:
-                out[name]["step_ms"].append(step)
-                out[name]["norm_ms"].append(ours)
-                out[name]["torch_norm_ms"].append(theirs)
-        if on_round is not None and r >= WARMUP_ROUNDS:
-            on_round()
+        got = {n: {k: [] for k in out[n]} for n in arms}
+        for name in order:
+            arm, (ours, theirs) = arms[name], calls[name]
+            got[name]["step_ms"].append(_time([arm.step], steps))
+            # ours and PyTorch's in alternating order too, for the same reason
+            pair = (("norm_ms", ours), ("torch_norm_ms", theirs))
+            for key, fns in pair if len(got[name]["norm_ms"]) == 0 else reversed(pair):
+                got[name][key].append(_time(fns, reps))
+        if r >= WARMUP_ROUNDS:
+            for name in arms:
+                for key, xs in got[name].items():
+                    out[name][key].append(sum(xs) / len(xs))
+            if on_round is not None:
+                on_round()
     return out

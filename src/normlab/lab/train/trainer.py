@@ -62,6 +62,9 @@ class TrainConfig:
     eval_train_mode: bool = False
     """Also validate in train() mode (batch statistics): BatchNorm's train/eval gap."""
     probe_steps: tuple[int, ...] = (0,)
+    probe_batches: int = 1
+    """Each probe is the mean over this many validation batches: one batch's gradient profile
+    is noisy, and at-init claims read little else."""
     """Steps (0 = at init, ``steps`` = after the last update) at which the model probes run."""
     diverge_factor: float = 2.0
     """Divergence rule: loss or gradient norm not finite, or training loss above
@@ -83,6 +86,8 @@ class TrainConfig:
         for name in ("batch_size", "seq_len", "eval_batches"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.probe_batches < 1:
+            raise ValueError(f"probe_batches must be >= 1, got {self.probe_batches}")
         if self.norm_time_every < 1:
             raise ValueError(f"norm_time_every must be >= 1, got {self.norm_time_every}")
         if self.eval_sequences % self.batch_size:
@@ -159,6 +164,20 @@ class RunResult:
         return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
 
 
+def _mean_of(outs: list[Any]) -> Any:
+    """The elementwise mean of equally shaped probe outputs (dicts, lists, numbers)."""
+    first = outs[0]
+    if len(outs) == 1 or first is None or isinstance(first, bool | str):
+        return first
+    if isinstance(first, dict):
+        return {k: _mean_of([o[k] for o in outs]) for k in first}
+    if isinstance(first, list | tuple):
+        return [_mean_of(list(col)) for col in zip(*outs, strict=True)]
+    if any(o is None for o in outs):
+        return None
+    return sum(float(o) for o in outs) / len(outs)
+
+
 def _finite(x: Any) -> Any:
     """NaN/Inf -> None, so results stay strict JSON."""
     if isinstance(x, float):
@@ -230,7 +249,11 @@ class Trainer:
         opt = self.build_optimizer(model)
         batches = self.train_batches()
         val = self.eval_batches()
-        probe_batch = val[0]
+        probe_batches = val[: cfg.probe_batches]
+        if len(probe_batches) < cfg.probe_batches:
+            raise ValueError(
+                f"probe_batches={cfg.probe_batches} but the validation set has {len(val)} batches"
+            )
         res = RunResult(config=cfg.to_dict())
         cols = ("step", "loss", "grad_norm", "lr", "tokens_per_s", "step_ms", "fwd_ms", "norm_ms")
         res.history = {c: [] for c in cols}
@@ -242,7 +265,7 @@ class Trainer:
 
         for step in range(start, cfg.steps + 1):
             if step in cfg.probe_steps:
-                res.probes[str(step)] = self._probe(model, probe_batch)
+                res.probes[str(step)] = self._probe(model, probe_batches)
             if cfg.eval_interval and step and step % cfg.eval_interval == 0 and step < cfg.steps:
                 res.evals.append(self._evaluate(model, val, step))
             if step == cfg.steps:
@@ -290,7 +313,7 @@ class Trainer:
             if step + 1 == cfg.stall_step and step + 1 < cfg.steps and self._stalled(res):
                 res.stopped_step = step + 1
                 if cfg.steps in cfg.probe_steps:  # the "after training" probe, where it ended
-                    res.probes[str(step + 1)] = self._probe(model, probe_batch)
+                    res.probes[str(step + 1)] = self._probe(model, probe_batches)
                 break
 
         if res.status == "ok" and cfg.steps:  # a probe-only run has nothing to validate
@@ -312,16 +335,18 @@ class Trainer:
         )
         return True
 
-    def _probe(self, model: nn.Module, batch: tuple[Tensor, Tensor]) -> dict:
-        """Probe one forward+backward on a fixed batch; leaves no gradient behind."""
-        x, y = batch
+    def _probe(self, model: nn.Module, batches: list[tuple[Tensor, Tensor]]) -> dict:
+        """Probe a forward+backward on each of ``batches``; every number is the mean over them.
+        Leaves no gradient behind."""
         raw = getattr(model, "module", model)
-        with _buffers_restored(model), Probes(raw) as probes:
-            logits = model(x)
-            nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten()).backward()
-            out = probes.collect()
-        model.zero_grad(set_to_none=True)
-        return _finite(out)
+        outs = []
+        for x, y in batches:
+            with _buffers_restored(model), Probes(raw) as probes:
+                logits = model(x)
+                nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten()).backward()
+                outs.append(probes.collect())
+            model.zero_grad(set_to_none=True)
+        return _finite(_mean_of(outs))
 
     @torch.no_grad()
     def _evaluate(self, model: nn.Module, batches: list, step: int) -> dict[str, Any]:
