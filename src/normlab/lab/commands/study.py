@@ -32,6 +32,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="print a preset's spec file, to copy and edit, and exit",
     )
+    p.add_argument(
+        "--size-seeds",
+        metavar="DIR",
+        default=None,
+        help="from a pilot study in DIR (run on a seed block no report uses, e.g. --seed 99), "
+        "print the seeds each claim of this study needs for its detectable effect to reach δ, "
+        "and exit",
+    )
     add_run_options(p, out="normlab-out", listed="the plan (runs x seeds, claims, estimated time)")
 
 
@@ -130,6 +138,8 @@ def run(args: argparse.Namespace) -> int:
         how = f"--spec {args.spec}" if args.spec else f"--preset {study.name}"
         print(format_plan(study, args.seed, how))
         return 0
+    if args.size_seeds:
+        return _size_seeds(study, args.size_seeds)
     options = study_options(args)
     corpus = load_data(args.data)
     try:
@@ -141,3 +151,21 @@ def run(args: argparse.Namespace) -> int:
         print(summary(result, options.out))
     report_failed(result.failed)
     return result.exit_code
+
+
+def _size_seeds(study, pilot_dir: str) -> int:
+    import json
+    from pathlib import Path
+
+    from normlab.lab.common import UsageError
+    from normlab.lab.study.pilot import format_plans, size_seeds
+
+    path = Path(pilot_dir) / "claims.json"
+    try:
+        pilot = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--size-seeds {pilot_dir}: cannot read {path} ({e})") from e
+    cap = 16
+    print(f"seeds per claim from the pilot {path} (seed block {pilot.get('seed_block')}):")
+    print(format_plans(size_seeds(study, pilot, cap), cap))
+    return 0

@@ -1,0 +1,93 @@
+"""Seeds sized before the runs: from a pilot study on a seed block that is never reported, the
+number of seeds each claim needs for its detectable effect to reach its δ.
+
+The detectable effect at n paired seeds is ``(t₀.₉₇₅,ₙ₋₁ + t₀.₈,ₙ₋₁) · s / √n`` (the one
+``claims.Estimate`` reports), with ``s`` the pilot's seed-to-seed spread. A rule with δ = 0 (the
+"fails"/"trains" thresholds, whose margin sits in the constant) is sized so that the detectable
+effect reaches the pilot's own effect instead. A compound claim needs what its most demanding
+part needs. The pilot's effects decide nothing: only its spread is read.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from normlab.lab.study.claims import LEVEL, POWER, AllOf
+from normlab.lab.study.design import Study
+
+
+def detectable(sd: float, n: int, level: float = LEVEL, power: float = POWER) -> float:
+    """The smallest true effect ``n`` paired seeds find with ``power`` at ``level``."""
+    from scipy import stats
+
+    t = stats.t.ppf(1 - (1 - level) / 2, n - 1) + stats.t.ppf(power, n - 1)
+    return t * sd / math.sqrt(n)
+
+
+def seeds_for(sd: float, target: float, cap: int) -> int | None:
+    """The fewest seeds (2..``cap``) whose detectable effect is at most ``target``; None if
+    even ``cap`` seeds do not reach it."""
+    if sd == 0:
+        return 2
+    for n in range(2, cap + 1):
+        if detectable(sd, n) <= target:
+            return n
+    return None
+
+
+@dataclass(frozen=True)
+class SeedPlan:
+    claim: str
+    part: str  # "" for a claim of one rule
+    pilot_n: int
+    sd: float
+    target: float  # δ, or the pilot's |effect| where δ = 0
+    needed: int | None  # None: more than the cap
+    current: int  # the seeds the spec asks for now
+
+
+def _parts(claim) -> list[tuple[str, Any]]:
+    return list(claim.rule.parts) if isinstance(claim.rule, AllOf) else [("", claim.rule)]
+
+
+def size_seeds(study: Study, pilot: dict[str, Any], cap: int = 16) -> list[SeedPlan]:
+    """One plan per rule (claim or part) of ``study`` that the pilot's ``claims.json`` decided
+    on at least two seeds; timing claims (decided on rounds, not seeds) are left out."""
+    by_name = {c["name"]: c for c in pilot["claims"]}
+    plans = []
+    for claim in study.claims:
+        got = by_name.get(claim.name)
+        if claim.timed or got is None:
+            continue
+        parts = {p.get("part", ""): p for p in got.get("parts") or [got]}
+        for label, rule in _parts(claim):
+            values = (parts.get(label) or {}).get("values") or []
+            if len(values) < 2 or not hasattr(rule, "delta"):
+                continue
+            sd = statistics.stdev(values)
+            target = rule.delta if rule.delta > 0 else abs(statistics.fmean(values))
+            needed = seeds_for(sd, target, cap) if target > 0 else None
+            plans.append(SeedPlan(claim.name, label, len(values), sd, target, needed, claim.seeds))
+    return plans
+
+
+def format_plans(plans: list[SeedPlan], cap: int) -> str:
+    from normlab.lab.render import text_table
+
+    rows = [
+        [
+            p.claim,
+            p.part or "–",
+            p.pilot_n,
+            f"{p.sd:.3g}",
+            f"{p.target:.3g}",
+            p.current,
+            p.needed if p.needed is not None else f"> {cap}",
+        ]
+        for p in plans
+    ]
+    header = ["claim", "part", "pilot n", "pilot sd", "δ (target)", "seeds now", "needed"]
+    return text_table(header, rows)

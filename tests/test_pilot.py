@@ -1,0 +1,47 @@
+"""Seeds sized from a pilot: the detectable effect at the chosen n reaches δ, not one seed less."""
+
+import json
+
+import pytest
+
+from normlab.lab.cli import main
+from normlab.lab.study.pilot import detectable, seeds_for, size_seeds
+from normlab.lab.study.presets import PRESETS
+
+
+def test_seeds_for_is_the_fewest_that_reach_the_target():
+    n = seeds_for(0.05, 0.02, cap=64)
+    assert detectable(0.05, n) <= 0.02 < detectable(0.05, n - 1)
+    assert seeds_for(0.05, 0.02, cap=n - 1) is None
+    assert seeds_for(0.0, 0.02, cap=4) == 2
+
+
+def _pilot(study, sd_by_claim):
+    claims = []
+    for c in study.claims:
+        sd = sd_by_claim.get(c.name, 0.01)
+        values = [0.1 - sd, 0.1, 0.1 + sd]
+        parts = [{"part": label, "values": values} for label, _ in getattr(c.rule, "parts", ())]
+        claims.append({"name": c.name, "values": values, "parts": parts})
+    return {"seed_block": 99, "claims": claims}
+
+
+def test_size_seeds_reads_the_spread_per_rule_and_skips_timings():
+    study = PRESETS["quick"]()
+    plans = size_seeds(study, _pilot(study, {"rmsnorm-matches-quality": 0.02}), cap=32)
+    names = {p.claim for p in plans}
+    assert "rmsnorm-faster" not in names and "rmsnorm-matches-quality" in names
+    quality = next(p for p in plans if p.claim == "rmsnorm-matches-quality")
+    assert quality.sd == pytest.approx(0.02) and quality.target == 0.03
+    assert detectable(0.02, quality.needed) <= 0.03 < detectable(0.02, quality.needed - 1)
+    fails = [p for p in plans if p.claim == "post-ln-fails-deep"]
+    assert fails and all(p.part for p in fails)  # one plan per part, by its label
+
+
+def test_the_command_prints_the_table(tmp_path, capsys):
+    study = PRESETS["quick"]()
+    (tmp_path / "claims.json").write_text(json.dumps(_pilot(study, {})))
+    assert main(["study", "--preset", "quick", "--size-seeds", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "seed block 99" in out and "rmsnorm-matches-quality" in out
+    assert main(["study", "--size-seeds", str(tmp_path / "nowhere")]) == 2
