@@ -144,9 +144,7 @@ _WORKER: dict[str, Any] = {}
 def _init_worker(
     data_path, sha256: str, threads: int, queue, driver_pid: int, gpu_ids=None
 ) -> None:
-    gpu = gpu_ids.get() if gpu_ids is not None else None
-    if gpu is not None:  # before CUDA starts here: "cuda" is then this worker's own GPU
-        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+    claim_gpu(gpu_ids)
     import torch
 
     from normlab.lab.train.data import load_corpus
@@ -158,6 +156,15 @@ def _init_worker(
     if corpus.sha256 != sha256:
         raise RuntimeError("the data file changed while the study ran")
     _WORKER.update(corpus=corpus, queue=queue)
+
+
+def claim_gpu(gpu_ids) -> str | None:
+    """Take this worker's GPU id off ``gpu_ids`` (a queue; None: no GPUs) and make it the only
+    one this process sees, before CUDA starts here: its ``"cuda"`` is then its own GPU."""
+    gpu = gpu_ids.get() if gpu_ids is not None else None
+    if gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+    return gpu
 
 
 def _worker_run(cfg_dict: dict) -> tuple[dict | None, str | None]:
