@@ -5,7 +5,7 @@ from normlab.lab.study import timing
 
 class _FakeArm:
     def __init__(self, cfg, corpus):
-        self.name = cfg
+        self.name, self.device = cfg, None
         self.step = lambda: None
         self.step.__qualname__ = f"{cfg}.step"
 
@@ -18,7 +18,7 @@ class _FakeArm:
 def test_each_round_is_an_abba_block_and_reports_the_mean_of_its_two_visits(monkeypatch):
     seen, clock = [], iter(range(1, 1000))
 
-    def fake_time(fns, repeat):
+    def fake_time(fns, repeat, device=None):
         seen.append(fns[0].__qualname__)
         return float(next(clock))
 

@@ -75,3 +75,16 @@ def load_data(path: str | None, flag: str = "--data"):
         raise UsageError(f"{flag} {path}: cannot read it ({e.strerror or e})") from e
     except ValueError as e:  # empty, or too small to split into training and validation
         raise UsageError(f"{flag} {path or '(the standard library)'}: {e}") from e
+
+
+def check_device(device: str | None, flag: str = "--device") -> None:
+    """A :class:`UsageError` for ``cuda`` on a machine without CUDA, before any work."""
+    if device != "cuda":
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UsageError(
+            f"{flag} cuda: no CUDA device here (torch {torch.__version__}, "
+            "torch.cuda.is_available() is False)"
+        )

@@ -258,8 +258,9 @@ def parse_shape(text: str) -> tuple[int, int]:
     return int(m), int(n)
 
 
-class NoDevice(Exception):
-    """The requested device is not here (``normlab bench`` says so and exits with status 1)."""
+class NoDevice(UsageError):
+    """The requested device is not here: a usage error (``normlab bench --device cuda`` on a
+    machine without CUDA prints one line and exits with status 2), raised before any work."""
 
 
 @dataclass(frozen=True)
@@ -307,11 +308,14 @@ def run_bench(options: BenchOptions) -> Path:
 
     o = options
     _check(o)
+    if o.device == "cuda" and not torch.cuda.is_available():
+        raise NoDevice(
+            f"--device cuda: no CUDA device here (torch {torch.__version__}, "
+            "torch.cuda.is_available() is False)"
+        )
     out = out_dir(o.out)  # before the timings, not after them
     if o.threads:
         torch.set_num_threads(o.threads)
-    if o.device == "cuda" and not torch.cuda.is_available():
-        raise NoDevice("no CUDA device here")
     backend = "triton" if o.device == "cuda" else "numba"
     shapes = tuple(o.shapes) if o.shapes else (QUICK_SHAPES if o.quick else SHAPES)
     repeat = min(o.repeat, 3) if o.quick else o.repeat

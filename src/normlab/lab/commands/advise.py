@@ -6,7 +6,13 @@ from __future__ import annotations
 import argparse
 
 from normlab.lab.advise.runner import SPEC_FILE, shipped_configs
-from normlab.lab.commands.study import add_run_options, interrupted, report_failed, study_options
+from normlab.lab.commands.study import (
+    add_run_options,
+    configured,
+    interrupted,
+    report_failed,
+    study_options,
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,12 +44,13 @@ def run(args: argparse.Namespace) -> int:
     from normlab.lab.study.runner import Interrupted, summary
 
     p = plan(args.hf_config, args.preset)
+    study = configured(p.study(), args)  # --device cuda without CUDA stops here, before any work
     if not args.quiet or args.list:
         print(describe(p.twin, p.params), end="\n\n")
     # What the twin leaves out is printed even with --quiet: no difference may go unsaid.
     print(gaps_text(p.twin), end="\n\n")
     if args.list:
-        listed = format_plan(p.study(), args.seed).split("\n", 1)[1]
+        listed = format_plan(study, args.seed).split("\n", 1)[1]
         print(f"{p.command} --seed {args.seed}: the study (written to DIR/{SPEC_FILE})\n{listed}")
         return 0
     options = study_options(args)

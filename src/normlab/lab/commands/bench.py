@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from normlab.lab.bench.runner import DTYPES, OPS, BenchOptions, NoDevice, parse_shape, run_bench
+from normlab.lab.bench.runner import DTYPES, OPS, BenchOptions, parse_shape, run_bench
 from normlab.lab.commands import NON_NEGATIVE_INT, POSITIVE_INT, arg_type
 
 _DEFAULT = BenchOptions()
@@ -63,10 +63,6 @@ def run(args: argparse.Namespace) -> int:
         shapes=tuple(args.shapes) if args.shapes else None,
         threads=args.threads,
     )
-    try:
-        path = run_bench(options)
-    except NoDevice as e:
-        print(f"normlab bench --device {args.device}: {e}")
-        return 1
+    path = run_bench(options)  # NoDevice is a UsageError: one line on stderr, status 2
     print(f"wrote {path} (+ .csv, .json)")
     return 0

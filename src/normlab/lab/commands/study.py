@@ -89,7 +89,30 @@ def add_run_options(p: argparse.ArgumentParser, *, out: str, listed: str) -> Non
         help="with --executor ray: the cluster to join (auto, or HOST:6379); none: a local Ray "
         "instance started and stopped with the study",
     )
+    p.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default=None,
+        help="every run's device (auto: CUDA if available); default: the spec's (auto unless it "
+        "says); recorded with each run, so --resume never mixes devices",
+    )
+    p.add_argument(
+        "--precision",
+        choices=("fp32", "bf16", "fp16"),
+        default=None,
+        help="every run's precision: bf16/fp16 autocast the forward (fp16 with a GradScaler); "
+        "default: the spec's (fp32 unless it says)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars or tables")
+
+
+def configured(study, args: argparse.Namespace):
+    """``study`` on ``--device`` in ``--precision``; without ``--list``, a UsageError now if it
+    needs CUDA and there is none (before the output directory or the data)."""
+    from normlab.lab.study.runner import configure
+
+    check = not args.list and not (args.executor == "ray" and args.address)
+    return configure(study, args.device, args.precision, check=check)
 
 
 def study_options(args: argparse.Namespace) -> StudyOptions:
@@ -106,6 +129,8 @@ def study_options(args: argparse.Namespace) -> StudyOptions:
         executor=args.executor,
         address=args.address,
         quiet=args.quiet,
+        device=args.device,
+        precision=args.precision,
     )
 
 
@@ -134,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     # A spec is checked whole here, before anything runs or is written.
     study = spec.load_spec(args.spec) if args.spec else spec.load_builtin(args.preset or "quick")
+    study = configured(study, args)
     if args.list:
         how = f"--spec {args.spec}" if args.spec else f"--preset {study.name}"
         print(format_plan(study, args.seed, how))

@@ -40,6 +40,8 @@ _HELP = {
     "n_layers": "number of blocks",
     "n_heads": "attention heads",
 }
+# The run's device is a TrainConfig field (recorded with the run); its collectives follow it.
+_DEVICE_NOTE = " The collectives follow the device (nccl on CUDA, gloo on the CPU)."
 
 
 class _Default:
@@ -101,7 +103,7 @@ def _add_field(group, f: dataclasses.Field, hint, default: Any, doc: str, choice
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from normlab.lab.train.trainer import SCHEDULES, TrainConfig
+    from normlab.lab.train.trainer import DEVICES, PRECISIONS, SCHEDULES, TrainConfig
     from normlab.models import TransformerConfig
     from normlab.models import config as model_config
 
@@ -112,6 +114,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "init": model_config.INITS,
         "norm_backend": model_config.NORM_BACKENDS,
         "schedule": SCHEDULES,
+        "device": DEVICES,
+        "precision": PRECISIONS,
     }
     parser.epilog = (
         "Options given on the command line override the --preset run's values (the defaults "
@@ -129,12 +133,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--fsdp", action="store_true", help="FSDP2 (fully_shard per block), not DDP")
     run.add_argument(
-        "--device",
-        default="auto",
-        choices=("auto", "cpu", "cuda"),
-        help="auto: CUDA if available; the collectives follow (nccl / gloo)",
-    )
-    run.add_argument(
         "--log-every", type=NON_NEGATIVE_INT, default=10, help="progress line period (0: never)"
     )
     run.add_argument("--timeout", type=float, default=300.0, help="collective timeout, seconds")
@@ -146,7 +144,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             if f.name in _NOT_OPTIONS:
                 continue
             default = _DEFAULT_SIZES.get(f.name, f.default)
-            _add_field(group, f, hints[f.name], default, docs.get(f.name, ""), choices.get(f.name))
+            doc = docs.get(f.name, "") + (_DEVICE_NOTE if f.name == "device" else "")
+            _add_field(group, f, hints[f.name], default, doc, choices.get(f.name))
 
 
 def config_from_args(args: argparse.Namespace):
@@ -184,11 +183,15 @@ def _preset_run(preset: str, run: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
-    from normlab.lab.common import UsageError, load_data, out_dir
+    from normlab.lab.common import UsageError, check_device, load_data, out_dir
     from normlab.lab.train.dist_trainer import RunOptions, train_process
+    from normlab.lab.train.trainer import concrete_device
 
     try:
         cfg = config_from_args(args)
+        check_device(cfg.device)
+        # Recorded (config.json, the checkpoint) as the device it runs on, never "auto".
+        cfg = cfg.replace(device=concrete_device(cfg.device))
         opts = RunOptions(
             out=Path(args.out),
             fsdp=args.fsdp,
@@ -201,5 +204,5 @@ def run(args: argparse.Namespace) -> int:
     # Before the processes meet: a mistake in the options is reported, not a hung collective.
     out_dir(args.out)
     data = load_data(args.data)
-    train_process(cfg, data, opts, device=args.device, timeout_s=args.timeout)
+    train_process(cfg, data, opts, timeout_s=args.timeout)
     return 0

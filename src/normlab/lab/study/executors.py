@@ -23,11 +23,35 @@ OnStep = Callable[[int], None]
 
 @dataclass(frozen=True)
 class Job:
-    """What every run of a study shares: its data and the threads each run gets."""
+    """What every run of a study shares: its data, the threads each run gets, and whether the
+    runs train on CUDA (each then gets a GPU: its worker's locally, one per task on Ray)."""
 
     data_path: str | None
     corpus_sha256: str
     threads: int
+    cuda: bool = False
+
+
+def visible_gpus() -> list[str]:
+    """The ids of the GPUs this process may use, as ``CUDA_VISIBLE_DEVICES`` spells them: that
+    variable's list when it is set, else ``0 .. torch.cuda.device_count() - 1``."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [g.strip() for g in env.split(",") if g.strip()]
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+
+
+def gpu_assignment(workers: int, gpus: list[str]) -> list[str | None]:
+    """``CUDA_VISIBLE_DEVICES`` for each of ``workers`` worker processes: worker i gets GPU
+    ``gpus[i % len(gpus)]`` alone (one worker per GPU when ``workers == len(gpus)``; more share
+    round-robin); no GPUs: None for every worker (the environment is left alone)."""
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if not gpus:
+        return [None] * workers
+    return [gpus[i % len(gpus)] for i in range(workers)]
 
 
 class Executor(Protocol):
@@ -55,7 +79,10 @@ def train_one(cfg, corpus, on_step: OnStep) -> tuple[dict | None, str | None]:
 
 class LocalExecutor:
     """``workers == 1``: the runs one after another in this process; more: a pool of that many
-    spawned processes, each loading the corpus once and reporting its steps on a queue."""
+    spawned processes, each loading the corpus once and reporting its steps on a queue. A study
+    on CUDA gives each worker its own GPU (:func:`gpu_assignment`): its initializer takes a GPU
+    id from a queue filled before the pool starts and sets ``CUDA_VISIBLE_DEVICES`` before CUDA
+    starts in that process."""
 
     def __init__(self, workers: int):
         self.workers = workers
@@ -71,11 +98,14 @@ class LocalExecutor:
         queue = ctx.SimpleQueue()  # steps, relayed to the progress bar
         pump = threading.Thread(target=_pump, args=(queue, on_step), daemon=True)
         pump.start()
+        gpu_ids = ctx.SimpleQueue()  # one CUDA_VISIBLE_DEVICES value per worker, taken once
+        for gpu in gpu_assignment(self.workers, visible_gpus() if job.cuda else []):
+            gpu_ids.put(gpu)
         pool = ProcessPoolExecutor(
             self.workers,
             mp_context=ctx,
             initializer=_init_worker,
-            initargs=(job.data_path, job.corpus_sha256, job.threads, queue, os.getpid()),
+            initargs=(job.data_path, job.corpus_sha256, job.threads, queue, os.getpid(), gpu_ids),
         )
         try:
             futures = {
@@ -111,7 +141,10 @@ def _pump(queue, on_step: OnStep) -> None:
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(data_path, sha256: str, threads: int, queue, driver_pid: int) -> None:
+def _init_worker(
+    data_path, sha256: str, threads: int, queue, driver_pid: int, gpu_ids=None
+) -> None:
+    claim_gpu(gpu_ids)
     import torch
 
     from normlab.lab.train.data import load_corpus
@@ -123,6 +156,15 @@ def _init_worker(data_path, sha256: str, threads: int, queue, driver_pid: int) -
     if corpus.sha256 != sha256:
         raise RuntimeError("the data file changed while the study ran")
     _WORKER.update(corpus=corpus, queue=queue)
+
+
+def claim_gpu(gpu_ids) -> str | None:
+    """Take this worker's GPU id off ``gpu_ids`` (a queue; None: no GPUs) and make it the only
+    one this process sees, before CUDA starts here: its ``"cuda"`` is then its own GPU."""
+    gpu = gpu_ids.get() if gpu_ids is not None else None
+    if gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+    return gpu
 
 
 def _worker_run(cfg_dict: dict) -> tuple[dict | None, str | None]:
@@ -156,7 +198,8 @@ def die_with(parent_pid: int) -> None:
 
 
 class RayExecutor:
-    """Each run a Ray task asking for its threads as CPUs.
+    """Each run a Ray task asking for its threads as CPUs, and for one GPU when the study runs
+    on CUDA (``num_gpus=1``: Ray then sets the task's ``CUDA_VISIBLE_DEVICES`` to that GPU).
 
     ``address=None`` starts a local Ray instance for the study and shuts it down after;
     otherwise the study joins that cluster and leaves it running. The corpus travels with the
@@ -181,7 +224,7 @@ class RayExecutor:
 
             raw, source = read_bytes(job.data_path)
             data = ray.put((raw, source, corpus.sha256))
-            remote = ray.remote(num_cpus=job.threads)(_ray_run)
+            remote = ray.remote(**ray_resources(job))(_ray_run)
             refs = {
                 remote.remote(t.config.replace(threads=job.threads).to_dict(), data): t
                 for t in runs
@@ -207,6 +250,11 @@ class RayExecutor:
         finally:
             if started_here:
                 ray.shutdown()
+
+
+def ray_resources(job: Job) -> dict[str, int]:
+    """What each run's Ray task asks for: its threads as CPUs, and a GPU for a CUDA study."""
+    return {"num_cpus": job.threads, "num_gpus": 1 if job.cuda else 0}
 
 
 def _ray_run(cfg_dict: dict, data) -> tuple[dict | None, str | None]:

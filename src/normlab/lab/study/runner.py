@@ -41,10 +41,20 @@ class StudyOptions:
     executor: str = "local"  # or "ray"
     address: str | None = None  # the Ray cluster to join; None: a local instance
     quiet: bool = False
+    device: str | None = None  # every arm's device (auto, cpu, cuda); None: the spec's own
+    precision: str | None = None  # every arm's precision (fp32, bf16, fp16); None: the spec's
 
     def __post_init__(self) -> None:
+        from normlab.lab.train.trainer import DEVICES, PRECISIONS
+
         if self.executor not in ("local", "ray"):
             raise UsageError(f"executor: expected local or ray, got {self.executor!r}")
+        for what, value, known in (
+            ("device", self.device, DEVICES),
+            ("precision", self.precision, PRECISIONS),
+        ):
+            if value is not None and value not in known:
+                raise UsageError(f"{what}: expected one of {', '.join(known)}, got {value!r}")
         if self.workers < 1 or self.threads < 0:
             raise UsageError(f"workers >= 1 and threads >= 0, got {self.workers}, {self.threads}")
 
@@ -77,11 +87,47 @@ def _raise_on_sigterm(signum, frame) -> None:
     raise Interrupted(128 + signum)
 
 
+def configure(
+    study: Study, device: str | None = None, precision: str | None = None, *, check: bool = True
+) -> Study:
+    """``study`` with every arm on ``device`` in ``precision`` (None: the arm's own), and
+    ``"auto"`` resolved to the device here (``cpu`` or ``cuda``), so a run's key and record say
+    where it ran. ``check``: a :class:`UsageError` if an arm needs CUDA and there is none (before
+    any work); ``normlab study --list`` plans a CUDA study on any machine."""
+    from dataclasses import replace
+
+    from normlab.lab.common import check_device
+    from normlab.lab.train.trainer import concrete_device
+
+    arms = []
+    for a in study.arms:
+        dev = device or a.config.device
+        if dev == "auto":
+            dev = concrete_device(dev)
+        if check:
+            check_device(dev, "--device" if device else f"arm {a.name}: device")
+        cfg = a.config.replace(device=dev, precision=precision or a.config.precision)
+        arms.append(replace(a, config=cfg))
+    return replace(study, arms=tuple(arms))
+
+
+def checks_device(options: StudyOptions) -> bool:
+    """Whether CUDA must be here: not for a Ray cluster joined by address (its nodes train)."""
+    return not (options.executor == "ray" and options.address)
+
+
+def study_device(study: Study) -> str:
+    """``cuda`` if any arm of a configured study trains there, else ``cpu``."""
+    return "cuda" if any(a.config.device == "cuda" for a in study.arms) else "cpu"
+
+
 def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
-    """Train ``study``'s runs, time its timing arms, write ``OUT/study.json`` and decide the
-    claims. Raises :class:`Interrupted` on SIGTERM or Ctrl-C (finished runs are kept)."""
+    """Train ``study``'s runs on the options' device and precision, time its timing arms, write
+    ``OUT/study.json`` and decide the claims. Raises :class:`Interrupted` on SIGTERM or Ctrl-C
+    (finished runs are kept)."""
     import torch
 
+    study = configure(study, options.device, options.precision, check=checks_device(options))
     out = options.out
     threads = options.threads or torch.get_num_threads()
     executor = _executor(options)
@@ -101,7 +147,7 @@ def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
         "description": study.description,
         "seed_block": options.seed,
         "corpus": corpus.describe(),
-        "environment": environment(threads, options.workers),
+        "environment": environment(threads, options.workers, study_device(study)),
         "wall_s": time.time() - t0,
         "train_wall_s": t_train,
         "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -161,9 +207,16 @@ def run_timing(study: Study, corpus, seed: int, threads: int, quiet: bool) -> di
         bar.close()
 
 
-def environment(threads: int, workers: int) -> dict[str, Any]:
+def environment(threads: int, workers: int, device: str = "cpu") -> dict[str, Any]:
     import numba
     import torch
+
+    gpus = {}
+    if device == "cuda":
+        gpus = {
+            "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
+            "cuda": torch.version.cuda,
+        }
 
     cpu = platform.processor() or platform.machine()
     try:
@@ -180,6 +233,8 @@ def environment(threads: int, workers: int) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "threads": threads,
         "workers": workers,
+        "device": device,
+        **gpus,
     }
 
 
@@ -218,7 +273,9 @@ def train_runs(study: Study, corpus, options: StudyOptions, threads: int, execut
             done[keys[run.label]] = rec
         bar.run_done(max(1, run.config.steps) - steps_taken(result))  # a diverged run stops early
 
-    job = Job(options.data, corpus.sha256, per_worker)
+    job = Job(
+        options.data, corpus.sha256, per_worker, cuda=any(r.config.device == "cuda" for r in todo)
+    )
     executor.run(todo, job, corpus, on_step=bar.step, on_done=finish)
     bar.close()
     results: Grouped = {}

@@ -14,14 +14,22 @@ import os
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.train.trainer import TrainConfig
+from normlab.lab.train.trainer import TrainConfig, concrete_device
 
 # Fields that change how fast a run goes, not what it computes.
 _SPEED_ONLY = ("threads",)
+# The device and the precision change the numbers, so they are keyed; but a CPU FP32 run keys
+# without them, as it did before they existed, so the results.jsonl of earlier studies resume.
+_KEYED_UNLESS = {"device": "cpu", "precision": "fp32"}
 
 
 def run_key(cfg: TrainConfig, corpus_sha256: str) -> str:
+    """A run's key: its config (``device="auto"`` resolved to the device here) and corpus."""
     d = {k: v for k, v in cfg.to_dict().items() if k not in _SPEED_ONLY}
+    d["device"] = concrete_device(d["device"])
+    for k, plain in _KEYED_UNLESS.items():
+        if d[k] == plain:
+            del d[k]
     blob = json.dumps({"config": d, "corpus": corpus_sha256}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

@@ -9,6 +9,10 @@ round times per arm, as the mean of its two measurements in the block:
   backward, summed over the modules: the norms' cost per step;
 - ``torch_norm_ms``: the same with PyTorch's own ``F.rms_norm``/``F.layer_norm`` at the same
   shapes, reported beside normlab's.
+
+On the arm's device and in its precision (the step under the same autocast as training, the
+norms fed the dtype they see in the model). On CUDA a pass is timed with CUDA events around the
+launches (``perf_counter`` would time only the launches of asynchronous kernels).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from normlab.lab.train.data import Corpus, RandomBatches
-from normlab.lab.train.trainer import TrainConfig, adamw
+from normlab.lab.train.trainer import TrainConfig, adamw, autocast, concrete_device
 from normlab.models import Transformer, param_groups
 from normlab.modules import LayerNorm, RMSNorm
 
@@ -32,39 +36,56 @@ class _Arm:
     """One model ready to time: its optimizer, a batch, and its norms' input shapes."""
 
     def __init__(self, cfg: TrainConfig, corpus: Corpus):
+        self.device = torch.device(concrete_device(cfg.device))
+        self.precision = cfg.precision
         torch.manual_seed(cfg.seed)
-        self.model = Transformer(cfg.model)
+        self.model = Transformer(cfg.model).to(self.device)
         self.opt = adamw(param_groups(self.model, cfg.weight_decay), cfg)
-        self.x, self.y = next(RandomBatches(corpus.train, cfg.batch_size, cfg.seq_len, seed=0))
+        batch = next(RandomBatches(corpus.train, cfg.batch_size, cfg.seq_len, seed=0))
+        self.x, self.y = (t.to(self.device) for t in batch)
         self.norms = self._norm_inputs()
 
-    def _norm_inputs(self) -> list[tuple[nn.Module, torch.Size]]:
-        shapes: list[tuple[nn.Module, torch.Size]] = []
+    def autocast(self):
+        return autocast(self.device.type, self.precision)
+
+    def _norm_inputs(self) -> list[tuple[nn.Module, torch.Size, torch.dtype]]:
+        seen: list[tuple[nn.Module, torch.Size, torch.dtype]] = []
         hooks = [
-            m.register_forward_pre_hook(lambda m, args: shapes.append((m, args[0].shape)))
+            m.register_forward_pre_hook(
+                lambda m, args: seen.append((m, args[0].shape, args[0].dtype))
+            )
             for m in self.model.norm_modules()
         ]
-        with torch.no_grad():
+        with torch.no_grad(), self.autocast():
             self.model(self.x)
         for h in hooks:
             h.remove()
-        return shapes
+        return seen
 
     def step(self) -> None:
-        logits = self.model(self.x)
-        F.cross_entropy(logits.flatten(0, 1), self.y.flatten()).backward()
+        with self.autocast():
+            logits = self.model(self.x)
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), self.y.flatten())
+        loss.backward()
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
 
     def norm_calls(self, torch_ops: bool) -> list[Callable[[], None]]:
-        """One closure per norm call of a step: forward and backward of the module alone."""
+        """One closure per norm call of a step: forward and backward of the module alone, on
+        the arm's device, its input in the dtype the model gives it."""
         calls = []
-        for mod, shape in self.norms:
-            x = torch.randn(shape, requires_grad=True)
+        for mod, shape, dtype in self.norms:
+            x = torch.randn(shape, dtype=dtype, device=self.device, requires_grad=True)
             fn = _torch_equivalent(mod) if torch_ops else mod
             if fn is None:
                 continue
-            calls.append(lambda fn=fn, x=x: fn(x).sum().backward())
+
+            def call(fn=fn, x=x) -> None:
+                with self.autocast():
+                    y = fn(x)
+                y.float().sum().backward()
+
+            calls.append(call)
         return calls
 
 
@@ -77,15 +98,36 @@ def _torch_equivalent(mod: nn.Module) -> Callable[[Tensor], Tensor] | None:
     return None
 
 
-def _time(fns: Sequence[Callable[[], None]], reps: int) -> float:
+def _time(
+    fns: Sequence[Callable[[], None]], reps: int, device: torch.device | None = None
+) -> float:
     """The fastest of ``reps`` passes over ``fns``, in milliseconds: other load on the machine
-    only ever adds time, so the fastest pass is the least disturbed measurement."""
+    only ever adds time, so the fastest pass is the least disturbed measurement. On a CUDA
+    ``device``, each pass is timed by CUDA events recorded before and after its launches."""
+    if device is not None and device.type == "cuda":
+        return _time_cuda(fns, reps, device)
     out = []
     for _ in range(reps):
         t = time.perf_counter()
         for fn in fns:
             fn()
         out.append(1e3 * (time.perf_counter() - t))
+    return min(out)
+
+
+def _time_cuda(fns: Sequence[Callable[[], None]], reps: int, device: torch.device) -> float:
+    out = []
+    with torch.cuda.device(device):
+        torch.cuda.synchronize()  # nothing queued before the first pass
+        for _ in range(reps):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            for fn in fns:
+                fn()
+            end.record()
+            end.synchronize()
+            out.append(start.elapsed_time(end))
     return min(out)
 
 
@@ -114,11 +156,11 @@ def time_arms(
         got = {n: {k: [] for k in out[n]} for n in arms}
         for name in order:
             arm, (ours, theirs) = arms[name], calls[name]
-            got[name]["step_ms"].append(_time([arm.step], steps))
+            got[name]["step_ms"].append(_time([arm.step], steps, arm.device))
             # ours and PyTorch's in alternating order too, for the same reason
             pair = (("norm_ms", ours), ("torch_norm_ms", theirs))
             for key, fns in pair if len(got[name]["norm_ms"]) == 0 else reversed(pair):
-                got[name][key].append(_time(fns, reps))
+                got[name][key].append(_time(fns, reps, arm.device))
         if r >= WARMUP_ROUNDS:
             for name in arms:
                 for key, xs in got[name].items():

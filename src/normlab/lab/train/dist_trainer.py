@@ -59,6 +59,7 @@ class DistributedTrainer(Trainer):
                 f"number of processes ({info.world_size})"
             )
         self.info, self.opts = info, opts
+        self.device = info.device  # this rank's own GPU, or the CPU
         self.out = None if opts.out is None else Path(opts.out)
         self._ckpt = self._read_checkpoint() if opts.resume else None
         self._start = 0 if self._ckpt is None else int(self._ckpt["step"])
@@ -216,11 +217,12 @@ def _mode(opts: RunOptions, info: D.DistInfo, *, none: str) -> str:
 
 
 def train_process(
-    cfg: TrainConfig, data: Corpus, opts: RunOptions, *, device: str, timeout_s: float
+    cfg: TrainConfig, data: Corpus, opts: RunOptions, *, timeout_s: float
 ) -> RunResult:
-    """This process's part of one run (``normlab train``): join the process group torchrun
-    set up (if any), train, print a line before and after on rank 0, leave the group."""
-    info = D.setup(device, timeout_s=timeout_s)
+    """This process's part of one run (``normlab train``) on ``cfg.device``: join the process
+    group torchrun set up (if any), train, print a line before and after on rank 0, leave the
+    group."""
+    info = D.setup(cfg.device, timeout_s=timeout_s)
     try:
         if info.is_main:
             note = " (--fsdp needs torchrun with > 1 process; ignored)" if opts.fsdp else ""
@@ -229,9 +231,9 @@ def train_process(
             m = cfg.model
             print(
                 f"normlab train: {info.world_size} x {_mode(opts, info, none='one process')} on "
-                f"{info.device}{note}; {m.arch} {m.norm}/{m.placement} d={m.dim} "
-                f"L={m.n_layers}, {cfg.steps} steps of {cfg.batch_size}x{cfg.seq_len} tokens -> "
-                f"{opts.out}",
+                f"{info.device} in {cfg.precision}{note}; {m.arch} {m.norm}/{m.placement} "
+                f"d={m.dim} L={m.n_layers}, {cfg.steps} steps of {cfg.batch_size}x{cfg.seq_len} "
+                f"tokens -> {opts.out}",
                 flush=True,
             )
         res = run_training(cfg, data, info, opts)

@@ -26,6 +26,9 @@ from normlab.models import Probes, Transformer, TransformerConfig, param_groups
 from normlab.models.config import check_known_fields
 
 SCHEDULES = ("constant", "cosine")
+DEVICES = ("auto", "cpu", "cuda")
+PRECISIONS = ("fp32", "bf16", "fp16")
+_AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass
@@ -77,6 +80,12 @@ class TrainConfig:
     stall_margin: float = 0.15
     threads: int = 0
     """torch intra-op threads for this run; 0 = leave torch's setting alone."""
+    device: str = "auto"
+    """Where the run trains: "cpu", "cuda", or "auto" (CUDA when available, else the CPU); a
+    study records the concrete one. The norms' kernels follow (Triton on CUDA, Numba on the CPU)."""
+    precision: str = "fp32"
+    """"fp32"; "bf16": forward under torch.autocast in bfloat16; "fp16": autocast in float16 with
+    a GradScaler (an overflowed step is skipped, not a divergence)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.model, dict):
@@ -105,6 +114,10 @@ class TrainConfig:
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if not self.lr > 0:
@@ -200,12 +213,13 @@ class Trainer:
         self.cfg, self.data = cfg, data
         if cfg.model.vocab_size != data.vocab_size:
             raise ValueError(f"model.vocab_size={cfg.model.vocab_size} != data {data.vocab_size}")
+        self.device = torch.device(concrete_device(cfg.device))
 
     # ---- seams
 
     def build_model(self) -> nn.Module:
-        torch.manual_seed(self.cfg.seed)
-        return Transformer(self.cfg.model)
+        torch.manual_seed(self.cfg.seed)  # on the CPU, then moved: the same init on any device
+        return Transformer(self.cfg.model).to(self.device)
 
     def build_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
         groups = param_groups(model, self.cfg.weight_decay, decay_norms=self.cfg.decay_norms)
@@ -237,6 +251,10 @@ class Trainer:
     def log(self, step: int, record: dict[str, float]) -> None:
         pass
 
+    def autocast(self):
+        """The forward's precision context (``cfg.precision`` on this trainer's device)."""
+        return autocast(self.device.type, self.cfg.precision)
+
     # ---- the loop
 
     def run(self, on_step: StepCallback | None = None) -> RunResult:
@@ -248,7 +266,9 @@ class Trainer:
         raw = getattr(model, "module", model)  # the unwrapped model (norm timers, probes)
         opt = self.build_optimizer(model)
         batches = self.train_batches()
-        val = self.eval_batches()
+        dev = self.device
+        val = [(x.to(dev), y.to(dev)) for x, y in self.eval_batches()]
+        scaler = torch.amp.GradScaler(dev.type, enabled=cfg.precision == "fp16")
         probe_batches = val[: cfg.probe_batches]
         if len(probe_batches) < cfg.probe_batches:
             raise ValueError(
@@ -270,30 +290,34 @@ class Trainer:
                 res.evals.append(self._evaluate(model, val, step))
             if step == cfg.steps:
                 break
-            x, y = next(batches)
+            x, y = (t.to(dev, non_blocking=True) for t in next(batches))
             lr = cfg.lr_at(step)
             for g in opt.param_groups:
                 g["lr"] = lr
             timed = step % cfg.norm_time_every == 0
             t0 = time.perf_counter()
-            with timer if timed else contextlib.nullcontext():
+            with timer if timed else contextlib.nullcontext(), self.autocast():
                 logits = model(x)
-            loss = nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten())
+                loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
             t1 = time.perf_counter()
-            loss.backward()
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)  # a no-op unless fp16: the clip and the rule see true gradients
             gnorm = float(torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True))
             loss_v = self.all_reduce_mean(float(loss.detach()))
-            if self.any_rank(
-                not (math.isfinite(loss_v) and math.isfinite(gnorm)) or loss_v > limit
-            ):
+            # fp16: an overflowed gradient is the scaler's to handle (it skips the step).
+            bad_grad = not math.isfinite(gnorm) and not scaler.is_enabled()
+            if self.any_rank(not math.isfinite(loss_v) or bad_grad or loss_v > limit):
                 res.status, res.diverged_step = "diverged", step
                 res.reason = (
                     f"loss {loss_v:.4g}, gradient norm {gnorm:.4g} at step {step} "
                     f"(rule: not finite, or loss > {cfg.diverge_factor:g} * ln V = {limit:.3f})"
                 )
                 break
-            opt.step()
+            scaler.step(opt)
+            scaler.update()
             opt.zero_grad(set_to_none=True)
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)  # the step's kernels done, not only launched
             t2 = time.perf_counter()
             rec = {
                 "step": step,
@@ -342,8 +366,10 @@ class Trainer:
         outs = []
         for x, y in batches:
             with _buffers_restored(model), Probes(raw) as probes:
-                logits = model(x)
-                nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten()).backward()
+                with self.autocast():
+                    logits = model(x)
+                    loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+                loss.backward()
                 outs.append(probes.collect())
             model.zero_grad(set_to_none=True)
         return _finite(_mean_of(outs))
@@ -361,8 +387,10 @@ class Trainer:
         total = 0.0
         with _buffers_restored(model) if train_mode else contextlib.nullcontext():
             for x, y in batches:
-                logits = model(x)
-                total += float(nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten()))
+                with self.autocast():
+                    logits = model(x)
+                loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+                total += float(loss)
         model.train()
         return self.all_reduce_mean(total / len(batches))
 
@@ -385,8 +413,31 @@ class Trainer:
             "norm_weight_mean": float(torch.stack(norm_w).mean()) if norm_w else None,
             "n_params": sum(p.numel() for p in raw.parameters()),
             "threads": torch.get_num_threads(),
+            "device": device_name(self.device),
+            "precision": self.cfg.precision,
             "wall_s": wall_s,
         }
+
+
+def concrete_device(name: str) -> str:
+    """``"cpu"`` or ``"cuda"``: ``"auto"`` is CUDA when available, else the CPU."""
+    if name not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {name!r}")
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name
+
+
+def device_name(device: torch.device) -> str:
+    """What the run trained on, for the record: the GPU's name, or ``cpu``."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
+def autocast(device_type: str, precision: str):
+    """``torch.autocast`` for bf16/fp16 on ``device_type``; fp32: nothing."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type, dtype=_AUTOCAST[precision])
 
 
 def adamw(params, cfg: TrainConfig) -> torch.optim.AdamW:
