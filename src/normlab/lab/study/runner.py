@@ -25,7 +25,7 @@ from normlab.lab.study.claims import Claim, Verdict, decide_all
 from normlab.lab.study.design import SEED_STRIDE, Run, Study
 
 Grouped = dict[str, dict[int, dict]]  # arm -> seed index -> result
-TIMING_ROUNDS = 7
+TIMING_ROUNDS = 21  # ABBA rounds (timing.py): cheap, and what the timing interval is over
 
 
 @dataclass(frozen=True)
