@@ -76,7 +76,7 @@ def rms_norm(
         eps = default_eps(x.dtype if residual is None else residual.dtype)
     if memory_efficient and _needs_grad(x, weight, residual):
         gain = rms_gain(weight, offset, casting)
-        if recompute_ok(gain, None):
+        if recompute_ok(gain, None, x.shape[-1]):
             opts = (eps, offset, casting, eps_inside)
             out = _RMSFromOutput.apply(x, weight, residual, gain, opts)
             return out[0] if residual is None else out
@@ -126,7 +126,7 @@ def layer_norm(
     ``memory_efficient`` as in :func:`rms_norm` (:class:`_LNFromOutput`).
     """
     if memory_efficient and _needs_grad(x, weight, bias, residual):
-        if recompute_ok(weight, bias):
+        if recompute_ok(weight, bias, x.shape[-1]):
             out = _LNFromOutput.apply(x, weight, bias, residual, eps)
             return out[0] if residual is None else out
     h = x if residual is None else residual_add(x, residual)
@@ -226,10 +226,17 @@ def rms_gain(weight: Tensor | None, offset: float, casting: str) -> Tensor | Non
     return (offset + w).to(stat_dtype(w.dtype))
 
 
-def recompute_ok(gain: Tensor | None, bias: Tensor | None) -> bool:
-    """Whether xhat can be recovered from ``y`` to within a few roundings of ``y``: every
-    ``|gain_j| >= max(RECOMPUTE_MIN_GAIN, |bias_j| / RECOMPUTE_MAX_BIAS_RATIO)`` (a missing
-    gain is 1, a missing bias 0; a NaN gain fails). One reduction over N and a host read."""
+def recompute_ok(gain: Tensor | None, bias: Tensor | None, n: int) -> bool:
+    """Whether xhat can be recovered from ``y`` to within a few roundings of ``y``: rows of
+    ``n >= 2`` elements and every ``|gain_j| >= max(RECOMPUTE_MIN_GAIN, |bias_j| /
+    RECOMPUTE_MAX_BIAS_RATIO)`` (a missing gain is 1, a missing bias 0; a NaN gain fails).
+    One reduction over N and a host read.
+
+    A one-element row normalizes to ``xhat = h / sqrt(h^2 + eps)``, ``+-1`` to within eps, and
+    its gradient is that eps term alone, which y's rounding wipes out; saving such an input
+    (one column) costs nothing anyway."""
+    if n < 2:
+        return False
     if gain is None and bias is None:
         return True
     g = torch.ones((), device=bias.device) if gain is None else gain.detach().abs()
@@ -239,15 +246,19 @@ def recompute_ok(gain: Tensor | None, bias: Tensor | None) -> bool:
     return bool((g >= floor).all())
 
 
-def rms_grad_from_output(dy, y, gain, rstd, eps, eps_inside):
-    """``(dh, dgain)`` of RMSNorm from its output: ``xhat = y / gain`` (the rounded xhat of the
-    llama/none orders, which dgain needs and dh takes in place of the exact one).
+def rms_grad_from_output(dy, y, gain, rstd, eps, eps_inside, xq_dtype=None):
+    """``(dh, dgain)`` of RMSNorm from its output: ``xhat = y / gain``. The llama/none orders
+    multiplied the gain by xhat rounded to h's dtype (``xq_dtype``): rounding ``y / gain`` to
+    it again recovers that xhat exactly (y's own rounding is at most half a unit of it), the
+    one dgain needs; dh takes it in place of the exact one.
 
     ``dh = rstd * gain * dy - k * xhat``, ``k = rstd * mean(gain * dy * xhat)`` with eps inside,
     ``mean(...) / sqrt(mean(h^2))`` with eps outside, where ``sqrt(mean(h^2)) =
     sqrt(mean(xhat^2)) / rstd``."""
     s = stat_dtype(y.dtype)
     xhat = y.to(s) if gain is None else y.to(s) / gain.to(s)
+    if xq_dtype is not None:
+        xhat = xhat.to(xq_dtype).to(s)
     gdy = dy.to(s) if gain is None else dy.to(s) * gain.to(s)
     c = (gdy * xhat).mean(-1, keepdim=True)
     if eps_inside:
@@ -313,13 +324,15 @@ class _RMSFromOutput(torch.autograd.Function):
         rstd = torch.rsqrt(ms + eps) if eps_inside else 1.0 / (ms.sqrt() + eps)
         ctx.save_for_backward(y, gain, rstd)
         ctx.eps, ctx.eps_inside = eps, eps_inside
+        ctx.xq_dtype = None if casting == "gemma" else h.dtype
         ctx.dtypes, ctx.w_dtype = (x.dtype, _dtype(residual)), _dtype(weight)
         return (y,) if residual is None else (y, h)
 
     @staticmethod
     def backward(ctx, dy, dh_in=None):
         y, gain, rstd = ctx.saved_tensors
-        dh, dgain = rms_grad_from_output(dy, y, gain, rstd, ctx.eps, ctx.eps_inside)
+        opts = (ctx.eps, ctx.eps_inside, ctx.xq_dtype)
+        dh, dgain = rms_grad_from_output(dy, y, gain, rstd, *opts)
         dx, dres = _input_grads(dh, dh_in, ctx.dtypes)
         return dx, _to(dgain, ctx.w_dtype), dres, None, None
 

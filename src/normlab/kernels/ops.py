@@ -488,16 +488,17 @@ def _ln_setup_y(ctx, inputs, output):
     ctx.dtypes = (x.dtype, None if residual is None else residual.dtype)
 
 
-def _refuse_small_gain(gain: Tensor | None, bias: Tensor | None) -> None:
+def _refuse_small_gain(gain: Tensor | None, bias: Tensor | None, n: int) -> None:
     """Under torch.compile what to save is fixed when the graph is traced, so the small-gain
     fall-back cannot be chosen per call: the memory-efficient op refuses such a gain instead."""
-    if not recompute_ok(gain, bias):
+    if not recompute_ok(gain, bias, n):
         raise ValueError(
             "memory_efficient=True under torch.compile: the gain has |gamma_j| below "
             "normlab.reference.RECOMPUTE_MIN_GAIN (or |beta_j| / |gamma_j| above "
-            "RECOMPUTE_MAX_BIAS_RATIO), so xhat = (y - beta) / gamma cannot be recovered "
-            "accurately from the output; use memory_efficient=False for this norm (eager mode "
-            "falls back to saving the input by itself)"
+            "RECOMPUTE_MAX_BIAS_RATIO, or the rows have one element), so xhat = "
+            "(y - beta) / gamma cannot be recovered accurately from the output; use "
+            "memory_efficient=False for this norm (eager mode falls back to saving the input "
+            "by itself)"
         )
 
 
@@ -565,11 +566,11 @@ class KernelOps:
         return (*_ln_grads(self._ln_bwd_via_op, ctx, dy, dh), None)
 
     def _rms_fwd_y_impl(self, x, weight, residual, eps, offset, casting, eps_inside):
-        _refuse_small_gain(rms_gain(weight, offset, casting), None)
+        _refuse_small_gain(rms_gain(weight, offset, casting), None, x.shape[-1])
         return self._rms_fwd_impl(x, weight, residual, eps, offset, casting, eps_inside)
 
     def _ln_fwd_y_impl(self, x, weight, bias, residual, eps):
-        _refuse_small_gain(weight, bias)
+        _refuse_small_gain(weight, bias, x.shape[-1])
         return self._ln_fwd_impl(x, weight, bias, residual, eps)
 
     def _rms_bwd_y_impl(self, dy, dh, y, weight, rstd, eps, offset, casting, eps_inside, h_dtype):
@@ -607,7 +608,8 @@ class KernelOps:
             return y if residual is None else (y, h)
         if _needs_grad(x, weight, residual):
             fn = RMSNormFn
-            if memory_efficient and recompute_ok(rms_gain(weight, offset, casting), None):
+            gain = rms_gain(weight, offset, casting) if memory_efficient else None
+            if memory_efficient and recompute_ok(gain, None, x.shape[-1]):
                 fn = RMSNormYFn
             return fn.apply(self.rows, x, weight, residual, eps, offset, casting, eps_inside)
         y, h, _ = self.rows.rms_fwd(x, weight, residual, eps, offset, casting, eps_inside)
@@ -620,7 +622,7 @@ class KernelOps:
             return y if residual is None else (y, h)
         if _needs_grad(x, weight, bias, residual):
             fn = LayerNormFn
-            if memory_efficient and recompute_ok(weight, bias):
+            if memory_efficient and recompute_ok(weight, bias, x.shape[-1]):
                 fn = LayerNormYFn
             return fn.apply(self.rows, x, weight, bias, residual, eps)
         y, h, _, _ = self.rows.ln_fwd(x, weight, bias, residual, eps)

@@ -428,10 +428,12 @@ def _rms_bwd_y_rows(
     dyt,
     yt,
     ht,
+    qt,
 ):
-    r"""RMSNorm backward of chunks ``[c0, c1)`` from ``y``: :math:`\hat x = y / g` (which is
-    the rounded ``q(xhat)`` of the llama/none orders, the one dweight needs), then as
-    :func:`_rms_bwd_rows`; eps outside takes :math:`\sqrt{\overline{h^2}} =
+    r"""RMSNorm backward of chunks ``[c0, c1)`` from ``y``: :math:`\hat x = q(y / g)`, where
+    ``q`` rounds to h's dtype for the llama/none orders (``qt``): it recovers the rounded xhat
+    those orders multiplied by g exactly (y's rounding is at most half a unit of it), the one
+    dweight needs. Then as :func:`_rms_bwd_rows`; eps outside takes :math:`\sqrt{\overline{h^2}} =
     \sqrt{\overline{\hat x^2}} / \mathrm{rstd}`."""
     dy, dh, y = rows(dyp, m, dys, dyt), rows(dhp, m, dhs, ht), rows(yp, m, ys, yt)
     dx, g, gi, rstd = rows(dxp, m, n, ht), vec(gp, n), vec(gip, n), vec(rstdp, m)
@@ -443,7 +445,7 @@ def _rms_bwd_y_rows(
             yr, dyr, dxr, rs_ = y[i], dy[i], dx[i], rstd[i]
             dot = ss = _F0
             for j in range(n):
-                xh, gy = to_f32(yr[j]) * gi[j], to_f32(dyr[j])
+                xh, gy = round_to(to_f32(yr[j]) * gi[j], qt), to_f32(dyr[j])
                 if has_w:
                     acc[j] += gy * xh
                 dot += gy * g[j] * xh
@@ -455,7 +457,7 @@ def _rms_bwd_y_rows(
                 rms = np.sqrt(ss * inv_n) / rs_
                 k = cbar / rms if rms > _F0 else _F0
             for j in range(n):
-                v = rs_ * (to_f32(dyr[j]) * g[j]) - k * (to_f32(yr[j]) * gi[j])
+                v = rs_ * (to_f32(dyr[j]) * g[j]) - k * round_to(to_f32(yr[j]) * gi[j], qt)
                 if has_dh:
                     v += to_f32(dh[i, j])
                 dxr[j] = from_f32(v, ht)

@@ -289,7 +289,8 @@ def rms_bwd_y(dy, dh, y, weight, rstd, eps, offset, casting, eps_inside, h_dtype
     dw = None if weight is None else torch.empty(n, dtype=F32)
     ptrs = (dyp, dys, dhp, dhs, yp, ys, g.data_ptr(), gi.data_ptr(), rstd.data_ptr())
     flags = (eps_inside, dh is not None, dw is not None)
-    args = (m, n, *ptrs, dx.data_ptr(), *flags, _TAG[dyk.dtype], _TAG[yk.dtype], _TAG[dx.dtype])
+    tags = (_TAG[dyk.dtype], _TAG[yk.dtype], _TAG[dx.dtype], _q_tag(casting, h_dtype))
+    args = (m, n, *ptrs, dx.data_ptr(), *flags, *tags)
     nch, per = _chunks(m)
     _run(K.rms_bwd_y, K.rms_bwd_y_par, m, n, nch, per, 0 if dw is None else n, args, _addr(dw))
     return dx if dx.dtype == h_dtype else dx.to(h_dtype), dw

@@ -278,6 +278,7 @@ def _dh_terms(
     W,
     B,
     DY,
+    DH,
     rows,
     cols,
     cmask,
@@ -299,11 +300,15 @@ def _dh_terms(
     orders), which dweight needs; the rounding passes gradients straight through, so dh needs
     the unrounded ``xhat``. With ``FROM_Y`` the saved tensor ``H`` is the output y: xhat is
     recovered from it (already the rounded one, used for both) and ``h = xhat / rstd`` serves
-    RMSNorm's eps-outside ``mean(h^2)``."""
+    RMSNorm's eps-outside ``mean(h^2)``. For the llama/none orders the recovered xhat is
+    rounded to h's dtype (``DH``'s) again, which gives back exactly the rounded xhat the
+    forward multiplied by the gain (y's rounding is at most half a unit of it)."""
     h = tl.load(H + rows * stride_h + cols, mask=mask, other=0.0).to(tl.float32)
     dy = tl.load(DY + rows * stride_dy + cols, mask=mask, other=0.0).to(tl.float32)
     if FROM_Y:
         xhat = _recover(h, W, B, cols, cmask, offset, IS_RMS, HAS_W, HAS_B, CASTING)
+        if IS_RMS and CASTING != GEMMA:
+            xhat = _round(xhat, DH.dtype.element_ty)
         xq = xhat
         if IS_RMS:
             h = xhat / rstd[:, None]
@@ -407,6 +412,7 @@ def norm_bwd_kernel(
                 W,
                 B,
                 DY,
+                DH,
                 rows,
                 offs,
                 cmask,
@@ -453,6 +459,7 @@ def norm_bwd_kernel(
                     W,
                     B,
                     DY,
+                    DH,
                     rows,
                     cols,
                     cmask,
@@ -490,6 +497,7 @@ def norm_bwd_kernel(
                     W,
                     B,
                     DY,
+                    DH,
                     rows,
                     cols,
                     cmask,
