@@ -7,6 +7,8 @@ A kernel passes when it is (1) close to the same-dtype reference within ``TOLERA
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 import torch
 from torch import Tensor
 
@@ -80,3 +82,25 @@ def assert_kernel_close(
             f"{name}: kernel error {k_err:.3e} > {bound:g} x eager error {e_err:.3e} "
             f"+ atol {tol['atol']}"
         )
+
+
+def saved_tensor_bytes(
+    forward: Callable[[], Tensor], exclude: Iterable[Tensor] = ()
+) -> tuple[int, Tensor]:
+    """``(bytes, out)``: what autograd keeps for backward while ``forward()`` runs, counting each
+    distinct storage once (a norm's output saved by the norm and by the next linear layer is one
+    tensor in memory) and leaving out the storages of ``exclude`` (the parameters: kept anyway).
+
+    Deterministic: it counts what is saved, whatever the allocator does."""
+    skip = {t.untyped_storage().data_ptr() for t in exclude}
+    seen: dict[tuple[str, int], int] = {}
+
+    def pack(t: Tensor) -> Tensor:
+        st = t.untyped_storage()
+        if st.data_ptr() not in skip and st.nbytes():
+            seen[(str(t.device), st.data_ptr())] = st.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = forward()
+    return sum(seen.values()), out
