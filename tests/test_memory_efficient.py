@@ -254,3 +254,22 @@ def test_hf_patch_passes_memory_efficient_on():
         torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-4)
     with pytest.raises(ValueError, match="backend='torch'"):
         patch(patched, backend="torch", memory_efficient=True)
+
+
+def test_the_gain_check_is_redone_when_the_weight_changes():
+    # The check is cached per weight version (on CUDA it is a sync): an optimizer step or any
+    # in-place write must make it look again.
+    x = torch.randn(4, 16, requires_grad=True)
+    w = torch.ones(16, requires_grad=True)
+
+    def saved_x():
+        saved, _ = _saved_storages(lambda: normlab.rms_norm(x, w, memory_efficient=True))
+        return x.untyped_storage().data_ptr() in saved
+
+    assert not saved_x() and not saved_x()
+    with torch.no_grad():
+        w[5] = 0.0
+    assert saved_x()
+    with torch.no_grad():
+        w[5] = 1.0
+    assert not saved_x()

@@ -47,6 +47,7 @@ docs/benchmarks.md has its figures):
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -119,6 +120,33 @@ def _grad_to(g: Tensor | None, like: Tensor | torch.dtype | None) -> Tensor | No
         return None
     dtype = like if isinstance(like, torch.dtype) else like.dtype
     return g if g.dtype == dtype else g.to(dtype)
+
+
+# id(weight or bias) -> (weakref, key, verdict): the small-gain check of memory-efficient mode,
+# redone only when the parameters change (their version counters), since on CUDA it is a sync.
+_recompute_cache: dict[int, tuple[weakref.ref, tuple, bool]] = {}
+
+
+def _version_key(t: Tensor | None) -> tuple:
+    return () if t is None else (id(t), t._version, t.data_ptr(), t.dtype)
+
+
+def _recompute_ok_cached(weight, bias, n: int, offset: float = 0.0, casting: str = "") -> bool:
+    """:func:`normlab.reference.recompute_ok` for RMSNorm (``casting`` given: the gain is
+    ``offset + weight``) or LayerNorm (``weight`` and ``bias``), cached per parameter version."""
+    if n < 2 or (weight is None and bias is None):
+        return n >= 2
+    owner = weight if weight is not None else bias
+    key = (_version_key(weight), _version_key(bias), offset, casting)
+    hit = _recompute_cache.get(id(owner))
+    if hit is not None and hit[0]() is owner and hit[1] == key:
+        return hit[2]
+    gain = rms_gain(weight, offset, casting) if casting else weight
+    ok = recompute_ok(gain, bias, n)
+    ident = id(owner)
+    ref = weakref.ref(owner, lambda _, i=ident: _recompute_cache.pop(i, None))
+    _recompute_cache[ident] = (ref, key, ok)
+    return ok
 
 
 # ---- shape plumbing shared by all paths --------------------------------------------------------
@@ -608,8 +636,8 @@ class KernelOps:
             return y if residual is None else (y, h)
         if _needs_grad(x, weight, residual):
             fn = RMSNormFn
-            gain = rms_gain(weight, offset, casting) if memory_efficient else None
-            if memory_efficient and recompute_ok(gain, None, x.shape[-1]):
+            n = x.shape[-1]
+            if memory_efficient and _recompute_ok_cached(weight, None, n, offset, casting):
                 fn = RMSNormYFn
             return fn.apply(self.rows, x, weight, residual, eps, offset, casting, eps_inside)
         y, h, _ = self.rows.rms_fwd(x, weight, residual, eps, offset, casting, eps_inside)
@@ -622,7 +650,7 @@ class KernelOps:
             return y if residual is None else (y, h)
         if _needs_grad(x, weight, bias, residual):
             fn = LayerNormFn
-            if memory_efficient and recompute_ok(weight, bias, x.shape[-1]):
+            if memory_efficient and _recompute_ok_cached(weight, bias, x.shape[-1]):
                 fn = LayerNormYFn
             return fn.apply(self.rows, x, weight, bias, residual, eps)
         y, h, _, _ = self.rows.ln_fwd(x, weight, bias, residual, eps)
