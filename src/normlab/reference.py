@@ -70,11 +70,13 @@ def rms_norm(
 
     ``memory_efficient=True`` gives the same outputs with a backward that recomputes ``xhat``
     from the saved output (:class:`_RMSFromOutput`) instead of saving the input, where
-    :func:`recompute_ok` allows it.
+    :func:`recompute_ok` allows it. That check reads a value on the host, which torch.compile
+    cannot trace: compiled, the reference runs its default backward (the kernel backends have
+    traceable ops for this mode).
     """
     if eps is None:
         eps = default_eps(x.dtype if residual is None else residual.dtype)
-    if memory_efficient and _needs_grad(x, weight, residual):
+    if memory_efficient and _recompute_eager(x, weight, residual):
         gain = rms_gain(weight, offset, casting)
         if recompute_ok(gain, None, x.shape[-1]):
             opts = (eps, offset, casting, eps_inside)
@@ -125,7 +127,7 @@ def layer_norm(
     mean does not cancel it away. With ``residual`` the call returns ``(y, h)``.
     ``memory_efficient`` as in :func:`rms_norm` (:class:`_LNFromOutput`).
     """
-    if memory_efficient and _needs_grad(x, weight, bias, residual):
+    if memory_efficient and _recompute_eager(x, weight, bias, residual):
         if recompute_ok(weight, bias, x.shape[-1]):
             out = _LNFromOutput.apply(x, weight, bias, residual, eps)
             return out[0] if residual is None else out
@@ -211,8 +213,11 @@ RECOMPUTE_MAX_BIAS_RATIO = 4.0
 ``gamma_j``, would add more than 4 units of y's rounding to ``xhat_j``'s error."""
 
 
-def _needs_grad(*ts: Tensor | None) -> bool:
-    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in ts)
+def _recompute_eager(*ts: Tensor | None) -> bool:
+    """Eager (not traced by torch.compile) and some input needs a gradient."""
+    if torch.compiler.is_compiling() or not torch.is_grad_enabled():
+        return False
+    return any(t is not None and t.requires_grad for t in ts)
 
 
 def rms_gain(weight: Tensor | None, offset: float, casting: str) -> Tensor | None:
