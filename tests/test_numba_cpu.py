@@ -12,7 +12,13 @@ import sys
 
 import pytest
 import torch
-from kernel_checks import assert_grad_close, make_inputs, rounded_xhat_dweight, run_three_ways
+from kernel_checks import (
+    assert_grad_close,
+    grad_tolerances,
+    make_inputs,
+    rounded_xhat_dweight,
+    run_three_ways,
+)
 
 import normlab
 from normlab import reference as R
@@ -23,89 +29,100 @@ from normlab.testing import assert_kernel_close, max_abs_error
 BF16, F16, F32 = torch.bfloat16, torch.float16, torch.float32
 
 
-def check(op, x, *, grad=True, seed=1, **kw):
-    """Run ``op`` on the numba backend, the reference at x's dtype and at float64; compare."""
+@pytest.fixture(params=[False, True], ids=["default", "memory_efficient"])
+def mode(request):
+    """The backward saving the input (default) or the output (memory_efficient=True)."""
+    return request.param
+
+
+def check(*args, grad=True, seed=1, **kw):
+    """Run ``op`` on the numba backend, the reference at x's dtype and at float64; compare.
+    ``memory_efficient=True`` holds the gradients to normlab.testing's RECOMPUTE rows."""
+    if isinstance(args[0], bool):  # check(mode, op, x, ...): the mode of the `mode` fixture
+        kw["memory_efficient"], args = args[0], args[1:]
+    op, x = args
     runs = run_three_ways(op, "numba", x, kw, grad=grad, seed=seed)
     if runs is None:
         return
     cots, (got, got_g), (want, want_g), (truth, truth_g) = runs
+    tols = grad_tolerances(kw.get("memory_efficient", False), want[0].dtype)
     if op == "rms_norm" and "weight" in truth_g and kw.get("casting", "llama") != "gemma":
         truth_g["weight"] = rounded_xhat_dweight(x, kw, cots[0].to(want[0].dtype))
     for i, (a, e, t) in enumerate(zip(got, want, truth, strict=True)):
         assert_kernel_close(a, e, t, f"{op} out[{i}]")
     for k in want_g:
-        assert_grad_close(got_g[k], want_g[k], truth_g[k], f"{op} d{k}")
+        assert_grad_close(got_g[k], want_g[k], truth_g[k], f"{op} d{k}", **tols)
 
 
 @pytest.mark.parametrize("casting", ["llama", "gemma", "none"])
 @pytest.mark.parametrize("offset", [0.0, 1.0])
 @pytest.mark.parametrize("eps_inside", [True, False])
 @pytest.mark.parametrize("fused", [False, True])
-def test_rms_norm_every_option(casting, offset, eps_inside, fused):
+def test_rms_norm_every_option(casting, offset, eps_inside, fused, mode):
     dtype = F32 if casting == "none" else BF16  # "none" is all-bf16 math in the reference
     x, w, _, r = make_inputs((37, 123), dtype)  # 3 rows a chunk: the pipelined row loop
-    check("rms_norm", x, weight=w, residual=r if fused else None, offset=offset,
+    check(mode, "rms_norm", x, weight=w, residual=r if fused else None, offset=offset,
           casting=casting, eps_inside=eps_inside, eps=1e-2)  # fmt: skip
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16, F16], ids=str)
 @pytest.mark.parametrize("wdtype", ["same", F32], ids=str)
 @pytest.mark.parametrize("n", [1, 3, 4097])
-def test_dtypes_weight_dtypes_and_odd_sizes(dtype, wdtype, n):
+def test_dtypes_weight_dtypes_and_odd_sizes(dtype, wdtype, n, mode):
     x, w, b, r = make_inputs((3, n), dtype, None if wdtype == "same" else wdtype)
     for casting in ("llama", "gemma"):
-        check("rms_norm", x, weight=w, casting=casting)
-        check("rms_norm", x, weight=w, residual=r, casting=casting)
-    check("layer_norm", x, weight=w, bias=b)
-    check("layer_norm", x, weight=w, bias=b, residual=r)
+        check(mode, "rms_norm", x, weight=w, casting=casting)
+        check(mode, "rms_norm", x, weight=w, residual=r, casting=casting)
+    check(mode, "layer_norm", x, weight=w, bias=b)
+    check(mode, "layer_norm", x, weight=w, bias=b, residual=r)
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
-def test_without_weight_or_bias(dtype):
+def test_without_weight_or_bias(dtype, mode):
     x, w, _, r = make_inputs((37, 123), dtype)
-    check("rms_norm", x)
-    check("rms_norm", x, residual=r, eps_inside=False)
-    check("layer_norm", x)
-    check("layer_norm", x, weight=w, residual=r)
+    check(mode, "rms_norm", x)
+    check(mode, "rms_norm", x, residual=r, eps_inside=False)
+    check(mode, "layer_norm", x)
+    check(mode, "layer_norm", x, weight=w, residual=r)
 
 
-def test_parallel_path_on_large_rows():
+def test_parallel_path_on_large_rows(mode):
     # 2 x 70000 elements is above the parallel threshold: two threads run here.
     assert 2 * 70000 >= numba_launch.PAR_MIN_ELEMENTS
     x, w, b, r = make_inputs((2, 70000), F32)
-    check("rms_norm", x, weight=w, residual=r, offset=1.0, casting="gemma")
-    check("layer_norm", x, weight=w, bias=b, residual=r)
+    check(mode, "rms_norm", x, weight=w, residual=r, offset=1.0, casting="gemma")
+    check(mode, "layer_norm", x, weight=w, bias=b, residual=r)
     x, w, b, r = make_inputs((160, 1024), BF16)
-    check("rms_norm", x, weight=w, residual=r)
-    check("layer_norm", x, weight=w, bias=b)
+    check(mode, "rms_norm", x, weight=w, residual=r)
+    check(mode, "layer_norm", x, weight=w, bias=b)
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 123), (2, 2, 3, 64)], ids=str)
-def test_3d_and_4dmake_inputs(shape):
+def test_3d_and_4dmake_inputs(shape, mode):
     x, w, b, r = make_inputs(shape, BF16)
-    check("rms_norm", x, weight=w, residual=r)
-    check("layer_norm", x, weight=w, bias=b)
+    check(mode, "rms_norm", x, weight=w, residual=r)
+    check(mode, "layer_norm", x, weight=w, bias=b)
 
 
-def test_non_contiguous_views_are_read_in_place_or_copied():
+def test_non_contiguous_views_are_read_in_place_or_copied(mode):
     x, w, b, _ = make_inputs((12, 160), F32)
     rows = x[::3, 16:139]  # unit element stride, row stride 160: read without a copy
     cols = x[:, ::2]  # element stride 2: copied
     trans = x.t()[:123]  # a transposed view
     for v in (rows, cols, trans):
         n = v.shape[-1]
-        check("rms_norm", v, weight=w[:n], residual=torch.randn(v.shape))
-        check("layer_norm", v, weight=w[:n], bias=b[:n])
+        check(mode, "rms_norm", v, weight=w[:n], residual=torch.randn(v.shape))
+        check(mode, "layer_norm", v, weight=w[:n], bias=b[:n])
     bcast = torch.randn(1, 123).expand(5, 123)  # row stride 0
-    check("rms_norm", bcast, weight=w[:123])
+    check(mode, "rms_norm", bcast, weight=w[:123])
 
 
-def test_zero_rows():
+def test_zero_rows(mode):
     x, w, b, r = make_inputs((0, 123), F32)
-    check("rms_norm", x, weight=w, residual=r)
-    check("layer_norm", x, weight=w, bias=b)
+    check(mode, "rms_norm", x, weight=w, residual=r)
+    check(mode, "layer_norm", x, weight=w, bias=b)
     x3 = torch.empty(2, 0, 64, requires_grad=True)
-    y = normlab.rms_norm(x3, backend="numba")
+    y = normlab.rms_norm(x3, backend="numba", memory_efficient=mode)
     assert y.shape == (2, 0, 64)
     y.sum().backward()
     assert x3.grad.shape == x3.shape

@@ -10,7 +10,7 @@ import functools
 
 import pytest
 import torch
-from kernel_checks import assert_error_bound, make_inputs, run_three_ways
+from kernel_checks import assert_error_bound, grad_tolerances, make_inputs, run_three_ways
 
 import normlab
 from normlab import reference as R
@@ -33,7 +33,13 @@ _inputs = functools.partial(make_inputs, device=DEVICE)
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning:triton.runtime.interpreter")
 
 
-def check(op, x, *, grad=True, seed=1, **kw):
+@pytest.fixture(params=[False, True], ids=["default", "memory_efficient"])
+def mode(request):
+    """The backward saving the input (default) or the output (memory_efficient=True)."""
+    return request.param
+
+
+def check(*args, grad=True, seed=1, **kw):
     """Run ``op`` on the triton backend, the reference at x's dtype and at float64; compare
     outputs and (with ``grad``) the gradients of every tensor input.
 
@@ -41,12 +47,17 @@ def check(op, x, *, grad=True, seed=1, **kw):
     rounding per autograd step, and torch's CPU ``rsqrt`` on half tensors is not correctly
     rounded (the kernel's is). The kernel is more accurate than that code rather than within
     an ulp of it, so there outputs get 3x the tolerance and gradients only the
-    "2x eager error + atol" bound.
+    "2x eager error + atol" bound. ``check(mode, op, x, ...)`` passes the ``mode`` fixture as
+    ``memory_efficient``, whose gradients get normlab.testing's RECOMPUTE rows.
     """
+    if isinstance(args[0], bool):
+        kw["memory_efficient"], args = args[0], args[1:]
+    op, x = args
     runs = run_three_ways(op, "triton", x, kw, grad=grad, seed=seed, device=DEVICE)
     if runs is None:
         return
     _, (got, got_g), (want, want_g), (truth, truth_g) = runs
+    tols = grad_tolerances(kw.get("memory_efficient", False), want[0].dtype)
     naive_half = kw.get("casting") == "none" and x.dtype != torch.float32
     for i, (a, e, t) in enumerate(zip(got, want, truth, strict=True)):
         if naive_half:
@@ -59,7 +70,7 @@ def check(op, x, *, grad=True, seed=1, **kw):
         if naive_half:
             assert_error_bound(got_g[k], want_g[k], truth_g[k], f"{op} d{k}")
         else:
-            assert_kernel_close(got_g[k], want_g[k], truth_g[k], f"{op} d{k}")
+            assert_kernel_close(got_g[k], want_g[k], truth_g[k], f"{op} d{k}", **tols)
 
 
 @pytest.fixture
@@ -74,49 +85,49 @@ def looped(monkeypatch):
 @pytest.mark.parametrize("dtype", [F32, BF16, F16], ids=str)
 @pytest.mark.parametrize("casting", ["llama", "gemma", "none"])
 @pytest.mark.parametrize("eps_inside", [True, False])
-def test_rms_norm_every_option(dtype, casting, eps_inside):
+def test_rms_norm_every_option(dtype, casting, eps_inside, mode):
     x, w, _, r = _inputs((5, 37), dtype)
     for offset, residual in [(0.0, None), (1.0, r)]:
-        check("rms_norm", x, weight=w, residual=residual, offset=offset, casting=casting,
+        check(mode, "rms_norm", x, weight=w, residual=residual, offset=offset, casting=casting,
               eps_inside=eps_inside)  # fmt: skip
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16, F16], ids=str)
-def test_layer_norm_with_and_without_affine_and_residual(dtype):
+def test_layer_norm_with_and_without_affine_and_residual(dtype, mode):
     x, w, b, r = _inputs((5, 37), dtype)
     x = x + 30  # a large mean must not cancel the variance away
-    check("layer_norm", x, weight=w, bias=b)
-    check("layer_norm", x, weight=w, bias=b, residual=r)
-    check("layer_norm", x, residual=r)
-    check("layer_norm", x, weight=w)
+    check(mode, "layer_norm", x, weight=w, bias=b)
+    check(mode, "layer_norm", x, weight=w, bias=b, residual=r)
+    check(mode, "layer_norm", x, residual=r)
+    check(mode, "layer_norm", x, weight=w)
 
 
 @pytest.mark.parametrize("dtype", [BF16, F16], ids=str)
-def test_fp32_weights_and_mixed_residual_dtypes(dtype):
+def test_fp32_weights_and_mixed_residual_dtypes(dtype, mode):
     x, w, b, _ = _inputs((4, 40), dtype, wdtype=F32)
     r32 = torch.randn(4, 40, generator=torch.Generator().manual_seed(3)).to(DEVICE)
-    check("rms_norm", x, weight=w, casting="llama")  # y promotes to fp32
-    check("rms_norm", x, weight=w, residual=r32, offset=1.0, casting="gemma")  # h in fp32
-    check("layer_norm", x, weight=w, bias=b, residual=r32)
-    check("rms_norm", x)  # no weight at all
+    check(mode, "rms_norm", x, weight=w, casting="llama")  # y promotes to fp32
+    check(mode, "rms_norm", x, weight=w, residual=r32, offset=1.0, casting="gemma")  # h in fp32
+    check(mode, "layer_norm", x, weight=w, bias=b, residual=r32)
+    check(mode, "rms_norm", x)  # no weight at all
 
 
 @pytest.mark.parametrize("n", [1, 3, 123, 4097])
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
-def test_odd_hidden_sizes(n, dtype):
+def test_odd_hidden_sizes(n, dtype, mode):
     x, w, b, r = _inputs((3, n), dtype)
-    check("rms_norm", x, weight=w, residual=r)
-    check("layer_norm", x, weight=w, bias=b)
+    check(mode, "rms_norm", x, weight=w, residual=r)
+    check(mode, "layer_norm", x, weight=w, bias=b)
 
 
-def test_3d_input_and_non_contiguous_views():
+def test_3d_input_and_non_contiguous_views(mode):
     x, w, b, r = _inputs((2, 3, 48), BF16)
-    check("rms_norm", x, weight=w, residual=r, casting="gemma")
-    check("layer_norm", x.transpose(0, 1), weight=w, bias=b)  # leading dims do not collapse
-    check("rms_norm", x[:, :, ::2], weight=w[:24])  # stride(-1) == 2: copied once
-    check("layer_norm", x[:, 1:, :40], weight=w[:40], bias=b[:40], residual=r[:, 1:, :40])
+    check(mode, "rms_norm", x, weight=w, residual=r, casting="gemma")
+    check(mode, "layer_norm", x.transpose(0, 1), weight=w, bias=b)  # leading dims do not collapse
+    check(mode, "rms_norm", x[:, :, ::2], weight=w[:24])  # stride(-1) == 2: copied once
+    check(mode, "layer_norm", x[:, 1:, :40], weight=w[:40], bias=b[:40], residual=r[:, 1:, :40])
     row = x[:1, :1].expand(2, 4, 48)  # row stride 0
-    check("rms_norm", row, weight=w, grad=False)
+    check(mode, "rms_norm", row, weight=w, grad=False)
 
 
 def test_unit_stride_rows_are_read_in_place():
@@ -126,32 +137,32 @@ def test_unit_stride_rows_are_read_in_place():
     assert tk.as_rows(x[:, :, ::2]).is_contiguous()
 
 
-def test_zero_rows():
+def test_zero_rows(mode):
     for shape in [(0, 16), (2, 0, 16)]:
         x, w, b, r = _inputs(shape, F32)
-        check("rms_norm", x, weight=w, residual=r)
-        check("layer_norm", x, weight=w, bias=b)
+        check(mode, "rms_norm", x, weight=w, residual=r)
+        check(mode, "layer_norm", x, weight=w, bias=b)
 
 
 @pytest.mark.parametrize("casting", ["llama", "gemma", "none"])
-def test_looped_path_every_option(looped, casting):
+def test_looped_path_every_option(looped, casting, mode):
     x, w, b, r = _inputs((3, 100), BF16)
-    check("rms_norm", x, weight=w, residual=r, offset=1.0, casting=casting)
-    check("rms_norm", x, weight=w, casting=casting, eps_inside=False)
+    check(mode, "rms_norm", x, weight=w, residual=r, offset=1.0, casting=casting)
+    check(mode, "rms_norm", x, weight=w, casting=casting, eps_inside=False)
     if casting == "llama":
-        check("layer_norm", x + 30, weight=w, bias=b, residual=r)
-        check("layer_norm", x, weight=w)
+        check(mode, "layer_norm", x + 30, weight=w, bias=b, residual=r)
+        check(mode, "layer_norm", x, weight=w)
 
 
 @pytest.mark.parametrize("n", [70000, 262144])
-def test_looped_path_at_large_hidden_sizes(n, monkeypatch):
+def test_looped_path_at_large_hidden_sizes(n, monkeypatch, mode):
     assert tk.pick_config(n).looped and tk.pick_config(n, backward=True).looped
     # Each chunk costs the interpreter a fixed ~ms of Python; 16K chunks keep this test short
     # (test_looped_path_every_option covers many small chunks and the ragged tail).
     monkeypatch.setattr(tk, "LOOP_BLOCK", 16384)
     x, w, b, r = _inputs((1, n), BF16)
-    check("rms_norm", x, weight=w, residual=r)
-    check("layer_norm", x, weight=w, bias=b, grad=n < 100000)
+    check(mode, "rms_norm", x, weight=w, residual=r)
+    check(mode, "layer_norm", x, weight=w, bias=b, grad=n < 100000)
 
 
 def test_persistent_backward_walks_several_tiles(monkeypatch):
@@ -202,14 +213,17 @@ def test_config_table():
             assert cfg.looped or cfg.block_n >= n
 
 
-def test_torch_compile_fullgraph_traces_the_custom_ops():
+@pytest.mark.parametrize("memory_efficient", [False, True], ids=["default", "memory_efficient"])
+def test_torch_compile_fullgraph_traces_the_custom_ops(memory_efficient):
     # aot_eager runs dynamo and AOTAutograd over the fake kernels (what breaks a graph) without
     # inductor's slow CPU codegen; the compiled call must equal the eager one, gradients too.
     import normlab.kernels.triton.ops  # noqa: F401  (register before tracing)
 
+    me = {"backend": "triton", "memory_efficient": memory_efficient}
+
     def f(x, w, r):
-        y, h = normlab.rms_norm(x, w, residual=r, casting="gemma", offset=1.0, backend="triton")
-        z = normlab.layer_norm(h, w, backend="triton")
+        y, h = normlab.rms_norm(x, w, residual=r, casting="gemma", offset=1.0, **me)
+        z = normlab.layer_norm(h, w, **me)
         return (y.float() * z).sum()
 
     x, w, _, r = _inputs((4, 64), BF16)
@@ -241,19 +255,20 @@ def build(kernel, ptrs, scalars, flags, n, backward):
     out = triton.compile(src, target=SM90, options={"num_warps": cfg.num_warps})
     assert out.asm["cubin"], n
 
-for n, rms, cast in [(123, False, 0), (70000, True, 2), (4096, True, 1), (20000, False, 0)]:
+for n, rms, cast, from_y in [(123, False, 0, False), (70000, True, 2, True),
+                             (4096, True, 1, False), (20000, False, 0, True), (123, True, 0, True)]:
     fwd_ptrs = dict(X="*bf16", R="*bf16", H="*fp32", W="*fp32", B="*fp32", Y="*fp32",
                     MEAN="*fp32", RSTD="*fp32")
     build(norm_fwd_kernel, fwd_ptrs, dict.fromkeys(
         ["stride_x", "stride_r", "stride_h", "stride_y", "M", "N"], "i32") | {"eps": "fp32",
         "offset": "fp32"}, dict(IS_RMS=rms, HAS_RES=True, HAS_W=True, HAS_B=not rms,
         CASTING=cast, EPS_INSIDE=cast != 2), n, False)
-    bwd_ptrs = dict(H="*fp16", W="*fp16", MEAN="*fp32", RSTD="*fp32", DY="*fp16", DHO="*fp16",
-                    DH="*fp16", DW="*fp32", DB="*fp32")
+    bwd_ptrs = dict(H="*fp16", W="*fp16", B="*fp16", MEAN="*fp32", RSTD="*fp32", DY="*fp16",
+                    DHO="*fp16", DH="*fp16", DW="*fp32", DB="*fp32")
     build(norm_bwd_kernel, bwd_ptrs, dict.fromkeys(
         ["stride_h", "stride_dy", "stride_dho", "stride_dh", "M", "N"], "i32") | {"offset": "fp32"},
         dict(IS_RMS=rms, HAS_W=True, HAS_B=not rms, HAS_DHO=rms, CASTING=cast,
-        EPS_INSIDE=cast != 2), n, True)
+        EPS_INSIDE=cast != 2, FROM_Y=from_y), n, True)
 print("compiled")
 """
 

@@ -19,6 +19,7 @@ from normlab.validation import (
     check_backend_implements,
     check_common,
     check_eps,
+    check_flag,
     check_rms_options,
     check_scalar,
     check_tensor,
@@ -51,6 +52,7 @@ def rms_norm(
     casting: str = "llama",
     eps_inside: bool = True,
     backend: str = "auto",
+    memory_efficient: bool = False,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """RMSNorm over the last dimension of ``x`` (see :func:`normlab.reference.rms_norm`).
 
@@ -67,6 +69,7 @@ def rms_norm(
         eps = default_eps(x.dtype if residual is None else residual.dtype)
     check_common(x, weight, residual, eps, backend)
     check_rms_options(weight, offset, casting, eps_inside)
+    check_flag("memory_efficient", memory_efficient)
     return _resolve(backend, x).rms_norm(
         x,
         weight,
@@ -75,6 +78,7 @@ def rms_norm(
         offset=float(offset),
         casting=casting,
         eps_inside=eps_inside,
+        memory_efficient=memory_efficient,
     )
 
 
@@ -86,16 +90,22 @@ def layer_norm(
     *,
     residual: Tensor | None = None,
     backend: str = "auto",
+    memory_efficient: bool = False,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """LayerNorm over the last dimension of ``x`` (see :func:`normlab.reference.layer_norm`).
 
     With ``residual`` it returns ``(y, h)`` where ``h = x + residual`` and ``y = layer_norm(h)``.
     ``backend`` as in :func:`rms_norm`: ``"auto"`` keeps small float32 calls on the kernels even
     where ``F.layer_norm`` is faster, as it misses the accuracy contract on some inputs.
+    ``memory_efficient`` as in :func:`rms_norm` (``xhat = (y - bias) / weight``; the mean is
+    not needed).
     """
     check_common(x, weight, residual, eps, backend)
     check_tensor("bias", bias, x, x.shape[-1:])
-    return _resolve(backend, x).layer_norm(x, weight, bias, eps, residual=residual)
+    check_flag("memory_efficient", memory_efficient)
+    return _resolve(backend, x).layer_norm(
+        x, weight, bias, eps, residual=residual, memory_efficient=memory_efficient
+    )
 
 
 # No kernel computes DyT or ScaleNorm: elementwise or one reduction, torch.compile fuses the

@@ -75,8 +75,18 @@ class PatchReport:
         return "; ".join(lines)
 
 
-def patch(model: nn.Module, *, fuse_residual: bool = False, backend: str = "auto") -> PatchReport:
+def patch(
+    model: nn.Module,
+    *,
+    fuse_residual: bool = False,
+    backend: str = "auto",
+    memory_efficient: bool = False,
+) -> PatchReport:
     """Replace the norm modules of ``model`` in place by normlab modules sharing their parameters.
+
+    ``memory_efficient=True`` gives the new modules the backward that recomputes xhat from the
+    saved output instead of saving the input (:class:`normlab.RMSNorm`); modules that are
+    normlab's already are left as they are.
 
     ``fuse_residual=True`` also rewrites the forward of Llama-family decoder layers so the add
     after attention and ``post_attention_layernorm`` run as one fused call returning
@@ -90,10 +100,14 @@ def patch(model: nn.Module, *, fuse_residual: bool = False, backend: str = "auto
         raise TypeError(f"fuse_residual must be a bool, got {type(fuse_residual).__name__}")
     if backend not in registry.KNOWN:
         raise ValueError(f"backend must be one of {registry.names()}, got {backend!r}")
+    if not isinstance(memory_efficient, bool):
+        raise TypeError(f"memory_efficient must be a bool, got {type(memory_efficient).__name__}")
+    if memory_efficient and backend == "torch":
+        raise ValueError("memory_efficient=True needs a normlab backend, not backend='torch'")
     report = PatchReport()
     # Materialise the list first: the tree is edited while walking it.
     for name, module in list(model.named_modules()):
-        new = _replacement(module, backend)
+        new = _replacement(module, backend, memory_efficient)
         if new is not None:
             _set_submodule(model, name, new)
             report.replaced[name] = type(module).__name__
@@ -110,7 +124,7 @@ def patch(model: nn.Module, *, fuse_residual: bool = False, backend: str = "auto
     return report
 
 
-def _replacement(module: nn.Module, backend: str) -> nn.Module | None:
+def _replacement(module: nn.Module, backend: str, memory_efficient: bool) -> nn.Module | None:
     """A normlab module computing what ``module`` computes, on ``module``'s parameters."""
     cls = type(module)
     # Only transformers' own classes: remote code may reuse a name with another forward.
@@ -122,6 +136,7 @@ def _replacement(module: nn.Module, backend: str) -> nn.Module | None:
             offset=offset,
             casting=casting,
             backend=backend,
+            memory_efficient=memory_efficient,
             device="meta",
             dtype=module.weight.dtype,
         )
@@ -133,6 +148,7 @@ def _replacement(module: nn.Module, backend: str) -> nn.Module | None:
             elementwise_affine=affine,
             casting="gemma",
             backend=backend,
+            memory_efficient=memory_efficient,
             device="meta",
         )
     elif cls is nn.LayerNorm:
@@ -142,6 +158,7 @@ def _replacement(module: nn.Module, backend: str) -> nn.Module | None:
             elementwise_affine=module.elementwise_affine,
             bias=module.bias is not None,
             backend=backend,
+            memory_efficient=memory_efficient,
             device="meta",
         )
     else:

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from normlab import functional as F
 from normlab.collectives import all_reduce_sum
 from normlab.reference import residual_add, stat_dtype
-from normlab.validation import check_tensor, check_x
+from normlab.validation import check_flag, check_tensor, check_x
 
 _Shape = int | Sequence[int]
 
@@ -73,6 +73,8 @@ class RMSNorm(_LastDimsNorm):
     computed in (FP32's for half inputs, FP64's for FP64). The defaults differ from
     ``torch.nn.RMSNorm``'s (``eps=1e-6`` and the llama cast order, against ``eps=None`` and the
     gemma order); ``eps=None, casting="gemma"`` gives its numbers (docs/dropin.md).
+    ``memory_efficient=True``: the backward recomputes xhat from the saved output instead of
+    saving the input (:func:`normlab.rms_norm`).
     """
 
     def __init__(
@@ -85,12 +87,15 @@ class RMSNorm(_LastDimsNorm):
         casting: str = "llama",
         eps_inside: bool = True,
         backend: str = "auto",
+        memory_efficient: bool = False,
         device=None,
         dtype=None,
     ):
         super().__init__(normalized_shape)
+        check_flag("memory_efficient", memory_efficient)
         self.eps, self.offset, self.casting = eps, offset, casting
         self.eps_inside, self.backend = eps_inside, backend
+        self.memory_efficient = memory_efficient
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
             self.weight = nn.Parameter(
@@ -108,17 +113,21 @@ class RMSNorm(_LastDimsNorm):
         return self._call(
             F.rms_norm, x, residual, self.weight, eps=self.eps, offset=self.offset,
             casting=self.casting, eps_inside=self.eps_inside, backend=self.backend,
+            memory_efficient=self.memory_efficient,
         )  # fmt: skip
 
     def extra_repr(self) -> str:
         return (
             f"{super().extra_repr()}, elementwise_affine={self.elementwise_affine}, "
             f"offset={self.offset}, casting={self.casting!r}, eps_inside={self.eps_inside}"
+            + (", memory_efficient=True" if self.memory_efficient else "")
         )
 
 
 class LayerNorm(_LastDimsNorm):
-    """LayerNorm, a drop-in for ``torch.nn.LayerNorm`` (same arguments, same parameters)."""
+    """LayerNorm, a drop-in for ``torch.nn.LayerNorm`` (same arguments, same parameters).
+
+    ``memory_efficient=True`` as in :class:`RMSNorm` (:func:`normlab.layer_norm`)."""
 
     def __init__(
         self,
@@ -128,11 +137,14 @@ class LayerNorm(_LastDimsNorm):
         bias: bool = True,
         *,
         backend: str = "auto",
+        memory_efficient: bool = False,
         device=None,
         dtype=None,
     ):
         super().__init__(normalized_shape)
+        check_flag("memory_efficient", memory_efficient)
         self.eps, self.backend = eps, backend
+        self.memory_efficient = memory_efficient
         self.elementwise_affine = elementwise_affine
         kw = {"device": device, "dtype": dtype}
         if elementwise_affine:
@@ -155,11 +167,19 @@ class LayerNorm(_LastDimsNorm):
 
     def forward(self, x: Tensor, residual: Tensor | None = None):
         return self._call(
-            F.layer_norm, x, residual, self.weight, self.bias, eps=self.eps, backend=self.backend
+            F.layer_norm,
+            x,
+            residual,
+            self.weight,
+            self.bias,
+            eps=self.eps,
+            backend=self.backend,
+            memory_efficient=self.memory_efficient,
         )
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, elementwise_affine={self.elementwise_affine}"
+        me = ", memory_efficient=True" if self.memory_efficient else ""
+        return f"{super().extra_repr()}, elementwise_affine={self.elementwise_affine}{me}"
 
 
 class DyT(_LastDimsNorm):

@@ -84,6 +84,11 @@ def check_backend_implements(op: str, backend: str, implemented) -> None:
         )
 
 
+def check_flag(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+
+
 def check_rms_options(weight, offset, casting, eps_inside) -> None:
     check_choice("casting", casting, CASTINGS)
     if isinstance(offset, bool) or not isinstance(offset, numbers.Real):

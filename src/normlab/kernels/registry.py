@@ -141,7 +141,7 @@ def kernel_backend(
     reproduce that order themselves, the reference (which is that code) runs it.
     """
 
-    def rms(x, weight, eps, *, residual, offset, casting, eps_inside):
+    def rms(x, weight, eps, *, residual, offset, casting, eps_inside, memory_efficient=False):
         slow = _any_fp64(x, weight, residual) or (
             not naive_half and _naive_half(casting, x, residual)
         )
@@ -154,11 +154,12 @@ def kernel_backend(
             offset=offset,
             casting=casting,
             eps_inside=eps_inside,
+            memory_efficient=memory_efficient,
         )
 
-    def ln(x, weight, bias, eps, *, residual):
+    def ln(x, weight, bias, eps, *, residual, memory_efficient=False):
         impl = reference.layer_norm if _any_fp64(x, weight, bias, residual) else layer_norm
-        return impl(x, weight, bias, eps, residual=residual)
+        return impl(x, weight, bias, eps, residual=residual, memory_efficient=memory_efficient)
 
     return Backend(name, rms, ln, supports)
 

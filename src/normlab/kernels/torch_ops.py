@@ -7,7 +7,16 @@ import torch.nn.functional as F
 from normlab.kernels.registry import Backend, register
 
 
-def rms_norm(x, weight, eps, *, residual, offset, casting, eps_inside):
+def _no_memory_efficient(memory_efficient: bool) -> None:
+    if memory_efficient:
+        raise ValueError(
+            "backend='torch' runs PyTorch's own norms, which save their input for backward; "
+            "memory_efficient=True needs backend 'auto', 'numba', 'triton' or 'reference'"
+        )
+
+
+def rms_norm(x, weight, eps, *, residual, offset, casting, eps_inside, memory_efficient=False):
+    _no_memory_efficient(memory_efficient)
     if casting != "gemma" or not eps_inside:
         raise ValueError(
             "backend='torch' is F.rms_norm, which implements casting='gemma' with "
@@ -19,7 +28,8 @@ def rms_norm(x, weight, eps, *, residual, offset, casting, eps_inside):
     return y if residual is None else (y, h)
 
 
-def layer_norm(x, weight, bias, eps, *, residual):
+def layer_norm(x, weight, bias, eps, *, residual, memory_efficient=False):
+    _no_memory_efficient(memory_efficient)
     h = x if residual is None else (x + residual).to(residual.dtype)
     y = F.layer_norm(h, (h.shape[-1],), weight, bias, eps)
     return y if residual is None else (y, h)

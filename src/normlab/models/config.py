@@ -84,6 +84,12 @@ class TransformerConfig:
     """Kernel backend passed to normlab's RMSNorm/LayerNorm (DyT, ScaleNorm and BatchNorm have a
     single eager implementation)."""
 
+    norm_memory_efficient: bool = False
+    """RMSNorm/LayerNorm backward recomputing xhat from the saved output instead of saving the
+    input (``memory_efficient=True`` of the modules): one (B, T, dim) activation less kept per
+    norm whose output the next layer saves anyway (docs/kernels.md, "Memory-efficient
+    backward"). rmsnorm and layernorm only; norm_backend="torch" has no such backward."""
+
     eps: float | None = None
     """Norm epsilon; None = each norm's default (rmsnorm 1e-6, the others 1e-5)."""
 
@@ -133,7 +139,13 @@ class TransformerConfig:
             raise ValueError(f"dyt_alpha must be a positive number, got {self.dyt_alpha!r}")
         if self.eps is not None and not (self.eps >= 0 and math.isfinite(self.eps)):
             raise ValueError(f"eps must be a finite number >= 0 or None, got {self.eps!r}")
-        for name in ("final_norm", "qk_norm", "depth_scaled_norm", "tie_embeddings"):
+        for name in (
+            "final_norm",
+            "qk_norm",
+            "depth_scaled_norm",
+            "tie_embeddings",
+            "norm_memory_efficient",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
         for name in ("bias", "scale_branch_init"):
@@ -149,6 +161,16 @@ class TransformerConfig:
             raise ValueError(
                 "placement='deepnorm' needs a norm: with norm='none' the skip scaling α grows "
                 "the residual stream as α^(2·n_layers); choose another norm or placement"
+            )
+        if self.norm_memory_efficient and self.norm not in ("rmsnorm", "layernorm"):
+            raise ValueError(
+                f"norm_memory_efficient=True applies to rmsnorm and layernorm, not "
+                f"norm={self.norm!r}; set norm_memory_efficient=False"
+            )
+        if self.norm_memory_efficient and self.norm_backend == "torch":
+            raise ValueError(
+                "norm_memory_efficient=True needs normlab's kernels or reference: "
+                "norm_backend='torch' runs PyTorch's norms, which save their input"
             )
         if isinstance(self.norm_offset, bool) or not isinstance(self.norm_offset, int | float):
             raise TypeError(f"norm_offset must be a number, got {self.norm_offset!r}")

@@ -13,12 +13,11 @@ from normlab.modules import BatchNorm, DyT, LayerNorm, RMSNorm, ScaleNorm
 def make_norm(cfg: TransformerConfig, size: int) -> nn.Module | None:
     """One normlab norm over the last ``size`` features; None for norm="none" (identity)."""
     eps = {} if cfg.eps is None else {"eps": cfg.eps}
+    kernel = {"backend": cfg.norm_backend, "memory_efficient": cfg.norm_memory_efficient}
     if cfg.norm == "rmsnorm":
-        return RMSNorm(
-            size, **eps, offset=cfg.norm_offset, casting=cfg.casting, backend=cfg.norm_backend
-        )
+        return RMSNorm(size, **eps, offset=cfg.norm_offset, casting=cfg.casting, **kernel)
     if cfg.norm == "layernorm":
-        return LayerNorm(size, **eps, bias=cfg.use_bias, backend=cfg.norm_backend)
+        return LayerNorm(size, **eps, bias=cfg.use_bias, **kernel)
     if cfg.norm == "batchnorm":
         return BatchNorm(size, **eps)
     if cfg.norm == "dyt":

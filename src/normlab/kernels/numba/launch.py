@@ -263,3 +263,50 @@ def ln_bwd(dy, dh, h, weight, mean, rstd, has_bias):
     nch, per = _chunks(m)
     _run(K.ln_bwd, K.ln_bwd_par, m, n, nch, per, n, args, _addr(dw), _addr(db))
     return dx if dx.dtype == h.dtype else dx.to(h.dtype), dw, db
+
+
+def _inverse(g: Tensor) -> Tensor:
+    """``1 / g`` in FP32: the backward from ``y`` multiplies by it (no division per element)."""
+    return torch.reciprocal(g)
+
+
+def _y_inputs(dy: Tensor, dh: Tensor | None, y: Tensor, h_dtype: torch.dtype):
+    """``(dy, dh, y)`` as kernel arguments and the ``dx`` output in ``h_dtype`` (float32 for
+    float16); ``dh`` aliases ``dx`` when there is none (the kernel then does not read it)."""
+    dya, ya = _arg(_f32(dy)), _arg(_f32(y))
+    ht = F32 if h_dtype == F16 else h_dtype
+    dx = _empty(tuple(y.shape), ht)
+    dha = (dx, dx.data_ptr(), y.shape[1]) if dh is None else _arg(_f32(dh).to(ht))
+    return dya, dha, ya, dx
+
+
+def rms_bwd_y(dy, dh, y, weight, rstd, eps, offset, casting, eps_inside, h_dtype):
+    """Memory-efficient RMSNorm backward launcher, from the output ``y``."""
+    m, n = y.shape
+    (dyk, dyp, dys), (_, dhp, dhs), (yk, yp, ys), dx = _y_inputs(dy, dh, y, h_dtype)
+    g = _vec(weight, n, offset, casting=casting)
+    gi = _inverse(g)
+    dw = None if weight is None else torch.empty(n, dtype=F32)
+    ptrs = (dyp, dys, dhp, dhs, yp, ys, g.data_ptr(), gi.data_ptr(), rstd.data_ptr())
+    flags = (eps_inside, dh is not None, dw is not None)
+    tags = (_TAG[dyk.dtype], _TAG[yk.dtype], _TAG[dx.dtype], _q_tag(casting, h_dtype))
+    args = (m, n, *ptrs, dx.data_ptr(), *flags, *tags)
+    nch, per = _chunks(m)
+    _run(K.rms_bwd_y, K.rms_bwd_y_par, m, n, nch, per, 0 if dw is None else n, args, _addr(dw))
+    return dx if dx.dtype == h_dtype else dx.to(h_dtype), dw
+
+
+def ln_bwd_y(dy, dh, y, weight, bias, rstd, h_dtype):
+    """Memory-efficient LayerNorm backward launcher, from the output ``y``."""
+    m, n = y.shape
+    (dyk, dyp, dys), (_, dhp, dhs), (yk, yp, ys), dx = _y_inputs(dy, dh, y, h_dtype)
+    w, b = _vec(weight, n), _vec(bias, n, missing=0.0)
+    wi = _inverse(w)
+    dw = None if weight is None else torch.empty(n, dtype=F32)
+    db = None if bias is None else torch.empty(n, dtype=F32)
+    ptrs = (dyp, dys, dhp, dhs, yp, ys, w.data_ptr(), b.data_ptr(), wi.data_ptr())
+    args = (m, n, *ptrs, rstd.data_ptr(), dx.data_ptr(), dh is not None)
+    args = (*args, _TAG[dyk.dtype], _TAG[yk.dtype], _TAG[dx.dtype])
+    nch, per = _chunks(m)
+    _run(K.ln_bwd_y, K.ln_bwd_y_par, m, n, nch, per, n, args, _addr(dw), _addr(db))
+    return dx if dx.dtype == h_dtype else dx.to(h_dtype), dw, db

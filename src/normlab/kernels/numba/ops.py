@@ -19,6 +19,8 @@ OPS = make_kernel_ops(
         rms_bwd=launch.rms_bwd,
         ln_fwd=launch.ln_fwd,
         ln_bwd=launch.ln_bwd,
+        rms_bwd_y=launch.rms_bwd_y,
+        ln_bwd_y=launch.ln_bwd_y,
     ),
 )
 

@@ -258,10 +258,27 @@ def _store_y(
 
 
 @triton.jit
+def _recover(y, W, B, cols, cmask, offset, IS_RMS, HAS_W, HAS_B, CASTING):
+    """xhat from the forward's output: (y - b) / gain (memory-efficient mode); zero outside the
+    row, where the gain is taken as 1 so nothing divides by zero."""
+    if HAS_B:
+        y = y - tl.load(B + cols, mask=cmask, other=0.0).to(tl.float32)
+    if HAS_W:
+        if IS_RMS:
+            g = _gain(W, cols, cmask, offset, CASTING)
+        else:
+            g = tl.load(W + cols, mask=cmask, other=1.0).to(tl.float32)
+        y = y / tl.where(cmask, g, 1.0)
+    return tl.where(cmask, y, 0.0)
+
+
+@triton.jit
 def _dh_terms(
     H,
     W,
+    B,
     DY,
+    DH,
     rows,
     cols,
     cmask,
@@ -273,19 +290,33 @@ def _dh_terms(
     offset,
     IS_RMS: tl.constexpr,
     HAS_W: tl.constexpr,
+    HAS_B: tl.constexpr,
     CASTING: tl.constexpr,
+    FROM_Y: tl.constexpr,
 ):
     """Per-element pieces of the backward: (h, dy, xhat, xq, dxhat = dy * gain).
 
     ``xq`` is xhat as the forward multiplied it by the gain (rounded for the llama/none cast
     orders), which dweight needs; the rounding passes gradients straight through, so dh needs
-    the unrounded ``xhat``."""
+    the unrounded ``xhat``. With ``FROM_Y`` the saved tensor ``H`` is the output y: xhat is
+    recovered from it (already the rounded one, used for both) and ``h = xhat / rstd`` serves
+    RMSNorm's eps-outside ``mean(h^2)``. For the llama/none orders the recovered xhat is
+    rounded to h's dtype (``DH``'s) again, which gives back exactly the rounded xhat the
+    forward multiplied by the gain (y's rounding is at most half a unit of it)."""
     h = tl.load(H + rows * stride_h + cols, mask=mask, other=0.0).to(tl.float32)
     dy = tl.load(DY + rows * stride_dy + cols, mask=mask, other=0.0).to(tl.float32)
-    xhat = _normalize(h, mean, rstd, cmask, IS_RMS, GEMMA, H.dtype.element_ty)
-    xq = xhat
-    if IS_RMS and CASTING != GEMMA:
-        xq = _round(xhat, H.dtype.element_ty)
+    if FROM_Y:
+        xhat = _recover(h, W, B, cols, cmask, offset, IS_RMS, HAS_W, HAS_B, CASTING)
+        if IS_RMS and CASTING != GEMMA:
+            xhat = _round(xhat, DH.dtype.element_ty)
+        xq = xhat
+        if IS_RMS:
+            h = xhat / rstd[:, None]
+    else:
+        xhat = _normalize(h, mean, rstd, cmask, IS_RMS, GEMMA, H.dtype.element_ty)
+        xq = xhat
+        if IS_RMS and CASTING != GEMMA:
+            xq = _round(xhat, H.dtype.element_ty)
     if HAS_W:
         if IS_RMS:
             dxhat = dy * _gain(W, cols, cmask, offset, CASTING)
@@ -319,8 +350,9 @@ def _centre(c1, c2, m0):
 
 @triton.jit
 def norm_bwd_kernel(
-    H,
+    H,  # the output y with FROM_Y
     W,
+    B,  # read with FROM_Y only
     MEAN,
     RSTD,
     DY,
@@ -341,6 +373,7 @@ def norm_bwd_kernel(
     HAS_DHO: tl.constexpr,
     CASTING: tl.constexpr,
     EPS_INSIDE: tl.constexpr,
+    FROM_Y: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     LOOPED: tl.constexpr,
@@ -352,7 +385,8 @@ def norm_bwd_kernel(
     RMS: dh = rstd * dxhat - q * xhat * c1, q = rstd (eps inside) or 1/sqrt(ms) (eps outside).
     The incoming gradient of the returned h (DHO) is added. Each program writes its FP32
     partial sums of dy * xq (dweight) and dy (dbias) to row ``pid`` of DW/DB: no atomics,
-    the host sums the G rows afterwards.
+    the host sums the G rows afterwards. ``FROM_Y`` (memory-efficient mode): ``H`` holds the
+    forward's output and xhat = (y - b) / gain; LayerNorm's mean is then not read.
     """
     pid = tl.program_id(0)
     n_prog = tl.num_programs(0)
@@ -367,7 +401,7 @@ def norm_bwd_kernel(
         row_ok = rows1 < M
         rows = rows1.to(tl.int64)[:, None]
         rstd = tl.load(RSTD + rows1, mask=row_ok, other=0.0)
-        if IS_RMS:
+        if IS_RMS or FROM_Y:
             mean = tl.zeros((BLOCK_M,), tl.float32)
         else:
             mean = tl.load(MEAN + rows1, mask=row_ok, other=0.0)
@@ -376,7 +410,9 @@ def norm_bwd_kernel(
             h, dy, xhat, xq, dxhat = _dh_terms(
                 H,
                 W,
+                B,
                 DY,
+                DH,
                 rows,
                 offs,
                 cmask,
@@ -388,7 +424,9 @@ def norm_bwd_kernel(
                 offset,
                 IS_RMS,
                 HAS_W,
+                HAS_B,
                 CASTING,
+                FROM_Y,
             )
             c1 = tl.sum(dxhat * xhat, axis=1) / N
             c2 = tl.sum(dxhat, axis=1) / N
@@ -419,7 +457,9 @@ def norm_bwd_kernel(
                 h, dy, xhat, xq, dxhat = _dh_terms(
                     H,
                     W,
+                    B,
                     DY,
+                    DH,
                     rows,
                     cols,
                     cmask,
@@ -431,7 +471,9 @@ def norm_bwd_kernel(
                     offset,
                     IS_RMS,
                     HAS_W,
+                    HAS_B,
                     CASTING,
+                    FROM_Y,
                 )
                 c0 += tl.sum(xhat, axis=1)
                 c1 += tl.sum(dxhat * xhat, axis=1)
@@ -453,7 +495,9 @@ def norm_bwd_kernel(
                 h, dy, xhat, xq, dxhat = _dh_terms(
                     H,
                     W,
+                    B,
                     DY,
+                    DH,
                     rows,
                     cols,
                     cmask,
@@ -465,7 +509,9 @@ def norm_bwd_kernel(
                     offset,
                     IS_RMS,
                     HAS_W,
+                    HAS_B,
                     CASTING,
+                    FROM_Y,
                 )
                 dh = _dh(dxhat, xhat, rstd, c1, c2, q, IS_RMS)
                 if HAS_DHO:

@@ -175,15 +175,22 @@ def norm_bwd(
     casting: str = "llama",
     eps_inside: bool = True,
     config: LaunchConfig | None = None,
+    bias: Tensor | None = None,
+    dh_dtype: torch.dtype | None = None,
 ) -> tuple[Tensor, Tensor | None, Tensor | None]:
     """Backward launch. ``h`` is the normalized input (``x``, or the ``h`` the forward wrote),
     ``dh_out`` the incoming gradient of the returned ``h`` (or None). Returns
     ``(dh, dweight, dbias)``: ``dh`` in ``h.dtype`` shaped like ``h``, ``dweight`` and ``dbias``
-    FP32 (None when absent)."""
+    FP32 (None when absent).
+
+    ``dh_dtype`` given means the memory-efficient backward: ``h`` is then the forward's output
+    y, xhat is recovered as ``(y - bias) / gain`` (``mean`` is not read) and ``dh`` comes out
+    in ``dh_dtype``."""
     n = h.shape[-1]
     h2, dy2 = as_rows(h), as_rows(dy)  # (M, N)
     m = h2.shape[0]
-    dh = torch.empty(h.shape, dtype=h.dtype, device=h.device)
+    from_y = dh_dtype is not None
+    dh = torch.empty(h.shape, dtype=dh_dtype if from_y else h.dtype, device=h.device)
     cfg = config or pick_config(n, backward=True)
     n_tiles = triton.cdiv(m, cfg.block_m)
     n_prog = max(1, min(n_tiles, _persistent_programs(h.device, cfg.num_warps, m)))
@@ -202,6 +209,7 @@ def norm_bwd(
         norm_bwd_kernel[(n_prog,)](
             h2,
             h2 if weight is None else weight,
+            h2 if bias is None else bias,
             rstd if mean is None else mean,
             rstd,
             dy2,
@@ -222,6 +230,7 @@ def norm_bwd(
             HAS_DHO=dh_out is not None,
             CASTING=CASTING_CODES[casting],
             EPS_INSIDE=eps_inside,
+            FROM_Y=from_y,
             BLOCK_M=cfg.block_m,
             BLOCK_N=cfg.block_n,
             LOOPED=cfg.looped,

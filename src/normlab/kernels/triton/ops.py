@@ -40,6 +40,27 @@ def _ln_bwd(dy, dh, h, weight, mean, rstd, has_bias):
     return tk.norm_bwd(dy, dh, h, weight, mean, rstd, is_rms=False, has_bias=has_bias)
 
 
+def _rms_bwd_y(dy, dh, y, weight, rstd, eps, offset, casting, eps_inside, h_dtype):
+    rms = {"offset": offset, "casting": casting, "eps_inside": eps_inside, "dh_dtype": h_dtype}
+    dh_total, dw, _ = tk.norm_bwd(dy, dh, y, weight, None, rstd, is_rms=True, has_bias=False, **rms)
+    return dh_total, dw
+
+
+def _ln_bwd_y(dy, dh, y, weight, bias, rstd, h_dtype):
+    return tk.norm_bwd(
+        dy,
+        dh,
+        y,
+        weight,
+        None,
+        rstd,
+        is_rms=False,
+        has_bias=bias is not None,
+        bias=bias,
+        dh_dtype=h_dtype,
+    )
+
+
 def supports(device: torch.device) -> bool:
     """CUDA always; the CPU only through the Triton interpreter."""
     if device.type == "cuda":
@@ -47,7 +68,9 @@ def supports(device: torch.device) -> bool:
     return device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1"
 
 
-_ops = make_kernel_ops("triton", Launchers(_rms_fwd, _rms_bwd, _ln_fwd, _ln_bwd))
+_ops = make_kernel_ops(
+    "triton", Launchers(_rms_fwd, _rms_bwd, _ln_fwd, _ln_bwd, _rms_bwd_y, _ln_bwd_y)
+)
 
 # FP64 has no Triton kernel (FP64 on GPUs is a slow path nobody trains in); the kernels do
 # implement casting="none" (every step rounded to the half dtype) themselves.
