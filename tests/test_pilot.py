@@ -5,8 +5,15 @@ import json
 import pytest
 
 from normlab.lab.cli import main
-from normlab.lab.study.pilot import detectable, seeds_for, size_seeds
+from normlab.lab.study.pilot import detectable, sd_upper, seeds_for, size_seeds
 from normlab.lab.study.presets import PRESETS
+
+
+def test_the_upper_limit_of_a_spread_from_three_seeds_is_about_twice_it():
+    from scipy import stats
+
+    assert sd_upper(1.0, 3) == pytest.approx((2 / stats.chi2.ppf(0.2, 2)) ** 0.5)
+    assert 2.0 < sd_upper(1.0, 3) < 2.2 and 1.0 < sd_upper(1.0, 100) < 1.1
 
 
 def test_seeds_for_is_the_fewest_that_reach_the_target():
@@ -33,7 +40,9 @@ def test_size_seeds_reads_the_spread_per_rule_and_skips_timings():
     assert "rmsnorm-faster" not in names and "rmsnorm-matches-quality" in names
     quality = next(p for p in plans if p.claim == "rmsnorm-matches-quality")
     assert quality.sd == pytest.approx(0.02) and quality.target == 0.03
-    assert detectable(0.02, quality.needed) <= 0.03 < detectable(0.02, quality.needed - 1)
+    assert quality.sd_upper == pytest.approx(sd_upper(0.02, 3)) and quality.sd_upper > 0.04
+    up = quality.sd_upper
+    assert detectable(up, quality.needed) <= 0.03 < detectable(up, quality.needed - 1)
     fails = [p for p in plans if p.claim == "post-ln-fails-deep"]
     assert fails and all(p.part for p in fails)  # one plan per part, by its label
 

@@ -2,7 +2,11 @@
 number of seeds each claim needs for its detectable effect to reach its δ.
 
 The detectable effect at n paired seeds is ``(t₀.₉₇₅,ₙ₋₁ + t₀.₈,ₙ₋₁) · s / √n`` (the one
-``claims.Estimate`` reports), with ``s`` the pilot's seed-to-seed spread. A rule with δ = 0 (the
+``claims.Estimate`` reports), with ``s`` the 80 % upper confidence limit of the pilot's
+seed-to-seed spread, ``sd · √((k − 1) / χ²₀.₂,ₖ₋₁)`` over its k seeds: a spread read from a
+handful of seeds is itself uncertain, and sizing from the point estimate leaves half the
+claims short (Browne 1995, "On the use of a pilot sample for sample size determination"). A
+rule with δ = 0 (the
 "fails"/"trains" thresholds, whose margin sits in the constant) is sized so that the detectable
 effect reaches the pilot's own effect instead. A compound claim needs what its most demanding
 part needs. The pilot's effects decide nothing: only its spread is read.
@@ -27,6 +31,13 @@ def detectable(sd: float, n: int, level: float = LEVEL, power: float = POWER) ->
     return t * sd / math.sqrt(n)
 
 
+def sd_upper(sd: float, k: int, confidence: float = 0.8) -> float:
+    """The ``confidence`` upper limit of a spread ``sd`` estimated from ``k`` values."""
+    from scipy import stats
+
+    return sd * math.sqrt((k - 1) / stats.chi2.ppf(1 - confidence, k - 1))
+
+
 def seeds_for(sd: float, target: float, cap: int) -> int | None:
     """The fewest seeds (2..``cap``) whose detectable effect is at most ``target``; None if
     even ``cap`` seeds do not reach it."""
@@ -43,7 +54,8 @@ class SeedPlan:
     claim: str
     part: str  # "" for a claim of one rule
     pilot_n: int
-    sd: float
+    sd: float  # the pilot's spread
+    sd_upper: float  # its 80 % upper limit, what the plan is sized for
     target: float  # δ, or the pilot's |effect| where δ = 0
     needed: int | None  # None: more than the cap
     current: int  # the seeds the spec asks for now
@@ -68,9 +80,12 @@ def size_seeds(study: Study, pilot: dict[str, Any], cap: int = 16) -> list[SeedP
             if len(values) < 2 or not hasattr(rule, "delta"):
                 continue
             sd = statistics.stdev(values)
+            upper = sd_upper(sd, len(values))
             target = rule.delta if rule.delta > 0 else abs(statistics.fmean(values))
-            needed = seeds_for(sd, target, cap) if target > 0 else None
-            plans.append(SeedPlan(claim.name, label, len(values), sd, target, needed, claim.seeds))
+            needed = seeds_for(upper, target, cap) if target > 0 else None
+            plans.append(
+                SeedPlan(claim.name, label, len(values), sd, upper, target, needed, claim.seeds)
+            )
     return plans
 
 
@@ -83,11 +98,21 @@ def format_plans(plans: list[SeedPlan], cap: int) -> str:
             p.part or "–",
             p.pilot_n,
             f"{p.sd:.3g}",
+            f"{p.sd_upper:.3g}",
             f"{p.target:.3g}",
             p.current,
             p.needed if p.needed is not None else f"> {cap}",
         ]
         for p in plans
     ]
-    header = ["claim", "part", "pilot n", "pilot sd", "δ (target)", "seeds now", "needed"]
+    header = [
+        "claim",
+        "part",
+        "pilot n",
+        "sd",
+        "sd (80 % upper)",
+        "δ (target)",
+        "seeds now",
+        "needed",
+    ]
     return text_table(header, rows)
