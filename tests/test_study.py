@@ -182,7 +182,7 @@ def test_seed_blocks_share_no_seed_and_pair_the_arms():
         by_arm.setdefault(t.arm, []).append(t.config.seed)
     assert by_arm["post-L24"] == by_arm["pre-L24"] == [0, 1, 2]  # paired
     assert len(by_arm["init-post-L6"]) == 16  # at-init claims are cheap: many seeds
-    assert p.seeds("base") == 4 and p.seeds("batchnorm-B4") == 8  # sized by the pilot
+    assert p.seeds("base") == 12 and p.seeds("batchnorm-B4") == 8  # sized by the pilots
 
 
 def test_list_prints_the_plan_and_runs_nothing(tmp_path, capsys):
