@@ -38,12 +38,20 @@ def _tiny_hf_models(tmp_path: Path) -> dict[str, str]:
     torch.manual_seed(0)
     llama = transformers.LlamaForCausalLM(
         transformers.LlamaConfig(
-            vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, **ids,
+            vocab_size=64,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=64,
+            **ids,
         )
     )
     gpt2 = transformers.GPT2LMHeadModel(
-        transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=64, **ids)
+        transformers.GPT2Config(
+            vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=64, **ids
+        )
     )
     paths = {}
     for readme_name, name, model in (("...", "llama", llama), ("gpt2", "gpt2", gpt2)):
@@ -60,7 +68,9 @@ def test_hf_examples_run_on_tiny_saved_models(tmp_path, capsys):
     for i, code in enumerate(blocks):
         for readme_name, path in paths.items():
             code = code.replace(f'from_pretrained("{readme_name}")', f"from_pretrained({path!r})")
-        assert "from_pretrained(\"" not in code, f"py block {i}: a Hub name the test has no model for"
+        assert 'from_pretrained("' not in code, (
+            f"py block {i}: a Hub name the test has no model for"
+        )
         exec(compile(code, f"README.md[py block {i}]", "exec"), {})
     assert "LlamaRMSNorm" in capsys.readouterr().out  # print(report), as the README shows
 
@@ -125,7 +135,11 @@ def test_torchrun_lines_run_with_help(words, tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", *argv],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, f"torchrun {shlex.join(argv)}\n{proc.stderr[-2000:]}"
     assert "usage: normlab train" in proc.stdout
