@@ -1,0 +1,44 @@
+"""The reference docs list what the code has: every model field, every spec measure, plot, rule
+and preset."""
+
+import dataclasses
+import re
+from importlib import resources
+from pathlib import Path
+
+from normlab.lab.study.measures import MEASURES
+from normlab.lab.study.plots import PLOTS
+from normlab.lab.study.spec import RULES
+from normlab.models import TransformerConfig
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def test_models_md_field_table_lists_every_config_field():
+    text = (DOCS / "models.md").read_text()
+    table = re.search(r"\| field \| values \(default first\) \|\n\|---\|---\|\n((?:\|.*\n)+)", text)
+    assert table, "docs/models.md: the field table"
+    documented = set()
+    for row in table.group(1).splitlines():
+        documented |= set(re.findall(r"`(\w+)`", row.split("|")[1]))
+    fields = {f.name for f in dataclasses.fields(TransformerConfig)}
+    assert fields - documented == set(), "TransformerConfig fields missing from docs/models.md"
+    assert documented - fields == set(), "docs/models.md lists fields TransformerConfig lacks"
+
+
+def test_spec_md_names_every_measure_plot_rule_and_preset():
+    text = (DOCS / "spec.md").read_text()
+    presets = [
+        Path(p.name).stem
+        for p in resources.files("normlab.lab.study").joinpath("specs").iterdir()
+        if p.name.endswith(".toml")
+    ]
+    assert presets
+    for what, names in (
+        ("measure", MEASURES),
+        ("plot", [f'"{p}"' for p in PLOTS]),
+        ("rule", RULES),
+        ("preset", presets),
+    ):
+        missing = [n for n in names if f"`{n}`" not in text]
+        assert not missing, f"docs/spec.md does not name the {what}(s) {missing}"
