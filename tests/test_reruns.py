@@ -117,6 +117,13 @@ def test_train_logs_evaluations_and_tensorboard_and_its_checkpoint_loads(tmp_pat
     assert _scalars(acc, "hparam/final_val_loss")[12] == pytest.approx(
         res["summary"]["final_val_loss"], rel=1e-6
     )
+    from tensorboard.backend.event_processing import plugin_event_accumulator
+
+    plugins = plugin_event_accumulator.EventAccumulator(str(tb))
+    plugins.Reload()
+    hparams = plugins.PluginTagToContent("hparams")
+    assert {"_hparams_/experiment", "_hparams_/session_start_info"} <= set(hparams)
+    assert "config/text_summary" in plugins.Tags()["tensors"]
 
     # The checkpoint as a Transformer: it gives the run's final validation loss again.
     model = load_model(out)
