@@ -140,16 +140,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--run", default=None, help="the arm of --preset/--spec to train (its name)")
     run.add_argument(
         "--seed-index",
+        metavar="I",
         type=NON_NEGATIVE_INT,
-        default=None,
-        help="with --run: which of the arm's seeds, as the study numbers them (default 0)",
+        default=_Default(0),
+        help="with --run: which of the arm's seeds, as the study numbers them",
     )
     run.add_argument(
         "--seed-block",
+        metavar="S",
         type=int,
-        default=None,
-        help="with --run: the study's seed block S (normlab study --seed; default 0): the run's "
-        "seed is 10000*S + seed index",
+        default=_Default(0),
+        help="with --run: the study's seed block (normlab study --seed S): the run's seed is "
+        "10000*S + I",
     )
     run.add_argument(
         "--set",
@@ -179,7 +181,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--timeout", type=float, default=300.0, help="collective timeout, seconds")
 
     for cls, title in ((TrainConfig, "training"), (TransformerConfig, "model")):
-        group = parser.add_argument_group(f"{title} ({cls.__name__} fields; override --preset)")
+        group = parser.add_argument_group(
+            f"{title} ({cls.__name__} fields; override --preset, --spec, --config)"
+        )
         hints, docs = typing.get_type_hints(cls), _field_docs(cls)
         for f in dataclasses.fields(cls):
             if f.name in _NOT_OPTIONS:
@@ -212,14 +216,15 @@ def _base_config(args: argparse.Namespace):
     from normlab.lab.train.trainer import TrainConfig
     from normlab.models import TransformerConfig
 
-    seeds = args.seed_index is not None or args.seed_block is not None
+    block_given = not isinstance(args.seed_block, _Default)
+    seeds = block_given or not isinstance(args.seed_index, _Default)
     if args.config is not None:
-        if args.overrides or args.seed_block is not None:
+        if args.overrides or block_given:
             raise ValueError(
                 "--config is a run's whole config: --set and --seed-block go with "
                 "--preset or --spec"
             )
-        return _saved_config(args.config, args.run, args.seed_index)
+        return _saved_config(args.config, args.run, _value(args.seed_index))
     if args.preset is None and args.spec is None:
         if args.run is not None or args.overrides or seeds:
             raise ValueError(
@@ -246,17 +251,17 @@ def _study_run(args: argparse.Namespace):
     arms = [a.name for a in study.arms]
     if args.run not in arms:
         raise ValueError(f"--run must name a run of {what}: {sorted(arms)}")
-    index, n = args.seed_index or 0, study.seeds(args.run)
+    index, n = _value(args.seed_index), study.seeds(args.run)
     if index >= n:
         raise ValueError(
             f"--seed-index {index}: the study trains {args.run} under {n} seed(s), "
             f"indices 0 to {n - 1}"
         )
-    runs = study.runs(args.seed_block or 0)
+    runs = study.runs(_value(args.seed_block))
     return next(r.config for r in runs if r.arm == args.run and r.index == index)
 
 
-def _saved_config(path: str, run: str | None, seed_index: int | None):
+def _saved_config(path: str, run: str | None, seed_index: int):
     """A saved run's ``TrainConfig``: ``config.json`` (the config itself), ``result.json`` (a
     run result: its ``config``), a line of a study's ``results.jsonl`` (its ``result``'s), or
     that whole file with ``run`` and ``seed_index`` picking the line."""
@@ -279,7 +284,7 @@ def _saved_config(path: str, run: str | None, seed_index: int | None):
     if not docs:
         raise UsageError(f"--config {path}: the file is empty")
     if len(docs) > 1 or run is not None:  # a study's results: pick the run
-        index = seed_index or 0
+        index = seed_index
         hits = [
             d
             for d in docs
