@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-LAB_ONLY = ("matplotlib", "tqdm", "scipy", "ray")
+LAB_ONLY = ("matplotlib", "tqdm", "scipy", "ray", "tensorboard")
 
 
 def _module_name(path: Path) -> str:

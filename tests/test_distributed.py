@@ -138,6 +138,7 @@ def train_torchrun(out: Path, *extra: str, **kw) -> subprocess.CompletedProcess:
 
 def metrics(out: Path) -> dict[str, list]:
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if "val_loss" not in r]  # the steps' lines, not the evaluations'
     return {k: [r[k] for r in rows] for k in ("step", "loss", "grad_norm")}
 
 

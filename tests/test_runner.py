@@ -63,14 +63,14 @@ def test_a_run_that_stops_early_counts_its_steps_once(tmp_path, monkeypatch, exe
     study = PRESETS["smoke"]()
     early = {r.label for r in study.runs()[::2]}  # every other run stops halfway
 
-    def fake_run(cfg_dict, data):
+    def fake_run(cfg_dict, data, tensorboard=None):
         from normlab.lab.train.trainer import TrainConfig
 
         cfg = TrainConfig.from_dict(cfg_dict)
         label = next(r.label for r in study.runs() if r.config.replace(threads=cfg.threads) == cfg)
         return _result(cfg, cfg.steps // 2 if label in early else cfg.steps), None
 
-    def fake_train_one(cfg, corpus, on_step):
+    def fake_train_one(cfg, corpus, on_step, tensorboard=None):
         result, err = fake_run(cfg.to_dict(), None)
         on_step(result["summary"]["steps_done"])  # the local executor reports steps as it goes
         return result, err

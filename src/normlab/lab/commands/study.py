@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from normlab.lab.commands import NON_NEGATIVE_INT, POSITIVE_INT
 from normlab.lab.study.runner import Interrupted, StudyOptions
@@ -31,6 +32,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=names,
         default=None,
         help="print a preset's spec file, to copy and edit, and exit",
+    )
+    p.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        dest="overrides",
+        help="override a value of the spec (repeatable): a dotted path into its TOML document "
+        "(base.steps=50, base.model.dim=32, arms[0].lr=3e-3) and a TOML value (else a string), "
+        "checked like the spec itself",
     )
     p.add_argument(
         "--size-seeds",
@@ -103,6 +114,13 @@ def add_run_options(p: argparse.ArgumentParser, *, out: str, listed: str) -> Non
         help="every run's precision: bf16/fp16 autocast the forward (fp16 with a GradScaler); "
         "default: the spec's (fp32 unless it says)",
     )
+    p.add_argument(
+        "--tensorboard",
+        metavar="DIR",
+        default=None,
+        help="also write TensorBoard event files, one run directory per arm and seed "
+        "(DIR/<arm>/seed<i>), from the process that trains it (needs tensorboard)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars or tables")
 
 
@@ -131,6 +149,7 @@ def study_options(args: argparse.Namespace) -> StudyOptions:
         quiet=args.quiet,
         device=args.device,
         precision=args.precision,
+        tensorboard=None if args.tensorboard is None else Path(args.tensorboard),
     )
 
 
@@ -158,7 +177,11 @@ def run(args: argparse.Namespace) -> int:
         print(spec.builtin_text(args.print_spec), end="")
         return 0
     # A spec is checked whole here, before anything runs or is written.
-    study = spec.load_spec(args.spec) if args.spec else spec.load_builtin(args.preset or "quick")
+    sets = args.overrides
+    if args.spec:
+        study = spec.load_spec(args.spec, sets)
+    else:
+        study = spec.load_builtin(args.preset or "quick", sets)
     study = configured(study, args)
     if args.list:
         how = f"--spec {args.spec}" if args.spec else f"--preset {study.name}"
@@ -181,7 +204,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _size_seeds(study, pilot_dir: str) -> int:
     import json
-    from pathlib import Path
 
     from normlab.lab.common import UsageError
     from normlab.lab.study.pilot import format_plans, size_seeds

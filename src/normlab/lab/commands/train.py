@@ -118,13 +118,56 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "precision": PRECISIONS,
     }
     parser.epilog = (
-        "Options given on the command line override the --preset run's values (the defaults "
-        "shown apply without --preset). Several processes: torchrun --nproc_per_node N -m "
-        "normlab train ...; rerun the same command with --resume after an interruption."
+        "Options given on the command line override the values of the --preset, --spec or "
+        "--config run (the defaults shown apply without them). Several processes: torchrun "
+        "--nproc_per_node N -m normlab train ...; rerun the same command with --resume after an "
+        "interruption."
     )
     run = parser.add_argument_group("run (how it is executed and recorded)")
-    run.add_argument("--preset", default=None, help="take the run config from this study preset")
-    run.add_argument("--run", default=None, help="the run of --preset to train (its name)")
+    start = run.add_mutually_exclusive_group()
+    start.add_argument("--preset", default=None, help="take the run config from this study preset")
+    start.add_argument(
+        "--spec", metavar="FILE", default=None, help="take the run config from this study spec"
+    )
+    start.add_argument(
+        "--config",
+        metavar="PATH",
+        default=None,
+        help="take the run config from a saved run: normlab train's OUT/config.json or "
+        "result.json, a line of a study's results.jsonl, or the whole file with --run and "
+        "--seed-index",
+    )
+    run.add_argument("--run", default=None, help="the arm of --preset/--spec to train (its name)")
+    run.add_argument(
+        "--seed-index",
+        metavar="I",
+        type=NON_NEGATIVE_INT,
+        default=_Default(0),
+        help="with --run: which of the arm's seeds, as the study numbers them",
+    )
+    run.add_argument(
+        "--seed-block",
+        metavar="S",
+        type=int,
+        default=_Default(0),
+        help="with --run: the study's seed block (normlab study --seed S): the run's seed is "
+        "10000*S + I",
+    )
+    run.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        dest="overrides",
+        help="with --preset/--spec: override a value of the spec, as normlab study --set does "
+        "(repeatable)",
+    )
+    run.add_argument(
+        "--tensorboard",
+        metavar="DIR",
+        default=None,
+        help="also write TensorBoard event files to DIR (rank 0; needs tensorboard)",
+    )
     run.add_argument("--data", default=None, help="training text file; default: Python's stdlib")
     run.add_argument("--out", default="runs/train", help="config, metrics, checkpoint, result")
     run.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt if any")
@@ -138,7 +181,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--timeout", type=float, default=300.0, help="collective timeout, seconds")
 
     for cls, title in ((TrainConfig, "training"), (TransformerConfig, "model")):
-        group = parser.add_argument_group(f"{title} ({cls.__name__} fields; override --preset)")
+        group = parser.add_argument_group(
+            f"{title} ({cls.__name__} fields; override --preset, --spec, --config)"
+        )
         hints, docs = typing.get_type_hints(cls), _field_docs(cls)
         for f in dataclasses.fields(cls):
             if f.name in _NOT_OPTIONS:
@@ -149,18 +194,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace):
-    """The run's ``TrainConfig``: the preset run (or the defaults) with the given options."""
-    from normlab.lab.train.data import VOCAB_SIZE
+    """The run's ``TrainConfig``: the preset's, spec's or saved run (or the defaults) with the
+    given options."""
     from normlab.lab.train.trainer import TrainConfig
     from normlab.models import TransformerConfig
 
-    if args.preset is None:
-        if args.run is not None:
-            raise ValueError("--run names a run of a preset: give --preset too")
-        sizes = {k: _value(getattr(args, k)) for k in _DEFAULT_SIZES}
-        base = TrainConfig(model=TransformerConfig(VOCAB_SIZE, **sizes))
-    else:
-        base = _preset_run(args.preset, args.run)
+    base = _base_config(args)
     given = {k: v for k, v in vars(args).items() if not isinstance(v, _Default)}
     model_fields = {f.name for f in dataclasses.fields(TransformerConfig)}
     train_fields = {f.name for f in dataclasses.fields(TrainConfig)} - _NOT_OPTIONS
@@ -171,24 +210,118 @@ def config_from_args(args: argparse.Namespace):
     return base.replace(model=model, **train)
 
 
-def _preset_run(preset: str, run: str | None):
-    from normlab.lab.study.presets import PRESETS
+def _base_config(args: argparse.Namespace):
+    """What the options override: a saved run's config, a study's run, or the defaults."""
+    from normlab.lab.train.data import VOCAB_SIZE
+    from normlab.lab.train.trainer import TrainConfig
+    from normlab.models import TransformerConfig
 
-    if preset not in PRESETS:
-        raise ValueError(f"--preset must be one of {sorted(PRESETS)}, got {preset!r}")
-    runs = {r.name: r.config for r in PRESETS[preset]().arms}
-    if run not in runs:
-        raise ValueError(f"--run must name a run of preset {preset!r}: {sorted(runs)}")
-    return runs[run]
+    block_given = not isinstance(args.seed_block, _Default)
+    seeds = block_given or not isinstance(args.seed_index, _Default)
+    if args.config is not None:
+        if args.overrides or block_given:
+            raise ValueError(
+                "--config is a run's whole config: --set and --seed-block go with "
+                "--preset or --spec"
+            )
+        return _saved_config(args.config, args.run, _value(args.seed_index))
+    if args.preset is None and args.spec is None:
+        if args.run is not None or args.overrides or seeds:
+            raise ValueError(
+                "--run, --seed-index, --seed-block and --set choose a run of a "
+                "study: give --preset or --spec too"
+            )
+        sizes = {k: _value(getattr(args, k)) for k in _DEFAULT_SIZES}
+        return TrainConfig(model=TransformerConfig(VOCAB_SIZE, **sizes))
+    return _study_run(args)
+
+
+def _study_run(args: argparse.Namespace):
+    """The config the study of ``--preset``/``--spec`` (with ``--set``) trains for ``--run``
+    under ``--seed-index`` in ``--seed-block``: its ``Study.runs(block)`` entry, seed included."""
+    from normlab.lab.study import spec
+
+    if args.spec is not None:
+        study, what = spec.load_spec(args.spec, args.overrides), f"spec {args.spec}"
+    else:
+        names = spec.builtin_names()
+        if args.preset not in names:
+            raise ValueError(f"--preset must be one of {names}, got {args.preset!r}")
+        study, what = spec.load_builtin(args.preset, args.overrides), f"preset {args.preset!r}"
+    arms = [a.name for a in study.arms]
+    if args.run not in arms:
+        raise ValueError(f"--run must name a run of {what}: {sorted(arms)}")
+    index, n = _value(args.seed_index), study.seeds(args.run)
+    if index >= n:
+        raise ValueError(
+            f"--seed-index {index}: the study trains {args.run} under {n} seed(s), "
+            f"indices 0 to {n - 1}"
+        )
+    runs = study.runs(_value(args.seed_block))
+    return next(r.config for r in runs if r.arm == args.run and r.index == index)
+
+
+def _saved_config(path: str, run: str | None, seed_index: int):
+    """A saved run's ``TrainConfig``: ``config.json`` (the config itself), ``result.json`` (a
+    run result: its ``config``), a line of a study's ``results.jsonl`` (its ``result``'s), or
+    that whole file with ``run`` and ``seed_index`` picking the line."""
+    import json
+
+    from normlab.lab.common import UsageError
+    from normlab.lab.train.trainer import TrainConfig
+
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise UsageError(f"--config {path}: cannot read it ({e.strerror or e})") from e
+    try:
+        docs = [json.loads(text)]
+    except ValueError:
+        try:  # JSON lines: a study's results.jsonl
+            docs = [json.loads(ln) for ln in text.splitlines() if ln.strip()]
+        except ValueError as e:
+            raise UsageError(f"--config {path}: not JSON ({e})") from e
+    if not docs:
+        raise UsageError(f"--config {path}: the file is empty")
+    if len(docs) > 1 or run is not None:  # a study's results: pick the run
+        index = seed_index
+        hits = [
+            d
+            for d in docs
+            if isinstance(d, dict) and d.get("name") == run and d.get("seed_index") == index
+        ]
+        if not hits:
+            raise UsageError(
+                f"--config {path}: no run {run!r} with seed index {index} in it "
+                "(a study's results.jsonl: give --run NAME [--seed-index I])"
+            )
+        docs = hits[-1:]
+    (doc,) = docs
+    doc = doc.get("result", doc) if isinstance(doc, dict) else doc
+    doc = doc.get("config", doc) if isinstance(doc, dict) else doc
+    if not isinstance(doc, dict) or "model" not in doc:
+        raise UsageError(
+            f"--config {path}: not a run's config (config.json, result.json or a "
+            "study's results.jsonl)"
+        )
+    return TrainConfig.from_dict(doc)
 
 
 def run(args: argparse.Namespace) -> int:
     from normlab.lab.common import UsageError, check_device, load_data, out_dir
     from normlab.lab.train.dist_trainer import RunOptions, train_process
+    from normlab.lab.train.tblog import tensorboard_available
     from normlab.lab.train.trainer import concrete_device
 
     try:
         cfg = config_from_args(args)
+    except UsageError:  # a spec's or a saved config's own one-line message
+        raise
+    except (ValueError, TypeError) as e:
+        raise UsageError(f"bad run config: {e}") from e
+    if args.tensorboard is not None and not tensorboard_available():
+        raise UsageError("--tensorboard needs the tensorboard package: pip install tensorboard")
+    try:
         check_device(cfg.device)
         # Recorded (config.json, the checkpoint) as the device it runs on, never "auto".
         cfg = cfg.replace(device=concrete_device(cfg.device))
@@ -198,6 +331,7 @@ def run(args: argparse.Namespace) -> int:
             ckpt_every=args.ckpt_every,
             resume=args.resume,
             log_every=args.log_every,
+            tensorboard=None if args.tensorboard is None else Path(args.tensorboard),
         )
     except (ValueError, TypeError) as e:  # the dataclasses' validation of the options' values
         raise UsageError(f"bad run config: {e}") from e

@@ -45,6 +45,8 @@ class Study:
     description: str
     arms: tuple[Arm, ...]
     claims: tuple[Claim, ...]
+    overrides: tuple[str, ...] = ()
+    """The ``KEY=VALUE`` overrides applied to its spec document (``normlab study --set``)."""
 
     def __post_init__(self) -> None:
         names = [a.name for a in self.arms]

@@ -30,6 +30,17 @@ class Job:
     corpus_sha256: str
     threads: int
     cuda: bool = False
+    tensorboard: str | None = None
+    """TensorBoard event files of each run under this directory, in ``<arm>/seed<i>``
+    (:func:`run_logdir`); written by the process that trains the run. None: no logs."""
+
+
+def run_logdir(job: Job, run) -> str | None:
+    """Where ``run`` (an arm under one seed index) writes its TensorBoard events, or None."""
+    if job.tensorboard is None:
+        return None
+    arm = run.arm.replace("/", "_").replace("\\", "_")
+    return os.path.join(job.tensorboard, arm, f"seed{run.index}")
 
 
 def visible_gpus() -> list[str]:
@@ -63,14 +74,34 @@ def steps_taken(result: dict | None) -> int:
     return (result or {}).get("summary", {}).get("steps_done", 0)
 
 
-def train_one(cfg, corpus, on_step: OnStep) -> tuple[dict | None, str | None]:
-    """One run; an exception becomes an error string, so a bug in one run loses no other."""
+def train_one(
+    cfg, corpus, on_step: OnStep, tensorboard: str | None = None
+) -> tuple[dict | None, str | None]:
+    """One run; an exception becomes an error string, so a bug in one run loses no other.
+    ``tensorboard``: the run's TensorBoard directory (:func:`run_logdir`), or None."""
     from normlab.lab.train.trainer import train
 
+    tb = None
     try:
-        return train(cfg, corpus, on_step=lambda step, rec: on_step(1)).to_dict(), None
+        if tensorboard is not None:
+            from normlab.lab.train.tblog import TensorBoardLog
+
+            tb = TensorBoardLog(tensorboard, cfg.to_dict())
+
+        def step(i: int, rec: dict) -> None:
+            on_step(1)
+            if tb is not None:
+                tb.step(i, rec)
+
+        res = train(cfg, corpus, on_step=step, on_eval=None if tb is None else tb.evaluation)
+        if tb is not None:
+            tb.finish(res.summary)
+        return res.to_dict(), None
     except Exception as e:
         return None, f"{type(e).__name__}: {e}"
+    finally:
+        if tb is not None:
+            tb.close()
 
 
 # --------------------------------------------------------------------------------------------
@@ -90,7 +121,8 @@ class LocalExecutor:
     def run(self, runs, job: Job, corpus, *, on_step: OnStep, on_done: OnDone) -> None:
         if self.workers == 1:
             for t in runs:
-                on_done(t, *train_one(t.config.replace(threads=job.threads), corpus, on_step))
+                cfg = t.config.replace(threads=job.threads)
+                on_done(t, *train_one(cfg, corpus, on_step, run_logdir(job, t)))
             return
         import multiprocessing as mp
 
@@ -109,7 +141,9 @@ class LocalExecutor:
         )
         try:
             futures = {
-                pool.submit(_worker_run, t.config.replace(threads=job.threads).to_dict()): t
+                pool.submit(
+                    _worker_run, t.config.replace(threads=job.threads).to_dict(), run_logdir(job, t)
+                ): t
                 for t in runs
             }
             pending = set(futures)
@@ -167,10 +201,11 @@ def claim_gpu(gpu_ids) -> str | None:
     return gpu
 
 
-def _worker_run(cfg_dict: dict) -> tuple[dict | None, str | None]:
+def _worker_run(cfg_dict: dict, tensorboard: str | None = None) -> tuple[dict | None, str | None]:
     from normlab.lab.train.trainer import TrainConfig
 
-    return train_one(TrainConfig.from_dict(cfg_dict), _WORKER["corpus"], _WORKER["queue"].put)
+    cfg = TrainConfig.from_dict(cfg_dict)
+    return train_one(cfg, _WORKER["corpus"], _WORKER["queue"].put, tensorboard)
 
 
 def die_with(parent_pid: int) -> None:
@@ -204,7 +239,9 @@ class RayExecutor:
     ``address=None`` starts a local Ray instance for the study and shuts it down after;
     otherwise the study joins that cluster and leaves it running. The corpus travels with the
     tasks (its bytes and SHA-256, put in the object store once): the default corpus, the
-    running Python's standard library, may differ from node to node.
+    running Python's standard library, may differ from node to node. TensorBoard logs
+    (``Job.tensorboard``) are written by each task on its node, at the driver's path: on a
+    cluster, give a directory every node shares.
     """
 
     def __init__(self, address: str | None = None, workers: int | None = None):
@@ -226,7 +263,9 @@ class RayExecutor:
             data = ray.put((raw, source, corpus.sha256))
             remote = ray.remote(**ray_resources(job))(_ray_run)
             refs = {
-                remote.remote(t.config.replace(threads=job.threads).to_dict(), data): t
+                remote.remote(
+                    t.config.replace(threads=job.threads).to_dict(), data, run_logdir(job, t)
+                ): t
                 for t in runs
             }
             pending = list(refs)
@@ -257,7 +296,9 @@ def ray_resources(job: Job) -> dict[str, int]:
     return {"num_cpus": job.threads, "num_gpus": 1 if job.cuda else 0}
 
 
-def _ray_run(cfg_dict: dict, data) -> tuple[dict | None, str | None]:
+def _ray_run(
+    cfg_dict: dict, data, tensorboard: str | None = None
+) -> tuple[dict | None, str | None]:
     from normlab.lab.train.data import corpus_from_bytes
     from normlab.lab.train.trainer import TrainConfig
 
@@ -265,7 +306,7 @@ def _ray_run(cfg_dict: dict, data) -> tuple[dict | None, str | None]:
     corpus = corpus_from_bytes(raw, source)
     if corpus.sha256 != sha256:
         return None, "the corpus changed in transit"
-    return train_one(TrainConfig.from_dict(cfg_dict), corpus, lambda n: None)
+    return train_one(TrainConfig.from_dict(cfg_dict), corpus, lambda n: None, tensorboard)
 
 
 def make_executor(name: str, *, workers: int, address: str | None = None) -> Executor:

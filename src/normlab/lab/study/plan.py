@@ -149,10 +149,12 @@ def format_plan(preset, seed_block: int = 0, how: str | None = None) -> str:
             f"{runs}, estimated {total:.0f} CPU s (~{total / 120:.1f} min on 2 cores), plus the "
             "serial timing phase"
         ]
+    sets = "".join(f" --set {o}" for o in preset.overrides)
     lines = [
-        f"normlab study {how or '--preset ' + preset.name} --seed {seed_block}: "
+        f"normlab study {how or '--preset ' + preset.name}{sets} --seed {seed_block}: "
         f"{preset.description}",
         *estimate,
+        *([f"overrides (--set): {', '.join(preset.overrides)}"] if sets else []),
         "",
         text_table(["arm", "seeds", "model", "steps", unit], rows),
         "",

@@ -43,6 +43,7 @@ class StudyOptions:
     quiet: bool = False
     device: str | None = None  # every arm's device (auto, cpu, cuda); None: the spec's own
     precision: str | None = None  # every arm's precision (fp32, bf16, fp16); None: the spec's
+    tensorboard: Path | None = None  # TensorBoard events per run: DIR/<arm>/seed<i>; None: none
 
     def __post_init__(self) -> None:
         from normlab.lab.train.trainer import DEVICES, PRECISIONS
@@ -55,6 +56,14 @@ class StudyOptions:
         ):
             if value is not None and value not in known:
                 raise UsageError(f"{what}: expected one of {', '.join(known)}, got {value!r}")
+        if self.tensorboard is not None:
+            from normlab.lab.train.tblog import tensorboard_available
+
+            if not tensorboard_available():
+                raise UsageError(
+                    "--tensorboard needs the tensorboard package: pip install tensorboard "
+                    '(or "normlab[lab]")'
+                )
         if self.workers < 1 or self.threads < 0:
             raise UsageError(f"workers >= 1 and threads >= 0, got {self.workers}, {self.threads}")
 
@@ -145,6 +154,7 @@ def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
     meta = {
         "preset": study.name,
         "description": study.description,
+        "overrides": list(study.overrides),  # normlab study --set KEY=VALUE
         "seed_block": options.seed,
         "corpus": corpus.describe(),
         "environment": environment(threads, options.workers, study_device(study)),
@@ -273,9 +283,9 @@ def train_runs(study: Study, corpus, options: StudyOptions, threads: int, execut
             done[keys[run.label]] = rec
         bar.run_done(max(1, run.config.steps) - steps_taken(result))  # a diverged run stops early
 
-    job = Job(
-        options.data, corpus.sha256, per_worker, cuda=any(r.config.device == "cuda" for r in todo)
-    )
+    tb = None if options.tensorboard is None else str(Path(options.tensorboard).resolve())
+    cuda = any(r.config.device == "cuda" for r in todo)
+    job = Job(options.data, corpus.sha256, per_worker, cuda=cuda, tensorboard=tb)
     executor.run(todo, job, corpus, on_step=bar.step, on_done=finish)
     bar.close()
     results: Grouped = {}

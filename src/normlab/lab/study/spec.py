@@ -123,12 +123,15 @@ def builtin_text(name: str) -> str:
     return resources.files("normlab.lab.study").joinpath(SPECS, f"{name}.toml").read_text("utf-8")
 
 
-def load_builtin(name: str) -> Study:
-    return parse_spec(builtin_text(name), f"{SPECS}/{name}.toml", default_name=name)
+def load_builtin(name: str, overrides: typing.Sequence[str] = ()) -> Study:
+    """A built-in preset, with ``overrides`` (``KEY=VALUE``, see :func:`apply_overrides`)."""
+    text = builtin_text(name)
+    return parse_spec(text, f"{SPECS}/{name}.toml", default_name=name, overrides=overrides)
 
 
-def load_spec(path: str | Path) -> Study:
-    """Read and check the spec file ``path``; every mistake is a ``SpecError``."""
+def load_spec(path: str | Path, overrides: typing.Sequence[str] = ()) -> Study:
+    """Read and check the spec file ``path``, ``overrides`` (``KEY=VALUE``) applied to its
+    document first; every mistake is a ``SpecError``."""
     p = Path(path)
     try:
         text = p.read_text("utf-8")
@@ -136,16 +139,84 @@ def load_spec(path: str | Path) -> Study:
         raise SpecError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as e:
         raise SpecError(f"{path}: cannot read it ({e})") from None
-    return parse_spec(text, str(path), default_name=p.stem)
+    return parse_spec(text, str(path), default_name=p.stem, overrides=overrides)
 
 
-def parse_spec(text: str, source: str, *, default_name: str = "study") -> Study:
-    """The ``Study`` a spec's text describes; ``source`` names it in error messages."""
+def parse_spec(
+    text: str,
+    source: str,
+    *,
+    default_name: str = "study",
+    overrides: typing.Sequence[str] = (),
+) -> Study:
+    """The ``Study`` a spec's text describes, ``overrides`` applied to its document before it
+    is checked; ``source`` names it in error messages."""
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"{source}: not valid TOML: {e}") from None
-    return _Loader(source).study(doc, default_name)
+    overrides = tuple(o.strip() for o in overrides)
+    apply_overrides(doc, overrides, source)
+    study = _Loader(source).study(doc, default_name)
+    return dataclasses.replace(study, overrides=overrides) if overrides else study
+
+
+# --------------------------------------------------------------------------------------------
+# overrides: normlab study --set KEY=VALUE
+
+_SEGMENT = re.compile(r"([A-Za-z0-9_-]+)((?:\[\d+\])*)")
+
+
+def parse_override(text: str, source: str = "--set") -> tuple[list[str | int], Any]:
+    """``KEY=VALUE`` as its path and value. ``KEY`` is a dotted path into the spec document
+    (``base.steps``, ``base.model.dim``, ``arms[1].lr`` or ``arms.1.lr``); ``VALUE`` a TOML
+    value (``50``, ``1e-3``, ``true``, ``[0.9, 0.95]``, ``"pre"``), else the text as a string
+    (``rmsnorm``)."""
+    key, eq, value = text.partition("=")
+    key, value = key.strip(), value.strip()
+    if not eq or not key:
+        raise SpecError(f"{source}: --set {text}: expected KEY=VALUE, e.g. base.steps=50")
+    path: list[str | int] = []
+    for part in key.split("."):
+        m = _SEGMENT.fullmatch(part)
+        if m is None:
+            raise SpecError(
+                f"{source}: --set {text}: {part!r} is not a key; expected a dotted path like "
+                "base.model.dim or arms[0].lr"
+            )
+        name, indices = m.groups()
+        path.append(int(name) if name.isdigit() else name)
+        path += [int(i) for i in re.findall(r"\d+", indices)]
+    try:
+        doc = tomllib.loads(f"v = {value}")
+        parsed = doc["v"] if list(doc) == ["v"] else value
+    except tomllib.TOMLDecodeError:
+        parsed = value
+    return path, parsed
+
+
+def apply_overrides(doc: dict, overrides: typing.Sequence[str], source: str) -> None:
+    """Set each ``KEY=VALUE`` of ``overrides`` in the spec document ``doc`` (in order; tables
+    on the way are created), before the document is checked: a key the spec format does not
+    know is then the same ``SpecError`` the file would give."""
+    for text in overrides:
+        path, value = parse_override(text, source)
+        node: Any = doc
+        where = ""
+        for i, key in enumerate(path):
+            last = i == len(path) - 1
+            if isinstance(key, int):
+                if not isinstance(node, list) or not 0 <= key < len(node):
+                    n = len(node) if isinstance(node, list) else 0
+                    what = f"a list of {n}" if isinstance(node, list) else "not a list"
+                    raise SpecError(f"{source}: {where or 'the spec'}: --set {text}: {what}")
+            elif not isinstance(node, dict):
+                raise SpecError(f"{source}: {where}: --set {text}: {where} is not a table")
+            if last:
+                node[key] = value
+            else:
+                node = node.setdefault(key, {}) if isinstance(key, str) else node[key]
+            where = _at(where, key)
 
 
 # --------------------------------------------------------------------------------------------

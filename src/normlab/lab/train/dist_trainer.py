@@ -6,9 +6,13 @@ run here is the study's run: same model, same data stream, same loop. What it ad
 - the model is moved to the device and wrapped (DDP, or FSDP2 per block); every rank draws the
   same global batch and keeps its share, so N ranks train as one process on the global batch;
 - the logged loss is the global batch's (mean over ranks), and a stop is agreed by all ranks;
-- rank 0 writes ``metrics.jsonl`` (one line per step) and, every ``ckpt_every`` steps and at the
-  end, ``checkpoint.pt``: unsharded plain tensors (loadable with ``weights_only=True``) keyed by
-  parameter name, so a run saved by N ranks resumes on any number of ranks, DDP or FSDP.
+- rank 0 writes ``metrics.jsonl`` (one line per step, and one per evaluation: the lines with
+  ``val_loss``) and, every ``ckpt_every`` steps and at the end, ``checkpoint.pt``: unsharded
+  plain tensors (loadable with ``weights_only=True``) keyed by parameter name, so a run saved by
+  N ranks resumes on any number of ranks, DDP or FSDP; :func:`load_model` reads one back as a
+  ``Transformer``;
+- with ``RunOptions.tensorboard``, rank 0 also writes TensorBoard event files there
+  (``normlab.lab.train.tblog``).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from torch import Tensor, nn
 from normlab.lab.train import distributed as D
 from normlab.lab.train.data import Corpus, RandomBatches
 from normlab.lab.train.trainer import RunResult, StepCallback, TrainConfig, Trainer
+from normlab.models import Transformer
 
 CHECKPOINT, METRICS, RESULT, CONFIG = "checkpoint.pt", "metrics.jsonl", "result.json", "config.json"
 
@@ -42,6 +47,8 @@ class RunOptions:
     else start afresh: the same command can then be rerun after any interruption."""
     log_every: int = 10
     """Print a progress line every this many steps (rank 0; 0 = never)."""
+    tensorboard: Path | None = None
+    """Also write TensorBoard event files to this directory (rank 0; needs ``tensorboard``)."""
 
     def __post_init__(self) -> None:
         if self.ckpt_every < 0 or self.log_every < 0:
@@ -63,6 +70,7 @@ class DistributedTrainer(Trainer):
         self.out = None if opts.out is None else Path(opts.out)
         self._ckpt = self._read_checkpoint() if opts.resume else None
         self._start = 0 if self._ckpt is None else int(self._ckpt["step"])
+        self.tb = None  # a TensorBoardLog on rank 0 with RunOptions.tensorboard (run_training)
         if self._ckpt is not None and info.is_main:
             print(f"resuming at step {self._start} from {self.out / CHECKPOINT}", flush=True)
 
@@ -116,7 +124,7 @@ class DistributedTrainer(Trainer):
         done = self._ckpt["result"]
         res.history, res.evals, res.probes = done["history"], done["evals"], done["probes"]
         if self.info.is_main:  # drop the lines a killed run logged after its checkpoint
-            lines = [json.dumps(r) for r in _records(res.history)]
+            lines = [json.dumps(r) for r in _records(res.history, res.evals)]
             (self.out / METRICS).write_text("".join(f"{line}\n" for line in lines))
         return self._start
 
@@ -130,12 +138,23 @@ class DistributedTrainer(Trainer):
                     f"{record['grad_norm']:.3g}  lr {record['lr']:.3g}  {record['step_ms']:.0f} ms",
                     flush=True,
                 )
-            if self.out is not None:
-                with open(self.out / METRICS, "a") as f:
-                    f.write(json.dumps(record) + "\n")
+            self._append(record)
+            if self.tb is not None:
+                self.tb.step(step, record)
         every = self.opts.ckpt_every
         if self.out is not None and ((every and done % every == 0) or done == self.cfg.steps):
             self.save_checkpoint(done)
+
+    def log_eval(self, record: dict) -> None:
+        if self.info.is_main:
+            self._append(record)
+            if self.tb is not None:
+                self.tb.evaluation(record)
+
+    def _append(self, record: dict) -> None:
+        if self.out is not None:
+            with open(self.out / METRICS, "a") as f:
+                f.write(json.dumps(record) + "\n")
 
     # ---- checkpoints
 
@@ -184,9 +203,31 @@ def _config_diff(saved: dict, wanted: dict, prefix: str = "") -> str:
     return "; ".join(out)
 
 
-def _records(history: dict[str, list]) -> list[dict]:
+def _records(history: dict[str, list], evals: list[dict] = ()) -> list[dict]:
+    """``metrics.jsonl``'s lines: a step's record per step, each evaluation before the step of
+    its number (it ran before that update), as the live run writes them."""
     cols = list(history)
-    return [dict(zip(cols, row, strict=True)) for row in zip(*history.values(), strict=True)]
+    steps = [dict(zip(cols, row, strict=True)) for row in zip(*history.values(), strict=True)]
+    pending = sorted(evals, key=lambda e: e["step"])
+    out = []
+    for rec in steps:
+        while pending and pending[0]["step"] <= rec["step"]:
+            out.append(pending.pop(0))
+        out.append(rec)
+    return out + pending
+
+
+def load_model(path: str | Path, *, device: str = "cpu") -> Transformer:
+    """The ``Transformer`` a ``normlab train`` checkpoint holds (``path``: the
+    ``checkpoint.pt``, or the run's ``--out`` directory), in eval mode on ``device``. The run's
+    config is ``torch.load(path, weights_only=True)["config"]`` (``TrainConfig.from_dict``)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / CHECKPOINT
+    ckpt = torch.load(p, map_location="cpu", weights_only=True)
+    model = Transformer(TrainConfig.from_dict(ckpt["config"]).model)
+    model.load_state_dict(ckpt["model"])
+    return model.to(device).eval()
 
 
 def run_training(
@@ -202,7 +243,17 @@ def run_training(
         Path(opts.out).mkdir(parents=True, exist_ok=True)
         (Path(opts.out) / CONFIG).write_text(json.dumps(cfg.to_dict(), indent=1) + "\n")
     D.barrier(info)
-    res = trainer.run(on_step)
+    if opts.tensorboard is not None and info.is_main:
+        from normlab.lab.train.tblog import TensorBoardLog
+
+        trainer.tb = TensorBoardLog(opts.tensorboard, cfg.to_dict(), start=trainer._start)
+    try:
+        res = trainer.run(on_step)
+        if trainer.tb is not None:
+            trainer.tb.finish(res.summary)  # the config as hparams, the final losses
+    finally:
+        if trainer.tb is not None:
+            trainer.tb.close()
     res.summary["world_size"] = info.world_size
     res.summary["parallel"] = _mode(opts, info, none="none")
     if opts.out is not None and info.is_main:

@@ -203,6 +203,7 @@ def _finite(x: Any) -> Any:
 
 
 StepCallback = Callable[[int, dict[str, float]], None]
+EvalCallback = Callable[[dict[str, Any]], None]  # {"step", "val_loss", ["val_loss_train_mode"]}
 
 
 class Trainer:
@@ -251,13 +252,18 @@ class Trainer:
     def log(self, step: int, record: dict[str, float]) -> None:
         pass
 
+    def log_eval(self, record: dict[str, Any]) -> None:
+        """An evaluation's record, as ``res.evals`` gets it."""
+
     def autocast(self):
         """The forward's precision context (``cfg.precision`` on this trainer's device)."""
         return autocast(self.device.type, self.cfg.precision)
 
     # ---- the loop
 
-    def run(self, on_step: StepCallback | None = None) -> RunResult:
+    def run(
+        self, on_step: StepCallback | None = None, on_eval: EvalCallback | None = None
+    ) -> RunResult:
         cfg = self.cfg
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
@@ -287,7 +293,7 @@ class Trainer:
             if step in cfg.probe_steps:
                 res.probes[str(step)] = self._probe(model, probe_batches)
             if cfg.eval_interval and step and step % cfg.eval_interval == 0 and step < cfg.steps:
-                res.evals.append(self._evaluate(model, val, step))
+                self._validate(res, model, val, step, on_eval)
             if step == cfg.steps:
                 break
             x, y = (t.to(dev, non_blocking=True) for t in next(batches))
@@ -341,7 +347,7 @@ class Trainer:
                 break
 
         if res.status == "ok" and cfg.steps:  # a probe-only run has nothing to validate
-            res.evals.append(self._evaluate(model, val, res.stopped_step or cfg.steps))
+            self._validate(res, model, val, res.stopped_step or cfg.steps, on_eval)
         res.summary = self._summary(res, raw, time.perf_counter() - t_start)
         # CPU seconds of this process (all its threads): what a run costs on a busy machine.
         res.summary["cpu_s"] = time.process_time() - cpu_start
@@ -373,6 +379,13 @@ class Trainer:
                 outs.append(probes.collect())
             model.zero_grad(set_to_none=True)
         return _finite(_mean_of(outs))
+
+    def _validate(self, res: RunResult, model, val, step: int, on_eval) -> None:
+        rec = self._evaluate(model, val, step)
+        res.evals.append(rec)
+        self.log_eval(rec)
+        if on_eval is not None:
+            on_eval(rec)
 
     @torch.no_grad()
     def _evaluate(self, model: nn.Module, batches: list, step: int) -> dict[str, Any]:
@@ -459,9 +472,16 @@ def _median(xs: list[float]) -> float | None:
     return float(torch.tensor(xs, dtype=torch.float64).median()) if xs else None
 
 
-def train(cfg: TrainConfig, data: Corpus, *, on_step: StepCallback | None = None) -> RunResult:
-    """Train one model as ``cfg`` says and return what happened (diverged runs included)."""
-    return Trainer(cfg, data).run(on_step)
+def train(
+    cfg: TrainConfig,
+    data: Corpus,
+    *,
+    on_step: StepCallback | None = None,
+    on_eval: EvalCallback | None = None,
+) -> RunResult:
+    """Train one model as ``cfg`` says and return what happened (diverged runs included);
+    ``on_step(step, record)`` after each step, ``on_eval(record)`` after each evaluation."""
+    return Trainer(cfg, data).run(on_step, on_eval)
 
 
 @contextlib.contextmanager
