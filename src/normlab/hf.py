@@ -3,8 +3,8 @@
 ``patch(model)`` swaps every norm module it knows for a normlab module of identical semantics
 that holds the *same* ``nn.Parameter`` objects: nothing is copied, ``state_dict`` keys and
 ``save_pretrained`` files are unchanged, an optimizer built before the patch still sees the
-same tensors. Nothing happens at import time, and ``transformers`` itself is never imported
-here: modules are recognised by class name, and the cast order of each family was read off its
+same tensors. Nothing happens at import time, and ``patch`` never imports ``transformers``
+itself: modules are recognised by class name, and the cast order of each family was read off its
 ``modeling_*.py`` in transformers 5.x:
 
 - Llama, Mistral, Qwen2, Qwen3 (``q_norm``/``k_norm`` too), Phi-3:
