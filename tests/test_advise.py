@@ -68,6 +68,68 @@ def test_the_recipe_is_what_the_config_says(name):
         assert hf.params() == pytest.approx(1.236e9, rel=0.01)
 
 
+# The shipped OLMo 2 and BERT configs (allenai/OLMo-2-0425-1B, bert-base-uncased).
+OTHERS = {"olmo2": "olmo-2-0425-1b.json", "bert": "bert-base-uncased.json"}
+
+
+def test_olmo2_recipe_is_the_reordered_norm_with_qk_norm():
+    assert set(OTHERS.values()) <= set(shipped_configs())
+    hf = hf_config.read(shipped_config(OTHERS["olmo2"]))
+    r = _recipe(hf)
+    assert (r["arch"], r["norm"], r["placement"], r["qk_norm"]) == (
+        "llama", "rmsnorm", "reorder", True
+    )  # fmt: skip
+    assert r["eps"] == 1e-6 and hf.recipe["eps"][1] == "rms_norm_eps"
+    assert (r["rms_casting"], r["norm_offset"]) == ("gemma", 0.0)  # × w in FP32, no offset
+    assert r["mlp_ratio"] == 4.0 and not r["tie_embeddings"] and r["final_norm"]
+    assert "x + N(F(x))" in hf.recipe["placement"][1]
+    gaps = " ".join(hf.gaps)
+    assert "rope_theta = 500000" in gaps and "over each whole projection" in gaps
+    assert hf.params() == pytest.approx(1.48e9, rel=0.02)  # OLMo-2-0425-1B: ~1.5 B
+    assert make_twin(hf, "quick").recipe_label() == "reordered-norm (OLMo 2) RMSNorm, QK-norm"
+
+
+def test_bert_recipe_is_post_ln_and_its_objective_is_a_gap():
+    hf = hf_config.read(shipped_config(OTHERS["bert"]))
+    r = _recipe(hf)
+    assert (r["arch"], r["norm"], r["placement"], r["qk_norm"]) == (
+        "gpt2", "layernorm", "post", False
+    )  # fmt: skip
+    assert r["eps"] == 1e-12 and hf.recipe["eps"][1] == "layer_norm_eps"
+    assert r["mlp_ratio"] == 4.0 and r["tie_embeddings"]
+    assert "absent: BertConfig's default" in hf.recipe["tie_embeddings"][1]
+    gaps = " ".join(hf.gaps)
+    for what in ("masked-LM objective", "bidirectional attention", "token types"):
+        assert what in gaps
+    assert "hidden_act = gelu" in gaps and "hidden_dropout_prob = 0.1" in gaps
+    assert hf.params() == pytest.approx(1.10e8, rel=0.03)  # bert-base: ~110 M
+    twin = make_twin(hf, "quick")
+    assert twin.config().model.placement == "post"
+
+
+@pytest.mark.parametrize("name", OTHERS)
+def test_list_prints_olmo2_and_bert_twins_with_their_sources(name, tmp_path, capsys):
+    out = tmp_path / "o"
+    argv = ["advise", "--hf-config", OTHERS[name], "--list", "--out", str(out)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    if name == "olmo2":
+        assert "reorder" in text and "rms_norm_eps" in text and "q_norm/k_norm" in text
+    else:
+        assert "layer_norm_eps" in text and "post" in text and "masked-LM objective" in text
+    assert "estimated" in text and "recipe-as-good-as-pre" in text
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("name", OTHERS)
+def test_olmo2_and_bert_specs_load(name, tmp_path):
+    hf = hf_config.read(shipped_config(OTHERS[name]))
+    for preset in SCALES:
+        path = tmp_path / f"{preset}.toml"
+        path.write_text(spec_text(make_twin(hf, preset), "normlab advise"), "utf-8")
+        assert load_spec(path).name == f"advise-{hf.model_type}"
+
+
 def test_other_families():
     gpt2 = hf_config.from_dict(
         {
@@ -144,7 +206,7 @@ def test_an_unsupported_model_type_is_one_line(tmp_path, capsys):
     assert err.startswith(
         f'normlab advise: --hf-config {path}: model_type "mamba" is not '
         "supported; supported: llama, mistral, qwen2, qwen3, gemma, gemma2, "
-        "gemma3_text, phi3, gpt2, gemma3"
+        "gemma3_text, phi3, olmo2, bert, gpt2, gemma3"
     )
     assert not (tmp_path / "o").exists()  # nothing written
     path.write_text("{not json")

@@ -16,7 +16,8 @@ from torch import nn
 transformers = pytest.importorskip("transformers")
 
 from normlab import LayerNorm, RMSNorm  # noqa: E402
-from normlab.hf import PatchReport, patch  # noqa: E402
+from normlab.hf import PatchReport, export, patch, patch_classes  # noqa: E402
+from normlab.models import Transformer, TransformerConfig  # noqa: E402
 from normlab.testing import TOLERANCES  # noqa: E402
 
 VOCAB, SEQ = 64, 8
@@ -40,6 +41,7 @@ FAMILIES = {
     "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", _DECODER, RMSNorm),
     "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", _DECODER, RMSNorm),
     "phi3": ("Phi3Config", "Phi3ForCausalLM", _DECODER, RMSNorm),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", _DECODER, RMSNorm),
     "bert": ("BertConfig", "BertForMaskedLM", _ENCODER, LayerNorm),
     "roberta": ("RobertaConfig", "RobertaForMaskedLM", {**_ENCODER, "pad_token_id": 1}, LayerNorm),
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", dict(
@@ -270,3 +272,160 @@ def test_import_normlab_does_not_import_transformers():
         "assert 'transformers' not in sys.modules, 'transformers was imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---- patch_classes: normlab norms built by transformers itself
+
+
+def _config(family: str):
+    cfg_cls, _, kwargs, _ = FAMILIES[family]
+    return getattr(transformers, cfg_cls)(**kwargs, attn_implementation="eager")
+
+
+def _build(family: str, cfg) -> nn.Module:
+    torch.manual_seed(0)
+    return transformers.AutoModelForCausalLM.from_config(cfg).eval()
+
+
+def _assert_same_model(a: nn.Module, b: nn.Module) -> None:
+    assert [(n, type(m)) for n, m in a.named_modules()] == [
+        (n, type(m)) for n, m in b.named_modules()
+    ]
+    sa, sb = a.state_dict(), b.state_dict()
+    assert list(sa) == list(sb)
+    for k, v in sa.items():
+        assert torch.equal(v, sb[k]), k
+    ids = tokens()
+    with torch.no_grad():
+        assert torch.equal(a(ids).logits, b(ids).logits)
+
+
+@pytest.mark.parametrize("fuse", [False, True], ids=["plain", "fused"])
+@pytest.mark.parametrize("family", ["llama", "qwen3", "phi3", "gemma3", "olmo2"])
+def test_patch_classes_builds_the_model_patch_makes(family, fuse, tmp_path):
+    cfg = _config(family)
+    after = _build(family, cfg)
+    originals = {n: type(m) for n, m in after.named_modules()}
+    patch(after, fuse_residual=fuse, backend="reference")
+    after.save_pretrained(tmp_path)
+    model_cls, layer_cls = type(after), originals["model.layers.0"]
+    layer_forward = vars(layer_cls)["forward"]
+    with patch_classes((family,), fuse_residual=fuse, backend="reference") as handle:
+        assert handle.patched
+        before = _build(family, cfg)  # from_config
+        loaded = model_cls.from_pretrained(tmp_path, attn_implementation="eager").eval()
+        # Only Llama-style layers are fused (Gemma 3's and OLMo 2's are not Llama's).
+        fusable = fuse and family not in ("gemma3", "olmo2")
+        assert (vars(layer_cls)["forward"] is not layer_forward) == fusable
+    _assert_same_model(before, after)
+    _assert_same_model(loaded, after)
+    assert vars(layer_cls)["forward"] is layer_forward
+    # undone: transformers builds its own classes again
+    again = _build(family, cfg)
+    assert {n: type(m) for n, m in again.named_modules()} == originals
+    mod = sys.modules[originals["model.norm"].__module__]
+    assert getattr(mod, originals["model.norm"].__name__) is originals["model.norm"]
+
+
+def test_patch_classes_fused_layers_match_the_unfused_model():
+    cfg = _config("llama")
+    original = _build("llama", cfg)
+    layer_cls = type(original.model.layers[0])
+    layer_forward = vars(layer_cls)["forward"]
+    with patch_classes(("llama",), fuse_residual=True, backend="reference"):
+        fused = _build("llama", cfg)
+        assert vars(layer_cls)["forward"] is not layer_forward  # the class forward is normlab's
+        ids = tokens()
+        with torch.no_grad():
+            out_f = fused(ids, output_hidden_states=True, output_attentions=True)
+            out_o = original(ids, output_hidden_states=True, output_attentions=True)
+        tol = TOLERANCES[torch.float32]
+        torch.testing.assert_close(out_f.logits, out_o.logits, **tol)
+        for a, b in zip(out_f.attentions, out_o.attentions, strict=True):
+            torch.testing.assert_close(a, b, **tol)
+        # An unpatched model built earlier runs its own forward under the class patch.
+        with torch.no_grad():
+            assert torch.equal(original(ids).logits, out_o.logits)
+    assert vars(layer_cls)["forward"] is layer_forward
+
+
+def test_patch_classes_arguments():
+    with pytest.raises(ValueError, match="unknown families"):
+        patch_classes(("mamba",))
+    with pytest.raises(TypeError, match="sequence"):
+        patch_classes("llama")
+    with pytest.raises(ValueError, match="backend"):
+        patch_classes(("llama",), backend="cuda")
+    handle = patch_classes()  # every family
+    try:
+        assert set(handle.families) >= {"llama", "gemma", "olmo2"}
+    finally:
+        handle.undo()
+    assert type(transformers.LlamaForCausalLM(_config("llama")).model.norm).__name__ == (
+        "LlamaRMSNorm"
+    )
+
+
+# ---- export: a lab model as a LlamaForCausalLM
+
+
+def _lab_model(**kw) -> Transformer:
+    torch.manual_seed(0)
+    cfg = TransformerConfig(VOCAB, 32, 2, 4, max_seq_len=64, norm_backend="reference", **kw)
+    model = Transformer(cfg).eval()
+    with torch.no_grad():  # non-unit norm gains, so a misplaced norm weight would show
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(0.1 * torch.randn_like(p))
+    return model
+
+
+@pytest.mark.parametrize(
+    "kw", [{}, {"tie_embeddings": True}, {"bias": True, "eps": 1e-5}], ids=["plain", "tied", "bias"]
+)
+def test_export_loads_in_transformers_with_the_same_logits(kw, tmp_path):
+    lab = _lab_model(**kw).double()
+    export(lab, tmp_path)
+    assert (tmp_path / "config.json").exists() and (tmp_path / "model.safetensors").exists()
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float64).eval()
+    assert type(hf).__name__ == "LlamaForCausalLM"
+    assert hf.config.tie_word_embeddings == lab.config.tie_embeddings
+    ids = tokens()
+    with torch.no_grad():
+        want = lab(ids)
+        # HF's LlamaRMSNorm takes FP32 statistics even in FP64: as loaded, FP32 rounding ...
+        torch.testing.assert_close(hf(ids).logits, want, rtol=1e-5, atol=1e-5)
+        # ... and with normlab's norms (FP64 statistics) in it, the same model to FP64 rounding.
+        patch(hf, backend="reference")
+        torch.testing.assert_close(hf(ids).logits, want, rtol=0, atol=1e-10)
+
+
+def test_export_float32_matches_within_the_fp32_tolerance(tmp_path):
+    lab = _lab_model()
+    export(lab, tmp_path)
+    hf = transformers.LlamaForCausalLM.from_pretrained(tmp_path, dtype=torch.float32).eval()
+    ids = tokens()
+    with torch.no_grad():
+        torch.testing.assert_close(hf(ids).logits, lab(ids), **TOLERANCES[torch.float32])
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"placement": "post"}, "placement"),
+        ({"placement": "reorder"}, "placement"),
+        ({"norm": "layernorm"}, "norm="),
+        ({"qk_norm": True}, "qk_norm"),
+        ({"norm_offset": 1.0, "rms_casting": "gemma"}, "norm_offset"),
+        ({"rms_casting": "gemma"}, "rms_casting"),
+        ({"arch": "gpt2"}, "arch"),
+        ({"scale_embeddings": True}, "scale_embeddings"),
+        ({"final_norm": False}, "final_norm"),
+    ],
+)
+def test_export_refuses_what_llama_cannot_express(kw, match, tmp_path):
+    with pytest.raises(ValueError, match=match):
+        export(_lab_model(**kw), tmp_path)
+    assert not any(tmp_path.iterdir())
+    with pytest.raises(TypeError, match="Transformer"):
+        export(nn.Linear(2, 2), tmp_path)

@@ -98,6 +98,41 @@ def test_post_block_is_norm_of_sum():
     torch.testing.assert_close(block(x), want)
 
 
+def test_reorder_block_norms_each_sublayer_output_inside_the_residual():
+    torch.manual_seed(0)
+    cfg = TransformerConfig(V, D, 1, H, placement="reorder", qk_norm=True, **REF)
+    model = Transformer(cfg)
+    block = model.blocks[0]
+    assert block.attn_norm_in is None and block.mlp_norm_in is None  # nothing on the inputs
+    assert isinstance(model.norm, RMSNorm)  # a final norm: the stream itself is never normed
+    with torch.no_grad():  # non-unit gains, so a norm in the wrong place would show
+        for n in (block.attn_norm_out, block.mlp_norm_out):
+            n.weight.uniform_(0.5, 1.5)
+    x = torch.randn(2, 8, D)
+    h = x + block.attn_norm_out(block.attn(x))  # OLMo 2: x = x + N(F(x))
+    want = h + block.mlp_norm_out(block.mlp(h))
+    assert torch.equal(block(x), want)
+    with pytest.raises(ValueError, match="depth_scaled_norm"):
+        TransformerConfig(V, D, 2, H, placement="reorder", depth_scaled_norm=True)
+
+
+def test_reorder_model_trains():
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(V, D, 2, H, placement="reorder", qk_norm=True, **REF))
+    opt = torch.optim.AdamW(param_groups(model, 0.0), lr=1e-2)
+    tokens = _tokens(b=4, t=16)
+    losses = []
+    for _ in range(30):
+        logits = model(tokens)
+        loss = F.cross_entropy(logits[:, :-1].flatten(0, 1), tokens[:, 1:].flatten())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert all(math.isfinite(x) for x in losses)
+    assert losses[-1] < 0.5 * losses[0]
+
+
 def test_deepnorm_scales_the_skip_by_alpha():
     torch.manual_seed(0)
     block = Transformer(

@@ -11,7 +11,7 @@ from normlab.kernels import registry
 from normlab.reference import CASTINGS
 
 NORMS = ("layernorm", "rmsnorm", "batchnorm", "dyt", "scalenorm", "none")
-PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "mix")
+PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "mix", "reorder")
 ARCHS = ("llama", "gpt2")
 INITS = ("xavier", "normal", "default")
 NORM_BACKENDS = registry.names()
@@ -39,7 +39,8 @@ class TransformerConfig:
     """Where the norms sit: post ``x = N(x + F(x))``; pre ``x = x + F(N(x))``; sandwich
     ``x = x + N_out(F(N_in(x)))``; deepnorm ``x = N(α·x + F(x))`` with β-scaled init; mix
     (Mix-LN) post in the first ``max(1, n_layers // 4)`` blocks (none for a 1-layer model), pre
-    after."""
+    after; reorder (OLMo 2's reordered norm) ``x = x + N(F(x))``: the norm on each sublayer's
+    output, inside the residual, none on its input."""
 
     final_norm: bool = True
     """Norm the residual stream before the LM head. Only applies to pre, sandwich and mix:
@@ -151,7 +152,7 @@ class TransformerConfig:
         for name in ("bias", "scale_branch_init"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be a bool or None, got {getattr(self, name)!r}")
-        if self.depth_scaled_norm and self.placement in ("post", "deepnorm"):
+        if self.depth_scaled_norm and self.placement in ("post", "deepnorm", "reorder"):
             raise ValueError(
                 f"depth_scaled_norm scales the norms on the sublayers' inputs, which "
                 f"placement={self.placement!r} does not have; use pre, sandwich or mix"

@@ -49,15 +49,17 @@ class RotaryEmbedding(nn.Module):
     """RoPE (Su et al. 2021), rotate-half layout as in LLaMA/GPT-NeoX; base 10000.
 
     The cos/sin tables are non-persistent buffers: rebuilt from the config, never in state_dict.
+    They are computed in FP32 exactly as ``transformers``' ``LlamaRotaryEmbedding`` computes
+    them, so a model exported with :func:`normlab.hf.export` rotates by the same numbers.
     """
 
     def __init__(self, head_dim: int, max_seq_len: int, base: float = 10000.0):
         super().__init__()
-        inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-        angles = torch.outer(torch.arange(max_seq_len, dtype=torch.float64), inv_freq)
+        inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
+        angles = torch.arange(max_seq_len, dtype=torch.float)[:, None] * inv_freq
         angles = torch.cat([angles, angles], dim=-1)  # (T_max, Dh)
-        self.register_buffer("cos", angles.cos().float(), persistent=False)
-        self.register_buffer("sin", angles.sin().float(), persistent=False)
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
 
     def forward(self, x: Tensor) -> Tensor:
         """Rotate ``x`` of shape (B, H, T, Dh) by its positions 0..T-1."""

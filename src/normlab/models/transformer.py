@@ -18,13 +18,20 @@ _NORM_SLOTS = {
     "sandwich": (True, True),
     "post": (False, True),
     "deepnorm": (False, True),
+    "reorder": (False, True),
 }
 # Placements that add first and norm the sum: x = N(α·x + F(x)).
 _NORM_AFTER_ADD = ("post", "deepnorm")
 
 
 class Block(nn.Module):
-    """One attention + MLP block. ``placement`` is one of post | pre | sandwich | deepnorm
+    """One attention + MLP block. ``placement`` is one of
+
+    - post ``x = N(x + F(x))``; pre ``x = x + F(N(x))``;
+    - sandwich ``x = x + N_out(F(N_in(x)))``; deepnorm ``x = N(α·x + F(x))``;
+    - reorder ``x = x + N(F(x))``: OLMo 2's reordered norm, the norm on each sublayer's output
+      inside the residual and none on its input;
+
     ("mix" is resolved per block by the config); ``alpha`` scales the skip (DeepNorm);
     ``in_scale`` multiplies the output of the norms on the sublayers' inputs (LayerNorm
     Scaling)."""
@@ -58,7 +65,8 @@ class Block(nn.Module):
         if self.norm_after_add:  # post, deepnorm: x = N(α·x + F(x)), the add fused into N
             skip = x if self.alpha == 1.0 else self.alpha * x
             return apply_norm(norm_out, branch(x, mask), mask, residual=skip)
-        # pre: x + F(N(x)) (norm_out is None); sandwich: x + N_out(F(N_in(x)))
+        # pre: x + F(N(x)) (norm_out is None); sandwich: x + N_out(F(N_in(x)));
+        # reorder: x + N_out(F(x)) (norm_in is None, so h is x)
         h = apply_norm(norm_in, x, mask)
         if self.in_scale != 1.0:
             h = h * self.in_scale

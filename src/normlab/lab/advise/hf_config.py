@@ -1,6 +1,7 @@
-"""A Hugging Face decoder's ``config.json``, read as plain JSON (no ``transformers``): what it
-fixes about normalization, in normlab's terms (``TransformerConfig`` fields, each with the config
-key it came from), its sizes, and what normlab's model does not reproduce.
+"""A Hugging Face model's ``config.json`` (a decoder, or BERT), read as plain JSON (no
+``transformers``): what it fixes about normalization, in normlab's terms (``TransformerConfig``
+fields, each with the config key it came from), its sizes, and what normlab's model does not
+reproduce.
 
 A key the file leaves out takes the default of the ``transformers`` config class that
 ``model_type`` names (the field's source then says so, e.g. "rms_norm_eps (absent:
@@ -24,6 +25,7 @@ _LLAMA_KEYS = {
     "positions": "max_position_embeddings",
     "eps": "rms_norm_eps",
 }
+_BERT_KEYS = {**_LLAMA_KEYS, "eps": "layer_norm_eps"}
 _GPT2_KEYS = {
     "hidden": "n_embd",
     "layers": "n_layer",
@@ -45,6 +47,9 @@ class Family:
     placement: str = "pre"
     qk_norm: bool = False
     gemma: bool = False  # (1 + w) RMSNorm in Gemma's cast order, embeddings × √hidden_size
+    fp32_gain: bool = False  # RMSNorm's × w in FP32 before the cast (Gemma's cast order, no offset)
+    masked_lm: bool = False  # an encoder trained to fill in masked tokens (BERT)
+    act_key: str = ""  # the config key of the MLP activation ("" = the arch's usual one)
     tie_default: bool = False
     eps_default: float = 1e-6
     defaults: dict[str, Any] = field(default_factory=dict)  # the other class defaults read here
@@ -76,6 +81,21 @@ _GEMMA2 = {
     "final_logit_softcapping": 30.0,
     "sliding_window": 4096,
     "query_pre_attn_scalar": 256,
+}
+_PLACEMENT_SOURCES = {
+    "pre": "one norm on each sublayer's input",
+    "sandwich": "a norm before and after each sublayer (input_layernorm/post_attention_"
+    "layernorm, pre_/post_feedforward_layernorm)",
+    "reorder": "a norm on each sublayer's output inside the residual, x + N(F(x)) "
+    "(post_attention_layernorm, post_feedforward_layernorm), none on its input",
+    "post": "a norm after each residual add, N(x + F(x)) (attention.output.LayerNorm, "
+    "output.LayerNorm)",
+}
+_FINAL_NORM_SOURCES = {
+    "llama": "model.norm before the head",
+    "gpt2": "ln_f before the head",
+    "bert": "none before the head (each Post-LN block ends in a norm); the twin's Pre-LN "
+    "arms get one",
 }
 FAMILIES: dict[str, Family] = {
     "llama": Family("Llama", "LlamaConfig", "LlamaRMSNorm"),
@@ -117,6 +137,28 @@ FAMILIES: dict[str, Family] = {
         "Phi3RMSNorm",
         eps_default=1e-5,
         defaults={"partial_rotary_factor": 1.0},
+    ),
+    "olmo2": Family(
+        "OLMo 2",
+        "Olmo2Config",
+        "Olmo2RMSNorm",
+        placement="reorder",
+        qk_norm=True,
+        fp32_gain=True,
+        defaults={"num_key_value_heads": None, "rope_theta": 10000.0},
+    ),
+    "bert": Family(
+        "BERT",
+        "BertConfig",
+        "nn.LayerNorm",
+        norm="layernorm",
+        placement="post",
+        masked_lm=True,
+        tie_default=True,
+        eps_default=1e-12,
+        act_key="hidden_act",
+        defaults={"hidden_act": "gelu", "type_vocab_size": 2},
+        keys=dict(_BERT_KEYS),
     ),
     "gpt2": Family(
         "GPT-2",
@@ -251,10 +293,6 @@ class _Reader:
             )
         on = f"model_type {mt}: "
         norm_src = on + fam.norm_class
-        sandwich = (
-            "a norm before and after each sublayer (input_layernorm/post_attention_"
-            "layernorm, pre_/post_feedforward_layernorm)"
-        )
         recipe: dict[str, tuple[Any, str]] = {
             "arch": (
                 fam.arch,
@@ -268,28 +306,33 @@ class _Reader:
             "norm": (fam.norm, norm_src),
             "placement": (
                 fam.placement,
-                on
-                + (
-                    sandwich if fam.placement == "sandwich" else "one norm on each sublayer's input"
-                ),
+                on + _PLACEMENT_SOURCES[fam.placement],
             ),
             "qk_norm": (
                 fam.qk_norm,
-                on + ("q_norm/k_norm over head_dim" if fam.qk_norm else "no q/k norm"),
-            ),
-            "final_norm": (
-                True,
-                on + ("ln_f" if fam.arch == "gpt2" else "model.norm") + " before the head",
-            ),
+                on
+                + (
+                    (
+                        "q_norm/k_norm over the q/k projections"
+                        if mt == "olmo2"
+                        else "q_norm/k_norm over head_dim"
+                    )
+                    if fam.qk_norm
+                    else "no q/k norm"
+                ),
+            ),  # fmt: skip
+            "final_norm": (True, on + _FINAL_NORM_SOURCES.get(mt, _FINAL_NORM_SOURCES[fam.arch])),
             "eps": (float(eps), eps_src),
         }
         if fam.norm == "rmsnorm":
             recipe["rms_casting"] = (
-                "gemma" if fam.gemma else "llama",
+                "gemma" if fam.gemma or fam.fp32_gain else "llama",
                 norm_src
                 + (
                     ": (1 + w) applied in FP32, then cast"
                     if fam.gemma
+                    else ": normalised and × w in FP32, then cast"
+                    if fam.fp32_gain
                     else ": normalised in FP32, cast to the input dtype, then × w"
                 ),
             )
@@ -325,8 +368,14 @@ class _Reader:
                     f"{src} = {act}: a gated MLP with that activation; the twin's is SwiGLU (silu)"
                 )
             out += self._biases()
+            if self.model_type == "olmo2":
+                out.append(
+                    f"{p}q_norm/k_norm: one RMSNorm over each whole projection (num_heads × "
+                    f"head_dim = {s['heads'] * s['head_dim']}); the twin's QK-norm is per head "
+                    f"(over head_dim)"
+                )
         else:
-            act, src = self.get("activation_function")
+            act, src = self.get(fam.act_key or "activation_function")
             if act not in ("gelu_new", "gelu_pytorch_tanh"):
                 out.append(f"{src} = {act}: the twin's GPT-2 MLP uses tanh-GELU (gelu_new)")
             for key in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"):
@@ -336,6 +385,8 @@ class _Reader:
             key
             for key in (
                 "attention_dropout",
+                "attention_probs_dropout_prob",
+                "hidden_dropout_prob",
                 "attn_pdrop",
                 "resid_pdrop",
                 "embd_pdrop",
@@ -358,12 +409,29 @@ class _Reader:
                 f"torch_dtype = {dtype}: the twin trains in FP32, where the cast orders "
                 "(rms_casting) give the same numbers"
             )
+        if fam.masked_lm:
+            out += self._masked_lm()
         if p and "vision_config" in self.top:
             out.append(
                 "vision_config: the vision tower and its projector; the twin is the text "
                 "decoder alone"
             )
         return out
+
+    def _masked_lm(self) -> list[str]:
+        """What an encoder trained as BERT was has and the lab's decoder has not."""
+        types, src = self.get("type_vocab_size")
+        return [
+            "the masked-LM objective (BERT's pretraining: predict masked tokens from both "
+            "sides, with next-sentence prediction): the twin is trained as a causal LM, to "
+            "predict the next byte; not reproduced",
+            "bidirectional attention (every token sees the whole sequence): the twin's "
+            "attention is causal; not reproduced",
+            f"token types ({src} = {_num(types)}: segment embeddings added to the input): "
+            "the twin has none; not reproduced",
+            "embeddings.LayerNorm on the summed embeddings before the first block, and the "
+            "MLM head's transform (dense, GELU, LayerNorm): the twin has neither",
+        ]
 
     def _attention(self, s: dict[str, int]) -> list[str]:
         p, out = self.prefix, []

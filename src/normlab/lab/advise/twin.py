@@ -88,6 +88,9 @@ PLACEMENTS = {
     "deepnorm": "DeepNorm",
     "post": "Post-LN",
 }
+# Placements a recipe may have but that are not tried as alternatives to the others' (one
+# more arm and sweep in every study).
+PLACEMENT_LABELS = {**PLACEMENTS, "reorder": "reordered-norm (OLMo 2)"}
 NORMS = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}
 
 
@@ -119,7 +122,7 @@ class Twin:
         f = {k: v for k, (v, _) in self.fields.items()}
         norm = NORMS[f["norm"]] + (" (1 + w)" if f.get("norm_offset") else "")
         qk = "QK-norm" if f["qk_norm"] else "no QK-norm"
-        return f"{PLACEMENTS[f['placement']]} {norm}, {qk}"
+        return f"{PLACEMENT_LABELS[f['placement']]} {norm}, {qk}"
 
     @property
     def name(self) -> str:
