@@ -97,7 +97,7 @@ def test_contrast_pairs_seeds_and_scores_divergence_as_a_uniform_guess():
 
 
 def test_thresholds_against_the_unigram_entropy():
-    ctx = {"unigram_entropy": 3.0}
+    ctx = {"plateau_h": 3.0}
     stalled = {"p": seeds(3.1, 3.12, 3.08)}
     assert fails("p", seeds=3).decide(stalled, ctx).status == HOLDS
     assert trains("p", seeds=3).decide(stalled, ctx).status == FAILS
@@ -109,7 +109,7 @@ def test_thresholds_against_the_unigram_entropy():
 
 
 def test_a_compound_claim_needs_every_part():
-    ctx = {"unigram_entropy": 3.0}
+    ctx = {"plateau_h": 3.0}
     rule = AllOf((("p fails", fails("p", seeds=3)), ("q trains", trains("q", seeds=3))))
     ok = {"p": seeds(3.1, 3.12, 3.08), "q": seeds(2.5, 2.55, 2.45)}
     assert rule.decide(ok, ctx).status == HOLDS and rule.seeds == 3
@@ -119,7 +119,7 @@ def test_a_compound_claim_needs_every_part():
 
 
 def test_an_any_of_claim_needs_one_part():
-    ctx = {"unigram_entropy": 3.0}
+    ctx = {"plateau_h": 3.0}
     rule = AnyOf((("p trains", trains("p", seeds=3)), ("q trains", trains("q", seeds=3))))
     stalled, learned = seeds(3.1, 3.12, 3.08), seeds(2.5, 2.55, 2.45)
     assert rule.decide({"p": stalled, "q": learned}, ctx).status == HOLDS

@@ -62,11 +62,6 @@ H_TEXT = (
 Results = Mapping[str, Mapping[int, dict[str, Any]]]
 
 
-def plateau(ctx: Mapping[str, Any]) -> float:
-    """H of the context; ``unigram_entropy`` is the key's old name, still read."""
-    return ctx.get("plateau_h", ctx.get("unigram_entropy", 0.0))
-
-
 # --------------------------------------------------------------------------------------------
 # the statistic
 
@@ -363,8 +358,10 @@ class Contrast:
             xs = (self._measure(results, a, i, m) for a in self.arms() for i in paired)
             observed[m] = [x for x in xs if x is not None]
         rows, bounded = [], []
+        # H is read only by the rules that use it (a missing H there is a KeyError, not 0).
+        base = self.const + (self.const_h * ctx["plateau_h"] if self.const_h else 0.0)
         for i in paired:
-            lo = hi = self.const + self.const_h * plateau(ctx)
+            lo = hi = base
             for c, a, m in self.terms:
                 x = self._measure(results, a, i, m)
                 if x is None:

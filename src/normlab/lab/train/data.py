@@ -55,8 +55,9 @@ class Corpus:
         """Cross-entropy (nats) of the validation bytes under the training bytes' frequencies,
         add-one smoothed (a byte unseen in training gets count 1, so no loss is infinite): the
         validation loss of a model that learned only byte frequencies, the plateau the study's
-        "fails"/"trains" rules measure against. It sits above ``unigram_entropy`` by the
-        divergence between the two halves' byte frequencies."""
+        "fails"/"trains" rules measure against. It is the validation bytes' own entropy plus
+        their divergence from the training frequencies, so it may lie on either side of
+        ``unigram_entropy``."""
         p = torch.bincount(self.train.long(), minlength=VOCAB_SIZE).double() + 1.0
         q = torch.bincount(self.val.long(), minlength=VOCAB_SIZE).double()
         return float(-(q / q.sum() * (p / p.sum()).log()).sum())
