@@ -248,49 +248,52 @@ class RowLaunchers:
 # ``bwd`` is the row launcher (eager) or its custom op (under torch.compile).
 
 
+def _dh_and_dtype(ctx, dh):
+    """``dh`` where the op had a residual (else None), and ``h``'s dtype."""
+    x_dtype, r_dtype = ctx.dtypes
+    return (None, x_dtype) if r_dtype is None else (dh, r_dtype)
+
+
+def _dx_dr(ctx, dht):
+    """The gradients of ``x`` (in its dtype) and of ``residual`` from the gradient of ``h``."""
+    x_dtype, r_dtype = ctx.dtypes
+    dx = dht if dht.dtype == x_dtype else dht.to(x_dtype)
+    return dx, None if r_dtype is None else dht
+
+
 def _rms_grads(bwd, ctx, dy, dh):
     """Gradients of ``(x, weight, residual)``."""
     hsaved, weight, rstd = ctx.saved_tensors
-    x_dtype, r_dtype = ctx.dtypes
-    dht, dw = bwd(dy, None if r_dtype is None else dh, hsaved, weight, rstd, *ctx.args)
-    dx = dht if dht.dtype == x_dtype else dht.to(x_dtype)
-    return dx, _grad_to(dw, weight), None if r_dtype is None else dht
+    dht, dw = bwd(dy, _dh_and_dtype(ctx, dh)[0], hsaved, weight, rstd, *ctx.args)
+    dx, dr = _dx_dr(ctx, dht)
+    return dx, _grad_to(dw, weight), dr
 
 
 def _ln_grads(bwd, ctx, dy, dh):
     """Gradients of ``(x, weight, bias, residual)``."""
     hsaved, weight, mean, rstd = ctx.saved_tensors
-    x_dtype, r_dtype = ctx.dtypes
-    dh = None if r_dtype is None else dh
+    dh = _dh_and_dtype(ctx, dh)[0]
     dht, dw, db = bwd(dy, dh, hsaved, weight, mean, rstd, ctx.bias_dtype is not None)
-    dx = dht if dht.dtype == x_dtype else dht.to(x_dtype)
-    dr = None if r_dtype is None else dht
+    dx, dr = _dx_dr(ctx, dht)
     return dx, _grad_to(dw, weight), _grad_to(db, ctx.bias_dtype), dr
-
-
-def _h_dtype(ctx) -> torch.dtype:
-    x_dtype, r_dtype = ctx.dtypes
-    return x_dtype if r_dtype is None else r_dtype
 
 
 def _rms_grads_y(bwd, ctx, dy, dh):
     """Gradients of ``(x, weight, residual)`` from the saved output (memory-efficient mode)."""
     y, weight, rstd = ctx.saved_tensors
-    x_dtype, r_dtype = ctx.dtypes
-    dh = None if r_dtype is None else dh
-    dht, dw = bwd(dy, dh, y, weight, rstd, *ctx.args, _h_dtype(ctx))
-    dx = dht if dht.dtype == x_dtype else dht.to(x_dtype)
-    return dx, _grad_to(dw, weight), None if r_dtype is None else dht
+    dh, h_dtype = _dh_and_dtype(ctx, dh)
+    dht, dw = bwd(dy, dh, y, weight, rstd, *ctx.args, h_dtype)
+    dx, dr = _dx_dr(ctx, dht)
+    return dx, _grad_to(dw, weight), dr
 
 
 def _ln_grads_y(bwd, ctx, dy, dh):
     """Gradients of ``(x, weight, bias, residual)`` from the saved output."""
     y, weight, bias, rstd = ctx.saved_tensors
-    x_dtype, r_dtype = ctx.dtypes
-    dh = None if r_dtype is None else dh
-    dht, dw, db = bwd(dy, dh, y, weight, bias, rstd, _h_dtype(ctx))
-    dx = dht if dht.dtype == x_dtype else dht.to(x_dtype)
-    return dx, _grad_to(dw, weight), _grad_to(db, bias), None if r_dtype is None else dht
+    dh, h_dtype = _dh_and_dtype(ctx, dh)
+    dht, dw, db = bwd(dy, dh, y, weight, bias, rstd, h_dtype)
+    dx, dr = _dx_dr(ctx, dht)
+    return dx, _grad_to(dw, weight), _grad_to(db, bias), dr
 
 
 # ---- eager autograd: a lean Function around the launchers ---------------------------------------
