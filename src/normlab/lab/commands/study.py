@@ -127,9 +127,9 @@ def add_run_options(p: argparse.ArgumentParser, *, out: str, listed: str) -> Non
 def configured(study, args: argparse.Namespace):
     """``study`` on ``--device`` in ``--precision``; without ``--list``, a UsageError now if it
     needs CUDA and there is none (before the output directory or the data)."""
-    from normlab.lab.study.runner import configure
+    from normlab.lab.study.runner import checks_device, configure
 
-    check = not args.list and not (args.executor == "ray" and args.address)
+    check = not args.list and checks_device(args.executor, args.address)
     return configure(study, args.device, args.precision, check=check)
 
 

@@ -120,9 +120,9 @@ def configure(
     return replace(study, arms=tuple(arms))
 
 
-def checks_device(options: StudyOptions) -> bool:
+def checks_device(executor: str, address: str | None) -> bool:
     """Whether CUDA must be here: not for a Ray cluster joined by address (its nodes train)."""
-    return not (options.executor == "ray" and options.address)
+    return not (executor == "ray" and address)
 
 
 def study_device(study: Study) -> str:
@@ -136,7 +136,8 @@ def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
     (finished runs are kept)."""
     import torch
 
-    study = configure(study, options.device, options.precision, check=checks_device(options))
+    check = checks_device(options.executor, options.address)
+    study = configure(study, options.device, options.precision, check=check)
     out = options.out
     threads = options.threads or torch.get_num_threads()
     executor = _executor(options)
