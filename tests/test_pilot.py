@@ -5,7 +5,8 @@ import json
 import pytest
 
 from normlab.lab.cli import main
-from normlab.lab.study.pilot import detectable, sd_upper, seeds_for, size_seeds
+from normlab.lab.study.claims import detectable
+from normlab.lab.study.pilot import sd_upper, seeds_for, size_seeds
 from normlab.lab.study.presets import PRESETS
 
 

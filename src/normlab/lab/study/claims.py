@@ -66,6 +66,15 @@ Results = Mapping[str, Mapping[int, dict[str, Any]]]
 # the statistic
 
 
+def detectable(sd: float, n: int, level: float = LEVEL, power: float = POWER) -> float:
+    """The smallest true effect ``n`` paired values with spread ``sd`` find with ``power`` at
+    ``level``: ``(t_{1-α/2, n-1} + t_{power, n-1}) · sd / √n``."""
+    from scipy import stats
+
+    t = stats.t.ppf(1 - (1 - level) / 2, n - 1) + stats.t.ppf(power, n - 1)
+    return t * sd / math.sqrt(n)
+
+
 @dataclass(frozen=True)
 class Estimate:
     """The mean of per-seed (or per-round) values with its interval at ``level``."""
@@ -91,7 +100,7 @@ class Estimate:
         sd = statistics.stdev(values)
         se = sd / math.sqrt(n)
         t = stats.t.ppf(1 - (1 - level) / 2, n - 1)
-        mde = (t + stats.t.ppf(POWER, n - 1)) * sd / math.sqrt(n)
+        mde = detectable(sd, n, level)
         return cls(mean, mean - t * se, mean + t * se, n, mde, level, tuple(values))
 
     def text(self, digits: int = 3) -> str:

@@ -19,16 +19,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from normlab.lab.study.claims import LEVEL, POWER, AllOf
+from normlab.lab.study.claims import AllOf, detectable
 from normlab.lab.study.design import Study
-
-
-def detectable(sd: float, n: int, level: float = LEVEL, power: float = POWER) -> float:
-    """The smallest true effect ``n`` paired seeds find with ``power`` at ``level``."""
-    from scipy import stats
-
-    t = stats.t.ppf(1 - (1 - level) / 2, n - 1) + stats.t.ppf(power, n - 1)
-    return t * sd / math.sqrt(n)
 
 
 def sd_upper(sd: float, k: int, confidence: float = 0.8) -> float:
