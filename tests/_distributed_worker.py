@@ -23,6 +23,12 @@ from normlab.lab.train import distributed as D
 BN_STEPS, BN_C = 3, 6
 # A mean 5000x the spread: FP32 statistics that cancel would differ across ranks by whole units.
 BN_FAR = 1e4
+# case -> (BatchNorm's keywords, the data's offset)
+BN_CASES = {
+    "bn": ({}, 0.0),
+    "bn_far": ({}, BN_FAR),
+    "bn_causal": ({"causal": True, "min_tokens": 8}, BN_FAR),
+}
 
 
 def bn_inputs(step: int, offset: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -146,8 +152,7 @@ def main() -> None:
     n = 4 // world
     rows = slice(rank * n, (rank + 1) * n)
     result = {
-        "bn": run_bn(BatchNorm(BN_C), rows),
-        "bn_far": run_bn(BatchNorm(BN_C), rows, offset=BN_FAR),
+        **{k: run_bn(BatchNorm(BN_C, **kw), rows, off) for k, (kw, off) in BN_CASES.items()},
         "norm_grads": run_norm_grads(rank, world),
     }
     torch.save(result, os.path.join(out_dir, f"checks.rank{rank}.pt"))

@@ -53,7 +53,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("reference", ("normlab.reference", "normlab.testing", "normlab.collectives")),
     ("kernels", ("normlab.kernels",)),
     ("functional", ("normlab.validation", "normlab.functional")),
-    ("modules", ("normlab.modules",)),
+    ("modules", ("normlab.modules", "normlab.batchnorm")),
     ("models", ("normlab.models",)),
     ("integrations", ("normlab.hf", "normlab.convert", "normlab")),
     ("lab: shared", ("normlab.lab.render", "normlab.lab.train", "normlab.lab")),

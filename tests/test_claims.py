@@ -15,6 +15,7 @@ from normlab.lab.study.claims import (
     Claim,
     Contrast,
     Controlled,
+    Estimate,
     Seeds,
     control,
     decide_all,
@@ -215,3 +216,17 @@ def test_seeds_merge_and_serialise():
     m = a.merge(b)
     assert m.n == 3 and m.diverged == (1,) and m.stalled == (0,) and m.unpaired == (2,)
     assert m.to_dict()["diverged_seeds"] == [1]
+
+
+def test_the_trimmed_estimate_is_yuens_and_ignores_a_stalled_round():
+    import numpy as np
+    from scipy.stats import mstats
+
+    rounds = [0.03, 0.02, 0.05, 0.01, 0.04, 0.0, 0.06, 0.03, 0.02, 0.03, 0.04, 0.05, 0.02, 0.01]
+    est = Estimate.trimmed(rounds)
+    lo, hi = mstats.trimmed_mean_ci(np.array(rounds), limits=(0.2, 0.2), alpha=0.05)
+    assert (est.lo, est.hi) == pytest.approx((lo, hi)) and est.n == len(rounds)
+    stalled = Estimate.trimmed([*rounds[:-1], -0.47])  # one round the machine stalled
+    assert stalled.hi < 0.05 and stalled.lo > 0  # still decided against δ = 0.05
+    assert Estimate.of([*rounds[:-1], -0.47]).lo < -0.02  # the plain mean's interval is not
+    assert Estimate.trimmed([0.1, 0.2, 0.3]) == Estimate.of([0.1, 0.2, 0.3])  # too few to trim

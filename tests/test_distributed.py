@@ -77,13 +77,14 @@ def close(actual, expected, **kw):
 # synchronized BatchNorm
 
 
-@pytest.mark.parametrize("case", ["bn", "bn_far"])
+@pytest.mark.parametrize("case", list(worker.BN_CASES))
 def test_batchnorm_two_ranks_uneven_masks_equal_one_process(checks, case):
     # bn_far: a mean 1e4 from the running mean; each rank's sums are combined in two passes
     # (mean, then squares around it), so nothing cancels on either side of the comparison.
+    # bn_causal: per-position sums are all-reduced before the prefix sums.
     ranks = [c[case] for c in checks]
-    offset = worker.BN_FAR if case == "bn_far" else 0.0
-    single = worker.run_bn(BatchNorm(worker.BN_C), slice(None), offset)
+    kw, offset = worker.BN_CASES[case]
+    single = worker.run_bn(BatchNorm(worker.BN_C, **kw), slice(None), offset)
     for r, got in enumerate(ranks):
         for k in ("running_mean", "running_var", "num_batches_tracked"):
             close(got[k], single[k], msg=lambda m, k=k, r=r: f"rank {r} {k}: {m}")
@@ -96,7 +97,7 @@ def test_batchnorm_two_ranks_uneven_masks_equal_one_process(checks, case):
 
     # The masks are uneven enough that rank 0 alone sees other statistics: the sync is what
     # made the numbers above agree.
-    alone = worker.run_bn(BatchNorm(worker.BN_C), slice(0, 2), offset)
+    alone = worker.run_bn(BatchNorm(worker.BN_C, **kw), slice(0, 2), offset)
     assert not torch.allclose(alone["y"][0], single["y"][0][:2], rtol=1e-3)
 
 

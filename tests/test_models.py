@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 
@@ -275,16 +276,40 @@ def test_bad_inputs():
         model(torch.zeros(2, 4, dtype=torch.long), mask=torch.ones(2, 3, dtype=torch.bool))
 
 
-def test_batchnorm_mask_keeps_padding_out():
+@pytest.mark.parametrize("causal", [True, False])
+def test_batchnorm_mask_keeps_padding_out(causal):
     torch.manual_seed(0)
-    model = Transformer(TransformerConfig(V, D, 2, H, norm="batchnorm", qk_norm=True))
+    cfg = TransformerConfig(V, D, 2, H, norm="batchnorm", qk_norm=True, batchnorm_causal=causal)
+    model = Transformer(cfg)
+    model(_tokens(seed=2))  # running statistics that the causal form uses as a prior
     a, b = _tokens(seed=1), _tokens(seed=1)
     b[1, 5:] = (b[1, 5:] + 7) % V  # different padding after position 5 of row 1
     mask = torch.ones(2, 8, dtype=torch.bool)
     mask[1, 5:] = False
-    la, lb = model(a, mask=mask), model(b, mask=mask)
-    torch.testing.assert_close(la[mask], lb[mask])
-    assert not torch.allclose(model(a), model(b))  # without the mask padding leaks into stats
+    # Each call on its own copy: a training-mode call updates the running statistics.
+    run = lambda tokens, **kw: copy.deepcopy(model)(tokens, **kw)  # noqa: E731
+    torch.testing.assert_close(run(a, mask=mask)[mask], run(b, mask=mask)[mask])
+    assert not torch.allclose(run(a), run(b))  # without the mask padding leaks into stats
+
+
+@pytest.mark.parametrize("b", [1, 4, 16])
+def test_causal_batchnorm_never_sees_the_future(b):
+    """Changing the tokens after t leaves the train-mode logits up to t unchanged (bit for bit);
+    the pooled form lets them change."""
+    cfg = dict(vocab_size=V, dim=D, n_layers=2, n_heads=H, norm="batchnorm", qk_norm=True)
+    tokens = _tokens(b=b, t=16, seed=3)
+    later = tokens.clone()
+    later[:, 9:] = (later[:, 9:] + 5) % V
+    for causal in (True, False):
+        torch.manual_seed(0)
+        model = Transformer(TransformerConfig(**cfg, max_seq_len=16, batchnorm_causal=causal))
+        model(_tokens(b=b, t=16, seed=4))  # running statistics: the prior of the first positions
+        la, lb = (copy.deepcopy(model)(t) for t in (tokens, later))
+        if causal:
+            assert torch.equal(la[:, :9], lb[:, :9])
+        else:
+            assert not torch.allclose(la[:, :9], lb[:, :9])
+        assert not torch.allclose(la[:, 9:], lb[:, 9:])
 
 
 # ---- param groups

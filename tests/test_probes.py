@@ -53,7 +53,7 @@ def test_collect_schema_is_plain_json():
         stats = probes.collect()
     assert set(stats) == {
         "grad_norm", "grad_norm_block", "residual_rms", "residual_cos", "attn_logit_max",
-        "massive", "logit_rms",
+        "massive", "logit_rms", "branch_ratio",
     }  # fmt: skip
     assert set(stats["grad_norm"]) == {
         "attn.wq",
@@ -64,7 +64,9 @@ def test_collect_schema_is_plain_json():
         "mlp.w_out",
     }
     assert all(len(v) == 3 for v in stats["grad_norm"].values())
-    lists = {k: v for k, v in stats.items() if k not in ("grad_norm", "logit_rms")}
+    assert {k: len(v) for k, v in stats["branch_ratio"].items()} == {"attn": 3, "mlp": 3}
+    assert all(0 < x < 1 for v in stats["branch_ratio"].values() for x in v)
+    lists = {k: v for k, v in stats.items() if k not in ("grad_norm", "logit_rms", "branch_ratio")}
     assert {k: len(v) for k, v in lists.items()} == {
         "grad_norm_block": 3,
         "residual_rms": 3,
@@ -73,7 +75,7 @@ def test_collect_schema_is_plain_json():
         "massive": 3,
     }
     assert empty["logit_rms"] is None and type(stats["logit_rms"]) is float
-    flat = [x for v in stats["grad_norm"].values() for x in v]
+    flat = [x for d in ("grad_norm", "branch_ratio") for v in stats[d].values() for x in v]
     flat += [x for v in lists.values() for x in v]
     assert all(type(x) is float for x in flat)
     assert json.loads(json.dumps(stats)) == stats

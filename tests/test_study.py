@@ -155,7 +155,10 @@ def test_presets_are_consistent(name):
     for r in p.arms:
         d = json.loads(json.dumps(r.config.to_dict()))
         assert type(r.config).from_dict(d) == r.config
-        assert r.config.model.init == "xavier" and r.config.grad_clip is None
+        assert r.config.grad_clip is None
+        # An arm under another init than the lab's says so in its name.
+        init = r.config.model.init
+        assert init == "xavier" or init in r.name or r.name.endswith("-warmup"), r.name
 
 
 def test_quick_and_deep_test_what_they_say():

@@ -14,9 +14,8 @@ import torch
 from torch import Tensor, nn
 
 from normlab import functional as F
-from normlab.collectives import all_reduce_sum
-from normlab.reference import residual_add, stat_dtype
-from normlab.validation import check_flag, check_tensor, check_x
+from normlab.batchnorm import BatchNorm
+from normlab.validation import check_flag
 
 _Shape = int | Sequence[int]
 
@@ -246,124 +245,6 @@ class ScaleNorm(_LastDimsNorm):
         return self._call(
             F.scale_norm, x, residual, self.weight, eps=self.eps, backend=self.backend
         )
-
-
-class BatchNorm(nn.Module):
-    """BatchNorm over the tokens of ``(B, T, C)`` (or any ``(..., C)``) tensors.
-
-    In ``train()`` each channel is normalized with the mean and (biased) variance of the batch's
-    tokens, and the running statistics are updated (unbiased variance, as ``torch.nn``); in
-    ``eval()`` the running statistics are used. ``mask`` (shape ``x.shape[:-1]``, ``True`` for real
-    tokens) keeps padding out of the statistics. Buffers and parameters are named as in
-    ``torch.nn.BatchNorm1d``, so their ``state_dict``s are interchangeable.
-    """
-
-    def __init__(
-        self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, *,
-        device=None, dtype=None,
-    ):  # fmt: skip
-        super().__init__()
-        if num_features <= 0:
-            raise ValueError(f"num_features must be positive, got {num_features}")
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        kw = {"device": device, "dtype": dtype}
-        self.weight = nn.Parameter(torch.ones(num_features, **kw))
-        self.bias = nn.Parameter(torch.zeros(num_features, **kw))
-        self.register_buffer("running_mean", torch.zeros(num_features, **kw))
-        self.register_buffer("running_var", torch.ones(num_features, **kw))
-        self.register_buffer(
-            "num_batches_tracked", torch.tensor(0, dtype=torch.long, device=device)
-        )
-
-    def reset_running_stats(self) -> None:
-        self.running_mean.zero_()
-        self.running_var.fill_(1)
-        self.num_batches_tracked.zero_()
-
-    def forward(self, x: Tensor, residual: Tensor | None = None, *, mask: Tensor | None = None):
-        check_x(x)
-        if x.shape[-1] != self.num_features:
-            raise ValueError(
-                f"x must end in num_features={self.num_features}, got {tuple(x.shape)}"
-            )
-        if mask is not None:
-            if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
-                raise TypeError("mask must be a bool tensor (True marks real tokens)")
-            if tuple(mask.shape) != tuple(x.shape[:-1]):
-                raise ValueError(
-                    f"mask must have shape {tuple(x.shape[:-1])}, got {tuple(mask.shape)}"
-                )
-        if residual is not None:
-            check_tensor("residual", residual, x, tuple(x.shape))
-            h = residual_add(x, residual)
-            return self._normalize(h, mask), h
-        return self._normalize(x, mask)
-
-    def _normalize(self, x: Tensor, mask: Tensor | None) -> Tensor:
-        s = stat_dtype(x.dtype)
-        xs = x.to(s).reshape(-1, self.num_features)  # (tokens, C)
-        if self.training:
-            xc, var = self._batch_stats(xs, None if mask is None else mask.reshape(-1))
-        else:
-            xc, var = xs - self.running_mean.to(s), self.running_var.to(s)
-        y = xc * torch.rsqrt(var + self.eps) * self.weight.to(s) + self.bias.to(s)
-        return y.to(x.dtype).reshape(x.shape)
-
-    def _batch_stats(self, xs: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
-        r"""The centered tokens ``x - mean`` and the biased variance of the (unmasked) tokens,
-        by the corrected two-pass algorithm (Chan, Golub & LeVeque 1983):
-
-        .. math::
-            m = \tfrac1n\sum_t x_t,\quad d_t = x_t - m,\quad
-            \delta = \tfrac1n\sum_t d_t,\quad
-            \sigma^2 = \tfrac1n\sum_t d_t^2 - \delta^2,\quad \mu = m + \delta
-
-        The second pass sums around the first pass's mean, so nothing cancels however far the
-        mean is from 0 (or from a stale running mean); ``delta`` is the rounding error of ``m``,
-        subtracted from ``d`` so that ``x - mu`` keeps the digits an FP32 ``mu`` would round off.
-        Each pass is one all-reduce of per-rank sums: N ranks compute (and differentiate) what one
-        process computes on the concatenated batch. ``m`` is a constant to autograd: ``d - delta``
-        and ``sigma^2`` do not depend on it, so the gradient is exact without the first pass's
-        graph (nor its all-reduce in the backward).
-        """
-        if mask is None:
-            count = torch.tensor(float(xs.shape[0]), dtype=xs.dtype, device=xs.device)
-            valid = xs
-        else:
-            count = mask.sum().to(xs.dtype)
-            keep = mask.unsqueeze(-1)
-            valid = torch.where(keep, xs, 0.0)  # not a product: padding may hold inf or NaN
-        sums = self._reduce_stats(torch.cat([valid.detach().sum(0), count.reshape(1)]))
-        count = sums[-1]
-        if not torch.compiler.is_compiling() and count.item() < 2:
-            raise ValueError(
-                f"BatchNorm needs at least 2 unmasked tokens in training mode, got {int(count)}"
-            )
-        m = sums[:-1] / count
-        d = xs - m
-        dv = d if mask is None else torch.where(keep, d, 0.0)
-        sums = self._reduce_stats(torch.cat([dv.sum(0), dv.pow(2).sum(0)]))
-        delta = sums[: self.num_features] / count
-        var = (sums[self.num_features :] / count - delta.pow(2)).clamp_min(0)
-        self._update_running((m + delta).detach(), var.detach(), count.detach())
-        return d - delta, var
-
-    def _reduce_stats(self, sums: Tensor) -> Tensor:
-        """Sum per-rank sums over the ranks when a process group is active (once for ``[sum x,
-        count]``, once for ``[sum d, sum d²]``), so N ranks normalize (and differentiate) exactly
-        as one process on the concatenated batch."""
-        return all_reduce_sum(sums)
-
-    @torch.no_grad()
-    def _update_running(self, mean: Tensor, var: Tensor, count: Tensor) -> None:
-        self.num_batches_tracked += 1
-        m = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
-        unbiased = var * count / (count - 1)
-        self.running_mean.lerp_(mean.to(self.running_mean.dtype), m)
-        self.running_var.lerp_(unbiased.to(self.running_var.dtype), m)
-
-    def extra_repr(self) -> str:
-        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"
 
 
 # The norm types, defined once: the models iterate normlab's own, the optimizer groups and the

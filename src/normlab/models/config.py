@@ -54,9 +54,24 @@ class TransformerConfig:
     sublayer's input in block ``l`` (1-based) is multiplied by ``1/√l``, which curbs the growth
     of a Pre-LN residual stream's variance with depth. Needs input norms: pre, sandwich, mix."""
 
+    batchnorm_causal: bool = True
+    """BatchNorm's training statistics from positions ``<= t`` only (``BatchNorm(causal=True)``);
+    False pools every token of the batch, as ``torch.nn.BatchNorm1d``, which lets position t see
+    its own sequence's future in train mode (docs/models.md)."""
+
     dyt_alpha: float = 0.5
     """DyT's initial α (``y = w·tanh(αx) + b``). 0.5 is the paper's default outside language
     models; for LLMs Zhu et al. 2025 tune it, larger for narrower models."""
+
+    dyt_alpha_attn: float | None = None
+    """DyT's initial α for the norms of the attention sublayers (and QK-norm); None = dyt_alpha.
+    Zhu et al.'s LLaMA recipe uses a larger α₀ there than for the MLP and final norms (e.g.
+    0.8 against 0.2 at width 4096)."""
+
+    learn_embed_scale: bool = False
+    """A learnable scalar, initialized to √dim, multiplies the token embeddings on the way into
+    the first block (DyT's LLaMA recipe: the stream then starts at RMS ~1 under the "xavier"
+    init, where tanh(αx) is neither linear nor saturated)."""
 
     arch: str = "llama"
     """"llama": RoPE, SwiGLU MLP, no biases; "gpt2": learned positions, GELU MLP, biases."""
@@ -73,8 +88,13 @@ class TransformerConfig:
 
     init: str = "xavier"
     """Weight init: "xavier" (Xavier-normal linears, embeddings N(0, 1/dim)), "normal"
-    (N(0, 0.02) everywhere, as GPT-2), "default" (torch's own module defaults). DeepNorm then
-    multiplies its β-scaled weights by β, so "xavier" + deepnorm is the paper's init."""
+    (N(0, init_std) linears and embeddings, as GPT-2 and the HF Llama family), "default"
+    (torch's own module defaults); biases 0 except under "default" (docs/models.md has what
+    each weight gets). DeepNorm then multiplies its β-scaled weights by β, so "xavier" +
+    deepnorm is the paper's init."""
+
+    init_std: float = 0.02
+    """σ of init="normal" (a model's ``initializer_range``); the other inits ignore it."""
 
     scale_branch_init: bool | None = None
     """Multiply the init of each branch's last projection (attention ``wo``, MLP ``w_out``) by
@@ -134,10 +154,14 @@ class TransformerConfig:
             self.mlp_ratio > 0 and math.isfinite(self.mlp_ratio)
         ):
             raise ValueError(f"mlp_ratio must be a positive number or None, got {self.mlp_ratio!r}")
-        if isinstance(self.dyt_alpha, bool) or not (
-            isinstance(self.dyt_alpha, (int, float)) and 0 < self.dyt_alpha < math.inf
-        ):
-            raise ValueError(f"dyt_alpha must be a positive number, got {self.dyt_alpha!r}")
+        for name in ("dyt_alpha", "dyt_alpha_attn", "init_std"):
+            value = getattr(self, name)
+            if value is None and name == "dyt_alpha_attn":
+                continue
+            if isinstance(value, bool) or not (
+                isinstance(value, (int, float)) and 0 < value < math.inf
+            ):
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
         if self.eps is not None and not (self.eps >= 0 and math.isfinite(self.eps)):
             raise ValueError(f"eps must be a finite number >= 0 or None, got {self.eps!r}")
         for name in (
@@ -146,6 +170,8 @@ class TransformerConfig:
             "depth_scaled_norm",
             "tie_embeddings",
             "norm_memory_efficient",
+            "batchnorm_causal",
+            "learn_embed_scale",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")

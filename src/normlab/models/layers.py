@@ -10,8 +10,9 @@ from normlab.models.config import TransformerConfig
 from normlab.modules import BatchNorm, DyT, LayerNorm, RMSNorm, ScaleNorm
 
 
-def make_norm(cfg: TransformerConfig, size: int) -> nn.Module | None:
-    """One normlab norm over the last ``size`` features; None for norm="none" (identity)."""
+def make_norm(cfg: TransformerConfig, size: int, *, attn: bool = False) -> nn.Module | None:
+    """One normlab norm over the last ``size`` features; None for norm="none" (identity).
+    ``attn``: a norm of an attention sublayer (DyT's ``dyt_alpha_attn``)."""
     eps = {} if cfg.eps is None else {"eps": cfg.eps}
     kernel = {"backend": cfg.norm_backend, "memory_efficient": cfg.norm_memory_efficient}
     if cfg.norm == "rmsnorm":
@@ -19,9 +20,10 @@ def make_norm(cfg: TransformerConfig, size: int) -> nn.Module | None:
     if cfg.norm == "layernorm":
         return LayerNorm(size, **eps, bias=cfg.use_bias, **kernel)
     if cfg.norm == "batchnorm":
-        return BatchNorm(size, **eps)
+        return BatchNorm(size, **eps, causal=cfg.batchnorm_causal)
     if cfg.norm == "dyt":
-        return DyT(size, alpha_init=cfg.dyt_alpha)
+        alpha = cfg.dyt_alpha_attn if attn and cfg.dyt_alpha_attn is not None else cfg.dyt_alpha
+        return DyT(size, alpha_init=alpha)
     if cfg.norm == "scalenorm":
         return ScaleNorm(size, **eps)
     return None
@@ -93,8 +95,8 @@ class Attention(nn.Module):
         self.n_heads, self.head_dim = cfg.n_heads, cfg.head_dim
         self.wq, self.wk = nn.Linear(d, d, bias=bias), nn.Linear(d, d, bias=bias)
         self.wv, self.wo = nn.Linear(d, d, bias=bias), nn.Linear(d, d, bias=bias)
-        self.q_norm = make_norm(cfg, cfg.head_dim) if cfg.qk_norm else None
-        self.k_norm = make_norm(cfg, cfg.head_dim) if cfg.qk_norm else None
+        self.q_norm = make_norm(cfg, cfg.head_dim, attn=True) if cfg.qk_norm else None
+        self.k_norm = make_norm(cfg, cfg.head_dim, attn=True) if cfg.qk_norm else None
         if cfg.arch == "llama" and rope is None:
             rope = RotaryEmbedding(cfg.head_dim, cfg.max_seq_len)
         self.rope = rope  # llama only; one table shared by every block of a model

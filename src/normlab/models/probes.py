@@ -22,6 +22,9 @@ class Probes:
     - ``massive[i]``: max |h| / median |h| of the stream after block ``i``, the ratio by which
       "massive activations" (Sun et al. 2024) stand out;
     - ``logit_rms``: RMS of the output logits, the output scale a final norm controls;
+    - ``branch_ratio[sublayer][i]`` (``"attn"``, ``"mlp"``): Var f / Var(x + f) of block ``i``,
+      where f is what the sublayer adds to its skip x (α·x under DeepNorm): the share of the
+      sum that comes from the branch (Liu et al. 2020's amplification; over all tokens);
 
     and, read at :meth:`collect` after ``backward()`` (before ``zero_grad``):
 
@@ -42,10 +45,12 @@ class Probes:
         self._logit: list[Tensor | None] = [None] * n
         self._massive: list[Tensor | None] = [None] * n
         self._out_rms: Tensor | None = None
+        self._ratio: dict[str, list[Tensor | None]] = {"attn": [None] * n, "mlp": [None] * n}
         self._handles = [model.lm_head.register_forward_hook(self._head_hook)]
         for i, block in enumerate(model.blocks):
             self._handles.append(block.register_forward_hook(self._block_hook(i)))
             self._handles.append(block.attn.sdpa.register_forward_hook(self._attn_hook(i)))
+            block.on_branch = self._branch_hook(i)
 
     # ---- hooks
 
@@ -60,6 +65,15 @@ class Probes:
             if i > 0:  # a block's input is the previous block's output
                 cos = F.cosine_similarity(x.detach().float(), y, dim=-1)  # (B, T)
                 self._cos[i - 1] = _masked_mean(cos, mask)
+
+        return hook
+
+    def _branch_hook(self, i: int):
+        @torch.no_grad()
+        def hook(is_attn: bool, skip: Tensor, added: Tensor) -> None:
+            f = added.detach().float()
+            total = (skip.detach().float() + f).var()
+            self._ratio["attn" if is_attn else "mlp"][i] = f.var() / total.clamp_min(1e-30)
 
         return hook
 
@@ -96,6 +110,7 @@ class Probes:
             "attn_logit_max": _floats(self._logit),
             "massive": _floats(self._massive),
             "logit_rms": None if self._out_rms is None else self._out_rms.item(),
+            "branch_ratio": {k: _floats(v) for k, v in self._ratio.items()},
         }
 
     def remove(self) -> None:
@@ -103,6 +118,8 @@ class Probes:
         for h in self._handles:
             h.remove()
         self._handles.clear()
+        for block in self.model.blocks:
+            block.on_branch = None
 
     def __enter__(self) -> Probes:
         return self

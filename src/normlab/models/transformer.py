@@ -50,12 +50,15 @@ class Block(nn.Module):
         self.placement, self.alpha, self.in_scale = placement, float(alpha), float(in_scale)
         self.norm_after_add = placement in _NORM_AFTER_ADD
         has_in, has_out = _NORM_SLOTS[placement]
-        self.attn_norm_in = make_norm(cfg, cfg.dim) if has_in else None
-        self.attn_norm_out = make_norm(cfg, cfg.dim) if has_out else None
+        self.attn_norm_in = make_norm(cfg, cfg.dim, attn=True) if has_in else None
+        self.attn_norm_out = make_norm(cfg, cfg.dim, attn=True) if has_out else None
         self.mlp_norm_in = make_norm(cfg, cfg.dim) if has_in else None
         self.mlp_norm_out = make_norm(cfg, cfg.dim) if has_out else None
         self.attn = Attention(cfg, rope)
         self.mlp = MLP(cfg)
+        # Probes: called as (is_attn, skip, added) by each sublayer, where skip + added is the
+        # sum the stream (or the post norm) receives.
+        self.on_branch = None
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         x = self._sublayer(x, self.attn, self.attn_norm_in, self.attn_norm_out, mask)
@@ -64,13 +67,19 @@ class Block(nn.Module):
     def _sublayer(self, x, branch, norm_in, norm_out, mask) -> Tensor:
         if self.norm_after_add:  # post, deepnorm: x = N(α·x + F(x)), the add fused into N
             skip = x if self.alpha == 1.0 else self.alpha * x
-            return apply_norm(norm_out, branch(x, mask), mask, residual=skip)
+            f = branch(x, mask)
+            if self.on_branch is not None:
+                self.on_branch(branch is self.attn, skip, f)
+            return apply_norm(norm_out, f, mask, residual=skip)
         # pre: x + F(N(x)) (norm_out is None); sandwich: x + N_out(F(N_in(x)));
         # reorder: x + N_out(F(x)) (norm_in is None, so h is x)
         h = apply_norm(norm_in, x, mask)
         if self.in_scale != 1.0:
             h = h * self.in_scale
-        return x + apply_norm(norm_out, branch(h, mask), mask)
+        f = apply_norm(norm_out, branch(h, mask), mask)
+        if self.on_branch is not None:
+            self.on_branch(branch is self.attn, x, f)
+        return x + f
 
     def extra_repr(self) -> str:
         scale = f", in_scale={self.in_scale:.4g}" if self.in_scale != 1.0 else ""
@@ -91,6 +100,8 @@ class Transformer(nn.Module):
             raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
         self.config = cfg = config
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.dim)
+        # DyT's LLaMA recipe: a learnable scalar on the embeddings, initialized to √dim.
+        self.embed_scale = nn.Parameter(torch.empty(())) if cfg.learn_embed_scale else None
         self.pos_emb = nn.Embedding(cfg.max_seq_len, cfg.dim) if cfg.arch == "gpt2" else None
         alpha, self.deepnorm_beta = (
             deepnorm_constants(cfg.n_layers) if cfg.placement == "deepnorm" else (1.0, 1.0)
@@ -125,17 +136,19 @@ class Transformer(nn.Module):
                 if init == "xavier":
                     nn.init.xavier_normal_(m.weight)
                 else:
-                    nn.init.normal_(m.weight, std=0.02)
+                    nn.init.normal_(m.weight, std=self.config.init_std)
                 if m.bias is not None:
                     nn.init.zeros_(m.bias)
             elif isinstance(m, nn.Embedding):
                 if init == "default":
                     m.reset_parameters()
-                else:  # xavier: rows of unit norm (std d^-½, as fairseq); normal: GPT-2's 0.02
-                    std = self.config.dim**-0.5 if init == "xavier" else 0.02
+                else:  # xavier: rows of unit norm (std d^-½, as fairseq); normal: init_std
+                    std = self.config.dim**-0.5 if init == "xavier" else self.config.init_std
                     nn.init.normal_(m.weight, std=std)
             elif isinstance(m, NORM_MODULES) and hasattr(m, "reset_parameters"):
                 m.reset_parameters()
+        if self.embed_scale is not None:
+            self.embed_scale.fill_(self.config.dim**0.5)
         scale = self.config.branch_init_scale
         if scale != 1.0:
             for block in self.blocks:
@@ -159,6 +172,8 @@ class Transformer(nn.Module):
         x = self.tok_emb(tokens)  # (B, T, D)
         if self.config.scale_embeddings:  # Gemma: the stream starts at RMS ~1 from small rows
             x = x * self.config.dim**0.5
+        if self.embed_scale is not None:
+            x = x * self.embed_scale
         if self.pos_emb is not None:
             x = x + self.pos_emb(torch.arange(tokens.shape[1], device=tokens.device))
         for block in self.blocks:

@@ -351,7 +351,30 @@ class _Reader:
         )
         recipe["tie_embeddings"] = (bool(tie), tie_src)
         recipe["mlp_ratio"] = (ffn / hidden, ffn_src)
+        recipe.update(self.init())
         return HFModel(self.name, mt, fam, sizes, recipe, self.gaps(sizes))
+
+    def init(self) -> dict[str, tuple[Any, str]]:
+        """The family's ``_init_weights``: every linear and embedding N(0, initializer_range),
+        biases 0; GPT-2 also scales its residual projections (c_proj) by 1/√(2·n_layer)."""
+        std, src = self.get("initializer_range", 0.02)
+        if isinstance(std, bool) or not isinstance(std, int | float) or not std > 0:
+            raise UsageError(f"{self.where}: {src}: expected a number > 0, got {json.dumps(std)}")
+        how = f"model_type {self.model_type}: transformers' _init_weights"
+        gpt2 = self.fam.arch == "gpt2"
+        return {
+            "init": ("normal", f"{how}: linears and embeddings N(0, initializer_range)"),
+            "init_std": (float(std), src),
+            "scale_branch_init": (
+                gpt2,
+                f"{how}: "
+                + (
+                    "c_proj (attention and MLP outputs) × 1/√(2·n_layer)"
+                    if gpt2
+                    else "no residual-projection scaling"
+                ),
+            ),
+        }
 
     # ---- what the twin does not reproduce
 
@@ -398,11 +421,6 @@ class _Reader:
         if drops:
             vals = ", ".join(f"{p}{key} = {_num(self.cfg[key])}" for key in drops)
             out.append(f"dropout ({vals}): the twin trains without dropout")
-        if "initializer_range" in self.cfg:
-            out.append(
-                f"{p}initializer_range = {_num(self.cfg['initializer_range'])}: the twin "
-                "uses the lab's Xavier init, which scales with its width"
-            )
         dtype = self.cfg.get("torch_dtype") or self.top.get("torch_dtype")
         if dtype in ("bfloat16", "float16"):
             out.append(

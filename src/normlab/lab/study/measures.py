@@ -66,6 +66,16 @@ def _log_spread(res: dict, matrix: str | None) -> float | None:
     return math.log(max(prof) / min(prof)) if len(prof) >= 2 and min(prof) > 0 else None
 
 
+def _branch_ratio(sublayer: str) -> Callable[[dict, str | None], float | None]:
+    def measure(res: dict, matrix: str | None) -> float | None:
+        probe = (res.get("probes") or {}).get("0") or {}
+        vals = (probe.get("branch_ratio") or {}).get(sublayer) or []
+        ok = vals and all(isinstance(v, int | float) for v in vals)
+        return _finite(statistics.fmean(vals)) if ok else None
+
+    return measure
+
+
 def _at_end(res: dict) -> dict:
     """The probe taken at the latest step (after the last update when ``probe_steps`` has it)."""
     probes = res.get("probes") or {}
@@ -155,6 +165,15 @@ MEASURES: dict[str, tuple[str, Callable[[dict, str | None], float | None]]] = {
         _log_trend,
     ),
     "log_grad_spread": ("ln(max/min over blocks of ‖∇‖), at init", _log_spread),
+    "attn_branch_ratio": (
+        "Var f / Var(x + f) of the attention sublayers at init, mean over blocks (f: what the "
+        "branch adds to its skip x)",
+        _branch_ratio("attn"),
+    ),
+    "mlp_branch_ratio": (
+        "Var f / Var(x + f) of the MLP sublayers at init, mean over blocks",
+        _branch_ratio("mlp"),
+    ),
     **END_MEASURES,
 }
 

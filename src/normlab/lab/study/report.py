@@ -25,6 +25,7 @@ from normlab.lab.study.claims import (
     Claim,
     Verdict,
 )
+from normlab.lab.study.measures import MEASURES
 
 _COLORS = {HOLDS: "#1a7f37", FAILS: "#cf222e", UNTESTABLE: "#57606a"}
 
@@ -243,6 +244,7 @@ def _arm_rows(preset, results) -> list[list[str]]:
                 f"{len(runs)}/{preset.seeds(r.name)}",
                 f"{len(runs) - len(ok)}{stopped}",
                 mean("final_val_loss"),
+                _branch_ratios(runs),
                 mean("step_ms"),
                 mean("cpu_s"),
             ]
@@ -250,7 +252,19 @@ def _arm_rows(preset, results) -> list[list[str]]:
     return rows
 
 
-ARM_HEADER = ["arm", "model", "seeds", "diverged", "final val loss", "ms/step", "CPU s"]
+def _branch_ratios(runs: list[dict]) -> str:
+    """ "attn / mlp": the branch share of the variance at init, mean over the arm's seeds."""
+    means = []
+    for key in ("attn_branch_ratio", "mlp_branch_ratio"):
+        xs = [v for v in (MEASURES[key][1](r, None) for r in runs) if v is not None]
+        means.append(f"{statistics.fmean(xs):.2f}" if xs else None)
+    return "–" if None in means else " / ".join(means)
+
+
+ARM_HEADER = [
+    "arm", "model", "seeds", "diverged", "final val loss",
+    "Var f / Var(x+f) at init (attn / mlp)", "ms/step", "CPU s",
+]  # fmt: skip
 
 
 def write_reports(

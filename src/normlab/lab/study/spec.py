@@ -94,7 +94,7 @@ RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "lr_sensitivity": (("stable", "unstable", "delta", "seeds"), ("expect",)),
 }
 _CLAIM_KEYS = ("name", "statement", "source", "plots", "rule", "controls")
-_CONTROL_KEYS = ("arm", "expect", "margin")
+_CONTROL_KEYS = ("arm", "any", "expect", "margin")
 _CONTROL_EXAMPLE = '[{arm = "pre-L24", expect = "trains"}]'
 _CLAIM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # it names the report's plot files
 
@@ -518,7 +518,8 @@ class _Loader:
 
     def controls(self, v: Any, path: str, arms: list[str], seeds: int) -> tuple:
         """A claim's or a part's controls: each an arm name (it must train) or a table
-        ``{arm, expect = "trains" | "fails", margin}``; decided on the claim's seeds."""
+        ``{arm, expect = "trains" | "fails", margin}``, or ``{any = [arms or globs], ...}``: one
+        of those arms must; decided on the claim's seeds."""
         if not isinstance(v, list) or not v:
             self.fail(path, f"expected a list of controls, e.g. {_CONTROL_EXAMPLE}, got {_show(v)}")
         out = []
@@ -528,8 +529,13 @@ class _Loader:
                 c = {"arm": c}
             if not isinstance(c, dict):
                 self.fail(cpath, f"expected an arm name or a table like {_CONTROL_EXAMPLE[1:-1]}")
-            self.keys(c, cpath, _CONTROL_KEYS, required=("arm",))
-            arm = self.arm(c["arm"], _at(cpath, "arm"), arms)
+            self.keys(c, cpath, _CONTROL_KEYS)
+            if ("arm" in c) == ("any" in c):
+                self.fail(cpath, 'expected one of "arm" (an arm) or "any" (a list of arms)')
+            if "arm" in c:
+                arm = self.arm(c["arm"], _at(cpath, "arm"), arms)
+            else:
+                arm = self.sweep(c["any"], _at(cpath, "any"), arms)
             expect = c.get("expect", "trains")
             if expect not in ("trains", "fails"):
                 self.fail(
@@ -648,7 +654,7 @@ class _Loader:
                 self.arm(pattern, _at(path, i), arms)  # fails, with the near-miss hint
             out += [a for a in hits if a not in out]
         if len(out) < 2:
-            self.fail(path, f"a learning-rate sweep needs at least two arms, got {out}")
+            self.fail(path, f"a sweep (or an 'any' control) needs at least two arms, got {out}")
         return tuple(out)
 
     def arm(self, v: Any, path: str, arms: list[str]) -> str:

@@ -1,0 +1,98 @@
+"""Causal BatchNorm (``normlab.batchnorm``) against a float64 loop over positions; the pooled
+form's drop-in tests against ``torch.nn.BatchNorm1d`` live in tests/test_modules.py."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from normlab import BatchNorm
+
+
+def causal_reference(x, mask, r, v, min_tokens, tracked, eps=1e-5):
+    """Float64, one position at a time: the prefix's tokens plus ``k`` prior tokens with the
+    running statistics (r, v), combined by the textbook formulas."""
+    x = x.double()
+    b, t, c = x.shape[0], x.shape[1], x.shape[-1]
+    xs = x.reshape(b, t, -1, c)
+    keep = torch.ones(xs.shape[:-1], dtype=torch.bool) if mask is None else mask.reshape(b, t, -1)
+    out = torch.empty_like(xs)
+    for s in range(t):
+        p = xs[:, : s + 1][keep[:, : s + 1]]  # (n, C)
+        n = p.shape[0]
+        k = max(0, min_tokens - n) if tracked else 0
+        mu = p.mean(0) if n else torch.zeros(c, dtype=x.dtype)
+        s2 = p.var(0, unbiased=False) if n else torch.zeros(c, dtype=x.dtype)
+        big_n = max(n + k, 1)
+        m = (n * mu + k * r) / big_n
+        var = (n * s2 + k * v + n * k / big_n * (mu - r) ** 2) / big_n
+        out[:, s] = (xs[:, s] - m) / (var + eps).sqrt()
+    return out.reshape(x.shape)
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e3, 1e4])
+@pytest.mark.parametrize("shape", [(4, 50, 8), (3, 17, 2, 5), (1, 9, 4)])
+@pytest.mark.parametrize("masked", [False, True])
+def test_causal_statistics_match_a_float64_loop(offset, shape, masked):
+    g = torch.Generator().manual_seed(0)
+    t = shape[1]
+    drift = torch.linspace(-2, 2, t).reshape(1, t, *[1] * (len(shape) - 2))  # means move with t
+    x = offset + drift + torch.randn(shape, generator=g) * (1 + torch.rand(shape[-1], generator=g))
+    mask = None
+    if masked:
+        mask = torch.rand(shape[:-1], generator=g) > 0.3
+        mask[:, 0] = False  # the first position is padding everywhere: the shift skips it
+    bn = BatchNorm(shape[-1], causal=True, min_tokens=20).train()
+    for step in range(2):  # the first call has no prior; the second has the running statistics
+        r, v = bn.running_mean.double().clone(), bn.running_var.double().clone()
+        y = bn(x, mask=mask)
+        expected = causal_reference(x, mask, r, v, 20, tracked=step > 0)
+        real = slice(None) if mask is None else mask
+        err = (y.double() - expected)[real].abs().max().item()
+        # The inputs carry FP32's rounding of ``offset``; the normalized output is O(1).
+        assert err < 1e-5 * max(1.0, offset / 1e2), f"step {step}: {err}"
+
+
+def test_causal_gradients_match_float64_autograd():
+    x = torch.randn(3, 12, 4, dtype=torch.float64, requires_grad=True)
+    bn = BatchNorm(4, causal=True, min_tokens=8, dtype=torch.float64).train()
+    bn(x.detach())  # running statistics: a prior of the first positions
+    r, v = bn.running_mean.clone(), bn.running_var.clone()
+    torch.autograd.gradcheck(lambda t: BatchNorm._causal_stats(_frozen(bn), t, None)[0], (x,))
+    w = torch.randn(3, 12, 4, dtype=torch.float64)
+    (bn(x) * w).sum().backward()
+    xr = x.detach().clone().requires_grad_(True)
+    (causal_reference(xr, None, r, v, 8, tracked=True) * w).sum().backward()
+    torch.testing.assert_close(x.grad, xr.grad)
+
+
+def _frozen(bn: BatchNorm) -> BatchNorm:
+    """A copy whose running statistics a call does not move (gradcheck calls many times)."""
+    import copy
+
+    twin = copy.deepcopy(bn)
+    twin._update_running = lambda *a: None
+    return twin
+
+
+def test_causal_needs_a_time_dim_and_eval_is_the_pooled_form():
+    bn = BatchNorm(4, causal=True)
+    with pytest.raises(ValueError, match="causal"):
+        bn(torch.randn(10, 4))
+    pooled = BatchNorm(4)
+    x = torch.randn(2, 40, 4) + 3
+    bn(x), pooled(x)  # the same running statistics from the whole batch
+    torch.testing.assert_close(bn.running_mean, pooled.running_mean)
+    torch.testing.assert_close(bn.running_var, pooled.running_var)
+    bn.eval(), pooled.eval()
+    torch.testing.assert_close(bn(x), pooled(x))
+    with pytest.raises(ValueError, match="min_tokens"):
+        BatchNorm(4, causal=True, min_tokens=1)
+
+
+def test_causal_compiles_fullgraph():
+    bn = BatchNorm(8, causal=True, min_tokens=16).train()
+    eager = torch.compile(bn, fullgraph=True, backend="eager")
+    x = torch.randn(2, 24, 8)
+    ref = BatchNorm(8, causal=True, min_tokens=16).train()
+    torch.testing.assert_close(eager(x), ref(x))
