@@ -399,3 +399,22 @@ def test_controls_on_claims_and_parts(tmp_path, capsys):
     assert err.startswith("claims[3].parts[0].controls: expected a list of controls, e.g.")
     err = _bad(tmp_path, capsys, text.replace("margin = 0.2", "margn = 0.2"))
     assert err == "claims[3].controls[0].margn: unknown key; did you mean 'margin'?"
+
+
+def test_any_and_measured_controls():
+    from normlab.lab.study.claims import AnyOf, Contrast, control
+
+    controls = (
+        'controls = [{ any = ["rmsnorm", "layernorm"], expect = "trains" }, { label = "gains '
+        'moved", rule = "contrast", terms = [[1, "rmsnorm", "norm_weight_mean"]], expect = ">0", '
+        "delta = 0.05 }]"
+    )
+    text = _edit('label = "rmsnorm trains"', f'label = "rmsnorm trains"\n{controls}')
+    study = spec.parse_spec(text, "x.toml")
+    part = next(c for c in study.claims if c.name == "both-train").rule.parts[0][1]
+    (any_label, any_rule), (label, measured) = part.controls
+    assert isinstance(any_rule, AnyOf) and any_label.startswith("one of 2 arms")
+    assert (any_label, any_rule) == control(("rmsnorm", "layernorm"), seeds=3)
+    assert label == "gains moved" and measured == Contrast(
+        ((1.0, "rmsnorm", "norm_weight_mean"),), ">0", 0.05, 3
+    )

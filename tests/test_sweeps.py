@@ -74,3 +74,26 @@ def test_a_spec_names_its_sweeps_by_glob():
     assert rule.unstable == ("post-lr0.001", "post-lr0.01", "post-lr0.1")
     with pytest.raises(SpecError, match=r"lr.toml: claims\[0\].stable"):
         parse_spec(SPEC.replace('stable = "pre-lr*"', 'stable = "sandwich-*"'), "lr.toml")
+
+
+def test_the_cap_is_the_loss_at_init():
+    from normlab.lab.study.sweeps import init_loss
+
+    def run(val, first=None, status="ok"):
+        r = res(val, status)
+        if first is not None:
+            r["history"] = {"loss": [first, first - 0.5]}
+        return r
+
+    assert init_loss([run(2.0, first=4.0), run(2.5, first=4.0)]) == 4.0
+    assert init_loss([run(2.0, first=9.0)]) == pytest.approx(math.log(V))  # at most ln V
+    assert init_loss([run(2.0)]) == pytest.approx(math.log(V))  # no history: ln V
+    # A diverged run scores the loss at init, not a uniform guess's.
+    rule = LRSensitivity(("s1", "s2"), ("u1", "u2"), delta=0.1, seeds=2)
+    results = {
+        "s1": {i: run(2.0, first=4.0) for i in range(2)},
+        "s2": {i: run(2.0, first=4.0) for i in range(2)},
+        "u1": {i: run(2.0, first=4.0) for i in range(2)},
+        "u2": {i: run(None, first=4.0, status="diverged") for i in range(2)},
+    }
+    assert rule.decide(results, {}).estimate.values == pytest.approx([1.0, 1.0])  # (4 − 2) / 2

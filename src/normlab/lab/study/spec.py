@@ -519,7 +519,8 @@ class _Loader:
     def controls(self, v: Any, path: str, arms: list[str], seeds: int) -> tuple:
         """A claim's or a part's controls: each an arm name (it must train) or a table
         ``{arm, expect = "trains" | "fails", margin}``, or ``{any = [arms or globs], ...}``: one
-        of those arms must; decided on the claim's seeds."""
+        of those arms must, or ``{label, rule = "contrast", ...}``: a measured condition;
+        decided on the claim's seeds."""
         if not isinstance(v, list) or not v:
             self.fail(path, f"expected a list of controls, e.g. {_CONTROL_EXAMPLE}, got {_show(v)}")
         out = []
@@ -529,6 +530,9 @@ class _Loader:
                 c = {"arm": c}
             if not isinstance(c, dict):
                 self.fail(cpath, f"expected an arm name or a table like {_CONTROL_EXAMPLE[1:-1]}")
+            if "rule" in c:  # a measured condition, e.g. "the decayed gains moved"
+                out.append(self.rule_control(c, cpath, arms, seeds))
+                continue
             self.keys(c, cpath, _CONTROL_KEYS)
             if ("arm" in c) == ("any" in c):
                 self.fail(cpath, 'expected one of "arm" (an arm) or "any" (a list of arms)')
@@ -547,6 +551,17 @@ class _Loader:
                 self.fail(cpath, f"control {label!r} appears twice")
             out.append((label, rule))
         return tuple(out)
+
+    def rule_control(self, c: dict, path: str, arms: list[str], seeds: int) -> tuple[str, Any]:
+        """A control stated as a contrast with a label: what the setting must show for the
+        claim to be testable there (e.g. that a change moved what it acts on)."""
+        kind = self.rule_kind(c, path)
+        if kind != "contrast":
+            self.fail(_at(path, "rule"), f'a control\'s rule is "contrast", got {_show(kind)}')
+        req, opt = RULES[kind]
+        self.keys(c, path, ("label", "rule", *req, *opt), required=("label",))
+        label = self.string(c["label"], _at(path, "label"))
+        return label, self.rule(kind, c, path, arms, {"seeds": (seeds, path)})
 
     def plots(self, v: Any, path: str) -> tuple[str, ...]:
         from normlab.lab.study.plots import PLOTS

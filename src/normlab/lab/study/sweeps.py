@@ -5,9 +5,11 @@ A *sweep* is a list of arms that differ in the learning rate only. Its LR sensit
 
     S = mean over the sweep's learning rates of  min(ℓ(lr), ℓ0) − min over lr' of ℓ(lr'),
 
-with ℓ the final validation loss and ℓ0 = ln V, the loss of a uniform guess (which a diverged
-run scores, so a recipe that diverges over much of the range is very sensitive). S is 0 for a
-recipe that reaches its best loss at every learning rate of the sweep.
+with ℓ the final validation loss and ℓ0 the loss at init (Wortsman et al.'s cap: a run that
+ends worse than it started, or diverges, scores ℓ0 whatever its loss), the training loss of
+the sweep's first step (every arm of a sweep starts from the same weights and batch under one
+seed), or ln V, a uniform guess's loss, where that is lower or the run has no history. S is 0
+for a recipe that reaches its best loss at every learning rate of the sweep.
 """
 
 from __future__ import annotations
@@ -28,6 +30,14 @@ def sensitivity(losses: list[float], cap: float) -> float:
     """The LR sensitivity of one sweep's final losses (one per learning rate)."""
     best = min(losses)
     return sum(min(x, cap) - best for x in losses) / len(losses)
+
+
+def init_loss(runs: list[dict]) -> float:
+    """ℓ0 of one seed's sweep: its first step's training loss, at most ln V."""
+    cap = math.log(runs[0]["config"]["model"]["vocab_size"])
+    first = [r["history"]["loss"][0] for r in runs if (r.get("history") or {}).get("loss")]
+    first = [x for x in first if isinstance(x, int | float) and math.isfinite(x)]
+    return min([cap, *first[:1]])
 
 
 @dataclass(frozen=True)
@@ -55,27 +65,28 @@ class LRSensitivity:
         return (
             f"per seed, v = S({', '.join(self.unstable)}) − S({', '.join(self.stable)}), "
             "S = the LR sensitivity of a learning-rate sweep (mean over its learning rates of "
-            "min(final val loss, ln V) − the sweep's best final val loss; a diverged run scores "
-            f"ln V); mean over {self.seeds} paired seeds, {LEVEL:.0%} Student-t interval; a seed "
+            "min(final val loss, ℓ0) − the sweep's best final val loss, ℓ0 the loss at init: "
+            "the first step's training loss, at most ln V; a diverged run scores ℓ0); mean over "
+            f"{self.seeds} paired seeds, {LEVEL:.0%} Student-t interval; a seed "
             "index some arm of either sweep lacks is unpaired: left out of v and of the means, "
             "and counted; a run without a final loss is bounded (its loss anywhere from the "
-            "sweep's best to ln V): 'holds' is decided on the end least favourable to it, 'does "
+            "sweep's best to ℓ0): 'holds' is decided on the end least favourable to it, 'does "
             f"not hold' on the most favourable; {EXPECT[self.expect]} (δ = {self.delta:.3g})."
         )
 
     def per_seed(self, results: Results, sweep: tuple[str, ...]) -> dict[int, tuple[float, float]]:
         """Seed index -> (S, best final loss) of ``sweep``, for the seeds every arm has (a run
-        without a final loss scored ln V)."""
+        without a final loss scored ℓ0)."""
         return {i: (hi, best) for i, (_, hi, best) in self._ranges(results, sweep).items()}
 
     def _ranges(self, results: Results, sweep: tuple[str, ...]) -> dict:
         """Seed index -> (S low, S high, best final loss) of ``sweep`` over the seeds every arm
-        of both sweeps has; S's range covers a missing final loss anywhere in [best, ln V]."""
+        of both sweeps has; S's range covers a missing final loss anywhere in [best, ℓ0]."""
         paired = Seeds.of(results, self.arms()).paired
         out = {}
         for i in paired:
             losses = [_LOSS(results[a][i], None) for a in sweep]
-            cap = math.log(results[sweep[0]][i]["config"]["model"]["vocab_size"])
+            cap = init_loss([results[a][i] for a in sweep])
             known = [x for x in losses if x is not None]
             best = min(known) if known else cap
             lo = sensitivity([best if x is None else x for x in losses], cap)
