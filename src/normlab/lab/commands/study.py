@@ -51,6 +51,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "print the seeds each claim of this study needs for its detectable effect to reach δ, "
         "and exit",
     )
+    p.add_argument(
+        "--compare",
+        metavar="DIR",
+        nargs="+",
+        default=None,
+        help="print, as markdown, every claim that more than one of these studies' output "
+        "directories decided: its verdict, effect and scope in each, and what differs where an "
+        "effect changes sign; and exit",
+    )
     add_run_options(p, out="normlab-out", listed="the plan (runs x seeds, claims, estimated time)")
 
 
@@ -176,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
     if args.print_spec:
         print(spec.builtin_text(args.print_spec), end="")
         return 0
+    if args.compare:
+        return _compare(args.compare)
     # A spec is checked whole here, before anything runs or is written.
     sets = args.overrides
     if args.spec:
@@ -200,6 +211,17 @@ def run(args: argparse.Namespace) -> int:
         print(summary(result, options.out))
     report_failed(result.failed)
     return result.exit_code
+
+
+def _compare(dirs: list[str]) -> int:
+    from normlab.lab.common import UsageError
+    from normlab.lab.study.compare import markdown
+
+    try:
+        print(markdown([Path(d) for d in dirs]), end="")
+    except (OSError, ValueError, KeyError) as e:
+        raise UsageError(f"--compare: {e}") from e
+    return 0
 
 
 def _size_seeds(study, pilot_dir: str) -> int:

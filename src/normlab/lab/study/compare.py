@@ -1,0 +1,129 @@
+"""One claim across studies: the verdicts that more than one study reached on the same claim,
+side by side with their scopes, and where an effect changes sign, what differs between them.
+
+Read from each study's ``claims.json``; a claim is matched by name. Variants of a claim decided
+under another init (``NAME-default-init``) are matched to ``NAME`` too, and their scope says
+which init they ran under.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from normlab.lab.render import md_table
+
+VARIANT_SUFFIXES = ("-default-init",)
+SCOPE_KEYS = ("d", "blocks", "T", "B", "steps", "init")  # what a sign change may come from
+
+
+def base_name(name: str) -> str:
+    for suffix in VARIANT_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def load(dirs: list[Path]) -> list[dict[str, Any]]:
+    """Each study's ``claims.json``, with the study's label (its preset and seed block)."""
+    out = []
+    for d in dirs:
+        path = Path(d) / "claims.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no claims.json (is {d} a study's output directory?)")
+        doc = json.loads(path.read_text("utf-8"))
+        doc["label"] = f"{doc['preset']} (--seed {doc.get('seed_block', 0)})"
+        out.append(doc)
+    return out
+
+
+def effects(c: dict[str, Any]) -> list[tuple[str, float]]:
+    """``(label, effect)`` of a verdict: its own, or each part's for a compound claim."""
+    if isinstance(c.get("effect"), int | float):
+        return [("", float(c["effect"]))]
+    return [
+        (p["part"], float(p["effect"]))
+        for p in c.get("parts", [])
+        if isinstance(p.get("effect"), int | float)
+    ]
+
+
+def _effect_text(c: dict[str, Any]) -> str:
+    def one(x: dict[str, Any]) -> str:
+        if not isinstance(x.get("effect"), int | float):
+            return "–"
+        lo, hi = x.get("lo"), x.get("hi")
+        ci = f" [{lo:+.3f}, {hi:+.3f}]" if isinstance(lo, float) and isinstance(hi, float) else ""
+        return f"{x['effect']:+.3f}{ci}, n={x.get('n')}"
+
+    if isinstance(c.get("effect"), int | float):
+        return one(c)
+    return "; ".join(f"{p['part']}: {one(p)}" for p in c.get("parts", [])) or "–"
+
+
+def _scope_text(c: dict[str, Any]) -> str:
+    return "; ".join(
+        f"d={s['d']} L={s['blocks']} {s['steps']} steps init={s['init']}" for s in c["scope"]
+    )
+
+
+def _scope_values(c: dict[str, Any]) -> dict[str, set]:
+    return {k: {s[k] for s in c["scope"]} for k in SCOPE_KEYS}
+
+
+def compare(studies: list[dict[str, Any]]) -> tuple[list[list[str]], list[str]]:
+    """The table rows (claim, study, verdict, effect, scope) of every claim more than one study
+    decided, and one line per sign change of an effect between two of them."""
+    seen: dict[str, list[tuple[str, dict]]] = {}
+    for s in studies:
+        for c in s["claims"]:
+            seen.setdefault(base_name(c["name"]), []).append((s["label"], c))
+    rows, changes = [], []
+    for name, entries in seen.items():
+        if len(entries) < 2:
+            continue
+        for label, c in entries:
+            rows.append([name, label, c["name"], c["verdict"], _effect_text(c), _scope_text(c)])
+        changes += _sign_changes(name, entries)
+    return rows, changes
+
+
+def _sign_changes(name: str, entries: list[tuple[str, dict]]) -> list[str]:
+    out = []
+    for i, (la, a) in enumerate(entries):
+        for lb, b in entries[i + 1 :]:
+            ea, eb = dict(effects(a)), dict(effects(b))
+            flips = [
+                part or "effect"
+                for part in ea
+                if part in eb and ea[part] * eb[part] < 0 and not math.isclose(ea[part], 0)
+            ]
+            if not flips:
+                continue
+            va, vb = _scope_values(a), _scope_values(b)
+            diff = [
+                f"{k} {'/'.join(map(str, sorted(va[k])))} vs {'/'.join(map(str, sorted(vb[k])))}"
+                for k in SCOPE_KEYS
+                if va[k] != vb[k]
+            ]
+            what = ", ".join(diff) if diff else "nothing in the scope (seeds only)"
+            out.append(
+                f"- **{name}**: {', '.join(flips)} changes sign between {a['name']} in {la} "
+                f"and {b['name']} in {lb}; what differs: {what}."
+            )
+    return out
+
+
+HEADER = ["claim", "study", "as", "verdict", "effect [95 % interval], n", "scope"]
+
+
+def markdown(dirs: list[Path]) -> str:
+    rows, changes = compare(load(dirs))
+    if not rows:
+        return "No claim is decided by more than one of these studies.\n"
+    text = md_table(HEADER, rows)
+    if changes:
+        text += "\nSign changes:\n\n" + "\n".join(changes) + "\n"
+    return text
