@@ -48,14 +48,24 @@ def test_losses_score_a_diverged_run_as_a_uniform_guess():
 
 def test_the_stability_preset_sweeps_every_variant_over_the_same_learning_rates():
     p = PRESETS["stability"]()
-    variants = ("post", "pre", "sandwich", "deepnorm", "qk-pre")
+    variants = [
+        f"{v}-d{d}" for d in (32, 64) for v in ("post", "pre", "sandwich", "deepnorm", "qk-pre")
+    ]
     lrs = {v: [r.config.lr for r in p.arms if r.name.rsplit("-lr", 1)[0] == v] for v in variants}
-    assert all(v == lrs["pre"] and len(v) >= 6 and max(v) / min(v) >= 100 for v in lrs.values())
-    sweeps = [c for c in p.claims if type(c.rule).__name__ == "LRSensitivity"]
-    assert len(sweeps) == 4 and all(c.seeds >= 2 for c in p.claims)
+    ref = lrs["pre-d64"]
+    assert all(v == ref and len(v) >= 6 and max(v) / min(v) >= 100 for v in lrs.values())
+    sweeps = [
+        c for c in p.claims if type(c.rule).__name__ == "AllOf"
+        and all(type(r).__name__ == "LRSensitivity" for _, r in c.rule.parts)
+    ]  # fmt: skip
+    assert len(sweeps) == 4 and all(len(c.rule.parts) == 2 for c in sweeps)  # one per width
+    assert all(c.seeds >= 2 for c in p.claims)
     cfg = {r.name: r.config for r in p.arms}
-    assert cfg["qk-pre-lr0.001"].model.qk_norm and cfg["lns-pre-lr0.001"].model.depth_scaled_norm
-    assert cfg["pre-lr0.001"].probe_steps[-1] == cfg["pre-lr0.001"].steps  # probed at the end
+    assert cfg["qk-pre-d64-lr0.001"].model.qk_norm
+    assert cfg["lns-pre-d64-lr0.001"].model.depth_scaled_norm
+    pre = cfg["pre-d64-lr0.001"]
+    assert pre.probe_steps[-1] == pre.steps  # probed at the end
+    assert pre.warmup_steps > 0 and pre.schedule == "cosine"  # Wortsman et al.'s protocol
 
 
 def test_log_grad_trend_fits_every_block_and_matches_the_ratio_on_a_straight_line():
