@@ -27,7 +27,7 @@ BN_FAR = 1e4
 BN_CASES = {
     "bn": ({}, 0.0),
     "bn_far": ({}, BN_FAR),
-    "bn_causal": ({"causal": True, "min_tokens": 8}, BN_FAR),
+    "bn_causal": ({"causal": True, "max_positions": 8, "min_tokens": 8}, BN_FAR),
 }
 
 

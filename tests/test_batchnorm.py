@@ -11,12 +11,15 @@ from normlab import BatchNorm
 
 def causal_reference(x, mask, r, v, min_tokens, tracked, eps=1e-5):
     """Float64, one position at a time: the prefix's tokens plus ``k`` prior tokens with the
-    running statistics (r, v), combined by the textbook formulas."""
+    running statistics (r, v) (per position, or one for all), combined by the textbook
+    formulas."""
     x = x.double()
     b, t, c = x.shape[0], x.shape[1], x.shape[-1]
     xs = x.reshape(b, t, -1, c)
     keep = torch.ones(xs.shape[:-1], dtype=torch.bool) if mask is None else mask.reshape(b, t, -1)
     out = torch.empty_like(xs)
+    r = torch.as_tensor(r, dtype=x.dtype).reshape(-1, c).expand(t, c)  # per position
+    v = torch.as_tensor(v, dtype=x.dtype).reshape(-1, c).expand(t, c)
     for s in range(t):
         p = xs[:, : s + 1][keep[:, : s + 1]]  # (n, C)
         n = p.shape[0]
@@ -24,8 +27,8 @@ def causal_reference(x, mask, r, v, min_tokens, tracked, eps=1e-5):
         mu = p.mean(0) if n else torch.zeros(c, dtype=x.dtype)
         s2 = p.var(0, unbiased=False) if n else torch.zeros(c, dtype=x.dtype)
         big_n = max(n + k, 1)
-        m = (n * mu + k * r) / big_n
-        var = (n * s2 + k * v + n * k / big_n * (mu - r) ** 2) / big_n
+        m = (n * mu + k * r[s]) / big_n
+        var = (n * s2 + k * v[s] + n * k / big_n * (mu - r[s]) ** 2) / big_n
         out[:, s] = (xs[:, s] - m) / (var + eps).sqrt()
     return out.reshape(x.shape)
 
@@ -42,9 +45,10 @@ def test_causal_statistics_match_a_float64_loop(offset, shape, masked):
     if masked:
         mask = torch.rand(shape[:-1], generator=g) > 0.3
         mask[:, 0] = False  # the first position is padding everywhere: the shift skips it
-    bn = BatchNorm(shape[-1], causal=True, min_tokens=20).train()
+    bn = BatchNorm(shape[-1], causal=True, max_positions=t, min_tokens=20).train()
     for step in range(2):  # the first call has no prior; the second has the running statistics
-        r, v = bn.running_mean.double().clone(), bn.running_var.double().clone()
+        r = bn.running_prefix_mean.double().clone().reshape(t, *[1] * (len(shape) - 3), -1)
+        v = bn.running_prefix_var.double().clone().reshape(t, *[1] * (len(shape) - 3), -1)
         y = bn(x, mask=mask)
         expected = causal_reference(x, mask, r, v, 20, tracked=step > 0)
         real = slice(None) if mask is None else mask
@@ -55,9 +59,9 @@ def test_causal_statistics_match_a_float64_loop(offset, shape, masked):
 
 def test_causal_gradients_match_float64_autograd():
     x = torch.randn(3, 12, 4, dtype=torch.float64, requires_grad=True)
-    bn = BatchNorm(4, causal=True, min_tokens=8, dtype=torch.float64).train()
+    bn = BatchNorm(4, causal=True, max_positions=12, min_tokens=8, dtype=torch.float64).train()
     bn(x.detach())  # running statistics: a prior of the first positions
-    r, v = bn.running_mean.clone(), bn.running_var.clone()
+    r, v = bn.running_prefix_mean.clone(), bn.running_prefix_var.clone()
     torch.autograd.gradcheck(lambda t: BatchNorm._causal_stats(_frozen(bn), t, None)[0], (x,))
     w = torch.randn(3, 12, 4, dtype=torch.float64)
     (bn(x) * w).sum().backward()
@@ -75,24 +79,52 @@ def _frozen(bn: BatchNorm) -> BatchNorm:
     return twin
 
 
-def test_causal_needs_a_time_dim_and_eval_is_the_pooled_form():
-    bn = BatchNorm(4, causal=True)
+def test_causal_needs_a_time_dim_and_max_positions():
+    bn = BatchNorm(4, causal=True, max_positions=8)
     with pytest.raises(ValueError, match="causal"):
         bn(torch.randn(10, 4))
-    pooled = BatchNorm(4)
-    x = torch.randn(2, 40, 4) + 3
-    bn(x), pooled(x)  # the same running statistics from the whole batch
+    with pytest.raises(ValueError, match="max_positions=8"):
+        bn(torch.randn(2, 9, 4))
+    for bad in (None, 0, True):
+        with pytest.raises(ValueError, match="max_positions"):
+            BatchNorm(4, causal=True, max_positions=bad)
+    with pytest.raises(ValueError, match="min_tokens"):
+        BatchNorm(4, causal=True, max_positions=8, min_tokens=1)
+
+
+def test_eval_uses_each_positions_running_prefix_statistics():
+    """The running prefix statistics are the moving average of each position's training-time
+    prefix mean and (unbiased) variance; eval mode normalizes position t with them, as training
+    did, where the pooled running statistics (kept too, as torch's) would not."""
+    g = torch.Generator().manual_seed(0)
+    drift = torch.linspace(-3, 3, 40).reshape(1, 40, 1)  # the mean moves with the position
+    x = drift + torch.randn(4, 40, 4, generator=g)
+    bn = BatchNorm(4, causal=True, max_positions=40, momentum=None)
+    pooled = BatchNorm(4, momentum=None)
+    bn(x), pooled(x)  # momentum None, one batch: the running statistics are this batch's
+    xd = x.double()
+    for t in (0, 9, 39):
+        prefix = xd[:, : t + 1].reshape(-1, 4)
+        mean, var = prefix.mean(0), prefix.var(0)
+        close = {"rtol": 1e-5, "atol": 1e-6}  # FP32 buffers against a float64 truth
+        torch.testing.assert_close(bn.running_prefix_mean[t].double(), mean, **close)
+        torch.testing.assert_close(bn.running_prefix_var[t].double(), var, **close)
     torch.testing.assert_close(bn.running_mean, pooled.running_mean)
     torch.testing.assert_close(bn.running_var, pooled.running_var)
-    bn.eval(), pooled.eval()
-    torch.testing.assert_close(bn(x), pooled(x))
-    with pytest.raises(ValueError, match="min_tokens"):
-        BatchNorm(4, causal=True, min_tokens=1)
+    bn.eval()
+    expected = (xd - bn.running_prefix_mean.double()) / (
+        bn.running_prefix_var.double() + 1e-5
+    ).sqrt()
+    torch.testing.assert_close(bn(x).double(), expected, rtol=1e-5, atol=1e-5)
+    assert (
+        "running_prefix_mean" in bn.state_dict()
+        and "running_prefix_mean" not in pooled.state_dict()
+    )
 
 
 def test_causal_compiles_fullgraph():
-    bn = BatchNorm(8, causal=True, min_tokens=16).train()
+    bn = BatchNorm(8, causal=True, max_positions=24, min_tokens=16).train()
     eager = torch.compile(bn, fullgraph=True, backend="eager")
     x = torch.randn(2, 24, 8)
-    ref = BatchNorm(8, causal=True, min_tokens=16).train()
+    ref = BatchNorm(8, causal=True, max_positions=24, min_tokens=16).train()
     torch.testing.assert_close(eager(x), ref(x))

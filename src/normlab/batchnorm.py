@@ -26,13 +26,18 @@ class BatchNorm(nn.Module):
     variance of the tokens at positions ``<= t`` over the batch (and the dims between T and C,
     e.g. heads); where those are fewer than ``min_tokens`` (the first positions at a small
     batch, whose statistics would be noise) the running statistics join them as prior tokens.
-    The running statistics are still updated from the whole batch, as the pooled form does:
-    eval mode is the same in both.
+    It keeps running statistics per position, ``running_prefix_mean``/``running_prefix_var``
+    of shape ``(max_positions, C)``, the moving averages of each position's prefix statistics:
+    eval mode normalizes position t with them, as training did (a model trained with prefix
+    statistics and evaluated with pooled ones sees, at every position, a normalization it
+    never trained with, and the error compounds over the blocks). ``running_mean``/``var``
+    are still updated from the whole batch, as torch's.
     """
 
     def __init__(
         self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, *,
-        causal: bool = False, min_tokens: int = 64, device=None, dtype=None,
+        causal: bool = False, max_positions: int | None = None, min_tokens: int = 64,
+        device=None, dtype=None,
     ):  # fmt: skip
         super().__init__()
         if num_features <= 0:
@@ -40,7 +45,14 @@ class BatchNorm(nn.Module):
         if isinstance(min_tokens, bool) or not isinstance(min_tokens, int) or min_tokens < 2:
             raise ValueError(f"min_tokens must be an int >= 2, got {min_tokens!r}")
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        if causal and (
+            isinstance(max_positions, bool)
+            or not isinstance(max_positions, int)
+            or max_positions <= 0
+        ):
+            raise ValueError(f"causal=True needs max_positions > 0, got {max_positions!r}")
         self.causal, self.min_tokens = bool(causal), min_tokens
+        self.max_positions = max_positions if causal else None
         kw = {"device": device, "dtype": dtype}
         self.weight = nn.Parameter(torch.ones(num_features, **kw))
         self.bias = nn.Parameter(torch.zeros(num_features, **kw))
@@ -49,11 +61,18 @@ class BatchNorm(nn.Module):
         self.register_buffer(
             "num_batches_tracked", torch.tensor(0, dtype=torch.long, device=device)
         )
+        if causal:  # what eval mode uses at each position: the prefix statistics of training
+            shape = (max_positions, num_features)
+            self.register_buffer("running_prefix_mean", torch.zeros(shape, **kw))
+            self.register_buffer("running_prefix_var", torch.ones(shape, **kw))
 
     def reset_running_stats(self) -> None:
         self.running_mean.zero_()
         self.running_var.fill_(1)
         self.num_batches_tracked.zero_()
+        if self.causal:
+            self.running_prefix_mean.zero_()
+            self.running_prefix_var.fill_(1)
 
     def forward(self, x: Tensor, residual: Tensor | None = None, *, mask: Tensor | None = None):
         check_x(x)
@@ -77,11 +96,19 @@ class BatchNorm(nn.Module):
     def _normalize(self, x: Tensor, mask: Tensor | None) -> Tensor:
         s = stat_dtype(x.dtype)
         xs = x.to(s).reshape(-1, self.num_features)  # (tokens, C)
-        if not self.training:
+        if self.causal and (x.dim() < 3 or x.shape[1] > self.max_positions):
+            raise ValueError(
+                f"causal BatchNorm needs (B, T, ..., C) inputs with T <= max_positions="
+                f"{self.max_positions}, got shape {tuple(x.shape)}"
+            )
+        if self.causal and not self.training:  # each position as training normalized it
+            t = x.shape[1]
+            xt = x.to(s).reshape(x.shape[0], t, -1, self.num_features)  # (B, T, G, C)
+            rm, rv = (b[:t].to(s).unsqueeze(1) for b in self._prefix_buffers())  # (T, 1, C)
+            xc, var = xt - rm, rv
+        elif not self.training:
             xc, var = xs - self.running_mean.to(s), self.running_var.to(s)
         elif self.causal:
-            if x.dim() < 3:
-                raise ValueError(f"causal BatchNorm needs (B, T, ..., C) inputs, got {x.dim()}-D")
             xc, var = self._causal_stats(x.to(s), mask)
         else:
             xc, var, _ = self._batch_stats(xs, None if mask is None else mask.reshape(-1))
@@ -91,14 +118,15 @@ class BatchNorm(nn.Module):
     def _causal_stats(self, x: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
         r"""Per position ``t`` of ``x`` (B, T, ..., C): the centered tokens and the variance of
         the ``n_t`` tokens at positions ``<= t`` (over B and the dims between T and C), with the
-        running statistics ``(r, v)`` as ``k_t = max(0, min_tokens - n_t)`` prior tokens:
+        position's running prefix statistics ``(r_t, v_t)`` as ``k_t = max(0, min_tokens -
+        n_t)`` prior tokens:
 
         .. math::
             y = x - c,\quad \mu_t = \tfrac{1}{n_t}\sum_{s \le t} y_s,\quad
             \sigma_t^2 = \tfrac{1}{n_t}\sum_{s \le t} y_s^2 - \mu_t^2,\quad N_t = n_t + k_t
 
-            m_t = \frac{n_t \mu_t + k_t (r - c)}{N_t},\quad
-            s_t^2 = \frac{n_t \sigma_t^2 + k_t v + \frac{n_t k_t}{N_t}(\mu_t - r + c)^2}{N_t}
+            m_t = \frac{n_t \mu_t + k_t (r_t - c)}{N_t},\quad
+            s_t^2 = \frac{n_t \sigma_t^2 + k_t v_t + \frac{n_t k_t}{N_t}(\mu_t - r_t + c)^2}{N_t}
 
         (Chan et al.'s pairwise combination), and ``x - c - m_t`` normalized by ``s_t``. Before
         the first update the running statistics are no prior (``k_t = 0``): the prefix alone is
@@ -111,13 +139,13 @@ class BatchNorm(nn.Module):
         thousands of its standard deviations from that first position's. ``c`` is a constant to
         autograd (any shift gives the same statistics). The per-position sums are all-reduced
         before the prefix sums, so N ranks compute what one process does on the whole batch.
-        The last prefix is the whole batch: the running statistics are updated from it, as the
-        pooled form updates them.
+        The running prefix statistics are then updated from ``(c + mu_t, sigma_t^2)``, and the
+        pooled ones from the last prefix, which is the whole batch.
         """
         b, t, c_ = x.shape[0], x.shape[1], self.num_features
         xs = x.reshape(b, t, -1, c_)  # (B, T, G, C): G = the dims between T and C
         # Read before this batch updates them: they must not see its future tokens either.
-        r, v = self.running_mean.to(x.dtype, copy=True), self.running_var.to(x.dtype, copy=True)
+        r, v = (b[:t].to(x.dtype, copy=True) for b in self._prefix_buffers())  # (T, C)
         tracked = self.num_batches_tracked > 0
         if mask is None:
             count = torch.full((t, 1), float(b * xs.shape[2]), dtype=x.dtype, device=x.device)
@@ -140,8 +168,10 @@ class BatchNorm(nn.Module):
             raise ValueError(
                 f"BatchNorm needs at least 2 unmasked tokens in training mode, got {int(n[-1])}"
             )
-        # The whole batch is the last prefix: the running statistics, as the pooled form's.
+        # The whole batch is the last prefix: the running statistics, as the pooled form's; and
+        # per position, the prefix statistics eval mode will use.
         self._update_running((shift + mu[-1]).detach(), sigma2[-1].detach(), n[-1, 0].detach())
+        self._update_prefix((shift + mu).detach(), sigma2.detach(), n.detach())
         k = torch.where(tracked, (self.min_tokens - n).clamp_min(0), 0.0)  # (T, 1)
         big_n = (n + k).clamp_min(1)
         r = r - shift
@@ -189,6 +219,22 @@ class BatchNorm(nn.Module):
         self._update_running((m + delta).detach(), var.detach(), count.detach())
         return d - delta, var, m
 
+    def _prefix_buffers(self) -> tuple[Tensor, Tensor]:
+        return self.running_prefix_mean, self.running_prefix_var
+
+    @torch.no_grad()
+    def _update_prefix(self, mean: Tensor, var: Tensor, n: Tensor) -> None:
+        """The running prefix statistics of positions ``< T`` (``(T, C)``; ``n`` ``(T, 1)``),
+        with the momentum of the pooled ones (:meth:`_update_running` has counted this batch);
+        a prefix of fewer than 2 tokens leaves its position's unchanged."""
+        t = mean.shape[0]
+        m = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
+        ok = n >= 2
+        unbiased = var * n / (n - 1).clamp_min(1)
+        for buf, new in zip(self._prefix_buffers(), (mean, unbiased), strict=True):
+            old = buf[:t]
+            old.copy_(torch.where(ok, old.lerp(new.to(old.dtype), m), old))
+
     def _reduce_stats(self, sums: Tensor) -> Tensor:
         """Sum per-rank sums over the ranks when a process group is active (once for ``[sum x,
         count]``, once for ``[sum d, sum d²]``), so N ranks normalize (and differentiate) exactly
@@ -204,5 +250,9 @@ class BatchNorm(nn.Module):
         self.running_var.lerp_(unbiased.to(self.running_var.dtype), m)
 
     def extra_repr(self) -> str:
-        causal = f", causal=True, min_tokens={self.min_tokens}" if self.causal else ""
+        causal = (
+            f", causal=True, max_positions={self.max_positions}, min_tokens={self.min_tokens}"
+            if self.causal
+            else ""
+        )
         return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}{causal}"

@@ -20,7 +20,8 @@ def make_norm(cfg: TransformerConfig, size: int, *, attn: bool = False) -> nn.Mo
     if cfg.norm == "layernorm":
         return LayerNorm(size, **eps, bias=cfg.use_bias, **kernel)
     if cfg.norm == "batchnorm":
-        return BatchNorm(size, **eps, causal=cfg.batchnorm_causal)
+        causal = {"causal": True, "max_positions": cfg.max_seq_len} if cfg.batchnorm_causal else {}
+        return BatchNorm(size, **eps, **causal)
     if cfg.norm == "dyt":
         alpha = cfg.dyt_alpha_attn if attn and cfg.dyt_alpha_attn is not None else cfg.dyt_alpha
         return DyT(size, alpha_init=alpha)
