@@ -104,7 +104,7 @@ class BatchNorm(nn.Module):
         if self.causal and not self.training:  # each position as training normalized it
             t = x.shape[1]
             xt = x.to(s).reshape(x.shape[0], t, -1, self.num_features)  # (B, T, G, C)
-            rm, rv = (b[:t].to(s).unsqueeze(1) for b in self._prefix_buffers())  # (T, 1, C)
+            rm, rv = (buf[:t].to(s).unsqueeze(1) for buf in self._prefix_buffers())  # (T, 1, C)
             xc, var = xt - rm, rv
         elif not self.training:
             xc, var = xs - self.running_mean.to(s), self.running_var.to(s)
@@ -145,7 +145,7 @@ class BatchNorm(nn.Module):
         b, t, c_ = x.shape[0], x.shape[1], self.num_features
         xs = x.reshape(b, t, -1, c_)  # (B, T, G, C): G = the dims between T and C
         # Read before this batch updates them: they must not see its future tokens either.
-        r, v = (b[:t].to(x.dtype, copy=True) for b in self._prefix_buffers())  # (T, C)
+        r, v = (buf[:t].to(x.dtype, copy=True) for buf in self._prefix_buffers())  # (T, C)
         tracked = self.num_batches_tracked > 0
         if mask is None:
             count = torch.full((t, 1), float(b * xs.shape[2]), dtype=x.dtype, device=x.device)
@@ -156,7 +156,7 @@ class BatchNorm(nn.Module):
         first = self._reduce_stats(torch.cat([xv.detach().sum((0, 2)), count], -1)).cumsum(0)
         n = first[:, -1:]  # (T, 1) tokens at positions <= t
         t0 = (count > 0).squeeze(1).long().argmax(0, keepdim=True)  # the first real position
-        at = first.index_select(0, t0)[0]  # (2C + 1,): index_select, so no host sync
+        at = first.index_select(0, t0)[0]  # (C + 1,): index_select, so no host sync
         shift = at[:c_] / at[c_:].clamp_min(1)  # (C,)
         y = xs - shift
         yv = y if mask is None else torch.where(keep, y, 0.0)
