@@ -111,7 +111,7 @@ class BatchNorm(nn.Module):
         elif self.causal:
             xc, var = self._causal_stats(x.to(s), mask)
         else:
-            xc, var, _ = self._batch_stats(xs, None if mask is None else mask.reshape(-1))
+            xc, var = self._batch_stats(xs, None if mask is None else mask.reshape(-1))
         y = xc * torch.rsqrt(var + self.eps) * self.weight.to(s) + self.bias.to(s)
         return y.to(x.dtype).reshape(x.shape)
 
@@ -164,10 +164,7 @@ class BatchNorm(nn.Module):
         sums = sums.cumsum(0)  # (T, 2C)
         mu = sums[:, :c_] / n.clamp_min(1)
         sigma2 = (sums[:, c_:] / n.clamp_min(1) - mu.pow(2)).clamp_min(0)
-        if not torch.compiler.is_compiling() and n[-1].item() < 2:
-            raise ValueError(
-                f"BatchNorm needs at least 2 unmasked tokens in training mode, got {int(n[-1])}"
-            )
+        _check_count(n[-1, 0])
         # The whole batch is the last prefix: the running statistics, as the pooled form's; and
         # per position, the prefix statistics eval mode will use.
         self._update_running((shift + mu[-1]).detach(), sigma2[-1].detach(), n[-1, 0].detach())
@@ -179,10 +176,9 @@ class BatchNorm(nn.Module):
         var = (n * sigma2 + k * v + n * k / big_n * (mu - r).pow(2)) / big_n
         return y - mean.unsqueeze(1), var.unsqueeze(1)  # (B, T, G, C), (T, 1, C)
 
-    def _batch_stats(self, xs: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
-        r"""The centered tokens ``x - mean``, the biased variance of the (unmasked) tokens and
-        the first pass's mean ``m``, by the corrected two-pass algorithm (Chan, Golub & LeVeque
-        1983):
+    def _batch_stats(self, xs: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+        r"""The centered tokens ``x - mean`` and the biased variance of the (unmasked) tokens,
+        by the corrected two-pass algorithm (Chan, Golub & LeVeque 1983):
 
         .. math::
             m = \tfrac1n\sum_t x_t,\quad d_t = x_t - m,\quad
@@ -206,10 +202,7 @@ class BatchNorm(nn.Module):
             valid = torch.where(keep, xs, 0.0)  # not a product: padding may hold inf or NaN
         sums = self._reduce_stats(torch.cat([valid.detach().sum(0), count.reshape(1)]))
         count = sums[-1]
-        if not torch.compiler.is_compiling() and count.item() < 2:
-            raise ValueError(
-                f"BatchNorm needs at least 2 unmasked tokens in training mode, got {int(count)}"
-            )
+        _check_count(count)
         m = sums[:-1] / count
         d = xs - m
         dv = d if mask is None else torch.where(keep, d, 0.0)
@@ -217,7 +210,12 @@ class BatchNorm(nn.Module):
         delta = sums[: self.num_features] / count
         var = (sums[self.num_features :] / count - delta.pow(2)).clamp_min(0)
         self._update_running((m + delta).detach(), var.detach(), count.detach())
-        return d - delta, var, m
+        return d - delta, var
+
+    def _momentum(self) -> float:
+        """The running statistics' update weight for the batch just counted: ``momentum``, or
+        the cumulative average's ``1 / num_batches_tracked`` when it is None (as torch's)."""
+        return 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
 
     def _prefix_buffers(self) -> tuple[Tensor, Tensor]:
         return self.running_prefix_mean, self.running_prefix_var
@@ -228,7 +226,7 @@ class BatchNorm(nn.Module):
         with the momentum of the pooled ones (:meth:`_update_running` has counted this batch);
         a prefix of fewer than 2 tokens leaves its position's unchanged."""
         t = mean.shape[0]
-        m = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
+        m = self._momentum()
         ok = n >= 2
         unbiased = var * n / (n - 1).clamp_min(1)
         for buf, new in zip(self._prefix_buffers(), (mean, unbiased), strict=True):
@@ -244,7 +242,7 @@ class BatchNorm(nn.Module):
     @torch.no_grad()
     def _update_running(self, mean: Tensor, var: Tensor, count: Tensor) -> None:
         self.num_batches_tracked += 1
-        m = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
+        m = self._momentum()
         unbiased = var * count / (count - 1)
         self.running_mean.lerp_(mean.to(self.running_mean.dtype), m)
         self.running_var.lerp_(unbiased.to(self.running_var.dtype), m)
@@ -256,3 +254,12 @@ class BatchNorm(nn.Module):
             else ""
         )
         return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}{causal}"
+
+
+def _check_count(count: Tensor) -> None:
+    """Training-mode statistics need two real tokens (checked outside ``torch.compile``, where
+    reading the count would break the graph)."""
+    if not torch.compiler.is_compiling() and count.item() < 2:
+        raise ValueError(
+            f"BatchNorm needs at least 2 unmasked tokens in training mode, got {int(count)}"
+        )

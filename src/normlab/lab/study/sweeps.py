@@ -35,9 +35,11 @@ def sensitivity(losses: list[float], cap: float) -> float:
 def init_loss(runs: list[dict]) -> float:
     """ℓ0 of one seed's sweep: its first step's training loss, at most ln V."""
     cap = math.log(runs[0]["config"]["model"]["vocab_size"])
-    first = [r["history"]["loss"][0] for r in runs if (r.get("history") or {}).get("loss")]
-    first = [x for x in first if isinstance(x, int | float) and math.isfinite(x)]
-    return min([cap, *first[:1]])
+    for r in runs:  # the first run with a finite first loss: every arm's is the same
+        loss = ((r.get("history") or {}).get("loss") or [None])[0]
+        if isinstance(loss, int | float) and math.isfinite(loss):
+            return min(cap, loss)
+    return cap
 
 
 @dataclass(frozen=True)
