@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from normlab.lab.render import md_table
+from normlab.lab.study.claims import Estimate
 
 VARIANT_SUFFIXES = ("-default-init",)
 SCOPE_KEYS = ("d", "blocks", "T", "B", "steps", "init")  # what a sign change may come from
@@ -54,9 +55,10 @@ def _effect_text(c: dict[str, Any]) -> str:
     def one(x: dict[str, Any]) -> str:
         if not isinstance(x.get("effect"), int | float):
             return "–"
-        lo, hi = x.get("lo"), x.get("hi")
-        ci = f" [{lo:+.3f}, {hi:+.3f}]" if isinstance(lo, float) and isinstance(hi, float) else ""
-        return f"{x['effect']:+.3f}{ci}, n={x.get('n')}"
+        # claims.json writes an unbounded end as null; the report's text shows it as ∓∞.
+        lo = -math.inf if x.get("lo") is None else x["lo"]
+        hi = math.inf if x.get("hi") is None else x["hi"]
+        return Estimate(x["effect"], lo, hi, x.get("n", 0), None).text()
 
     if isinstance(c.get("effect"), int | float):
         return one(c)
