@@ -156,3 +156,7 @@ def test_claims_json_carries_scope_outcomes_correction_controls_and_the_family(t
     assert "4 claims: 3 hold, 0 do not hold, 0 inconclusive, 1 not testable here" in md
     assert "no correction" in md and "H = 3.100" in md
     assert "seeds diverged/stalled" in md and "tokens) init=" in md
+    # The control's result stands in the claim table, beside the verdict it conditions.
+    row = next(line for line in md.splitlines() if line.startswith("| **b-fails**"))
+    label, got = fails_["controls"][0]["control"], fails_["controls"][0]["verdict"]
+    assert f"{label}: {got} (" in row and "n=2)" in row

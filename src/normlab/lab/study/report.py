@@ -131,21 +131,24 @@ TABLE_HEADER = [
     "δ",
     "detectable at n",
     "seeds diverged/stalled",
+    "controls",
     "tested at",
 ]
 
 
+def _controls(v: Verdict) -> str:
+    """What each control showed, beside the verdict it conditions (a part's: under its label)."""
+
+    def one(label: str, c: Verdict) -> str:
+        return f"{label}: {c.status}" + (f" ({c.estimate.text()})" if c.estimate else "")
+
+    items = [one(label, c) for label, c in v.controls]
+    items += [f"[{name}] {one(label, c)}" for name, p in v.parts for label, c in p.controls]
+    return "; ".join(items) or "–"
+
+
 def _row(preset, c: Claim, v: Verdict) -> list[str]:
-    return [_effect(v), _delta(c), _mde(v), _outcomes(v), size(preset, c)]
-
-
-def table_rows(verdicts, preset=None) -> list[list[str]]:
-    if preset is None:  # the size needs the arms' configs
-        return [
-            [c.name, v.status, _effect(v), _delta(c), _mde(v), _outcomes(v), "–"]
-            for c, v in verdicts
-        ]
-    return [[c.name, v.status, *_row(preset, c, v)] for c, v in verdicts]
+    return [_effect(v), _delta(c), _mde(v), _outcomes(v), _controls(v), size(preset, c)]
 
 
 def format_table(preset, verdicts) -> str:
