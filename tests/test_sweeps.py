@@ -6,7 +6,7 @@ import pytest
 
 from normlab.lab.study.claims import FAILS, HOLDS
 from normlab.lab.study.spec import SpecError, parse_spec
-from normlab.lab.study.sweeps import LRSensitivity, sensitivity
+from normlab.lab.study.sweeps import LRSensitivity, sensitivity, sweep_name
 
 V = 256
 
@@ -97,3 +97,9 @@ def test_the_cap_is_the_loss_at_init():
         "u2": {i: run(None, first=4.0, status="diverged") for i in range(2)},
     }
     assert rule.decide(results, {}).estimate.values == pytest.approx([1.0, 1.0])  # (4 − 2) / 2
+
+
+def test_a_sweep_is_named_by_its_arms_without_the_learning_rate():
+    assert sweep_name(["pre-d64-lr0.001", "pre-d64-lr0.01"]) == "pre-d64"
+    assert sweep_name(["pre-d64-lr0.001", "post-d64-lr0.01"]) == "pre-d64-lr0.001 …"
+    assert sweep_name(["a", "b"]) == "a …"

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from normlab.lab.render import figure, png
 from normlab.lab.study.claims import AllOf, Claim, Contrast, Verdict
+from normlab.lab.study.sweeps import sweep_name
 
 Results = Mapping[str, Mapping[int, dict]]
 
@@ -230,7 +231,8 @@ def lr_curves(results: Results, claim: Claim, verdict: Verdict, timings) -> byte
             mean.append(sum(losses) / len(losses))
             lo.append(min(losses))
             hi.append(max(losses))
-        (line,) = ax.plot(xs, mean, marker="o", lw=1.4, label=f"{curve[0][1]} … (n={len(losses)})")
+        label = f"{sweep_name([arm for _, arm in curve])} (n={len(losses)})"
+        (line,) = ax.plot(xs, mean, marker="o", lw=1.4, label=label)
         ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15, lw=0)
     ax.set_xscale("log")
     ax.set_xlabel("learning rate")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,12 @@ def sensitivity(losses: list[float], cap: float) -> float:
     """The LR sensitivity of one sweep's final losses (one per learning rate)."""
     best = min(losses)
     return sum(min(x, cap) - best for x in losses) / len(losses)
+
+
+def sweep_name(arms: Sequence[str]) -> str:
+    """A sweep's name: its arms' common name without the learning rate ("pre-d64")."""
+    stems = {a.rsplit("-lr", 1)[0] for a in arms if "-lr" in a}
+    return stems.pop() if len(stems) == 1 and all("-lr" in a for a in arms) else f"{arms[0]} …"
 
 
 def init_loss(runs: list[dict]) -> float:
@@ -105,7 +111,7 @@ class LRSensitivity:
         # small S too, so the best loss is shown beside it.
         means: dict[str, float | None] = {}
         for sweep, per in ((self.stable, s), (self.unstable, u)):
-            name = sweep[0].rsplit("-lr", 1)[0] if "-lr" in sweep[0] else sweep[0] + "…"
+            name = sweep_name(sweep)
             means[f"S[{name}]"] = statistics.fmean(x[1] for x in per.values()) if per else None
             means[f"best loss[{name}]"] = (
                 statistics.fmean(x[2] for x in per.values()) if per else None
