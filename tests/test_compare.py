@@ -37,6 +37,18 @@ def test_a_claim_in_two_studies_is_shown_with_what_differs_where_its_sign_change
     assert "changes sign" in text and "d 64 vs 128" in text
 
 
+def test_a_sign_change_inside_an_interval_that_holds_zero_is_said_to_be_unresolved(tmp_path):
+    wide = {"lo": -0.02, "hi": 0.03, "n": 3}
+    a = _study(tmp_path, "a", "quick", [_claim("rmsnorm-matches-quality", "holds", -0.03)])
+    b = _study(
+        tmp_path, "b", "paper", [{**_claim("rmsnorm-matches-quality", "holds", 0.005), **wide}]
+    )
+    text = markdown([a, b])
+    assert "effect (unresolved: an interval holds 0) changes sign" in text
+    c = _study(tmp_path, "c", "paper", [_claim("rmsnorm-matches-quality", "holds", 0.02)])
+    assert "changes sign" in markdown([a, c]) and "unresolved" not in markdown([a, c])
+
+
 def test_init_variants_are_matched_and_compound_claims_compare_their_parts(tmp_path):
     part = lambda e: {"part": "L24", "effect": e, "lo": e, "hi": e, "n": 3}  # noqa: E731
     a = _study(tmp_path, "a", "paper", [

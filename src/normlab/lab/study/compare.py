@@ -40,29 +40,38 @@ def load(dirs: list[Path]) -> list[dict[str, Any]]:
     return out
 
 
-def effects(c: dict[str, Any]) -> list[tuple[str, float]]:
-    """``(label, effect)`` of a verdict: its own, or each part's for a compound claim."""
+def _estimate(x: dict[str, Any]) -> Estimate:
+    # claims.json writes an unbounded end as null; the report's text shows it as ∓∞.
+    lo = -math.inf if x.get("lo") is None else x["lo"]
+    hi = math.inf if x.get("hi") is None else x["hi"]
+    return Estimate(float(x["effect"]), lo, hi, x.get("n", 0), None)
+
+
+def effects(c: dict[str, Any]) -> dict[str, Estimate]:
+    """``label -> Estimate`` of a verdict: its own (label ``""``), or each part's for a
+    compound claim."""
     if isinstance(c.get("effect"), int | float):
-        return [("", float(c["effect"]))]
-    return [
-        (p["part"], float(p["effect"]))
-        for p in c.get("parts", [])
-        if isinstance(p.get("effect"), int | float)
-    ]
+        return {"": _estimate(c)}
+    parts = c.get("parts", [])
+    return {p["part"]: _estimate(p) for p in parts if isinstance(p.get("effect"), int | float)}
 
 
 def _effect_text(c: dict[str, Any]) -> str:
     def one(x: dict[str, Any]) -> str:
-        if not isinstance(x.get("effect"), int | float):
-            return "–"
-        # claims.json writes an unbounded end as null; the report's text shows it as ∓∞.
-        lo = -math.inf if x.get("lo") is None else x["lo"]
-        hi = math.inf if x.get("hi") is None else x["hi"]
-        return Estimate(x["effect"], lo, hi, x.get("n", 0), None).text()
+        return _estimate(x).text() if isinstance(x.get("effect"), int | float) else "–"
 
     if isinstance(c.get("effect"), int | float):
         return one(c)
     return "; ".join(f"{p['part']}: {one(p)}" for p in c.get("parts", [])) or "–"
+
+
+def _flip(part: str, a: Estimate, b: Estimate) -> str | None:
+    """The sign change of one effect between two studies, if it changes sign. One whose interval
+    holds 0 in either study is noise, not a change of result: listed, but said so."""
+    if a.effect * b.effect >= 0 or math.isclose(a.effect, 0):
+        return None
+    resolved = all(e.lo > 0 or e.hi < 0 for e in (a, b))
+    return (part or "effect") + ("" if resolved else " (unresolved: an interval holds 0)")
 
 
 def _scope_text(c: dict[str, Any]) -> str:
@@ -96,12 +105,8 @@ def _sign_changes(name: str, entries: list[tuple[str, dict]]) -> list[str]:
     out = []
     for i, (la, a) in enumerate(entries):
         for lb, b in entries[i + 1 :]:
-            ea, eb = dict(effects(a)), dict(effects(b))
-            flips = [
-                part or "effect"
-                for part in ea
-                if part in eb and ea[part] * eb[part] < 0 and not math.isclose(ea[part], 0)
-            ]
+            ea, eb = effects(a), effects(b)
+            flips = [f for part in ea if part in eb and (f := _flip(part, ea[part], eb[part]))]
             if not flips:
                 continue
             va, vb = _scope_values(a), _scope_values(b)
