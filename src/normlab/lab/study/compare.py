@@ -68,7 +68,7 @@ def _effect_text(c: dict[str, Any]) -> str:
 def _flip(part: str, a: Estimate, b: Estimate) -> str | None:
     """The sign change of one effect between two studies, if it changes sign. One whose interval
     holds 0 in either study is noise, not a change of result: listed, but said so."""
-    if a.effect * b.effect >= 0 or math.isclose(a.effect, 0):
+    if a.effect * b.effect >= 0:  # same sign, or one is exactly 0
         return None
     resolved = all(e.lo > 0 or e.hi < 0 for e in (a, b))
     return (part or "effect") + ("" if resolved else " (unresolved: an interval holds 0)")
