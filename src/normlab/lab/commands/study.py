@@ -13,6 +13,7 @@ from normlab.lab.study.runner import Interrupted, StudyOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from normlab.lab.study.coverage import HELP as coverage_help
     from normlab.lab.study.spec import builtin_names
 
     names = builtin_names()
@@ -60,6 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "directories decided: its verdict, effect and scope in each, and what differs where an "
         "effect changes sign; and exit",
     )
+    p.add_argument("--coverage", metavar="DOCS", nargs="?", const="docs", help=coverage_help)
     add_run_options(p, out="normlab-out", listed="the plan (runs x seeds, claims, estimated time)")
 
 
@@ -178,7 +180,7 @@ def report_failed(failed: list[str]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from normlab.lab.common import load_data
-    from normlab.lab.study import spec
+    from normlab.lab.study import coverage, spec
     from normlab.lab.study.plan import format_plan
     from normlab.lab.study.runner import run_study, summary, write_reports
 
@@ -187,6 +189,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.compare:
         return _compare(args.compare)
+    if args.coverage:
+        return coverage.main(args.coverage)
     # A spec is checked whole here, before anything runs or is written.
     sets = args.overrides
     if args.spec:

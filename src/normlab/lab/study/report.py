@@ -25,6 +25,7 @@ from normlab.lab.study.claims import (
     Claim,
     Verdict,
 )
+from normlab.lab.study.coverage import REPORT_LINK
 from normlab.lab.study.measures import MEASURES
 
 _COLORS = {HOLDS: "#1a7f37", FAILS: "#cf222e", UNTESTABLE: "#57606a"}
@@ -336,6 +337,7 @@ def _html(out: Path, preset, results, verdicts, meta, plots, lead: str = "") -> 
         "of the serial phase) with 95 % Student-t intervals; δ is the smallest effect that "
         "matters, fixed before the runs; 'detectable at n' is the effect this many seeds "
         "finds with 80 % power.</p>",
+        f"<p class='muted'>{e(REPORT_LINK)}</p>",
     ]
     if (out / "numerics.html").exists():
         h.append(
@@ -407,6 +409,7 @@ def _markdown(preset, results, verdicts, meta, plots, lead: str = "") -> str:
         "before the runs; 'detectable at n' is the effect this many seeds finds with 80 % "
         "power.",
         "",
+        REPORT_LINK + "\n",
     ]
     for c, v in verdicts:
         md += [

@@ -1,0 +1,338 @@
+"""Which statements of the three source articles the lab has decided: ``docs/claims.md``.
+
+The statements are hand-kept data (``statements.toml`` next to this module: one entry per
+statement, with the preset claims, library tests or pending findings that decide it, or the
+reason nothing does); the verdicts are what the studies published (``docs/data/<preset>/
+claims.json``), never retyped. ``normlab study --coverage`` writes the table; the tests check
+that the file in the repository is what it writes today, so republishing a study's
+``claims.json`` without regenerating the table fails CI.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from normlab.lab.render import md_table, write_atomic
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the same parser, before it joined the standard library
+    import tomli as tomllib
+
+HOLDS, FAILS, MIXED = "holds", "does not hold", "mixed"
+VERDICTS = (HOLDS, FAILS, "inconclusive", "not testable here")  # a claim's, as published
+STATEMENTS = "statements.toml"
+
+# Why a statement is not decided, in the order the summary lists them: key -> (the status
+# column's words, the summary's). The first three are computed from the data; the rest are the
+# `reason` of an entry.
+NOT_DECIDED = {
+    "undecided": ("inconclusive", "its claims' published verdicts are inconclusive"),
+    "prose-only": (
+        "verdict published as prose only",
+        "its claims are published as prose only (claims.json arrives when rerun)",
+    ),
+    "pending": ("finding pending", "not decided yet: numerics/bench finding pending"),
+    "definitional": ("definitional", "definitional: a definition, formula or code"),
+    "advice": ("advice", "advice: a recommendation or caution, nothing to decide"),
+    "citation": ("about other work", "about other work: which models use what, who proposed it"),
+    "needs-gpu": ("needs a GPU", "needs a GPU"),
+    "not-testable-here": ("not testable here", "not testable on this machine (reasons below)"),
+    "not-studied": ("not studied yet", "not studied yet: a claim could decide it, none does"),
+    "no-statement": ("no statement", "no statement: the heading is empty in the article"),
+}
+REASONS = tuple(k for k in NOT_DECIDED if k not in ("undecided", "prose-only", "pending"))
+
+
+@dataclass(frozen=True)
+class Statement:
+    id: str
+    article: str
+    section: str
+    statement: str
+    claims: tuple[str, ...] = ()  # "<preset>:<claim>"
+    tests: tuple[str, ...] = ()  # "tests/test_x.py::test_name"
+    by_test: str = HOLDS  # what the tests passing means for the statement
+    pending: str = ""  # a numerics/bench finding, not yet measured as one
+    reason: str = ""  # a key of REASONS
+    why: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    articles: dict[str, dict[str, Any]]  # article -> {"title", "sections": {key: label}}
+    reports: dict[str, dict[str, str]]  # preset -> {"report", optionally "unpublished"}
+    beyond: dict[str, str]  # "<preset>:<claim>" -> the later paper it comes from
+    statements: tuple[Statement, ...]
+
+
+@cache
+def load() -> Catalogue:
+    """The statements file shipped in the package."""
+    text = resources.files("normlab.lab.study").joinpath(STATEMENTS).read_text("utf-8")
+    doc = tomllib.loads(text)
+    entries = []
+    for e in doc["statements"]:
+        e = dict(e)
+        e["claims"], e["tests"] = tuple(e.get("claims", ())), tuple(e.get("tests", ()))
+        entries.append(Statement(**e))
+    return Catalogue(doc["articles"], doc["reports"], doc["beyond"], tuple(entries))
+
+
+def published(docs: Path) -> dict[str, dict[str, dict]]:
+    """Every published study's verdicts: preset -> claim name -> its entry of claims.json."""
+    out = {}
+    for path in sorted((docs / "data").glob("*/claims.json")):
+        data = json.loads(path.read_text("utf-8"))
+        out[data["preset"]] = {c["name"]: c for c in data["claims"]}
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# one statement
+
+
+@dataclass(frozen=True)
+class Decision:
+    status: str  # HOLDS, FAILS, MIXED, or a key of NOT_DECIDED
+    by: str = ""  # "claim" or "test" when decided
+
+
+def decide(s: Statement, verdicts: dict[str, dict[str, dict]]) -> Decision:
+    """A statement's status: decided when published claims decide it (all that decide agree,
+    else mixed), or, for a statement no claim covers, its tests; otherwise the first reason
+    that applies."""
+    found = [
+        verdicts[p][c]["verdict"] for p, c in map(_split, s.claims) if c in verdicts.get(p, {})
+    ]
+    by_claim = [v for v in found if v in (HOLDS, FAILS)]
+    decided = by_claim or ([s.by_test] if _tests_decide(s) else [])
+    if decided:
+        status = decided[0] if len(set(decided)) == 1 else MIXED
+        return Decision(status, "claim" if by_claim else "test")
+    if found:
+        return Decision("undecided")
+    if s.claims:
+        return Decision("prose-only")
+    return Decision("pending" if s.pending else s.reason)
+
+
+def _tests_decide(s: Statement) -> bool:
+    """Tests decide a statement about the library itself; where a claim covers it, a test on a
+    few fixed seeds is no verdict, and under a `reason` it only shows the definition is kept."""
+    return bool(s.tests) and not s.claims and not s.reason
+
+
+def _split(ref: str) -> tuple[str, str]:
+    preset, _, claim = ref.partition(":")
+    return preset, claim
+
+
+def _num(x: float) -> str:
+    return f"{x:+.3f}"
+
+
+def effect(c: dict) -> str:
+    """ "effect [lo, hi], n=k" of a claims.json entry, or of each part of a compound one."""
+    if c.get("effect") is not None:
+        return f"{_num(c['effect'])} [{_num(c['lo'])}, {_num(c['hi'])}], n={c['n']}"
+    if c.get("parts"):
+        return "; ".join(f"{p['part']}: {effect(p)}" for p in c["parts"])
+    return "–"
+
+
+def scope(c: dict) -> str:
+    """The sizes a claim was tested at, shapes merged: ``d=64 L=6/12/24 T=64 B=16 …``."""
+    keys = (("d", "d"), ("L", "blocks"), ("T", "T"), ("B", "B"), ("steps", "steps"))
+    keys += (("init", "init"),)
+    parts = []
+    for label, key in keys:
+        values = dict.fromkeys(str(s[key]) for s in c.get("scope", ()))
+        if values:
+            parts.append(f"{label}={'/'.join(values)}")
+    return " ".join(parts)
+
+
+def _claim_line(ref: str, cat: Catalogue, verdicts) -> str:
+    preset, name = _split(ref)
+    c = verdicts.get(preset, {}).get(name)
+    if c is None:
+        return f"{preset} `{name}`: {_unpublished(preset, cat)}"
+    line = f"{preset} `{name}`: **{c['verdict']}**, {effect(c)}; at {scope(c)}"
+    # Why a compound claim is undecided (which parts), or which control failed.
+    if c["verdict"] not in (HOLDS, FAILS) and (c.get("parts") or c.get("controls")):
+        line += f" ({c['why']})"
+    return line
+
+
+UNPUBLISHED = "published as prose only; claims.json arrives when rerun"
+
+
+def _report(preset: str, cat: Catalogue) -> str:
+    """A link to the preset's published report."""
+    target = cat.reports[preset]["report"]
+    return f"[{target.partition('#')[0]}]({target})"
+
+
+def _unpublished(preset: str, cat: Catalogue) -> str:
+    return f"{cat.reports[preset].get('unpublished', UNPUBLISHED)} ({_report(preset, cat)})"
+
+
+def _where(s: Statement, cat: Catalogue, verdicts) -> str:
+    lines = [_claim_line(ref, cat, verdicts) for ref in s.claims]
+    for t in s.tests:
+        if _tests_decide(s):
+            lines.append(f"test `{t}` (passes in CI): **{s.by_test}**")
+        else:
+            lines.append(f"also checked by the test `{t}`")
+    if s.pending:
+        lines.append(f"numerics/bench finding pending: `{s.pending}`")
+    if s.note:
+        lines.append(f"*Note:* {s.note}")
+    return "<br>".join(lines) or "–"
+
+
+def _status(s: Statement, d: Decision) -> str:
+    if d.status in (HOLDS, FAILS, MIXED):
+        return f"**{d.status}**"
+    short = NOT_DECIDED[d.status][0]
+    return f"not decided: {short}" + (f" — {s.why}" if s.why and d.status == s.reason else "")
+
+
+# --------------------------------------------------------------------------------------------
+# the page
+
+
+def render(docs: Path) -> str:
+    """``docs/claims.md``: the summary, the published studies, one table per article, and the
+    preset claims that go beyond the articles."""
+    cat, verdicts = load(), published(docs)
+    decisions = {s.id: decide(s, verdicts) for s in cat.statements}
+    md = [
+        "# The articles' statements and what the lab decided",
+        "",
+        "Every statement of the three source articles (000 *LayerNorm vs RMSNorm*, 001 "
+        "*RMSNorm*, 003 *BatchNorm, LayerNorm, RMSNorm, Pre-LN/Post-LN*), paraphrased, with "
+        "where the lab decides it and the verdict its published study measured: effect [95 % "
+        "interval], n, and the sizes it was tested at (a verdict holds at those sizes, not "
+        "beyond). How a verdict is decided: [study.md](study.md#how-a-verdict-is-decided).",
+        "",
+        "Generated by `normlab study --coverage` from the statements "
+        "(`src/normlab/lab/study/statements.toml`) and the published verdicts "
+        "(`docs/data/<preset>/claims.json`): edit those, not this file.",
+        "",
+        "## Summary",
+        "",
+        *_summary(cat, decisions),
+        "",
+        "## Published studies",
+        "",
+        _studies(cat, verdicts),
+        "",
+    ]
+    for article, info in cat.articles.items():
+        rows = [
+            [
+                info["sections"][s.section],
+                s.statement,
+                _status(s, decisions[s.id]),
+                _where(s, cat, verdicts),
+            ]
+            for s in cat.statements
+            if s.article == article
+        ]
+        md += [
+            f"## {article}: {info['title']}",
+            "",
+            md_table(["section", "statement (our paraphrase)", "status", "where decided"], rows),
+            "",
+        ]
+    md += [
+        "## Claims beyond the articles",
+        "",
+        "Preset claims from later papers, decided by the lab though no statement of the articles "
+        "names them:",
+        "",
+        md_table(
+            ["claim: verdict", "from"],
+            [[_claim_line(ref, cat, verdicts), src] for ref, src in cat.beyond.items()],
+        ),
+    ]
+    return "\n".join(md) + "\n"
+
+
+def _summary(cat: Catalogue, decisions: dict[str, Decision]) -> list[str]:
+    n = len(cat.statements)
+    per = Counter(s.article for s in cat.statements)
+    status = Counter(d.status for d in decisions.values())
+    decided = [d for d in decisions.values() if d.status in (HOLDS, FAILS, MIXED)]
+    by = Counter(d.by for d in decided)
+    mixed = f", {status[MIXED]} mixed (hold in one study, not in another)" if status[MIXED] else ""
+    out = [
+        f"**{n} statements** ({', '.join(f'{a}: {per[a]}' for a in cat.articles)}).",
+        "",
+        f"- **{len(decided)} decided**: **{status[HOLDS]} hold**, **{status[FAILS]} do not hold**"
+        f"{mixed}; {by['claim']} by a preset claim's published verdict, {by['test']} by a "
+        "library test alone.",
+        f"- **{n - len(decided)} not decided**:",
+    ]
+    out += [f"  - {status[k]}: {words}" for k, (_, words) in NOT_DECIDED.items() if status[k]]
+    return out
+
+
+def _studies(cat: Catalogue, verdicts) -> str:
+    from normlab.lab.study.spec import load_builtin
+
+    rows = []
+    for preset in cat.reports:
+        n = len(load_builtin(preset).claims)
+        if preset in verdicts:
+            counts = Counter(c["verdict"] for c in verdicts[preset].values())
+            data = f"`data/{preset}/claims.json`: " + ", ".join(
+                f"{k} {counts[k]}" for k in VERDICTS if counts[k]
+            )
+        else:
+            data = _unpublished(preset, cat)
+        rows.append([f"`{preset}`", n, _report(preset, cat), data])
+    return md_table(["preset", "claims", "report", "verdicts as data"], rows)
+
+
+# One line in every study report (``report.py``): the report lives outside the repository.
+REPORT_LINK = (
+    "Which statements of the three source articles the claims of every preset decide, with "
+    "their published verdicts: docs/claims.md in the normlab repository."
+)
+
+HELP = (
+    "write DOCS/claims.md (default: docs, run from the repository's root): which statements of "
+    "the source articles the lab decides, with the verdicts published in "
+    "DOCS/data/<preset>/claims.json; and exit"
+)
+
+
+def write(docs: Path) -> Path:
+    """Write ``docs/claims.md``; returns its path."""
+    path = docs / "claims.md"
+    write_atomic(path, render(docs))
+    return path
+
+
+def main(docs: str) -> int:
+    """``normlab study --coverage [DOCS]``."""
+    from normlab.lab.common import UsageError
+
+    if not (Path(docs) / "data").is_dir():
+        raise UsageError(
+            f"--coverage {docs}: no {Path(docs) / 'data'} directory; run from the repository's "
+            "root or name its docs/ directory"
+        )
+    print(write(Path(docs)))
+    return 0
