@@ -44,7 +44,7 @@ NOT_DECIDED = {
     "advice": ("advice", "advice: a recommendation or caution, nothing to decide"),
     "citation": ("about other work", "about other work: which models use what, who proposed it"),
     "needs-gpu": ("needs a GPU", "needs a GPU"),
-    "not-testable-here": ("not testable here", "not testable on this machine (reasons below)"),
+    "not-testable-here": ("not testable here", "not testable on this machine, because"),
     "not-studied": ("not studied yet", "not studied yet: a claim could decide it, none does"),
     "no-statement": ("no statement", "no statement: the heading is empty in the article"),
 }
@@ -284,7 +284,12 @@ def _summary(cat: Catalogue, decisions: dict[str, Decision]) -> list[str]:
         "library test alone.",
         f"- **{n - len(decided)} not decided**:",
     ]
-    out += [f"  - {status[k]}: {words}" for k, (_, words) in NOT_DECIDED.items() if status[k]]
+    for k, (_, words) in NOT_DECIDED.items():
+        if status[k]:
+            out.append(f"  - {status[k]}: {words}")
+        if k == "not-testable-here":
+            whys = Counter(s.why for s in cat.statements if decisions[s.id].status == k)
+            out += [f"    - {n}: {why}" for why, n in whys.items()]
     return out
 
 
