@@ -283,6 +283,8 @@ class NumericsResult:
     seconds: float
     findings: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
+    # the articles' statements decided (``statements.decide_all``): one dict per finding
+    verdicts: list[dict] = field(default_factory=list)
 
 
 def load_result(path: str | Path) -> NumericsResult:
@@ -336,6 +338,7 @@ class NumericsOptions:
     backends: tuple[str, ...] | None = None
     quiet: bool = False  # no progress bar
     grid: Grid | None = None
+    seeds: int | None = None  # input draws per finding; None: SEEDS (3 when reduced); 0: none
 
     def resolved_grid(self) -> Grid:
         grid = self.grid or (REDUCED if self.reduced else Grid())
@@ -353,16 +356,28 @@ def run_numerics(options: NumericsOptions) -> NumericsResult:
     to its path, for the study report to link)."""
     from normlab.lab.numerics import report
     from normlab.lab.numerics.findings import findings
+    from normlab.lab.numerics.statements import SEEDS, decide_all
 
     grid = options.resolved_grid()
     out = out_dir(options.out)
     backends = None if options.backends is None else list(options.backends)
     result = sweep(grid, device=options.device, backends=backends, quiet=options.quiet)
     result.findings = findings(result)
+    seeds = options.seeds if options.seeds is not None else 3 if options.reduced else SEEDS
+    if seeds < 0:
+        raise UsageError(f"seeds: expected an int >= 0, got {seeds}")
+    if seeds:
+        result.verdicts = decide_all(seeds, progress=not options.quiet)
     paths = {k: out / f"numerics.{k}" for k in ("json", "md", "html")}
     paths["json"].write_text(json.dumps(asdict(result), indent=1, allow_nan=False))
     paths["md"].write_text(report.markdown(result))
     paths["html"].write_text(report.html(result))
+    if result.verdicts:  # the findings alone, for the coverage table and the docs
+        paths["findings"] = out / "numerics-findings.json"
+        paths["findings"].write_text(json.dumps(result.verdicts, indent=1, allow_nan=False))
+        for name, png in report.finding_plots(result).items():
+            paths[name] = out / f"numerics-{name}.png"
+            paths[name].write_bytes(png)
     result.files = {k: str(p) for k, p in paths.items()}
     return result
 
@@ -376,6 +391,9 @@ def summary(result: NumericsResult, *, table: bool = True) -> str:
     if table:
         lines += [report.terminal_table(result), "\nWhat this shows:"]
         lines += [f"- {f}" for f in result.findings]
+        if result.verdicts:
+            lines.append("\nThe articles' statements, decided:")
+            lines += [f"- {v['name']}: {v['verdict']}" for v in result.verdicts]
     n = len({(r["dtype"], r["scale"], r["hidden"], r["shape"], r["eps"]) for r in result.records})
     files = result.files
     lines.append(
