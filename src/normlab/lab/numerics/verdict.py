@@ -24,11 +24,24 @@ from normlab.lab.study.claims import (
     LEVEL,
     UNSURE,
     UNTESTABLE,
+    VERDICTS,
     Estimate,
     decide,
 )
 
-__all__ = ["EXPECT", "FAILS", "HOLDS", "LEVEL", "UNSURE", "UNTESTABLE", "Finding", "Rule"]
+__all__ = [
+    "EXPECT",
+    "FAILS",
+    "HOLDS",
+    "LEVEL",
+    "UNSURE",
+    "UNTESTABLE",
+    "VERDICTS",
+    "Estimate",
+    "Finding",
+    "Rule",
+    "decide",
+]
 
 
 @dataclass(frozen=True)
