@@ -108,10 +108,12 @@ def test_report_says_so_when_naive_does_not_fail(result):
 
 def test_output_files_are_self_contained(result):
     page = open(result.files["html"]).read()
-    assert page.count("data:image/png;base64,") == 2
+    # the sweep's two plots and the findings' two (error vs scale, gradient vs eps)
+    assert page.count("data:image/png;base64,") == 4
     assert "http://" not in page and "https://" not in page
     data = json.load(open(result.files["json"]))
     assert len(data["records"]) == len(result.records) and data["findings"] == result.findings
+    assert [v["name"] for v in data["verdicts"]] == [v["name"] for v in result.verdicts]
 
 
 def test_ulp_and_metrics_definitions():

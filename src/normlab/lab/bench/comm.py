@@ -30,6 +30,10 @@ KINDS = ("gradients", "buffers", "other")
 STEPS = 6  # counted steps per norm (after one uncounted warm-up step)
 NORMS = ("batchnorm", "layernorm")
 TIMEOUT_S = 300
+MODEL = (
+    "Transformer(vocab 256, d=64, 2 pre-norm blocks, 4 heads; 5 norms, BatchNorm causal as the "
+    "lab's default), 8 sequences x 64 tokens per rank, AdamW, DDP"
+)
 
 
 class Counter:
@@ -122,7 +126,7 @@ def main(argv: list[str]) -> int:
     counter = Counter()
     install(counter)
     try:
-        result = {"world_size": info.world_size, "backend": "gloo", "steps": steps}
+        result = {"world_size": info.world_size, "backend": "gloo", "steps": steps, "model": MODEL}
         result["norms"] = {norm: _train(norm, info, counter, steps) for norm in NORMS}
         if info.rank == 0:
             out.write_text(json.dumps(result, indent=1))

@@ -34,7 +34,7 @@ WORK_ROWS = [
     ["RMSNorm: Σx², then x·rstd·g", "2 (the 2nd from cache)", "4", "2·d·s"],
     ["LayerNorm, two-pass (the articles' code): Σx, Σ(x−μ)², then (x−μ)·rstd·w + b", "3", "8",
      "2·d·s"],
-    ["LayerNorm, one-pass Σx, Σx² (normlab's Numba kernel; torch's CPU kernel likewise)",
+    ["LayerNorm, one pass for Σx, Σx² (normlab's Numba kernel; torch's CPU kernel: Welford)",
      "2 (the 2nd from cache)", "7", "2·d·s"],
 ]  # fmt: skip
 
@@ -48,8 +48,9 @@ def more_work(sizes=ratio.SIZES, impls=ratio.IMPLS) -> Finding:
             (
                 f"{impl} d={d}",
                 Rule(
-                    f"ln(t_LayerNorm / t_RMSNorm) per interleaved round ({impl}, forward, "
-                    f"FP32, {ratio.ELEMENTS} elements per call, d={d}); δ: RMSNorm saves 5 %",
+                    "ln(t_LayerNorm / t_RMSNorm) per interleaved round, the part's "
+                    f"implementation at its d (forward, FP32, {ratio.ELEMENTS} elements per "
+                    "call); δ: RMSNorm saves 5 % of LayerNorm's time",
                     ">0",
                     WORK_DELTA,
                     trimmed=True,
@@ -100,6 +101,7 @@ class FindingsOptions:
     rounds: int = ratio.ROUNDS
     steps: int = comm.STEPS
     device: str = "cpu"
+    threads: int = 0  # torch's (and so normlab's) threads for the timings; 0: torch's default
 
 
 def decide_ratio(o: FindingsOptions, log=print) -> dict:
@@ -157,6 +159,8 @@ def run_findings(options: FindingsOptions, log=print) -> Path:
     if bad or not o.kinds:
         raise UsageError(f"findings: unknown {bad}; kinds {list(KINDS)}, impls {ratio.IMPLS}")
     out = out_dir(o.out)
+    if o.threads:
+        torch.set_num_threads(o.threads)
     verdicts, rules, files = [], {}, []
     if "ratio" in o.kinds:
         verdicts.append(decide_ratio(o, log))
@@ -169,10 +173,11 @@ def run_findings(options: FindingsOptions, log=print) -> Path:
         verdicts.append(decide_comm(o, out))
         rules["batchnorm-communication"] = COMMUNICATION
     where = platform.processor() or platform.machine()
-    head = (
-        f"normlab bench --findings: torch {torch.__version__}, {torch.get_num_threads()} "
-        f"threads, {where}, {o.rounds} timing rounds, {o.steps} training steps"
-    )
+    head = f"normlab bench --findings: torch {torch.__version__}, {where}"
+    if "ratio" in o.kinds:
+        head += f"; timings: {torch.get_num_threads()} threads, {o.rounds} interleaved rounds"
+    if "comm" in o.kinds:
+        head += f"; communication: {o.steps} training steps of {comm.MODEL}"
     text = ["# normlab bench: the articles' cost statements, decided", "", head, ""]
     text += [verdict.markdown(verdicts, rules)]
     if "ratio" in o.kinds:

@@ -79,6 +79,7 @@ def _findings(args: argparse.Namespace) -> int:
         impls=impls,
         rounds=min(args.rounds, 7) if args.quick else args.rounds,
         device=args.device,
+        threads=args.threads,
     )
     path = run_findings(options)
     print(path.read_text().split("\n### ")[0])

@@ -18,7 +18,7 @@ from torch import Tensor
 from normlab import reference
 from normlab.lab.numerics.findings import failure
 from normlab.lab.numerics.metrics import error_metrics
-from normlab.lab.numerics.sweep import _forward, naive_layer_norm, naive_rms_norm, truth_of
+from normlab.lab.numerics.naive import forward, naive_layer_norm, naive_rms_norm, truth_of
 from normlab.lab.numerics.verdict import Finding, Rule
 
 OPS = {"rms_norm": "RMSNorm", "layer_norm": "LayerNorm"}
@@ -186,7 +186,7 @@ def run(fn: Callable, op: str, inputs, eps: float, *, grad: bool = False) -> dic
     and the truth's ``dx_max``."""
     truth = truth_of(op, *inputs, eps)
     x, w, b, dy = inputs
-    y, leaves = _forward(fn, op, x, w, b, eps)
+    y, leaves = forward(fn, op, x, w, b, eps)
     out = {"y": error_metrics(y, truth["y"]), "dx_max": float(truth["dx"].abs().max())}
     if grad:
         (dx,) = torch.autograd.grad(y, leaves[:1], dy)
@@ -307,6 +307,7 @@ def _fp32_stats(seeds: range, record: dict) -> dict[str, list[float]]:
                         for sc in SCALES
                     ]
                     worst[impl] = max(errs)
+                    record.setdefault(f"{name} {short} {impl} worst error", []).append(max(errs))
                     c = curves.setdefault(f"{name} {short} {impl}", [[] for _ in SCALES])
                     for i, e in enumerate(errs):
                         c[i].append(e)

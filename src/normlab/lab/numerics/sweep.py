@@ -30,10 +30,10 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from normlab import reference
 from normlab.kernels import registry
 from normlab.lab.common import UsageError, out_dir, positive_int
 from normlab.lab.numerics.metrics import error_metrics
+from normlab.lab.numerics.naive import forward, naive_layer_norm, naive_rms_norm, truth_of
 from normlab.reference import CASTINGS
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -158,18 +158,6 @@ def make_inputs(case: Case, device: str = "cpu") -> tuple[Tensor, Tensor, Tensor
 # implementations
 
 
-def naive_rms_norm(x: Tensor, weight: Tensor, bias: None, eps: float) -> Tensor:
-    """The articles' RMSNorm: ``mean(x²)`` and everything after it in ``x.dtype``."""
-    return reference.rms_norm(x, weight, eps, casting="none")
-
-
-def naive_layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
-    """The articles' LayerNorm: every step in ``x.dtype`` (so ``var`` overflows in FP16)."""
-    mean = x.mean(-1, keepdim=True)
-    var = x.var(-1, unbiased=False, keepdim=True)
-    return (x - mean) / torch.sqrt(var + eps) * weight + bias
-
-
 @dataclass(frozen=True)
 class Impl:
     op: str  # "rms_norm" | "layer_norm"
@@ -226,25 +214,6 @@ def build_impls(backends: list[str], kernel_castings: tuple[str, ...] = CASTINGS
 # measurement
 
 
-def _forward(fn: Callable, op: str, x, w, b, eps) -> tuple[Tensor, list[Tensor]]:
-    """``y`` and the leaves ``[x, w]`` to differentiate (the bias gradient is just ``sum dy``)."""
-    xi, wi = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
-    y = fn(xi, wi, b, eps) if op == "layer_norm" else fn(xi, wi, None, eps)
-    return y, [xi, wi]
-
-
-def truth_of(op: str, x, w, b, dy, eps) -> dict[str, Tensor]:
-    """Float64 ``y``, ``dx``, ``dw`` from the reference (cast order is moot in float64)."""
-    if op == "rms_norm":
-        fn = lambda x, w, b, eps: reference.rms_norm(x, w, eps, casting="gemma")
-    else:
-        fn = lambda x, w, b, eps: reference.layer_norm(x, w, b, eps)
-    d = [t.double() for t in (x, w, b, dy)]
-    y, inputs = _forward(fn, op, *d[:3], eps)
-    dx, dw = torch.autograd.grad(y, inputs, d[3])
-    return {"y": y.detach(), "dx": dx, "dw": dw}
-
-
 def measure(impl: Impl, case: Case, inputs, truth: dict[str, Tensor]) -> dict:
     """One record: the case, the implementation and its metrics (or the error it raised)."""
     rec = {
@@ -258,7 +227,7 @@ def measure(impl: Impl, case: Case, inputs, truth: dict[str, Tensor]) -> dict:
     }
     x, w, b, dy = inputs
     try:
-        y, params = _forward(impl.fn, impl.op, x, w, b, case.eps)
+        y, params = forward(impl.fn, impl.op, x, w, b, case.eps)
     except Exception as e:  # a backend that rejects a dtype is a result, not a crash
         rec["error"] = f"{type(e).__name__}: {e}"
         return rec

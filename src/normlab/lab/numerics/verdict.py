@@ -122,7 +122,10 @@ class Finding:
         }
 
     def describe(self) -> str:
-        text = " ".join(f"[{label}] {rule.describe()}." for label, rule in self.parts)
+        groups: dict[str, list[str]] = {}  # parts that share a rule are named together
+        for label, rule in self.parts:
+            groups.setdefault(rule.describe(), []).append(label)
+        text = " ".join(f"[{', '.join(labels)}] {rule}." for rule, labels in groups.items())
         if len(self.parts) > 1:
             text += (
                 f" Holds iff every part holds (each at {LEVEL:.0%}); does not hold iff some part "
