@@ -2,6 +2,7 @@
 themselves are the benchmark's business, not a test's)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -151,3 +152,12 @@ def test_batchnorm_communication_under_torchrun(tmp_path):
     assert bn["calls"]["other"] > 0 and ln["calls"]["other"] == 0
     assert bn["calls"]["gradients"] == ln["calls"]["gradients"] >= 1
     assert bf.decide_counts(counts)["parts"][0]["verdict"] == nv.UNSURE  # n=1: no interval
+
+
+def test_published_findings_follow_from_their_values():
+    """docs/bench-findings.json: every verdict is what today's rule decides on its values."""
+    path = Path(__file__).parents[1] / "docs/bench-findings.json"
+    rules = {"layernorm-more-work": bf.more_work(), "batchnorm-communication": bf.COMMUNICATION}
+    for v in json.loads(path.read_text()):
+        again = rules[v["name"]].decide({p["part"]: p["values"] for p in v["parts"]})
+        assert again["verdict"] == v["verdict"] and again["rule"] == v["rule"]

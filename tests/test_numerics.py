@@ -263,3 +263,12 @@ def test_findings_measured_in_the_reduced_run(result):
     md = Path(result.files["md"]).read_text()
     assert "## The articles' statements, decided" in md and "rmsnorm-more-stable" in md
     assert Path(result.files["error-vs-scale"]).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_published_findings_follow_from_their_values():
+    """docs/numerics-findings.json: every verdict is what today's rule decides on its values."""
+    published = json.loads((Path(__file__).parents[1] / "docs/numerics-findings.json").read_text())
+    assert [v["name"] for v in published] == list(statements.FINDINGS)
+    for v in published:
+        again = statements.FINDINGS[v["name"]].decide({p["part"]: p["values"] for p in v["parts"]})
+        assert again["verdict"] == v["verdict"] and again["rule"] == v["rule"]
