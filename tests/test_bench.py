@@ -2,6 +2,7 @@
 themselves are the benchmark's business, not a test's)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -55,3 +56,108 @@ def test_cli_writes_table_csv_json_and_chart(tmp_path, capsys):
     assert len((tmp_path / "bench_cpu.csv").read_text().splitlines()) == 5  # header + 4 rows
     assert (tmp_path / "bench_cpu.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "wrote" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------------------------
+# the articles' cost statements as findings
+
+from normlab.lab.bench import comm, ratio  # noqa: E402
+from normlab.lab.bench import findings as bf  # noqa: E402
+from normlab.lab.numerics import verdict as nv  # noqa: E402
+
+
+def _round_values(log_ratio: float, n: int = 9) -> list[float]:
+    return [log_ratio + 0.01 * ((-1) ** i) * (i % 3) for i in range(n)]
+
+
+def test_more_work_rule_on_synthetic_rounds():
+    f = bf.more_work(sizes=(64, 4096), impls=("eager",))
+    faster = {p: _round_values(0.3) for p, _ in f.parts}  # RMSNorm 26 % faster everywhere
+    assert f.decide(faster)["verdict"] == nv.HOLDS
+    slower = dict(faster, **{"eager d=64": _round_values(-1.3)})  # F.rms_norm 3.7x slower
+    v = f.decide(slower)
+    assert v["verdict"] == nv.FAILS
+    assert [p["verdict"] for p in v["parts"]] == [nv.FAILS, nv.HOLDS]
+    same = {p: _round_values(0.0) for p, _ in f.parts}  # no difference that matters
+    assert f.decide(same)["verdict"] == nv.FAILS
+
+
+def test_a_stalled_round_moves_neither_mean_nor_interval():
+    f = bf.more_work(sizes=(64,), impls=("eager",))
+    vals = _round_values(0.3, n=10)
+    stalled = vals[:-1] + [-5.0]  # one round where the machine stalled the RMSNorm batch
+    assert f.decide({"eager d=64": stalled})["verdict"] == nv.HOLDS
+
+
+def _counts(bn_extra: int, world: int = 2, steps: int = 3) -> dict:
+    def step(extra):
+        return {
+            "calls": {"gradients": 1, "buffers": 1, "other": extra},
+            "bytes": {"gradients": 5000, "buffers": 100, "other": 400 * extra},
+        }
+
+    norms = {"batchnorm": [step(bn_extra)] * steps, "layernorm": [step(0)] * steps}
+    return {"world_size": world, "steps": steps, "norms": norms}
+
+
+def test_communication_rule_on_synthetic_counts():
+    holds = bf.decide_counts(_counts(15))
+    assert holds["verdict"] == nv.HOLDS
+    assert holds["means"]["batchnorm calls other"] == 15
+    assert bf.decide_counts(_counts(0))["verdict"] == nv.FAILS  # BatchNorm without a sync
+    lone = bf.decide_counts(_counts(15, world=1))
+    assert lone["verdict"] == nv.UNTESTABLE
+
+
+def test_counter_counts_collectives_by_kind():
+    import torch
+
+    c = comm.Counter()
+    c.add("other", [torch.zeros(3, 4)])
+    c.in_hook = True
+    c.add("gradients", [torch.zeros(10, dtype=torch.float64)])
+    snap = c.snapshot()
+    assert snap["calls"] == {"gradients": 1, "buffers": 0, "other": 1}
+    assert snap["bytes"] == {"gradients": 80, "buffers": 0, "other": 48}
+    c.reset()
+    assert sum(c.snapshot()["calls"].values()) == 0
+
+
+def test_findings_ratio_writes_verdict_json_and_plot(tmp_path):
+    o = bf.FindingsOptions(out=tmp_path, kinds=("ratio",), sizes=(64,), impls=("eager",), rounds=3)
+    md = bf.run_findings(o, log=lambda s: None)
+    saved = json.loads((tmp_path / "bench-findings.json").read_text())
+    (v,) = saved
+    assert v["name"] == "layernorm-more-work" and v["verdict"] in nv.VERDICTS
+    assert v["parts"][0]["n"] == 3 and len(v["parts"][0]["values"]) == 3
+    assert "layernorm-more-work" in md.read_text()
+    assert (tmp_path / "bench-ratio-vs-d.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_interleaved_times_every_function_every_round():
+    calls = []
+    fns = {k: (lambda k=k: calls.append(k)) for k in "ab"}
+    times = ratio.interleaved(fns, rounds=4)
+    assert all(len(t) == 4 and min(t) > 0 for t in times.values())
+    assert set(calls) == {"a", "b"}
+
+
+@pytest.mark.slow
+def test_batchnorm_communication_under_torchrun(tmp_path):
+    """Two gloo processes: normlab's BatchNorm all-reduces its statistics, LayerNorm does not;
+    the gradient buckets are the same size."""
+    counts = comm.launch(tmp_path / "counts.json", steps=1)
+    bn, ln = counts["norms"]["batchnorm"][0], counts["norms"]["layernorm"][0]
+    assert counts["world_size"] == 2
+    assert bn["calls"]["other"] > 0 and ln["calls"]["other"] == 0
+    assert bn["calls"]["gradients"] == ln["calls"]["gradients"] >= 1
+    assert bf.decide_counts(counts)["parts"][0]["verdict"] == nv.UNSURE  # n=1: no interval
+
+
+def test_published_findings_follow_from_their_values():
+    """docs/bench-findings.json: every verdict is what today's rule decides on its values."""
+    path = Path(__file__).parents[1] / "docs/bench-findings.json"
+    rules = {"layernorm-more-work": bf.more_work(), "batchnorm-communication": bf.COMMUNICATION}
+    for v in json.loads(path.read_text()):
+        again = rules[v["name"]].decide({p["part"]: p["values"] for p in v["parts"]})
+        assert again["verdict"] == v["verdict"] and again["rule"] == v["rule"]

@@ -108,10 +108,12 @@ def test_report_says_so_when_naive_does_not_fail(result):
 
 def test_output_files_are_self_contained(result):
     page = open(result.files["html"]).read()
-    assert page.count("data:image/png;base64,") == 2
+    # the sweep's two plots and the findings' two (error vs scale, gradient vs eps)
+    assert page.count("data:image/png;base64,") == 4
     assert "http://" not in page and "https://" not in page
     data = json.load(open(result.files["json"]))
     assert len(data["records"]) == len(result.records) and data["findings"] == result.findings
+    assert [v["name"] for v in data["verdicts"]] == [v["name"] for v in result.verdicts]
 
 
 def test_ulp_and_metrics_definitions():
@@ -171,3 +173,102 @@ def test_markdown_regenerates_from_the_json(result):
     text = numerics_report.markdown(again)
     assert text == Path(result.files["md"]).read_text()
     assert all(f in text for f in result.findings)
+
+
+# --------------------------------------------------------------------------------------------
+# the articles' statements as findings
+
+from normlab.lab.numerics import statements  # noqa: E402
+from normlab.lab.numerics import verdict as nv  # noqa: E402
+
+
+def synthetic(finding: nv.Finding, holds: bool, n: int = 6) -> dict[str, list[float]]:
+    """Per part, values on the side of δ its rule calls "holds" (or "does not hold")."""
+    out = {}
+    for label, rule in finding.parts:
+        d = rule.delta or 0.1
+        noise = [(-1) ** i * d * 0.05 * (1 + i % 3) for i in range(n)]
+        if rule.expect == "≈0":
+            centre = 0.0 if holds else 4 * d
+        else:
+            centre = (4 * d) if holds else -4 * d
+            centre = -centre if rule.expect == "<0" else centre
+        out[label] = [centre + e for e in noise]
+    return out
+
+
+@pytest.mark.parametrize("name", list(statements.FINDINGS))
+def test_each_finding_rule_decides_synthetic_measurements(name):
+    f = statements.FINDINGS[name]
+    assert f.decide(synthetic(f, True))["verdict"] == nv.HOLDS
+    v = f.decide(synthetic(f, False))
+    assert v["verdict"] == nv.FAILS
+    assert all(p["verdict"] == nv.FAILS and p["lo"] <= p["effect"] <= p["hi"] for p in v["parts"])
+
+
+def test_one_part_that_does_not_hold_decides_the_finding():
+    f = statements.FINDINGS["rmsnorm-more-stable"]
+    values = synthetic(f, True)
+    values["FP16 overflow scale"] = [-0.46, -0.47, -0.45, -0.46]  # the lab's measurement
+    v = f.decide(values)
+    assert v["verdict"] == nv.FAILS
+    assert [p["verdict"] for p in v["parts"]] == [nv.FAILS, nv.HOLDS, nv.HOLDS]
+
+
+def test_a_part_failing_only_at_95_percent_is_inconclusive_after_bonferroni():
+    rule = nv.Rule("v", ">0", 0.1)
+    f = nv.Finding("f", "s", "src", (("a", rule), ("b", rule), ("c", rule)))
+    # n=3: the interval is below 0 at 95 % (t=4.30) but not at 1 − 5 %/3 (t=7.65)
+    a = [-0.6, -0.45, -0.3]
+    v = f.decide({"a": a, "b": [2.0, 2.1, 2.2], "c": [2.0, 2.1, 2.2]})
+    alone = nv.Finding("f", "s", "src", (("a", rule),)).decide({"a": a})
+    assert alone["verdict"] == nv.FAILS
+    assert v["parts"][0]["verdict"] == nv.UNSURE and "Bonferroni" in v["parts"][0]["why"]
+    assert v["verdict"] == nv.UNSURE
+
+
+def test_a_part_without_measurement_is_not_testable_here():
+    f = statements.FINDINGS["rmsnorm-on-sphere"]
+    v = f.decide({}, untestable={"on the sphere": "no FP32 here"})
+    assert v["verdict"] == nv.UNTESTABLE
+    assert v["parts"][0]["why"] == "no FP32 here"
+    half = f.decide({"inside with eps": [0.005, 0.005, 0.005]})
+    assert half["verdict"] == nv.UNTESTABLE  # holds in one part, the other not testable
+
+
+def test_threshold_bisects_to_one_percent():
+    assert statements.threshold(lambda s: s > 257.0, 1.0, 6e4, rising=True) == pytest.approx(
+        257.0, rel=0.011
+    )
+    assert statements.threshold(lambda e: e < 6e-4, 1e-12, 1e-2, rising=False) == pytest.approx(
+        6e-4, rel=0.011
+    )
+    assert statements.threshold(lambda s: False, 1.0, 10.0, rising=True) == 10.0  # clamped
+
+
+def test_findings_measured_in_the_reduced_run(result):
+    """The run decides every statement; the measurements the docs quote are what they are:
+    naive FP16 RMSNorm overflows at a lower input scale than LayerNorm (x² > 65504 at
+    |x| > 256, var > 65504 only at a std of 256), and normalized rows lie on the sphere."""
+    by = {v["name"]: v for v in result.verdicts}
+    assert list(by) == list(statements.FINDINGS)
+    parts = {p["part"]: p for p in by["rmsnorm-more-stable"]["parts"]}
+    assert parts["FP16 overflow scale"]["verdict"] == nv.FAILS
+    assert 250 < by["rmsnorm-more-stable"]["means"]["mean RMSNorm overflow scale"] < 265
+    assert by["rmsnorm-on-sphere"]["verdict"] == nv.HOLDS
+    grows = {p["part"]: p for p in by["small-eps-explodes"]["parts"]}
+    assert grows["RMSNorm: true max|dx| grows"]["verdict"] == nv.HOLDS
+    saved = json.loads(Path(result.files["findings"]).read_text())
+    assert [v["verdict"] for v in saved] == [v["verdict"] for v in result.verdicts]
+    md = Path(result.files["md"]).read_text()
+    assert "## The articles' statements, decided" in md and "rmsnorm-more-stable" in md
+    assert Path(result.files["error-vs-scale"]).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_published_findings_follow_from_their_values():
+    """docs/numerics-findings.json: every verdict is what today's rule decides on its values."""
+    published = json.loads((Path(__file__).parents[1] / "docs/numerics-findings.json").read_text())
+    assert [v["name"] for v in published] == list(statements.FINDINGS)
+    for v in published:
+        again = statements.FINDINGS[v["name"]].decide({p["part"]: p["values"] for p in v["parts"]})
+        assert again["verdict"] == v["verdict"] and again["rule"] == v["rule"]

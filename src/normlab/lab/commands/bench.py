@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from normlab.lab.bench.findings import KINDS, FindingsOptions, run_findings
+from normlab.lab.bench.ratio import IMPLS, ROUNDS, SIZES
 from normlab.lab.bench.runner import DTYPES, OPS, BenchOptions, parse_shape, run_bench
 from normlab.lab.commands import NON_NEGATIVE_INT, POSITIVE_INT, arg_type
 
@@ -50,8 +52,44 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="torch threads (0: torch's default)",
     )
 
+    p.add_argument(
+        "--findings",
+        nargs="?",
+        const=",".join(KINDS),
+        default=None,
+        metavar="ratio,comm",
+        help="decide the articles' cost statements instead: the RMSNorm/LayerNorm time ratio by "
+        "d and implementation (ratio), BatchNorm's collectives under torchrun (comm); both "
+        "without a value",
+    )
+    p.add_argument(
+        "--rounds",
+        type=POSITIVE_INT,
+        default=ROUNDS,
+        help="--findings: interleaved timing rounds per size",
+    )
+
+
+def _findings(args: argparse.Namespace) -> int:
+    impls = tuple(i for i in IMPLS if i != "compile" or not args.no_compile)
+    options = FindingsOptions(
+        out=args.out,
+        kinds=tuple(k for k in args.findings.split(",") if k),
+        sizes=(64, 1024, 4096) if args.quick else SIZES,
+        impls=impls,
+        rounds=min(args.rounds, 7) if args.quick else args.rounds,
+        device=args.device,
+        threads=args.threads,
+    )
+    path = run_findings(options)
+    print(path.read_text().split("\n### ")[0])
+    print(f"wrote {path} (+ bench-findings.json)")
+    return 0
+
 
 def run(args: argparse.Namespace) -> int:
+    if args.findings is not None:
+        return _findings(args)
     options = BenchOptions(
         device=args.device,
         out=args.out,

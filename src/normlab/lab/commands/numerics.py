@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from normlab.lab.commands import POSITIVE_INT
+from normlab.lab.commands import NON_NEGATIVE_INT, POSITIVE_INT
+from normlab.lab.numerics.statements import SEEDS
 from normlab.lab.numerics.sweep import REDUCED, Grid, NumericsOptions, run_numerics, summary
 
 _DEFAULT = NumericsOptions()
@@ -25,6 +26,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="all",
         help="comma-separated normlab backends to include, or 'all' available",
     )
+    p.add_argument(
+        "--seeds",
+        type=NON_NEGATIVE_INT,
+        default=None,
+        help=f"input draws per finding (default {SEEDS}, 3 with --reduced; 0: no findings)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar and no table")
 
 
@@ -36,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         backends=None if args.backends == "all" else tuple(args.backends.split(",")),
         quiet=args.quiet,
+        seeds=args.seeds,
     )
     print(summary(run_numerics(options), table=not args.quiet))
     return 0

@@ -88,3 +88,57 @@ def grad_vs_eps(result) -> bytes | None:
         _log_axes(ax, op, dt, "eps", "max |dx| (near-zero rows)")
         ax.legend(fontsize=6, title="x at top = inf/NaN in dx", title_fontsize=6)
     return render.png(fig, dpi=80) if drawn else None
+
+
+# --------------------------------------------------------------------------------------------
+# the findings' plots (from the verdicts' records, so they show what was decided)
+
+
+def _verdict(verdicts, name: str) -> dict | None:
+    return next((v for v in verdicts if v["name"] == name), None)
+
+
+def finding_error_vs_scale(verdicts) -> bytes | None:
+    """fp32-statistics-needed: the worst forward error over the draws vs input scale, naive
+    (in-dtype statistics) against FP32 statistics, one panel per op and dtype."""
+    v = _verdict(verdicts, "fp32-statistics-needed")
+    if v is None or not v.get("record"):
+        return None
+    rec = v["record"]
+    fig, axes = render.figure(1, 4, figsize=(14, 3.4), squeeze=False)
+    panels = [(o, d) for o in OPS.values() for d in ("FP16", "BF16")]
+    for ax, (op, dt) in zip(axes[0], panels, strict=True):
+        for k, impl in enumerate(("naive", "FP32 statistics")):
+            ys = rec["curves"].get(f"{op} {dt} {impl}")
+            if ys:
+                ax.plot(rec["scales"], ys, STYLES[k], marker=".", label=impl)
+        ax.axhline(0.1, color="grey", lw=0.6, ls=":", label="10 % (visible failure)")
+        ax.set(xscale="log", yscale="log", title=f"{op} {dt}", xlabel="input scale (max |x|)")
+        ax.set_ylabel("forward max rel. error (failure = 1)")
+        ax.legend(fontsize=6)
+    return render.png(fig, dpi=80)
+
+
+def finding_grad_vs_eps(verdicts) -> bytes | None:
+    """small-eps-explodes: the true max |dx| on near-zero rows vs eps (left), and the fraction
+    of the naive op's dx that is wrong per dtype (right)."""
+    v = _verdict(verdicts, "small-eps-explodes")
+    if v is None or not v.get("record"):
+        return None
+    rec = v["record"]
+    fig, (a, b) = render.figure(1, 2, figsize=(10, 3.6))
+    for k, op in enumerate(OPS.values()):
+        a.plot(rec["eps"], rec["curves"][f"{op} truth"], STYLES[k], marker=".", label=op)
+        for j, dt in enumerate(("float32", "float16", "bfloat16")):
+            ys = rec["curves"].get(f"{op} {dt}")
+            if ys:
+                label = f"{op} {DTYPE_SHORT[dt]}"
+                b.plot(rec["eps"], ys, STYLES[j], marker=".", label=label, alpha=0.8)
+    a.axhline(65504, color="red", lw=0.7, ls=":", label="FP16 max")
+    a.set(xscale="log", yscale="log", xlabel="eps", ylabel="true max |dx| (float64)")
+    a.set_title("near-zero rows: the gradient vs eps", fontsize=9)
+    b.set(xscale="log", xlabel="eps", ylabel="fraction of dx wrong (naive op)")
+    b.set_title("inf/NaN or off by ≥ 10 % of the row's max", fontsize=9)
+    a.legend(fontsize=7)
+    b.legend(fontsize=6)
+    return render.png(fig, dpi=80)

@@ -129,8 +129,30 @@ def _header_text(result) -> list[str]:
     ]
 
 
+def finding_plots(result) -> dict[str, bytes]:
+    """The findings' plots that have data: ``{"error-vs-scale": png, "grad-vs-eps": png}``."""
+    from normlab.lab.numerics.plots import finding_error_vs_scale, finding_grad_vs_eps
+
+    pngs = {
+        "error-vs-scale": finding_error_vs_scale(result.verdicts),
+        "grad-vs-eps": finding_grad_vs_eps(result.verdicts),
+    }
+    return {k: v for k, v in pngs.items() if v}
+
+
+def _statements_md(result) -> list[str]:
+    from normlab.lab.numerics import verdict
+    from normlab.lab.numerics.statements import FINDINGS
+
+    if not result.verdicts:
+        return []
+    return ["## The articles' statements, decided", "", verdict.markdown(result.verdicts, FINDINGS)]
+
+
 def markdown(result) -> str:
-    out = ["# normlab numerics", "", *_header_text(result), "", "## What this shows", ""]
+    out = ["# normlab numerics", "", *_header_text(result), ""]
+    out += _statements_md(result)
+    out += ["## What this shows", ""]
     out += [f"- {f}" for f in result.findings]
     out += [
         "",
@@ -157,6 +179,24 @@ def html(result) -> str:
 
     e = escape
     parts = ["<h1>normlab numerics</h1>"] + [f"<p>{e(t)}</p>" for t in _header_text(result)]
+    if result.verdicts:
+        from normlab.lab.numerics import verdict
+        from normlab.lab.numerics.statements import FINDINGS
+
+        parts += [
+            "<h2>The articles' statements, decided</h2>",
+            html_table(verdict.FINDINGS_HEADER, verdict.table_rows(result.verdicts, FINDINGS)),
+        ]
+        for v in result.verdicts:
+            parts += [f"<p><b>{e(v['name'])}</b>: <i>{e(v['statement'])}</i> ({e(v['source'])}) "]
+            parts += [f"— <b>{e(v['verdict'])}</b>. Rule: {e(v['rule'])}</p><ul>"]
+            parts += [
+                f"<li>{e(p['part'])}: {e(p['verdict'])} — {e(p['why'])}</li>" for p in v["parts"]
+            ]
+            parts.append("</ul>")
+        titles = {"error-vs-scale": "Error vs input scale", "grad-vs-eps": "Gradient vs eps"}
+        for name, png in finding_plots(result).items():
+            parts += [f"<h3>{titles[name]}</h3>", img(titles[name], png)]
     parts += ["<h2>What this shows</h2><ul>"] + [f"<li>{e(f)}</li>" for f in result.findings]
     parts += [
         "</ul><h2>Summary (worst case over the sweep)</h2>",

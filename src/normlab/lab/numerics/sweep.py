@@ -30,10 +30,10 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from normlab import reference
 from normlab.kernels import registry
 from normlab.lab.common import UsageError, out_dir, positive_int
 from normlab.lab.numerics.metrics import error_metrics
+from normlab.lab.numerics.naive import forward, naive_layer_norm, naive_rms_norm, truth_of
 from normlab.reference import CASTINGS
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -158,18 +158,6 @@ def make_inputs(case: Case, device: str = "cpu") -> tuple[Tensor, Tensor, Tensor
 # implementations
 
 
-def naive_rms_norm(x: Tensor, weight: Tensor, bias: None, eps: float) -> Tensor:
-    """The articles' RMSNorm: ``mean(x²)`` and everything after it in ``x.dtype``."""
-    return reference.rms_norm(x, weight, eps, casting="none")
-
-
-def naive_layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
-    """The articles' LayerNorm: every step in ``x.dtype`` (so ``var`` overflows in FP16)."""
-    mean = x.mean(-1, keepdim=True)
-    var = x.var(-1, unbiased=False, keepdim=True)
-    return (x - mean) / torch.sqrt(var + eps) * weight + bias
-
-
 @dataclass(frozen=True)
 class Impl:
     op: str  # "rms_norm" | "layer_norm"
@@ -226,25 +214,6 @@ def build_impls(backends: list[str], kernel_castings: tuple[str, ...] = CASTINGS
 # measurement
 
 
-def _forward(fn: Callable, op: str, x, w, b, eps) -> tuple[Tensor, list[Tensor]]:
-    """``y`` and the leaves ``[x, w]`` to differentiate (the bias gradient is just ``sum dy``)."""
-    xi, wi = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
-    y = fn(xi, wi, b, eps) if op == "layer_norm" else fn(xi, wi, None, eps)
-    return y, [xi, wi]
-
-
-def truth_of(op: str, x, w, b, dy, eps) -> dict[str, Tensor]:
-    """Float64 ``y``, ``dx``, ``dw`` from the reference (cast order is moot in float64)."""
-    if op == "rms_norm":
-        fn = lambda x, w, b, eps: reference.rms_norm(x, w, eps, casting="gemma")
-    else:
-        fn = lambda x, w, b, eps: reference.layer_norm(x, w, b, eps)
-    d = [t.double() for t in (x, w, b, dy)]
-    y, inputs = _forward(fn, op, *d[:3], eps)
-    dx, dw = torch.autograd.grad(y, inputs, d[3])
-    return {"y": y.detach(), "dx": dx, "dw": dw}
-
-
 def measure(impl: Impl, case: Case, inputs, truth: dict[str, Tensor]) -> dict:
     """One record: the case, the implementation and its metrics (or the error it raised)."""
     rec = {
@@ -258,7 +227,7 @@ def measure(impl: Impl, case: Case, inputs, truth: dict[str, Tensor]) -> dict:
     }
     x, w, b, dy = inputs
     try:
-        y, params = _forward(impl.fn, impl.op, x, w, b, case.eps)
+        y, params = forward(impl.fn, impl.op, x, w, b, case.eps)
     except Exception as e:  # a backend that rejects a dtype is a result, not a crash
         rec["error"] = f"{type(e).__name__}: {e}"
         return rec
@@ -283,6 +252,8 @@ class NumericsResult:
     seconds: float
     findings: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
+    # the articles' statements decided (``statements.decide_all``): one dict per finding
+    verdicts: list[dict] = field(default_factory=list)
 
 
 def load_result(path: str | Path) -> NumericsResult:
@@ -336,6 +307,7 @@ class NumericsOptions:
     backends: tuple[str, ...] | None = None
     quiet: bool = False  # no progress bar
     grid: Grid | None = None
+    seeds: int | None = None  # input draws per finding; None: SEEDS (3 when reduced); 0: none
 
     def resolved_grid(self) -> Grid:
         grid = self.grid or (REDUCED if self.reduced else Grid())
@@ -353,16 +325,28 @@ def run_numerics(options: NumericsOptions) -> NumericsResult:
     to its path, for the study report to link)."""
     from normlab.lab.numerics import report
     from normlab.lab.numerics.findings import findings
+    from normlab.lab.numerics.statements import SEEDS, decide_all
 
     grid = options.resolved_grid()
     out = out_dir(options.out)
     backends = None if options.backends is None else list(options.backends)
     result = sweep(grid, device=options.device, backends=backends, quiet=options.quiet)
     result.findings = findings(result)
+    seeds = options.seeds if options.seeds is not None else 3 if options.reduced else SEEDS
+    if seeds < 0:
+        raise UsageError(f"seeds: expected an int >= 0, got {seeds}")
+    if seeds:
+        result.verdicts = decide_all(seeds, progress=not options.quiet)
     paths = {k: out / f"numerics.{k}" for k in ("json", "md", "html")}
     paths["json"].write_text(json.dumps(asdict(result), indent=1, allow_nan=False))
     paths["md"].write_text(report.markdown(result))
     paths["html"].write_text(report.html(result))
+    if result.verdicts:  # the findings alone, for the coverage table and the docs
+        paths["findings"] = out / "numerics-findings.json"
+        paths["findings"].write_text(json.dumps(result.verdicts, indent=1, allow_nan=False))
+        for name, png in report.finding_plots(result).items():
+            paths[name] = out / f"numerics-{name}.png"
+            paths[name].write_bytes(png)
     result.files = {k: str(p) for k, p in paths.items()}
     return result
 
@@ -376,6 +360,9 @@ def summary(result: NumericsResult, *, table: bool = True) -> str:
     if table:
         lines += [report.terminal_table(result), "\nWhat this shows:"]
         lines += [f"- {f}" for f in result.findings]
+        if result.verdicts:
+            lines.append("\nThe articles' statements, decided:")
+            lines += [f"- {v['name']}: {v['verdict']}" for v in result.verdicts]
     n = len({(r["dtype"], r["scale"], r["hidden"], r["shape"], r["eps"]) for r in result.records})
     files = result.files
     lines.append(

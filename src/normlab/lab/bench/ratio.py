@@ -1,0 +1,149 @@
+"""RMSNorm's time against LayerNorm's by hidden size and implementation, for the finding
+``layernorm-more-work`` of ``normlab bench --findings``.
+
+Per size ``d`` the six contenders (RMSNorm and LayerNorm in normlab's kernels, PyTorch eager and
+``torch.compile``) run serially interleaved: one round times a batch (>= ~2 ms) of each in turn,
+the order reversed every other round, so a load spike of the shared machine lands on one round of
+every contender rather than on one contender. A round's value per implementation is
+``ln(t_LayerNorm / t_RMSNorm)``: > 0 where RMSNorm is faster, symmetric in the two, and not
+thrown far by one stalled batch the way a plain ratio is.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import torch
+
+SIZES = (64, 128, 256, 512, 1024, 2048, 4096)
+ELEMENTS = 1 << 20  # rows x d per call: 4 MB of FP32 input at every d
+ROUNDS = 15
+IMPLS = ("normlab", "eager", "compile")
+BATCH_S = 2e-3
+
+
+def contenders(d: int, impls=IMPLS, device: str = "cpu") -> dict[tuple[str, str], Callable]:
+    """``(impl, op) -> no-argument forward`` on ``ELEMENTS // d`` FP32 rows of ``d``."""
+    import torch.nn.functional as F
+
+    import normlab
+
+    g = torch.Generator(device=device).manual_seed(d)
+    x = torch.randn(max(1, ELEMENTS // d), d, generator=g, device=device)
+    w = 1 + 0.1 * torch.randn(d, generator=g, device=device)
+    b = 0.1 * torch.randn(d, generator=g, device=device)
+    backend = "triton" if device == "cuda" else "numba"
+    eager = {
+        "rms_norm": lambda: F.rms_norm(x, (d,), w, 1e-6),
+        "layer_norm": lambda: F.layer_norm(x, (d,), w, b, 1e-5),
+    }
+    fns: dict[tuple[str, str], Callable] = {}
+    for impl in impls:
+        if impl == "normlab":
+            fns[impl, "rms_norm"] = lambda: normlab.rms_norm(
+                x, w, 1e-6, casting="gemma", backend=backend
+            )
+            fns[impl, "layer_norm"] = lambda: normlab.layer_norm(x, w, b, 1e-5, backend=backend)
+        elif impl == "eager":
+            fns.update({(impl, op): fn for op, fn in eager.items()})
+        elif impl == "compile":
+            torch._dynamo.reset()  # one lambda per op for every d: fresh caches, no limit hit
+            for op, fn in eager.items():
+                fns[impl, op] = torch.compile(fn, dynamic=False)
+        else:
+            raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+    return fns
+
+
+def interleaved(
+    fns: dict, rounds: int, sync: Callable[[], None] = lambda: None
+) -> dict[object, list[float]]:
+    """Seconds per call of each of ``fns`` in each of ``rounds`` interleaved rounds."""
+    number = {}
+    out: dict[object, list[float]] = {k: [] for k in fns}
+    order = list(fns)
+    with torch.no_grad():  # the warm-up too: a compiled function is guarded on grad mode
+        for key, fn in fns.items():
+            fn()  # compile / warm up
+            sync()
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            number[key] = max(1, int(BATCH_S / max(time.perf_counter() - t0, 1e-7)))
+        for r in range(rounds):
+            for key in order if r % 2 == 0 else order[::-1]:
+                t0 = time.perf_counter()
+                for _ in range(number[key]):
+                    fns[key]()
+                sync()
+                out[key].append((time.perf_counter() - t0) / number[key])
+    return out
+
+
+def measure(
+    sizes=SIZES, rounds: int = ROUNDS, impls=IMPLS, device: str = "cpu", log=print
+) -> tuple[dict[str, list[float]], dict]:
+    """Per ``"<impl> d=<d>"`` the round values ``ln(t_ln / t_rms)``, and a record of the
+    median milliseconds per (impl, op, d) for the table and the plot."""
+    import math
+    import statistics
+
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    values: dict[str, list[float]] = {}
+    ms: dict[str, dict[str, list[float]]] = {}
+    for d in sizes:
+        times = interleaved(contenders(d, impls, device), rounds, sync)
+        for impl in impls:
+            rms, ln = times[impl, "rms_norm"], times[impl, "layer_norm"]
+            values[f"{impl} d={d}"] = [math.log(b / a) for a, b in zip(rms, ln, strict=True)]
+            for op, ts in (("rms_norm", rms), ("layer_norm", ln)):
+                ms.setdefault(f"{impl} {op}", []).append(1e3 * statistics.median(ts))
+        log(
+            f"d={d}: "
+            + ", ".join(
+                f"{i} t_rms/t_ln {math.exp(-statistics.median(values[f'{i} d={d}'])):.2f}"
+                for i in impls
+            )
+        )
+    return values, {
+        "sizes": list(sizes),
+        "impls": list(impls),
+        "median_ms": ms,
+        "rows_x_d": ELEMENTS,
+    }
+
+
+def ratio_plot(verdict: dict) -> bytes | None:
+    """t_RMSNorm / t_LayerNorm vs d per implementation: the trimmed mean with its interval
+    (from the finding's parts), 1 = no difference, below 1 = RMSNorm faster."""
+    import math
+
+    from normlab.lab.render import figure, png
+
+    rec = verdict.get("record") or {}
+    if not rec.get("sizes"):
+        return None
+    fig, ax = figure(figsize=(6.4, 3.8))
+    parts = {p["part"]: p for p in verdict["parts"]}
+    for k, impl in enumerate(rec["impls"]):
+        xs, ys, lo, hi = [], [], [], []
+        for d in rec["sizes"]:
+            p = parts.get(f"{impl} d={d}")
+            if p is None or p.get("effect") is None:
+                continue
+            xs.append(d)
+            ys.append(math.exp(-p["effect"]))  # t_rms / t_ln
+            lo.append(math.exp(-p["hi"]) if p.get("hi") is not None else ys[-1])
+            hi.append(math.exp(-p["lo"]) if p.get("lo") is not None else ys[-1])
+        if xs:
+            err = [[y - a for y, a in zip(ys, lo, strict=True)]]
+            err.append([b - y for y, b in zip(ys, hi, strict=True)])
+            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=impl, ls="-:"[k % 2])
+    ax.axhline(1, color="k", lw=0.8)
+    ax.set(xscale="log", yscale="log", xlabel="hidden size d")
+    ax.set_ylabel("time RMSNorm / time LayerNorm (log)")
+    ax.set_xticks(rec["sizes"], [str(d) for d in rec["sizes"]])
+    ax.set_title("forward, FP32, 2^20 elements per call (95 % intervals)", fontsize=9)
+    ax.legend(fontsize=8)
+    return png(fig)
