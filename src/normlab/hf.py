@@ -7,10 +7,8 @@ same tensors. Nothing happens at import time, and ``patch`` never imports ``tran
 itself: modules are recognised by class name, from the family table
 (:mod:`normlab.hf_families`, which has each family's cast order); ``torch.nn.LayerNorm`` (BERT,
 RoBERTa, GPT-2, OPT) becomes ``normlab.LayerNorm`` and ``torch.nn.RMSNorm`` ``casting="gemma"``
-(what ``F.rms_norm`` computes).
-
-The HF RMSNorms take statistics in FP32 even for FP64 models; normlab takes them in FP64 there,
-so an FP64 model agrees to FP32 rounding, not bit for bit.
+(what ``F.rms_norm`` computes). The HF RMSNorms take statistics in FP32 even for FP64 models;
+normlab takes them in FP64 there, so an FP64 model agrees to FP32 rounding, not bit for bit.
 
 ``patch_classes(families)`` does the same before a model exists: the families' norm classes in
 their ``modeling_*`` modules are swapped for factories of normlab modules (and, with
@@ -355,7 +353,7 @@ def patch_classes(
             factory = _norm_factory(original, fam.casting, fam.offset, backend, memory_efficient)
             handle._set(mod, fam.norm_class, factory)
             layer_cls = mod.__dict__.get(f"{fam.prefix}DecoderLayer")
-            if fuse_residual and layer_cls is not None and layer_cls.__name__ in _FUSABLE_LAYERS:
+            if fuse_residual and fam.fusable and layer_cls is not None:
                 handle._set(layer_cls, "forward", _class_fused_forward(layer_cls.forward))
     except BaseException:
         handle.undo()
