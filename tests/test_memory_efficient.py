@@ -12,7 +12,7 @@ import torch
 from kernel_checks import make_inputs
 
 import normlab
-import normlab.kernels.numba.ops  # noqa: F401  (registers the normlab::numba_* ops)
+import normlab.kernels.numba.backend  # noqa: F401  (registers the normlab::numba_* ops)
 from normlab import reference as R
 from normlab.models import Transformer, TransformerConfig
 from normlab.testing import saved_tensor_bytes

@@ -1,12 +1,13 @@
-"""The torch.library registration of the kernel backends (normlab.kernels.ops), on the numba one:
-opcheck of every custom op, the three call paths agree, and torch.compile traces through."""
+"""The torch.library registration of the kernel backends (normlab.kernels.rms_norm and
+layer_norm), on the numba one: opcheck of every custom op, the three call paths agree, and
+torch.compile traces through."""
 
 import pytest
 import torch
 
 import normlab
-import normlab.kernels.numba.ops  # noqa: F401  (registers the normlab::numba_* ops)
-from normlab.kernels.ops import rms_out_dtype
+import normlab.kernels.numba.backend  # noqa: F401  (registers the normlab::numba_* ops)
+from normlab.kernels.rms_norm import rms_out_dtype
 
 OPS = torch.ops.normlab
 

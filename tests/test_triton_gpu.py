@@ -217,7 +217,7 @@ def test_config_table():
 def test_torch_compile_fullgraph_traces_the_custom_ops(memory_efficient):
     # aot_eager runs dynamo and AOTAutograd over the fake kernels (what breaks a graph) without
     # inductor's slow CPU codegen; the compiled call must equal the eager one, gradients too.
-    import normlab.kernels.triton.ops  # noqa: F401  (register before tracing)
+    import normlab.kernels.triton.backend  # noqa: F401  (register before tracing)
 
     me = {"backend": "triton", "memory_efficient": memory_efficient}
 

@@ -4,28 +4,18 @@
 that holds the *same* ``nn.Parameter`` objects: nothing is copied, ``state_dict`` keys and
 ``save_pretrained`` files are unchanged, an optimizer built before the patch still sees the
 same tensors. Nothing happens at import time, and ``patch`` never imports ``transformers``
-itself: modules are recognised by class name, and the cast order of each family was read off its
-``modeling_*.py`` in transformers 5.x:
-
-- Llama, Mistral, Qwen2, Qwen3 (``q_norm``/``k_norm`` too), Phi-3:
-  ``w * (x.float() * rsqrt(mean(x²) + eps)).to(x.dtype)`` -> ``casting="llama"``;
-- Gemma, Gemma2, Gemma3 (weight stored as ``w``, applied as ``1 + w``, product in FP32, one
-  rounding at the end): ``(x.float() * rsqrt(mean(x²) + eps) * (1 + w.float())).to(x.dtype)``
-  -> ``casting="gemma", offset=1.0``;
-- OLMo 2 (``q_norm``/``k_norm`` over the whole projection too): ``(w * (x.float() *
-  rsqrt(mean(x²) + eps))).to(x.dtype)`` -> ``casting="gemma"``, no offset;
-- ``torch.nn.LayerNorm`` (BERT, RoBERTa, GPT-2, OPT) -> ``normlab.LayerNorm``;
-  ``torch.nn.RMSNorm`` -> ``casting="gemma"`` (what ``F.rms_norm`` computes).
-
-The HF RMSNorms take statistics in FP32 even for FP64 models; normlab takes them in FP64 there,
-so an FP64 model agrees to FP32 rounding, not bit for bit.
+itself: modules are recognised by class name, from the family table
+(:mod:`normlab.hf_families`, which has each family's cast order); ``torch.nn.LayerNorm`` (BERT,
+RoBERTa, GPT-2, OPT) becomes ``normlab.LayerNorm`` and ``torch.nn.RMSNorm`` ``casting="gemma"``
+(what ``F.rms_norm`` computes). The HF RMSNorms take statistics in FP32 even for FP64 models;
+normlab takes them in FP64 there, so an FP64 model agrees to FP32 rounding, not bit for bit.
 
 ``patch_classes(families)`` does the same before a model exists: the families' norm classes in
 their ``modeling_*`` modules are swapped for factories of normlab modules (and, with
 ``fuse_residual``, their decoder layers' ``forward``), so ``from_pretrained``/``from_config``
-build normlab norms directly; ``.undo()`` puts the classes back. ``export(model, path)`` writes
-a lab model (``normlab.models.Transformer``, ``arch="llama"``) as a ``LlamaForCausalLM``
-directory. Only these two import ``transformers``, and only when called.
+build normlab norms directly; ``.undo()`` puts the classes back. ``export(model, path)``
+(:mod:`normlab.hf_export`) writes a lab model as a ``LlamaForCausalLM`` directory. Only these
+two import ``transformers``, and only when called.
 """
 
 from __future__ import annotations
@@ -36,32 +26,21 @@ import inspect
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import torch
 from torch import Tensor, nn
 
+from normlab.hf_export import export
+from normlab.hf_families import BY_NORM_CLASS, BY_PACKAGE, FAMILIES
 from normlab.kernels import registry
 from normlab.modules import LayerNorm, RMSNorm
 
-# class name -> (casting, offset, name of the eps attribute)
-_HF_RMSNORMS: dict[str, tuple[str, float, str]] = {
-    **{
-        f"{fam}RMSNorm": ("llama", 0.0, "variance_epsilon")
-        for fam in ("Llama", "Mistral", "Qwen2", "Qwen3", "Phi3")
-    },
-    **{f"{fam}RMSNorm": ("gemma", 1.0, "eps") for fam in ("Gemma", "Gemma2", "Gemma3")},
-    # OLMo 2: (w * x.float() * rsqrt(...)).to(dtype), the product in FP32 and no offset.
-    "Olmo2RMSNorm": ("gemma", 0.0, "variance_epsilon"),
-}
+__all__ = ["CLASS_FAMILIES", "ClassPatch", "PatchReport", "export", "patch", "patch_classes"]
 
 # Decoder layers whose forward is Llama's (Phi-3 adds a dropout on each branch). Their
 # signature changed over transformers 4.45 .. 5.x (past_key_value -> past_key_values -> cache,
 # output_attentions and cache_position dropped, a tuple return became a tensor); the fused
 # forward binds the installed one's parameters and passes them on as the original does.
-_FUSABLE_LAYERS = frozenset(
-    f"{fam}DecoderLayer" for fam in ("Llama", "Mistral", "Qwen2", "Qwen3", "Phi3")
-)
+_FUSABLE_LAYERS = frozenset(f"{f.prefix}DecoderLayer" for f in FAMILIES.values() if f.fusable)
 _LAYER_ARGS = frozenset(
     (
         "attention_mask",
@@ -154,13 +133,13 @@ def _replacement(module: nn.Module, backend: str, memory_efficient: bool) -> nn.
     """A normlab module computing what ``module`` computes, on ``module``'s parameters."""
     cls = type(module)
     # Only transformers' own classes: remote code may reuse a name with another forward.
-    if cls.__name__ in _HF_RMSNORMS and cls.__module__.startswith("transformers.models."):
-        casting, offset, eps_attr = _HF_RMSNORMS[cls.__name__]
+    if cls.__name__ in BY_NORM_CLASS and cls.__module__.startswith("transformers.models."):
+        fam = BY_NORM_CLASS[cls.__name__]
         new = RMSNorm(
             module.weight.shape,
-            eps=getattr(module, eps_attr),
-            offset=offset,
-            casting=casting,
+            eps=getattr(module, fam.eps_attr),
+            offset=fam.offset,
+            casting=fam.casting,
             backend=backend,
             memory_efficient=memory_efficient,
             device="meta",
@@ -305,17 +284,7 @@ def _fused_decoder_forward(self: nn.Module, layer_params, hidden_states: Tensor,
 # class-level patching, before a model is built
 
 # family (the ``transformers.models`` package) -> the prefix of its class names
-CLASS_FAMILIES: dict[str, str] = {
-    "llama": "Llama",
-    "mistral": "Mistral",
-    "qwen2": "Qwen2",
-    "qwen3": "Qwen3",
-    "phi3": "Phi3",
-    "gemma": "Gemma",
-    "gemma2": "Gemma2",
-    "gemma3": "Gemma3",
-    "olmo2": "Olmo2",
-}
+CLASS_FAMILIES: dict[str, str] = {pkg: f.prefix for pkg, f in BY_PACKAGE.items()}
 
 
 _ABSENT = object()  # what ClassPatch saves for an attribute that was inherited, not set
@@ -377,16 +346,14 @@ def patch_classes(
         raise ValueError(f"unknown families {unknown}; known: {', '.join(CLASS_FAMILIES)}")
     handle = ClassPatch(names)
     try:
-        for fam in names:
-            prefix = CLASS_FAMILIES[fam]
-            mod = importlib.import_module(f"transformers.models.{fam}.modeling_{fam}")
-            norm_name = f"{prefix}RMSNorm"
-            casting, offset, _ = _HF_RMSNORMS[norm_name]
-            original = mod.__dict__[norm_name]
-            factory = _norm_factory(original, casting, offset, backend, memory_efficient)
-            handle._set(mod, norm_name, factory)
-            layer_cls = mod.__dict__.get(f"{prefix}DecoderLayer")
-            if fuse_residual and layer_cls is not None and layer_cls.__name__ in _FUSABLE_LAYERS:
+        for pkg in names:
+            fam = BY_PACKAGE[pkg]
+            mod = importlib.import_module(f"transformers.models.{pkg}.modeling_{pkg}")
+            original = mod.__dict__[fam.norm_class]
+            factory = _norm_factory(original, fam.casting, fam.offset, backend, memory_efficient)
+            handle._set(mod, fam.norm_class, factory)
+            layer_cls = mod.__dict__.get(f"{fam.prefix}DecoderLayer")
+            if fuse_residual and fam.fusable and layer_cls is not None:
                 handle._set(layer_cls, "forward", _class_fused_forward(layer_cls.forward))
     except BaseException:
         handle.undo()
@@ -430,98 +397,3 @@ def _class_fused_forward(original):
         return _fused_decoder_forward(self, cache[key], *args, **kwargs)
 
     return forward
-
-
-# ---------------------------------------------------------------------------------------------
-# a lab model written as a Hugging Face Llama
-
-
-def export(model: nn.Module, path: str | Path, **save_kwargs) -> Path:
-    """Write ``model`` (a :class:`normlab.models.Transformer` with ``arch="llama"``) to the
-    directory ``path`` as a ``LlamaForCausalLM`` (``config.json`` + ``model.safetensors``, by
-    ``save_pretrained(path, **save_kwargs)``), in the model's dtype; returns the path.
-
-    A ``ValueError`` names every field ``LlamaForCausalLM`` cannot express (placement other than
-    "pre", a norm other than rmsnorm, QK-norm, Gemma's offset or cast order, ...).
-    """
-    from normlab.models import Transformer
-
-    if not isinstance(model, Transformer):
-        raise TypeError(f"model must be a normlab.models.Transformer, got {type(model).__name__}")
-    cfg = model.config
-    problems = _llama_problems(cfg)
-    if problems:
-        raise ValueError("LlamaForCausalLM cannot express this model: " + "; ".join(problems))
-    tf = importlib.import_module("transformers")
-    dtype = model.tok_emb.weight.dtype
-    hf_cfg = tf.LlamaConfig(
-        vocab_size=cfg.vocab_size,
-        hidden_size=cfg.dim,
-        intermediate_size=cfg.hidden_dim,
-        num_hidden_layers=cfg.n_layers,
-        num_attention_heads=cfg.n_heads,
-        num_key_value_heads=cfg.n_heads,
-        head_dim=cfg.head_dim,
-        max_position_embeddings=cfg.max_seq_len,
-        rms_norm_eps=1e-6 if cfg.eps is None else cfg.eps,
-        hidden_act="silu",
-        attention_bias=cfg.use_bias,
-        mlp_bias=cfg.use_bias,
-        tie_word_embeddings=cfg.tie_embeddings,
-        bos_token_id=None,
-        eos_token_id=None,
-    )
-    rope = getattr(hf_cfg, "rope_parameters", None) or {}
-    theta = rope.get("rope_theta", getattr(hf_cfg, "rope_theta", None))
-    if theta != 10000.0:
-        raise RuntimeError(f"transformers' LlamaConfig gave RoPE base {theta}, not 10000")
-    hf = tf.LlamaForCausalLM(hf_cfg).to(dtype=dtype, device=model.tok_emb.weight.device)
-    hf.load_state_dict(llama_state_dict(model), strict=True)
-    hf.save_pretrained(path, **save_kwargs)
-    return Path(path)
-
-
-def _llama_problems(cfg) -> list[str]:
-    checks = [
-        (cfg.arch != "llama", f'arch={cfg.arch!r} (needs "llama": RoPE, SwiGLU)'),
-        (cfg.norm != "rmsnorm", f'norm={cfg.norm!r} (needs "rmsnorm")'),
-        (cfg.placement != "pre", f'placement={cfg.placement!r} (needs "pre")'),
-        (not cfg.final_norm, "final_norm=False (LlamaModel always norms before the head)"),
-        (cfg.qk_norm, "qk_norm=True (Llama has no q/k norm)"),
-        (cfg.depth_scaled_norm, "depth_scaled_norm=True"),
-        (cfg.norm_offset != 0, f"norm_offset={cfg.norm_offset:g} (Llama's gain is w)"),
-        (cfg.casting != "llama", f'rms_casting={cfg.casting!r} (LlamaRMSNorm\'s is "llama")'),
-        (cfg.scale_embeddings, "scale_embeddings=True (Llama's embeddings are unscaled)"),
-    ]
-    return [why for bad, why in checks if bad]
-
-
-# lab name -> HF name, per block
-_LLAMA_BLOCK = {
-    "attn_norm_in": "input_layernorm",
-    "mlp_norm_in": "post_attention_layernorm",
-    "attn.wq": "self_attn.q_proj",
-    "attn.wk": "self_attn.k_proj",
-    "attn.wv": "self_attn.v_proj",
-    "attn.wo": "self_attn.o_proj",
-    "mlp.w_gate": "mlp.gate_proj",
-    "mlp.w_in": "mlp.up_proj",
-    "mlp.w_out": "mlp.down_proj",
-}
-
-
-def llama_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
-    """The ``state_dict`` of an exportable lab model under ``LlamaForCausalLM``'s names."""
-    out = {}
-    for name, tensor in model.state_dict().items():
-        head, _, leaf = name.rpartition(".")
-        if head == "tok_emb":
-            out[f"model.embed_tokens.{leaf}"] = tensor
-        elif head == "norm":
-            out[f"model.norm.{leaf}"] = tensor
-        elif head == "lm_head":
-            out[f"lm_head.{leaf}"] = tensor
-        else:
-            _, i, sub = head.split(".", 2)  # blocks.<i>.<sub>
-            out[f"model.layers.{i}.{_LLAMA_BLOCK[sub]}.{leaf}"] = tensor
-    return out

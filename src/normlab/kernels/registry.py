@@ -30,9 +30,9 @@ class Backend:
 
 # Backends registered by a module that is imported when first asked for.
 _LAZY = {
-    "torch": "normlab.kernels.torch_ops",
-    "numba": "normlab.kernels.numba.ops",
-    "triton": "normlab.kernels.triton.ops",
+    "torch": "normlab.kernels.torch_backend",
+    "numba": "normlab.kernels.numba.backend",
+    "triton": "normlab.kernels.triton.backend",
 }
 _REGISTRY: dict[str, Backend] = {}
 _UNAVAILABLE: dict[str, str] = {}  # name -> why its module failed to import

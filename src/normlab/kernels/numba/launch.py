@@ -1,4 +1,4 @@
-"""Host launchers for the Numba kernels (the contract is in :mod:`normlab.kernels.ops`).
+"""Host launchers for the Numba kernels (the contract is in :mod:`normlab.kernels.dispatch`).
 
 A launcher turns torch tensors into the ``(address, row stride, dtype tag)`` triples the kernels
 take, allocates the outputs, and runs the kernel on Numba's OpenMP threads: as many as

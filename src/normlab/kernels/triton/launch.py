@@ -1,7 +1,7 @@
 """Host launchers for the Triton norm kernels: views, block-size table, grids, partial sums.
 
 ``norm_fwd``/``norm_bwd`` take tensors of shape ``(..., N)`` and return freshly allocated
-outputs; they know nothing of autograd (``normlab.kernels.triton.ops`` wires them up).
+outputs; they know nothing of autograd (``normlab.kernels.triton.backend`` wires them up).
 """
 
 from __future__ import annotations

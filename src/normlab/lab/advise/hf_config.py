@@ -11,77 +11,14 @@ Gemma3TextConfig's default)"), since that is the value the real model runs with.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from normlab.hf_families import FAMILIES, Family
+from normlab.lab.advise.gaps import gaps
 from normlab.lab.common import UsageError
 
-_LLAMA_KEYS = {
-    "hidden": "hidden_size",
-    "layers": "num_hidden_layers",
-    "heads": "num_attention_heads",
-    "ffn": "intermediate_size",
-    "positions": "max_position_embeddings",
-    "eps": "rms_norm_eps",
-}
-_BERT_KEYS = {**_LLAMA_KEYS, "eps": "layer_norm_eps"}
-_GPT2_KEYS = {
-    "hidden": "n_embd",
-    "layers": "n_layer",
-    "heads": "n_head",
-    "ffn": "n_inner",
-    "positions": "n_positions",
-    "eps": "layer_norm_epsilon",
-}
-
-
-@dataclass(frozen=True)
-class Family:
-    """What a ``model_type`` fixes, as its modeling code in ``transformers`` has it."""
-
-    name: str
-    hf_class: str  # the config class whose defaults fill the keys a file leaves out
-    norm_class: str  # the norm module of the modeling code
-    norm: str = "rmsnorm"
-    placement: str = "pre"
-    qk_norm: bool = False
-    gemma: bool = False  # (1 + w) RMSNorm in Gemma's cast order, embeddings × √hidden_size
-    fp32_gain: bool = False  # RMSNorm's × w in FP32 before the cast (Gemma's cast order, no offset)
-    masked_lm: bool = False  # an encoder trained to fill in masked tokens (BERT)
-    act_key: str = ""  # the config key of the MLP activation ("" = the arch's usual one)
-    tie_default: bool = False
-    eps_default: float = 1e-6
-    defaults: dict[str, Any] = field(default_factory=dict)  # the other class defaults read here
-    keys: dict[str, str] = field(default_factory=lambda: dict(_LLAMA_KEYS))
-
-    @property
-    def arch(self) -> str:
-        return "gpt2" if self.norm == "layernorm" else "llama"
-
-
-_QWEN = {"use_sliding_window": False, "sliding_window": 4096}
-_GEMMA = {"hidden_activation": "gelu_pytorch_tanh", "head_dim": 256, "num_key_value_heads": 16}
-_GEMMA3 = {
-    **_GEMMA,
-    "sliding_window": 4096,
-    "query_pre_attn_scalar": 256,
-    # The multimodal configs give only some of their text_config's keys; these fill the rest.
-    "hidden_size": 2304,
-    "num_hidden_layers": 26,
-    "intermediate_size": 9216,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 4,
-    "vocab_size": 262208,
-    "max_position_embeddings": 131072,
-}
-_GEMMA2 = {
-    **_GEMMA,
-    "attn_logit_softcapping": 50.0,
-    "final_logit_softcapping": 30.0,
-    "sliding_window": 4096,
-    "query_pre_attn_scalar": 256,
-}
 _PLACEMENT_SOURCES = {
     "pre": "one norm on each sublayer's input",
     "sandwich": "a norm before and after each sublayer (input_layernorm/post_attention_"
@@ -96,80 +33,6 @@ _FINAL_NORM_SOURCES = {
     "gpt2": "ln_f before the head",
     "bert": "none before the head (each Post-LN block ends in a norm); the twin's Pre-LN "
     "arms get one",
-}
-FAMILIES: dict[str, Family] = {
-    "llama": Family("Llama", "LlamaConfig", "LlamaRMSNorm"),
-    "mistral": Family(
-        "Mistral",
-        "MistralConfig",
-        "MistralRMSNorm",
-        defaults={"sliding_window": 4096, "num_key_value_heads": 8},
-    ),
-    "qwen2": Family("Qwen2", "Qwen2Config", "Qwen2RMSNorm", defaults=_QWEN),
-    "qwen3": Family(
-        "Qwen3", "Qwen3Config", "Qwen3RMSNorm", qk_norm=True, defaults={**_QWEN, "head_dim": 128}
-    ),
-    "gemma": Family(
-        "Gemma", "GemmaConfig", "GemmaRMSNorm", gemma=True, tie_default=True, defaults=_GEMMA
-    ),
-    "gemma2": Family(
-        "Gemma 2",
-        "Gemma2Config",
-        "Gemma2RMSNorm",
-        placement="sandwich",
-        gemma=True,
-        tie_default=True,
-        defaults=_GEMMA2,
-    ),
-    "gemma3_text": Family(
-        "Gemma 3",
-        "Gemma3TextConfig",
-        "Gemma3RMSNorm",
-        placement="sandwich",
-        qk_norm=True,
-        gemma=True,
-        tie_default=True,
-        defaults=_GEMMA3,
-    ),
-    "phi3": Family(
-        "Phi-3",
-        "Phi3Config",
-        "Phi3RMSNorm",
-        eps_default=1e-5,
-        defaults={"partial_rotary_factor": 1.0},
-    ),
-    "olmo2": Family(
-        "OLMo 2",
-        "Olmo2Config",
-        "Olmo2RMSNorm",
-        placement="reorder",
-        qk_norm=True,
-        fp32_gain=True,
-        defaults={"num_key_value_heads": None, "rope_theta": 10000.0},
-    ),
-    "bert": Family(
-        "BERT",
-        "BertConfig",
-        "nn.LayerNorm",
-        norm="layernorm",
-        placement="post",
-        masked_lm=True,
-        tie_default=True,
-        eps_default=1e-12,
-        act_key="hidden_act",
-        defaults={"hidden_act": "gelu", "type_vocab_size": 2},
-        keys=dict(_BERT_KEYS),
-    ),
-    "gpt2": Family(
-        "GPT-2",
-        "GPT2Config",
-        "nn.LayerNorm",
-        norm="layernorm",
-        tie_default=True,
-        eps_default=1e-5,
-        defaults={"activation_function": "gelu_new"},
-        keys=dict(_GPT2_KEYS),
-    ),
 }
 # gemma3 is the multimodal Gemma 3: its decoder is a gemma3_text config under "text_config".
 SUPPORTED = (*FAMILIES, "gemma3")
@@ -235,10 +98,6 @@ def from_dict(doc: dict[str, Any], name: str = "config.json", *, where: str = ""
     return _Reader(name, where, model_type, cfg, doc, prefix).model()
 
 
-def _num(v: Any) -> str:
-    return f"{v:g}" if isinstance(v, int | float) and not isinstance(v, bool) else json.dumps(v)
-
-
 class _Reader:
     def __init__(self, name, where, model_type: str, cfg: dict, top: dict, prefix: str):
         self.name, self.where, self.model_type = name, where, model_type
@@ -252,7 +111,7 @@ class _Reader:
         if self.prefix and key in self.top:
             return self.top[key], key
         default = self.fam.defaults.get(key, default)
-        return default, f"{self.prefix}{key} (absent: {self.fam.hf_class}'s default)"
+        return default, f"{self.prefix}{key} (absent: {self.fam.config_class}'s default)"
 
     def positive(self, key: str, default: Any = None) -> tuple[int, str]:
         v, src = self.get(key, default)
@@ -326,33 +185,33 @@ class _Reader:
         }
         if fam.norm == "rmsnorm":
             recipe["rms_casting"] = (
-                "gemma" if fam.gemma or fam.fp32_gain else "llama",
+                fam.casting,
                 norm_src
                 + (
                     ": (1 + w) applied in FP32, then cast"
-                    if fam.gemma
+                    if fam.offset
                     else ": normalised and × w in FP32, then cast"
-                    if fam.fp32_gain
+                    if fam.casting == "gemma"
                     else ": normalised in FP32, cast to the input dtype, then × w"
                 ),
             )
             recipe["norm_offset"] = (
-                1.0 if fam.gemma else 0.0,
+                fam.offset,
                 norm_src
                 + (
                     ": output × (1 + weight), the weight stored around 0"
-                    if fam.gemma
+                    if fam.offset
                     else ": output × weight"
                 ),
             )
         recipe["scale_embeddings"] = (
-            fam.gemma,
-            on + ("embeddings × √hidden_size" if fam.gemma else "embeddings unscaled"),
+            fam.scale_embeddings,
+            on + ("embeddings × √hidden_size" if fam.scale_embeddings else "embeddings unscaled"),
         )
         recipe["tie_embeddings"] = (bool(tie), tie_src)
         recipe["mlp_ratio"] = (ffn / hidden, ffn_src)
         recipe.update(self.init())
-        return HFModel(self.name, mt, fam, sizes, recipe, self.gaps(sizes))
+        return HFModel(self.name, mt, fam, sizes, recipe, gaps(self, sizes))
 
     def init(self) -> dict[str, tuple[Any, str]]:
         """The family's ``_init_weights``: every linear and embedding N(0, initializer_range),
@@ -375,168 +234,3 @@ class _Reader:
                 ),
             ),
         }
-
-    # ---- what the twin does not reproduce
-
-    def gaps(self, s: dict[str, int]) -> list[str]:
-        fam, p, out = self.fam, self.prefix, []
-        if fam.arch == "llama":
-            out += self._attention(s)
-            act, src = self.get("hidden_act", "silu")
-            if fam.gemma:  # Gemma's MLP reads hidden_activation, hidden_act only where it is null
-                act2, src2 = self.get("hidden_activation")
-                act, src = (act2, src2) if act2 is not None else (act, src)
-            if act != "silu":
-                out.append(
-                    f"{src} = {act}: a gated MLP with that activation; the twin's is SwiGLU (silu)"
-                )
-            out += self._biases()
-            if self.model_type == "olmo2":
-                out.append(
-                    f"{p}q_norm/k_norm: one RMSNorm over each whole projection (num_heads × "
-                    f"head_dim = {s['heads'] * s['head_dim']}); the twin's QK-norm is per head "
-                    f"(over head_dim)"
-                )
-        else:
-            act, src = self.get(fam.act_key or "activation_function")
-            if act not in ("gelu_new", "gelu_pytorch_tanh"):
-                out.append(f"{src} = {act}: the twin's GPT-2 MLP uses tanh-GELU (gelu_new)")
-            for key in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"):
-                if self.cfg.get(key):
-                    out.append(f"{p}{key} = true: the twin's attention is plain softmax(q·kᵀ/√d)·v")
-        drops = [
-            key
-            for key in (
-                "attention_dropout",
-                "attention_probs_dropout_prob",
-                "hidden_dropout_prob",
-                "attn_pdrop",
-                "resid_pdrop",
-                "embd_pdrop",
-                "hidden_dropout",
-                "resid_dropout",
-            )
-            if isinstance(self.cfg.get(key), int | float) and self.cfg[key] > 0
-        ]
-        if drops:
-            vals = ", ".join(f"{p}{key} = {_num(self.cfg[key])}" for key in drops)
-            out.append(f"dropout ({vals}): the twin trains without dropout")
-        dtype = self.cfg.get("torch_dtype") or self.top.get("torch_dtype")
-        if dtype in ("bfloat16", "float16"):
-            out.append(
-                f"torch_dtype = {dtype}: the twin trains in FP32, where the cast orders "
-                "(rms_casting) give the same numbers"
-            )
-        if fam.masked_lm:
-            out += self._masked_lm()
-        if p and "vision_config" in self.top:
-            out.append(
-                "vision_config: the vision tower and its projector; the twin is the text "
-                "decoder alone"
-            )
-        return out
-
-    def _masked_lm(self) -> list[str]:
-        """What an encoder trained as BERT was has and the lab's decoder has not."""
-        types, src = self.get("type_vocab_size")
-        return [
-            "the masked-LM objective (BERT's pretraining: predict masked tokens from both "
-            "sides, with next-sentence prediction): the twin is trained as a causal LM, to "
-            "predict the next byte; not reproduced",
-            "bidirectional attention (every token sees the whole sequence): the twin's "
-            "attention is causal; not reproduced",
-            f"token types ({src} = {_num(types)}: segment embeddings added to the input): "
-            "the twin has none; not reproduced",
-            "embeddings.LayerNorm on the summed embeddings before the first block, and the "
-            "MLM head's transform (dense, GELU, LayerNorm): the twin has neither",
-        ]
-
-    def _attention(self, s: dict[str, int]) -> list[str]:
-        p, out = self.prefix, []
-        if s["kv_heads"] < s["heads"]:
-            out.append(
-                f"grouped KV heads: {p}num_key_value_heads = {s['kv_heads']} for "
-                f"{s['heads']} query heads; the twin has one K/V head per query head"
-            )
-        if s["head_dim"] * s["heads"] != s["hidden"]:
-            out.append(
-                f"{p}head_dim = {s['head_dim']} ≠ hidden_size / num_attention_heads = "
-                f"{s['hidden'] // s['heads']}: the twin's heads split its width evenly"
-            )
-        theta = self.cfg.get("rope_theta")
-        if theta is not None and theta != 10000:
-            out.append(f"{p}rope_theta = {_num(theta)}: the twin's RoPE base is 10000")
-        rs = self.cfg.get("rope_scaling")
-        if isinstance(rs, dict) and rs:
-            kind = rs.get("rope_type") or rs.get("type") or "?"
-            out.append(
-                f"{p}rope_scaling ({kind}, factor {_num(rs.get('factor'))}): the twin's "
-                "RoPE is unscaled"
-            )
-        local = self.cfg.get("rope_local_base_freq")
-        if local is not None:
-            out.append(
-                f"{p}rope_local_base_freq = {_num(local)}: a second RoPE base for the "
-                "sliding-window layers"
-            )
-        out += self._windows()
-        for key in ("attn_logit_softcapping", "final_logit_softcapping"):
-            cap, src = self.get(key)
-            if cap is not None:
-                what = "attention logits" if key.startswith("attn") else "output logits"
-                out.append(
-                    f"{src} = {_num(cap)}: soft-capping of the {what} "
-                    "(cap·tanh(x/cap)); the twin does not cap"
-                )
-        q, src = self.get("query_pre_attn_scalar")
-        if q is not None and q != s["head_dim"]:
-            out.append(
-                f"{src} = {_num(q)}: attention scaled by 1/√{_num(q)}, not by "
-                f"1/√head_dim (head_dim = {s['head_dim']})"
-            )
-        if self.model_type == "phi3":
-            prf, src = self.get("partial_rotary_factor", 1.0)
-            if prf is not None and prf != 1:
-                out.append(
-                    f"{src} = {_num(prf)}: RoPE on part of each head; the twin rotates all of it"
-                )
-            out.append(
-                "fused qkv_proj and gate_up_proj (one matrix each): the twin has separate "
-                "projections (the same function, another parameter layout)"
-            )
-        return out
-
-    def _windows(self) -> list[str]:
-        mt = self.model_type
-        window, src = self.get("sliding_window")
-        if window is None:
-            return []
-        if mt in ("qwen2", "qwen3") and not self.get("use_sliding_window")[0]:
-            return []  # the window is configured but off
-        which = ""
-        if mt == "gemma2":
-            which = " in every other layer"
-        elif mt == "gemma3_text":
-            types = self.cfg.get("layer_types")
-            pattern = self.cfg.get("sliding_window_pattern") or 6
-            if isinstance(types, list):
-                n = sum(t == "sliding_attention" for t in types)
-                which = f" in {n} of {len(types)} layers (layer_types)"
-            elif isinstance(pattern, int) and pattern > 1:
-                which = f" in {pattern - 1} of every {pattern} layers"
-        return [
-            f"{src} = {_num(window)}: sliding-window attention{which}; the twin attends to "
-            "its whole context"
-        ]
-
-    def _biases(self) -> list[str]:
-        if self.model_type == "qwen2":
-            return [
-                "q_proj/k_proj/v_proj biases (Qwen2 always has them): the twin's llama-style "
-                "projections have none"
-            ]
-        return [
-            f"{self.prefix}{key} = true: biases in those projections; the twin has none"
-            for key in ("attention_bias", "mlp_bias")
-            if self.cfg.get(key)
-        ]

@@ -1,7 +1,9 @@
 """The ``"triton"`` backend: Triton kernels behind the shared autograd/custom-op layer.
 
-Importing this module registers ``normlab::triton_*`` custom ops (through
-:func:`normlab.kernels.ops.make_kernel_ops`) and the backend with the registry.
+Importing this module registers ``normlab::triton_*`` custom ops (through each op's ``bind``,
+:mod:`normlab.kernels.rms_norm` and :mod:`normlab.kernels.layer_norm`) and the backend with the
+registry. The launchers here adapt :mod:`normlab.kernels.triton.launch`, which computes both
+norms, to the ops' launcher contract.
 It runs on CUDA tensors, and on CPU tensors when ``TRITON_INTERPRET=1`` (set before Triton is
 first imported), which is how the test suite exercises the kernels without a GPU.
 """
@@ -9,10 +11,11 @@ first imported), which is how the test suite exercises the kernels without a GPU
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 
 import torch
 
-from normlab.kernels.ops import Launchers, make_kernel_ops
+from normlab.kernels import layer_norm, rms_norm
 from normlab.kernels.registry import kernel_backend, register
 from normlab.kernels.triton import launch as tk
 
@@ -68,10 +71,17 @@ def supports(device: torch.device) -> bool:
     return device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1"
 
 
-_ops = make_kernel_ops(
-    "triton", Launchers(_rms_fwd, _rms_bwd, _ln_fwd, _ln_bwd, _rms_bwd_y, _ln_bwd_y)
+_launch = SimpleNamespace(
+    rms_fwd=_rms_fwd,
+    rms_bwd=_rms_bwd,
+    rms_bwd_y=_rms_bwd_y,
+    ln_fwd=_ln_fwd,
+    ln_bwd=_ln_bwd,
+    ln_bwd_y=_ln_bwd_y,
 )
+RMS = rms_norm.bind("triton", _launch)
+LN = layer_norm.bind("triton", _launch)
 
 # FP64 has no Triton kernel (FP64 on GPUs is a slow path nobody trains in); the kernels do
 # implement casting="none" (every step rounded to the half dtype) themselves.
-register(kernel_backend("triton", _ops.rms_norm, _ops.layer_norm, supports, naive_half=True))
+register(kernel_backend("triton", RMS.rms_norm, LN.layer_norm, supports, naive_half=True))
