@@ -38,14 +38,6 @@ def test_rmsnorm_rows_name_real_classes_and_eps_attributes(model_type):
     assert BY_NORM_CLASS[fam.norm_class] is fam and BY_PACKAGE[fam.package] is fam
 
 
-# Where the table's defaults (carried over from normlab advise) and transformers 5.24's config
-# classes disagree; they matter only to a config.json that leaves the key out.
-KNOWN_DIFFERENCES = {
-    "gemma2": "num_key_value_heads: the table has Gemma's 16, Gemma2Config's default is 4",
-    "olmo2": "rms_norm_eps: the table has 1e-6, Olmo2Config's default is 1e-5",
-}
-
-
 def _class_default(cfg, key: str):
     """``key`` of a config class instance, where transformers 5.x keeps it."""
     if hasattr(cfg, key):
@@ -60,12 +52,7 @@ def _class_default(cfg, key: str):
 
 @pytest.mark.parametrize(
     "model_type",
-    [
-        pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=KNOWN_DIFFERENCES[k]))
-        if k in KNOWN_DIFFERENCES
-        else k
-        for k in FAMILIES
-    ],
+    list(FAMILIES),
 )
 def test_config_defaults_are_the_config_class_defaults(model_type):
     fam = FAMILIES[model_type]

@@ -98,6 +98,7 @@ _GEMMA2 = {
     "final_logit_softcapping": 30.0,
     "sliding_window": 4096,
     "query_pre_attn_scalar": 256,
+    "num_key_value_heads": 4,
 }
 
 # config.json's model_type -> its family
@@ -172,6 +173,7 @@ FAMILIES: dict[str, Family] = {
         casting="gemma",
         placement="reorder",
         qk_norm=True,
+        eps_default=1e-5,
         defaults={"num_key_value_heads": None, "rope_theta": 10000.0},
     ),
     "bert": Family(
