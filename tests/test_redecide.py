@@ -5,8 +5,8 @@ import json
 import shutil
 
 import pytest
-
 from conftest import QUICK_S0
+
 from normlab.lab.cli import main
 
 

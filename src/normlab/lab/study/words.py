@@ -61,7 +61,9 @@ def _subject(rule) -> str:
     if hasattr(rule, "fast"):
         return f"{rule.fast} vs {rule.slow}"
     if hasattr(rule, "stable"):
-        return "LR sensitivity, unstable − stable sweep"
+        from normlab.lab.study.sweeps import sweep_name
+
+        return f"LR sensitivity S({sweep_name(rule.unstable)}) − S({sweep_name(rule.stable)})"
     terms = getattr(rule, "terms", ())
     measures = list(dict.fromkeys(m for _, _, m in terms))
     arms = list(dict.fromkeys(a for _, a, _ in terms))
@@ -93,9 +95,11 @@ def _why_undecided(v, rule) -> str:
         n = est.n if est else 0
         return f"no interval on n={n} (too few seeds, or a measure undefined in every run)"
     if est.mde is not None and est.mde > delta and delta > 0:
-        need, unit = _needed(est, delta), "rounds" if hasattr(rule, "fast") else "seeds"
+        timed = hasattr(rule, "fast")  # a fraction of the time: in per cent
+        need, unit = _needed(est, delta), "rounds" if timed else "seeds"
         more = f"about {need:,} {unit}" if need <= 1000 else f"over 1,000 {unit}"
-        return f"this n detects only {est.mde:.2g} against δ={delta:.3g}: {more} would decide it"
+        mde, d = (f"{est.mde:.1%}", f"{delta:.0%}") if timed else (f"{est.mde:.2g}", f"{delta:.3g}")
+        return f"this n detects only {mde} against δ={d}: {more} would decide it"
     if (est.lo > 0 or est.hi < 0) and abs(est.effect) < delta:
         return f"clear of 0, but the effect sits at δ={delta:.3g} and its interval spans δ"
     if est.lo <= 0 <= est.hi:
@@ -172,8 +176,9 @@ def _seen(claim, v, h: float | None) -> str:
     if parts is None:
         return part_text("", claim.rule, v, h) + "."
     rows = [(label, rule, pv) for (label, rule), (_, pv) in zip(parts, v.parts, strict=True)]
+    some = getattr(claim.rule, "TARGET", FAILS) == HOLDS  # any_of: one part holding suffices
     key = {
-        HOLDS: lambda s: True,
+        HOLDS: (lambda s: s == HOLDS) if some else (lambda s: True),
         FAILS: lambda s: s == FAILS,
         UNSURE: lambda s: s not in (HOLDS, FAILS),
         UNTESTABLE: lambda s: s == UNTESTABLE,
