@@ -3,8 +3,8 @@ matter, and for an undecided claim why and what would decide it), its rule in pl
 its scope, short.
 
 Rules are read through their attributes (``terms``, ``expect``, ``delta``, ``fast``/``slow``,
-``stable``/``unstable``); :func:`compound_parts` is the one place that asks whether a rule is
-made of parts.
+``stable``/``unstable``); :func:`compound` is the one place that asks whether a rule is made
+of parts, and of which kind.
 """
 
 from __future__ import annotations
@@ -16,15 +16,19 @@ from normlab.lab.study.claims import EXPECT, FAILS, HOLDS, LEVEL, TIMINGS, UNSUR
 from normlab.lab.study.measures import MEASURES
 
 
-def compound_parts(rule) -> tuple[tuple[str, Any], ...] | None:
-    """The ``(label, rule)`` parts of a compound rule (``all_of``/``any_of``), else None."""
+def compound(rule) -> tuple[tuple[tuple[str, Any], ...], bool] | None:
+    """``(parts, any_of)`` of a compound rule: its ``(label, rule)`` parts, and whether one part
+    holding suffices (``any_of``; else every part must: ``all_of``). None for a simple rule."""
     parts = getattr(rule, "parts", None)
-    return tuple(parts) if isinstance(parts, tuple) and hasattr(rule, "combine") else None
+    if not (isinstance(parts, tuple) and hasattr(rule, "combine")):
+        return None
+    return tuple(parts), getattr(rule, "TARGET", FAILS) == HOLDS
 
 
 def rules_of(rule) -> list[tuple[str, Any]]:
     """A rule's parts, or the rule itself as its one part (label "")."""
-    return list(compound_parts(rule) or (("", rule),))
+    c = compound(rule)
+    return list(c[0] if c else (("", rule),))
 
 
 def _f(x: float, digits: int = 3) -> str:
@@ -162,8 +166,7 @@ def sentence(claim, v, h: float | None) -> str:
         bad = [(label, c) for label, c in v.controls if c.status != HOLDS]
         if bad:
             label, c = bad[0]
-            rules = dict(claim.controls)
-            seen = part_text("", rules[label], c, h) if label in rules else c.status
+            seen = _control_text(dict(claim.controls).get(label), c, h)
             return (
                 f"The control '{label}' did not hold: {seen}. This setting cannot show the "
                 "claim; one where the control holds would decide it."
@@ -171,12 +174,22 @@ def sentence(claim, v, h: float | None) -> str:
     return out
 
 
+def _control_text(rule, v, h: float | None) -> str:
+    """What a control showed: its numbers (each arm's, for "one of these arms trains")."""
+    if rule is None:
+        return v.status
+    c = compound(rule)
+    if c is None:
+        return part_text("", rule, v, h)
+    return "; ".join(part_text("", r, pv, h) for (_, r), (_, pv) in zip(c[0], v.parts, strict=True))
+
+
 def _seen(claim, v, h: float | None) -> str:
-    parts = compound_parts(claim.rule)
-    if parts is None:
+    c = compound(claim.rule)
+    if c is None:
         return part_text("", claim.rule, v, h) + "."
+    parts, some = c
     rows = [(label, rule, pv) for (label, rule), (_, pv) in zip(parts, v.parts, strict=True)]
-    some = getattr(claim.rule, "TARGET", FAILS) == HOLDS  # any_of: one part holding suffices
     key = {
         HOLDS: (lambda s: s == HOLDS) if some else (lambda s: True),
         FAILS: lambda s: s == FAILS,
@@ -223,7 +236,7 @@ def _measures(rule) -> list[str]:
 
 def rule_words(claim) -> tuple[list[str], str]:
     """The claim's rule in plain words: one line per part (its v), and the decision."""
-    parts = compound_parts(claim.rule)
+    c = compound(claim.rule)
     rules = rules_of(claim.rule)
     lines = [(f"[{label}] " if label else "") + "v = " + _formula(r) for label, r in rules]
     measures = list(dict.fromkeys(m for _, r in rules for m in _measures(r)))
@@ -233,8 +246,8 @@ def rule_words(claim) -> tuple[list[str], str]:
     text = f"Measures: {'; '.join(measures)}. Each v: {decision} (δ = {deltas})."
     if any(hasattr(r, "fast") for _, r in rules):
         text += f" Over rounds: the 20 % trimmed mean with Yuen's {LEVEL:.0%} interval."
-    if parts is not None:
-        if getattr(claim.rule, "TARGET", FAILS) == FAILS:
+    if c is not None:
+        if not c[1]:
             text += (
                 " The claim holds iff every part holds; it does not hold iff some part does "
                 "not, after Holm's correction across the parts."
