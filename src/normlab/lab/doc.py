@@ -1,6 +1,6 @@
-"""A report as a document: blocks (heading, paragraph, list, table, figure, details, raw) holding
-inline text (plain strings, badges, links, bold, code), rendered once to HTML and once to
-Markdown, so the two renderings of a report cannot drift apart.
+"""A report as a document: blocks (heading, paragraph, list, table, figure, details, pre, raw)
+holding inline text (plain strings, badges, links, bold, code), rendered once to HTML and once
+to Markdown, so the two renderings of a report cannot drift apart.
 
 The HTML page is self-contained (figures embedded as base64, the CSS inline): its tables scroll
 inside their own box, never the page, at any width; it opens with a table of contents built from
@@ -117,6 +117,14 @@ class Details:
 
 
 @dataclass(frozen=True)
+class Pre:
+    """Preformatted text (a config): ``<pre>`` in HTML, a fenced block in Markdown."""
+
+    text: str
+    lang: str = ""
+
+
+@dataclass(frozen=True)
 class Raw:
     """Content rendered elsewhere already (``normlab advise``'s lead), one form per output."""
 
@@ -132,7 +140,7 @@ class Section:
     blocks: tuple[Block, ...]
 
 
-Block = Heading | Paragraph | Items | Table | Figure | Details | Raw | Section
+Block = Heading | Paragraph | Items | Table | Figure | Details | Pre | Raw | Section
 
 
 @dataclass
@@ -222,6 +230,8 @@ def _html_block(b: Block) -> str:
     if isinstance(b, Details):
         inner = "\n".join(_html_block(x) for x in b.blocks)
         return f"<details><summary>{escape(b.summary)}</summary>\n{inner}\n</details>"
+    if isinstance(b, Pre):
+        return f"<pre>{escape(b.text)}</pre>"
     if isinstance(b, Raw):
         return b.html
     if isinstance(b, Section):
@@ -297,6 +307,8 @@ def _md_block(b: Block) -> list[str]:
     if isinstance(b, Details):
         inner = [x for blk in b.blocks for x in _md_block(blk)]
         return [f"<details><summary>{escape(b.summary)}</summary>", "", *inner, "</details>", ""]
+    if isinstance(b, Pre):
+        return [f"```{b.lang}", b.text, "```", ""]
     if isinstance(b, Raw):
         return [b.md, ""] if b.md else []
     if isinstance(b, Section):

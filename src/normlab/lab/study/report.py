@@ -376,12 +376,9 @@ def _summary_line(preset, results, meta) -> str:
 def _machinery(out: Path, preset, results, meta) -> list[d.Block]:
     env = {**meta["environment"], **{f"corpus {k}": x for k, x in meta["corpus"].items()}}
     configs = tuple(
-        d.Details(r.name, (d.Raw(
-            f"<pre>{_esc(json.dumps(r.config.to_dict(), indent=1))}</pre>",
-            f"```json\n{json.dumps(r.config.to_dict(), indent=1)}\n```",
-        ),))
+        d.Details(r.name, (d.Pre(json.dumps(r.config.to_dict(), indent=1), "json"),))
         for r in preset.arms
-    )  # fmt: skip
+    )
     if (out / "numerics.html").exists():
         numerics: d.Inline = (
             d.Strong("Numerics:"),
@@ -405,12 +402,6 @@ def _machinery(out: Path, preset, results, meta) -> list[d.Block]:
         d.Details("Configs", configs),
         d.Details("Environment", (d.Table(("", ""), tuple((k, _fmt(x)) for k, x in env.items())),)),
     ]
-
-
-def _esc(s: str) -> str:
-    from html import escape
-
-    return escape(s)
 
 
 def build(out: Path, preset, results, verdicts, meta, figures, lead: d.Raw | None = None):
