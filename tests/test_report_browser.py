@@ -1,8 +1,9 @@
 """The study report in a real browser (headless Chromium through chromedriver): every summary
 badge on the first screen, no sideways scroll of the page at a desktop's and a phone's width,
-every figure loaded. Needs Debian's ``chromium`` and ``chromium-driver`` and ``selenium`` (the
-dev extra); ``.ci/run`` installs them. Without them the test skips, except under ``CI=true``,
-where it fails: CI must not pass without having looked."""
+every figure loaded; printed, the folded machinery unfolds and the contents go. Needs Debian's
+``chromium`` and ``chromium-driver`` and ``selenium`` (the dev extra); ``.ci/run`` installs
+them. Without them the tests skip, except under ``CI=true``, where they fail: CI must not pass
+without having looked."""
 
 import os
 import shutil
@@ -94,3 +95,16 @@ def test_smoke_report_in_a_browser(browser, smoke_study):
 
 def test_quick_report_in_a_browser(browser, quick_report):
     check(browser, quick_report / "report.html", 12)
+
+
+def test_quick_report_prints_what_the_screen_folds_away(browser, quick_report):
+    folded = "return [...document.querySelectorAll('details table')].map(t => t.checkVisibility())"
+    browser.get((quick_report / "report.html").as_uri())
+    on_screen = browser.execute_script(folded)
+    assert on_screen and not any(on_screen)  # the machinery is folded on the screen
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "print"})
+    try:
+        assert all(browser.execute_script(folded))  # and printed in full
+        assert not browser.execute_script("return document.querySelector('nav').checkVisibility()")
+    finally:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": ""})

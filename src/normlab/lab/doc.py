@@ -180,8 +180,8 @@ summary{cursor:pointer;font-weight:600}
 @media (max-width:700px){table.summary thead{display:none}table.summary,table.summary tbody,
 table.summary tr,table.summary td{display:block;border:none}table.summary tr{border-top:1px
 solid #d0d7de;padding:4px 0}table.summary td:first-child{min-width:0}}
-@media print{.scroll{overflow:visible}nav.toc{display:none}details{display:block}
-details>*{display:block}.v{color:#000!important;background:none!important;
+@media print{.scroll{overflow:visible}nav.toc{display:none}
+details::details-content{content-visibility:visible;display:block}.v{color:#000!important;background:none!important;
 border:1px solid #000}body{max-width:none;margin:0}img{max-width:100%;page-break-inside:avoid}
 section{page-break-before:auto}}
 """
