@@ -56,7 +56,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("modules", ("normlab.modules", "normlab.batchnorm")),
     ("models", ("normlab.models",)),
     ("integrations", ("normlab.hf", "normlab.convert", "normlab")),
-    ("lab: shared", ("normlab.lab.render", "normlab.lab.train", "normlab.lab")),
+    ("lab: shared", ("normlab.lab.render", "normlab.lab.doc", "normlab.lab.train", "normlab.lab")),
     ("lab: common", ("normlab.lab.common",)),
     (
         "lab: engines",

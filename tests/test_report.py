@@ -75,7 +75,8 @@ def test_verdicts_and_table(study):
     verdicts = verdicts_of(preset, results, meta)
     assert [v.status for _, v in verdicts] == ["holds", "holds", "holds"]
     table = format_table(preset, verdicts)
-    assert table.count("\n") == 4 and "**holds**" in table and "n=2" in table and "n=3" in table
+    assert table.count("\n") == 4 and "**holds**" in table and "n=2" in table
+    assert "3 rounds" in table  # the timing claim: decided over rounds, not seeds
 
 
 def test_html_is_self_contained_escaped_and_ordered(tmp_path, study):
@@ -87,12 +88,17 @@ def test_html_is_self_contained_escaped_and_ordered(tmp_path, study):
     assert len(imgs) == 6  # loss, seeds, grad_blocks, residual_rms, residual_cos, speed
     assert all(base64.b64decode(b)[:4] == b"\x89PNG" for b in imgs)
     assert "src='http" not in html and 'src="http' not in html  # nothing fetched from outside
-    # The claim table comes first, then the per-claim sections, then configs and environment.
-    order = [html.index(s) for s in ("<h2>Claims", "id='worse'", "<h2>Arms", "<h2>Environment")]
+    # The summary comes first, then what every rule shares, the per-claim sections (each with
+    # its plots before its tables), then the arms, configs and environment, folded.
+    marks = ('id="summary"', 'id="how-verdicts-are-decided"', '<section id="worse"',
+             "data:image/png", 'id="arms"', "<summary>Environment")  # fmt: skip
+    order = [html.index(s) for s in marks]
     assert order == sorted(order)
+    worse = html[html.index('<section id="worse"') : html.index("</section>")]
+    assert worse.index("<img") < worse.index("<table") and "<details>" in worse
     assert "normlab numerics --out" in html  # the marked place for the numerics page
     md = (tmp_path / "report.md").read_text()
-    assert "## Claims" in md and "](plots/worse-loss.png)" in md
+    assert "## Summary" in md and "](plots/worse-loss.png)" in md
     assert (tmp_path / "plots" / "grows-grad_blocks.png").read_bytes()[:4] == b"\x89PNG"
     claims = json.loads((tmp_path / "claims.json").read_text())["claims"]
     assert [c["verdict"] for c in claims] == ["holds"] * 3
@@ -112,7 +118,7 @@ def test_numerics_page_is_linked_when_present(tmp_path, study):
     preset = no_plots(preset)
     (tmp_path / "numerics.html").write_text("<html></html>")
     write_reports(tmp_path, preset, results, verdicts_of(preset, results, meta), meta)
-    assert "href='numerics.html'" in (tmp_path / "report.html").read_text()
+    assert 'href="numerics.html"' in (tmp_path / "report.html").read_text()
 
 
 def test_missing_and_diverged_runs_do_not_break_the_report(tmp_path, study):
@@ -155,8 +161,44 @@ def test_claims_json_carries_scope_outcomes_correction_controls_and_the_family(t
     md = (tmp_path / "report.md").read_text()
     assert "4 claims: 3 hold, 0 do not hold, 0 inconclusive, 1 not testable here" in md
     assert "no correction" in md and "H = 3.100" in md
-    assert "seeds diverged/stalled" in md and "tokens) init=" in md
-    # The control's result stands in the claim table, beside the verdict it conditions.
-    row = next(line for line in md.splitlines() if line.startswith("| **b-fails**"))
+    assert "0 of 2 seeds diverged, 0 stalled" in md and "tokens) init=" in md
+    # The summary says in words which control did not hold; the claim's section shows it.
+    row = next(line for line in md.splitlines() if line.startswith("| [b-fails]"))
     label, got = fails_["controls"][0]["control"], fails_["controls"][0]["verdict"]
-    assert f"{label}: {got} (" in row and "n=2)" in row
+    assert f"The control '{label}' did not hold" in row and "would decide it" in row
+    assert f"| {label} | **{got}** |" in md
+
+
+def _pieces(md: str) -> list[str]:
+    """The paragraphs, list items and table cells of a Markdown report (code blocks aside)."""
+    out, code = [], False
+    for line in md.splitlines():
+        if line.startswith("```"):
+            code = not code
+        elif not code and line.startswith("|"):
+            out += [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        elif not code:
+            out.append(line.removeprefix("- "))
+    return out
+
+
+def test_quick_report_md_says_the_shared_rules_once_and_stays_short(quick_report):
+    from normlab.lab.study.claims import BOUND_TEXT, H_TEXT, AllOf
+
+    md = (quick_report / "report.md").read_text()
+    doc = json.loads((quick_report / "claims.json").read_text())
+    for shared in (BOUND_TEXT, H_TEXT, "with m parts not yet confirmed", doc["family"]["text"]):
+        assert md.count(shared) == 1, shared
+    assert AllOf.RULE not in md and not [c for c in doc["claims"] if c["rule"] in md]
+    assert md.count("](#how-verdicts-are-decided)") == 12  # every claim links to it
+    longest = max(_pieces(md), key=len)
+    assert len(longest) <= 700, longest
+    summary = md[md.index("## Summary") : md.index("\n## ", md.index("## Summary") + 1)]
+    assert len(summary) < 4000
+    rows = [ln for ln in summary.splitlines() if ln.startswith("| [")]
+    verdicts = [c["verdict"] for c in doc["claims"]]
+    assert [re.search(r"\| \*\*([^*]+)\*\* \|", r).group(1) for r in rows] == verdicts
+    # Inconclusive rows say why in words, and what would decide it.
+    for row, v in zip(rows, verdicts, strict=True):
+        if v == "inconclusive":
+            assert re.search(r"would (decide|narrow)|sits at δ|Holm", row), row

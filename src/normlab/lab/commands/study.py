@@ -62,6 +62,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "effect changes sign; and exit",
     )
     p.add_argument("--coverage", metavar="DOCS", nargs="?", const="docs", help=coverage_help)
+    p.add_argument(
+        "--redecide",
+        metavar="DIR",
+        default=None,
+        help="decide a finished study in DIR again without training: its runs from "
+        "DIR/results.jsonl, H and the timing rounds from DIR/study.json (nothing re-timed); "
+        "rewrites DIR/claims.json and the reports (a study run from a spec file: add --spec FILE; "
+        "one run with --device/--precision: add the same)",
+    )
     add_run_options(p, out="normlab-out", listed="the plan (runs x seeds, claims, estimated time)")
 
 
@@ -191,6 +200,8 @@ def run(args: argparse.Namespace) -> int:
         return _compare(args.compare)
     if args.coverage:
         return coverage.main(args.coverage)
+    if args.redecide:
+        return _redecide(args)
     # A spec is checked whole here, before anything runs or is written.
     sets = args.overrides
     if args.spec:
@@ -214,6 +225,23 @@ def run(args: argparse.Namespace) -> int:
     if not options.quiet:
         print(summary(result, options.out))
     report_failed(result.failed)
+    return result.exit_code
+
+
+def _redecide(args: argparse.Namespace) -> int:
+    from normlab.lab.common import UsageError
+    from normlab.lab.study.redecide import redecide
+    from normlab.lab.study.runner import summary, write_reports
+
+    if args.overrides or args.preset:
+        raise UsageError("--redecide reads the preset and its --set overrides from study.json")
+    out = Path(args.redecide)
+    result = redecide(out, spec_file=args.spec, device=args.device, precision=args.precision)
+    write_reports(result, out)
+    if not args.quiet:
+        print(summary(result, out))
+    if result.failed:
+        print(f"runs missing from {out / 'results.jsonl'}: {result.failed}", file=sys.stderr)
     return result.exit_code
 
 

@@ -1,56 +1,45 @@
 """``DIR/report.html`` (self-contained: plots embedded), ``DIR/report.md`` and
 ``DIR/claims.json`` (the same verdicts, effects, intervals and n, for programs).
 
-Order: the claim table with verdicts, then per claim its rule, numbers and plots, then the arms
-and their seeds, and the environment. Every string that comes from configs, results or the data
-goes through ``html.escape``.
+The report is built once as a document (``normlab.lab.doc``) and rendered to HTML and Markdown.
+Order: the summary (one row per claim: title and source, the verdict, one sentence of what was
+seen, the scope), how verdicts are decided (what every rule shares, said once), then per claim
+its plots, its parts, controls and seeds and its rule in words, the machinery folded away; then
+the arms, their configs and the environment, folded.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
-from html import escape
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.render import CSS, html_table, img, md_table, write_atomic
+from normlab.lab import doc as d
+from normlab.lab.render import md_table, write_atomic
+from normlab.lab.study import words
 from normlab.lab.study.claims import (
+    BOUND_TEXT,
+    EXPECT,
     FAILS,
+    H_TEXT,
     HOLDS,
     LEVEL,
+    POWER,
     UNSURE,
     UNTESTABLE,
-    AllOf,
     Claim,
     Verdict,
 )
 from normlab.lab.study.coverage import REPORT_LINK
 from normlab.lab.study.measures import MEASURES
 
-_COLORS = {HOLDS: "#1a7f37", FAILS: "#cf222e", UNTESTABLE: "#57606a"}
+_COLORS = {HOLDS: "#1a7f37", FAILS: "#cf222e", UNSURE: "#9a6700", UNTESTABLE: "#57606a"}
+HOW = "how-verdicts-are-decided"  # the anchor of the section every claim links to
 
 
-def _badge(status: str) -> str:
-    color = _COLORS.get(status, "#9a6700")
-    return f'<span class="v" style="background:{color}">{escape(status)}</span>'
-
-
-def _effect(v: Verdict) -> str:
-    """ "effect [lo, hi], n=k" of a verdict, or of each part of a compound one."""
-    if v.parts:
-        return "; ".join(f"{name}: {_effect(p)}" for name, p in v.parts)
-    return v.estimate.text() if v.estimate else "–"
-
-
-def _delta(claim: Claim) -> str:
-    rules = [r for _, r in claim.rule.parts] if isinstance(claim.rule, AllOf) else [claim.rule]
-    return ", ".join(dict.fromkeys(f"{r.delta:.3g}" for r in rules))
-
-
-def _mde(v: Verdict) -> str:
-    ests = [p.estimate for _, p in v.parts] if v.parts else [v.estimate]
-    return ", ".join(f"{e.mde:.3g}" if e and e.mde is not None else "–" for e in ests)
+def badge(status: str) -> d.Badge:
+    return d.Badge(status, _COLORS.get(status, "#57606a"))
 
 
 def scope(preset, claim: Claim) -> list[dict[str, Any]]:
@@ -80,22 +69,13 @@ def scope(preset, claim: Claim) -> list[dict[str, Any]]:
     return list(shapes.values())
 
 
-def _tokens(n: int) -> str:
-    return f"{n / 1e6:.3g} M" if n >= 1e6 else f"{n / 1e3:.3g} K" if n >= 1e3 else str(n)
-
-
 def size(preset, claim: Claim) -> str:
     """The model sizes a claim was tested at: its arms' distinct shapes, in words."""
     return "; ".join(
         f"d={s['d']} L={s['blocks']} T={s['T']} B={s['B']} {s['steps']} steps "
-        f"({_tokens(s['tokens'])} tokens) init={s['init']}"
+        f"({words.tokens(s['tokens'])} tokens) init={s['init']}"
         for s in scope(preset, claim)
     )
-
-
-def _outcomes(v: Verdict) -> str:
-    """ "k of n seeds diverged, j stalled" of a verdict ("–" for a timing claim)."""
-    return v.seeds.text() if v.seeds else "–"
 
 
 def family(verdicts) -> dict[str, Any]:
@@ -125,42 +105,6 @@ def family(verdicts) -> dict[str, Any]:
     }
 
 
-TABLE_HEADER = [
-    "claim",
-    "verdict",
-    "effect [95 % interval], n",
-    "δ",
-    "detectable at n",
-    "seeds diverged/stalled",
-    "controls",
-    "tested at",
-]
-
-
-def _controls(v: Verdict) -> str:
-    """What each control showed, beside the verdict it conditions (a part's: under its label)."""
-
-    def one(label: str, c: Verdict) -> str:
-        return f"{label}: {c.status}" + (f" ({c.estimate.text()})" if c.estimate else "")
-
-    items = [one(label, c) for label, c in v.controls]
-    items += [f"[{name}] {one(label, c)}" for name, p in v.parts for label, c in p.controls]
-    return "; ".join(items) or "–"
-
-
-def _row(preset, c: Claim, v: Verdict) -> list[str]:
-    return [_effect(v), _delta(c), _mde(v), _outcomes(v), _controls(v), size(preset, c)]
-
-
-def format_table(preset, verdicts) -> str:
-    """The claim table as Markdown (also printed at the end of a study)."""
-    rows = [
-        [f"**{c.name}**: {c.statement}", f"**{v.status}**", *_row(preset, c, v)]
-        for c, v in verdicts
-    ]
-    return md_table(TABLE_HEADER, rows)
-
-
 def claims_json(preset, verdicts, meta: dict) -> dict[str, Any]:
     return {
         "preset": preset.name,
@@ -183,19 +127,19 @@ def claims_json(preset, verdicts, meta: dict) -> dict[str, Any]:
     }
 
 
-def _details(v: Verdict) -> list[str]:
-    """What a verdict's section says beyond its result: seeds, correction, controls."""
-    out = []
-    if v.seeds:
-        out.append(f"Seeds: {v.seeds.text()}.")
-    if v.correction:
-        out.append(f"Correction: {v.correction}.")
-    for label, c in v.controls:
-        out.append(f"Control '{label}': {c.status} ({c.why}).")
-    return out
+def format_table(preset, verdicts, plateau_h: float | None = None) -> str:
+    """The summary as a Markdown table: what a study prints at its end."""
+    rows = [
+        [f"**{c.name}**", f"**{v.status}**", words.sentence(c, v, plateau_h)] for c, v in verdicts
+    ]
+    return md_table(["claim", "verdict", "what was seen"], rows)
 
 
-def _plots(claim: Claim, verdict: Verdict, results, timings, plot_dir: Path):
+# --------------------------------------------------------------------------------------------
+# the document
+
+
+def _plots(claim: Claim, verdict: Verdict, results, timings, plot_dir: Path) -> list[d.Figure]:
     from normlab.lab.study.plots import PLOTS
 
     out = []
@@ -205,7 +149,7 @@ def _plots(claim: Claim, verdict: Verdict, results, timings, plot_dir: Path):
         if png is not None:
             fname = f"{claim.name}-{kind}.png"
             (plot_dir / fname).write_bytes(png)
-            out.append((title, fname, png))
+            out.append(d.Figure(title, png, f"plots/{fname}"))
     return out
 
 
@@ -213,6 +157,149 @@ def _fmt(x: Any) -> str:
     if isinstance(x, float):
         return f"{x:.4g}"
     return "–" if x is None else str(x)
+
+
+def _summary(preset, verdicts, meta) -> list[d.Block]:
+    h = meta.get("plateau_h")
+    rows = tuple(
+        (
+            (d.Link(c.name, f"#{c.name}"), "\n", d.Muted(words.short_source(c.source))),
+            (badge(v.status),),
+            (
+                words.sentence(c, v, h),
+                " ",
+                d.Muted(words.short_scope(scope(preset, c))),
+            ),
+        )
+        for c, v in verdicts
+    )
+    return [
+        d.Heading(2, "Summary", "summary"),
+        d.Table(("claim", "verdict", "what the lab saw (scope)"), rows, cls="summary"),
+        d.Paragraph(REPORT_LINK, muted=True),
+    ]
+
+
+def _how(verdicts, meta) -> list[d.Block]:
+    """What every rule shares, said once."""
+    fam = family(verdicts)
+    h = meta.get("plateau_h")
+    alpha = 1 - LEVEL
+    items = [
+        "Pairing: seed i gives every arm the same data order and, where the shapes agree, the "
+        "same initial weights, so arms are compared seed by seed: a rule computes one value v "
+        "per seed from the runs of that seed.",
+        f"Seeds are never dropped silently: {BOUND_TEXT}.",
+        f"The statistic: the mean of v over the n paired seeds with a {LEVEL:.0%} Student-t "
+        f"interval (scipy.stats), and the detectable effect at n: the true effect n seeds find "
+        f"with {POWER:.0%} power. δ is the smallest effect that matters, fixed before the runs.",
+        f"The decision, by what the claim expects. Directed (>0 or <0): {EXPECT['>0']}. "
+        f"Differs (≠0): {EXPECT['≠0']}. As good as (≈0): {EXPECT['≈0']}.",
+        f"Compound claims correct their looks by Holm's step-down: with m parts not yet "
+        f"confirmed, each is tested with its interval at 1 − {alpha:.0%}/m; those that reach the "
+        "decision are confirmed, m shrinks, and the rest are tested again. 'All of' holds iff "
+        "every part holds (each at 95 %) and does not hold iff some part does not after Holm; "
+        "'any of' is the reverse. A part that reaches a decision alone but not after the "
+        "correction is inconclusive, and says so.",
+        "Controls: 'X fails' means something only where a recipe trains in the same setting. "
+        f"If a claim's control does not hold, the verdict is '{UNTESTABLE}' with the control's "
+        "result as the reason, never 'does not hold'.",
+        "Timing claims are decided over interleaved timing rounds of a serial phase after the "
+        "training (ABBA blocks, nothing else of the study running), not over seeds: the 20 % "
+        "trimmed mean of the rounds with Yuen's interval, so a round stalled by the machine "
+        "moves neither.",
+        f"Error rates: {fam['text']}",
+        "Scope: every verdict holds at the size it was found at (width d, blocks, tokens seen "
+        "= steps × B × T), not beyond.",
+    ]
+    if h is not None:
+        items.insert(
+            4, f"H = {h:.3f} nats/byte, the plateau bar of the 'fails'/'trains' rules: {H_TEXT}."
+        )
+    return [d.Heading(2, "How verdicts are decided", HOW), d.Items(tuple(items))]
+
+
+def _estimate_row(label: str, rule, v: Verdict) -> tuple:
+    e = v.estimate
+    return (
+        label or "–",
+        (badge(v.status),),
+        words.interval(e),
+        str(e.n) if e else "–",
+        f"{getattr(rule, 'delta', 0):.3g}",
+        f"{e.mde:.3g}" if e and e.mde is not None else "–",
+        v.correction or "–",
+    )
+
+
+PARTS_HEADER = ("part", "verdict", "effect [95 % interval]", "n", "δ", "detectable at n", "Holm")
+
+
+def _claim(preset, c: Claim, v: Verdict, figures: list[d.Figure], h) -> d.Section:
+    rules = words.rules_of(c.rule)
+    parts = v.parts or (("", v),)
+    blocks: list[d.Block] = [
+        d.Heading(2, (c.name, " ", badge(v.status)), c.name),
+        d.Paragraph((c.statement, " ", d.Muted(f"— {c.source}"))),
+        d.Paragraph((d.Strong("Seen:"), " ", words.sentence(c, v, h))),
+        *figures,
+        d.Table(
+            PARTS_HEADER,
+            tuple(
+                _estimate_row(label, rule, pv)
+                for (label, rule), (_, pv) in zip(rules, parts, strict=True)
+            ),
+        ),
+    ]
+    controls = list(v.controls) + [
+        (f"[{n}] {lab}", cv) for n, p in v.parts for lab, cv in p.controls
+    ]
+    if controls:
+        rows = tuple(
+            (label, (badge(cv.status),), words.interval(cv.estimate), _seeds(cv))
+            for label, cv in controls
+        )
+        blocks.append(d.Table(("control", "verdict", "effect [95 % interval]", "seeds"), rows))
+    seeds = v.seeds.text() if v.seeds else "decided over timing rounds, not seeds"
+    blocks.append(
+        d.Paragraph(
+            (
+                d.Strong("Seeds:"),
+                f" {seeds}; {c.seeds} per arm. ",
+                d.Strong("Tested at:"),
+                f" {words.compact_size(scope(preset, c))}.",
+            )
+        )
+    )
+    lines, text = words.rule_words(c)
+    blocks += [
+        d.Paragraph(
+            (
+                d.Strong("Rule (fixed before the runs):"),
+                f" {text} ",
+                d.Link("How verdicts are decided", f"#{HOW}"),
+            )
+        ),  # fmt: skip
+        d.Items(tuple(lines)),
+    ]
+    why = [("claim", v.why)] + [(f"[{n}]", p.why) for n, p in v.parts]
+    why += [(f"control '{label}'", cv.why) for label, cv in controls]
+    means = tuple((k, _fmt(x)) for k, x in v.means.items())
+    blocks.append(
+        d.Details(
+            "The numbers behind the verdict",
+            (
+                d.Table(("what", "why"), tuple(why)),
+                d.Table(("mean over the paired seeds", "value"), means),
+                *([d.Paragraph(f"Correction: {v.correction}.")] if v.correction else []),
+            ),
+        )
+    )
+    return d.Section(c.name, tuple(blocks))
+
+
+def _seeds(v: Verdict) -> str:
+    return v.seeds.text() if v.seeds else "–"
 
 
 def _describe_model(cfg: dict) -> str:
@@ -265,10 +352,81 @@ def _branch_ratios(runs: list[dict]) -> str:
     return "–" if None in means else " / ".join(means)
 
 
-ARM_HEADER = [
+ARM_HEADER = (
     "arm", "model", "seeds", "diverged", "final val loss",
     "Var f / Var(x+f) at init (attn / mlp)", "ms/step", "CPU s",
-]  # fmt: skip
+)  # fmt: skip
+
+
+def _summary_line(preset, results, meta) -> str:
+    n = sum(map(len, results.values()))
+    cpu = [x["summary"].get("cpu_s") for arm in results.values() for x in arm.values()]
+    cpu_s = f" ({sum(cpu):.0f} CPU s in the runs)" if cpu and None not in cpu else ""
+    reused = meta.get("reused_runs") or 0
+    again = f"; {reused} run(s) reused from an earlier invocation (--resume)" if reused else ""
+    decided = meta.get("decided_again")
+    decided = (
+        f" Decided again from its results on {decided} (nothing retrained)." if decided else ""
+    )
+    return (
+        f"{preset.description}. {n}/{len(preset.runs())} runs (seed block "
+        f"{meta.get('seed_block', 0)}), {meta['wall_s']:.0f} s wall{cpu_s}{again}, finished "
+        f"{meta['finished']}.{decided}"
+    )
+
+
+def _machinery(out: Path, preset, results, meta) -> list[d.Block]:
+    env = {**meta["environment"], **{f"corpus {k}": x for k, x in meta["corpus"].items()}}
+    configs = tuple(
+        d.Details(r.name, (d.Pre(json.dumps(r.config.to_dict(), indent=1), "json"),))
+        for r in preset.arms
+    )
+    if (out / "numerics.html").exists():
+        numerics: d.Inline = (
+            d.Strong("Numerics:"),
+            " ",
+            d.Link("precision and overflow of the norms in FP16/BF16/FP32", "numerics.html"),
+        )
+    else:
+        numerics = (
+            d.Strong("Numerics:"),
+            " not run — ",
+            d.Code(f"normlab numerics --out {out}"),
+            " adds a precision page linked here.",
+        )
+    return [
+        d.Heading(2, "Arms, configs and environment", "arms"),
+        d.Paragraph(numerics, muted=True),
+        d.Details(
+            "Arms: seeds, outcomes and mean numbers",
+            (d.Table(ARM_HEADER, tuple(tuple(r) for r in _arm_rows(preset, results))),),
+        ),
+        d.Details("Configs", configs),
+        d.Details("Environment", (d.Table(("", ""), tuple((k, _fmt(x)) for k, x in env.items())),)),
+    ]
+
+
+def build(out: Path, preset, results, verdicts, meta, figures, lead: d.Raw | None = None):
+    """The report as a document: summary first, the shared explanation once, then the claims."""
+    h = meta.get("plateau_h")
+    doc = d.Document(f"normlab study: {preset.name}")
+    env = meta["environment"]
+    doc.add(
+        d.Heading(1, ("normlab study: ", d.Code(preset.name))),
+        d.Paragraph(
+            f"{_summary_line(preset, results, meta)} On {env['cpu']} ({env['threads']} threads, "
+            f"{env['workers']} worker(s)); torch {env['torch']}, numba {env['numba']}.",
+            muted=True,
+        ),
+    )
+    if lead is not None:
+        doc.add(lead)
+    doc.add(*_summary(preset, verdicts, meta), *_how(verdicts, meta))
+    doc.add(d.Heading(2, "Claims", "claims"))
+    for c, v in verdicts:
+        doc.add(_claim(preset, c, v, figures[c.name], h))
+    doc.add(*_machinery(out, preset, results, meta))
+    return doc
 
 
 def write_reports(
@@ -286,149 +444,14 @@ def write_reports(
     plot_dir = out / "plots"
     plot_dir.mkdir(parents=True, exist_ok=True)
     timings = meta.get("timings") or {}
-    plots = {c.name: _plots(c, v, results, timings, plot_dir) for c, v in verdicts}
-    html = _html(out, preset, results, verdicts, meta, plots, lead_html)
-    write_atomic(out / "report.html", html)
-    write_atomic(out / "report.md", _markdown(preset, results, verdicts, meta, plots, lead_md))
+    figures = {c.name: _plots(c, v, results, timings, plot_dir) for c, v in verdicts}
+    lead = d.Raw(lead_html, lead_md) if lead_md or lead_html else None
+    doc = build(out, preset, results, verdicts, meta, figures, lead)
+    # The contents stand after the title, the meta line, any lead and the summary (heading,
+    # table, the link to the coverage table).
+    write_atomic(out / "report.html", d.to_html(doc, toc_after=5 + (lead is not None)))
+    write_atomic(out / "report.md", d.to_markdown(doc))
     write_atomic(
         out / "claims.json",
         json.dumps(claims_json(preset, verdicts, meta), indent=1, ensure_ascii=False),
     )
-
-
-def _plateau(meta) -> str:
-    h = meta.get("plateau_h")
-    if h is None:
-        return ""
-    return (
-        f"H = {h:.3f} nats/byte: the unigram cross-entropy of the validation bytes under the "
-        "training bytes' frequencies, the bar of the 'fails'/'trains' rules."
-    )
-
-
-def _summary_line(preset, results, meta) -> str:
-    n = sum(map(len, results.values()))
-    cpu = [x["summary"].get("cpu_s") for arm in results.values() for x in arm.values()]
-    cpu_s = f" ({sum(cpu):.0f} CPU s in the runs)" if cpu and None not in cpu else ""
-    reused = meta.get("reused_runs") or 0
-    again = f"; {reused} run(s) reused from an earlier invocation (--resume)" if reused else ""
-    return (
-        f"{preset.description}. {n}/{len(preset.runs())} runs (seed block "
-        f"{meta.get('seed_block', 0)}), {meta['wall_s']:.0f} s wall{cpu_s}{again}, finished "
-        f"{meta['finished']}."
-    )
-
-
-def _html(out: Path, preset, results, verdicts, meta, plots, lead: str = "") -> str:
-    e = escape
-    rows = [
-        [f"<a href='#{e(c.name)}'><b>{e(c.name)}</b></a>: {e(c.statement)}", _badge(v.status)]
-        + [e(x) for x in _row(preset, c, v)]
-        for c, v in verdicts
-    ]
-    h = [
-        f"<h1>normlab study — <code>{e(preset.name)}</code></h1>",
-        f"<p class='muted'>{e(_summary_line(preset, results, meta))}</p>",
-        *([lead] if lead else []),
-        "<h2>Claims</h2>",
-        html_table(TABLE_HEADER, rows, raw=True),
-        f"<p>{e(family(verdicts)['text'])} {e(_plateau(meta))}</p>",
-        "<p class='muted'>Effects are means over paired seeds (timings: over interleaved rounds "
-        "of the serial phase) with 95 % Student-t intervals; δ is the smallest effect that "
-        "matters, fixed before the runs; 'detectable at n' is the effect this many seeds "
-        "finds with 80 % power.</p>",
-        f"<p class='muted'>{e(REPORT_LINK)}</p>",
-    ]
-    if (out / "numerics.html").exists():
-        h.append(
-            "<p><b>Numerics</b>: <a href='numerics.html'>precision and overflow of the "
-            "norms in FP16/BF16/FP32</a>.</p>"
-        )
-    else:
-        h.append(
-            "<p class='muted'><b>Numerics</b>: not run — <code>normlab numerics --out "
-            f"{e(str(out))}</code> adds a precision page linked here.</p>"
-        )
-    for c, v in verdicts:
-        h.append(
-            f"<section id='{e(c.name)}'><h2>{e(c.name)} {_badge(v.status)}</h2>"
-            f"<p>{e(c.statement)} <span class='muted'>({e(c.source)})</span></p>"
-            f"<p><b>Tested at:</b> {e(size(preset, c))}; {c.seeds} seed(s) per arm.</p>"
-            f"<p><b>Rule (fixed before the runs):</b> {e(c.describe())}</p>"
-            f"<p><b>Result:</b> {e(v.why)}.</p>"
-        )
-        h += [f"<p class='muted'>{e(x)}</p>" for x in _details(v)]
-        means = [[k, _fmt(x)] for k, x in v.means.items()]
-        h.append(html_table(["mean over the paired seeds", "value"], means))
-        for title, _, png in plots[c.name]:
-            h.append(f"<h4>{e(title)}</h4>{img(title, png)}")
-        h.append("</section>")
-    h += [
-        "<section><h2>Arms</h2>",
-        html_table(ARM_HEADER, _arm_rows(preset, results)),
-        "<h3>Configs</h3>",
-    ]
-    for r in preset.arms:
-        h.append(
-            f"<details><summary>{e(r.name)}</summary>"
-            f"<pre>{e(json.dumps(r.config.to_dict(), indent=1))}</pre></details>"
-        )
-    env = {**meta["environment"], **{f"corpus {k}": x for k, x in meta["corpus"].items()}}
-    h += [
-        "<h2>Environment</h2>",
-        html_table(["", ""], [[k, _fmt(x)] for k, x in env.items()]),
-        "</section>",
-    ]
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>normlab study: "
-        f"{e(preset.name)}</title><style>{CSS}</style></head><body>\n"
-        + "\n".join(h)
-        + "\n</body></html>\n"
-    )
-
-
-def _markdown(preset, results, verdicts, meta, plots, lead: str = "") -> str:
-    env, corpus = meta["environment"], meta["corpus"]
-    md = [
-        f"# normlab study: {preset.name}",
-        "",
-        _summary_line(preset, results, meta),
-        f"On {env['cpu']} ({env['threads']} threads, {env['workers']} worker(s)); torch "
-        f"{env['torch']}, numba {env['numba']}; corpus {corpus['source']} sha256 "
-        f"{corpus['sha256'][:16]}….",
-        "",
-        *([lead, ""] if lead else []),
-        "## Claims",
-        "",
-        format_table(preset, verdicts),
-        "",
-        family(verdicts)["text"] + " " + _plateau(meta),
-        "",
-        "Effects are means over paired seeds (timings: over interleaved rounds of the serial "
-        "phase) with 95 % Student-t intervals; δ is the smallest effect that matters, fixed "
-        "before the runs; 'detectable at n' is the effect this many seeds finds with 80 % "
-        "power.",
-        "",
-        REPORT_LINK + "\n",
-    ]
-    for c, v in verdicts:
-        md += [
-            f"## {c.name}: {v.status}",
-            "",
-            f"{c.statement} ({c.source})",
-            "",
-            f"Tested at: {size(preset, c)}; {c.seeds} seed(s) per arm.",
-            "",
-            f"Rule: {c.describe()}",
-            "",
-            f"Result: {v.why}.",
-            "",
-            *[x for d in _details(v) for x in (d, "")],
-            md_table(
-                ["mean over the paired seeds", "value"], [[k, _fmt(x)] for k, x in v.means.items()]
-            ),
-            "",
-        ]
-        md += [f"![{title}](plots/{fname})" for title, fname, _ in plots[c.name]] + [""]
-    md += ["## Arms", "", md_table(ARM_HEADER, _arm_rows(preset, results))]
-    return "\n".join(md) + "\n"

@@ -186,8 +186,9 @@ def summary(result: StudyResult, out: Path) -> str:
     from normlab.lab.study.report import format_table
 
     n = sum(map(len, result.results.values()))
+    table = format_table(result.study, result.verdicts, result.meta.get("plateau_h"))
     return (
-        f"{format_table(result.study, result.verdicts)}\n\n{n} runs in "
+        f"{table}\n\n{n} runs in "
         f"{result.meta['wall_s']:.0f} s -> {out / 'report.html'}, {out / 'report.md'}, "
         f"{out / 'claims.json'}"
     )

@@ -1,0 +1,323 @@
+"""A report as a document: blocks (heading, paragraph, list, table, figure, details, pre, raw)
+holding inline text (plain strings, badges, links, bold, code), rendered once to HTML and once
+to Markdown, so the two renderings of a report cannot drift apart.
+
+The HTML page is self-contained (figures embedded as base64, the CSS inline): its tables scroll
+inside their own box, never the page, at any width; it opens with a table of contents built from
+the ``h2`` headings that have an ``id``, and it prints without the colours and the scroll boxes.
+The Markdown names the figures by their file (``plots/<name>.png``) and folds ``Details`` into
+``<details>``, which GitHub renders around Markdown.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import escape
+
+from normlab.lab.render import CSS, img
+
+# --------------------------------------------------------------------------------------------
+# inline
+
+
+@dataclass(frozen=True)
+class Badge:
+    """A verdict (or any status) as a coloured pill that carries its word."""
+
+    word: str
+    color: str = "#57606a"
+
+
+@dataclass(frozen=True)
+class Link:
+    text: str
+    href: str
+
+
+@dataclass(frozen=True)
+class Strong:
+    text: str
+
+
+@dataclass(frozen=True)
+class Code:
+    text: str
+
+
+@dataclass(frozen=True)
+class Muted:
+    text: str
+
+
+Span = str | Badge | Link | Strong | Code | Muted
+Inline = Span | Sequence[Span]
+
+
+def _spans(x: Inline) -> tuple[Span, ...]:
+    return (x,) if isinstance(x, str | Badge | Link | Strong | Code | Muted) else tuple(x)
+
+
+def plain(x: Inline, *, badges: bool = True) -> str:
+    """The text a reader sees, without markup (``badges=False``: without the badges' words)."""
+    out = []
+    for s in _spans(x):
+        if isinstance(s, Badge):
+            out.append(s.word if badges else "")
+        else:
+            out.append(s if isinstance(s, str) else s.text)
+    return "".join(out).strip()
+
+
+# --------------------------------------------------------------------------------------------
+# blocks
+
+
+@dataclass(frozen=True)
+class Heading:
+    level: int
+    text: Inline
+    id: str | None = None  # an anchor; an h2 with one is listed in the table of contents
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    text: Inline
+    muted: bool = False
+
+
+@dataclass(frozen=True)
+class Items:
+    """A bulleted list."""
+
+    items: tuple[Inline, ...]
+
+
+@dataclass(frozen=True)
+class Table:
+    header: tuple[str, ...]
+    rows: tuple[tuple[Inline, ...], ...]
+    cls: str = ""  # an extra CSS class (``summary``: the first screen's table)
+
+
+@dataclass(frozen=True)
+class Figure:
+    title: str
+    png: bytes
+    path: str  # where the Markdown finds it, relative to the report
+
+
+@dataclass(frozen=True)
+class Details:
+    """Folded away: the machinery a researcher opens and a learner skips."""
+
+    summary: str
+    blocks: tuple[Block, ...]
+
+
+@dataclass(frozen=True)
+class Pre:
+    """Preformatted text (a config): ``<pre>`` in HTML, a fenced block in Markdown."""
+
+    text: str
+    lang: str = ""
+
+
+@dataclass(frozen=True)
+class Raw:
+    """Content rendered elsewhere already (``normlab advise``'s lead), one form per output."""
+
+    html: str
+    md: str
+
+
+@dataclass(frozen=True)
+class Section:
+    """Blocks that belong together (a claim): one ``<section>`` in HTML, nothing in Markdown."""
+
+    id: str
+    blocks: tuple[Block, ...]
+
+
+Block = Heading | Paragraph | Items | Table | Figure | Details | Pre | Raw | Section
+
+
+@dataclass
+class Document:
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+
+    def add(self, *blocks: Block) -> None:
+        self.blocks.extend(blocks)
+
+
+def walk(blocks: Sequence[Block]):
+    """Every block, depth first, the contents of ``Details`` and ``Section`` included."""
+    for b in blocks:
+        yield b
+        if isinstance(b, Details | Section):
+            yield from walk(b.blocks)
+
+
+# --------------------------------------------------------------------------------------------
+# HTML
+
+PAGE_CSS = (
+    CSS
+    + """
+body{max-width:1180px;margin:12px auto}h1{font-size:21px;margin:4px 0}
+h2{font-size:18px;margin:18px 0 6px}.scroll{overflow-x:auto;max-width:100%}
+.scroll table{margin:4px 0 12px}p,li,td{overflow-wrap:anywhere}
+table.summary{font-size:13px;line-height:1.3}table.summary td{padding:3px 6px}
+table.summary td:first-child{min-width:150px}.src{color:#656d76;font-size:12px}
+nav.toc{font-size:13px;line-height:1.6}nav.toc a{white-space:nowrap}
+table.summary .src{display:block}table.summary td:first-child a{white-space:nowrap}
+pre{max-width:100%}
+figure{display:inline-block;vertical-align:top;margin:8px 12px 8px 0;max-width:100%}
+figcaption{font-size:12px;color:#656d76}details{margin:8px 0}
+summary{cursor:pointer;font-weight:600}
+@media (max-width:700px){table.summary thead{display:none}table.summary,table.summary tbody,
+table.summary tr,table.summary td{display:block;border:none}table.summary tr{border-top:1px
+solid #d0d7de;padding:4px 0}table.summary td:first-child{min-width:0}}
+@media print{.scroll{overflow:visible}nav.toc{display:none}
+details::details-content{content-visibility:visible;display:block}.v{color:#000!important;background:none!important;
+border:1px solid #000}body{max-width:none;margin:0}img{max-width:100%;page-break-inside:avoid}
+section{page-break-before:auto}}
+"""
+)
+
+
+def _html_inline(x: Inline) -> str:
+    out = []
+    for s in _spans(x):
+        if isinstance(s, str):
+            out.append(escape(s))
+        elif isinstance(s, Badge):
+            out.append(f'<span class="v" style="background:{s.color}">{escape(s.word)}</span>')
+        elif isinstance(s, Link):
+            out.append(f'<a href="{escape(s.href)}">{escape(s.text)}</a>')
+        elif isinstance(s, Strong):
+            out.append(f"<b>{escape(s.text)}</b>")
+        elif isinstance(s, Code):
+            out.append(f"<code>{escape(s.text)}</code>")
+        else:
+            out.append(f'<span class="src">{escape(s.text)}</span>')
+    return "".join(out)
+
+
+def _html_block(b: Block) -> str:
+    if isinstance(b, Heading):
+        anchor = f' id="{escape(b.id)}"' if b.id else ""
+        return f"<h{b.level}{anchor}>{_html_inline(b.text)}</h{b.level}>"
+    if isinstance(b, Paragraph):
+        cls = ' class="muted"' if b.muted else ""
+        return f"<p{cls}>{_html_inline(b.text)}</p>"
+    if isinstance(b, Items):
+        return "<ul>" + "".join(f"<li>{_html_inline(i)}</li>" for i in b.items) + "</ul>"
+    if isinstance(b, Table):
+        head = "".join(f"<th>{escape(h)}</th>" for h in b.header)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{_html_inline(c)}</td>" for c in r) + "</tr>" for r in b.rows
+        )
+        cls = f' class="{b.cls}"' if b.cls else ""
+        return (
+            f'<div class="scroll"><table{cls}><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div>"
+        )
+    if isinstance(b, Figure):
+        return f"<figure>{img(b.title, b.png)}<figcaption>{escape(b.title)}</figcaption></figure>"
+    if isinstance(b, Details):
+        inner = "\n".join(_html_block(x) for x in b.blocks)
+        return f"<details><summary>{escape(b.summary)}</summary>\n{inner}\n</details>"
+    if isinstance(b, Pre):
+        return f"<pre>{escape(b.text)}</pre>"
+    if isinstance(b, Raw):
+        return b.html
+    if isinstance(b, Section):
+        inner = "\n".join(_html_block(x) for x in b.blocks)
+        return f'<section id="{escape(b.id)}">\n{inner}\n</section>'
+    raise TypeError(f"not a block: {b!r}")
+
+
+def toc(doc: Document) -> list[tuple[str, str]]:
+    """(id, text) of every ``h2`` with an anchor, in order."""
+    return [
+        (b.id, plain(b.text, badges=False))
+        for b in walk(doc.blocks)
+        if isinstance(b, Heading) and b.level == 2 and b.id
+    ]
+
+
+def to_html(doc: Document, *, toc_after: int = 0) -> str:
+    """The page; the table of contents stands after the first ``toc_after`` blocks."""
+    links = " · ".join(f'<a href="#{escape(i)}">{escape(t)}</a>' for i, t in toc(doc))
+    nav = f'<nav class="toc"><b>Contents:</b> {links}</nav>' if links else ""
+    parts = [_html_block(b) for b in doc.blocks]
+    parts.insert(min(toc_after, len(parts)), nav)
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{escape(doc.title)}</title><style>{PAGE_CSS}</style></head><body>\n"
+        + "\n".join(p for p in parts if p)
+        + "\n</body></html>\n"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Markdown
+
+
+def _md_inline(x: Inline) -> str:
+    out = []
+    for s in _spans(x):
+        if isinstance(s, str):
+            out.append(s)
+        elif isinstance(s, Badge):
+            out.append(f"**{s.word}**")
+        elif isinstance(s, Link):
+            out.append(f"[{s.text}]({s.href})")
+        elif isinstance(s, Strong):
+            out.append(f"**{s.text}**")
+        elif isinstance(s, Code):
+            out.append(f"`{s.text}`")
+        else:
+            out.append(f"*{s.text}*")
+    return "".join(out)
+
+
+def _md_cell(x: Inline) -> str:
+    return re.sub(r"\s*\n\s*", " ", _md_inline(x)).replace("|", "\\|")
+
+
+def _md_block(b: Block) -> list[str]:
+    if isinstance(b, Heading):
+        anchor = f'<a id="{b.id}"></a>' if b.id else ""
+        return ["#" * b.level + " " + _md_inline(b.text) + anchor, ""]
+    if isinstance(b, Paragraph):
+        return [_md_inline(b.text), ""]
+    if isinstance(b, Items):
+        return [f"- {_md_inline(i)}" for i in b.items] + [""]
+    if isinstance(b, Table):
+        rows = [b.header, ["---"] * len(b.header), *b.rows]
+        lines = ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
+        return [*lines, ""]
+    if isinstance(b, Figure):
+        return [f"![{b.title}]({b.path})", ""]
+    if isinstance(b, Details):
+        inner = [x for blk in b.blocks for x in _md_block(blk)]
+        return [f"<details><summary>{escape(b.summary)}</summary>", "", *inner, "</details>", ""]
+    if isinstance(b, Pre):
+        return [f"```{b.lang}", b.text, "```", ""]
+    if isinstance(b, Raw):
+        return [b.md, ""] if b.md else []
+    if isinstance(b, Section):
+        return [x for blk in b.blocks for x in _md_block(blk)]
+    raise TypeError(f"not a block: {b!r}")
+
+
+def to_markdown(doc: Document) -> str:
+    lines = [x for b in doc.blocks for x in _md_block(b)]
+    while lines and not lines[-1]:
+        lines.pop()
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,303 @@
+"""A verdict in words: the one sentence of what a study saw for a claim (with the numbers that
+matter, and for an undecided claim why and what would decide it), its rule in plain words, and
+its scope, short.
+
+Rules are read through their attributes (``terms``, ``expect``, ``delta``, ``fast``/``slow``,
+``stable``/``unstable``); :func:`compound` is the one place that asks whether a rule is made
+of parts, and of which kind.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from normlab.lab.study.claims import EXPECT, FAILS, HOLDS, LEVEL, TIMINGS, UNSURE, UNTESTABLE
+from normlab.lab.study.measures import MEASURES
+
+
+def compound(rule) -> tuple[tuple[tuple[str, Any], ...], bool] | None:
+    """``(parts, any_of)`` of a compound rule: its ``(label, rule)`` parts, and whether one part
+    holding suffices (``any_of``; else every part must: ``all_of``). None for a simple rule."""
+    parts = getattr(rule, "parts", None)
+    if not (isinstance(parts, tuple) and hasattr(rule, "combine")):
+        return None
+    return tuple(parts), getattr(rule, "TARGET", FAILS) == HOLDS
+
+
+def rules_of(rule) -> list[tuple[str, Any]]:
+    """A rule's parts, or the rule itself as its one part (label "")."""
+    c = compound(rule)
+    return list(c[0] if c else (("", rule),))
+
+
+def _f(x: float, digits: int = 3) -> str:
+    if not math.isfinite(x):
+        return "−∞" if x < 0 else "+∞"
+    return f"{x:+.{digits}f}".replace("-", "−")
+
+
+def interval(est) -> str:
+    """ "+0.201 [+0.089, +0.314]" (or why there is none)."""
+    if est is None or est.effect is None:
+        return "no interval"
+    return f"{_f(est.effect)} [{_f(est.lo)}, {_f(est.hi)}]"
+
+
+def _threshold(rule) -> tuple[str, str, float] | None:
+    """(arm, measure, coef) of a one-term rule against H (``fails``/``trains``)."""
+    terms = getattr(rule, "terms", None)
+    if not terms or len(terms) != 1 or not getattr(rule, "const_h", 0):
+        return None
+    coef, arm, m = terms[0]
+    return arm, m, coef
+
+
+def _bar(rule, coef: float, h: float | None) -> float | None:
+    """The value of the measure where v = 0: H − margin for ``fails`` and ``trains``."""
+    if h is None:
+        return None
+    return -(rule.const + rule.const_h * h) / coef
+
+
+def _subject(rule) -> str:
+    """What a rule's v is about, short: "pre-L6 − post-L6 (final val loss)"."""
+    if hasattr(rule, "fast"):
+        return f"{rule.fast} vs {rule.slow}"
+    if hasattr(rule, "stable"):
+        from normlab.lab.study.sweeps import sweep_name
+
+        return f"LR sensitivity S({sweep_name(rule.unstable)}) − S({sweep_name(rule.stable)})"
+    terms = getattr(rule, "terms", ())
+    measures = list(dict.fromkeys(m for _, _, m in terms))
+    arms = list(dict.fromkeys(a for _, a, _ in terms))
+    if len(measures) == 1:
+        out = ""
+        for c, a, _ in terms:
+            sign = ("−" if c < 0 else "") if not out else (" − " if c < 0 else " + ")
+            out += f"{sign}{'' if abs(c) == 1 else f'{abs(c):g}·'}{a}"
+        return f"{out} ({measures[0].replace('_', ' ')})"
+    if len(arms) == 1:
+        ms = [f"{'−' if c < 0 else '+'} {m.replace('_', ' ')}" for c, _, m in terms]
+        return f"{arms[0]}: {' '.join(ms).removeprefix('+ ')}"
+    return rule.formula() if hasattr(rule, "formula") else "v"
+
+
+def _needed(est, delta: float) -> int | None:
+    """Seeds at which the detectable effect would reach δ, scaled as 1/√n (an estimate)."""
+    if est is None or est.mde is None or not delta > 0:
+        return None
+    return math.ceil(est.n * (est.mde / delta) ** 2)
+
+
+def _why_undecided(v, rule) -> str:
+    """Why a rule's verdict is inconclusive, and what would decide it, in words."""
+    est, delta = v.estimate, getattr(rule, "delta", 0.0)
+    if "not after Holm" in (v.correction or ""):
+        return "reached alone at 95 % but not after Holm's correction across the parts"
+    if est is None or est.effect is None or est.n < 2:
+        n = est.n if est else 0
+        return f"no interval on n={n} (too few seeds, or a measure undefined in every run)"
+    if est.mde is not None and est.mde > delta and delta > 0:
+        timed = hasattr(rule, "fast")  # a fraction of the time: in per cent
+        need, unit = _needed(est, delta), "rounds" if timed else "seeds"
+        more = f"about {need:,} {unit}" if need <= 1000 else f"over 1,000 {unit}"
+        mde, d = (f"{est.mde:.1%}", f"{delta:.0%}") if timed else (f"{est.mde:.2g}", f"{delta:.3g}")
+        return f"this n detects only {mde} against δ={d}: {more} would decide it"
+    if (est.lo > 0 or est.hi < 0) and abs(est.effect) < delta:
+        return f"clear of 0, but the effect sits at δ={delta:.3g} and its interval spans δ"
+    if est.lo <= 0 <= est.hi:
+        return f"the interval spans 0 and reaches past ±δ={delta:.3g}; more seeds would decide it"
+    return f"the interval spans δ={delta:.3g}; more seeds would narrow it"
+
+
+def _decision(v, rule) -> str:
+    """The verdict of one rule against its δ, in words."""
+    est, delta = v.estimate, getattr(rule, "delta", 0.0)
+    expect = getattr(rule, "expect", ">0")
+    if v.status == UNSURE:
+        return _why_undecided(v, rule)
+    if v.status == UNTESTABLE:
+        return "not testable here"
+    if est is None or est.effect is None:
+        return v.status
+    if v.status == HOLDS:
+        if expect == "≈0":
+            return f"inside ±{delta:.3g}"
+        return f"beyond δ={delta:.3g}" if delta else "holds"
+    inside = -delta < est.lo and est.hi < delta
+    if expect == "≈0":
+        return f"outside ±{delta:.3g}"
+    if inside and delta:
+        return f"inside ±{delta:.3g}: no difference that matters"
+    return "the other sign"
+
+
+def part_text(label: str, rule, v, h: float | None) -> str:
+    """One rule's result in a phrase: the numbers and what they mean."""
+    th = _threshold(rule)
+    est = v.estimate
+    if th and est is not None and est.values:
+        arm, m, coef = th
+        mean = v.means.get(f"{m}[{arm}]")
+        bar = _bar(rule, coef, h)
+        side = "above" if coef > 0 else "below"
+        k = sum(x > 0 for x in est.values)
+        at = f"ends at {mean:.3f}" if mean is not None else "has no final value"
+        bar_s = f"the bar {bar:.3f}" if bar is not None else "the bar"
+        out = f"{arm} {at} ({side} {bar_s} in {k} of {len(est.values)} seeds)"
+        return out if v.status in (HOLDS, FAILS) else f"{out} ({_decision(v, rule)})"
+    if hasattr(rule, "fast") and est is not None and est.effect is not None:
+        what = TIMINGS[rule.what].split(",")[0].split(" at ")[0]
+        pct = lambda x: f"{x:+.1%}".replace("-", "−")  # noqa: E731
+        return (
+            f"{rule.fast} saves {pct(est.effect)} [{pct(est.lo)}, {pct(est.hi)}] of "
+            f"{rule.slow}'s time ({what}), {est.n} rounds; {_decision(v, rule)}"
+        )
+    name = label or _subject(rule)
+    n = f", n={est.n}" if est is not None else ""
+    return f"{name}: {interval(est)}{n}, {_decision(v, rule)}"
+
+
+def sentence(claim, v, h: float | None) -> str:
+    """What the study saw for ``claim``, in one sentence with the numbers that matter."""
+    out = _seen(claim, v, h)
+    if v.status == UNTESTABLE and v.controls:
+        bad = [(label, c) for label, c in v.controls if c.status != HOLDS]
+        if bad:
+            label, c = bad[0]
+            seen = _control_text(dict(claim.controls).get(label), c, h)
+            return (
+                f"The control '{label}' did not hold: {seen}. This setting cannot show the "
+                "claim; one where the control holds would decide it."
+            )
+    return out
+
+
+def _control_text(rule, v, h: float | None) -> str:
+    """What a control showed: its numbers (each arm's, for "one of these arms trains")."""
+    if rule is None:
+        return v.status
+    c = compound(rule)
+    if c is None:
+        return part_text("", rule, v, h)
+    return "; ".join(part_text("", r, pv, h) for (_, r), (_, pv) in zip(c[0], v.parts, strict=True))
+
+
+def _seen(claim, v, h: float | None) -> str:
+    c = compound(claim.rule)
+    if c is None:
+        return part_text("", claim.rule, v, h) + "."
+    parts, some = c
+    rows = [(label, rule, pv) for (label, rule), (_, pv) in zip(parts, v.parts, strict=True)]
+    key = {
+        HOLDS: (lambda s: s == HOLDS) if some else (lambda s: True),
+        FAILS: lambda s: s == FAILS,
+        UNSURE: lambda s: s not in (HOLDS, FAILS),
+        UNTESTABLE: lambda s: s == UNTESTABLE,
+    }[v.status]
+    shown = [r for r in rows if key(r[2].status)]
+    rest = [r for r in rows if r not in shown]
+    limit = 3
+    texts = [part_text(label, rule, pv, h) for label, rule, pv in shown[:limit]]
+    if len(shown) > limit:
+        more = ", ".join(label for label, _, _ in shown[limit:])
+        texts.append(f"likewise {more}")
+    out = "; ".join(texts)
+    if rest:
+        groups: dict[str, list[str]] = {}
+        for label, _, pv in rest:
+            groups.setdefault(pv.status, []).append(label)
+        said = "; ".join(f"{', '.join(labels)}: {s}" for s, labels in groups.items())
+        out += f" (other parts — {said})"
+    return out + "."
+
+
+def _formula(rule) -> str:
+    if hasattr(rule, "fast"):
+        return f"1 − {rule.what}[{rule.fast}] / {rule.what}[{rule.slow}] per timing round"
+    if hasattr(rule, "stable"):
+        return f"S({', '.join(rule.unstable)}) − S({', '.join(rule.stable)}) per seed"
+    if hasattr(rule, "formula"):
+        return f"{rule.formula()} per seed"
+    return rule.describe()
+
+
+def _measures(rule) -> list[str]:
+    if hasattr(rule, "fast"):
+        return [f"{rule.what}: {TIMINGS[rule.what]}"]
+    if hasattr(rule, "stable"):
+        return [
+            "S: the LR sensitivity of a sweep, the mean over its learning rates of min(final "
+            "val loss, ℓ0) − the sweep's best final val loss (ℓ0: the loss at init)"
+        ]
+    return [f"{m}: {MEASURES[m][0]}" for m in dict.fromkeys(t[2] for t in rule.terms)]
+
+
+def rule_words(claim) -> tuple[list[str], str]:
+    """The claim's rule in plain words: one line per part (its v), and the decision."""
+    c = compound(claim.rule)
+    rules = rules_of(claim.rule)
+    lines = [(f"[{label}] " if label else "") + "v = " + _formula(r) for label, r in rules]
+    measures = list(dict.fromkeys(m for _, r in rules for m in _measures(r)))
+    expects = {getattr(r, "expect", ">0") for _, r in rules}
+    deltas = ", ".join(dict.fromkeys(f"{getattr(r, 'delta', 0):.3g}" for _, r in rules))
+    decision = "; ".join(EXPECT[e] for e in sorted(expects))
+    text = f"Measures: {'; '.join(measures)}. Each v: {decision} (δ = {deltas})."
+    if any(hasattr(r, "fast") for _, r in rules):
+        text += f" Over rounds: the 20 % trimmed mean with Yuen's {LEVEL:.0%} interval."
+    if c is not None:
+        if not c[1]:
+            text += (
+                " The claim holds iff every part holds; it does not hold iff some part does "
+                "not, after Holm's correction across the parts."
+            )
+        else:
+            text += (
+                " The claim holds iff some part holds after Holm's correction across the "
+                "parts; it does not hold iff every part does not."
+            )
+    controls = [label for label, _ in claim.controls]
+    controls += [label for _, r in rules for label, _ in getattr(r, "controls", ())]
+    if controls:
+        names = ", ".join(f"'{c}'" for c in dict.fromkeys(controls))
+        text += f" Controls {names} must hold, else the claim is not testable here."
+    return lines, text
+
+
+def tokens(n: int) -> str:
+    return f"{n / 1e6:.3g} M" if n >= 1e6 else f"{n / 1e3:.3g} K" if n >= 1e3 else str(n)
+
+
+def short_scope(shapes: list[dict[str, Any]]) -> str:
+    """ "d=64, 6/24 blocks, 154 K tokens": a claim's sizes in one short phrase."""
+
+    def alts(key: str, fmt=str) -> str:
+        return "/".join(fmt(x) for x in sorted({s[key] for s in shapes}))
+
+    trained = [s for s in shapes if s["steps"]]
+    seen = "/".join(tokens(n) for n in sorted({s["tokens"] for s in trained})) + " tokens"
+    if not trained:
+        seen = "at init"
+    elif len(trained) < len(shapes):
+        seen = f"at init and {seen}"
+    return f"d={alts('d')}, {alts('blocks')} blocks, {seen}"
+
+
+def compact_size(shapes: list[dict[str, Any]]) -> str:
+    """A claim's shapes in words, the block counts merged where nothing else differs:
+    "d=64 L=6/12/24/48 T=64 B=16 0 steps (0 tokens) init=xavier"."""
+    groups: dict[tuple, list[int]] = {}
+    for s in shapes:
+        key = (s["d"], s["T"], s["B"], s["steps"], s["tokens"], s["init"])
+        groups.setdefault(key, []).append(s["blocks"])
+    return "; ".join(
+        f"d={dim} L={'/'.join(map(str, sorted(blocks)))} T={t} B={b} {steps} steps "
+        f"({tokens(n)} tokens) init={init}"
+        for (dim, t, b, steps, n, init), blocks in groups.items()
+    )
+
+
+def short_source(source: str) -> str:
+    """ "Article 003" of "Article 003 (BatchNorm/LayerNorm/RMSNorm)"."""
+    return source.split(" (", 1)[0]
