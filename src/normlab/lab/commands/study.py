@@ -178,6 +178,8 @@ def report_failed(failed: list[str]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from normlab.lab.common import load_data
+    from normlab.lab.io import hold
+    from normlab.lab.limits import check_study
     from normlab.lab.study import spec
     from normlab.lab.study.plan import format_plan
     from normlab.lab.study.runner import run_study, summary, write_reports
@@ -194,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         study = spec.load_builtin(args.preset or "quick", sets)
     study = configured(study, args)
+    check_study(study)  # sizes, from the configs' arithmetic: before anything is allocated
     if args.list:
         how = f"--spec {args.spec}" if args.spec else f"--preset {study.name}"
         print(format_plan(study, args.seed, how))
@@ -202,11 +205,12 @@ def run(args: argparse.Namespace) -> int:
         return _size_seeds(study, args.size_seeds)
     options = study_options(args)
     corpus = load_data(args.data)
-    try:
-        result = run_study(study, options, corpus)
-    except Interrupted as e:
-        return interrupted(e, options)
-    write_reports(result, options.out)
+    with hold(options.out, "study"):  # one process per output directory
+        try:
+            result = run_study(study, options, corpus)
+        except Interrupted as e:
+            return interrupted(e, options)
+        write_reports(result, options.out)
     if not options.quiet:
         print(summary(result, options.out))
     report_failed(result.failed)

@@ -33,6 +33,7 @@ from torch import Tensor
 from normlab import reference
 from normlab.kernels import registry
 from normlab.lab.common import UsageError, out_dir, positive_int
+from normlab.lab.limits import check_rows
 from normlab.lab.numerics.metrics import error_metrics
 from normlab.reference import CASTINGS
 
@@ -342,15 +343,18 @@ class NumericsOptions:
         if self.rows is None:
             return grid
         try:
-            return replace(grid, rows=positive_int(self.rows))
+            rows = positive_int(self.rows)
         except ValueError as e:
             raise UsageError(f"rows: {e}") from None
+        check_rows(rows, max(grid.hiddens + (grid.base_hidden,)))
+        return replace(grid, rows=rows)
 
 
 def run_numerics(options: NumericsOptions) -> NumericsResult:
     """Sweep, then write ``numerics.{json,md,html}`` under ``options.out`` (created first, so a
     bad directory fails before the sweep); returns the result (``result.files`` maps each format
     to its path, for the study report to link)."""
+    from normlab.lab.io import write_file
     from normlab.lab.numerics import report
     from normlab.lab.numerics.findings import findings
 
@@ -360,9 +364,9 @@ def run_numerics(options: NumericsOptions) -> NumericsResult:
     result = sweep(grid, device=options.device, backends=backends, quiet=options.quiet)
     result.findings = findings(result)
     paths = {k: out / f"numerics.{k}" for k in ("json", "md", "html")}
-    paths["json"].write_text(json.dumps(asdict(result), indent=1, allow_nan=False))
-    paths["md"].write_text(report.markdown(result))
-    paths["html"].write_text(report.html(result))
+    write_file(paths["json"], json.dumps(asdict(result), indent=1, allow_nan=False))
+    write_file(paths["md"], report.markdown(result))
+    write_file(paths["html"], report.html(result))
     result.files = {k: str(p) for k, p in paths.items()}
     return result
 

@@ -203,7 +203,7 @@ def _plots(claim: Claim, verdict: Verdict, results, timings, plot_dir: Path):
         png = fn(results, claim, verdict, timings)
         if png is not None:
             fname = f"{claim.name}-{kind}.png"
-            (plot_dir / fname).write_bytes(png)
+            write_atomic(plot_dir / fname, png)
             out.append((title, fname, png))
     return out
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from normlab.lab.common import UsageError
+from normlab.lab.limits import MAX_ARMS, MAX_SEEDS, format_name, grid_size
 from normlab.lab.study.claims import (
     EXPECT,
     TIMINGS,
@@ -346,9 +347,11 @@ class _Loader:
             self.fail(path, f"expected a number >= {low:g}, got {_show(v)}")
         return x
 
-    def count(self, v: Any, path: str) -> int:
+    def count(self, v: Any, path: str, high: int = MAX_SEEDS) -> int:
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             self.fail(path, f"expected an int >= 1, got {_show(v)}")
+        if v > high:
+            self.fail(path, f"{v:,} is more than the {high:,} the lab allows")
         return v
 
     # ---- the study
@@ -439,6 +442,9 @@ class _Loader:
         pattern = self.string(d["name"], _at(path, "name"))
         train, model = self.overrides(d, path)
         axes = self.axes(d.get("axes", {}), _at(path, "axes"), train, model)
+        n = grid_size(map(len, axes.values()))
+        if n > MAX_ARMS:  # before a single arm is made
+            self.fail(_at(path, "axes"), f"{n:,} arms; the lab allows {MAX_ARMS:,} in a study")
         runs = []
         for combo in itertools.product(*axes.values()):
             point = dict(zip(axes, combo, strict=True))
@@ -477,19 +483,16 @@ class _Loader:
         return out
 
     def arm_name(self, pattern: str, cfg: TrainConfig, path: str) -> str:
+        """The arm's name: ``pattern``'s fields replaced by the config's values (names are data:
+        ``normlab.lab.limits.format_name``)."""
         fields = {
             **cfg.model.to_dict(),
-            **{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)},
+            **{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name != "model"},
         }
         try:
-            name = pattern.format_map(fields)
-        except KeyError as e:
-            self.fail(path, f"{{{e.args[0]}}} in {pattern!r} is not a training or model field")
-        except (ValueError, IndexError) as e:
-            self.fail(path, f"not a valid name pattern ({e}); write a literal brace as {{{{")
-        if not name.strip():
-            self.fail(path, "the arm's name is empty")
-        return name
+            return format_name(pattern, fields)
+        except ValueError as e:
+            self.fail(path, str(e))
 
     # ---- claims
 
