@@ -145,7 +145,7 @@ def check_run(cfg, what: str) -> None:
         m = cfg.model
         raise UsageError(
             f"{what}: too big for this machine: a model of {param_count(m):,} parameters (dim "
-            f"{m.dim}, {m.n_layers} blocks, MLP {m.hidden_dim}) trained at batch "
+            f"{m.dim}, {m.n_layers} blocks, MLP {m.hidden_dim:,}) trained at batch "
             f"{cfg.batch_size} x {cfg.seq_len} needs at least {fmt_bytes(need)}, "
             f"{need / memory:.3g}x the {fmt_bytes(memory)} of {cfg.device}"
         )
