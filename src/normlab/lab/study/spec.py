@@ -27,6 +27,7 @@ import dataclasses
 import difflib
 import fnmatch
 import itertools
+import json
 import math
 import re
 import sys
@@ -234,8 +235,8 @@ def _show(v: Any) -> str:
     """A value as it is written in TOML, for messages."""
     if isinstance(v, bool):
         return "true" if v else "false"
-    if isinstance(v, str):
-        return f'"{v}"'
+    if isinstance(v, str):  # escaped: a message is one line, whatever the value holds
+        return json.dumps(v, ensure_ascii=False)
     if isinstance(v, dict):
         return "a table"
     if isinstance(v, list):
@@ -580,7 +581,7 @@ class _Loader:
         if "rule" not in d:
             self.fail(_at(path, "rule"), f"missing (required: one of {', '.join(RULES)})")
         kind = d["rule"]
-        if kind not in RULES:
+        if not isinstance(kind, str) or kind not in RULES:
             known = ", ".join(RULES)
             self.fail(_at(path, "rule"), f"unknown rule {_show(kind)}; expected one of: {known}")
         return kind
@@ -636,8 +637,8 @@ class _Loader:
         if key in ("const", "const_h", "margin"):
             return self.number(v, path)
         if key == "expect":
-            e = EXPECT_ALIASES.get(v, v)
-            if e not in EXPECT:
+            e = EXPECT_ALIASES.get(v, v) if isinstance(v, str) else v
+            if not isinstance(e, str) or e not in EXPECT:
                 self.fail(
                     path,
                     f"expected one of {', '.join(map(_show, EXPECT))} (or "
@@ -647,7 +648,7 @@ class _Loader:
         if key == "matrix":
             return self.string(v, path)
         if key == "what":
-            if v not in TIMINGS:
+            if not isinstance(v, str) or v not in TIMINGS:
                 self.fail(path, f"expected one of: {', '.join(TIMINGS)}; got {_show(v)}")
             return v
         if key in ("arm", "fast", "slow"):
@@ -676,7 +677,7 @@ class _Loader:
         return tuple(out)
 
     def arm(self, v: Any, path: str, arms: list[str]) -> str:
-        if v not in arms:
+        if not isinstance(v, str) or v not in arms:
             close = difflib.get_close_matches(str(v), arms, n=1)
             hint = f"did you mean {close[0]!r}?" if close else f"arms: {', '.join(arms)}"
             self.fail(path, f"{_show(v)} is not an arm of this study; {hint}")
@@ -687,7 +688,7 @@ class _Loader:
             self.fail(path, f"expected a term [coef, arm, measure], got {_show(t)}")
         coef = self.number(t[0], _at(path, 0))
         arm = self.arm(t[1], _at(path, 1), arms)
-        if t[2] not in MEASURES:
+        if not isinstance(t[2], str) or t[2] not in MEASURES:
             known = ", ".join(MEASURES)
             self.fail(_at(path, 2), f"unknown measure {_show(t[2])}; expected one of: {known}")
         return coef, arm, t[2]
