@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from normlab.lab.common import UsageError
+from normlab.lab.errors import UsageError
 
 LOCK_FILE = ".normlab.lock"
 TMP_SUFFIX = ".normlab-tmp"  # what a writer killed before its rename leaves; swept by the lock

@@ -13,7 +13,7 @@ import string
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from normlab.lab.common import UsageError
+from normlab.lab.errors import UsageError
 
 # ---- names
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from normlab.lab.common import UsageError
+from normlab.lab.errors import UsageError
 from normlab.lab.io import open_append, write_file
 from normlab.lab.train import distributed as D
 from normlab.lab.train.data import Corpus, RandomBatches
