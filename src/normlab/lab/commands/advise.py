@@ -57,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{p.command} --seed {args.seed}: the study (written to DIR/{SPEC_FILE})\n{listed}")
         return 0
     options = study_options(args)
-    corpus = load_data(args.data)
-    with hold(options.out, "advise"):  # one process per output directory
+    with hold(options.out, "advise"):  # one process per output directory, before any work
+        corpus = load_data(args.data)
         try:
             result = run_advise(p, options, corpus)
         except Interrupted as e:

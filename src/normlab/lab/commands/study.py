@@ -204,8 +204,8 @@ def run(args: argparse.Namespace) -> int:
     if args.size_seeds:
         return _size_seeds(study, args.size_seeds)
     options = study_options(args)
-    corpus = load_data(args.data)
-    with hold(options.out, "study"):  # one process per output directory
+    with hold(options.out, "study"):  # one process per output directory, before any work
+        corpus = load_data(args.data)
         try:
             result = run_study(study, options, corpus)
         except Interrupted as e:

@@ -342,9 +342,9 @@ def run(args: argparse.Namespace) -> int:
     check_run(cfg, "the run")  # sizes, from the config's arithmetic: before anything is built
     # Before the processes meet: a mistake in the options is reported, not a hung collective.
     out_dir(args.out)
-    data = load_data(args.data)
     # One process per output directory: rank 0 holds it for the whole job (the other ranks
     # write nothing there).
     with hold(args.out, "train") if is_main_process() else contextlib.nullcontext():
+        data = load_data(args.data)
         train_process(cfg, data, opts, timeout_s=args.timeout)
     return 0

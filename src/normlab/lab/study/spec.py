@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from normlab.lab.common import UsageError
-from normlab.lab.limits import MAX_ARMS, MAX_SEEDS, format_name, grid_size
+from normlab.lab.limits import MAX_ARMS, MAX_SEEDS, NAME_MAX, format_name, grid_size
 from normlab.lab.study.claims import (
     EXPECT,
     TIMINGS,
@@ -502,10 +502,10 @@ class _Loader:
         req, opt = RULES[kind]
         self.keys(d, path, (*_CLAIM_KEYS, *req, *opt), required=("name", "statement"))
         name = self.string(d["name"], _at(path, "name"))
-        if not _CLAIM_NAME.fullmatch(name):
+        if not _CLAIM_NAME.fullmatch(name) or len(name) > NAME_MAX:
             self.fail(
                 _at(path, "name"),
-                "expected letters, digits, '.', '_' or '-' (it names "
+                f"expected letters, digits, '.', '_' or '-', at most {NAME_MAX} (it names "
                 f"the report's plot files), got {_show(name)}",
             )
         statement = self.string(d["statement"], _at(path, "statement"))

@@ -73,8 +73,12 @@ class ResultStore:
             return None
         cut = data.rfind(b"\n") + 1
         torn = self.path.with_name(self.path.name + ".torn")
-        with open(torn, "ab") as f:
-            f.write(data[cut:] + b"\n")
+        fd = open_append(torn)
+        try:
+            os.write(fd, data[cut:] + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         with open(self.path, "r+b") as f:
             f.truncate(cut)
         return torn
