@@ -239,6 +239,8 @@ def _size_seeds(study, pilot_dir: str) -> int:
         pilot = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise UsageError(f"--size-seeds {pilot_dir}: cannot read {path} ({e})") from e
+    if not isinstance(pilot, dict) or not isinstance(pilot.get("claims"), list):
+        raise UsageError(f"--size-seeds {pilot_dir}: {path} is not a study's claims.json")
     cap = 16
     print(f"seeds per claim from the pilot {path} (seed block {pilot.get('seed_block')}):")
     print(format_plans(size_seeds(study, pilot, cap), cap))
