@@ -3,6 +3,9 @@ form's drop-in tests against ``torch.nn.BatchNorm1d`` live in tests/test_modules
 
 from __future__ import annotations
 
+import math
+import re
+
 import pytest
 import torch
 
@@ -90,6 +93,31 @@ def test_causal_needs_a_time_dim_and_max_positions():
             BatchNorm(4, causal=True, max_positions=bad)
     with pytest.raises(ValueError, match="min_tokens"):
         BatchNorm(4, causal=True, max_positions=8, min_tokens=1)
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"eps": -1}, "eps must be a finite number >= 0, got -1"),
+        ({"eps": math.nan}, "eps must be a finite number >= 0, got nan"),
+        ({"eps": 10**400}, "eps must be a finite number >= 0, got 1000"),
+        ({"momentum": -5}, "momentum must be a finite number >= 0 and <= 1, got -5"),
+        ({"momentum": 1.5}, "momentum must be a finite number >= 0 and <= 1"),
+        ({"momentum": math.nan}, "momentum must be a finite number >= 0 and <= 1"),
+        ({"num_features": 0}, "num_features must be a positive int, got 0"),
+        ({"num_features": 2.5}, "num_features must be a positive int, got 2.5"),
+    ],
+)
+def test_bad_arguments_raise_the_functional_layers_value_errors(kw, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        BatchNorm(**{"num_features": 4, **kw})
+
+
+def test_momentum_none_and_the_bounds_are_accepted():
+    for momentum in (None, 0.0, 1.0, 0.1):
+        assert BatchNorm(4, momentum=momentum).momentum == momentum
+    with pytest.raises(TypeError, match="eps must be a real number, got str"):
+        BatchNorm(4, eps="1e-5")
 
 
 def test_eval_uses_each_positions_running_prefix_statistics():

@@ -228,10 +228,22 @@ def test_divergence_stops_every_rank_cleanly(checks_job):
 # the pieces, in one process
 
 
-def test_resume_refuses_other_options(single):
-    with pytest.raises(ValueError, match="lr: checkpoint 0.001, now 0.002"):
-        cli.main([*TRAIN, "--out", str(single), "--resume", "--lr", "0.002"])
+def test_resume_refuses_other_options(single, capsys):
+    assert cli.main([*TRAIN, "--out", str(single), "--resume", "--lr", "0.002"]) == 2
+    err = capsys.readouterr().err
+    assert "lr: checkpoint 0.001, now 0.002" in err and len(err.splitlines()) == 1
     assert json.loads((single / "config.json").read_text())["lr"] == 0.001
+
+
+def test_resume_refuses_another_corpus(single, tmp_path, capsys):
+    data = tmp_path / "other.txt"
+    data.write_text("x = [i * i for i in range(10)]\n" * 300)
+    before = (single / "checkpoint.pt").read_bytes()
+    assert cli.main([*TRAIN, "--out", str(single), "--resume", "--data", str(data)]) == 2
+    err = capsys.readouterr().err
+    assert "was trained on another corpus (corpus SHA-256 " in err, err
+    assert len(err.splitlines()) == 1
+    assert (single / "checkpoint.pt").read_bytes() == before
 
 
 def test_resume_without_a_checkpoint_starts_afresh(tmp_path, capsys):

@@ -329,3 +329,129 @@ def test_fuzz_batchnorm_training_statistics(case):
     # dx scales with 1/std: the bound's atol is meant for O(1) values
     s = case["spread"]
     assert_error_bound(dx * s, eager_dx * s, truth_dx * s, "dx")
+
+
+# ------------------------------------------------------------------------------------------
+# study spec files: whatever a spec holds, it runs or is refused with one line (a SpecError or
+# another UsageError, status 2 from the CLI), never a traceback. A valid spec is mutated at a
+# random place (a value replaced, a key removed or added) or as text.
+
+_SPEC_DOC = {
+    "name": "fuzz",
+    "base": {
+        "steps": 2,
+        "batch_size": 2,
+        "seq_len": 8,
+        "model": {"dim": 8, "n_layers": 1, "n_heads": 2, "max_seq_len": 8},
+    },
+    "arms": [
+        {"name": "{norm}-lr{lr:g}", "axes": {"lr": [1e-3, 3e-3]}},
+        {"name": "ln", "model": {"norm": "layernorm"}},
+    ],
+    "claims": [
+        {
+            "name": "c",
+            "statement": "s",
+            "rule": "contrast",
+            "terms": [[1, "ln", "final_val_loss"], [-1, "rmsnorm-lr0.001", "final_val_loss"]],
+            "expect": "<0",
+            "delta": 0.01,
+            "seeds": 2,
+        },
+        {"name": "t", "statement": "s", "rule": "trains", "arm": "ln", "seeds": 1},
+    ],
+}
+
+_SCALARS = st.one_of(
+    st.booleans(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.sampled_from([0, 1, -1, 10**6, 10**9, 2**62]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.sampled_from(["{model.__class__}", "{a[0]}", "{seed:>999}", "..", "a/b", "$a_$", "{lr}",
+                     "{", "}", "{{x}}", "layernorm", "post", "trains", "holds", "*", "a\nb",
+                     "ln\n", "x" * 300]),
+)  # fmt: skip
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),  # fmt: skip
+    max_leaves=6,
+)
+
+
+def _paths(node, prefix=()):
+    """Every key path into ``node`` (dict keys and list indices)."""
+    items = node.items() if isinstance(node, dict) else enumerate(node)
+    for k, v in items:
+        yield (*prefix, k)
+        if isinstance(v, dict | list):
+            yield from _paths(v, (*prefix, k))
+
+
+@st.composite
+def mutated_specs(draw):
+    import copy
+
+    from normlab.lab.advise import toml_writer
+
+    doc = copy.deepcopy(_SPEC_DOC)
+    for _ in range(draw(st.integers(1, 3))):
+        paths = list(_paths(doc))
+        path = draw(st.sampled_from(paths))
+        parent = doc
+        for k in path[:-1]:
+            parent = parent[k]
+        op = draw(st.sampled_from(["set", "set", "delete", "add"]))
+        if op == "set":
+            parent[path[-1]] = draw(_VALUES)
+        elif op == "delete":
+            del parent[path[-1]]
+        elif isinstance(parent, dict):
+            key = draw(st.sampled_from(["seed", "threads", "lr", "dim", "zzz", "model", "axes"]))
+            parent[key] = draw(_VALUES)
+        else:
+            parent.append(draw(_VALUES))
+    text = toml_writer.dumps(doc)
+    if draw(st.integers(0, 4)) == 0:  # a mangled file: some characters cut or inserted
+        i = draw(st.integers(0, len(text)))
+        text = (
+            text[:i]
+            + draw(st.sampled_from(["", "[", "=", '"', "{", "\n[[arms]]\n"]))
+            + text[i + draw(st.integers(0, 5)) :]
+        )
+    return text
+
+
+@settings(max_examples=300, **_FUZZ)
+@given(text=mutated_specs())
+def test_fuzz_spec_files_are_refused_in_one_line(text):
+    from normlab.lab.common import UsageError
+    from normlab.lab.limits import check_name, check_study
+    from normlab.lab.study.spec import parse_spec
+
+    try:
+        study = parse_spec(text, "fuzz.toml")
+        check_study(study)
+    except UsageError as e:
+        msg = str(e)
+        assert msg and "\n" not in msg and "Traceback" not in msg, msg
+        assert len(msg) < 2000, msg[:200]
+        return
+    for arm in study.arms:  # what is accepted is a valid study
+        check_name(arm.name)
+
+
+@settings(max_examples=300, **_FUZZ)
+@given(pattern=st.text(alphabet=st.sampled_from("{}[]:.!<>^0123456789abdegslr_-$/x "),
+                       max_size=16))  # fmt: skip
+def test_fuzz_name_patterns_give_a_name_or_a_value_error(pattern):
+    from normlab.lab.limits import NAME_PATTERN, format_name
+
+    try:
+        name = format_name(pattern, {"lr": 0.003, "seed": 7, "dim": 64, "s": "pre", "x": 1.5})
+    except ValueError as e:
+        assert "\n" not in str(e)
+        return
+    assert NAME_PATTERN.fullmatch(name) and name not in (".", "..") and len(name) <= 100

@@ -240,3 +240,24 @@ def test_batchnorm_errors():
     with pytest.raises(ValueError, match="at least 2 unmasked tokens"):
         bn(torch.randn(2, 3, 8), mask=torch.zeros(2, 3, dtype=torch.bool))
     assert math.isfinite(bn.eval()(torch.randn(1, 1, 8)).sum().item())  # eval: any batch size
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "message"),
+    [
+        (lambda: normlab.RMSNorm(8, eps=-1.0), ValueError, "eps must be a finite number >= 0"),
+        (lambda: normlab.RMSNorm(8, casting="nope"), ValueError, "casting must be one of"),
+        (lambda: normlab.RMSNorm(8, backend="nope"), ValueError, "backend must be one of"),
+        (lambda: normlab.RMSNorm(8, elementwise_affine=False, offset=1.0), ValueError,
+         "needs a weight to offset"),
+        (lambda: normlab.LayerNorm(8, eps=float("inf")), ValueError, "eps must be a finite"),
+        (lambda: normlab.LayerNorm(8, memory_efficient=1), TypeError, "memory_efficient must"),
+        (lambda: normlab.ScaleNorm(8, eps=float("nan")), ValueError, "eps must be a finite"),
+        (lambda: normlab.DyT(8, alpha_init=float("nan")), ValueError, "alpha_init must be a"),
+        (lambda: normlab.DyT(8, backend="nope"), ValueError, "backend must be one of"),
+    ],
+)  # fmt: skip
+def test_modules_check_their_arguments_when_made(make, error, message):
+    # The functional layer's checks and messages, at construction rather than the first call.
+    with pytest.raises(error, match=message):
+        make()

@@ -202,11 +202,11 @@ def test_list_prints_the_plan_and_runs_nothing(tmp_path, capsys):
 
 def test_store_appends_whole_lines_and_skips_torn_ones(tmp_path):
     store = ResultStore(tmp_path / "results.jsonl")
-    store.append({"key": "a", "x": 1})
+    store.append({"key": "a", "result": {}, "x": 1})
     with open(store.path, "a") as f:
         f.write('{"key": "b", "x"')  # a write torn by a crash
-    store.append({"key": "c", "x": 3})
-    store.append({"key": "a", "x": 99})  # a duplicate: the first one wins
+    store.append({"key": "c", "result": {}, "x": 3})
+    store.append({"key": "a", "result": {}, "x": 99})  # a duplicate: the first one wins
     assert {k: v["x"] for k, v in store.load().items()} == {"a": 1, "c": 3}
 
 

@@ -8,7 +8,7 @@ from torch import Tensor, nn
 
 from normlab.collectives import all_reduce_sum
 from normlab.reference import residual_add, stat_dtype
-from normlab.validation import check_tensor, check_x
+from normlab.validation import check_eps, check_momentum, check_size, check_tensor, check_x
 
 
 class BatchNorm(nn.Module):
@@ -40,8 +40,9 @@ class BatchNorm(nn.Module):
         device=None, dtype=None,
     ):  # fmt: skip
         super().__init__()
-        if num_features <= 0:
-            raise ValueError(f"num_features must be positive, got {num_features}")
+        check_size("num_features", num_features)
+        check_eps(eps)
+        check_momentum(momentum)
         if isinstance(min_tokens, bool) or not isinstance(min_tokens, int) or min_tokens < 2:
             raise ValueError(f"min_tokens must be an int >= 2, got {min_tokens!r}")
         self.num_features, self.eps, self.momentum = num_features, eps, momentum

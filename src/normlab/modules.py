@@ -15,9 +15,23 @@ from torch import Tensor, nn
 
 from normlab import functional as F
 from normlab.batchnorm import BatchNorm
-from normlab.validation import check_flag
+from normlab.kernels import registry
+from normlab.validation import (
+    check_choice,
+    check_eps,
+    check_flag,
+    check_real,
+    check_rms_options,
+)
 
 _Shape = int | Sequence[int]
+
+
+def _check_kernel_options(backend: object, memory_efficient: object) -> None:
+    """The arguments every kernel-backed module passes to its op, checked when it is made (the
+    functional layer's checks and messages, not a surprise at the first forward)."""
+    check_choice("backend", backend, registry.KNOWN)
+    check_flag("memory_efficient", memory_efficient)
 
 
 def _as_shape(normalized_shape: _Shape) -> tuple[int, ...]:
@@ -91,7 +105,11 @@ class RMSNorm(_LastDimsNorm):
         dtype=None,
     ):
         super().__init__(normalized_shape)
-        check_flag("memory_efficient", memory_efficient)
+        if eps is not None:
+            check_eps(eps)
+        check_flag("elementwise_affine", elementwise_affine)
+        check_rms_options(True if elementwise_affine else None, offset, casting, eps_inside)
+        _check_kernel_options(backend, memory_efficient)
         self.eps, self.offset, self.casting = eps, offset, casting
         self.eps_inside, self.backend = eps_inside, backend
         self.memory_efficient = memory_efficient
@@ -141,7 +159,10 @@ class LayerNorm(_LastDimsNorm):
         dtype=None,
     ):
         super().__init__(normalized_shape)
-        check_flag("memory_efficient", memory_efficient)
+        check_eps(eps)
+        check_flag("elementwise_affine", elementwise_affine)
+        check_flag("bias", bias)
+        _check_kernel_options(backend, memory_efficient)
         self.eps, self.backend = eps, backend
         self.memory_efficient = memory_efficient
         self.elementwise_affine = elementwise_affine
@@ -198,6 +219,8 @@ class DyT(_LastDimsNorm):
         dtype=None,
     ):
         super().__init__(normalized_shape)
+        check_real("alpha_init", alpha_init)
+        check_choice("backend", backend, registry.KNOWN)
         self.alpha_init, self.backend = alpha_init, backend
         kw = {"device": device, "dtype": dtype}
         self.alpha = nn.Parameter(torch.empty(1, **kw))
@@ -234,6 +257,8 @@ class ScaleNorm(_LastDimsNorm):
         dtype=None,
     ):
         super().__init__(normalized_shape)
+        check_eps(eps)
+        check_choice("backend", backend, registry.KNOWN)
         self.eps, self.backend = eps, backend
         self.weight = nn.Parameter(torch.empty(1, device=device, dtype=dtype))
         self.reset_parameters()

@@ -50,13 +50,55 @@ def check_scalar(name: str, t: object, x: Tensor, *, required: bool = False) -> 
     check_tensor(name, t, x, (1,))
 
 
+def finite(value: object) -> bool:
+    """Whether the real number ``value`` is finite as a float: an int beyond float's range
+    (``10**400``) is not (``math.isfinite`` would raise OverflowError)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def shown(value: object) -> str:
+    """``value`` for a message: a number of a thousand digits is cut short."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+
+
+def check_real(name: str, value: object, *, low: float | None = None, high: float | None = None,
+               low_open: bool = False) -> None:  # fmt: skip
+    """``value`` is a finite real number (not a bool) in ``[low, high]`` (``(low, high]`` with
+    ``low_open``): TypeError or ValueError naming ``name`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    bad = not finite(value)
+    bad = bad or (low is not None and (value <= low if low_open else value < low))
+    bad = bad or (high is not None and value > high)
+    if bad:
+        lo = "" if low is None else f" {'>' if low_open else '>='} {low:g}"
+        hi = "" if high is None else f"{' and' if lo else ''} <= {high:g}"
+        raise ValueError(f"{name} must be a finite number{lo}{hi}, got {shown(value)}")
+
+
 def check_eps(eps: object) -> None:
     if type(eps) is float and 0.0 <= eps < math.inf:  # the common case, without an ABC check
         return
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise TypeError(f"eps must be a real number, got {type(eps).__name__}")
-    if not (eps >= 0 and math.isfinite(eps)):
-        raise ValueError(f"eps must be a finite number >= 0, got {eps}")
+    if not (eps >= 0 and finite(eps)):
+        raise ValueError(f"eps must be a finite number >= 0, got {shown(eps)}")
+
+
+def check_momentum(momentum: object) -> None:
+    """BatchNorm's ``momentum``: None (a cumulative average, as torch.nn) or a number in [0, 1]."""
+    if momentum is not None:
+        check_real("momentum", momentum, low=0.0, high=1.0)
+
+
+def check_size(name: str, value: object) -> None:
+    """A positive int (not a bool): a feature count or a number of positions."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {shown(value)}")
 
 
 def check_choice(name: str, value: object, choices) -> None:

@@ -11,14 +11,12 @@ import importlib.util
 import sys
 from pathlib import Path
 
+# Defined at the bottom of the lab (the writer and the trainer raise it too); the commands
+# import it from here.
+from normlab.lab.errors import UsageError
+
 # What `pip install "normlab[lab]"` adds; the library itself never imports these.
 LAB_PACKAGES = ("matplotlib", "tqdm", "scipy") + (("tomli",) if sys.version_info < (3, 11) else ())
-
-
-class UsageError(Exception):
-    """What the user asked for cannot be done (a bad option value, a missing data file, a bad
-    study spec): ``normlab`` prints ``normlab COMMAND: <message>`` and exits with status 2,
-    without a traceback (``normlab --debug COMMAND ...`` shows it)."""
 
 
 def importable(name: str) -> bool:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import io
-import os
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
@@ -79,8 +78,9 @@ def png(fig, dpi: int = 90) -> bytes:
     return buf.getvalue()
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Temp file + rename: a reader (or a kill) never sees half a report."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+def write_atomic(path: Path, text: str | bytes) -> None:
+    """The lab's one writer (``normlab.lab.io.write_file``): a reader (or a kill) never sees
+    half a report."""
+    from normlab.lab.io import write_file
+
+    write_file(path, text)

@@ -9,6 +9,7 @@ from typing import Any
 
 from normlab.kernels import registry
 from normlab.reference import CASTINGS
+from normlab.validation import finite, shown
 
 NORMS = ("layernorm", "rmsnorm", "batchnorm", "dyt", "scalenorm", "none")
 PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "mix", "reorder")
@@ -150,20 +151,22 @@ class TransformerConfig:
                 raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}")
         if self.rms_casting is not None and self.rms_casting not in RMS_CASTINGS:
             raise ValueError(f"rms_casting must be None or one of {RMS_CASTINGS}")
-        if self.mlp_ratio is not None and not (
-            self.mlp_ratio > 0 and math.isfinite(self.mlp_ratio)
-        ):
-            raise ValueError(f"mlp_ratio must be a positive number or None, got {self.mlp_ratio!r}")
+        if self.mlp_ratio is not None and not (self.mlp_ratio > 0 and finite(self.mlp_ratio)):
+            raise ValueError(
+                f"mlp_ratio must be a positive number or None, got {shown(self.mlp_ratio)}"
+            )
         for name in ("dyt_alpha", "dyt_alpha_attn", "init_std"):
             value = getattr(self, name)
             if value is None and name == "dyt_alpha_attn":
                 continue
             if isinstance(value, bool) or not (
-                isinstance(value, (int, float)) and 0 < value < math.inf
+                isinstance(value, (int, float)) and 0 < value and finite(value)
             ):
-                raise ValueError(f"{name} must be a positive number, got {value!r}")
-        if self.eps is not None and not (self.eps >= 0 and math.isfinite(self.eps)):
-            raise ValueError(f"eps must be a finite number >= 0 or None, got {self.eps!r}")
+                raise ValueError(f"{name} must be a positive number, got {shown(value)}")
+        if self.eps is not None and not (
+            isinstance(self.eps, (int, float)) and self.eps >= 0 and finite(self.eps)
+        ):
+            raise ValueError(f"eps must be a finite number >= 0 or None, got {shown(self.eps)}")
         for name in (
             "final_norm",
             "qk_norm",
@@ -201,8 +204,8 @@ class TransformerConfig:
             )
         if isinstance(self.norm_offset, bool) or not isinstance(self.norm_offset, int | float):
             raise TypeError(f"norm_offset must be a number, got {self.norm_offset!r}")
-        if not math.isfinite(self.norm_offset):
-            raise ValueError(f"norm_offset must be finite, got {self.norm_offset!r}")
+        if not finite(self.norm_offset):
+            raise ValueError(f"norm_offset must be finite, got {shown(self.norm_offset)}")
         if self.norm_offset and self.norm != "rmsnorm":
             raise ValueError(
                 f"norm_offset={self.norm_offset:g} applies to rmsnorm only (Gemma's (1 + w)), "

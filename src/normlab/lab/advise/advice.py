@@ -24,11 +24,11 @@ Block = tuple
 
 
 def twin_params(twin: Twin) -> tuple[int, int]:
-    """The twin's parameter count: all, and in its blocks."""
-    from normlab.models import Transformer
+    """The twin's parameter count: all, and in its blocks (from its config: nothing built)."""
+    from normlab.models.size import param_count
 
-    model = Transformer(twin.config().model)
-    return model.num_params(), sum(p.numel() for p in model.blocks.parameters())
+    m = twin.config().model
+    return param_count(m), param_count(m, blocks_only=True)
 
 
 def fmt_params(n: float) -> str:

@@ -7,10 +7,13 @@ the study's runner and write the report, led by the advice.
 from __future__ import annotations
 
 import json
+import os
+import sys
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from normlab.lab.io import unused_name, write_file
 from normlab.lab.study.runner import StudyOptions, StudyResult, run_study, write_reports
 
 SPEC_FILE = "advise-spec.toml"
@@ -85,12 +88,28 @@ def gaps_text(twin) -> str:
 class AdviseResult:
     study: StudyResult
     blocks: list  # the advice (normlab.lab.advise.advice.blocks)
+    spec: Path | None = None  # the spec file that ran (OUT/advise-spec.toml or one beside it)
 
     @property
     def headline(self) -> str:
         from normlab.lab.advise.advice import headline
 
         return headline(self.blocks)
+
+
+def write_spec(out: Path, text: str) -> Path:
+    """``OUT/advise-spec.toml``, unless something else is there (the docs tell users to edit
+    it): that is kept, ``text`` goes to the first free ``advise-spec.N.toml`` beside it, and a
+    line says so. Returns the file that holds ``text``."""
+    path = out / SPEC_FILE
+    if os.path.lexists(path):
+        if not path.is_symlink() and path.read_text("utf-8", errors="replace") == text:
+            return path
+        path = unused_name(path)
+        print(f"{out / SPEC_FILE} is not this twin's spec (edited?): kept; the twin's spec is "
+              f"written to {path}, which runs", file=sys.stderr)  # fmt: skip
+    write_file(path, text)
+    return path
 
 
 def run_advise(p: Plan, options: StudyOptions, corpus) -> AdviseResult:
@@ -101,13 +120,13 @@ def run_advise(p: Plan, options: StudyOptions, corpus) -> AdviseResult:
     from normlab.lab.study.spec import load_spec
 
     out = options.out
-    (out / SPEC_FILE).write_text(p.spec_text, encoding="utf-8")
-    study = load_spec(out / SPEC_FILE)
+    spec_path = write_spec(out, p.spec_text)
+    study = load_spec(spec_path)
     twin_json = json.dumps(advice.twin_json(p.twin), indent=1, ensure_ascii=False)
-    (out / "twin.json").write_text(twin_json)
+    write_file(out / "twin.json", twin_json)
     result = run_study(study, options, corpus)
     bl = advice.blocks(p.twin, study, result.results, result.verdicts, result.meta)
-    (out / "advice.md").write_text(advice.to_markdown(bl, top=1), encoding="utf-8")
+    write_file(out / "advice.md", advice.to_markdown(bl, top=1))
     lead_md, lead_html = advice.to_markdown(bl, top=2), advice.to_html(bl, top=2)
     write_reports(result, out, lead_md=lead_md, lead_html=lead_html)
-    return AdviseResult(result, bl)
+    return AdviseResult(result, bl, spec_path)

@@ -21,6 +21,7 @@ import torch
 
 from normlab.lab.bench import comm, ratio
 from normlab.lab.common import UsageError, out_dir
+from normlab.lab.io import write_file
 from normlab.lab.numerics.verdict import Finding, Rule
 from normlab.lab.render import md_table
 
@@ -167,7 +168,7 @@ def run_findings(options: FindingsOptions, log=print) -> Path:
         rules["layernorm-more-work"] = more_work(o.sizes, o.impls)
         png = ratio.ratio_plot(verdicts[-1])
         if png:
-            (out / "bench-ratio-vs-d.png").write_bytes(png)
+            write_file(out / "bench-ratio-vs-d.png", png)
             files.append("bench-ratio-vs-d.png")
     if "comm" in o.kinds:
         verdicts.append(decide_comm(o, out))
@@ -183,6 +184,6 @@ def run_findings(options: FindingsOptions, log=print) -> Path:
     if "ratio" in o.kinds:
         text += ["Work per row, counted (not measured):", "", md_table(WORK_HEADER, WORK_ROWS)]
     text += [f"\n![{f}]({f})" for f in files]
-    (out / "bench_findings.md").write_text("\n".join(text) + "\n")
-    (out / "bench-findings.json").write_text(json.dumps(verdicts, indent=1, allow_nan=False))
+    write_file(out / "bench_findings.md", "\n".join(text) + "\n")
+    write_file(out / "bench-findings.json", json.dumps(verdicts, indent=1, allow_nan=False))
     return out / "bench_findings.md"

@@ -17,6 +17,7 @@ forward+backward (x, r, y, h; h, dy, dh, dx). Weight-sized tensors are ignored.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from pathlib import Path
 import torch
 
 from normlab.lab.common import UsageError, non_negative_int, out_dir, positive_int
+from normlab.lab.io import write_file
 from normlab.lab.render import md_table
 
 SHAPES = ((8192, 4096), (32768, 1024), (4096, 8192), (1024, 64), (1024, 256))
@@ -239,14 +241,15 @@ def write_results(
     png = bench_chart(rows)
     chart = ""
     if png is not None:
-        (out / f"{name}.png").write_bytes(png)
+        write_file(out / f"{name}.png", png)
         chart = f"\n![{name}]({name}.png)\n"
-    (out / f"{name}.md").write_text(preamble + format_table(results) + "\n" + chart)
-    with open(out / f"{name}.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=[fl.name for fl in fields(Result)])
-        writer.writeheader()
-        writer.writerows(rows)
-    (out / f"{name}.json").write_text(json.dumps(rows, indent=1))
+    write_file(out / f"{name}.md", preamble + format_table(results) + "\n" + chart)
+    buf = io.StringIO(newline="")
+    writer = csv.DictWriter(buf, fieldnames=[fl.name for fl in fields(Result)])
+    writer.writeheader()
+    writer.writerows(rows)
+    write_file(out / f"{name}.csv", buf.getvalue())
+    write_file(out / f"{name}.json", json.dumps(rows, indent=1))
     return out / f"{name}.md"
 
 

@@ -40,11 +40,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from normlab.lab.advise.runner import describe, gaps_text, plan, run_advise
     from normlab.lab.common import load_data
+    from normlab.lab.io import hold
+    from normlab.lab.limits import check_study
     from normlab.lab.study.plan import format_plan
     from normlab.lab.study.runner import Interrupted, summary
 
     p = plan(args.hf_config, args.preset)
     study = configured(p.study(), args)  # --device cuda without CUDA stops here, before any work
+    check_study(study)  # sizes, from the configs' arithmetic: before anything is allocated
     if not args.quiet or args.list:
         print(describe(p.twin, p.params), end="\n\n")
     # What the twin leaves out is printed even with --quiet: no difference may go unsaid.
@@ -54,17 +57,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"{p.command} --seed {args.seed}: the study (written to DIR/{SPEC_FILE})\n{listed}")
         return 0
     options = study_options(args)
-    corpus = load_data(args.data)
-    try:
-        result = run_advise(p, options, corpus)
-    except Interrupted as e:
-        return interrupted(e, options)
+    with hold(options.out, "advise"):  # one process per output directory, before any work
+        corpus = load_data(args.data)
+        try:
+            result = run_advise(p, options, corpus)
+        except Interrupted as e:
+            return interrupted(e, options)
     if not options.quiet:
         print(summary(result.study, options.out))
     report_failed(result.study.failed)
     if not options.quiet:
         print(
             f"\n{result.headline}\n\n-> {options.out / 'advice.md'}; edit and rerun the study: "
-            f"normlab study --spec {options.out / SPEC_FILE}"
+            f"normlab study --spec {result.spec or options.out / SPEC_FILE}"
         )
     return result.study.exit_code

@@ -189,6 +189,8 @@ def report_failed(failed: list[str]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from normlab.lab.common import load_data
+    from normlab.lab.io import hold
+    from normlab.lab.limits import check_study
     from normlab.lab.study import coverage, spec
     from normlab.lab.study.plan import format_plan
     from normlab.lab.study.runner import run_study, summary, write_reports
@@ -209,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         study = spec.load_builtin(args.preset or "quick", sets)
     study = configured(study, args)
+    check_study(study)  # sizes, from the configs' arithmetic: before anything is allocated
     if args.list:
         how = f"--spec {args.spec}" if args.spec else f"--preset {study.name}"
         print(format_plan(study, args.seed, how))
@@ -216,12 +219,13 @@ def run(args: argparse.Namespace) -> int:
     if args.size_seeds:
         return _size_seeds(study, args.size_seeds)
     options = study_options(args)
-    corpus = load_data(args.data)
-    try:
-        result = run_study(study, options, corpus)
-    except Interrupted as e:
-        return interrupted(e, options)
-    write_reports(result, options.out)
+    with hold(options.out, "study"):  # one process per output directory, before any work
+        corpus = load_data(args.data)
+        try:
+            result = run_study(study, options, corpus)
+        except Interrupted as e:
+            return interrupted(e, options)
+        write_reports(result, options.out)
     if not options.quiet:
         print(summary(result, options.out))
     report_failed(result.failed)
@@ -267,6 +271,8 @@ def _size_seeds(study, pilot_dir: str) -> int:
         pilot = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise UsageError(f"--size-seeds {pilot_dir}: cannot read {path} ({e})") from e
+    if not isinstance(pilot, dict) or not isinstance(pilot.get("claims"), list):
+        raise UsageError(f"--size-seeds {pilot_dir}: {path} is not a study's claims.json")
     cap = 16
     print(f"seeds per claim from the pilot {path} (seed block {pilot.get('seed_block')}):")
     print(format_plans(size_seeds(study, pilot, cap), cap))

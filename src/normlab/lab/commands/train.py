@@ -308,7 +308,11 @@ def _saved_config(path: str, run: str | None, seed_index: int):
 
 
 def run(args: argparse.Namespace) -> int:
+    import contextlib
+
     from normlab.lab.common import UsageError, check_device, load_data, out_dir
+    from normlab.lab.io import hold, is_main_process
+    from normlab.lab.limits import check_run
     from normlab.lab.train.dist_trainer import RunOptions, train_process
     from normlab.lab.train.tblog import tensorboard_available
     from normlab.lab.train.trainer import concrete_device
@@ -335,8 +339,12 @@ def run(args: argparse.Namespace) -> int:
         )
     except (ValueError, TypeError) as e:  # the dataclasses' validation of the options' values
         raise UsageError(f"bad run config: {e}") from e
+    check_run(cfg, "the run")  # sizes, from the config's arithmetic: before anything is built
     # Before the processes meet: a mistake in the options is reported, not a hung collective.
     out_dir(args.out)
-    data = load_data(args.data)
-    train_process(cfg, data, opts, timeout_s=args.timeout)
+    # One process per output directory: rank 0 holds it for the whole job (the other ranks
+    # write nothing there).
+    with hold(args.out, "train") if is_main_process() else contextlib.nullcontext():
+        data = load_data(args.data)
+        train_process(cfg, data, opts, timeout_s=args.timeout)
     return 0

@@ -32,6 +32,7 @@ from torch import Tensor
 
 from normlab.kernels import registry
 from normlab.lab.common import UsageError, out_dir, positive_int
+from normlab.lab.limits import check_rows
 from normlab.lab.numerics.metrics import error_metrics
 from normlab.lab.numerics.naive import forward, naive_layer_norm, naive_rms_norm, truth_of
 from normlab.reference import CASTINGS
@@ -314,15 +315,18 @@ class NumericsOptions:
         if self.rows is None:
             return grid
         try:
-            return replace(grid, rows=positive_int(self.rows))
+            rows = positive_int(self.rows)
         except ValueError as e:
             raise UsageError(f"rows: {e}") from None
+        check_rows(rows, max(grid.hiddens + (grid.base_hidden,)))
+        return replace(grid, rows=rows)
 
 
 def run_numerics(options: NumericsOptions) -> NumericsResult:
     """Sweep, then write ``numerics.{json,md,html}`` under ``options.out`` (created first, so a
     bad directory fails before the sweep); returns the result (``result.files`` maps each format
     to its path, for the study report to link)."""
+    from normlab.lab.io import write_file
     from normlab.lab.numerics import report
     from normlab.lab.numerics.findings import findings
     from normlab.lab.numerics.statements import SEEDS, decide_all
@@ -338,15 +342,15 @@ def run_numerics(options: NumericsOptions) -> NumericsResult:
     if seeds:
         result.verdicts = decide_all(seeds, progress=not options.quiet)
     paths = {k: out / f"numerics.{k}" for k in ("json", "md", "html")}
-    paths["json"].write_text(json.dumps(asdict(result), indent=1, allow_nan=False))
-    paths["md"].write_text(report.markdown(result))
-    paths["html"].write_text(report.html(result))
+    write_file(paths["json"], json.dumps(asdict(result), indent=1, allow_nan=False))
+    write_file(paths["md"], report.markdown(result))
+    write_file(paths["html"], report.html(result))
     if result.verdicts:  # the findings alone, for the coverage table and the docs
         paths["findings"] = out / "numerics-findings.json"
-        paths["findings"].write_text(json.dumps(result.verdicts, indent=1, allow_nan=False))
+        write_file(paths["findings"], json.dumps(result.verdicts, indent=1, allow_nan=False))
         for name, png in report.finding_plots(result).items():
             paths[name] = out / f"numerics-{name}.png"
-            paths[name].write_bytes(png)
+            write_file(paths[name], png)
     result.files = {k: str(p) for k, p in paths.items()}
     return result
 

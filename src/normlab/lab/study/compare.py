@@ -34,10 +34,29 @@ def load(dirs: list[Path]) -> list[dict[str, Any]]:
         path = Path(d) / "claims.json"
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no claims.json (is {d} a study's output directory?)")
-        doc = json.loads(path.read_text("utf-8"))
+        try:
+            doc = json.loads(path.read_text("utf-8"))
+        except ValueError as e:  # not JSON, or not UTF-8
+            raise ValueError(f"{path}: not JSON ({e})") from None
+        _check(doc, path)
         doc["label"] = f"{doc['preset']} (--seed {doc.get('seed_block', 0)})"
         out.append(doc)
     return out
+
+
+def _check(doc: Any, path: Path) -> None:
+    """``ValueError`` naming ``path`` unless ``doc`` reads as a study's claims.json: every
+    reader of this module run on each of its claims."""
+    try:
+        if not isinstance(doc, dict) or not isinstance(doc["claims"], list):
+            raise TypeError("expected an object with a list of claims")
+        str(doc["preset"]), int(doc.get("seed_block", 0))
+        for c in doc["claims"]:
+            base_name(c["name"]), str(c["verdict"])
+            _effect_text(c), _scope_text(c), _scope_values(c), effects(c)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        what = f"missing {e}" if isinstance(e, KeyError) else str(e)
+        raise ValueError(f"{path}: not a study's claims.json ({what})") from None
 
 
 def _estimate(x: dict[str, Any]) -> Estimate:

@@ -20,6 +20,12 @@ from normlab.lab.study.sweeps import sweep_name
 Results = Mapping[str, Mapping[int, dict]]
 
 
+def _literal(text: str) -> str:
+    """``text`` as matplotlib shows it literally: a ``$`` would start mathtext (arm names cannot
+    hold one, a claim part's label can; bad mathtext fails ``savefig`` after the study ran)."""
+    return text.replace("$", r"\$")
+
+
 def _smooth(xs: Sequence[float], k: int) -> list[float]:
     out, acc = [], 0.0
     for i, x in enumerate(xs):  # trailing mean over k steps: keeps the curve causal
@@ -50,7 +56,7 @@ def loss_curves(results: Results, claim: Claim, verdict: Verdict, timings) -> by
         mean, lo, hi = _band([_smooth(r["history"]["loss"], k) for r in runs])
         steps = runs[0]["history"]["step"][: len(mean)]
         div = sum(r["status"] == "diverged" for r in runs)
-        label = f"{arm} (n={len(runs)}" + (f", {div} diverged)" if div else ")")
+        label = _literal(f"{arm} (n={len(runs)}" + (f", {div} diverged)" if div else ")"))
         (line,) = ax.plot(steps, mean, label=label, lw=1.4)
         ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.15, lw=0)
         vals = [e for r in runs for e in r["evals"] if e.get("val_loss") is not None]
@@ -90,7 +96,7 @@ def seeds(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | 
             for d in (-rule.delta, rule.delta):
                 ax.plot([d, d], [y - 0.35, y + 0.45], color="tab:orange", ls="--", lw=0.8)
     ax.axvline(0, color="k", lw=0.8)
-    ax.set_yticks(range(len(rows)), [n for n, _, _ in rows], fontsize=7)
+    ax.set_yticks(range(len(rows)), [_literal(n) for n, _, _ in rows], fontsize=7)
     ax.set_ylim(-0.6, len(rows) - 0.3)
     ax.set_xlabel("value per seed (gray), mean and 95 % interval (blue), ±δ (orange)")
     ax.grid(alpha=0.3, axis="x")
@@ -134,7 +140,7 @@ def _probe_lines(results, claim, key: str, *, logy: bool, ylabel: str, matrix=No
             (line,) = ax.plot(
                 xs,
                 mean,
-                label=f"{arm} @ step {step} (n={len(rows)})",
+                label=_literal(f"{arm} @ step {step} (n={len(rows)})"),
                 lw=1.3,
                 ls="-" if step == "0" else "--",
             )
@@ -200,7 +206,9 @@ def speed(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | 
             off = 0.2 * (k - (len(keys) - 1) / 2) * 2
             label = {"norm_ms": "normlab", "torch_norm_ms": "PyTorch ops", "step_ms": "step"}[key]
             ax.barh([i + off for i in y], med, height=0.35, xerr=err, label=label, capsize=2)
-        ax.set_yticks(list(y), arms if ax is a else [""] * len(arms), fontsize=7)
+        ax.set_yticks(
+            list(y), [_literal(x) for x in arms] if ax is a else [""] * len(arms), fontsize=7
+        )
         ax.legend(fontsize=6)
     a.set_xlabel("norms, fwd+bwd ms per step")
     b.set_xlabel("training step ms")
@@ -231,7 +239,7 @@ def lr_curves(results: Results, claim: Claim, verdict: Verdict, timings) -> byte
             mean.append(sum(losses) / len(losses))
             lo.append(min(losses))
             hi.append(max(losses))
-        label = f"{sweep_name([arm for _, arm in curve])} (n={len(losses)})"
+        label = _literal(f"{sweep_name([arm for _, arm in curve])} (n={len(losses)})")
         (line,) = ax.plot(xs, mean, marker="o", lw=1.4, label=label)
         ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15, lw=0)
     ax.set_xscale("log")

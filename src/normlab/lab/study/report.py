@@ -148,7 +148,7 @@ def _plots(claim: Claim, verdict: Verdict, results, timings, plot_dir: Path) -> 
         png = fn(results, claim, verdict, timings)
         if png is not None:
             fname = f"{claim.name}-{kind}.png"
-            (plot_dir / fname).write_bytes(png)
+            write_atomic(plot_dir / fname, png)
             out.append(d.Figure(title, png, f"plots/{fname}"))
     return out
 

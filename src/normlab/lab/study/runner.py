@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from normlab.lab.common import UsageError, importable
+from normlab.lab.io import set_aside, write_file
 from normlab.lab.study.claims import Claim, Verdict, decide_all
 from normlab.lab.study.design import SEED_STRIDE, Run, Study
 
@@ -167,7 +168,7 @@ def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
         "timings": timings,
         "plateau_h": corpus.unigram_val_xent(),  # H of the "fails"/"trains" rules
     }
-    (out / "study.json").write_text(json.dumps(meta, indent=2))
+    write_file(out / "study.json", json.dumps(meta, indent=2))
     verdicts = decide_all(study, results, meta["plateau_h"], timings)
     return StudyResult(study, results, verdicts, meta, failed)
 
@@ -303,8 +304,7 @@ def _open_store(store, options: StudyOptions):
     if options.resume and (torn := store.set_aside_torn_line()) is not None and not options.quiet:
         print(f"a torn last line of {store.path.name} (a crash mid-write) was moved to {torn}")
     if not options.resume and store.path.exists():
-        old = store.path.with_name(f"results.{time.strftime('%Y%m%d-%H%M%S')}.jsonl")
-        store.path.rename(old)
+        old = set_aside(store.path, "results", ".jsonl")  # a new name: no backup overwritten
         if not options.quiet:
             print(f"previous results moved to {old} (use --resume to continue them)")
     return store

@@ -27,6 +27,7 @@ import dataclasses
 import difflib
 import fnmatch
 import itertools
+import json
 import math
 import re
 import sys
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from normlab.lab.common import UsageError
+from normlab.lab.limits import MAX_ARMS, MAX_SEEDS, NAME_MAX, format_name, grid_size
 from normlab.lab.study.claims import (
     EXPECT,
     TIMINGS,
@@ -233,8 +235,8 @@ def _show(v: Any) -> str:
     """A value as it is written in TOML, for messages."""
     if isinstance(v, bool):
         return "true" if v else "false"
-    if isinstance(v, str):
-        return f'"{v}"'
+    if isinstance(v, str):  # escaped: a message is one line, whatever the value holds
+        return json.dumps(v, ensure_ascii=False)
     if isinstance(v, dict):
         return "a table"
     if isinstance(v, list):
@@ -346,9 +348,11 @@ class _Loader:
             self.fail(path, f"expected a number >= {low:g}, got {_show(v)}")
         return x
 
-    def count(self, v: Any, path: str) -> int:
+    def count(self, v: Any, path: str, high: int = MAX_SEEDS) -> int:
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             self.fail(path, f"expected an int >= 1, got {_show(v)}")
+        if v > high:
+            self.fail(path, f"{v:,} is more than the {high:,} the lab allows")
         return v
 
     # ---- the study
@@ -439,6 +443,9 @@ class _Loader:
         pattern = self.string(d["name"], _at(path, "name"))
         train, model = self.overrides(d, path)
         axes = self.axes(d.get("axes", {}), _at(path, "axes"), train, model)
+        n = grid_size(map(len, axes.values()))
+        if n > MAX_ARMS:  # before a single arm is made
+            self.fail(_at(path, "axes"), f"{n:,} arms; the lab allows {MAX_ARMS:,} in a study")
         runs = []
         for combo in itertools.product(*axes.values()):
             point = dict(zip(axes, combo, strict=True))
@@ -477,19 +484,16 @@ class _Loader:
         return out
 
     def arm_name(self, pattern: str, cfg: TrainConfig, path: str) -> str:
+        """The arm's name: ``pattern``'s fields replaced by the config's values (names are data:
+        ``normlab.lab.limits.format_name``)."""
         fields = {
             **cfg.model.to_dict(),
-            **{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)},
+            **{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name != "model"},
         }
         try:
-            name = pattern.format_map(fields)
-        except KeyError as e:
-            self.fail(path, f"{{{e.args[0]}}} in {pattern!r} is not a training or model field")
-        except (ValueError, IndexError) as e:
-            self.fail(path, f"not a valid name pattern ({e}); write a literal brace as {{{{")
-        if not name.strip():
-            self.fail(path, "the arm's name is empty")
-        return name
+            return format_name(pattern, fields)
+        except ValueError as e:
+            self.fail(path, str(e))
 
     # ---- claims
 
@@ -498,10 +502,10 @@ class _Loader:
         req, opt = RULES[kind]
         self.keys(d, path, (*_CLAIM_KEYS, *req, *opt), required=("name", "statement"))
         name = self.string(d["name"], _at(path, "name"))
-        if not _CLAIM_NAME.fullmatch(name):
+        if not _CLAIM_NAME.fullmatch(name) or len(name) > NAME_MAX:
             self.fail(
                 _at(path, "name"),
-                "expected letters, digits, '.', '_' or '-' (it names "
+                f"expected letters, digits, '.', '_' or '-', at most {NAME_MAX} (it names "
                 f"the report's plot files), got {_show(name)}",
             )
         statement = self.string(d["statement"], _at(path, "statement"))
@@ -577,7 +581,7 @@ class _Loader:
         if "rule" not in d:
             self.fail(_at(path, "rule"), f"missing (required: one of {', '.join(RULES)})")
         kind = d["rule"]
-        if kind not in RULES:
+        if not isinstance(kind, str) or kind not in RULES:
             known = ", ".join(RULES)
             self.fail(_at(path, "rule"), f"unknown rule {_show(kind)}; expected one of: {known}")
         return kind
@@ -633,8 +637,8 @@ class _Loader:
         if key in ("const", "const_h", "margin"):
             return self.number(v, path)
         if key == "expect":
-            e = EXPECT_ALIASES.get(v, v)
-            if e not in EXPECT:
+            e = EXPECT_ALIASES.get(v, v) if isinstance(v, str) else v
+            if not isinstance(e, str) or e not in EXPECT:
                 self.fail(
                     path,
                     f"expected one of {', '.join(map(_show, EXPECT))} (or "
@@ -644,7 +648,7 @@ class _Loader:
         if key == "matrix":
             return self.string(v, path)
         if key == "what":
-            if v not in TIMINGS:
+            if not isinstance(v, str) or v not in TIMINGS:
                 self.fail(path, f"expected one of: {', '.join(TIMINGS)}; got {_show(v)}")
             return v
         if key in ("arm", "fast", "slow"):
@@ -673,7 +677,7 @@ class _Loader:
         return tuple(out)
 
     def arm(self, v: Any, path: str, arms: list[str]) -> str:
-        if v not in arms:
+        if not isinstance(v, str) or v not in arms:
             close = difflib.get_close_matches(str(v), arms, n=1)
             hint = f"did you mean {close[0]!r}?" if close else f"arms: {', '.join(arms)}"
             self.fail(path, f"{_show(v)} is not an arm of this study; {hint}")
@@ -684,7 +688,7 @@ class _Loader:
             self.fail(path, f"expected a term [coef, arm, measure], got {_show(t)}")
         coef = self.number(t[0], _at(path, 0))
         arm = self.arm(t[1], _at(path, 1), arms)
-        if t[2] not in MEASURES:
+        if not isinstance(t[2], str) or t[2] not in MEASURES:
             known = ", ".join(MEASURES)
             self.fail(_at(path, 2), f"unknown measure {_show(t[2])}; expected one of: {known}")
         return coef, arm, t[2]

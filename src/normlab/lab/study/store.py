@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from normlab.lab.common import UsageError
+from normlab.lab.io import open_append
 from normlab.lab.train.trainer import TrainConfig, concrete_device
 
 # Fields that change how fast a run goes, not what it computes.
@@ -39,18 +41,26 @@ class ResultStore:
         self.path = Path(path)
 
     def load(self) -> dict[str, dict[str, Any]]:
-        """key -> record, the first complete line of each key (later duplicates are ignored)."""
+        """key -> record, the first complete line of each key (later duplicates are ignored).
+        A line that is JSON but not a run's record (no ``key`` or no ``result``: not written by
+        the lab, or edited) is a :class:`UsageError` naming it; a line that is not JSON is a
+        torn line from a crash mid-write, and skipped."""
         out: dict[str, dict[str, Any]] = {}
         if not self.path.exists():
             return out
-        with open(self.path, encoding="utf-8") as f:
-            for line in f:
+        with open(self.path, encoding="utf-8", errors="replace") as f:
+            for i, line in enumerate(f, 1):
                 try:
                     rec = json.loads(line)
-                except json.JSONDecodeError:
+                except ValueError:
                     continue  # a torn line from a crash mid-write
-                if isinstance(rec, dict) and "key" in rec:
-                    out.setdefault(rec["key"], rec)
+                if not _is_record(rec):
+                    raise UsageError(
+                        f"{self.path} line {i}: not a run's record (expected a JSON object with "
+                        '"key" and a "result" object); fix or remove that line, or start '
+                        "without --resume"
+                    )
+                out.setdefault(rec["key"], rec)
         return out
 
     def set_aside_torn_line(self) -> Path | None:
@@ -63,8 +73,12 @@ class ResultStore:
             return None
         cut = data.rfind(b"\n") + 1
         torn = self.path.with_name(self.path.name + ".torn")
-        with open(torn, "ab") as f:
-            f.write(data[cut:] + b"\n")
+        fd = open_append(torn)
+        try:
+            os.write(fd, data[cut:] + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         with open(self.path, "r+b") as f:
             f.truncate(cut)
         return torn
@@ -72,7 +86,7 @@ class ResultStore:
     def append(self, record: dict[str, Any]) -> None:
         line = (json.dumps(record, allow_nan=False, separators=(",", ":")) + "\n").encode()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = open_append(self.path)
         try:
             self._ensure_line_start(fd)
             n = os.write(fd, line)
@@ -87,3 +101,11 @@ class ResultStore:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             os.write(fd, b"\n")
+
+
+def _is_record(rec: Any) -> bool:
+    return (
+        isinstance(rec, dict)
+        and isinstance(rec.get("key"), str)
+        and isinstance(rec.get("result"), dict)
+    )

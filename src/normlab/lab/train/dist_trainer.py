@@ -18,6 +18,7 @@ run here is the study's run: same model, same data stream, same loop. What it ad
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,12 +26,18 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from normlab.lab.errors import UsageError
+from normlab.lab.io import open_append, write_file
 from normlab.lab.train import distributed as D
 from normlab.lab.train.data import Corpus, RandomBatches
 from normlab.lab.train.trainer import RunResult, StepCallback, TrainConfig, Trainer
 from normlab.models import Transformer
 
 CHECKPOINT, METRICS, RESULT, CONFIG = "checkpoint.pt", "metrics.jsonl", "result.json", "config.json"
+
+
+class ResumeRefused(UsageError, ValueError):
+    """``--resume`` into a checkpoint of another run (other options, another corpus)."""
 
 
 @dataclass(frozen=True)
@@ -119,13 +126,13 @@ class DistributedTrainer(Trainer):
         self._res = res
         if self._ckpt is None:
             if self.info.is_main and self.out is not None:
-                (self.out / METRICS).write_text("")
+                write_file(self.out / METRICS, "")
             return 0
         done = self._ckpt["result"]
         res.history, res.evals, res.probes = done["history"], done["evals"], done["probes"]
         if self.info.is_main:  # drop the lines a killed run logged after its checkpoint
             lines = [json.dumps(r) for r in _records(res.history, res.evals)]
-            (self.out / METRICS).write_text("".join(f"{line}\n" for line in lines))
+            write_file(self.out / METRICS, "".join(f"{line}\n" for line in lines))
         return self._start
 
     def log(self, step: int, record: dict[str, float]) -> None:
@@ -153,8 +160,11 @@ class DistributedTrainer(Trainer):
 
     def _append(self, record: dict) -> None:
         if self.out is not None:
-            with open(self.out / METRICS, "a") as f:
-                f.write(json.dumps(record) + "\n")
+            fd = open_append(self.out / METRICS)
+            try:
+                os.write(fd, (json.dumps(record) + "\n").encode())
+            finally:
+                os.close(fd)
 
     # ---- checkpoints
 
@@ -167,6 +177,7 @@ class DistributedTrainer(Trainer):
                 {
                     "step": done,
                     "config": self.cfg.to_dict(),
+                    "corpus_sha256": self.data.sha256,  # --resume refuses another corpus
                     "world_size": self.info.world_size,
                     "model": model_sd,
                     "optim": optim_sd,
@@ -186,7 +197,14 @@ class DistributedTrainer(Trainer):
         saved, wanted = ckpt["config"], self.cfg.to_dict()
         diff = _config_diff(saved, wanted)
         if diff:
-            raise ValueError(f"--resume: the options differ from the checkpoint's run: {diff}")
+            raise ResumeRefused(f"--resume: the options differ from the checkpoint's run: {diff}")
+        corpus = ckpt.get("corpus_sha256")
+        if corpus != self.data.sha256:
+            was = f"corpus SHA-256 {corpus[:16]}..." if corpus else "no corpus SHA-256 (older)"
+            raise ResumeRefused(
+                f"--resume: {path} was trained on another corpus ({was}; --data now is "
+                f"{self.data.sha256[:16]}...): give the same --data, or another --out"
+            )
         return ckpt
 
 
@@ -241,7 +259,7 @@ def run_training(
     trainer = DistributedTrainer(cfg, data, info, opts)  # checks first: a refusal writes nothing
     if opts.out is not None and info.is_main:
         Path(opts.out).mkdir(parents=True, exist_ok=True)
-        (Path(opts.out) / CONFIG).write_text(json.dumps(cfg.to_dict(), indent=1) + "\n")
+        write_file(Path(opts.out) / CONFIG, json.dumps(cfg.to_dict(), indent=1) + "\n")
     D.barrier(info)
     if opts.tensorboard is not None and info.is_main:
         from normlab.lab.train.tblog import TensorBoardLog
@@ -257,7 +275,7 @@ def run_training(
     res.summary["world_size"] = info.world_size
     res.summary["parallel"] = _mode(opts, info, none="none")
     if opts.out is not None and info.is_main:
-        (Path(opts.out) / RESULT).write_text(json.dumps(res.to_dict(), indent=1) + "\n")
+        write_file(Path(opts.out) / RESULT, json.dumps(res.to_dict(), indent=1) + "\n")
     return res
 
 

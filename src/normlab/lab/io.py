@@ -1,0 +1,151 @@
+"""How the lab writes: one process per output directory (an advisory lock held for the life of
+``normlab study``, ``advise`` and ``train``), and every output file whole (a temp name unique to
+the process, fsync, rename), never through a symlink and never over a backup.
+
+``results.jsonl`` and ``metrics.jsonl`` are appended instead (one ``write`` per line, on a
+descriptor opened with ``O_NOFOLLOW``): a crash mid-line leaves a torn last line, which
+``--resume`` sets aside (``normlab.lab.study.store``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from normlab.lab.errors import UsageError
+
+LOCK_FILE = ".normlab.lock"
+TMP_SUFFIX = ".normlab-tmp"  # what a writer killed before its rename leaves; swept by the lock
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+# --------------------------------------------------------------------------------------------
+# the writer
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike) -> Iterator[BinaryIO]:
+    """A binary file whose contents replace ``path`` whole when the block ends without an
+    exception: written under a temp name unique to this process, fsynced, renamed over
+    ``path`` (a symlink there is replaced, not followed), the directory fsynced. On an exception
+    the temp file is removed and ``path`` is left as it was."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+def write_file(path: str | os.PathLike, data: str | bytes) -> None:
+    """Write ``data`` (text as UTF-8) to ``path`` whole (:func:`atomic_writer`)."""
+    with atomic_writer(path) as f:
+        f.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    """Make a rename or a new file in ``path`` durable (a no-op where directories cannot be
+    opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def open_append(path: str | os.PathLike) -> int:
+    """A descriptor appending to ``path`` (created if missing), never through a symlink."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | _NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        if os.path.islink(path):
+            raise UsageError(f"{path} is a symlink; the lab does not write through one") from e
+        raise
+
+
+def set_aside(path: str | os.PathLike, stem: str, suffix: str) -> Path:
+    """Move ``path`` to ``stem.<time>[-n]suffix`` beside it, a name no file has: a backup is
+    never overwritten, even by a second move in the same second."""
+    path = Path(path)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for n in range(10_000):
+        new = path.with_name(f"{stem}.{stamp}{f'-{n}' if n else ''}{suffix}")
+        try:
+            os.link(path, new, follow_symlinks=False)  # fails if ``new`` exists: no overwrite
+        except FileExistsError:
+            continue
+        os.unlink(path)
+        fsync_dir(path.parent)
+        return new
+    raise OSError(f"no free backup name for {path}")
+
+
+def unused_name(path: str | os.PathLike) -> Path:
+    """``path``, or ``stem.1.suffix``, ``stem.2.suffix``... : the first that does not exist."""
+    path = Path(path)
+    n = 0
+    while os.path.lexists(path if n == 0 else path.with_suffix(f".{n}{path.suffix}")):
+        n += 1
+    return path if n == 0 else path.with_suffix(f".{n}{path.suffix}")
+
+
+# --------------------------------------------------------------------------------------------
+# one process per output directory
+
+
+def is_main_process() -> bool:
+    """Rank 0 under ``torchrun`` (its ``RANK``), or a process started without it."""
+    return os.environ.get("RANK", "0") == "0"
+
+
+@contextlib.contextmanager
+def hold(out: str | os.PathLike, command: str, flag: str = "--out") -> Iterator[None]:
+    """Hold ``out``'s lock file for the block: an exclusive ``flock``, so the kernel releases it
+    when this process ends however it ends. A directory another process holds is a
+    :class:`UsageError` naming its PID, raised before anything in ``out`` is changed. Once held,
+    the temp files of writers killed before their rename are removed."""
+    path = Path(out) / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise UsageError(f"{flag} {out}: cannot open its lock file {LOCK_FILE} ({e})") from e
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").split()
+            who = f"normlab {holder[1]} (PID {holder[0]})" if len(holder) >= 2 else "a process"
+            raise UsageError(
+                f"{flag} {out} is in use by {who}; wait for it to end or choose another {flag}"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {command}\n".encode(), 0)
+        _sweep_temps(Path(out))
+        yield
+    finally:
+        os.close(fd)  # releases the lock (the kernel does the same if the process dies)
+
+
+def _sweep_temps(out: Path) -> None:
+    for p in out.rglob(f"*{TMP_SUFFIX}"):
+        with contextlib.suppress(OSError):
+            p.unlink()
