@@ -101,7 +101,7 @@ def fake_results(study, variant: str = "") -> tuple[dict, dict]:
         }
     fast = {"norm_ms": [1.0, 1.1, 1.0, 1.05], "step_ms": [10.0, 10.5, 10.2, 10.1]}
     slow = {"norm_ms": [1.5, 1.6, 1.5, 1.55], "step_ms": [10.4, 10.8, 10.6, 10.5]}
-    timed = next(c.rule for c in study.claims if type(c.rule).__name__ == "Timing")
+    timed = next(c.rule for c in study.claims if c.timed)
     if variant == "odd":
         return results, {
             timed.fast: {"norm_ms": slow["norm_ms"]},

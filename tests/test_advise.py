@@ -15,8 +15,8 @@ from normlab.lab.advise.twin import SCALES, claim_names, make_twin, spec_text
 from normlab.lab.cli import main
 from normlab.lab.common import UsageError
 from normlab.lab.study.claims import HOLDS, decide_all
+from normlab.lab.study.rules import LRSensitivity
 from normlab.lab.study.spec import load_spec
-from normlab.lab.study.sweeps import LRSensitivity
 
 SHIPPED = {"llama": "llama-3.2-1b.json", "qwen3": "qwen3-0.6b.json", "gemma3": "gemma-3-1b.json"}
 

@@ -17,7 +17,7 @@ from typing import Any
 from normlab.lab.advise.ranking import Quality, Ranking, Speed, Stability, rank
 from normlab.lab.advise.twin import AS_GOOD, BEATS, FASTER, STABLER, Twin, claim_name
 from normlab.lab.render import html_table, md_table
-from normlab.lab.study.claims import Estimate
+from normlab.lab.study.stats import Estimate
 
 # ("h", level offset, text) | ("p", text) | ("table", header, rows) | ("ul", items)
 Block = tuple

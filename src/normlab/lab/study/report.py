@@ -21,7 +21,6 @@ from normlab.lab.study.claims import (
     LEVEL,
     UNSURE,
     UNTESTABLE,
-    AllOf,
     Claim,
     Verdict,
 )
@@ -43,7 +42,7 @@ def _effect(v: Verdict) -> str:
 
 
 def _delta(claim: Claim) -> str:
-    rules = [r for _, r in claim.rule.parts] if isinstance(claim.rule, AllOf) else [claim.rule]
+    rules = [r for _, r in claim.rule.parts()]
     return ", ".join(dict.fromkeys(f"{r.delta:.3g}" for r in rules))
 
 

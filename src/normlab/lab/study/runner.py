@@ -23,8 +23,8 @@ from typing import Any
 from normlab.lab.common import UsageError, importable
 from normlab.lab.study.claims import Claim, Verdict, decide_all
 from normlab.lab.study.design import SEED_STRIDE, Run, Study
+from normlab.lab.study.stats import Results
 
-Grouped = dict[str, dict[int, dict]]  # arm -> seed index -> result
 TIMING_ROUNDS = 21  # ABBA rounds (timing.py): cheap, and what the timing interval is over
 
 
@@ -73,7 +73,7 @@ class StudyResult:
     """A finished study: its results, verdicts, what ``study.json`` holds, the runs that raised."""
 
     study: Study
-    results: Grouped
+    results: Results
     verdicts: list[tuple[Claim, Verdict]]
     meta: dict[str, Any]
     failed: list[str] = field(default_factory=list)
@@ -289,7 +289,7 @@ def train_runs(study: Study, corpus, options: StudyOptions, threads: int, execut
     job = Job(options.data, corpus.sha256, per_worker, cuda=cuda, tensorboard=tb)
     executor.run(todo, job, corpus, on_step=bar.step, on_done=finish)
     bar.close()
-    results: Grouped = {}
+    results: dict = {}
     for r in runs:
         if keys[r.label] in done:
             results.setdefault(r.arm, {})[r.index] = done[keys[r.label]]["result"]

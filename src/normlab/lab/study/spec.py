@@ -37,22 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from normlab.lab.common import UsageError
-from normlab.lab.study.claims import (
-    EXPECT,
-    TIMINGS,
-    AllOf,
-    AnyOf,
-    Claim,
-    Contrast,
-    Controlled,
-    Timing,
-    control,
-    fails,
-    trains,
-)
+from normlab.lab.study.claims import Claim
 from normlab.lab.study.design import Arm, Study
 from normlab.lab.study.measures import MEASURES
-from normlab.lab.study.sweeps import LRSensitivity
+from normlab.lab.study.rules import CONTROL_EXPECTS, EXPECT, RULES, Controlled, control
 from normlab.lab.train.data import VOCAB_SIZE
 from normlab.lab.train.trainer import TrainConfig
 from normlab.models import TransformerConfig
@@ -83,16 +71,27 @@ assert not set(TRAIN_FIELDS) & set(MODEL_FIELDS)
 # ASCII spellings of the two decisions whose symbols are not on a keyboard.
 EXPECT_ALIASES = {"!=0": "≠0", "~0": "≈0"}
 
-# rule -> (required parameters, optional parameters)
-RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "contrast": (("terms", "expect", "delta", "seeds"), ("const", "const_h", "matrix")),
-    "all_of": (("parts",), ("seeds", "expect", "delta", "matrix", "margin")),
-    "any_of": (("parts",), ("seeds", "expect", "delta", "matrix", "margin")),
-    "fails": (("arm", "seeds"), ("margin",)),
-    "trains": (("arm", "seeds"), ("margin",)),
-    "timing": (("fast", "slow", "delta"), ("what",)),
-    "lr_sensitivity": (("stable", "unstable", "delta", "seeds"), ("expect",)),
-}
+
+def _params(kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A rule kind's (required, optional) parameters: its dataclass fields, by whether they
+    have a default, and what a compound passes on to its parts."""
+    fields = dataclasses.fields(RULES[kind])
+    key = lambda f: f.metadata.get("key", f.name)  # noqa: E731
+    req = tuple(key(f) for f in fields if f.default is f.default_factory is dataclasses.MISSING)
+    opt = tuple(key(f) for f in fields if key(f) not in req)
+    return req, opt + getattr(RULES[kind], "SHARED", ())
+
+
+def _field(key: str, cls: type) -> tuple[dataclasses.Field, Any]:
+    """The field of rule ``cls`` its parameter ``key`` sets, and its type; for a parameter a
+    compound passes on to its parts, the first rule field of that name."""
+    for c in (cls, *RULES.values()):
+        for f in dataclasses.fields(c):
+            if f.metadata.get("key", f.name) == key:
+                return f, typing.get_type_hints(c)[f.name]
+    raise AssertionError(key)
+
+
 _CLAIM_KEYS = ("name", "statement", "source", "plots", "rule", "controls")
 _CONTROL_KEYS = ("arm", "any", "expect", "margin")
 _CONTROL_EXAMPLE = '[{arm = "pre-L24", expect = "trains"}]'
@@ -495,8 +494,12 @@ class _Loader:
 
     def claim(self, d: dict, path: str, arms: list[str]) -> Claim:
         kind = self.rule_kind(d, path)
-        req, opt = RULES[kind]
-        self.keys(d, path, (*_CLAIM_KEYS, *req, *opt), required=("name", "statement"))
+        self.keys(
+            d,
+            path,
+            (*_CLAIM_KEYS, *_params(kind)[0], *_params(kind)[1]),
+            required=("name", "statement"),
+        )
         name = self.string(d["name"], _at(path, "name"))
         if not _CLAIM_NAME.fullmatch(name):
             self.fail(
@@ -541,10 +544,9 @@ class _Loader:
             else:
                 arm = self.sweep(c["any"], _at(cpath, "any"), arms)
             expect = c.get("expect", "trains")
-            if expect not in ("trains", "fails"):
-                self.fail(
-                    _at(cpath, "expect"), f'expected "trains" or "fails", got {_show(expect)}'
-                )
+            if expect not in CONTROL_EXPECTS:
+                wanted = " or ".join(map(_show, CONTROL_EXPECTS))
+                self.fail(_at(cpath, "expect"), f"expected {wanted}, got {_show(expect)}")
             margin = self.number(c["margin"], _at(cpath, "margin")) if "margin" in c else None
             label, rule = control(arm, expect, seeds=seeds, margin=margin)
             if label in (x for x, _ in out):
@@ -556,10 +558,12 @@ class _Loader:
         """A control stated as a contrast with a label: what the setting must show for the
         claim to be testable there (e.g. that a change moved what it acts on)."""
         kind = self.rule_kind(c, path)
-        if kind != "contrast":
-            self.fail(_at(path, "rule"), f'a control\'s rule is "contrast", got {_show(kind)}')
-        req, opt = RULES[kind]
-        self.keys(c, path, ("label", "rule", *req, *opt), required=("label",))
+        if not getattr(RULES[kind], "CONTROL", False):
+            kinds = " or ".join(_show(k) for k, r in RULES.items() if getattr(r, "CONTROL", False))
+            self.fail(_at(path, "rule"), f"a control's rule is {kinds}, got {_show(kind)}")
+        self.keys(
+            c, path, ("label", "rule", *_params(kind)[0], *_params(kind)[1]), required=("label",)
+        )
         label = self.string(c["label"], _at(path, "label"))
         return label, self.rule(kind, c, path, arms, {"seeds": (seeds, path)})
 
@@ -583,34 +587,40 @@ class _Loader:
         return kind
 
     def rule(self, kind: str, d: dict, path: str, arms: list[str], inherited: dict):
-        """The rule ``kind`` from ``d``'s parameters, or from ``inherited`` (an all_of claim's
-        parameters, for its parts) where ``d`` does not set them."""
-        req, opt = RULES[kind]
+        """The rule ``kind`` from ``d``'s parameters, or from ``inherited`` (a compound claim's
+        parameters, for its parts) where ``d`` does not set them; each checked as its dataclass
+        field says (``metadata["spec"]``, else by its type)."""
+        cls = RULES[kind]
+        req, opt = _params(kind)
         own = {k: (v, _at(path, k)) for k, v in d.items() if k in (*req, *opt)}
         params = {**{k: x for k, x in inherited.items() if k in (*req, *opt)}, **own}
         for k in req:
             if k not in params:
                 self.fail(_at(path, k), "missing (required by the rule " + f"{kind!r})")
-        get = {k: self.param(k, v, p, arms) for k, (v, p) in params.items() if k != "parts"}
+        fields = {f.metadata.get("key", f.name): f for f in dataclasses.fields(cls)}
+        get = {}
+        for k, (v, p) in params.items():
+            f, hint = _field(k, cls)
+            if f.metadata.get("spec") != "parts":
+                get[k] = self.param(f.metadata.get("spec"), f, hint, v, p, arms)
+        for k, (v, p) in params.items():  # a compound's parts, once its own parameters pass
+            if _field(k, cls)[0].metadata.get("spec") == "parts":
+                get[k] = self.parts(v, p, arms, params)
         try:
-            if kind == "contrast":
-                return Contrast(**get)
-            if kind in ("fails", "trains"):
-                return (fails if kind == "fails" else trains)(get.pop("arm"), **get)
-            if kind == "timing":
-                return Timing(**get)
-            if kind == "lr_sensitivity":
-                return LRSensitivity(**get)
+            return cls(**{fields[k].name: x for k, x in get.items() if k in fields})
         except (ValueError, TypeError) as e:
             self.fail(path, str(e))
-        parts_path = _at(path, "parts")
+
+    def parts(self, v: Any, path: str, arms: list[str], params: dict) -> tuple:
+        """A compound claim's [[claims.parts]]: (label, rule) pairs, each part taking the
+        parameters it does not set from its claim (``params``)."""
         parts, labels = [], set()
-        for i, part in enumerate(self.tables(params["parts"][0], parts_path, "[[claims.parts]]")):
-            ppath = _at(parts_path, i)
+        for i, part in enumerate(self.tables(v, path, "[[claims.parts]]")):
+            ppath = _at(path, i)
             pkind = self.rule_kind(part, ppath)
-            if pkind in ("all_of", "any_of"):
+            if "parts" in _params(pkind)[0]:
                 self.fail(_at(ppath, "rule"), f"a part cannot itself be {pkind}")
-            allowed = ("label", "rule", "controls", *RULES[pkind][0], *RULES[pkind][1])
+            allowed = ("label", "rule", "controls", *_params(pkind)[0], *_params(pkind)[1])
             self.keys(part, ppath, allowed, required=("label",))
             label = self.string(part["label"], _at(ppath, "label"))
             if label in labels:
@@ -622,17 +632,15 @@ class _Loader:
                 cpath = _at(ppath, "controls")
                 rule = Controlled(rule, self.controls(part["controls"], cpath, arms, rule.seeds))
             parts.append((label, rule))
-        return (AnyOf if kind == "any_of" else AllOf)(tuple(parts))
+        return tuple(parts)
 
-    def param(self, key: str, v: Any, path: str, arms: list[str]) -> Any:
-        """One rule parameter, checked."""
-        if key == "seeds":
+    def param(self, spec: str | None, f, hint: Any, v: Any, path: str, arms: list[str]) -> Any:
+        """One rule parameter, checked as its field's ``spec`` says (None: by its type)."""
+        if spec == "count":
             return self.count(v, path)
-        if key == "delta":
+        if spec == "delta":
             return self.number(v, path, low=0)
-        if key in ("const", "const_h", "margin"):
-            return self.number(v, path)
-        if key == "expect":
+        if spec == "expect":
             e = EXPECT_ALIASES.get(v, v)
             if e not in EXPECT:
                 self.fail(
@@ -641,21 +649,25 @@ class _Loader:
                     f'"!=0", "~0"), got {_show(v)}',
                 )
             return e
-        if key == "matrix":
+        if spec == "name":
             return self.string(v, path)
-        if key == "what":
-            if v not in TIMINGS:
-                self.fail(path, f"expected one of: {', '.join(TIMINGS)}; got {_show(v)}")
+        if spec == "choice":
+            if v not in f.metadata["choices"]:
+                choices = ", ".join(f.metadata["choices"])
+                self.fail(path, f"expected one of: {choices}; got {_show(v)}")
             return v
-        if key in ("arm", "fast", "slow"):
+        if spec == "arm":
             return self.arm(v, path, arms)
-        if key in ("stable", "unstable"):  # a sweep: arm names or glob patterns, in LR order
+        if spec == "sweep":  # arm names or glob patterns, in LR order
             return self.sweep(v, path, arms)
-        if key == "terms":
+        if spec == "terms":
             if not isinstance(v, list) or not v:
                 self.fail(path, "expected a list of [coef, arm, measure] terms, got " + _show(v))
             return tuple(self.term(t, _at(path, i), arms) for i, t in enumerate(v))
-        raise AssertionError(key)
+        try:
+            return _coerce(hint, v)
+        except _Expected as e:
+            self.fail(path, f"expected {e}, got {_show(v)}")
 
     def sweep(self, v: Any, path: str, arms: list[str]) -> tuple[str, ...]:
         if isinstance(v, str):
