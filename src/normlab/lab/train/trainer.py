@@ -65,10 +65,10 @@ class TrainConfig:
     eval_train_mode: bool = False
     """Also validate in train() mode (batch statistics): BatchNorm's train/eval gap."""
     probe_steps: tuple[int, ...] = (0,)
+    """Steps (0 = at init, ``steps`` = after the last update) at which the model probes run."""
     probe_batches: int = 1
     """Each probe is the mean over this many validation batches: one batch's gradient profile
     is noisy, and at-init claims read little else."""
-    """Steps (0 = at init, ``steps`` = after the last update) at which the model probes run."""
     diverge_factor: float = 2.0
     """Divergence rule: loss or gradient norm not finite, or training loss above
     diverge_factor * ln(vocab_size) (i.e. twice the loss of a uniform guess)."""
@@ -78,6 +78,7 @@ class TrainConfig:
     ``stall_margin`` stops there, status "ok", ``stopped_step`` set: an arm still on the
     plateau spends no more of a study's budget."""
     stall_margin: float = 0.15
+    """The stall rule's margin below the unigram entropy, in nats per byte (see stall_step)."""
     threads: int = 0
     """torch intra-op threads for this run; 0 = leave torch's setting alone."""
     device: str = "auto"
