@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from normlab.lab.commands import NON_NEGATIVE_INT
+from normlab.lab.commands.options import add_set, add_spec
 
 # Sizes for a run without --preset: small LLaMA-style, seconds a step on a laptop CPU.
 _DEFAULT_SIZES = {"dim": 64, "n_layers": 4, "n_heads": 4}
@@ -126,9 +127,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run = parser.add_argument_group("run (how it is executed and recorded)")
     start = run.add_mutually_exclusive_group()
     start.add_argument("--preset", default=None, help="take the run config from this study preset")
-    start.add_argument(
-        "--spec", metavar="FILE", default=None, help="take the run config from this study spec"
-    )
+    add_spec(start, "take the run config from this study spec")
     start.add_argument(
         "--config",
         metavar="PATH",
@@ -153,13 +152,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --run: the study's seed block (normlab study --seed S): the run's seed is "
         "10000*S + I",
     )
-    run.add_argument(
-        "--set",
-        metavar="KEY=VALUE",
-        action="append",
-        default=[],
-        dest="overrides",
-        help="with --preset/--spec: override a value of the spec, as normlab study --set does "
+    add_set(
+        run,
+        "with --preset/--spec: override a value of the spec, as normlab study --set does "
         "(repeatable)",
     )
     run.add_argument(
