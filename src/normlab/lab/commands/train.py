@@ -103,7 +103,8 @@ def _add_field(group, f: dataclasses.Field, hint, default: Any, doc: str, choice
     group.add_argument(flag, **kw)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def _add_fields(parser: argparse.ArgumentParser) -> None:
+    """An option per field of ``TrainConfig`` and ``TransformerConfig``, in a group each."""
     from normlab.lab.train.trainer import DEVICES, PRECISIONS, SCHEDULES, TrainConfig
     from normlab.models import TransformerConfig
     from normlab.models import config as model_config
@@ -118,6 +119,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "device": DEVICES,
         "precision": PRECISIONS,
     }
+    for cls, title in ((TrainConfig, "training"), (TransformerConfig, "model")):
+        group = parser.add_argument_group(
+            f"{title} ({cls.__name__} fields; override --preset, --spec, --config)"
+        )
+        hints, docs = typing.get_type_hints(cls), _field_docs(cls)
+        for f in dataclasses.fields(cls):
+            if f.name in _NOT_OPTIONS:
+                continue
+            default = _DEFAULT_SIZES.get(f.name, f.default)
+            doc = docs.get(f.name, "") + (_DEVICE_NOTE if f.name == "device" else "")
+            _add_field(group, f, hints[f.name], default, doc, choices.get(f.name))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
         "Options given on the command line override the values of the --preset, --spec or "
         "--config run (the defaults shown apply without them). Several processes: torchrun "
@@ -175,17 +190,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--timeout", type=float, default=300.0, help="collective timeout, seconds")
 
-    for cls, title in ((TrainConfig, "training"), (TransformerConfig, "model")):
-        group = parser.add_argument_group(
-            f"{title} ({cls.__name__} fields; override --preset, --spec, --config)"
-        )
-        hints, docs = typing.get_type_hints(cls), _field_docs(cls)
-        for f in dataclasses.fields(cls):
-            if f.name in _NOT_OPTIONS:
-                continue
-            default = _DEFAULT_SIZES.get(f.name, f.default)
-            doc = docs.get(f.name, "") + (_DEVICE_NOTE if f.name == "device" else "")
-            _add_field(group, f, hints[f.name], default, doc, choices.get(f.name))
+    _add_fields(parser)
 
 
 def config_from_args(args: argparse.Namespace):
