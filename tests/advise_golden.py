@@ -19,8 +19,10 @@ from typing import Any
 from normlab.lab.advise import hf_config
 from normlab.lab.advise.advice import blocks, headline, to_html, to_markdown
 from normlab.lab.advise.runner import shipped_config
-from normlab.lab.advise.twin import SCALES, make_twin, spec_text
+from normlab.lab.advise.twin import SCALES, make_twin
+from normlab.lab.advise.twin_spec import spec_text
 from normlab.lab.study.claims import decide_all
+from normlab.lab.study.runner import StudyResult
 from normlab.lab.study.spec import parse_spec
 
 GOLDEN = Path(__file__).parent / "data" / "advise"
@@ -127,7 +129,7 @@ def advice_files(twin, study) -> dict[str, str]:
     for name, variant in VARIANTS.items():
         results, timings = fake_results(study, variant)
         verdicts = decide_all(study, results, 3.0, timings)
-        bl = blocks(twin, study, results, verdicts, {"timings": timings})
+        bl = blocks(twin, StudyResult(study, results, verdicts, {"timings": timings}))
         out[name] = to_markdown(bl, top=1)
         if not variant:
             out |= {

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from normlab.lab.advise.twin import Twin, claim_name
 from normlab.lab.study.measures import MEASURES
 from normlab.lab.study.rules import Context, Contrast
+from normlab.lab.study.runner import StudyResult
 from normlab.lab.study.stats import HOLDS, Estimate
 
 _LOSS = MEASURES["final_val_loss"][1]
@@ -112,12 +113,12 @@ class Decided:
         return got[1].status if got else NONE
 
 
-def rank(twin: Twin, results, verdicts, meta: dict) -> Ranking:
-    decided = Decided(verdicts)
+def rank(twin: Twin, result: StudyResult) -> Ranking:
+    decided = Decided(result.verdicts)
     return Ranking(
-        quality(twin, results, decided),
-        stability(twin, results, decided),
-        speed(meta.get("timings") or {}, decided),
+        quality(twin, result.results, decided),
+        stability(twin, result.results, decided),
+        speed(result.meta.get("timings") or {}, decided),
     )
 
 
