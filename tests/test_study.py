@@ -18,7 +18,7 @@ from normlab.lab.study.claims import FAILS, HOLDS, UNSURE
 from normlab.lab.study.presets import PRESETS, SEED_STRIDE
 from normlab.lab.study.rules import AllOf, AnyOf, Context, Contrast, Fails, Timing, Trains
 from normlab.lab.study.stats import Estimate, decide
-from normlab.lab.study.store import ResultStore, run_key
+from normlab.lab.study.store import ResultStore, RunRecord, find_run, run_key
 
 V = 256  # vocabulary of the byte models: a diverged run scores ln V
 
@@ -198,6 +198,15 @@ def test_store_appends_whole_lines_and_skips_torn_ones(tmp_path):
     store.append({"key": "c", "x": 3})
     store.append({"key": "a", "x": 99})  # a duplicate: the first one wins
     assert {k: v["x"] for k, v in store.load().items()} == {"a": 1, "c": 3}
+
+
+def test_find_run_picks_the_last_record_of_an_arm_and_seed(tmp_path):
+    store = ResultStore(tmp_path / "results.jsonl")
+    for key, name, index, x in (("k1", "a", 0, 1), ("k2", "a", 1, 2), ("k3", "a", 1, 3)):
+        store.append(RunRecord(key, name, index, index, "s", "sha", {"x": x}).to_dict())
+    records = list(store.load().values())
+    assert find_run(records, "a", 1)["result"] == {"x": 3}
+    assert find_run(records, "a", 2) is None and find_run(records, "b", 0) is None
 
 
 def test_run_key_ignores_threads_not_config_or_corpus():

@@ -268,6 +268,7 @@ def _saved_config(path: str, run: str | None, seed_index: int):
     import json
 
     from normlab.lab.common import UsageError
+    from normlab.lab.study.store import find_run
     from normlab.lab.train.trainer import TrainConfig
 
     try:
@@ -284,18 +285,13 @@ def _saved_config(path: str, run: str | None, seed_index: int):
     if not docs:
         raise UsageError(f"--config {path}: the file is empty")
     if len(docs) > 1 or run is not None:  # a study's results: pick the run
-        index = seed_index
-        hits = [
-            d
-            for d in docs
-            if isinstance(d, dict) and d.get("name") == run and d.get("seed_index") == index
-        ]
-        if not hits:
+        hit = find_run(docs, run, seed_index)
+        if hit is None:
             raise UsageError(
-                f"--config {path}: no run {run!r} with seed index {index} in it "
+                f"--config {path}: no run {run!r} with seed index {seed_index} in it "
                 "(a study's results.jsonl: give --run NAME [--seed-index I])"
             )
-        docs = hits[-1:]
+        docs = [hit]
     (doc,) = docs
     doc = doc.get("result", doc) if isinstance(doc, dict) else doc
     doc = doc.get("config", doc) if isinstance(doc, dict) else doc

@@ -254,7 +254,7 @@ def train_runs(study: Study, corpus, options: StudyOptions, threads: int, execut
     ``arm -> {seed index: result}``, the labels of runs that raised, and how many results were
     reused from an earlier invocation."""
     from normlab.lab.study.executors import Job, steps_taken
-    from normlab.lab.study.store import ResultStore, run_key
+    from normlab.lab.study.store import ResultStore, RunRecord, run_key
 
     store = _open_store(ResultStore(options.out / "results.jsonl"), options)
     done = store.load()
@@ -271,17 +271,10 @@ def train_runs(study: Study, corpus, options: StudyOptions, threads: int, execut
             failed.append(run.label)
             bar.write(f"run {run.label} raised: {err}")
         else:
-            rec = {
-                "key": keys[run.label],
-                "name": run.arm,
-                "seed_index": run.index,
-                "seed": run.config.seed,
-                "preset": study.name,
-                "corpus_sha256": corpus.sha256,
-                "result": result,
-            }
-            store.append(rec)
-            done[keys[run.label]] = rec
+            key, seed = keys[run.label], run.config.seed
+            rec = RunRecord(key, run.arm, run.index, seed, study.name, corpus.sha256, result)
+            store.append(rec.to_dict())
+            done[key] = rec.to_dict()
         bar.run_done(max(1, run.config.steps) - steps_taken(result))  # a diverged run stops early
 
     tb = None if options.tensorboard is None else str(Path(options.tensorboard).resolve())
