@@ -9,7 +9,7 @@ import json
 import pytest
 from claims_golden import CASES, GOLDEN, QUICK, case_text, quick_text
 
-from normlab.lab.study.claims import VERDICTS
+from normlab.lab.study.stats import VERDICTS
 
 
 @pytest.mark.parametrize("case", CASES)

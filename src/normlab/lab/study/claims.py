@@ -14,24 +14,14 @@ from normlab.lab.study.stats import (
     LEVEL,
     UNSURE,
     UNTESTABLE,
-    VERDICTS,
     Results,
     Verdict,
     controls_text,
     with_controls,
 )
 
-__all__ = [
-    "FAILS",
-    "HOLDS",
-    "LEVEL",
-    "UNSURE",
-    "UNTESTABLE",
-    "VERDICTS",
-    "Claim",
-    "Verdict",
-    "decide_all",
-]
+# re-exported: what the report reads of a verdict
+__all__ = ["FAILS", "HOLDS", "LEVEL", "UNSURE", "UNTESTABLE", "Claim", "Verdict", "decide_all"]
 
 
 @dataclass(frozen=True)
