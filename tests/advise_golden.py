@@ -19,8 +19,10 @@ from typing import Any
 from normlab.lab.advise import hf_config
 from normlab.lab.advise.advice import blocks, headline, to_html, to_markdown
 from normlab.lab.advise.runner import shipped_config
-from normlab.lab.advise.twin import SCALES, make_twin, spec_text
+from normlab.lab.advise.twin import SCALES, make_twin
+from normlab.lab.advise.twin_spec import spec_text
 from normlab.lab.study.claims import decide_all
+from normlab.lab.study.runner import StudyResult
 from normlab.lab.study.spec import parse_spec
 
 GOLDEN = Path(__file__).parent / "data" / "advise"
@@ -101,7 +103,7 @@ def fake_results(study, variant: str = "") -> tuple[dict, dict]:
         }
     fast = {"norm_ms": [1.0, 1.1, 1.0, 1.05], "step_ms": [10.0, 10.5, 10.2, 10.1]}
     slow = {"norm_ms": [1.5, 1.6, 1.5, 1.55], "step_ms": [10.4, 10.8, 10.6, 10.5]}
-    timed = next(c.rule for c in study.claims if type(c.rule).__name__ == "Timing")
+    timed = next(c.rule for c in study.claims if c.timed)
     if variant == "odd":
         return results, {
             timed.fast: {"norm_ms": slow["norm_ms"]},
@@ -127,7 +129,7 @@ def advice_files(twin, study) -> dict[str, str]:
     for name, variant in VARIANTS.items():
         results, timings = fake_results(study, variant)
         verdicts = decide_all(study, results, 3.0, timings)
-        bl = blocks(twin, study, results, verdicts, {"timings": timings})
+        bl = blocks(twin, StudyResult(study, results, verdicts, {"timings": timings}))
         out[name] = to_markdown(bl, top=1)
         if not variant:
             out |= {

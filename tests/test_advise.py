@@ -11,12 +11,14 @@ import pytest
 from normlab.lab.advise import hf_config
 from normlab.lab.advise.advice import blocks, headline, to_html, to_markdown
 from normlab.lab.advise.runner import shipped_config, shipped_configs
-from normlab.lab.advise.twin import SCALES, claim_names, make_twin, spec_text
+from normlab.lab.advise.twin import SCALES, claim_names, make_twin
+from normlab.lab.advise.twin_spec import spec_text
 from normlab.lab.cli import main
 from normlab.lab.common import UsageError
 from normlab.lab.study.claims import HOLDS, decide_all
+from normlab.lab.study.rules import LRSensitivity
+from normlab.lab.study.runner import StudyResult
 from normlab.lab.study.spec import load_spec
-from normlab.lab.study.sweeps import LRSensitivity
 
 SHIPPED = {"llama": "llama-3.2-1b.json", "qwen3": "qwen3-0.6b.json", "gemma3": "gemma-3-1b.json"}
 
@@ -277,7 +279,7 @@ def test_the_advice_reads_the_claims_back(tmp_path):
     assert status["sandwich-beats-recipe"] == HOLDS
     assert status["recipe-stabler-than-post"] == HOLDS
     assert status["rmsnorm-faster"] == HOLDS
-    bl = blocks(twin, study, results, verdicts, {"timings": timings})
+    bl = blocks(twin, StudyResult(study, results, verdicts, {"timings": timings}))
     head = headline(bl)
     assert "Sandwich/Peri-LN (mean loss 1.9600" in head  # best on quality
     assert "beat the recipe by ≥ 0.02: Sandwich/Peri-LN" in head

@@ -5,25 +5,20 @@ import math
 
 import pytest
 
-from normlab.lab.study.claims import (
-    FAILS,
-    HOLDS,
-    UNSURE,
-    UNTESTABLE,
+from normlab.lab.study.claims import FAILS, HOLDS, UNSURE, UNTESTABLE, Claim, decide_all
+from normlab.lab.study.design import Study
+from normlab.lab.study.rules import (
     AllOf,
     AnyOf,
-    Claim,
+    Context,
     Contrast,
     Controlled,
-    Estimate,
-    Seeds,
+    Fails,
+    LRSensitivity,
+    Trains,
     control,
-    decide_all,
-    fails,
-    trains,
 )
-from normlab.lab.study.design import Study
-from normlab.lab.study.sweeps import LRSensitivity
+from normlab.lab.study.stats import Estimate, Seeds
 from normlab.lab.train.data import VOCAB_SIZE, corpus_from_bytes
 
 V = 256
@@ -62,11 +57,11 @@ def logits(*xs):
 def test_a_diverged_seed_stays_in_at_its_least_favourable_value():
     rule = Contrast(((1, "a", "log_logit_rms_end"), (-1, "b", "log_logit_rms_end")), ">0", 0.0, 3)
     results = {"a": logits(2.0, 2.1, None), "b": logits(1.0, 1.0, 1.0)}
-    v = rule.decide(results, {})
+    v = rule.decide(results, Context())
     # Dropped, the two seeds left (+1.0, +1.1) would make the claim hold; kept at the least
     # favourable value of the range the measure takes (1.0), the third is 0: not decided.
     assert Contrast.decide(rule, {k: {i: r for i, r in x.items() if i < 2} for k, x in
-                                      results.items()}, {}).status == HOLDS  # fmt: skip
+                                      results.items()}, Context()).status == HOLDS  # fmt: skip
     assert v.status == UNSURE and v.estimate.n == 3
     assert v.estimate.values == pytest.approx((1.0, 1.1, 0.0))
     assert v.seeds.diverged == (2,) and v.seeds.bounded == (2,) and v.seeds.n == 3
@@ -79,24 +74,26 @@ def test_a_bounded_seed_cannot_make_a_claim_fail_either():
     # "does not hold" is decided on the most favourable end: the diverged seed could be +1.1.
     rule = Contrast(((1, "a", "log_logit_rms_end"), (-1, "b", "log_logit_rms_end")), ">0", 0.5, 3)
     results = {"a": logits(1.0, 1.0, None), "b": logits(1.05, 1.02, 0.0)}
-    v = rule.decide(results, {})
+    v = rule.decide(results, Context())
     assert v.status == UNSURE
     both = {"a": logits(1.0, 1.0, 1.0), "b": logits(1.05, 1.02, 1.03)}
-    assert rule.decide(both, {}).status == FAILS  # the same claim with every seed defined
+    assert rule.decide(both, Context()).status == FAILS  # the same claim with every seed defined
 
 
 def test_an_unpaired_run_enters_neither_the_values_nor_the_means():
     rule = Contrast(((1, "a", "final_val_loss"), (-1, "b", "final_val_loss")), ">0", 0.0, 3)
     results = {"a": arm(2.1, 2.2, 2.3, 9.0), "b": arm(2.0, 2.0, 2.0)}
-    v = rule.decide(results, {})
+    v = rule.decide(results, Context())
     assert v.estimate.n == 3 and v.seeds.unpaired == (3,)
     assert v.means["final_val_loss[a]"] == pytest.approx(2.2)  # not pulled up by seed 3's 9.0
     assert "1 unpaired, left out" in v.seeds.text()
 
 
 def test_stalled_seeds_are_counted():
-    rule = fails("p", seeds=3)
-    v = rule.decide({"p": {0: run(3.2, stopped=60), 1: run(3.2), 2: run(3.2)}}, {"plateau_h": 3.0})
+    rule = Fails("p", seeds=3)
+    v = rule.decide(
+        {"p": {0: run(3.2, stopped=60), 1: run(3.2), 2: run(3.2)}}, Context(plateau_h=3.0)
+    )
     assert v.status == HOLDS and v.seeds.stalled == (0,) and "1 stalled" in v.seeds.text()
 
 
@@ -108,7 +105,7 @@ def test_the_lr_sweep_pairs_both_sweeps_and_counts_divergence():
         "u1": arm(2.0, 2.0, 2.0),
         "u2": {i: run(status="diverged") for i in range(3)},
     }
-    v = rule.decide(results, {})
+    v = rule.decide(results, Context())
     assert v.estimate.n == 3 and v.seeds.unpaired == (3,) and len(v.seeds.diverged) == 3
     assert v.status == HOLDS
 
@@ -120,9 +117,9 @@ BORDERLINE = (1.0, 1.5, 2.0)  # lower end above 0 at 95 % (t=4.30), below at 97.
 
 
 def test_any_of_a_part_that_holds_alone_but_not_after_holm():
-    assert single("p").decide({"p": arm(*BORDERLINE)}, {}).status == HOLDS
+    assert single("p").decide({"p": arm(*BORDERLINE)}, Context()).status == HOLDS
     rule = AnyOf((("p", single("p")), ("q", single("q"))))
-    v = rule.decide({"p": arm(*BORDERLINE), "q": arm(-1.0, 1.0, 0.0)}, {})
+    v = rule.decide({"p": arm(*BORDERLINE), "q": arm(-1.0, 1.0, 0.0)}, Context())
     assert v.status == UNSURE
     p = dict(v.parts)["p"]
     assert p.status == UNSURE and "not after Holm" in p.why and "0.975" in p.why
@@ -132,7 +129,7 @@ def test_any_of_a_part_that_holds_alone_but_not_after_holm():
 def test_any_of_holm_steps_down():
     # The strong part is confirmed at 97.5 %; then the borderline one is tested at 95 %.
     rule = AnyOf((("p", single("p")), ("q", single("q"))))
-    v = rule.decide({"p": arm(*BORDERLINE), "q": arm(5.0, 5.1, 4.9)}, {})
+    v = rule.decide({"p": arm(*BORDERLINE), "q": arm(5.0, 5.1, 4.9)}, Context())
     assert v.status == HOLDS
     assert [x.status for _, x in v.parts] == [HOLDS, HOLDS]
     assert "0.95" in dict(v.parts)["p"].correction and "2 confirmed" in v.correction
@@ -141,12 +138,12 @@ def test_any_of_holm_steps_down():
 def test_all_of_does_not_hold_only_after_holm():
     neg = tuple(-x for x in BORDERLINE)
     rule = AllOf((("p", single("p")), ("q", single("q"))))
-    v = rule.decide({"p": arm(*neg), "q": arm(5.0, 5.1, 4.9)}, {})
-    assert single("p").decide({"p": arm(*neg)}, {}).status == FAILS  # alone it would
+    v = rule.decide({"p": arm(*neg), "q": arm(5.0, 5.1, 4.9)}, Context())
+    assert single("p").decide({"p": arm(*neg)}, Context()).status == FAILS  # alone it would
     assert v.status == UNSURE and dict(v.parts)["p"].status == UNSURE
-    clear = rule.decide({"p": arm(-5.0, -5.1, -4.9), "q": arm(5.0, 5.1, 4.9)}, {})
+    clear = rule.decide({"p": arm(-5.0, -5.1, -4.9), "q": arm(5.0, 5.1, 4.9)}, Context())
     assert clear.status == FAILS
-    both = rule.decide({"p": arm(*BORDERLINE), "q": arm(5.0, 5.1, 4.9)}, {})
+    both = rule.decide({"p": arm(*BORDERLINE), "q": arm(5.0, 5.1, 4.9)}, Context())
     assert both.status == HOLDS  # every part at 95 %: no correction needed
 
 
@@ -154,8 +151,8 @@ def test_all_of_does_not_hold_only_after_holm():
 
 
 def test_a_failing_control_makes_a_claim_not_testable_never_false():
-    ctx = {"plateau_h": 3.0}
-    claim = Claim("c", "p fails", "t", fails("p", seeds=3),
+    ctx = Context(plateau_h=3.0)
+    claim = Claim("c", "p fails", "t", Fails("p", seeds=3),
                   controls=(control("q", seeds=3),))  # fmt: skip
     plateau, learned = arm(3.1, 3.12, 3.08), arm(2.5, 2.55, 2.45)
     assert claim.arms == ("p", "q")
@@ -170,9 +167,9 @@ def test_a_failing_control_makes_a_claim_not_testable_never_false():
 
 
 def test_a_part_with_a_failing_control():
-    ctx = {"plateau_h": 3.0}
-    part = Controlled(fails("p", seeds=3), (control("q", seeds=3),))
-    rule = AllOf((("p fails", part), ("r trains", trains("r", seeds=3))))
+    ctx = Context(plateau_h=3.0)
+    part = Controlled(Fails("p", seeds=3), (control("q", seeds=3),))
+    rule = AllOf((("p fails", part), ("r trains", Trains("r", seeds=3))))
     plateau, learned = arm(3.1, 3.12, 3.08), arm(2.5, 2.55, 2.45)
     assert rule.arms() == ("p", "q", "r") and part.delta == 0.0
     v = rule.decide({"p": plateau, "q": plateau, "r": learned}, ctx)
@@ -201,7 +198,7 @@ def test_the_plateau_bar_is_the_validation_cross_entropy():
 
 
 def test_decide_all_measures_against_the_plateau_it_is_given():
-    claim = Claim("f", "p fails", "t", fails("p", seeds=3))
+    claim = Claim("f", "p fails", "t", Fails("p", seeds=3))
     study = Study("s", "", (), ())
     object.__setattr__(study, "claims", (claim,))  # arms need configs; the rule needs none
     results = {"p": arm(3.0, 3.01, 2.99)}

@@ -2,8 +2,9 @@
 
 import pytest
 
-from normlab.lab.study.claims import Claim, trains
+from normlab.lab.study.claims import Claim
 from normlab.lab.study.design import SEED_STRIDE, Arm, Run, Study
+from normlab.lab.study.rules import Trains
 from normlab.lab.train.trainer import TrainConfig
 from normlab.models import TransformerConfig
 
@@ -11,7 +12,7 @@ CFG = TrainConfig(model=TransformerConfig(256, 16, 1, 2), steps=3)
 
 
 def _claim(name: str, arm: str, seeds: int) -> Claim:
-    return Claim(name, "a statement", "a source", trains(arm, seeds=seeds))
+    return Claim(name, "a statement", "a source", Trains(arm, seeds=seeds))
 
 
 def test_runs_expand_each_arm_over_the_seeds_its_most_demanding_claim_asks():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from normlab.lab.study.measures import MEASURES
 from normlab.lab.study.plots import PLOTS
-from normlab.lab.study.spec import RULES
+from normlab.lab.study.rules import RULES
 from normlab.models import TransformerConfig
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"

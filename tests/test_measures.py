@@ -56,11 +56,11 @@ def test_the_stability_preset_sweeps_every_variant_over_the_same_learning_rates(
     assert all(v == ref and len(v) >= 6 and max(v) / min(v) >= 100 for v in lrs.values())
     sweeps = [
         c for c in p.claims if type(c.rule).__name__ == "AllOf"
-        and all(type(getattr(r, "rule", r)).__name__ == "LRSensitivity" for _, r in c.rule.parts)
+        and all(type(getattr(r, "rule", r)).__name__ == "LRSensitivity" for _, r in c.rule.parts())
     ]  # fmt: skip
-    assert len(sweeps) == 4 and all(len(c.rule.parts) == 2 for c in sweeps)  # one per width
+    assert len(sweeps) == 4 and all(len(c.rule.parts()) == 2 for c in sweeps)  # one per width
     # Each width's comparison is testable only where both of its sweeps train somewhere.
-    assert all(len(r.controls) == 2 for c in sweeps for _, r in c.rule.parts)
+    assert all(len(r.controls) == 2 for c in sweeps for _, r in c.rule.parts())
     assert all(c.seeds >= 2 for c in p.claims)
     cfg = {r.name: r.config for r in p.arms}
     assert cfg["qk-pre-d64-lr0.001"].model.qk_norm

@@ -5,9 +5,9 @@ import json
 import pytest
 
 from normlab.lab.cli import main
-from normlab.lab.study.claims import detectable
 from normlab.lab.study.pilot import sd_upper, seeds_for, size_seeds
 from normlab.lab.study.presets import PRESETS
+from normlab.lab.study.stats import detectable
 
 
 def test_the_upper_limit_of_a_spread_from_three_seeds_is_about_twice_it():
@@ -29,7 +29,7 @@ def _pilot(study, sd_by_claim):
     for c in study.claims:
         sd = sd_by_claim.get(c.name, 0.01)
         values = [0.1 - sd, 0.1, 0.1 + sd]
-        parts = [{"part": label, "values": values} for label, _ in getattr(c.rule, "parts", ())]
+        parts = [{"part": label, "values": values} for label, _ in c.rule.parts() if label]
         claims.append({"name": c.name, "values": values, "parts": parts})
     return {"seed_block": 99, "claims": claims}
 

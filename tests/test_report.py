@@ -5,9 +5,10 @@ import re
 
 import pytest
 
-from normlab.lab.study.claims import Claim, Contrast, Timing, decide_all
+from normlab.lab.study.claims import Claim, decide_all
 from normlab.lab.study.presets import PRESETS, Arm, Study
 from normlab.lab.study.report import format_table, write_reports
+from normlab.lab.study.rules import Contrast, Timing
 
 EVIL = "<script>alert('x')</script>&"
 
@@ -134,12 +135,13 @@ def test_missing_and_diverged_runs_do_not_break_the_report(tmp_path, study):
 
 
 def test_claims_json_carries_scope_outcomes_correction_controls_and_the_family(tmp_path, study):
-    from normlab.lab.study.claims import UNTESTABLE, control, fails
+    from normlab.lab.study.claims import UNTESTABLE
+    from normlab.lab.study.rules import Fails, control
 
     preset, results, meta = study
     preset = no_plots(preset)
     cfg = preset.arms[1].config
-    untestable = Claim("b-fails", "b fails", "test", fails("b", seeds=2),
+    untestable = Claim("b-fails", "b fails", "test", Fails("b", seeds=2),
                        controls=(control(EVIL, seeds=2),), plots=())  # fmt: skip
     preset = dataclasses.replace(preset, claims=(*preset.claims, untestable))
     verdicts = verdicts_of(preset, results, {**meta})
@@ -183,7 +185,8 @@ def _pieces(md: str) -> list[str]:
 
 
 def test_quick_report_md_says_the_shared_rules_once_and_stays_short(quick_report):
-    from normlab.lab.study.claims import BOUND_TEXT, H_TEXT, AllOf
+    from normlab.lab.study.rules import H_TEXT, AllOf
+    from normlab.lab.study.stats import BOUND_TEXT
 
     md = (quick_report / "report.md").read_text()
     doc = json.loads((quick_report / "claims.json").read_text())

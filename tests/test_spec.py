@@ -10,8 +10,8 @@ import pytest
 
 from normlab.lab.cli import main
 from normlab.lab.study import spec
-from normlab.lab.study.claims import AllOf, AnyOf, Contrast, Timing, fails, trains
 from normlab.lab.study.presets import PRESETS
+from normlab.lab.study.rules import AllOf, AnyOf, Contrast, Fails, Timing, Trains
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = (ROOT / "docs" / "spec.md").read_text()
@@ -66,15 +66,15 @@ def test_quick_key_arms_have_the_expected_configs():
     ]  # fmt: skip
     claims = {c.name: c for c in p.claims}
     assert claims["post-ln-fails-deep"].rule == AllOf((
-        ("post-L24 fails", fails("post-L24", seeds=3)),
-        ("deepnorm-L24 trains", trains("deepnorm-L24", seeds=3)),
-        ("post-L6 trains", trains("post-L6", seeds=3)),
+        ("post-L24 fails", Fails("post-L24", seeds=3)),
+        ("deepnorm-L24 trains", Trains("deepnorm-L24", seeds=3)),
+        ("post-L6 trains", Trains("post-L6", seeds=3)),
     ))  # fmt: skip
     assert claims["post-ln-fails-deep"].controls == (
-        ("pre-L24 trains", trains("pre-L24", seeds=3)),
+        ("pre-L24 trains", Trains("pre-L24", seeds=3)),
     )
     assert "pre-L24" in claims["post-ln-fails-deep"].arms
-    grow = claims["post-ln-grad-grows"].rule.parts[0][1]
+    grow = claims["post-ln-grad-grows"].rule.parts()[0][1]
     assert grow == Contrast(((1, "init-post-L48", "log_grad_trend"),), ">0", math.log(1.2), 16,
                             matrix="mlp.w_out")  # fmt: skip
     assert claims["rmsnorm-faster"].rule == Timing("base", "layernorm", 0.05)
@@ -178,8 +178,8 @@ rule = "contrast"
 terms = [[1, "pre", "final_val_loss"], [-1, "post", "final_val_loss"]]
 """, "t.toml")  # fmt: skip
     assert p.claims[0].rule == AllOf((
-        ("pre trains", trains("pre", seeds=4, margin=0.1)),
-        ("post fails", fails("post", seeds=2, margin=0.2)),
+        ("pre trains", Trains("pre", seeds=4, margin=0.1)),
+        ("post fails", Fails("post", seeds=2, margin=0.2)),
         ("pre below post", Contrast(((1, "pre", "final_val_loss"), (-1, "post",
                                      "final_val_loss")), "<0", 0.5, 4)),
     ))  # fmt: skip
@@ -221,7 +221,7 @@ rule = "contrast"
 terms = [[1, "a2", "final_val_loss"], [-1, "rms", "final_val_loss"]]
 """
     p = spec.parse_spec(text, "t.toml")
-    assert isinstance(p.claims[0].rule, AnyOf) and len(p.claims[0].rule.parts) == 2
+    assert isinstance(p.claims[0].rule, AnyOf) and len(p.claims[0].rule.parts()) == 2
     assert {r.name: r.config.model.dyt_alpha for r in p.arms[:2]} == {"a0.5": 0.5, "a2": 2.0}
     nested = text.replace(
         'rule = "contrast"\nterms = [[1, "a2"', 'rule = "all_of"\nterms = [[1, "a2"'
@@ -379,7 +379,7 @@ def test_spec_and_preset_exclude_each_other(capsys):
 
 
 def test_controls_on_claims_and_parts(tmp_path, capsys):
-    from normlab.lab.study.claims import Controlled, control
+    from normlab.lab.study.rules import Controlled, control
 
     text = _edit('label = "rmsnorm trains"', 'label = "rmsnorm trains"\ncontrols = ["layernorm"]')
     text = text.replace('rule = "all_of"\n', 'rule = "all_of"\ncontrols = [{ arm = "rmsnorm", '
@@ -387,7 +387,7 @@ def test_controls_on_claims_and_parts(tmp_path, capsys):
     study = spec.parse_spec(text, "x.toml")
     both = next(c for c in study.claims if c.name == "both-train")
     assert both.controls == (control("rmsnorm", seeds=3, margin=0.2),)
-    part = both.rule.parts[0][1]
+    part = both.rule.parts()[0][1]
     assert isinstance(part, Controlled) and part.controls == (control("layernorm", seeds=3),)
     bad = text.replace('expect = "trains", margin', 'expect = "learns", margin')
     assert _bad(tmp_path, capsys, bad) == (
@@ -402,7 +402,7 @@ def test_controls_on_claims_and_parts(tmp_path, capsys):
 
 
 def test_any_and_measured_controls():
-    from normlab.lab.study.claims import AnyOf, Contrast, control
+    from normlab.lab.study.rules import AnyOf, Contrast, control
 
     controls = (
         'controls = [{ any = ["rmsnorm", "layernorm"], expect = "trains" }, { label = "gains '
@@ -411,7 +411,7 @@ def test_any_and_measured_controls():
     )
     text = _edit('label = "rmsnorm trains"', f'label = "rmsnorm trains"\n{controls}')
     study = spec.parse_spec(text, "x.toml")
-    part = next(c for c in study.claims if c.name == "both-train").rule.parts[0][1]
+    part = next(c for c in study.claims if c.name == "both-train").rule.parts()[0][1]
     (any_label, any_rule), (label, measured) = part.controls
     assert isinstance(any_rule, AnyOf) and any_label.startswith("one of 2 arms")
     assert (any_label, any_rule) == control(("rmsnorm", "layernorm"), seeds=3)

@@ -14,21 +14,11 @@ from study_procs import (
     wait_for_lines,
 )
 
-from normlab.lab.study.claims import (
-    FAILS,
-    HOLDS,
-    UNSURE,
-    AllOf,
-    AnyOf,
-    Contrast,
-    Estimate,
-    Timing,
-    decide,
-    fails,
-    trains,
-)
+from normlab.lab.study.claims import FAILS, HOLDS, UNSURE
 from normlab.lab.study.presets import PRESETS, SEED_STRIDE
-from normlab.lab.study.store import ResultStore, run_key
+from normlab.lab.study.rules import AllOf, AnyOf, Context, Contrast, Fails, Timing, Trains
+from normlab.lab.study.stats import Estimate, decide
+from normlab.lab.study.store import ResultStore, RunRecord, find_run, run_key
 
 V = 256  # vocabulary of the byte models: a diverged run scores ln V
 
@@ -87,30 +77,30 @@ def test_decisions_in_every_zone():
 def test_contrast_pairs_seeds_and_scores_divergence_as_a_uniform_guess():
     rule = loss_diff()
     r = {"a": seeds(2.1, 2.2, 2.15, 9.0), "b": seeds(2.0, 2.1, 2.05)}  # seed 3 only in a
-    assert rule.values(r, {}) == pytest.approx([0.1, 0.1, 0.1])
-    v = rule.decide({"a": seeds(2.12, 2.09, 2.11), "b": seeds(2.0, 2.0, 2.0)}, {})
+    assert rule.values(r, Context()) == pytest.approx([0.1, 0.1, 0.1])
+    v = rule.decide({"a": seeds(2.12, 2.09, 2.11), "b": seeds(2.0, 2.0, 2.0)}, Context())
     assert v.status == HOLDS and v.estimate.n == 3 and v.means["final_val_loss[b]"] == 2.0
     r = {"a": {0: res(status="diverged"), 1: res(2.1)}, "b": seeds(2.0, 2.0)}
-    assert rule.values(r, {}) == pytest.approx([math.log(V) - 2.0, 0.1])
-    assert rule.decide({"a": {}, "b": seeds(2.0)}, {}).status == UNSURE  # nothing to pair
+    assert rule.values(r, Context()) == pytest.approx([math.log(V) - 2.0, 0.1])
+    assert rule.decide({"a": {}, "b": seeds(2.0)}, Context()).status == UNSURE  # nothing to pair
     assert "paired seeds" in rule.describe() and "δ = 0.02" in rule.describe()
 
 
 def test_thresholds_against_the_unigram_entropy():
-    ctx = {"plateau_h": 3.0}
+    ctx = Context(plateau_h=3.0)
     stalled = {"p": seeds(3.1, 3.12, 3.08)}
-    assert fails("p", seeds=3).decide(stalled, ctx).status == HOLDS
-    assert trains("p", seeds=3).decide(stalled, ctx).status == FAILS
+    assert Fails("p", seeds=3).decide(stalled, ctx).status == HOLDS
+    assert Trains("p", seeds=3).decide(stalled, ctx).status == FAILS
     learned = {"p": seeds(2.5, 2.55, 2.45)}
-    assert fails("p", seeds=3).decide(learned, ctx).status == FAILS
-    assert trains("p", seeds=3).decide(learned, ctx).status == HOLDS
+    assert Fails("p", seeds=3).decide(learned, ctx).status == FAILS
+    assert Trains("p", seeds=3).decide(learned, ctx).status == HOLDS
     diverged = {"p": {i: res(status="diverged") for i in range(3)}}
-    assert fails("p", seeds=3).decide(diverged, ctx).status == HOLDS
+    assert Fails("p", seeds=3).decide(diverged, ctx).status == HOLDS
 
 
 def test_a_compound_claim_needs_every_part():
-    ctx = {"plateau_h": 3.0}
-    rule = AllOf((("p fails", fails("p", seeds=3)), ("q trains", trains("q", seeds=3))))
+    ctx = Context(plateau_h=3.0)
+    rule = AllOf((("p fails", Fails("p", seeds=3)), ("q trains", Trains("q", seeds=3))))
     ok = {"p": seeds(3.1, 3.12, 3.08), "q": seeds(2.5, 2.55, 2.45)}
     assert rule.decide(ok, ctx).status == HOLDS and rule.seeds == 3
     assert rule.decide({**ok, "q": seeds(3.1, 3.12, 3.08)}, ctx).status == FAILS
@@ -119,8 +109,8 @@ def test_a_compound_claim_needs_every_part():
 
 
 def test_an_any_of_claim_needs_one_part():
-    ctx = {"plateau_h": 3.0}
-    rule = AnyOf((("p trains", trains("p", seeds=3)), ("q trains", trains("q", seeds=3))))
+    ctx = Context(plateau_h=3.0)
+    rule = AnyOf((("p trains", Trains("p", seeds=3)), ("q trains", Trains("q", seeds=3))))
     stalled, learned = seeds(3.1, 3.12, 3.08), seeds(2.5, 2.55, 2.45)
     assert rule.decide({"p": stalled, "q": learned}, ctx).status == HOLDS
     assert rule.decide({"p": stalled, "q": stalled}, ctx).status == FAILS
@@ -131,9 +121,9 @@ def test_an_any_of_claim_needs_one_part():
 def test_timing_rule_reads_the_serial_rounds():
     rule = Timing("rms", "ln", 0.05)
     timings = {"rms": {"norm_ms": [0.8, 0.82, 0.79, 0.81]}, "ln": {"norm_ms": [1.0] * 4}}
-    v = rule.decide({}, {"timings": timings})
+    v = rule.decide({}, Context(timings=timings))
     assert v.status == HOLDS and v.estimate.n == 4 and v.estimate.effect == pytest.approx(0.195)
-    assert rule.decide({}, {}).status == UNSURE  # not timed: no verdict
+    assert rule.decide({}, Context()).status == UNSURE  # not timed: no verdict
 
 
 def test_bad_rules_are_rejected():
@@ -208,6 +198,15 @@ def test_store_appends_whole_lines_and_skips_torn_ones(tmp_path):
     store.append({"key": "c", "result": {}, "x": 3})
     store.append({"key": "a", "result": {}, "x": 99})  # a duplicate: the first one wins
     assert {k: v["x"] for k, v in store.load().items()} == {"a": 1, "c": 3}
+
+
+def test_find_run_picks_the_last_record_of_an_arm_and_seed(tmp_path):
+    store = ResultStore(tmp_path / "results.jsonl")
+    for key, name, index, x in (("k1", "a", 0, 1), ("k2", "a", 1, 2), ("k3", "a", 1, 3)):
+        store.append(RunRecord(key, name, index, index, "s", "sha", {"x": x}).to_dict())
+    records = list(store.load().values())
+    assert find_run(records, "a", 1)["result"] == {"x": 3}
+    assert find_run(records, "a", 2) is None and find_run(records, "b", 0) is None
 
 
 def test_run_key_ignores_threads_not_config_or_corpus():

@@ -5,8 +5,9 @@ import math
 import pytest
 
 from normlab.lab.study.claims import FAILS, HOLDS
+from normlab.lab.study.rules import Context, LRSensitivity
 from normlab.lab.study.spec import SpecError, parse_spec
-from normlab.lab.study.sweeps import LRSensitivity, sensitivity, sweep_name
+from normlab.lab.study.sweeps import sensitivity, sweep_name
 
 V = 256
 
@@ -30,13 +31,13 @@ def test_the_rule_compares_two_sweeps_seed_by_seed():
         "u2": {i: res(2.6 + 0.01 * i) for i in range(3)},
         "u3": {i: res(status="diverged") for i in range(3)},
     }
-    v = rule.decide(results, {})
+    v = rule.decide(results, Context())
     s_stable = 0.1 / 3
     s_unstable = [(0.6 + 0.01 * i + math.log(V) - 2.0) / 3 for i in range(3)]
     assert v.estimate.values == pytest.approx([u - s_stable for u in s_unstable])
     assert v.status == HOLDS and v.estimate.n == 3
     flipped = LRSensitivity(rule.unstable, rule.stable, delta=0.1, seeds=3)
-    assert flipped.decide(results, {}).status == FAILS
+    assert flipped.decide(results, Context()).status == FAILS
     with pytest.raises(ValueError, match="two learning rates"):
         LRSensitivity(("a",), ("b", "c"), delta=0.1, seeds=3)
 
@@ -96,7 +97,9 @@ def test_the_cap_is_the_loss_at_init():
         "u1": {i: run(2.0, first=4.0) for i in range(2)},
         "u2": {i: run(None, first=4.0, status="diverged") for i in range(2)},
     }
-    assert rule.decide(results, {}).estimate.values == pytest.approx([1.0, 1.0])  # (4 − 2) / 2
+    assert rule.decide(results, Context()).estimate.values == pytest.approx(
+        [1.0, 1.0]
+    )  # (4 − 2) / 2
 
 
 def test_a_sweep_is_named_by_its_arms_without_the_learning_rate():

@@ -2,7 +2,8 @@
 undecided claim why and what would decide it; the rule in plain words; the scope, short."""
 
 from normlab.lab.study import words
-from normlab.lab.study.claims import AllOf, AnyOf, Claim, Contrast, Timing, control, fails, trains
+from normlab.lab.study.claims import Claim
+from normlab.lab.study.rules import AllOf, AnyOf, Context, Contrast, Fails, Timing, Trains, control
 
 
 def res(val):
@@ -20,7 +21,7 @@ def diff(delta=0.02, n=3, expect=">0"):
 
 def said(rule, results, h=3.1, **kw):
     claim = Claim("c", "a statement", "Article 000 (x)", rule, **kw)
-    v = claim.decide(results, {"plateau_h": h, "timings": kw.pop("timings", {})})
+    v = claim.decide(results, Context(plateau_h=h, timings=kw.pop("timings", {})))
     return v.status, words.sentence(claim, v, h)
 
 
@@ -39,7 +40,7 @@ def test_an_undecided_contrast_says_why_and_what_would_decide_it():
 
 
 def test_thresholds_name_the_bar_and_the_seeds_on_its_side():
-    rule = AllOf((("a fails", fails("a", seeds=3)), ("b trains", trains("b", seeds=3))))
+    rule = AllOf((("a fails", Fails("a", seeds=3)), ("b trains", Trains("b", seeds=3))))
     status, text = said(rule, {"a": arm(3.2, 3.3, 3.25), "b": arm(2.0, 2.1, 2.2)})
     assert status == "holds"
     assert "a ends at 3.250 (above the bar 3.050 in 3 of 3 seeds)" in text
@@ -48,7 +49,7 @@ def test_thresholds_name_the_bar_and_the_seeds_on_its_side():
 
 def test_an_untestable_claim_names_the_control_and_its_numbers():
     results = {"a": arm(3.2, 3.3, 3.25), "b": arm(3.0, 3.0, 3.1)}
-    status, text = said(fails("a", seeds=3), results, controls=(control("b", seeds=3),))
+    status, text = said(Fails("a", seeds=3), results, controls=(control("b", seeds=3),))
     assert status == "not testable here"
     assert text.startswith("The control 'b trains' did not hold: b ends at 3.033")
     assert "would decide it" in text
@@ -65,7 +66,7 @@ def test_a_timing_claim_speaks_in_per_cent_and_rounds():
     timings = {"f": {"norm_ms": [1.0, 1.0, 1.01, 0.99, 1.0]},
                "s": {"norm_ms": [2.0, 2.0, 2.02, 1.98, 2.0]}}  # fmt: skip
     claim = Claim("t", "f is faster", "src", Timing("f", "s", 0.05), ("speed",))
-    v = claim.decide({}, {"plateau_h": 3.1, "timings": timings})
+    v = claim.decide({}, Context(plateau_h=3.1, timings=timings))
     text = words.sentence(claim, v, 3.1)
     assert v.status == "holds" and text.startswith("f saves +50.0% [") and "5 rounds" in text
 

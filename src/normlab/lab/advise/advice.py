@@ -17,7 +17,8 @@ from typing import Any
 from normlab.lab.advise.ranking import Quality, Ranking, Speed, Stability, rank
 from normlab.lab.advise.twin import AS_GOOD, BEATS, FASTER, STABLER, Twin, claim_name
 from normlab.lab.render import html_table, md_table
-from normlab.lab.study.claims import Estimate
+from normlab.lab.study.runner import StudyResult
+from normlab.lab.study.stats import Estimate
 
 # ("h", level offset, text) | ("p", text) | ("table", header, rows) | ("ul", items)
 Block = tuple
@@ -60,9 +61,10 @@ def _est(e: Estimate | None, pct: bool = False) -> str:
     return f"{f(e.effect)} [{f(e.lo)}, {f(e.hi)}], n={e.n}"
 
 
-def blocks(twin: Twin, preset, results, verdicts, meta: dict) -> list[Block]:
-    """The advice as blocks: the ranking (``ranking.rank``) written out."""
-    r = rank(twin, results, verdicts, meta)
+def blocks(twin: Twin, result: StudyResult) -> list[Block]:
+    """The advice on the twin's finished study as blocks: the ranking (``ranking.rank``) written
+    out."""
+    r = rank(twin, result)
     label = {"recipe": f"the recipe ({twin.recipe_label()})", **{a.arm: a.label for a in twin.alts}}
     return [
         *_lead(twin, r, label),

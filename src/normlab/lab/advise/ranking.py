@@ -12,7 +12,10 @@ import statistics
 from dataclasses import dataclass
 
 from normlab.lab.advise.twin import Twin, claim_name
-from normlab.lab.study.claims import HOLDS, MEASURES, Contrast, Estimate
+from normlab.lab.study.measures import MEASURES
+from normlab.lab.study.rules import Context, Contrast
+from normlab.lab.study.runner import StudyResult
+from normlab.lab.study.stats import HOLDS, Estimate
 
 _LOSS = MEASURES["final_val_loss"][1]
 NONE = "–"  # the status of a claim the study does not have
@@ -110,12 +113,12 @@ class Decided:
         return got[1].status if got else NONE
 
 
-def rank(twin: Twin, results, verdicts, meta: dict) -> Ranking:
-    decided = Decided(verdicts)
+def rank(twin: Twin, result: StudyResult) -> Ranking:
+    decided = Decided(result.verdicts)
     return Ranking(
-        quality(twin, results, decided),
-        stability(twin, results, decided),
-        speed(meta.get("timings") or {}, decided),
+        quality(twin, result.results, decided),
+        stability(twin, result.results, decided),
+        speed(result.meta.get("timings") or {}, decided),
     )
 
 
@@ -127,7 +130,7 @@ def mean_loss(results, arm: str) -> tuple[float | None, int]:
 def paired(results, a: str, b: str) -> Estimate:
     """loss(a) − loss(b) over the seeds both have, as the claims pair them."""
     c = Contrast(((1, a, "final_val_loss"), (-1, b, "final_val_loss")), "≠0", 0.0, 1)
-    return Estimate.of(c.values(results, {}))
+    return Estimate.of(c.values(results, Context()))
 
 
 def _lowest(means: dict[str, tuple[float | None, int]]) -> tuple[str | None, float | None]:

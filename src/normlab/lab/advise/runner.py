@@ -49,7 +49,8 @@ def plan(hf_config: str, scale: str) -> Plan:
     """``hf_config`` (a path, or the name of a shipped example) at the twin scale ``scale``."""
     from normlab.lab.advise import advice
     from normlab.lab.advise import hf_config as hf_reader
-    from normlab.lab.advise.twin import make_twin, spec_text
+    from normlab.lab.advise.twin import make_twin
+    from normlab.lab.advise.twin_spec import spec_text
 
     path = hf_config
     if not Path(path).exists() and path in shipped_configs():
@@ -125,7 +126,7 @@ def run_advise(p: Plan, options: StudyOptions, corpus) -> AdviseResult:
     twin_json = json.dumps(advice.twin_json(p.twin), indent=1, ensure_ascii=False)
     write_file(out / "twin.json", twin_json)
     result = run_study(study, options, corpus)
-    bl = advice.blocks(p.twin, study, result.results, result.verdicts, result.meta)
+    bl = advice.blocks(p.twin, result)
     write_file(out / "advice.md", advice.to_markdown(bl, top=1))
     lead_md, lead_html = advice.to_markdown(bl, top=2), advice.to_html(bl, top=2)
     write_reports(result, out, lead_md=lead_md, lead_html=lead_html)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from normlab.lab.advise.runner import SPEC_FILE, shipped_configs
-from normlab.lab.commands.study import (
+from normlab.lab.commands.options import (
     add_run_options,
     configured,
     interrupted,

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from normlab.lab.commands import NON_NEGATIVE_INT
+from normlab.lab.commands.options import add_set, add_spec
 
 # Sizes for a run without --preset: small LLaMA-style, seconds a step on a laptop CPU.
 _DEFAULT_SIZES = {"dim": 64, "n_layers": 4, "n_heads": 4}
@@ -102,7 +103,8 @@ def _add_field(group, f: dataclasses.Field, hint, default: Any, doc: str, choice
     group.add_argument(flag, **kw)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def _add_fields(parser: argparse.ArgumentParser) -> None:
+    """An option per field of ``TrainConfig`` and ``TransformerConfig``, in a group each."""
     from normlab.lab.train.trainer import DEVICES, PRECISIONS, SCHEDULES, TrainConfig
     from normlab.models import TransformerConfig
     from normlab.models import config as model_config
@@ -117,6 +119,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "device": DEVICES,
         "precision": PRECISIONS,
     }
+    for cls, title in ((TrainConfig, "training"), (TransformerConfig, "model")):
+        group = parser.add_argument_group(
+            f"{title} ({cls.__name__} fields; override --preset, --spec, --config)"
+        )
+        hints, docs = typing.get_type_hints(cls), _field_docs(cls)
+        for f in dataclasses.fields(cls):
+            if f.name in _NOT_OPTIONS:
+                continue
+            default = _DEFAULT_SIZES.get(f.name, f.default)
+            doc = docs.get(f.name, "") + (_DEVICE_NOTE if f.name == "device" else "")
+            _add_field(group, f, hints[f.name], default, doc, choices.get(f.name))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
         "Options given on the command line override the values of the --preset, --spec or "
         "--config run (the defaults shown apply without them). Several processes: torchrun "
@@ -126,9 +142,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run = parser.add_argument_group("run (how it is executed and recorded)")
     start = run.add_mutually_exclusive_group()
     start.add_argument("--preset", default=None, help="take the run config from this study preset")
-    start.add_argument(
-        "--spec", metavar="FILE", default=None, help="take the run config from this study spec"
-    )
+    add_spec(start, "take the run config from this study spec")
     start.add_argument(
         "--config",
         metavar="PATH",
@@ -153,13 +167,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --run: the study's seed block (normlab study --seed S): the run's seed is "
         "10000*S + I",
     )
-    run.add_argument(
-        "--set",
-        metavar="KEY=VALUE",
-        action="append",
-        default=[],
-        dest="overrides",
-        help="with --preset/--spec: override a value of the spec, as normlab study --set does "
+    add_set(
+        run,
+        "with --preset/--spec: override a value of the spec, as normlab study --set does "
         "(repeatable)",
     )
     run.add_argument(
@@ -180,17 +190,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--timeout", type=float, default=300.0, help="collective timeout, seconds")
 
-    for cls, title in ((TrainConfig, "training"), (TransformerConfig, "model")):
-        group = parser.add_argument_group(
-            f"{title} ({cls.__name__} fields; override --preset, --spec, --config)"
-        )
-        hints, docs = typing.get_type_hints(cls), _field_docs(cls)
-        for f in dataclasses.fields(cls):
-            if f.name in _NOT_OPTIONS:
-                continue
-            default = _DEFAULT_SIZES.get(f.name, f.default)
-            doc = docs.get(f.name, "") + (_DEVICE_NOTE if f.name == "device" else "")
-            _add_field(group, f, hints[f.name], default, doc, choices.get(f.name))
+    _add_fields(parser)
 
 
 def config_from_args(args: argparse.Namespace):
@@ -268,6 +268,7 @@ def _saved_config(path: str, run: str | None, seed_index: int):
     import json
 
     from normlab.lab.common import UsageError
+    from normlab.lab.study.store import find_run
     from normlab.lab.train.trainer import TrainConfig
 
     try:
@@ -284,18 +285,13 @@ def _saved_config(path: str, run: str | None, seed_index: int):
     if not docs:
         raise UsageError(f"--config {path}: the file is empty")
     if len(docs) > 1 or run is not None:  # a study's results: pick the run
-        index = seed_index
-        hits = [
-            d
-            for d in docs
-            if isinstance(d, dict) and d.get("name") == run and d.get("seed_index") == index
-        ]
-        if not hits:
+        hit = find_run(docs, run, seed_index)
+        if hit is None:
             raise UsageError(
-                f"--config {path}: no run {run!r} with seed index {index} in it "
+                f"--config {path}: no run {run!r} with seed index {seed_index} in it "
                 "(a study's results.jsonl: give --run NAME [--seed-index I])"
             )
-        docs = hits[-1:]
+        docs = [hit]
     (doc,) = docs
     doc = doc.get("result", doc) if isinstance(doc, dict) else doc
     doc = doc.get("config", doc) if isinstance(doc, dict) else doc

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from normlab.lab.study.claims import (
+from normlab.lab.study.stats import (
     EXPECT,
     FAILS,
     HOLDS,

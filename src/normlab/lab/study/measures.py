@@ -1,6 +1,6 @@
 """What a rule can measure on one run: ``MEASURES`` maps a name to its description and a function
 ``(RunResult dict, probed matrix) -> float | None`` (None: the run lacks it; a rule does not
-drop such a seed but bounds its value, see ``claims``).
+drop such a seed but bounds its value, see ``stats``).
 
 Losses score a diverged run as a uniform guess (ln V); the ``*_end`` measures read the probe
 taken at the latest step, after the last update when ``probe_steps`` includes it.

@@ -19,8 +19,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from normlab.lab.study.claims import AllOf, detectable
 from normlab.lab.study.design import Study
+from normlab.lab.study.stats import detectable
 
 
 def sd_upper(sd: float, k: int, confidence: float = 0.8) -> float:
@@ -53,10 +53,6 @@ class SeedPlan:
     current: int  # the seeds the spec asks for now
 
 
-def _parts(claim) -> list[tuple[str, Any]]:
-    return list(claim.rule.parts) if isinstance(claim.rule, AllOf) else [("", claim.rule)]
-
-
 def size_seeds(study: Study, pilot: dict[str, Any], cap: int = 16) -> list[SeedPlan]:
     """One plan per rule (claim or part) of ``study`` that the pilot's ``claims.json`` decided
     on at least two seeds; timing claims (decided on rounds, not seeds) are left out."""
@@ -67,7 +63,7 @@ def size_seeds(study: Study, pilot: dict[str, Any], cap: int = 16) -> list[SeedP
         if claim.timed or got is None:
             continue
         parts = {p.get("part", ""): p for p in got.get("parts") or [got]}
-        for label, rule in _parts(claim):
+        for label, rule in claim.rule.parts():
             values = (parts.get(label) or {}).get("values") or []
             if len(values) < 2 or not hasattr(rule, "delta"):
                 continue

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 from normlab.lab.render import figure, png
-from normlab.lab.study.claims import AllOf, Claim, Contrast, Verdict
+from normlab.lab.study.claims import Claim, Verdict
+from normlab.lab.study.stats import Results
 from normlab.lab.study.sweeps import sweep_name
-
-Results = Mapping[str, Mapping[int, dict]]
 
 
 def _literal(text: str) -> str:
@@ -79,7 +78,7 @@ def seeds(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | 
     """Each part's per-seed (or per-round) values as points, the mean with its interval, 0 and
     the ±δ band the decision uses."""
     parts = verdict.parts or ((claim.name, verdict),)
-    rules = claim.rule.parts if isinstance(claim.rule, AllOf) else ((claim.name, claim.rule),)
+    rules = claim.rule.parts()
     rows = [(name, v.estimate, rule) for (name, v), (_, rule) in zip(parts, rules, strict=True)]
     rows = [(n, e, r) for n, e, r in rows if e is not None and e.values]
     if not rows:
@@ -104,9 +103,7 @@ def seeds(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | 
 
 
 def _matrix(claim: Claim) -> str | None:
-    rules = [r for _, r in claim.rule.parts] if isinstance(claim.rule, AllOf) else [claim.rule]
-    rules = [getattr(r, "rule", r) for r in rules]  # a part with controls wraps its rule
-    return next((r.matrix for r in rules if isinstance(r, Contrast) and r.matrix), None)
+    return next((m for _, r in claim.rule.parts() if (m := getattr(r, "matrix", None))), None)
 
 
 def _profiles(results: Results, arm: str, key: str, step: str, matrix: str | None):

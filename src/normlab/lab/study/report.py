@@ -18,21 +18,21 @@ from typing import Any
 from normlab.lab import doc as d
 from normlab.lab.render import md_table, write_atomic
 from normlab.lab.study import words
-from normlab.lab.study.claims import (
+from normlab.lab.study.claims import Claim
+from normlab.lab.study.coverage import REPORT_LINK
+from normlab.lab.study.measures import MEASURES
+from normlab.lab.study.rules import H_TEXT
+from normlab.lab.study.stats import (
     BOUND_TEXT,
     EXPECT,
     FAILS,
-    H_TEXT,
     HOLDS,
     LEVEL,
     POWER,
     UNSURE,
     UNTESTABLE,
-    Claim,
     Verdict,
 )
-from normlab.lab.study.coverage import REPORT_LINK
-from normlab.lab.study.measures import MEASURES
 
 _COLORS = {HOLDS: "#1a7f37", FAILS: "#cf222e", UNSURE: "#9a6700", UNTESTABLE: "#57606a"}
 HOW = "how-verdicts-are-decided"  # the anchor of the section every claim links to

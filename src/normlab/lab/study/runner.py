@@ -24,8 +24,8 @@ from normlab.lab.common import UsageError, importable
 from normlab.lab.io import set_aside, write_file
 from normlab.lab.study.claims import Claim, Verdict, decide_all
 from normlab.lab.study.design import SEED_STRIDE, Run, Study
+from normlab.lab.study.stats import Results
 
-Grouped = dict[str, dict[int, dict]]  # arm -> seed index -> result
 TIMING_ROUNDS = 21  # ABBA rounds (timing.py): cheap, and what the timing interval is over
 
 
@@ -74,7 +74,7 @@ class StudyResult:
     """A finished study: its results, verdicts, what ``study.json`` holds, the runs that raised."""
 
     study: Study
-    results: Grouped
+    results: Results
     verdicts: list[tuple[Claim, Verdict]]
     meta: dict[str, Any]
     failed: list[str] = field(default_factory=list)
@@ -256,7 +256,7 @@ def train_runs(study: Study, corpus, options: StudyOptions, threads: int, execut
     ``arm -> {seed index: result}``, the labels of runs that raised, and how many results were
     reused from an earlier invocation."""
     from normlab.lab.study.executors import Job, steps_taken
-    from normlab.lab.study.store import ResultStore, run_key
+    from normlab.lab.study.store import ResultStore, RunRecord, run_key
 
     store = _open_store(ResultStore(options.out / "results.jsonl"), options)
     done = store.load()
@@ -273,17 +273,10 @@ def train_runs(study: Study, corpus, options: StudyOptions, threads: int, execut
             failed.append(run.label)
             bar.write(f"run {run.label} raised: {err}")
         else:
-            rec = {
-                "key": keys[run.label],
-                "name": run.arm,
-                "seed_index": run.index,
-                "seed": run.config.seed,
-                "preset": study.name,
-                "corpus_sha256": corpus.sha256,
-                "result": result,
-            }
-            store.append(rec)
-            done[keys[run.label]] = rec
+            key, seed = keys[run.label], run.config.seed
+            rec = RunRecord(key, run.arm, run.index, seed, study.name, corpus.sha256, result)
+            store.append(rec.to_dict())
+            done[key] = rec.to_dict()
         bar.run_done(max(1, run.config.steps) - steps_taken(result))  # a diverged run stops early
 
     tb = None if options.tensorboard is None else str(Path(options.tensorboard).resolve())
@@ -291,7 +284,7 @@ def train_runs(study: Study, corpus, options: StudyOptions, threads: int, execut
     job = Job(options.data, corpus.sha256, per_worker, cuda=cuda, tensorboard=tb)
     executor.run(todo, job, corpus, on_step=bar.step, on_done=finish)
     bar.close()
-    results: Grouped = {}
+    results: dict = {}
     for r in runs:
         if keys[r.label] in done:
             results.setdefault(r.arm, {})[r.index] = done[keys[r.label]]["result"]

@@ -25,36 +25,18 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import fnmatch
 import itertools
-import json
-import math
 import re
 import sys
-import types
 import typing
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.common import UsageError
-from normlab.lab.limits import MAX_ARMS, MAX_SEEDS, NAME_MAX, format_name, grid_size
-from normlab.lab.study.claims import (
-    EXPECT,
-    TIMINGS,
-    AllOf,
-    AnyOf,
-    Claim,
-    Contrast,
-    Controlled,
-    Timing,
-    control,
-    fails,
-    trains,
-)
+from normlab.lab.limits import MAX_ARMS, format_name, grid_size
+from normlab.lab.study.claims import Claim
 from normlab.lab.study.design import Arm, Study
-from normlab.lab.study.measures import MEASURES
-from normlab.lab.study.sweeps import LRSensitivity
+from normlab.lab.study.spec_claims import ClaimLoader, SpecError, _at, _coerce, _Expected, _show
 from normlab.lab.train.data import VOCAB_SIZE
 from normlab.lab.train.trainer import TrainConfig
 from normlab.models import TransformerConfig
@@ -81,28 +63,6 @@ MODEL_FIELDS = tuple(
 _REQUIRED_MODEL = ("dim", "n_layers", "n_heads")
 # The arm names a grid is built from draw on both, so no name may mean two fields.
 assert not set(TRAIN_FIELDS) & set(MODEL_FIELDS)
-
-# ASCII spellings of the two decisions whose symbols are not on a keyboard.
-EXPECT_ALIASES = {"!=0": "≠0", "~0": "≈0"}
-
-# rule -> (required parameters, optional parameters)
-RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "contrast": (("terms", "expect", "delta", "seeds"), ("const", "const_h", "matrix")),
-    "all_of": (("parts",), ("seeds", "expect", "delta", "matrix", "margin")),
-    "any_of": (("parts",), ("seeds", "expect", "delta", "matrix", "margin")),
-    "fails": (("arm", "seeds"), ("margin",)),
-    "trains": (("arm", "seeds"), ("margin",)),
-    "timing": (("fast", "slow", "delta"), ("what",)),
-    "lr_sensitivity": (("stable", "unstable", "delta", "seeds"), ("expect",)),
-}
-_CLAIM_KEYS = ("name", "statement", "source", "plots", "rule", "controls")
-_CONTROL_KEYS = ("arm", "any", "expect", "margin")
-_CONTROL_EXAMPLE = '[{arm = "pre-L24", expect = "trains"}]'
-_CLAIM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # it names the report's plot files
-
-
-class SpecError(UsageError, ValueError):
-    """A study spec that cannot run; the message is ``FILE: key.path: what was expected``."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -225,135 +185,24 @@ def apply_overrides(doc: dict, overrides: typing.Sequence[str], source: str) -> 
 # value checks
 
 
-def _at(path: str, key: str | int) -> str:
-    if isinstance(key, int):
-        return f"{path}[{key}]"
-    return f"{path}.{key}" if path else key
-
-
-def _show(v: Any) -> str:
-    """A value as it is written in TOML, for messages."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str):  # escaped: a message is one line, whatever the value holds
-        return json.dumps(v, ensure_ascii=False)
-    if isinstance(v, dict):
-        return "a table"
-    if isinstance(v, list):
-        return "[" + ", ".join(_show(x) for x in v) + "]"
-    return repr(v)
-
-
-class _Expected(Exception):
-    """A value of the wrong type; the message says what was expected."""
-
-
 _HINTS = {cls: typing.get_type_hints(cls) for cls in (TrainConfig, TransformerConfig)}
-
-
-def _coerce(hint: Any, v: Any) -> Any:
-    """``v`` (as TOML read it) as a value of the field type ``hint``, or ``_Expected``."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):  # X | None: TOML has no null, so X
-        (inner,) = (a for a in args if a is not type(None))
-        return _coerce(inner, v)
-    if origin is tuple:
-        if args[-1] is Ellipsis:
-            if not isinstance(v, list):
-                raise _Expected(f"a list of {_name(args[0])}s")
-            return tuple(_coerce(args[0], x) for x in v)
-        if not isinstance(v, list) or len(v) != len(args):
-            raise _Expected(f"a list of {len(args)} {_name(args[0])}s")
-        return tuple(_coerce(a, x) for a, x in zip(args, v, strict=True))
-    if hint is bool:
-        if not isinstance(v, bool):
-            raise _Expected("true or false")
-        return v
-    if hint is int:
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise _Expected("an int")
-        return v
-    if hint is float:
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-            raise _Expected("a number")
-        return float(v)  # 1 and 1.0 must give the same config, and the same run key
-    if hint is str:
-        if not isinstance(v, str):
-            raise _Expected("a string")
-        return v
-    raise TypeError(f"no TOML form for the field type {hint!r}")
-
-
-def _name(hint: Any) -> str:
-    return {int: "int", float: "number", str: "string", bool: "bool"}.get(hint, str(hint))
 
 
 # --------------------------------------------------------------------------------------------
 # the loader
 
 
-class _Loader:
-    def __init__(self, source: str):
-        self.source = source
-
-    def fail(self, path: str, msg: str) -> typing.NoReturn:
-        raise SpecError(f"{self.source}: {path}: {msg}" if path else f"{self.source}: {msg}")
-
-    # ---- shapes
-
-    def table(self, v: Any, path: str) -> dict:
-        if not isinstance(v, dict):
-            self.fail(path, f"expected a table, got {_show(v)}")
-        return v
-
-    def tables(self, v: Any, path: str, toml: str) -> list[dict]:
-        if not isinstance(v, list) or not v:
-            self.fail(path, f"expected one or more {toml} tables")
-        return [self.table(x, _at(path, i)) for i, x in enumerate(v)]
-
-    def keys(self, d: dict, path: str, allowed, required=(), *, config: bool = False) -> None:
-        """``d`` has only ``allowed`` keys and every ``required`` one; ``config``: ``d`` holds a
-        config's fields, so a field of the wrong table, or one the study sets, is named so."""
-        for k in d:
-            if config and k in _NOT_SETTABLE:
-                self.fail(_at(path, k), f"cannot be set in a spec: {_NOT_SETTABLE[k]}")
-            if config and k not in allowed and k in MODEL_FIELDS:
-                self.fail(
-                    _at(path, k),
-                    f"a model field: set it in the model table ({k} under {_at(path, 'model')})",
-                )
-            if config and k not in allowed and k in TRAIN_FIELDS:
-                self.fail(
-                    _at(path, k), "a training field: set it beside the model table, not in it"
-                )
-            if k not in allowed:
-                close = difflib.get_close_matches(k, list(allowed), n=1)
-                hint = f"did you mean {close[0]!r}?" if close else "expected one of: "
-                self.fail(_at(path, k), f"unknown key; {hint}" + ", ".join(allowed) * (not close))
-        for k in required:
-            if k not in d:
-                self.fail(_at(path, k), "missing (required)")
-
-    def string(self, v: Any, path: str) -> str:
-        if not isinstance(v, str) or not v:
-            self.fail(path, f"expected a non-empty string, got {_show(v)}")
-        return v
-
-    def number(self, v: Any, path: str, *, low: float | None = None) -> float:
-        try:
-            x = _coerce(float, v)
-        except _Expected as e:
-            self.fail(path, f"expected {e}, got {_show(v)}")
-        if low is not None and x < low:
-            self.fail(path, f"expected a number >= {low:g}, got {_show(v)}")
-        return x
-
-    def count(self, v: Any, path: str, high: int = MAX_SEEDS) -> int:
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            self.fail(path, f"expected an int >= 1, got {_show(v)}")
-        if v > high:
-            self.fail(path, f"{v:,} is more than the {high:,} the lab allows")
-        return v
+class _Loader(ClaimLoader):
+    def misplaced(self, k: str, path: str, allowed) -> None:
+        if k in _NOT_SETTABLE:
+            self.fail(_at(path, k), f"cannot be set in a spec: {_NOT_SETTABLE[k]}")
+        if k not in allowed and k in MODEL_FIELDS:
+            self.fail(
+                _at(path, k),
+                f"a model field: set it in the model table ({k} under {_at(path, 'model')})",
+            )
+        if k not in allowed and k in TRAIN_FIELDS:
+            self.fail(_at(path, k), "a training field: set it beside the model table, not in it")
 
     # ---- the study
 
@@ -494,201 +343,3 @@ class _Loader:
             return format_name(pattern, fields)
         except ValueError as e:
             self.fail(path, str(e))
-
-    # ---- claims
-
-    def claim(self, d: dict, path: str, arms: list[str]) -> Claim:
-        kind = self.rule_kind(d, path)
-        req, opt = RULES[kind]
-        self.keys(d, path, (*_CLAIM_KEYS, *req, *opt), required=("name", "statement"))
-        name = self.string(d["name"], _at(path, "name"))
-        if not _CLAIM_NAME.fullmatch(name) or len(name) > NAME_MAX:
-            self.fail(
-                _at(path, "name"),
-                f"expected letters, digits, '.', '_' or '-', at most {NAME_MAX} (it names "
-                f"the report's plot files), got {_show(name)}",
-            )
-        statement = self.string(d["statement"], _at(path, "statement"))
-        source = d.get("source", "")
-        if not isinstance(source, str):
-            self.fail(_at(path, "source"), f"expected a string, got {_show(source)}")
-        kw = {}
-        if "plots" in d:
-            kw["plots"] = self.plots(d["plots"], _at(path, "plots"))
-        rule = self.rule(kind, d, path, arms, {})
-        if "controls" in d:
-            kw["controls"] = self.controls(d["controls"], _at(path, "controls"), arms, rule.seeds)
-        return Claim(name, statement, source, rule, **kw)
-
-    def controls(self, v: Any, path: str, arms: list[str], seeds: int) -> tuple:
-        """A claim's or a part's controls: each an arm name (it must train) or a table
-        ``{arm, expect = "trains" | "fails", margin}``, or ``{any = [arms or globs], ...}``: one
-        of those arms must, or ``{label, rule = "contrast", ...}``: a measured condition;
-        decided on the claim's seeds."""
-        if not isinstance(v, list) or not v:
-            self.fail(path, f"expected a list of controls, e.g. {_CONTROL_EXAMPLE}, got {_show(v)}")
-        out = []
-        for i, c in enumerate(v):
-            cpath = _at(path, i)
-            if isinstance(c, str):
-                c = {"arm": c}
-            if not isinstance(c, dict):
-                self.fail(cpath, f"expected an arm name or a table like {_CONTROL_EXAMPLE[1:-1]}")
-            if "rule" in c:  # a measured condition, e.g. "the decayed gains moved"
-                out.append(self.rule_control(c, cpath, arms, seeds))
-                continue
-            self.keys(c, cpath, _CONTROL_KEYS)
-            if ("arm" in c) == ("any" in c):
-                self.fail(cpath, 'expected one of "arm" (an arm) or "any" (a list of arms)')
-            if "arm" in c:
-                arm = self.arm(c["arm"], _at(cpath, "arm"), arms)
-            else:
-                arm = self.sweep(c["any"], _at(cpath, "any"), arms)
-            expect = c.get("expect", "trains")
-            if expect not in ("trains", "fails"):
-                self.fail(
-                    _at(cpath, "expect"), f'expected "trains" or "fails", got {_show(expect)}'
-                )
-            margin = self.number(c["margin"], _at(cpath, "margin")) if "margin" in c else None
-            label, rule = control(arm, expect, seeds=seeds, margin=margin)
-            if label in (x for x, _ in out):
-                self.fail(cpath, f"control {label!r} appears twice")
-            out.append((label, rule))
-        return tuple(out)
-
-    def rule_control(self, c: dict, path: str, arms: list[str], seeds: int) -> tuple[str, Any]:
-        """A control stated as a contrast with a label: what the setting must show for the
-        claim to be testable there (e.g. that a change moved what it acts on)."""
-        kind = self.rule_kind(c, path)
-        if kind != "contrast":
-            self.fail(_at(path, "rule"), f'a control\'s rule is "contrast", got {_show(kind)}')
-        req, opt = RULES[kind]
-        self.keys(c, path, ("label", "rule", *req, *opt), required=("label",))
-        label = self.string(c["label"], _at(path, "label"))
-        return label, self.rule(kind, c, path, arms, {"seeds": (seeds, path)})
-
-    def plots(self, v: Any, path: str) -> tuple[str, ...]:
-        from normlab.lab.study.plots import PLOTS
-
-        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-            self.fail(path, f"expected a list of plot names, got {_show(v)}")
-        for i, x in enumerate(v):
-            if x not in PLOTS:
-                self.fail(_at(path, i), f"unknown plot {x!r}; expected one of: {', '.join(PLOTS)}")
-        return tuple(v)
-
-    def rule_kind(self, d: dict, path: str) -> str:
-        if "rule" not in d:
-            self.fail(_at(path, "rule"), f"missing (required: one of {', '.join(RULES)})")
-        kind = d["rule"]
-        if not isinstance(kind, str) or kind not in RULES:
-            known = ", ".join(RULES)
-            self.fail(_at(path, "rule"), f"unknown rule {_show(kind)}; expected one of: {known}")
-        return kind
-
-    def rule(self, kind: str, d: dict, path: str, arms: list[str], inherited: dict):
-        """The rule ``kind`` from ``d``'s parameters, or from ``inherited`` (an all_of claim's
-        parameters, for its parts) where ``d`` does not set them."""
-        req, opt = RULES[kind]
-        own = {k: (v, _at(path, k)) for k, v in d.items() if k in (*req, *opt)}
-        params = {**{k: x for k, x in inherited.items() if k in (*req, *opt)}, **own}
-        for k in req:
-            if k not in params:
-                self.fail(_at(path, k), "missing (required by the rule " + f"{kind!r})")
-        get = {k: self.param(k, v, p, arms) for k, (v, p) in params.items() if k != "parts"}
-        try:
-            if kind == "contrast":
-                return Contrast(**get)
-            if kind in ("fails", "trains"):
-                return (fails if kind == "fails" else trains)(get.pop("arm"), **get)
-            if kind == "timing":
-                return Timing(**get)
-            if kind == "lr_sensitivity":
-                return LRSensitivity(**get)
-        except (ValueError, TypeError) as e:
-            self.fail(path, str(e))
-        parts_path = _at(path, "parts")
-        parts, labels = [], set()
-        for i, part in enumerate(self.tables(params["parts"][0], parts_path, "[[claims.parts]]")):
-            ppath = _at(parts_path, i)
-            pkind = self.rule_kind(part, ppath)
-            if pkind in ("all_of", "any_of"):
-                self.fail(_at(ppath, "rule"), f"a part cannot itself be {pkind}")
-            allowed = ("label", "rule", "controls", *RULES[pkind][0], *RULES[pkind][1])
-            self.keys(part, ppath, allowed, required=("label",))
-            label = self.string(part["label"], _at(ppath, "label"))
-            if label in labels:
-                self.fail(_at(ppath, "label"), f"label {label!r} appears twice")
-            labels.add(label)
-            shared = {k: x for k, x in params.items() if k != "parts"}
-            rule = self.rule(pkind, part, ppath, arms, shared)
-            if "controls" in part:
-                cpath = _at(ppath, "controls")
-                rule = Controlled(rule, self.controls(part["controls"], cpath, arms, rule.seeds))
-            parts.append((label, rule))
-        return (AnyOf if kind == "any_of" else AllOf)(tuple(parts))
-
-    def param(self, key: str, v: Any, path: str, arms: list[str]) -> Any:
-        """One rule parameter, checked."""
-        if key == "seeds":
-            return self.count(v, path)
-        if key == "delta":
-            return self.number(v, path, low=0)
-        if key in ("const", "const_h", "margin"):
-            return self.number(v, path)
-        if key == "expect":
-            e = EXPECT_ALIASES.get(v, v) if isinstance(v, str) else v
-            if not isinstance(e, str) or e not in EXPECT:
-                self.fail(
-                    path,
-                    f"expected one of {', '.join(map(_show, EXPECT))} (or "
-                    f'"!=0", "~0"), got {_show(v)}',
-                )
-            return e
-        if key == "matrix":
-            return self.string(v, path)
-        if key == "what":
-            if not isinstance(v, str) or v not in TIMINGS:
-                self.fail(path, f"expected one of: {', '.join(TIMINGS)}; got {_show(v)}")
-            return v
-        if key in ("arm", "fast", "slow"):
-            return self.arm(v, path, arms)
-        if key in ("stable", "unstable"):  # a sweep: arm names or glob patterns, in LR order
-            return self.sweep(v, path, arms)
-        if key == "terms":
-            if not isinstance(v, list) or not v:
-                self.fail(path, "expected a list of [coef, arm, measure] terms, got " + _show(v))
-            return tuple(self.term(t, _at(path, i), arms) for i, t in enumerate(v))
-        raise AssertionError(key)
-
-    def sweep(self, v: Any, path: str, arms: list[str]) -> tuple[str, ...]:
-        if isinstance(v, str):
-            v = [v]
-        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-            self.fail(path, f"expected arm names or glob patterns, got {_show(v)}")
-        out: list[str] = []
-        for i, pattern in enumerate(v):
-            hits = [a for a in arms if fnmatch.fnmatchcase(a, pattern)]
-            if not hits:
-                self.arm(pattern, _at(path, i), arms)  # fails, with the near-miss hint
-            out += [a for a in hits if a not in out]
-        if len(out) < 2:
-            self.fail(path, f"a sweep (or an 'any' control) needs at least two arms, got {out}")
-        return tuple(out)
-
-    def arm(self, v: Any, path: str, arms: list[str]) -> str:
-        if not isinstance(v, str) or v not in arms:
-            close = difflib.get_close_matches(str(v), arms, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"arms: {', '.join(arms)}"
-            self.fail(path, f"{_show(v)} is not an arm of this study; {hint}")
-        return v
-
-    def term(self, t: Any, path: str, arms: list[str]) -> tuple[float, str, str]:
-        if not isinstance(t, list) or len(t) != 3:
-            self.fail(path, f"expected a term [coef, arm, measure], got {_show(t)}")
-        coef = self.number(t[0], _at(path, 0))
-        arm = self.arm(t[1], _at(path, 1), arms)
-        if not isinstance(t[2], str) or t[2] not in MEASURES:
-            known = ", ".join(MEASURES)
-            self.fail(_at(path, 2), f"unknown measure {_show(t[2])}; expected one of: {known}")
-        return coef, arm, t[2]

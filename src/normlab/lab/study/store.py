@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,32 @@ def run_key(cfg: TrainConfig, corpus_sha256: str) -> str:
             del d[k]
     blob = json.dumps({"config": d, "corpus": corpus_sha256}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A line of ``results.jsonl``: one finished run of a study (``normlab train --config``
+    reads it back)."""
+
+    key: str  # run_key(config, corpus)
+    name: str  # the arm
+    seed_index: int
+    seed: int
+    preset: str  # the study's name
+    corpus_sha256: str
+    result: dict[str, Any]  # RunResult.to_dict()
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def find_run(records: Iterable[Any], name: str | None, seed_index: int) -> dict | None:
+    """The last record (a ``RunRecord.to_dict()``) of arm ``name`` under seed ``seed_index``."""
+    want = (name, seed_index)
+    hits = [
+        r for r in records if isinstance(r, dict) and (r.get("name"), r.get("seed_index")) == want
+    ]
+    return hits[-1] if hits else None
 
 
 class ResultStore:

@@ -2,9 +2,9 @@
 matter, and for an undecided claim why and what would decide it), its rule in plain words, and
 its scope, short.
 
-Rules are read through their attributes (``terms``, ``expect``, ``delta``, ``fast``/``slow``,
-``stable``/``unstable``); :func:`compound` is the one place that asks whether a rule is made
-of parts, and of which kind.
+Rules are read through the ``Rule`` protocol (``parts()``, ``describe()``) and their attributes
+(``terms``, ``expect``, ``delta``, ``fast``/``slow``, ``stable``/``unstable``); :func:`compound`
+is the one place that asks whether a rule is made of parts.
 """
 
 from __future__ import annotations
@@ -12,17 +12,19 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from normlab.lab.study.claims import EXPECT, FAILS, HOLDS, LEVEL, TIMINGS, UNSURE, UNTESTABLE
 from normlab.lab.study.measures import MEASURES
+from normlab.lab.study.rules import TIMINGS
+from normlab.lab.study.stats import EXPECT, FAILS, HOLDS, LEVEL, UNSURE, UNTESTABLE
 
 
 def compound(rule) -> tuple[tuple[tuple[str, Any], ...], bool] | None:
-    """``(parts, any_of)`` of a compound rule: its ``(label, rule)`` parts, and whether one part
-    holding suffices (``any_of``; else every part must: ``all_of``). None for a simple rule."""
-    parts = getattr(rule, "parts", None)
-    if not (isinstance(parts, tuple) and hasattr(rule, "combine")):
+    """``(parts, any_of)`` of a compound rule: its ``(label, rule)`` parts (``Rule.parts()``),
+    and whether one part holding suffices (``any_of``: Holm corrects the decision "holds"; else
+    every part must). None for a rule of one part (itself)."""
+    parts = rule.parts()
+    if len(parts) == 1 and parts[0][1] is rule:
         return None
-    return tuple(parts), getattr(rule, "TARGET", FAILS) == HOLDS
+    return parts, getattr(rule, "TARGET", FAILS) == HOLDS
 
 
 def rules_of(rule) -> list[tuple[str, Any]]:
@@ -231,7 +233,8 @@ def _measures(rule) -> list[str]:
             "S: the LR sensitivity of a sweep, the mean over its learning rates of min(final "
             "val loss, ℓ0) − the sweep's best final val loss (ℓ0: the loss at init)"
         ]
-    return [f"{m}: {MEASURES[m][0]}" for m in dict.fromkeys(t[2] for t in rule.terms)]
+    terms = getattr(rule, "terms", ())  # a rule kind of the user's own: its describe() says
+    return [f"{m}: {MEASURES[m][0]}" for m in dict.fromkeys(t[2] for t in terms)]
 
 
 def rule_words(claim) -> tuple[list[str], str]:

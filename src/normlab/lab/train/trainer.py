@@ -21,14 +21,12 @@ import torch
 from torch import Tensor, nn
 
 from normlab.lab.train.data import Corpus, RandomBatches, fixed_batches, validation_set
+from normlab.lab.train.device import DEVICES, PRECISIONS, autocast, concrete_device, device_name
 from normlab.lab.train.norm_timer import NormTimer
 from normlab.models import Probes, Transformer, TransformerConfig, param_groups
 from normlab.models.config import check_known_fields
 
 SCHEDULES = ("constant", "cosine")
-DEVICES = ("auto", "cpu", "cuda")
-PRECISIONS = ("fp32", "bf16", "fp16")
-_AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass
@@ -65,10 +63,10 @@ class TrainConfig:
     eval_train_mode: bool = False
     """Also validate in train() mode (batch statistics): BatchNorm's train/eval gap."""
     probe_steps: tuple[int, ...] = (0,)
+    """Steps (0 = at init, ``steps`` = after the last update) at which the model probes run."""
     probe_batches: int = 1
     """Each probe is the mean over this many validation batches: one batch's gradient profile
     is noisy, and at-init claims read little else."""
-    """Steps (0 = at init, ``steps`` = after the last update) at which the model probes run."""
     diverge_factor: float = 2.0
     """Divergence rule: loss or gradient norm not finite, or training loss above
     diverge_factor * ln(vocab_size) (i.e. twice the loss of a uniform guess)."""
@@ -78,6 +76,7 @@ class TrainConfig:
     ``stall_margin`` stops there, status "ok", ``stopped_step`` set: an arm still on the
     plateau spends no more of a study's budget."""
     stall_margin: float = 0.15
+    """The stall rule's margin below the unigram entropy, in nats per byte (see stall_step)."""
     threads: int = 0
     """torch intra-op threads for this run; 0 = leave torch's setting alone."""
     device: str = "auto"
@@ -283,9 +282,7 @@ class Trainer:
         res = RunResult(config=cfg.to_dict())
         cols = ("step", "loss", "grad_norm", "lr", "tokens_per_s", "step_ms", "fwd_ms", "norm_ms")
         res.history = {c: [] for c in cols}
-        limit = cfg.diverge_factor * math.log(cfg.model.vocab_size)
         params = [p for p in model.parameters() if p.requires_grad]
-        max_norm = float("inf") if cfg.grad_clip is None else cfg.grad_clip
         timer = NormTimer(raw)
         start = self.resume(res)
 
@@ -302,22 +299,8 @@ class Trainer:
                 g["lr"] = lr
             timed = step % cfg.norm_time_every == 0
             t0 = time.perf_counter()
-            with timer if timed else contextlib.nullcontext(), self.autocast():
-                logits = model(x)
-                loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
-            t1 = time.perf_counter()
-            scaler.scale(loss).backward()
-            scaler.unscale_(opt)  # a no-op unless fp16: the clip and the rule see true gradients
-            gnorm = float(torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True))
-            loss_v = self.all_reduce_mean(float(loss.detach()))
-            # fp16: an overflowed gradient is the scaler's to handle (it skips the step).
-            bad_grad = not math.isfinite(gnorm) and not scaler.is_enabled()
-            if self.any_rank(not math.isfinite(loss_v) or bad_grad or loss_v > limit):
-                res.status, res.diverged_step = "diverged", step
-                res.reason = (
-                    f"loss {loss_v:.4g}, gradient norm {gnorm:.4g} at step {step} "
-                    f"(rule: not finite, or loss > {cfg.diverge_factor:g} * ln V = {limit:.3f})"
-                )
+            loss_v, gnorm, t1 = self.train_step(x, y, opt, scaler, params, timer if timed else None)
+            if self._diverged(res, step, loss_v, gnorm, scaler):
                 break
             scaler.step(opt)
             scaler.update()
@@ -352,6 +335,33 @@ class Trainer:
         # CPU seconds of this process (all its threads): what a run costs on a busy machine.
         res.summary["cpu_s"] = time.process_time() - cpu_start
         return res
+
+    def train_step(self, x, y, opt, scaler, params, timer: NormTimer | None):
+        """Forward (the norms timed by ``timer``) and backward, the gradients unscaled and
+        clipped: (the ranks' mean loss, the gradient norm, the forward's end time)."""
+        with timer or contextlib.nullcontext(), self.autocast():
+            logits = self.model(x)  # (B, T, V)
+            loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+        t1 = time.perf_counter()
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)  # a no-op unless fp16: the clip and the rule see true gradients
+        max_norm = float("inf") if self.cfg.grad_clip is None else self.cfg.grad_clip
+        gnorm = float(torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True))
+        return self.all_reduce_mean(float(loss.detach())), gnorm, t1
+
+    def _diverged(self, res: RunResult, step: int, loss: float, gnorm: float, scaler) -> bool:
+        """The divergence rule on a step, before the optimizer applies it; says why in ``res``."""
+        limit = self.cfg.diverge_factor * math.log(self.cfg.model.vocab_size)
+        # fp16: an overflowed gradient is the scaler's to handle (it skips the step).
+        bad_grad = not math.isfinite(gnorm) and not scaler.is_enabled()
+        if not self.any_rank(not math.isfinite(loss) or bad_grad or loss > limit):
+            return False
+        res.status, res.diverged_step = "diverged", step
+        res.reason = (
+            f"loss {loss:.4g}, gradient norm {gnorm:.4g} at step {step} "
+            f"(rule: not finite, or loss > {self.cfg.diverge_factor:g} * ln V = {limit:.3f})"
+        )
+        return True
 
     def _stalled(self, res: RunResult) -> bool:
         """The stall rule at ``stall_step``; says why in ``res.reason`` when it stops the run."""
@@ -430,27 +440,6 @@ class Trainer:
             "precision": self.cfg.precision,
             "wall_s": wall_s,
         }
-
-
-def concrete_device(name: str) -> str:
-    """``"cpu"`` or ``"cuda"``: ``"auto"`` is CUDA when available, else the CPU."""
-    if name not in DEVICES:
-        raise ValueError(f"device must be one of {DEVICES}, got {name!r}")
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return name
-
-
-def device_name(device: torch.device) -> str:
-    """What the run trained on, for the record: the GPU's name, or ``cpu``."""
-    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-
-
-def autocast(device_type: str, precision: str):
-    """``torch.autocast`` for bf16/fp16 on ``device_type``; fp32: nothing."""
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    return torch.autocast(device_type, dtype=_AUTOCAST[precision])
 
 
 def adamw(params, cfg: TrainConfig) -> torch.optim.AdamW:

@@ -1,0 +1,243 @@
+"""The twin's study as a spec file (TOML, docs/spec.md) that ``normlab study --spec`` reruns: the
+recipe as the base, an arm per alternative, and the quality, speed and stability claims, with
+comments that say what each section tests."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from normlab.lab.advise import toml_writer
+from normlab.lab.advise.twin import (
+    AS_GOOD,
+    BEATS,
+    FASTER,
+    LOSS,
+    STABLER,
+    Scale,
+    Twin,
+    claim_name,
+)
+
+
+@dataclass
+class SpecDoc:
+    """A spec as data: the TOML document and the comments its reader gets (by key path, as
+    ``toml_writer.dumps`` takes them)."""
+
+    doc: dict[str, Any]
+    header: str = ""
+    comments: dict[tuple, str] = dataclasses.field(default_factory=dict)
+
+    def claim(self, data: dict[str, Any], comment: str = "") -> None:
+        """Add a claim; ``comment`` goes above it (a section's first claim says what follows)."""
+        claims = self.doc.setdefault("claims", [])
+        if comment:
+            self.comments[("claims", len(claims))] = comment
+        claims.append(data)
+
+    def arm(self, data: dict[str, Any], comment: str = "") -> None:
+        arms = self.doc.setdefault("arms", [])
+        if comment:
+            self.comments[("arms", len(arms))] = comment
+        arms.append(data)
+
+    def text(self) -> str:
+        return toml_writer.dumps(self.doc, header=self.header, comments=self.comments)
+
+
+def spec_text(twin: Twin, command: str) -> str:
+    """The study spec of ``twin`` (TOML, docs/spec.md); ``command`` made it."""
+    return spec_doc(twin, command).text()
+
+
+def spec_doc(twin: Twin, command: str) -> SpecDoc:
+    """The study spec of ``twin`` as data: its base (the recipe), arms and claims."""
+    hf, s = twin.hf, twin.scale
+    spec = SpecDoc(
+        {
+            "name": "advise-" + hf.model_type,
+            "description": f"{twin.name} vs its alternatives, twin at {s.name} scale",
+        },
+        header=(
+            f"{command}\n"
+            f"{twin.name}: the model's recipe against the alternatives, on a scaled-down twin\n"
+            f"({s.name}: {s.about}).\n"
+            "A study spec (docs/spec.md): edit it and rerun it with normlab study --spec FILE.\n"
+            "The comments say where each value came from."
+        ),
+    )
+    _base(spec, twin)
+    _arms(spec, twin)
+    _quality_claims(spec, twin)
+    _speed_claims(spec, twin)
+    _stability_claims(spec, twin)
+    return spec
+
+
+def _base(spec: SpecDoc, twin: Twin) -> None:
+    """[base]: the recipe's training fields and, under [base.model], its model fields, each
+    with where it came from."""
+    base: dict[str, Any] = {k: v for k, (v, _) in twin.train.items()}
+    spec.comments |= {("base", k): why for k, (_, why) in twin.train.items()}
+    # vocab_size is the data's and cannot be set in a spec; the lab's defaults need no line.
+    model = {k: vs for k, vs in twin.fields.items() if k != "vocab_size"}
+    model = {k: (v, why) for k, (v, why) in model.items() if why != "the lab's default"}
+    base["model"] = {k: v for k, (v, _) in model.items()}
+    spec.comments |= {("base", "model", k): why for k, (_, why) in model.items()}
+    spec.comments[("base",)] = (
+        "The model's recipe, scaled down: training fields here, model fields under [base.model]."
+    )
+    spec.doc["base"] = base
+
+
+def _arms(spec: SpecDoc, twin: Twin) -> None:
+    """The recipe, each alternative (the placements as one axis), and the learning-rate
+    sweeps of those that decide stability."""
+    s = twin.scale
+    spec.arm({"name": "recipe"}, "The recipe itself, then one change at a time.")
+    placements = [a for a in twin.alts if a.kind == "placement"]
+    for a in twin.alts:
+        if a.kind != "placement":
+            spec.arm({"name": a.arm, "model": a.model})
+    spec.arm({"name": "{placement}", "axes": {"placement": [a.arm for a in placements]}})
+    others = _other_lrs(s)
+    if not others:
+        return
+    spec.arm(
+        {"name": "recipe-lr{lr:g}", "axes": {"lr": others}},
+        "Learning-rate sweeps (stability): the arms above are their points at the "
+        f"recipe's lr {s.lr:g}.",
+    )
+    swept = [a.arm for a in placements if a.swept]
+    spec.arm({"name": "{placement}-lr{lr:g}", "axes": {"placement": swept, "lr": others}})
+    for a in twin.alts:
+        if a.swept and a.kind != "placement":
+            spec.arm({"name": a.arm + "-lr{lr:g}", "model": a.model, "axes": {"lr": others}})
+
+
+def _other_lrs(s: Scale) -> list[float]:
+    """The sweep's learning rates other than the recipe's (the arms above train at that one)."""
+    return [lr for lr in s.sweep if lr != s.lr]
+
+
+def _who(twin: Twin) -> str:
+    return f"{twin.hf.family.name}'s recipe ({twin.recipe_label()})"
+
+
+def _source(twin: Twin) -> str:
+    return f"normlab advise: {twin.hf.name}"
+
+
+def _quality_claims(spec: SpecDoc, twin: Twin) -> None:
+    """At the recipe's learning rate: the recipe at least as good as each alternative, and
+    each alternative better than the recipe."""
+    s, who = twin.scale, _who(twin)
+    comment = (
+        f"---- quality at lr {s.lr:g}: the recipe at least as good as each alternative "
+        f"(within {AS_GOOD} nats/byte), and each alternative better by {BEATS}"
+    )
+    for a in twin.alts:
+        spec.claim(
+            {
+                "name": claim_name("as_good", a.arm),
+                "statement": f"{who} trains at least as well as {a.label}: its final validation "
+                f"loss is at most {AS_GOOD} nats/byte above that of {a.label}.",
+                "source": _source(twin),
+                "rule": "contrast",
+                "terms": [[1, a.arm, LOSS], [-1, "recipe", LOSS]],
+                "const": AS_GOOD,
+                "expect": ">0",
+                "delta": 0.0,
+                "seeds": s.seeds,
+            },
+            comment,
+        )
+        comment = ""
+        spec.comments[("claims", len(spec.doc["claims"]) - 1, "const")] = (
+            "the margin: it holds if loss(recipe) < loss(alternative) + margin"
+        )
+        spec.claim(
+            {
+                "name": claim_name("beats", a.arm),
+                "statement": f"{a.label} beats {who}: a final validation loss lower by at "
+                f"least {BEATS} nats/byte.",
+                "source": _source(twin),
+                "rule": "contrast",
+                "terms": [[1, "recipe", LOSS], [-1, a.arm, LOSS]],
+                "expect": ">0",
+                "delta": BEATS,
+                "seeds": s.seeds,
+            }
+        )
+
+
+def _speed_claims(spec: SpecDoc, twin: Twin) -> None:
+    """RMSNorm against LayerNorm in the serial timing phase: the norms' time, a whole step's."""
+    norm = next(a for a in twin.alts if a.kind == "norm")
+    recipe_rms = twin.fields["norm"][0] == "rmsnorm"
+    fast, slow = ("recipe", norm.arm) if recipe_rms else (norm.arm, "recipe")
+    timing = {
+        "source": "Zhang and Sennrich 2019",
+        "plots": ["speed"],
+        "rule": "timing",
+        "fast": fast,
+        "slow": slow,
+        "delta": FASTER,
+    }
+    spec.claim(
+        {
+            "name": claim_name("faster"),
+            "statement": "In the twin, RMSNorm spends less time in the norms than LayerNorm "
+            "(normlab's kernels, forward and backward, at the shapes the model gives them).",
+            **timing,
+        },
+        "---- speed, timed after the training in a serial phase",
+    )
+    spec.claim(
+        {
+            "name": claim_name("faster_step"),
+            "statement": "In the twin, a whole training step is faster with RMSNorm than with "
+            "LayerNorm.",
+            **timing,
+            "what": "step_ms",
+        }
+    )
+
+
+def _stability_claims(spec: SpecDoc, twin: Twin) -> None:
+    """For each swept alternative, both directions: the recipe is the less LR-sensitive, or
+    the alternative is."""
+    s = twin.scale
+    if not _other_lrs(s):
+        return
+    comment = (
+        "---- stability: LR sensitivity over lr "
+        + ", ".join(f"{x:g}" for x in s.sweep)
+        + " (Wortsman et al. 2023)"
+    )
+    span = f"(learning rates {s.sweep[0]:g} to {s.sweep[-1]:g})"
+    for a in twin.alts:
+        if not a.swept:
+            continue
+        mine, theirs = twin.sweep_arms("recipe"), twin.sweep_arms(a.arm)
+        for kind, (x, y), (stable, unstable) in (
+            ("stabler", (_who(twin), a.label), (mine, theirs)),
+            ("stabler_alt", (a.label, _who(twin)), (theirs, mine)),
+        ):
+            spec.claim(
+                {
+                    "name": claim_name(kind, a.arm),
+                    "statement": f"{x} is less sensitive to the learning rate than {y} {span}.",
+                    "source": "Wortsman et al. 2023",
+                    "plots": ["lr", "seeds"],
+                    "rule": "lr_sensitivity",
+                    "stable": stable,
+                    "unstable": unstable,
+                    "delta": STABLER,
+                    "seeds": s.seeds,
+                },
+                comment,
+            )
+            comment = ""

@@ -1,0 +1,137 @@
+"""What several commands share: the options that run a study (``normlab study``, ``normlab
+advise``), how they become the runner's options, and the options that pick a spec (``--spec``,
+``--set``; ``normlab train`` takes them too)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from normlab.lab.commands import NON_NEGATIVE_INT, POSITIVE_INT
+from normlab.lab.study.runner import Interrupted, StudyOptions
+
+
+def add_spec(group, help_: str) -> None:
+    group.add_argument("--spec", metavar="FILE", default=None, help=help_)
+
+
+def add_set(group, help_: str) -> None:
+    """``--set KEY=VALUE`` (repeatable) into ``args.overrides``."""
+    group.add_argument(
+        "--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides", help=help_
+    )
+
+
+def add_run_options(p: argparse.ArgumentParser, *, out: str, listed: str) -> None:
+    """How a study runs (the fields of ``StudyOptions``), plus --list printing ``listed``.
+    Shared by the commands that run one (``normlab study``, ``normlab advise``)."""
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed block S: runs use seeds 10000*S + i, so two studies with different --seed "
+        "share no seed",
+    )
+    p.add_argument("--list", action="store_true", help=f"print {listed} and exit")
+    p.add_argument("--out", default=out, help="output directory")
+    p.add_argument(
+        "--data", default=None, help="train on this file; None = the stdlib's *.py files"
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep DIR/results.jsonl and skip the runs already in it",
+    )
+    # These models are too small for a second thread to pay off much; separate runs scale.
+    p.add_argument(
+        "--workers",
+        type=POSITIVE_INT,
+        default=min(2, os.cpu_count() or 1),
+        help="runs trained at once (processes); the threads are split between them",
+    )
+    p.add_argument(
+        "--threads",
+        type=NON_NEGATIVE_INT,
+        default=0,
+        help="torch threads in all; 0 = torch's default (the cores)",
+    )
+    p.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="local: a process pool on this machine; ray: a Ray cluster "
+        '(pip install "normlab[ray]")',
+    )
+    p.add_argument(
+        "--address",
+        default=None,
+        help="with --executor ray: the cluster to join (auto, or HOST:6379); none: a local Ray "
+        "instance started and stopped with the study",
+    )
+    p.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default=None,
+        help="every run's device (auto: CUDA if available); default: the spec's (auto unless it "
+        "says); recorded with each run, so --resume never mixes devices",
+    )
+    p.add_argument(
+        "--precision",
+        choices=("fp32", "bf16", "fp16"),
+        default=None,
+        help="every run's precision: bf16/fp16 autocast the forward (fp16 with a GradScaler); "
+        "default: the spec's (fp32 unless it says)",
+    )
+    p.add_argument(
+        "--tensorboard",
+        metavar="DIR",
+        default=None,
+        help="also write TensorBoard event files, one run directory per arm and seed "
+        "(DIR/<arm>/seed<i>), from the process that trains it (needs tensorboard)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bars or tables")
+
+
+def configured(study, args: argparse.Namespace):
+    """``study`` on ``--device`` in ``--precision``; without ``--list``, a UsageError now if it
+    needs CUDA and there is none (before the output directory or the data)."""
+    from normlab.lab.study.runner import checks_device, configure
+
+    check = not args.list and checks_device(args.executor, args.address)
+    return configure(study, args.device, args.precision, check=check)
+
+
+def study_options(args: argparse.Namespace) -> StudyOptions:
+    """The parsed run options as the runner's options, the output directory created."""
+    from normlab.lab.common import out_dir
+
+    return StudyOptions(
+        out=out_dir(args.out),
+        seed=args.seed,
+        data=args.data,
+        resume=args.resume,
+        workers=args.workers,
+        threads=args.threads,
+        executor=args.executor,
+        address=args.address,
+        quiet=args.quiet,
+        device=args.device,
+        precision=args.precision,
+        tensorboard=None if args.tensorboard is None else Path(args.tensorboard),
+    )
+
+
+def interrupted(e: Interrupted, options: StudyOptions) -> int:
+    print(
+        f"\nstudy stopped; finished runs are kept in {options.out / 'results.jsonl'}. Continue "
+        "with the same command and --resume.",
+        file=sys.stderr,
+    )
+    return e.code
+
+
+def report_failed(failed: list[str]) -> None:
+    if failed:
+        print(f"runs that raised (not recorded; --resume retries them): {failed}", file=sys.stderr)

@@ -1,0 +1,354 @@
+"""The statistics every rule shares: estimates with their intervals, decisions against δ, what
+became of the seeds, and Holm's step-down over the parts of a compound claim.
+
+- **the statistic**: the mean of per-seed values ``v`` over ``n`` seeds with a Student-t
+  interval (``scipy.stats``) and the minimal effect detectable at that ``n`` (80 % power);
+- **the decision** against δ, the smallest effect that matters, fixed before the runs: holds,
+  does not hold, inconclusive, or *not testable here* when a control of the claim (an arm that
+  must train in the same setting) does not show what it must.
+
+No seed is left out silently. A seed index that some arm of a rule lacks is *unpaired*: it
+enters neither the values nor the displayed means, and is counted. A run whose measure is
+undefined (a diverged run has no end-of-training probe) stays in: its value is a range, and the
+rule decides "holds" on the least favourable end of that range and "does not hold" on the most
+favourable one, so an unstable seed helps neither verdict.
+
+Compound claims correct their looks. ``any_of`` holds if *some* part holds, ``all_of`` does not
+hold if *some* part does not: each is a union of k tests, decided by Holm's step-down over the
+parts: with m parts not yet confirmed, every such part is tested with its interval at level
+1 − α/m (α = 1 − 0.95); the parts that reach the decision there are confirmed, m shrinks, and the
+rest are tested again, until none is confirmed. This is Holm's procedure with each part's p-value
+the smallest α' at which its interval reaches the decision (the interval decisions are monotone
+in the level), so the family-wise error of that decision is at most α. A part that reaches it
+alone at 95 % but is not confirmed is inconclusive, and says so. The other direction ("all_of
+holds": every part holds; "any_of does not hold": no part holds) is an intersection-union test:
+each part at the plain 95 % already bounds the error by α, and needs no correction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+HOLDS, FAILS, UNSURE = "holds", "does not hold", "inconclusive"
+UNTESTABLE = "not testable here"
+VERDICTS = (HOLDS, FAILS, UNSURE, UNTESTABLE)
+LEVEL = 0.95  # confidence of every interval
+POWER = 0.8  # for the minimal detectable effect
+
+# arm -> seed index -> RunResult dict (``RunResult.to_dict()``)
+Results = Mapping[str, Mapping[int, dict[str, Any]]]
+
+
+# --------------------------------------------------------------------------------------------
+# the statistic
+
+
+def detectable(sd: float, n: int, level: float = LEVEL, power: float = POWER) -> float:
+    """The smallest true effect ``n`` paired values with spread ``sd`` find with ``power`` at
+    ``level``: ``(t_{1-α/2, n-1} + t_{power, n-1}) · sd / √n``."""
+    from scipy import stats
+
+    t = stats.t.ppf(1 - (1 - level) / 2, n - 1) + stats.t.ppf(power, n - 1)
+    return t * sd / math.sqrt(n)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The mean of per-seed (or per-round) values with its interval at ``level``."""
+
+    effect: float | None
+    lo: float | None
+    hi: float | None
+    n: int
+    mde: float | None  # the smallest true effect this n finds with POWER at this level
+    level: float = LEVEL
+    values: tuple[float, ...] = ()
+
+    @classmethod
+    def of(cls, values: list[float], level: float = LEVEL) -> Estimate:
+        from scipy import stats
+
+        n = len(values)
+        if n == 0 or not all(math.isfinite(v) for v in values):  # unbounded: no interval
+            return cls(None, None, None, n, None, level)
+        mean = sum(values) / n
+        if n == 1:
+            return cls(mean, -math.inf, math.inf, 1, None, level, tuple(values))
+        sd = statistics.stdev(values)
+        se = sd / math.sqrt(n)
+        t = stats.t.ppf(1 - (1 - level) / 2, n - 1)
+        mde = detectable(sd, n, level)
+        return cls(mean, mean - t * se, mean + t * se, n, mde, level, tuple(values))
+
+    @classmethod
+    def trimmed(cls, values: list[float], level: float = LEVEL, trim: float = 0.2) -> Estimate:
+        """The ``trim``-trimmed mean with Yuen's interval (``scipy.stats.mstats``: the
+        winsorized variance, Student t on ``n - 2g - 1`` degrees of freedom, ``g = ⌊trim·n⌋``
+        values cut at each end): a stalled round moves neither the mean nor the interval, where
+        one such round widens the plain mean's interval past any δ. Under 5 values: the mean."""
+        import numpy as np
+        from scipy import stats
+        from scipy.stats import mstats
+
+        n = len(values)
+        g = int(trim * n)
+        if g == 0 or not all(math.isfinite(v) for v in values):
+            return cls.of(values, level)
+        df = n - 2 * g - 1
+        mean = float(stats.trim_mean(values, trim))
+        se = float(mstats.trimmed_stde(np.asarray(values, dtype=float), limits=(trim, trim)))
+        t = stats.t.ppf(1 - (1 - level) / 2, df)
+        mde = (t + stats.t.ppf(POWER, df)) * se
+        return cls(mean, mean - t * se, mean + t * se, n, mde, level, tuple(values))
+
+    def text(self, digits: int = 3) -> str:
+        if self.effect is None:
+            return f"no data, n={self.n}"
+        f = lambda x: f"{x:+.{digits}f}" if math.isfinite(x) else ("−∞" if x < 0 else "+∞")  # noqa: E731
+        return f"{f(self.effect)} [{f(self.lo)}, {f(self.hi)}], n={self.n}"
+
+    def to_dict(self) -> dict[str, Any]:
+        fin = lambda x: x if x is None or math.isfinite(x) else None  # noqa: E731
+        return {
+            "effect": self.effect,
+            "lo": fin(self.lo),
+            "hi": fin(self.hi),
+            "n": self.n,
+            "level": self.level,
+            "mde": self.mde,
+            "values": list(self.values),
+        }
+
+
+# expect -> (the decision in words, the rule)
+EXPECT = {
+    ">0": "holds if the interval is above 0 and the effect ≥ δ; does not hold if the interval is "
+    "below 0 or lies inside ±δ (no difference that matters); otherwise inconclusive",
+    "<0": "holds if the interval is below 0 and the effect ≤ −δ; does not hold if the interval is "
+    "above 0 or lies inside ±δ; otherwise inconclusive",
+    "≠0": "holds if the interval excludes 0 and |effect| ≥ δ; does not hold if the interval lies "
+    "inside ±δ; otherwise inconclusive",
+    "≈0": "holds if the interval lies inside ±δ; does not hold if it excludes 0 with |effect| ≥ δ; "
+    "otherwise inconclusive",
+}
+
+# How a seed whose measure is undefined is scored, as the rule texts say it.
+BOUND_TEXT = (
+    "a seed index some arm lacks is unpaired: left out of v and of the means, and counted; a "
+    "run whose measure is undefined (e.g. diverged) stays in, its measure bounded by the range "
+    "that measure takes over the paired runs: 'holds' is decided on the least favourable end, "
+    "'does not hold' on the most favourable"
+)
+
+
+def decide(expect: str, est: Estimate, delta: float) -> tuple[str, str]:
+    """(status, why) of ``est`` under the decision ``expect`` with minimum effect ``delta``."""
+    if est.effect is None and est.n >= 2:
+        return UNSURE, f"n={est.n}: a seed's value is unbounded (its measure is undefined in "
+        "every paired run)"
+    if est.effect is None or est.n < 2:
+        return UNSURE, f"n={est.n}: too few seeds for an interval"
+    m, lo, hi = est.effect, est.lo, est.hi
+    if expect == "<0":
+        m, lo, hi = -m, -hi, -lo
+    within = -delta < lo and hi < delta
+    excludes_zero = lo > 0 or hi < 0
+    ci = est.text()
+    if expect in (">0", "<0"):
+        if lo > 0 and m >= delta:
+            return HOLDS, f"{ci}: above 0, and the effect reaches δ={delta:.3g}"
+        if hi < 0:
+            return FAILS, f"{ci}: the effect has the other sign"
+        if within:
+            return FAILS, f"{ci}: inside ±δ={delta:.3g}, no difference that matters"
+    elif expect == "≠0":
+        if excludes_zero and abs(m) >= delta:
+            return HOLDS, f"{ci}: excludes 0, |effect| ≥ δ={delta:.3g}"
+        if within:
+            return FAILS, f"{ci}: inside ±δ={delta:.3g}"
+    elif expect == "≈0":
+        if within:
+            return HOLDS, f"{ci}: inside ±δ={delta:.3g}"
+        if excludes_zero and abs(m) >= delta:
+            return FAILS, f"{ci}: a difference of at least δ={delta:.3g}"
+    else:
+        raise ValueError(f"expect must be one of {tuple(EXPECT)}, got {expect!r}")
+    mde = f"; detectable at this n: {est.mde:.3g}" if est.mde is not None else ""
+    return UNSURE, f"{ci}: not decided at δ={delta:.3g}{mde}"
+
+
+def pick(expect: str, lo: float, hi: float, for_holds: bool) -> float:
+    """The end of a seed's range ``[lo, hi]`` least favourable to the decision (``for_holds``:
+    to "holds"; else to "does not hold")."""
+    if lo == hi:
+        return lo
+    near0 = min(max(0.0, lo), hi)
+    far = lo if abs(lo) > abs(hi) else hi
+    worst = {">0": (lo, hi), "<0": (hi, lo), "≈0": (far, near0), "≠0": (near0, far)}[expect]
+    return worst[0] if for_holds else worst[1]
+
+
+def decide_rows(
+    expect: str, rows: list[tuple[float, float]], delta: float, level: float
+) -> tuple[str, str, Estimate]:
+    """Decide on per-seed ranges ``(lo, hi)`` (equal where the value is known): "holds" on the
+    ends least favourable to it, "does not hold" on the ends least favourable to that."""
+    est_h = Estimate.of([pick(expect, lo, hi, True) for lo, hi in rows], level)
+    status, why = decide(expect, est_h, delta)
+    if status == HOLDS or all(lo == hi for lo, hi in rows):
+        return status, why, est_h
+    est_f = Estimate.of([pick(expect, lo, hi, False) for lo, hi in rows], level)
+    status_f, why_f = decide(expect, est_f, delta)
+    if status_f == FAILS:
+        return FAILS, why_f + " (the bounded seeds at their most favourable value)", est_f
+    if status == FAILS:  # only at the end least favourable to holding: not decided
+        why = f"{why_f}: not decided with the bounded seeds at their most favourable value"
+        return UNSURE, why, est_f
+    return status, why + " (the bounded seeds at their least favourable value)", est_h
+
+
+# --------------------------------------------------------------------------------------------
+# what became of the seeds
+
+
+def _state(res: Mapping[str, Any]) -> str:
+    if res.get("status") == "diverged":
+        return "diverged"
+    return "stalled" if res.get("stopped_step") else "ok"
+
+
+@dataclass(frozen=True)
+class Seeds:
+    """The seeds a rule was decided on, and what became of them: none is left out silently."""
+
+    paired: tuple[int, ...] = ()  # seed indices every arm of the rule has a run under
+    diverged: tuple[int, ...] = ()  # of them, those where some arm's run diverged
+    stalled: tuple[int, ...] = ()  # ... where some arm's run was stopped by the stall rule
+    bounded: tuple[int, ...] = ()  # ... whose value needed a bound: a measure was undefined
+    unpaired: tuple[int, ...] = ()  # seed indices some arm lacks: in no value and no mean
+
+    @classmethod
+    def of(cls, results: Results, arms: tuple[str, ...], bounded=()) -> Seeds:
+        have = [set(results.get(a, {})) for a in arms]
+        paired = sorted(set.intersection(*have)) if have else []
+        unpaired = sorted(set.union(*have) - set(paired)) if have else []
+
+        def where(state: str) -> tuple[int, ...]:
+            return tuple(i for i in paired if any(_state(results[a][i]) == state for a in arms))
+
+        return cls(
+            tuple(paired), where("diverged"), where("stalled"), tuple(bounded), tuple(unpaired)
+        )
+
+    def merge(self, other: Seeds | None) -> Seeds:
+        if other is None:
+            return self
+        u = lambda a, b: tuple(sorted(set(a) | set(b)))  # noqa: E731
+        f = dataclasses.fields(self)
+        return Seeds(*(u(getattr(self, x.name), getattr(other, x.name)) for x in f))
+
+    @property
+    def n(self) -> int:
+        return len(self.paired)
+
+    def text(self) -> str:
+        """ "1 of 3 seeds diverged, 0 stalled" and what else a reader must know."""
+        n = self.n
+        out = f"{len(self.diverged)} of {n} seeds diverged, {len(self.stalled)} stalled"
+        if self.bounded:
+            out += f"; {len(self.bounded)} with an undefined measure, bounded"
+        if self.unpaired:
+            out += f"; {len(self.unpaired)} unpaired, left out"
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"n": self.n}
+        for f in dataclasses.fields(self)[1:]:
+            d[f.name] = len(getattr(self, f.name))
+            d[f"{f.name}_seeds"] = list(getattr(self, f.name))
+        return d | {"text": self.text()}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str  # HOLDS | FAILS | UNSURE | UNTESTABLE
+    why: str
+    estimate: Estimate | None = None
+    parts: tuple[tuple[str, Verdict], ...] = ()
+    means: dict[str, float | None] = field(default_factory=dict)  # per-term means, to show
+    seeds: Seeds | None = None  # None: not decided over seeds (a timing claim)
+    correction: str = ""  # how the looks of a compound claim were corrected
+    controls: tuple[tuple[str, Verdict], ...] = ()  # what the controls showed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.status,
+            "why": self.why,
+            **(self.estimate.to_dict() if self.estimate else {}),
+            "means": self.means,
+            "seed_outcomes": self.seeds.to_dict() if self.seeds else None,
+            "correction": self.correction,
+            "controls": [
+                {
+                    "control": name,
+                    "verdict": v.status,
+                    "why": v.why,
+                    "seed_outcomes": v.seeds.to_dict() if v.seeds else None,
+                }
+                for name, v in self.controls
+            ],
+            "parts": [{"part": name, **v.to_dict()} for name, v in self.parts],
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# compound claims and controls
+
+
+def holm(
+    plain: list[str], decide_at: Callable[[int, float], str], target: str, level: float
+) -> tuple[dict[int, float], int]:
+    """Holm's step-down for ``target`` over parts whose plain decisions (at ``level``) are
+    ``plain``; ``decide_at(j, lvl)`` decides part ``j`` at ``lvl``. Returns part -> the level
+    it was confirmed at, and how many parts were left unconfirmed at the last look."""
+    alpha, m = 1 - level, len(plain)
+    confirmed: dict[int, float] = {}
+    left = [j for j, s in enumerate(plain) if s == target]  # monotone: no other part can
+    while left:
+        lvl = 1 - alpha / m
+        hits = [j for j in left if decide_at(j, lvl) == target]
+        if not hits:
+            break
+        confirmed.update((j, lvl) for j in hits)
+        left = [j for j in left if j not in hits]
+        m -= len(hits)
+    return confirmed, m
+
+
+def controls_text(controls) -> str:
+    if not controls:
+        return ""
+    names = ", ".join(f"'{label}'" for label, _ in controls)
+    return (
+        f" Controls: {names} (each decided as its rule at {LEVEL:.0%}); if a control does not "
+        f"hold, the verdict is '{UNTESTABLE}' with the control's result as the reason."
+    )
+
+
+def with_controls(v: Verdict, controls, results: Results, ctx) -> Verdict:
+    """``v``, or "not testable here" where a control (``(label, rule)``, decided at the
+    context's nominal level) does not show what it must."""
+    if not controls:
+        return v
+    shown = tuple((label, rule.decide(results, ctx.nominal())) for label, rule in controls)
+    bad = [(label, c) for label, c in shown if c.status != HOLDS]
+    if not bad:
+        return dataclasses.replace(v, controls=shown)
+    why = "; ".join(f"control '{label}' {c.status}: {c.why}" for label, c in bad)
+    why += f" — the setting cannot show the claim (its own result, not decided on: {v.status})"
+    return dataclasses.replace(v, status=UNTESTABLE, why=why, controls=shown)
