@@ -85,7 +85,7 @@ def test_every_entry_names_what_exists_or_a_reason():
 def test_every_published_finding_is_named_by_a_statement():
     assert set(PUBLISHED.findings) == set(CAT.findings), "a findings JSON is missing from docs/"
     published = {f"{c}:{name}" for c, found in PUBLISHED.findings.items() for name in found}
-    assert len(published) == 6  # issue 48's op-level statements
+    assert all(PUBLISHED.findings.values()), "an empty findings JSON"
     named = {s.finding for s in CAT.statements if s.finding}
     assert not published - named, f"findings no statement names: {published - named}"
     for where in CAT.findings.values():
