@@ -1,7 +1,8 @@
 """The articles' statements (``statements.toml``) name only what exists, every preset claim is
-named by a statement or marked as beyond the articles, and ``docs/claims.md`` is what
-``normlab study --coverage`` writes today (so republishing a study's claims.json fails here
-until the table is regenerated)."""
+named by a statement or marked as beyond the articles, every published numerics/bench finding
+is named by a statement, and ``docs/claims.md`` is what ``normlab study --coverage`` writes today
+(so republishing a study's claims.json or a findings JSON fails here until the table is
+regenerated)."""
 
 import ast
 import functools
@@ -18,6 +19,7 @@ from normlab.lab.study.spec import builtin_names, load_builtin
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 CAT = coverage.load()
+PUBLISHED = coverage.Published.read(DOCS, CAT)
 ARTICLE_000 = [str(i) for i in range(1, 10)]
 ARTICLE_003 = "一 二 三 四 五 六 七 八 九 十 十一 十二 十三".split()
 # Run by the tests only, its claims are the quick preset's at toy size.
@@ -63,7 +65,7 @@ def test_every_entry_names_what_exists_or_a_reason():
     for s in CAT.statements:
         assert s.section in CAT.articles[s.article]["sections"], s.id
         assert s.statement.strip(), s.id
-        assert s.claims or s.tests or s.pending or s.reason, f"{s.id}: decided nowhere, no reason"
+        assert s.claims or s.tests or s.finding or s.reason, f"{s.id}: decided nowhere, no reason"
         assert not s.reason or (s.reason in coverage.REASONS and s.why), s.id
         assert s.by_test in (coverage.HOLDS, coverage.FAILS), s.id
         for ref in s.claims:
@@ -72,8 +74,31 @@ def test_every_entry_names_what_exists_or_a_reason():
         for t in s.tests:
             path, _, name = t.partition("::")
             assert (ROOT / path).is_file() and name in functions_in(path), f"{s.id}: no {t}"
-        # Until the numerics/bench findings are named and published, a pending one is a name.
-        assert not s.pending or re.fullmatch(r"(numerics|bench):[a-z0-9-]+", s.pending), s.id
+        assert not s.parts or s.finding, f"{s.id}: parts of no finding"
+        if s.finding:
+            f = PUBLISHED.finding(s.finding)
+            assert f, f"{s.id}: {s.finding} is not in the published findings' JSON"
+            labels = [p["part"] for p in f["parts"]]
+            assert set(s.parts) <= set(labels), f"{s.id}: no such part of {s.finding}"
+
+
+def test_every_published_finding_is_named_by_a_statement():
+    assert set(PUBLISHED.findings) == set(CAT.findings), "a findings JSON is missing from docs/"
+    published = {f"{c}:{name}" for c, found in PUBLISHED.findings.items() for name in found}
+    assert all(PUBLISHED.findings.values()), "an empty findings JSON"
+    named = {s.finding for s in CAT.statements if s.finding}
+    assert not published - named, f"findings no statement names: {published - named}"
+    for where in CAT.findings.values():
+        report, _, anchor = where["report"].partition("#")
+        assert "](claims.md)" in (DOCS / report).read_text(), f"{report} links to the table"
+        assert anchor.replace("-", " ") in _slugs(DOCS / report), where["report"]
+
+
+def _slugs(path: Path) -> set[str]:
+    """The headings of a Markdown file as GitHub's anchors, hyphens read as spaces."""
+    headings = re.findall(r"^#+ (.+)$", path.read_text(), flags=re.M)
+    slug = lambda h: re.sub(r"[^\w\- ]", "", h.lower()).replace("-", " ")  # noqa: E731
+    return {slug(h) for h in headings}
 
 
 def test_every_preset_claim_is_named_by_a_statement_or_marked_beyond_the_articles():
@@ -111,8 +136,7 @@ def test_claims_md_is_what_the_command_writes_today():
 
 def test_republishing_a_study_changes_the_table(tmp_path):
     """A paper study's claims.json turns its claims' rows from "prose only" into verdicts."""
-    docs = tmp_path / "docs"
-    shutil.copytree(DOCS / "data", docs / "data")
+    docs = _published_copy(tmp_path)
     before = coverage.render(docs)
     quick = json.loads((DOCS / "data" / "quick" / "claims.json").read_text())
     paper = {**quick, "preset": "paper", "claims": [dict(quick["claims"][0], verdict="holds")]}
@@ -123,6 +147,30 @@ def test_republishing_a_study_changes_the_table(tmp_path):
     name = quick["claims"][0]["name"]
     assert f"paper `{name}`: **holds**" in after
     assert f"paper `{name}`: published as prose only" in before
+
+
+def test_republishing_a_finding_changes_the_table(tmp_path):
+    """A rerun of `normlab numerics` whose finding turns out otherwise changes its rows."""
+    docs = _published_copy(tmp_path)
+    path = docs / CAT.findings["numerics"]["data"]
+    findings = json.loads(path.read_text())
+    sphere = next(f for f in findings if f["name"] == "rmsnorm-on-sphere")
+    assert sphere["verdict"] == "holds"
+    sphere["verdict"] = sphere["parts"][0]["verdict"] = "inconclusive"
+    before = coverage.render(docs)
+    path.write_text(json.dumps(findings))
+    after = coverage.render(docs)
+    row = lambda md: next(r for r in md.splitlines() if "x / RMS(x) lies on the sphere" in r)  # noqa: E731
+    assert "| **holds** |" in row(before) and "| not decided: inconclusive |" in row(after)
+
+
+def _published_copy(tmp_path: Path) -> Path:
+    """A docs/ with only what the table is built from."""
+    docs = tmp_path / "docs"
+    shutil.copytree(DOCS / "data", docs / "data")
+    for where in CAT.findings.values():
+        shutil.copy(DOCS / where["data"], docs / where["data"])
+    return docs
 
 
 @pytest.mark.parametrize(
@@ -142,14 +190,50 @@ def test_decide(found, by_test, expected):
         s = coverage.Statement("x", "000", "1", "s", tests=("t",), by_test=by_test)
     else:
         s = coverage.Statement("x", "000", "1", "s", claims=claims)
-    assert coverage.decide(s, verdicts).status == expected
+    assert coverage.decide(s, coverage.Published(verdicts, {})).status == expected
+
+
+FINDING = {
+    "verdict": "does not hold",
+    "parts": [{"part": "a", "verdict": "holds"}, {"part": "b", "verdict": "does not hold"}],
+}
+
+
+@pytest.mark.parametrize(
+    "claim, parts, tests, expected, by",
+    [
+        (None, (), (), "does not hold", "finding"),  # the finding's own verdict
+        (None, ("a",), (), "holds", "finding"),  # only the parts the statement is about
+        (None, ("a", "b"), (), "does not hold", "finding"),
+        ("inconclusive", (), (), "does not hold", "finding"),
+        ("does not hold", (), (), "does not hold", "claim and finding"),
+        ("holds", (), (), "mixed", "claim and finding"),
+        (None, ("a",), ("t",), "holds", "finding"),  # a published finding outranks a test
+    ],
+)
+def test_decide_with_a_finding(claim, parts, tests, expected, by):
+    claims = {"quick": {"c": {"verdict": claim}}} if claim else {}
+    pub = coverage.Published(claims, {"numerics": {"f": FINDING}})
+    s = coverage.Statement(
+        "x",
+        "000",
+        "1",
+        "s",
+        claims=("quick:c",) if claim else (),
+        finding="numerics:f",
+        parts=parts,
+        tests=tests,
+        by_test="does not hold",
+    )
+    assert coverage.decide(s, pub) == coverage.Decision(expected, by)
+    unpublished = coverage.Published({}, {})
+    assert coverage.decide(s, unpublished).status == ("prose-only" if claim else "pending")
 
 
 def test_the_command_writes_the_table_and_rejects_a_wrong_directory(tmp_path, capsys):
     from normlab.lab.cli import main
 
-    docs = tmp_path / "docs"
-    shutil.copytree(DOCS / "data", docs / "data")
+    docs = _published_copy(tmp_path)
     assert main(["study", "--coverage", str(docs)]) == 0
     assert (docs / "claims.md").read_text() == (DOCS / "claims.md").read_text()
     assert main(["study", "--coverage", str(tmp_path / "nowhere")]) == 2

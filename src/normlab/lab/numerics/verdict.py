@@ -8,7 +8,8 @@ Student-t interval (timings: the 20 %-trimmed mean with Yuen's interval) and a d
 some part does not hold with its interval at 1 − 5 %/k (Bonferroni over the k parts); a part
 that cannot be measured here is *not testable here*.
 
-This module is the one place the op-level findings take the study's statistics from.
+This module is the one place the op-level findings take the study's statistics from;
+``lab.study.coverage`` reads the published findings with its ``combine`` and ``interval_text``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """Which statements of the three source articles the lab has decided: ``docs/claims.md``.
 
 The statements are hand-kept data (``statements.toml`` next to this module: one entry per
-statement, with the preset claims, library tests or pending findings that decide it, or the
-reason nothing does); the verdicts are what the studies published (``docs/data/<preset>/
-claims.json``), never retyped. ``normlab study --coverage`` writes the table; the tests check
-that the file in the repository is what it writes today, so republishing a study's
-``claims.json`` without regenerating the table fails CI.
+statement, with the preset claims, numerics/bench finding or library tests that decide it, or
+the reason nothing does); the verdicts are what the studies and ``normlab numerics``/``bench``
+published (``docs/data/<preset>/claims.json``, ``docs/numerics-findings.json``,
+``docs/bench-findings.json``), never retyped. ``normlab study --coverage`` writes the table; the
+tests check that the file in the repository is what it writes today, so republishing a study's
+``claims.json`` or a findings JSON without regenerating the table fails CI.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from normlab.lab.numerics.verdict import combine, interval_text
 from normlab.lab.render import md_table, write_atomic
 
 if sys.version_info >= (3, 11):
@@ -34,12 +36,12 @@ STATEMENTS = "statements.toml"
 # column's words, the summary's). The first three are computed from the data; the rest are the
 # `reason` of an entry.
 NOT_DECIDED = {
-    "undecided": ("inconclusive", "its claims' published verdicts are inconclusive"),
+    "undecided": ("inconclusive", "its published verdicts (claims, finding) are inconclusive"),
     "prose-only": (
         "verdict published as prose only",
         "its claims are published as prose only (claims.json arrives when rerun)",
     ),
-    "pending": ("finding pending", "not decided yet: numerics/bench finding pending"),
+    "pending": ("finding not published", "its numerics/bench finding is not published yet"),
     "definitional": ("definitional", "definitional: a definition, formula or code"),
     "advice": ("advice", "advice: a recommendation or caution, nothing to decide"),
     "citation": ("about other work", "about other work: which models use what, who proposed it"),
@@ -60,7 +62,8 @@ class Statement:
     claims: tuple[str, ...] = ()  # "<preset>:<claim>"
     tests: tuple[str, ...] = ()  # "tests/test_x.py::test_name"
     by_test: str = HOLDS  # what the tests passing means for the statement
-    pending: str = ""  # a numerics/bench finding, not yet measured as one
+    finding: str = ""  # "numerics:<name>" or "bench:<name>"
+    parts: tuple[str, ...] = ()  # the finding's parts the statement is about (default: all)
     reason: str = ""  # a key of REASONS
     why: str = ""
     note: str = ""
@@ -70,6 +73,7 @@ class Statement:
 class Catalogue:
     articles: dict[str, dict[str, Any]]  # article -> {"title", "sections": {key: label}}
     reports: dict[str, dict[str, str]]  # preset -> {"report", optionally "unpublished"}
+    findings: dict[str, dict[str, str]]  # "numerics"/"bench" -> {"data", "report"}
     beyond: dict[str, str]  # "<preset>:<claim>" -> the later paper it comes from
     statements: tuple[Statement, ...]
 
@@ -82,9 +86,12 @@ def load() -> Catalogue:
     entries = []
     for e in doc["statements"]:
         e = dict(e)
-        e["claims"], e["tests"] = tuple(e.get("claims", ())), tuple(e.get("tests", ()))
+        for key in ("claims", "tests", "parts"):
+            e[key] = tuple(e.get(key, ()))
         entries.append(Statement(**e))
-    return Catalogue(doc["articles"], doc["reports"], doc["beyond"], tuple(entries))
+    return Catalogue(
+        doc["articles"], doc["reports"], doc["findings"], doc["beyond"], tuple(entries)
+    )
 
 
 def published(docs: Path) -> dict[str, dict[str, dict]]:
@@ -96,6 +103,27 @@ def published(docs: Path) -> dict[str, dict[str, dict]]:
     return out
 
 
+@dataclass(frozen=True)
+class Published:
+    """Every verdict published as data: the presets' claims and the commands' findings."""
+
+    claims: dict[str, dict[str, dict]]  # preset -> claim name -> claims.json entry
+    findings: dict[str, dict[str, dict]]  # "numerics"/"bench" -> finding name -> its entry
+
+    @classmethod
+    def read(cls, docs: Path, cat: Catalogue) -> Published:
+        findings = {}
+        for command, where in cat.findings.items():
+            path = docs / where["data"]
+            if path.is_file():
+                findings[command] = {f["name"]: f for f in json.loads(path.read_text("utf-8"))}
+        return cls(published(docs), findings)
+
+    def finding(self, ref: str) -> dict | None:
+        command, name = _split(ref)
+        return self.findings.get(command, {}).get(name)
+
+
 # --------------------------------------------------------------------------------------------
 # one statement
 
@@ -103,32 +131,47 @@ def published(docs: Path) -> dict[str, dict[str, dict]]:
 @dataclass(frozen=True)
 class Decision:
     status: str  # HOLDS, FAILS, MIXED, or a key of NOT_DECIDED
-    by: str = ""  # "claim" or "test" when decided
+    by: str = ""  # when decided, a key of DECIDED_BY
 
 
-def decide(s: Statement, verdicts: dict[str, dict[str, dict]]) -> Decision:
-    """A statement's status: decided when published claims decide it (all that decide agree,
-    else mixed), or, for a statement no claim covers, its tests; otherwise the first reason
-    that applies."""
+def decide(s: Statement, pub: Published) -> Decision:
+    """A statement's status: decided when the published verdicts of its claims and finding
+    decide it (all that decide agree, else mixed), or, for a statement neither covers, its
+    tests; otherwise the first reason that applies."""
     found = [
-        verdicts[p][c]["verdict"] for p, c in map(_split, s.claims) if c in verdicts.get(p, {})
+        ("claim", pub.claims[p][c]["verdict"])
+        for p, c in map(_split, s.claims)
+        if c in pub.claims.get(p, {})
     ]
-    by_claim = [v for v in found if v in (HOLDS, FAILS)]
-    decided = by_claim or ([s.by_test] if _tests_decide(s) else [])
-    if decided:
-        status = decided[0] if len(set(decided)) == 1 else MIXED
-        return Decision(status, "claim" if by_claim else "test")
+    if s.finding and (f := pub.finding(s.finding)) is not None:
+        found.append(("finding", finding_verdict(s, f)))
+    decisive = [(by, v) for by, v in found if v in (HOLDS, FAILS)]
+    if decisive:
+        verdicts = {v for _, v in decisive}
+        status = verdicts.pop() if len(verdicts) == 1 else MIXED
+        return Decision(status, " and ".join(dict.fromkeys(by for by, _ in decisive)))
+    if _tests_decide(s):
+        return Decision(s.by_test, "test")
     if found:
         return Decision("undecided")
     if s.claims:
         return Decision("prose-only")
-    return Decision("pending" if s.pending else s.reason)
+    return Decision("pending" if s.finding else s.reason)
+
+
+def finding_verdict(s: Statement, f: dict) -> str:
+    """The published finding's verdict, or, where the statement names some of its parts, those
+    parts' verdicts combined by the finding's own rule (each part as published)."""
+    if not s.parts:
+        return f["verdict"]
+    return combine([p["verdict"] for p in f["parts"] if p["part"] in s.parts])
 
 
 def _tests_decide(s: Statement) -> bool:
-    """Tests decide a statement about the library itself; where a claim covers it, a test on a
-    few fixed seeds is no verdict, and under a `reason` it only shows the definition is kept."""
-    return bool(s.tests) and not s.claims and not s.reason
+    """Tests decide a statement about the library itself; where a claim or finding covers it, a
+    test on a few fixed seeds is no verdict, and under a `reason` it only shows the definition
+    is kept."""
+    return bool(s.tests) and not s.claims and not s.finding and not s.reason
 
 
 def _split(ref: str) -> tuple[str, str]:
@@ -178,7 +221,11 @@ UNPUBLISHED = "published as prose only; claims.json arrives when rerun"
 
 def _report(preset: str, cat: Catalogue) -> str:
     """A link to the preset's published report."""
-    target = cat.reports[preset]["report"]
+    return _link(cat.reports[preset]["report"])
+
+
+def _link(target: str) -> str:
+    """A Markdown link to a docs/ page (and section), named by the page."""
     return f"[{target.partition('#')[0]}]({target})"
 
 
@@ -186,15 +233,44 @@ def _unpublished(preset: str, cat: Catalogue) -> str:
     return f"{cat.reports[preset].get('unpublished', UNPUBLISHED)} ({_report(preset, cat)})"
 
 
-def _where(s: Statement, cat: Catalogue, verdicts) -> str:
-    lines = [_claim_line(ref, cat, verdicts) for ref in s.claims]
+def _finding_line(s: Statement, cat: Catalogue, pub: Published) -> str:
+    """The finding's verdict with every part's (or the named parts') effect and interval."""
+    command, name = _split(s.finding)
+    where = cat.findings[command]
+    report = _link(where["report"])
+    f = pub.finding(s.finding)
+    if f is None:
+        return f"{command} finding `{name}`: not in {where['data']} ({report})"
+    parts = [p for p in f["parts"] if not s.parts or p["part"] in s.parts]
+    ns = {p.get("n") for p in parts}
+    shown = "; ".join(_part(p, len(ns) > 1) for p in parts)
+    if len(ns) == 1 and None not in ns:
+        shown += f" (n={ns.pop()} each)"
+    if not s.parts:
+        return f"{command} finding `{name}`: **{f['verdict']}**; {shown}; {report}"
+    return (
+        f"{command} finding `{name}`, the parts this statement is about: "
+        f"**{finding_verdict(s, f)}**; {shown}; the whole finding: {f['verdict']}, {report}"
+    )
+
+
+def _part(p: dict, with_n: bool) -> str:
+    """``label +0.52 [+0.50, +0.54] holds`` (with ``, n=8`` where the parts' n differ)."""
+    if p.get("effect") is None:
+        return f"{p['part']}: {p['verdict']} ({p['why']})"
+    text = interval_text(p)
+    return f"{p['part']} {text if with_n else text.rpartition(', n=')[0]} {p['verdict']}"
+
+
+def _where(s: Statement, cat: Catalogue, pub: Published) -> str:
+    lines = [_claim_line(ref, cat, pub.claims) for ref in s.claims]
+    if s.finding:
+        lines.append(_finding_line(s, cat, pub))
     for t in s.tests:
         if _tests_decide(s):
             lines.append(f"test `{t}` (passes in CI): **{s.by_test}**")
         else:
             lines.append(f"also checked by the test `{t}`")
-    if s.pending:
-        lines.append(f"numerics/bench finding pending: `{s.pending}`")
     if s.note:
         lines.append(f"*Note:* {s.note}")
     return "<br>".join(lines) or "–"
@@ -214,8 +290,9 @@ def _status(s: Statement, d: Decision) -> str:
 def render(docs: Path) -> str:
     """``docs/claims.md``: the summary, the published studies, one table per article, and the
     preset claims that go beyond the articles."""
-    cat, verdicts = load(), published(docs)
-    decisions = {s.id: decide(s, verdicts) for s in cat.statements}
+    cat = load()
+    pub = Published.read(docs, cat)
+    decisions = {s.id: decide(s, pub) for s in cat.statements}
     md = [
         "# The articles' statements and what the lab decided",
         "",
@@ -223,19 +300,24 @@ def render(docs: Path) -> str:
         "*RMSNorm*, 003 *BatchNorm, LayerNorm, RMSNorm, Pre-LN/Post-LN*), paraphrased, with "
         "where the lab decides it and the verdict its published study measured: effect [95 % "
         "interval], n, and the sizes it was tested at (a verdict holds at those sizes, not "
-        "beyond). How a verdict is decided: [study.md](study.md#how-a-verdict-is-decided).",
+        "beyond); for a `numerics`/`bench` finding, each part's effect [95 % interval], n and "
+        "verdict. How a verdict is decided: [study.md](study.md#how-a-verdict-is-decided); a "
+        "finding: [numerics.md](numerics.md#the-articles-statements-decided).",
         "",
         "Generated by `normlab study --coverage` from the statements "
         "(`src/normlab/lab/study/statements.toml`) and the published verdicts "
-        "(`docs/data/<preset>/claims.json`): edit those, not this file.",
+        "(`docs/data/<preset>/claims.json`, `docs/numerics-findings.json`, "
+        "`docs/bench-findings.json`): edit those, not this file.",
         "",
         "## Summary",
         "",
         *_summary(cat, decisions),
         "",
-        "## Published studies",
+        "## Published studies and findings",
         "",
-        _studies(cat, verdicts),
+        _studies(cat, pub.claims),
+        "",
+        _findings(cat, pub.findings),
         "",
     ]
     for article, info in cat.articles.items():
@@ -244,7 +326,7 @@ def render(docs: Path) -> str:
                 info["sections"][s.section],
                 s.statement,
                 _status(s, decisions[s.id]),
-                _where(s, cat, verdicts),
+                _where(s, cat, pub),
             ]
             for s in cat.statements
             if s.article == article
@@ -263,7 +345,7 @@ def render(docs: Path) -> str:
         "",
         md_table(
             ["claim: verdict", "from"],
-            [[_claim_line(ref, cat, verdicts), src] for ref, src in cat.beyond.items()],
+            [[_claim_line(ref, cat, pub.claims), src] for ref, src in cat.beyond.items()],
         ),
     ]
     return "\n".join(md) + "\n"
@@ -276,12 +358,12 @@ def _summary(cat: Catalogue, decisions: dict[str, Decision]) -> list[str]:
     decided = [d for d in decisions.values() if d.status in (HOLDS, FAILS, MIXED)]
     by = Counter(d.by for d in decided)
     mixed = f", {status[MIXED]} mixed (hold in one study, not in another)" if status[MIXED] else ""
+    sources = ", ".join(f"{by[k]} {words}" for k, words in DECIDED_BY.items() if by[k])
     out = [
         f"**{n} statements** ({', '.join(f'{a}: {per[a]}' for a in cat.articles)}).",
         "",
         f"- **{len(decided)} decided**: **{status[HOLDS]} hold**, **{status[FAILS]} do not hold**"
-        f"{mixed}; {by['claim']} by a preset claim's published verdict, {by['test']} by a "
-        "library test alone.",
+        f"{mixed}; {sources}.",
         f"- **{n - len(decided)} not decided**:",
     ]
     for k, (_, words) in NOT_DECIDED.items():
@@ -293,6 +375,20 @@ def _summary(cat: Catalogue, decisions: dict[str, Decision]) -> list[str]:
     return out
 
 
+# What decided a statement (``Decision.by``), in the summary's words.
+DECIDED_BY = {
+    "claim": "by a preset claim's published verdict",
+    "finding": "by a numerics/bench finding's published verdict",
+    "claim and finding": "by both",
+    "test": "by a library test alone",
+}
+
+
+def _counts(verdicts) -> str:
+    counts = Counter(v["verdict"] for v in verdicts)
+    return ", ".join(f"{k} {counts[k]}" for k in VERDICTS if counts[k])
+
+
 def _studies(cat: Catalogue, verdicts) -> str:
     from normlab.lab.study.spec import load_builtin
 
@@ -300,14 +396,21 @@ def _studies(cat: Catalogue, verdicts) -> str:
     for preset in cat.reports:
         n = len(load_builtin(preset).claims)
         if preset in verdicts:
-            counts = Counter(c["verdict"] for c in verdicts[preset].values())
-            data = f"`data/{preset}/claims.json`: " + ", ".join(
-                f"{k} {counts[k]}" for k in VERDICTS if counts[k]
-            )
+            data = f"`data/{preset}/claims.json`: {_counts(verdicts[preset].values())}"
         else:
             data = _unpublished(preset, cat)
         rows.append([f"`{preset}`", n, _report(preset, cat), data])
     return md_table(["preset", "claims", "report", "verdicts as data"], rows)
+
+
+def _findings(cat: Catalogue, findings) -> str:
+    """The op-level findings ``normlab numerics`` and ``normlab bench --findings`` published."""
+    rows = []
+    for command, where in cat.findings.items():
+        got = findings.get(command, {})
+        data = f"`{where['data']}`: {_counts(got.values())}" if got else "not published"
+        rows.append([f"`{command}`", len(got), _link(where["report"]), data])
+    return md_table(["command", "findings", "report", "verdicts as data"], rows)
 
 
 # One line in every study report (``report.py``): the report lives outside the repository.
@@ -319,7 +422,8 @@ REPORT_LINK = (
 HELP = (
     "write DOCS/claims.md (default: docs, run from the repository's root): which statements of "
     "the source articles the lab decides, with the verdicts published in "
-    "DOCS/data/<preset>/claims.json; and exit"
+    "DOCS/data/<preset>/claims.json and DOCS/numerics-findings.json, DOCS/bench-findings.json; "
+    "and exit"
 )
 
 
