@@ -53,7 +53,9 @@ class Tune:
     def config(self, n: int) -> LaunchConfig:
         extra = {"programs_per_sm": self.programs_per_sm, "prefetch": self.prefetch}
         if self.looped:
-            return LaunchConfig(self.block_m, self.tile // self.block_m, self.num_warps, True, **extra)
+            return LaunchConfig(
+                self.block_m, self.tile // self.block_m, self.num_warps, True, **extra
+            )
         block_n = triton.next_power_of_2(max(1, n))
         block_m = max(1, min(MAX_BLOCK_M, self.tile // block_n))
         return LaunchConfig(block_m, block_n, self.num_warps, False, **extra)
