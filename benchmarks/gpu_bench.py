@@ -246,35 +246,35 @@ def run_sweep(args, device, start) -> Path | None:
 
     from normlab.kernels.triton import tuning
 
-    dt = "bf16" if "bf16" in DTYPES else args.dtypes[0]
+    dt = "bf16"  # the dtype the targets are set in
     results: dict[tuple[bool, int, object], list[float]] = {}
     lines = ["direction,norm,n,candidate,gbps,status"]
     # The backward first (what the table is most for), and N = 4096-16384 first within it.
     sizes = sorted(args.sizes, key=lambda n: (not 4096 <= n <= 16384, n))
-    for backward in (True, False):
-        for n in sizes:
+    work = [(backward, n) for backward in (True, False) for n in sizes]
+    for backward, n in work:
+        if time.monotonic() - start > args.sweep_budget_s:
+            break
+        m = max(1, args.elems // n)
+        x, w, b, _ = make_inputs(n, m, DTYPES[dt], device)
+        row = tuning.row(n, backward)
+        for cand in tuning.candidates(n, backward):
             if time.monotonic() - start > args.sweep_budget_s:
                 break
-            m = max(1, args.elems // n)
-            x, w, b, _ = make_inputs(n, m, DTYPES[dt], device)
-            row = tuning.row(n, backward)
-            for cand in tuning.candidates(n, backward):
-                for is_rms in (True, False):
-                    name = "rms" if is_rms else "ln"
-                    try:
-                        gbps = sweep_one(
-                            cand, n, x, w, b, is_rms, backward, device, args.sweep_rep_ms
-                        )
-                        status = "ok"
-                    except Exception as e:  # a config that does not compile or launch
-                        gbps, status = float("nan"), f"error: {type(e).__name__}"
-                    if status == "ok":
-                        results.setdefault((backward, row.n_max, cand), []).append(gbps)
-                    lines.append(
-                        f'{"bwd" if backward else "fwd"},{name},{n},"{cand}",{gbps:.1f},{status}'
-                    )
-                    print(f"[{time.monotonic() - start:5.0f}s] sweep {lines[-1]}", flush=True)
-            del x, w, b
+            for is_rms in (True, False):
+                name = "rms" if is_rms else "ln"
+                try:
+                    gbps = sweep_one(cand, n, x, w, b, is_rms, backward, device, args.sweep_rep_ms)
+                    status = "ok"
+                except Exception as e:  # a config that does not compile or launch
+                    gbps, status = float("nan"), f"error: {type(e).__name__}"
+                if status == "ok":
+                    results.setdefault((backward, row.n_max, cand), []).append(gbps)
+                lines.append(
+                    f'{"bwd" if backward else "fwd"},{name},{n},"{cand}",{gbps:.1f},{status}'
+                )
+                print(f"[{time.monotonic() - start:5.0f}s] sweep {lines[-1]}", flush=True)
+        del x, w, b
     (args.out / "sweep.csv").write_text("\n".join(lines) + "\n")
     if not results:
         return None
@@ -287,14 +287,15 @@ def run_sweep(args, device, start) -> Path | None:
             scored = {
                 c: v for (bwd, nm, c), v in results.items() if bwd == backward and nm == base.n_max
             }
-            full = max((len(v) for v in scored.values()), default=0)
-            geo = lambda v: math.exp(sum(map(math.log, v)) / len(v))  # noqa: E731
-            scored = {c: geo(v) for c, v in scored.items() if len(v) == full}
-            if not scored:
+            if base not in scored:  # the budget did not reach this row
                 continue
+            # Only candidates timed on every shape the row's own entry was (timed first) count.
+            full = len(scored[base])
+            geo = lambda v: math.exp(sum(math.log(max(g, 1e-9)) for g in v) / len(v))  # noqa: E731
+            scored = {c: geo(v) for c, v in scored.items() if len(v) == full}
             best = max(scored, key=scored.get)
             winners[base.n_max] = best
-            ref = scored.get(base, float("nan"))
+            ref = scored[base]
             direction = "bwd" if backward else "fwd"
             md.append(f"| {direction} | {base.n_max} | {best} | {scored[best]:.0f} | {ref:.0f} |")
         tables[backward] = table_from_winners(tuning.table(backward), winners)

@@ -29,6 +29,18 @@ def _round(v, dt: tl.constexpr):
 
 
 @triton.jit
+def _add2(a0, a1, b0, b1):
+    """Combine of a two-operand sum (``tl.reduce``)."""
+    return a0 + b0, a1 + b1
+
+
+@triton.jit
+def _add3(a0, a1, a2, b0, b1, b2):
+    """Combine of a three-operand sum (``tl.reduce``)."""
+    return a0 + b0, a1 + b1, a2 + b2
+
+
+@triton.jit
 def _rms_rstd(sumsq, N, eps, EPS_INSIDE: tl.constexpr, CASTING: tl.constexpr, hdt: tl.constexpr):
     """rstd = 1/sqrt(ms + eps) or 1/(sqrt(ms) + eps), ms = sumsq/N; casting "none" rounds each
     step to the input dtype as the naive eager code does."""
@@ -140,9 +152,10 @@ def norm_fwd_kernel(
             # would shift every output and make a constant row's output nonzero).
             mean = tl.sum(h, axis=1) / N
             xc = tl.where(cmask, h - mean[:, None], 0.0)
-            c = tl.sum(xc, axis=1) / N
+            c, m2 = tl.reduce((xc, xc * xc), 1, _add2)
+            c = c / N
             mean += c
-            var = tl.maximum(tl.sum(xc * xc, axis=1) / N - c * c, 0.0)
+            var = tl.maximum(m2 / N - c * c, 0.0)
             rstd = 1.0 / tl.sqrt(var + eps)
         _store_y(
             h,
@@ -358,16 +371,20 @@ def _centre(c1, c2, m0):
 @triton.jit
 def _row_sums(dxhat, xhat, h, IS_RMS: tl.constexpr, EPS_INSIDE: tl.constexpr):
     """A row tile's reductions: ``(c0, c1, c2, ss)`` = sums of xhat, dxhat * xhat, dxhat, h^2
-    (only those the norm needs are computed; the others are zero)."""
-    c1 = tl.sum(dxhat * xhat, axis=1)
-    c0 = tl.zeros_like(c1)
-    c2 = tl.zeros_like(c1)
-    ss = tl.zeros_like(c1)
+    (only those the norm needs are computed; the others are zero). The needed ones go through
+    one multi-operand reduction: one round of shared memory and barriers instead of one each."""
     if not IS_RMS:
-        c0 = tl.sum(xhat, axis=1)
-        c2 = tl.sum(dxhat, axis=1)
+        c0, c1, c2 = tl.reduce((xhat, dxhat * xhat, dxhat), 1, _add3)
+        ss = tl.zeros_like(c1)
     elif not EPS_INSIDE:
-        ss = tl.sum(h * h, axis=1)
+        c1, ss = tl.reduce((dxhat * xhat, h * h), 1, _add2)
+        c0 = tl.zeros_like(c1)
+        c2 = tl.zeros_like(c1)
+    else:
+        c1 = tl.sum(dxhat * xhat, axis=1)
+        c0 = tl.zeros_like(c1)
+        c2 = tl.zeros_like(c1)
+        ss = tl.zeros_like(c1)
     return c0, c1, c2, ss
 
 
