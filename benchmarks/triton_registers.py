@@ -4,9 +4,10 @@ sweep candidate: compiled here with Triton's own ptxas, no GPU needed.
     python benchmarks/triton_registers.py [--candidates] [--out FILE.md]
 
 One line per (kernel, N, config): registers and spill-store bytes for LayerNorm (with bias) and
-RMSNorm (gemma cast order), bf16, no residual. A config that spills pays local-memory traffic,
-and registers x threads bound how many CTAs share an SM (64K registers): this is what the
-table's built-in rows were picked from before a GPU sweep (normlab.kernels.triton.tuning).
+RMSNorm (gemma cast order), bf16, no residual, and the CTAs of that size one SM's 64K registers
+hold (the larger of the two kernels'). A config that spills pays local-memory traffic; a
+persistent backward with more programs per SM than fit runs them in a second wave. This is what
+the table's built-in rows were picked from before a GPU sweep (normlab.kernels.triton.tuning).
 """
 
 from __future__ import annotations
@@ -72,6 +73,13 @@ def registers(cfg: tuning.LaunchConfig, *, backward: bool, rms: bool) -> tuple[i
     return regs, int(spills[-1]) if spills else 0
 
 
+def ctas_per_sm(regs: int, num_warps: int) -> int:
+    """CTAs one sm_90 SM holds by registers: 64K of them, given out per warp in units of 256
+    (8 a thread), at most 64 warps."""
+    per_warp = -(-regs * 32 // 256) * 256
+    return min(65536 // (per_warp * num_warps), 64 // num_warps)
+
+
 def rows_to_check(candidates: bool):
     for backward in (False, True):
         for t in tuning.table(backward):
@@ -86,19 +94,21 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, help="also write the markdown table here")
     args = p.parse_args(argv)
     lines = [
-        "| kernel | N | BLOCK_M x BLOCK_N | warps | looped | prefetch | LN regs (spill B) "
-        "| RMS regs (spill B) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| kernel | N | BLOCK_M x BLOCK_N | warps | looped | prefetch | programs/SM "
+        "| LN regs (spill B) | RMS regs (spill B) | CTAs/SM |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     print("\n".join(lines), flush=True)
     for backward, n, t in rows_to_check(args.candidates):
         cfg = t.config(n)
         ln = registers(cfg, backward=backward, rms=False)
         rms = registers(cfg, backward=backward, rms=True)
+        fit = ctas_per_sm(max(ln[0], rms[0]), cfg.num_warps)
         line = (
             f"| {'bwd' if backward else 'fwd'} | {n} | {cfg.block_m} x {cfg.block_n} "
             f"| {cfg.num_warps} | {cfg.looped} | {cfg.prefetch and backward} "
-            f"| {ln[0]} ({ln[1]}) | {rms[0]} ({rms[1]}) |"
+            f"| {cfg.programs_per_sm if backward else '–'} "
+            f"| {ln[0]} ({ln[1]}) | {rms[0]} ({rms[1]}) | {fit} |"
         )
         lines.append(line)
         print(line, flush=True)

@@ -360,3 +360,29 @@ def test_kernels_compile_for_a_real_gpu():
         [sys.executable, "-c", _COMPILE_FOR_SM90], env=env, capture_output=True, text=True
     )
     assert run.returncode == 0 and "compiled" in run.stdout, run.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_the_backward_grid_fits_the_registers(tmp_path):
+    # The table's programs per SM must be resident together: compile every row for sm_90 and
+    # count how many CTAs of its registers one SM holds (benchmarks/triton_registers.py).
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("triton.backends.nvidia")
+    script = Path(__file__).parents[1] / "benchmarks" / "triton_registers.py"
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_DEFAULT_FP_FUSION"] = "1"
+    out = tmp_path / "regs.md"
+    run = subprocess.run(
+        [sys.executable, str(script), "--out", str(out)], env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = [line.split("|")[1:-1] for line in out.read_text().splitlines()[2:]]
+    assert len(rows) == len(tuning.FORWARD) + len(tuning.BACKWARD)
+    for kernel, _, _, _, _, _, programs, _, _, ctas in rows:
+        assert int(ctas) >= 1
+        if kernel.strip() == "bwd":
+            assert int(programs) <= int(ctas), rows
