@@ -221,21 +221,53 @@ def shapes(args) -> list[tuple[str, int]]:
 # the tuning sweep: every candidate row around each size, through the launchers
 
 
-def sweep_one(cand, n, x, w, b, is_rms, backward, device, rep_ms) -> float:
-    """GB/s of one candidate on one shape (forward: 2 MN elements moved, backward 3 MN)."""
+def sweep_call(cand, n, x, w, b, is_rms, backward) -> Callable[[], object]:
+    """One launch of candidate row ``cand`` on ``x`` (forward, or backward with a fixed dy)."""
     from normlab.kernels.triton import launch as tk
 
     cfg = cand.config(n)
     kw = dict(is_rms=is_rms, casting="gemma") if is_rms else dict(is_rms=False)
     bias = None if is_rms else b
+    if not backward:
+        return lambda: tk.norm_fwd(x, w, bias, None, EPS, out_dtype=x.dtype, config=cfg, **kw)
     y, _, mean, rstd = tk.norm_fwd(x, w, bias, None, EPS, out_dtype=x.dtype, **kw)
-    if backward:
-        dy = torch.randn_like(y)
-        fn = lambda: tk.norm_bwd(dy, None, x, w, mean, rstd, has_bias=not is_rms, config=cfg, **kw)  # noqa: E731
-    else:
-        fn = lambda: tk.norm_fwd(x, w, bias, None, EPS, out_dtype=x.dtype, config=cfg, **kw)  # noqa: E731
-    ms = time_ms(fn, device, rep_ms)
+    dy = torch.randn_like(y)
+    return lambda: tk.norm_bwd(dy, None, x, w, mean, rstd, has_bias=not is_rms, config=cfg, **kw)
+
+
+def sweep_one(cand, n, x, w, b, is_rms, backward, device, rep_ms) -> float:
+    """GB/s of one candidate on one shape (forward: 2 MN elements moved, backward 3 MN)."""
+    ms = time_ms(sweep_call(cand, n, x, w, b, is_rms, backward), device, rep_ms)
     return (3 if backward else 2) * x.numel() * x.element_size() / ms / 1e6
+
+
+def _warm(task) -> str:
+    """In a worker process: compile one candidate by launching it on 64 rows (Triton's disk
+    cache then serves the timed launch: 64 rows specialize like 2^26 / N do)."""
+    cand, n, is_rms, backward, device = task
+    try:
+        x, w, b, _ = make_inputs(n, 64, DTYPES["bf16"], torch.device(device))
+        sweep_call(cand, n, x, w, b, is_rms, backward)()
+        return "ok"
+    except Exception as e:  # the timed launch reports it
+        return f"{type(e).__name__}: {e}"[:200]
+
+
+def prewarm(tasks, jobs: int, device) -> None:
+    """Compile the sweep's kernels in ``jobs`` processes at once (serial compiles would eat
+    most of the sweep's budget); any failure here only leaves that compile to the timed run."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    t0 = time.monotonic()
+    try:
+        with cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
+            done = list(pool.map(_warm, [(*t, str(device)) for t in tasks]))
+        bad = sum(d != "ok" for d in done)
+        print(f"compiled {len(tasks)} sweep kernels in {time.monotonic() - t0:.0f} s "
+              f"with {jobs} processes ({bad} failed)", flush=True)  # fmt: skip
+    except Exception as e:  # noqa: BLE001  (a pool that cannot start: compile serially)
+        print(f"no parallel compile ({type(e).__name__}: {e}); compiling serially", flush=True)
 
 
 def run_sweep(args, device, start) -> Path | None:
@@ -252,6 +284,10 @@ def run_sweep(args, device, start) -> Path | None:
     # The backward first (what the table is most for), and N = 4096-16384 first within it.
     sizes = sorted(args.sizes, key=lambda n: (not 4096 <= n <= 16384, n))
     work = [(backward, n) for backward in (True, False) for n in sizes]
+    if args.sweep_jobs > 1:
+        tasks = [(c, n, rms, bwd) for bwd, n in work for c in tuning.candidates(n, bwd)
+                 for rms in (True, False)]  # fmt: skip
+        prewarm(tasks, args.sweep_jobs, device)
     for backward, n in work:
         if time.monotonic() - start > args.sweep_budget_s:
             break
@@ -417,6 +453,7 @@ def main(argv=None) -> int:
     p.add_argument("--sweep", action="store_true", help="tune the launch table first")
     p.add_argument("--sweep-budget-s", type=float, default=140.0, help="the sweep's time limit")
     p.add_argument("--sweep-rep-ms", type=float, default=10.0, help="timing window there")
+    p.add_argument("--sweep-jobs", type=int, default=8, help="processes compiling its kernels")
     p.add_argument("--memory", action="store_true", help="peak memory of forward + backward")
     p.add_argument("--memory-elems", type=int, default=1 << 24, help="elements per tensor there")
     p.add_argument("--device", default="cuda", help="cuda (cpu only for a smoke test)")

@@ -27,7 +27,8 @@ _spec.loader.exec_module(gpu_bench)
 def test_a_whole_run_writes_every_output(tmp_path):
     args = ["--device", DEVICE, "--out", str(tmp_path), "--sizes", "48", "--elems", "96"]
     args += ["--dtypes", "bf16", "--impls", "torch,normlab,liger", "--rep-ms", "1"]
-    args += ["--sweep", "--sweep-rep-ms", "1", "--memory", "--memory-elems", "96"]
+    args += ["--sweep", "--sweep-rep-ms", "1", "--sweep-jobs", "1"]
+    args += ["--memory", "--memory-elems", "96"]
     try:
         assert gpu_bench.main(args) == 0
     finally:
