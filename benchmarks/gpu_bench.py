@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
@@ -253,18 +254,33 @@ def _warm(task) -> str:
         return f"{type(e).__name__}: {e}"[:200]
 
 
-def prewarm(tasks, jobs: int, device) -> None:
-    """Compile the sweep's kernels in ``jobs`` processes at once (serial compiles would eat
-    most of the sweep's budget); any failure here only leaves that compile to the timed run."""
+def _warm_bench(task) -> str:
+    """In a worker process: one untimed run of (impl, op) on 64 rows, which compiles its
+    kernels into Triton's disk cache."""
+    impl, op, dt, n, device = task
+    try:
+        x, w, b, r = make_inputs(n, 64, DTYPES[dt], torch.device(device))
+        measure(op, impl, IMPLS[impl](op), x, w, b, r, torch.device(device), 1.0)
+        return "ok"
+    except Exception as e:  # the timed run reports it
+        return f"{type(e).__name__}: {e}"[:200]
+
+
+def prewarm(worker, tasks, jobs: int, device, what: str) -> None:
+    """Compile kernels in ``jobs`` processes at once (serial compiles would eat much of the
+    budget): ``worker`` runs each task on a few rows; any failure here only leaves that compile
+    to the timed run."""
     import concurrent.futures as cf
     import multiprocessing as mp
 
+    if jobs <= 1 or not tasks:
+        return
     t0 = time.monotonic()
     try:
         with cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
-            done = list(pool.map(_warm, [(*t, str(device)) for t in tasks]))
+            done = list(pool.map(worker, [(*t, str(device)) for t in tasks]))
         bad = sum(d != "ok" for d in done)
-        print(f"compiled {len(tasks)} sweep kernels in {time.monotonic() - t0:.0f} s "
+        print(f"compiled {len(tasks)} {what} in {time.monotonic() - t0:.0f} s "
               f"with {jobs} processes ({bad} failed)", flush=True)  # fmt: skip
     except Exception as e:  # noqa: BLE001  (a pool that cannot start: compile serially)
         print(f"no parallel compile ({type(e).__name__}: {e}); compiling serially", flush=True)
@@ -284,10 +300,9 @@ def run_sweep(args, device, start) -> Path | None:
     # The backward first (what the table is most for), and N = 4096-16384 first within it.
     sizes = sorted(args.sizes, key=lambda n: (not 4096 <= n <= 16384, n))
     work = [(backward, n) for backward in (True, False) for n in sizes]
-    if args.sweep_jobs > 1:
-        tasks = [(c, n, rms, bwd) for bwd, n in work for c in tuning.candidates(n, bwd)
-                 for rms in (True, False)]  # fmt: skip
-        prewarm(tasks, args.sweep_jobs, device)
+    tasks = [(c, n, rms, bwd) for bwd, n in work for c in tuning.candidates(n, bwd)
+             for rms in (True, False)]  # fmt: skip
+    prewarm(_warm, tasks, args.jobs, device, "sweep kernels")
     for backward, n in work:
         if time.monotonic() - start > args.sweep_budget_s:
             break
@@ -453,7 +468,7 @@ def main(argv=None) -> int:
     p.add_argument("--sweep", action="store_true", help="tune the launch table first")
     p.add_argument("--sweep-budget-s", type=float, default=140.0, help="the sweep's time limit")
     p.add_argument("--sweep-rep-ms", type=float, default=10.0, help="timing window there")
-    p.add_argument("--sweep-jobs", type=int, default=8, help="processes compiling its kernels")
+    p.add_argument("--jobs", type=int, default=8, help="processes compiling kernels up front")
     p.add_argument("--memory", action="store_true", help="peak memory of forward + backward")
     p.add_argument("--memory-elems", type=int, default=1 << 24, help="elements per tensor there")
     p.add_argument("--device", default="cuda", help="cuda (cpu only for a smoke test)")
@@ -475,16 +490,21 @@ def main(argv=None) -> int:
             from normlab.kernels.triton import tuning
 
             tuning.load(path)
+            os.environ["NORMLAB_TRITON_TUNING"] = str(path.resolve())  # for worker processes
             print(f"tuned table {path} in use", flush=True)
     if args.memory:
         run_memory(args, device)
-    bench_start = time.monotonic()
     csv_path, table_path = args.out / "results.csv", args.out / "table.md"
     names = [f.name for f in fields(Row)]
     with csv_path.open("w", newline="") as f:
         csv.writer(f).writerow(names)
     rows: list[Row] = []
+    bench_start = time.monotonic()  # the budget counts compiling too
     fast = [i for i in args.impls if i != "compile"]
+    warm = [
+        (i, op, dt, n) for i in fast if i != "torch" for dt, n in shapes(args) for op in args.ops
+    ]
+    prewarm(_warm_bench, warm, args.jobs, device, "benchmark kernels")
     passes = [(fast, False)] + ([(["compile"], True)] if "compile" in args.impls else [])
     for impls, compiling in passes:  # torch.compile last: one compile per shape
         for dt, n in shapes(args):

@@ -3,6 +3,7 @@ where its timings mean nothing but every code path runs), and its table-from-swe
 
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -24,10 +25,11 @@ gpu_bench = sys.modules["gpu_bench"] = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gpu_bench)
 
 
-def test_a_whole_run_writes_every_output(tmp_path):
+def test_a_whole_run_writes_every_output(tmp_path, monkeypatch):
+    monkeypatch.delenv("NORMLAB_TRITON_TUNING", raising=False)  # the run sets it: restored after
     args = ["--device", DEVICE, "--out", str(tmp_path), "--sizes", "48", "--elems", "96"]
     args += ["--dtypes", "bf16", "--impls", "torch,normlab,liger", "--rep-ms", "1"]
-    args += ["--sweep", "--sweep-rep-ms", "1", "--sweep-jobs", "1"]
+    args += ["--sweep", "--sweep-rep-ms", "1", "--jobs", "1"]
     args += ["--memory", "--memory-elems", "96"]
     try:
         assert gpu_bench.main(args) == 0
@@ -44,6 +46,7 @@ def test_a_whole_run_writes_every_output(tmp_path):
     assert len(sweep) == 2 * n_cands and all(r.endswith(",ok") for r in sweep)
     tables = json.loads((tmp_path / "tuning.json").read_text())
     assert tables["forward"][-1]["looped"] and tables["backward"][-1]["looped"]
+    assert Path(os.environ["NORMLAB_TRITON_TUNING"]) == (tmp_path / "tuning.json").resolve()
     memory = (tmp_path / "memory.md").read_text()
     assert "| rms | 48 | 2 | normlab_me |" in memory and "| ln | 48 | 2 | torch |" in memory
     try:
