@@ -147,8 +147,7 @@ def candidates(n: int, backward: bool) -> list[Tune]:
     if not base.looped and p2 == fused_limit(backward):
         out.append(dataclasses.replace(table(backward)[-1], n_max=base.n_max))
     elif base.looped and p2 == 2 * fused_limit(backward):
-        warps = 32
-        out.append(Tune(base.n_max, p2, warps, programs_per_sm=1))
+        out.append(Tune(base.n_max, p2, 32))
     return out
 
 
