@@ -18,6 +18,7 @@ from normlab.testing import TOLERANCES, assert_kernel_close
 
 triton = pytest.importorskip("triton")
 tk = pytest.importorskip("normlab.kernels.triton.launch")
+tuning = pytest.importorskip("normlab.kernels.triton.tuning")
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 if not normlab.functional.get_backend("triton").supports(DEVICE):
     pytest.skip(
@@ -165,19 +166,57 @@ def test_looped_path_at_large_hidden_sizes(n, monkeypatch, mode):
     check(mode, "layer_norm", x, weight=w, bias=b, grad=n < 100000)
 
 
-def test_persistent_backward_walks_several_tiles(monkeypatch):
-    # 2 programs over 37 rows of 2 rows each: every program owns many tiles, and the partial
-    # dweight/dbias rows are reduced without atomics, so the result is bitwise repeatable.
-    monkeypatch.setattr(tk, "_persistent_programs", lambda *args: 2)
-    monkeypatch.setattr(tk, "_TILE_BWD", 128)
-    assert tk.pick_config(64, backward=True).block_m == 2
-    x, w, b, r = _inputs((37, 64), F32)
-    check("layer_norm", x, weight=w, bias=b, residual=r)
+def _use_backward_config(monkeypatch, cfg, programs=3):
+    """Launch every backward with ``cfg`` on ``programs`` persistent programs."""
+    pick = tk.pick_config
+    monkeypatch.setattr(tk, "pick_config", lambda n, backward=False: cfg if backward else pick(n))
+    monkeypatch.setattr(tk, "_persistent_programs", lambda *args: programs)
+
+
+# The backward's paths beyond the default grid: 37 rows in tiles of 2 (or 4) rows over 3
+# programs, so each program walks several tiles and the last tile is ragged; a prefetched tile
+# past the last row is masked off; looped tiles of several rows stream 16-column chunks.
+_BWD_PATHS = {
+    "prefetch": tk.LaunchConfig(2, 64, 4, looped=False, prefetch=True),
+    "resident": tk.LaunchConfig(4, 64, 4, looped=False),
+    "looped_rows": tk.LaunchConfig(4, 16, 4, looped=True),
+}
+
+
+@pytest.mark.parametrize("path", list(_BWD_PATHS))
+@pytest.mark.parametrize("dtype", [F32, BF16, F16], ids=str)
+def test_backward_paths_several_tiles_per_program(path, dtype, mode, monkeypatch):
+    _use_backward_config(monkeypatch, _BWD_PATHS[path])
+    x, w, b, r = _inputs((37, 40), dtype)
+    check(mode, "rms_norm", x, weight=w, residual=r, offset=1.0, casting="gemma")
+    check(mode, "rms_norm", x, weight=w, casting="none", eps_inside=False)
+    check(mode, "layer_norm", x + 30, weight=w, bias=b, residual=r)
+
+
+@pytest.mark.parametrize("path", list(_BWD_PATHS))
+def test_partial_sums_are_bitwise_repeatable(path, monkeypatch):
+    # No atomics: each program writes its own partial dweight/dbias row and the host sums them.
+    _use_backward_config(monkeypatch, _BWD_PATHS[path])
+    x, w, b, _ = _inputs((37, 40), F32)
     x.requires_grad_(), w.requires_grad_(), b.requires_grad_()
     runs = [torch.autograd.grad(normlab.layer_norm(x, w, b, backend="triton").sum(), (w, b))
             for _ in range(2)]  # fmt: skip
     for first, second in zip(*runs, strict=True):
         assert torch.equal(first, second)
+
+
+def _row_ns():
+    """The smallest N each row of the tables serves (rows over 16K: forward and backward)."""
+    ns = {t.n_max // 2 + 1 for bwd in (False, True) for t in tuning.table(bwd) if not t.looped}
+    return sorted(ns | {2 * tuning.fused_limit(False) + 1})
+
+
+@pytest.mark.parametrize("n", _row_ns())
+def test_every_row_of_the_table(n):
+    # One row per range of N, at its ragged low end (the block is about twice the row).
+    x, w, b, r = _inputs((2, n), F32)
+    check("rms_norm", x, weight=w, residual=r)
+    check("layer_norm", x, weight=w, bias=b)
 
 
 def test_bf16_rounds_to_nearest_even_like_the_gpu():
@@ -205,12 +244,37 @@ def test_float64_goes_to_the_reference():
 
 
 def test_config_table():
-    for n in [1, 3, 1000, 1024, 4097, 32768, 70000]:
-        for backward in (False, True):
+    for backward in (False, True):
+        rows = tuning.table(backward)
+        assert rows[-1].looped and not any(t.looped for t in rows[:-1])
+        assert [t.n_max for t in rows] == sorted(t.n_max for t in rows)
+        for n in [1, 3, 1000, 1024, 1025, 4097, 16384, 32768, 70000]:
             cfg = tk.pick_config(n, backward=backward)
             assert cfg.block_n & (cfg.block_n - 1) == 0 and cfg.num_warps in (4, 8, 16, 32)
-            assert cfg.looped == (n > (tk.MAX_FUSED_BWD if backward else tk.MAX_FUSED_FWD))
+            assert cfg.looped == (n > tuning.fused_limit(backward))
             assert cfg.looped or cfg.block_n >= n
+            assert cfg.block_m * cfg.block_n <= max(tuning.row(n, backward).tile, cfg.block_n)
+            cands = tuning.candidates(n, backward)
+            assert cands[0] == tuning.row(n, backward) and len(set(cands)) == len(cands)
+
+
+def test_table_loads_from_json(tmp_path):
+    path = tmp_path / "tuning.json"
+    fwd = [tuning.Tune(64, 256, 4), tuning.Tune(tuning.LOOPED, 64, 4, looped=True)]
+    tuning.dump({False: fwd, True: list(tuning.BACKWARD)}, path)
+    try:
+        tuning.load(path)
+        assert tk.pick_config(64) == tuning.LaunchConfig(4, 64, 4, False)
+        assert tk.pick_config(65).looped and tk.pick_config(65).block_n == 64
+        assert tuning.table(True) == tuning.BACKWARD
+        x, w, b, r = _inputs((3, 100), BF16)  # the loaded table's looped forward
+        check("rms_norm", x, weight=w, residual=r)
+        path.write_text('{"forward": [{"n_max": 64, "tile": 256, "num_warps": 4}]}')
+        with pytest.raises(ValueError, match="looped"):
+            tuning.load(path)
+    finally:
+        tuning.load(None)
+    assert tuning.table(False) == tuning.FORWARD
 
 
 @pytest.mark.parametrize("memory_efficient", [False, True], ids=["default", "memory_efficient"])
@@ -241,34 +305,41 @@ _COMPILE_FOR_SM90 = """
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
+from normlab.kernels.triton import tuning
 from normlab.kernels.triton.kernels import norm_bwd_kernel, norm_fwd_kernel
 from normlab.kernels.triton.launch import pick_config
 
 SM90 = GPUTarget("cuda", 90, 32)
+FWD = dict(X="*bf16", R="*bf16", H="*fp32", W="*fp32", B="*fp32", Y="*fp32", MEAN="*fp32",
+           RSTD="*fp32", stride_x="i32", stride_r="i32", stride_h="i32", stride_y="i32",
+           M="i32", N="i32", eps="fp32", offset="fp32")
+BWD = dict(H="*fp16", W="*fp16", B="*fp16", MEAN="*fp32", RSTD="*fp32", DY="*fp16",
+           DHO="*fp16", DH="*fp16", DW="*fp32", DB="*fp32", stride_h="i32", stride_dy="i32",
+           stride_dho="i32", stride_dh="i32", M="i32", N="i32", offset="fp32")
 
-def build(kernel, ptrs, scalars, flags, n, backward):
-    cfg = pick_config(n, backward=backward)
+def build(kernel, types, flags, cfg):
     flags = dict(flags, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, LOOPED=cfg.looped)
-    sig = {**ptrs, **scalars, **{k: "constexpr" for k in flags}}
-    names = list(sig)
-    src = ASTSource(kernel, sig, constexprs={(names.index(k),): v for k, v in flags.items()})
+    if kernel is norm_bwd_kernel:
+        flags["PREFETCH"] = cfg.prefetch and not cfg.looped
+    types = {**types, **dict.fromkeys(flags, "constexpr")}
+    names = kernel.arg_names
+    src = ASTSource(kernel, {k: types[k] for k in names},
+                    constexprs={(names.index(k),): v for k, v in flags.items()})
     out = triton.compile(src, target=SM90, options={"num_warps": cfg.num_warps})
-    assert out.asm["cubin"], n
+    assert out.asm["cubin"], cfg
+
+def both(n, rms, cast, from_y, fwd_cfg, bwd_cfg):
+    build(norm_fwd_kernel, FWD, dict(IS_RMS=rms, HAS_RES=True, HAS_W=True, HAS_B=not rms,
+          CASTING=cast, EPS_INSIDE=cast != 2), fwd_cfg)
+    build(norm_bwd_kernel, BWD, dict(IS_RMS=rms, HAS_W=True, HAS_B=not rms, HAS_DHO=rms,
+          CASTING=cast, EPS_INSIDE=cast != 2, FROM_Y=from_y), bwd_cfg)
 
 for n, rms, cast, from_y in [(123, False, 0, False), (70000, True, 2, True),
                              (4096, True, 1, False), (20000, False, 0, True), (123, True, 0, True)]:
-    fwd_ptrs = dict(X="*bf16", R="*bf16", H="*fp32", W="*fp32", B="*fp32", Y="*fp32",
-                    MEAN="*fp32", RSTD="*fp32")
-    build(norm_fwd_kernel, fwd_ptrs, dict.fromkeys(
-        ["stride_x", "stride_r", "stride_h", "stride_y", "M", "N"], "i32") | {"eps": "fp32",
-        "offset": "fp32"}, dict(IS_RMS=rms, HAS_RES=True, HAS_W=True, HAS_B=not rms,
-        CASTING=cast, EPS_INSIDE=cast != 2), n, False)
-    bwd_ptrs = dict(H="*fp16", W="*fp16", B="*fp16", MEAN="*fp32", RSTD="*fp32", DY="*fp16",
-                    DHO="*fp16", DH="*fp16", DW="*fp32", DB="*fp32")
-    build(norm_bwd_kernel, bwd_ptrs, dict.fromkeys(
-        ["stride_h", "stride_dy", "stride_dho", "stride_dh", "M", "N"], "i32") | {"offset": "fp32"},
-        dict(IS_RMS=rms, HAS_W=True, HAS_B=not rms, HAS_DHO=rms, CASTING=cast,
-        EPS_INSIDE=cast != 2, FROM_Y=from_y), n, True)
+    both(n, rms, cast, from_y, pick_config(n), pick_config(n, backward=True))
+for i, (f, b) in enumerate(zip(tuning.FORWARD, tuning.BACKWARD)):  # every row of the tables
+    n = 3 * f.n_max // 4 if f.n_max < tuning.LOOPED else 70000
+    both(n, i % 2 == 0, i % 3, i % 2 == 1, f.config(n), b.config(n))
 print("compiled")
 """
 
@@ -289,3 +360,29 @@ def test_kernels_compile_for_a_real_gpu():
         [sys.executable, "-c", _COMPILE_FOR_SM90], env=env, capture_output=True, text=True
     )
     assert run.returncode == 0 and "compiled" in run.stdout, run.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_the_backward_grid_fits_the_registers(tmp_path):
+    # The table's programs per SM must be resident together: compile every row for sm_90 and
+    # count how many CTAs of its registers one SM holds (benchmarks/triton_registers.py).
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("triton.backends.nvidia")
+    script = Path(__file__).parents[1] / "benchmarks" / "triton_registers.py"
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_DEFAULT_FP_FUSION"] = "1"
+    out = tmp_path / "regs.md"
+    run = subprocess.run(
+        [sys.executable, str(script), "--out", str(out)], env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = [line.split("|")[1:-1] for line in out.read_text().splitlines()[2:]]
+    assert len(rows) == len(tuning.FORWARD) + len(tuning.BACKWARD)
+    for kernel, _, _, _, _, _, programs, _, _, ctas in rows:
+        assert int(ctas) >= 1
+        if kernel.strip() == "bwd":
+            assert int(programs) <= int(ctas), rows

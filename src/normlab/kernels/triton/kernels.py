@@ -4,10 +4,10 @@ Both kernels take a ``(M, N)`` view whose rows have unit column stride and serve
 (``IS_RMS``), the fused residual add, every RMSNorm cast order and ``eps`` placement. A program
 owns ``BLOCK_M`` rows; when a row fits in registers (``LOOPED=False``) it is read once, otherwise
 the row is streamed in ``BLOCK_N`` chunks (statistics pass, then output pass). Statistics are
-always FP32.
+always FP32. The FP32/FP64 references they are tested against are :mod:`normlab.reference`.
 
-The host side (block sizes, grids, partial-sum reduction) lives in
-:mod:`normlab.kernels.triton.launch`.
+The host side (grids, partial-sum reduction) lives in :mod:`normlab.kernels.triton.launch`, the
+block sizes per range of N in :mod:`normlab.kernels.triton.tuning`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,18 @@ NONE = tl.constexpr(CASTING_CODES["none"])
 def _round(v, dt: tl.constexpr):
     """Round an FP32 value to ``dt`` and back: where the reference stores an intermediate."""
     return v.to(dt).to(tl.float32)
+
+
+@triton.jit
+def _add2(a0, a1, b0, b1):
+    """Combine of a two-operand sum (``tl.reduce``)."""
+    return a0 + b0, a1 + b1
+
+
+@triton.jit
+def _add3(a0, a1, a2, b0, b1, b2):
+    """Combine of a three-operand sum (``tl.reduce``)."""
+    return a0 + b0, a1 + b1, a2 + b2
 
 
 @triton.jit
@@ -140,9 +152,10 @@ def norm_fwd_kernel(
             # would shift every output and make a constant row's output nonzero).
             mean = tl.sum(h, axis=1) / N
             xc = tl.where(cmask, h - mean[:, None], 0.0)
-            c = tl.sum(xc, axis=1) / N
+            c, m2 = tl.reduce((xc, xc * xc), 1, _add2)
+            c = c / N
             mean += c
-            var = tl.maximum(tl.sum(xc * xc, axis=1) / N - c * c, 0.0)
+            var = tl.maximum(m2 / N - c * c, 0.0)
             rstd = 1.0 / tl.sqrt(var + eps)
         _store_y(
             h,
@@ -273,20 +286,26 @@ def _recover(y, W, B, cols, cmask, offset, IS_RMS, HAS_W, HAS_B, CASTING):
 
 
 @triton.jit
+def _load_tile(H, DY, rows, cols, mask, stride_h, stride_dy):
+    """One tile of the saved tensor and of dy, in their own dtypes (a prefetched tile costs
+    half the registers of an FP32 one)."""
+    h = tl.load(H + rows * stride_h + cols, mask=mask, other=0.0)
+    dy = tl.load(DY + rows * stride_dy + cols, mask=mask, other=0.0)
+    return h, dy
+
+
+@triton.jit
 def _dh_terms(
+    h,
+    dy,
     H,
     W,
     B,
-    DY,
     DH,
-    rows,
     cols,
     cmask,
-    mask,
     mean,
     rstd,
-    stride_h,
-    stride_dy,
     offset,
     IS_RMS: tl.constexpr,
     HAS_W: tl.constexpr,
@@ -294,7 +313,8 @@ def _dh_terms(
     CASTING: tl.constexpr,
     FROM_Y: tl.constexpr,
 ):
-    """Per-element pieces of the backward: (h, dy, xhat, xq, dxhat = dy * gain).
+    """Per-element pieces of the backward from a loaded tile ``(h, dy)``: FP32
+    (h, dy, xhat, xq, dxhat = dy * gain).
 
     ``xq`` is xhat as the forward multiplied it by the gain (rounded for the llama/none cast
     orders), which dweight needs; the rounding passes gradients straight through, so dh needs
@@ -303,8 +323,8 @@ def _dh_terms(
     RMSNorm's eps-outside ``mean(h^2)``. For the llama/none orders the recovered xhat is
     rounded to h's dtype (``DH``'s) again, which gives back exactly the rounded xhat the
     forward multiplied by the gain (y's rounding is at most half a unit of it)."""
-    h = tl.load(H + rows * stride_h + cols, mask=mask, other=0.0).to(tl.float32)
-    dy = tl.load(DY + rows * stride_dy + cols, mask=mask, other=0.0).to(tl.float32)
+    h = h.to(tl.float32)
+    dy = dy.to(tl.float32)
     if FROM_Y:
         xhat = _recover(h, W, B, cols, cmask, offset, IS_RMS, HAS_W, HAS_B, CASTING)
         if IS_RMS and CASTING != GEMMA:
@@ -349,6 +369,40 @@ def _centre(c1, c2, m0):
 
 
 @triton.jit
+def _row_sums(dxhat, xhat, h, IS_RMS: tl.constexpr, EPS_INSIDE: tl.constexpr):
+    """A row tile's reductions: ``(c0, c1, c2, ss)`` = sums of xhat, dxhat * xhat, dxhat, h^2
+    (only those the norm needs are computed; the others are zero). The needed ones go through
+    one multi-operand reduction: one round of shared memory and barriers instead of one each."""
+    if not IS_RMS:
+        c0, c1, c2 = tl.reduce((xhat, dxhat * xhat, dxhat), 1, _add3)
+        ss = tl.zeros_like(c1)
+    elif not EPS_INSIDE:
+        c1, ss = tl.reduce((dxhat * xhat, h * h), 1, _add2)
+        c0 = tl.zeros_like(c1)
+        c2 = tl.zeros_like(c1)
+    else:
+        c1 = tl.sum(dxhat * xhat, axis=1)
+        c0 = tl.zeros_like(c1)
+        c2 = tl.zeros_like(c1)
+        ss = tl.zeros_like(c1)
+    return c0, c1, c2, ss
+
+
+@triton.jit
+def _coefficients(c0, c1, c2, ss, rstd, N, IS_RMS: tl.constexpr, EPS_INSIDE: tl.constexpr):
+    """``(c1, c2, q)`` of :func:`_dh` from a row's sums (see :func:`norm_bwd_kernel`)."""
+    c1 = c1 / N
+    c2 = c2 / N
+    if not IS_RMS:
+        c1, c2 = _centre(c1, c2, c0 / N)
+    q = rstd
+    if IS_RMS and not EPS_INSIDE:
+        s = tl.sqrt(ss / N)
+        q = tl.where(s > 0, 1.0 / s, 0.0)
+    return c1, c2, q
+
+
+@triton.jit
 def norm_bwd_kernel(
     H,  # the output y with FROM_Y
     W,
@@ -377,75 +431,80 @@ def norm_bwd_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     LOOPED: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     """Backward of both norms; a persistent program walks row tiles pid, pid + G, ...
 
     With xhat the normalized row, dxhat = dy * gain, c1 = mean(dxhat * xhat), c2 = mean(dxhat):
     LN:  dh = rstd * (dxhat - c2 - xhat * c1);
-    RMS: dh = rstd * dxhat - q * xhat * c1, q = rstd (eps inside) or 1/sqrt(ms) (eps outside).
-    The incoming gradient of the returned h (DHO) is added. Each program writes its FP32
-    partial sums of dy * xq (dweight) and dy (dbias) to row ``pid`` of DW/DB: no atomics,
-    the host sums the G rows afterwards. ``FROM_Y`` (memory-efficient mode): ``H`` holds the
-    forward's output and xhat = (y - b) / gain; LayerNorm's mean is then not read.
+    RMS: dh = rstd * dxhat - q * xhat * c1, q = rstd (eps inside) or 1/sqrt(ms) (eps outside);
+    dweight = sum over rows of dy * xq, dbias = sum over rows of dy.
+    The incoming gradient of the returned h (DHO) is added. ``FROM_Y`` (memory-efficient
+    mode): ``H`` holds the forward's output and xhat = (y - b) / gain; LayerNorm's mean is then
+    not read.
+
+    A register-resident tile (``LOOPED=False``) is loaded once and serves both passes over the
+    row (its sums, then dh); the program keeps its dweight/dbias sums in registers across all
+    its tiles and writes them once, as FP32 row ``pid`` of DW/DB (the host sums the G rows: no
+    atomics, bitwise-repeatable). With ``PREFETCH`` the next tile's loads are issued before
+    this tile's reductions, so their latency overlaps the work. A looped tile streams its rows
+    in BLOCK_N chunks twice (the second pass mostly from L2) and adds each chunk's column sums
+    to its partial row in memory.
     """
     pid = tl.program_id(0)
     n_prog = tl.num_programs(0)
     n_tiles = tl.cdiv(M, BLOCK_M)
+    arange_m = tl.arange(0, BLOCK_M)
     offs = tl.arange(0, BLOCK_N)[None, :]  # (1, BN)
     if not LOOPED:
         cmask = offs < N
         dw_acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
         db_acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+        if PREFETCH:
+            rows1 = pid * BLOCK_M + arange_m
+            mask = (rows1 < M)[:, None] & cmask
+            h_next, dy_next = _load_tile(
+                H, DY, rows1.to(tl.int64)[:, None], offs, mask, stride_h, stride_dy
+            )
     for tile in range(pid, n_tiles, n_prog):
-        rows1 = tile * BLOCK_M + tl.arange(0, BLOCK_M)  # (BM,)
+        rows1 = tile * BLOCK_M + arange_m  # (BM,)
         row_ok = rows1 < M
-        rows = rows1.to(tl.int64)[:, None]
+        rows = rows1.to(tl.int64)[:, None]  # (BM, 1), int64: M * stride may exceed 2^31
+        if not LOOPED:
+            mask = row_ok[:, None] & cmask
+            if PREFETCH:
+                h, dy = h_next, dy_next
+                nrows1 = rows1 + n_prog * BLOCK_M  # past M (the last tile): masked off
+                nmask = (nrows1 < M)[:, None] & cmask
+                h_next, dy_next = _load_tile(
+                    H, DY, nrows1.to(tl.int64)[:, None], offs, nmask, stride_h, stride_dy
+                )
+            else:
+                h, dy = _load_tile(H, DY, rows, offs, mask, stride_h, stride_dy)
+            if HAS_DHO:  # issued early too: it is only added at the end
+                dho = tl.load(DHO + rows * stride_dho + offs, mask=mask, other=0.0)
         rstd = tl.load(RSTD + rows1, mask=row_ok, other=0.0)
         if IS_RMS or FROM_Y:
             mean = tl.zeros((BLOCK_M,), tl.float32)
         else:
             mean = tl.load(MEAN + rows1, mask=row_ok, other=0.0)
         if not LOOPED:
-            mask = row_ok[:, None] & cmask
             h, dy, xhat, xq, dxhat = _dh_terms(
-                H,
-                W,
-                B,
-                DY,
-                DH,
-                rows,
-                offs,
-                cmask,
-                mask,
-                mean,
-                rstd,
-                stride_h,
-                stride_dy,
-                offset,
-                IS_RMS,
-                HAS_W,
-                HAS_B,
-                CASTING,
-                FROM_Y,
-            )
-            c1 = tl.sum(dxhat * xhat, axis=1) / N
-            c2 = tl.sum(dxhat, axis=1) / N
-            if not IS_RMS:
-                c1, c2 = _centre(c1, c2, tl.sum(xhat, axis=1) / N)
-            q = rstd
-            if IS_RMS and not EPS_INSIDE:
-                s = tl.sqrt(tl.sum(h * h, axis=1) / N)
-                q = tl.where(s > 0, 1.0 / s, 0.0)
+                h, dy, H, W, B, DH, offs, cmask, mean, rstd, offset,
+                IS_RMS, HAS_W, HAS_B, CASTING, FROM_Y,
+            )  # fmt: skip
+            c0, c1, c2, ss = _row_sums(dxhat, xhat, h, IS_RMS, EPS_INSIDE)
+            c1, c2, q = _coefficients(c0, c1, c2, ss, rstd, N, IS_RMS, EPS_INSIDE)
             dh = _dh(dxhat, xhat, rstd, c1, c2, q, IS_RMS)
             if HAS_DHO:
-                dh += tl.load(DHO + rows * stride_dho + offs, mask=mask, other=0.0).to(tl.float32)
+                dh += dho.to(tl.float32)
             tl.store(DH + rows * stride_dh + offs, dh.to(DH.dtype.element_ty), mask=mask)
             if HAS_W:
                 dw_acc += dy * xq
             if HAS_B:
                 db_acc += dy
         else:
-            # Pass 1: the row reductions c1, c2 (and ms for eps outside).
+            # Pass 1: the row sums.
             c0 = tl.zeros((BLOCK_M,), tl.float32)
             c1 = tl.zeros((BLOCK_M,), tl.float32)
             c2 = tl.zeros((BLOCK_M,), tl.float32)
@@ -454,65 +513,27 @@ def norm_bwd_kernel(
                 cols = start + offs
                 cmask = cols < N
                 mask = row_ok[:, None] & cmask
+                h, dy = _load_tile(H, DY, rows, cols, mask, stride_h, stride_dy)
                 h, dy, xhat, xq, dxhat = _dh_terms(
-                    H,
-                    W,
-                    B,
-                    DY,
-                    DH,
-                    rows,
-                    cols,
-                    cmask,
-                    mask,
-                    mean,
-                    rstd,
-                    stride_h,
-                    stride_dy,
-                    offset,
-                    IS_RMS,
-                    HAS_W,
-                    HAS_B,
-                    CASTING,
-                    FROM_Y,
-                )
-                c0 += tl.sum(xhat, axis=1)
-                c1 += tl.sum(dxhat * xhat, axis=1)
-                c2 += tl.sum(dxhat, axis=1)
-                ss += tl.sum(h * h, axis=1)
-            c1 = c1 / N
-            c2 = c2 / N
-            if not IS_RMS:
-                c1, c2 = _centre(c1, c2, c0 / N)
-            q = rstd
-            if IS_RMS and not EPS_INSIDE:
-                s = tl.sqrt(ss / N)
-                q = tl.where(s > 0, 1.0 / s, 0.0)
-            # Pass 2: dh, and this program's partial dweight/dbias rows in memory.
+                    h, dy, H, W, B, DH, cols, cmask, mean, rstd, offset,
+                    IS_RMS, HAS_W, HAS_B, CASTING, FROM_Y,
+                )  # fmt: skip
+                s0, s1, s2, s3 = _row_sums(dxhat, xhat, h, IS_RMS, EPS_INSIDE)
+                c0 += s0
+                c1 += s1
+                c2 += s2
+                ss += s3
+            c1, c2, q = _coefficients(c0, c1, c2, ss, rstd, N, IS_RMS, EPS_INSIDE)
+            # Pass 2: dh, and this tile's column sums added to the program's partial rows.
             for start in range(0, N, BLOCK_N):
                 cols = start + offs
                 cmask = cols < N
                 mask = row_ok[:, None] & cmask
+                h, dy = _load_tile(H, DY, rows, cols, mask, stride_h, stride_dy)
                 h, dy, xhat, xq, dxhat = _dh_terms(
-                    H,
-                    W,
-                    B,
-                    DY,
-                    DH,
-                    rows,
-                    cols,
-                    cmask,
-                    mask,
-                    mean,
-                    rstd,
-                    stride_h,
-                    stride_dy,
-                    offset,
-                    IS_RMS,
-                    HAS_W,
-                    HAS_B,
-                    CASTING,
-                    FROM_Y,
-                )
+                    h, dy, H, W, B, DH, cols, cmask, mean, rstd, offset,
+                    IS_RMS, HAS_W, HAS_B, CASTING, FROM_Y,
+                )  # fmt: skip
                 dh = _dh(dxhat, xhat, rstd, c1, c2, q, IS_RMS)
                 if HAS_DHO:
                     dho = tl.load(DHO + rows * stride_dho + cols, mask=mask, other=0.0)

@@ -1,4 +1,4 @@
-"""Host launchers for the Triton norm kernels: views, block-size table, grids, partial sums.
+"""Host launchers for the Triton norm kernels: views, launch configs, grids, partial sums.
 
 ``norm_fwd``/``norm_bwd`` take tensors of shape ``(..., N)`` and return freshly allocated
 outputs; they know nothing of autograd (``normlab.kernels.triton.backend`` wires them up).
@@ -6,59 +6,38 @@ outputs; they know nothing of autograd (``normlab.kernels.triton.backend`` wires
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
-from dataclasses import dataclass
 
 import torch
 import triton
 from torch import Tensor
 
+from normlab.kernels.triton import tuning
 from normlab.kernels.triton.kernels import CASTING_CODES, norm_bwd_kernel, norm_fwd_kernel
+from normlab.kernels.triton.tuning import LaunchConfig
+
+__all__ = ["LaunchConfig", "as_rows", "norm_bwd", "norm_fwd", "pick_config"]
 
 
-@dataclass(frozen=True)
-class LaunchConfig:
-    """How one kernel launch tiles the ``(M, N)`` problem."""
-
-    block_m: int  # rows per program (per tile in the backward)
-    block_n: int  # columns per block: the whole row, or the chunk of the looped path
-    num_warps: int
-    looped: bool  # stream the row in block_n chunks instead of holding it in registers
-
-
-# Elements of a tile each thread holds in registers. The forward keeps ~2 FP32 values live per
-# element, the backward ~6 (h, dy, xhat, dxhat, dweight and dbias sums); at these counts ptxas
-# (sm_90, Triton 3.9) fits either kernel in <= 128 registers without spilling.
-_ELEMS_PER_THREAD_FWD = 16
-_ELEMS_PER_THREAD_BWD = 8
-_MAX_WARPS = 32  # 1024 threads, the CTA limit
-# Rows longer than a full CTA's registers take the looped path (two passes over the row, the
-# second mostly from L2).
-MAX_FUSED_FWD = 32 * _MAX_WARPS * _ELEMS_PER_THREAD_FWD  # 16384
-MAX_FUSED_BWD = 32 * _MAX_WARPS * _ELEMS_PER_THREAD_BWD  # 8192
-LOOP_BLOCK = 4096  # chunk of the looped path
-# Small rows share a program so that each moves at least this many elements: a 1K-wide row
-# alone is a tiny program and the launch grid, not the memory, would set the pace.
-_TILE_FWD = 4096
-_TILE_BWD = 2048
-_MAX_BLOCK_M = 64
-
-
-def _warps(tile: int, elems_per_thread: int) -> int:
-    return max(4, min(_MAX_WARPS, tile // (32 * elems_per_thread)))
+# Test hooks, None in use: a row longer than MAX_FUSED_* (or LOOP_BLOCK-column chunks) forces
+# the looped path at small N, which the interpreter can afford.
+MAX_FUSED_FWD: int | None = None
+MAX_FUSED_BWD: int | None = None
+LOOP_BLOCK: int | None = None
 
 
 def pick_config(n: int, *, backward: bool = False) -> LaunchConfig:
-    """Block sizes and warps for rows of ``n`` elements (the heuristic table above)."""
+    """Block sizes, warps and grid for rows of ``n`` elements: the tuning table's row."""
     limit = MAX_FUSED_BWD if backward else MAX_FUSED_FWD
-    ept = _ELEMS_PER_THREAD_BWD if backward else _ELEMS_PER_THREAD_FWD
-    block_n = triton.next_power_of_2(n)
-    if block_n > limit:
-        return LaunchConfig(1, LOOP_BLOCK, _warps(LOOP_BLOCK, ept), looped=True)
-    tile = _TILE_BWD if backward else _TILE_FWD
-    block_m = max(1, min(_MAX_BLOCK_M, tile // block_n))
-    return LaunchConfig(block_m, block_n, _warps(block_m * block_n, ept), looped=False)
+    tune = tuning.row(n, backward)
+    if limit is not None and triton.next_power_of_2(n) > limit and not tune.looped:
+        tune = tuning.table(backward)[-1]
+    cfg = tune.config(n)
+    if cfg.looped and LOOP_BLOCK is not None:
+        cfg = dataclasses.replace(cfg, block_n=LOOP_BLOCK)
+    return cfg
 
 
 @functools.cache
@@ -71,14 +50,14 @@ def _sm_count(device: torch.device) -> int:
 _MIN_ROWS_PER_PROGRAM = 16
 
 
-def _persistent_programs(device: torch.device, num_warps: int, m: int) -> int:
-    """Backward grid size: one program per SM, more (up to 1024 threads' worth per SM; at the
-    table's <= 128 registers a thread, at least 512 threads are resident) while each keeps
-    >= 16 rows. The CPU interpreter runs programs one after another: there a few suffice."""
+def _persistent_programs(device: torch.device, cfg: LaunchConfig, m: int) -> int:
+    """Backward grid size: ``programs_per_sm`` programs per SM, fewer where each would keep
+    under 16 rows (but one per SM at least). The CPU interpreter runs programs one after
+    another: there a few suffice (``NORMLAB_TRITON_PROGRAMS``, default 4)."""
     if device.type != "cuda":
         return int(os.environ.get("NORMLAB_TRITON_PROGRAMS", "4"))
     sms = _sm_count(device)
-    return max(sms, min(sms * max(1, 32 // num_warps), m // _MIN_ROWS_PER_PROGRAM))
+    return max(sms, min(sms * cfg.programs_per_sm, m // _MIN_ROWS_PER_PROGRAM))
 
 
 def _interpreted(device: torch.device) -> None:
@@ -193,7 +172,7 @@ def norm_bwd(
     dh = torch.empty(h.shape, dtype=dh_dtype if from_y else h.dtype, device=h.device)
     cfg = config or pick_config(n, backward=True)
     n_tiles = triton.cdiv(m, cfg.block_m)
-    n_prog = max(1, min(n_tiles, _persistent_programs(h.device, cfg.num_warps, m)))
+    n_prog = max(1, min(n_tiles, _persistent_programs(h.device, cfg, m)))
     # (G, N) FP32 partial sums, one row per program; the looped path accumulates in place.
     alloc = torch.zeros if cfg.looped or m == 0 else torch.empty
     part = lambda: alloc((n_prog, n), dtype=torch.float32, device=h.device)  # noqa: E731
@@ -234,6 +213,7 @@ def norm_bwd(
             BLOCK_M=cfg.block_m,
             BLOCK_N=cfg.block_n,
             LOOPED=cfg.looped,
+            PREFETCH=cfg.prefetch and not cfg.looped,
             num_warps=cfg.num_warps,
             enable_fp_fusion=is_rms,
         )
