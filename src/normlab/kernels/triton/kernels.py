@@ -152,10 +152,12 @@ def norm_fwd_kernel(
             # would shift every output and make a constant row's output nonzero).
             mean = tl.sum(h, axis=1) / N
             xc = tl.where(cmask, h - mean[:, None], 0.0)
-            c, m2 = tl.reduce((xc, xc * xc), 1, _add2)
-            c = c / N
+            # Two tl.sum, not one two-operand tl.reduce: the CPU interpreter, where the numerics
+            # guarantee is checked, folds a custom combine left to right (np.sum is pairwise),
+            # which took LayerNorm's FP16 outliers past the guarantee's ULP bound.
+            c = tl.sum(xc, axis=1) / N
             mean += c
-            var = tl.maximum(m2 / N - c * c, 0.0)
+            var = tl.maximum(tl.sum(xc * xc, axis=1) / N - c * c, 0.0)
             rstd = 1.0 / tl.sqrt(var + eps)
         _store_y(
             h,
