@@ -24,7 +24,7 @@ from normlab.lab.train.data import Corpus, RandomBatches, fixed_batches, validat
 from normlab.lab.train.device import DEVICES, PRECISIONS, autocast, concrete_device, device_name
 from normlab.lab.train.norm_timer import NormTimer
 from normlab.models import Probes, Transformer, TransformerConfig, param_groups
-from normlab.models.config import check_known_fields
+from normlab.models.config import check_known_fields, setting
 
 SCHEDULES = ("constant", "cosine")
 
@@ -33,58 +33,101 @@ SCHEDULES = ("constant", "cosine")
 class TrainConfig:
     """Everything that decides a run's numbers (``threads`` only decides its speed)."""
 
-    model: TransformerConfig
-    steps: int = 150
-    batch_size: int = 16
-    seq_len: int = 64
-    lr: float = 1e-3
-    warmup_steps: int = 0
-    """Linear warmup from lr/warmup_steps to lr; 0 = none (Post-LN's known failure mode)."""
-    schedule: str = "constant"
-    """After warmup: "constant", or "cosine" decay to lr * min_lr_ratio at the last step."""
-    min_lr_ratio: float = 0.1
-    weight_decay: float = 0.1
-    decay_norms: bool = False
-    """Apply weight decay to norm weights/biases too (normally they are excluded)."""
-    betas: tuple[float, float] = (0.9, 0.98)
-    adam_eps: float = 1e-8
-    grad_clip: float | None = None
-    """Clip the global gradient norm; None (the default) so divergence stays visible."""
-    seed: int = 0
-    eval_interval: int = 0
-    """Validate every this many steps (0 = only at the end)."""
-    eval_batches: int = 8
-    eval_sequences: int = 0
-    """Validate on this many sequences, drawn once with a fixed seed whatever the batch size
-    (every arm sees the same bytes) and evaluated in batches of ``batch_size``; 0: the first
-    ``eval_batches`` batches of ``batch_size`` sequences."""
-    norm_time_every: int = 1
-    """Time the norms (``norm_ms``) on every this many steps; the others run without hooks."""
-    eval_train_mode: bool = False
-    """Also validate in train() mode (batch statistics): BatchNorm's train/eval gap."""
-    probe_steps: tuple[int, ...] = (0,)
-    """Steps (0 = at init, ``steps`` = after the last update) at which the model probes run."""
-    probe_batches: int = 1
-    """Each probe is the mean over this many validation batches: one batch's gradient profile
-    is noisy, and at-init claims read little else."""
-    diverge_factor: float = 2.0
-    """Divergence rule: loss or gradient norm not finite, or training loss above
-    diverge_factor * ln(vocab_size) (i.e. twice the loss of a uniform guess)."""
-    stall_step: int = 0
-    """A predeclared early stop (0 = none): after this many steps, a run whose training loss
-    (mean of the last 10 steps) is still above the corpus's unigram entropy minus
-    ``stall_margin`` stops there, status "ok", ``stopped_step`` set: an arm still on the
-    plateau spends no more of a study's budget."""
-    stall_margin: float = 0.15
-    """The stall rule's margin below the unigram entropy, in nats per byte (see stall_step)."""
-    threads: int = 0
-    """torch intra-op threads for this run; 0 = leave torch's setting alone."""
-    device: str = "auto"
-    """Where the run trains: "cpu", "cuda", or "auto" (CUDA when available, else the CPU); a
-    study records the concrete one. The norms' kernels follow (Triton on CUDA, Numba on the CPU)."""
-    precision: str = "fp32"
-    """"fp32"; "bf16": forward under torch.autocast in bfloat16; "fp16": autocast in float16 with
-    a GradScaler (an overflowed step is skipped, not a divergence)."""
+    model: TransformerConfig = setting(option=False, help="the model's config (TransformerConfig)")
+    steps: int = setting(150, help="optimizer steps")
+    batch_size: int = setting(
+        16,
+        help="global batch, in sequences per step (split evenly over the processes)",
+    )
+    seq_len: int = setting(64, help="tokens (bytes) per sequence")
+    lr: float = setting(1e-3, help="peak learning rate (AdamW)")
+    warmup_steps: int = setting(
+        0,
+        help="Linear warmup from lr/warmup_steps to lr; 0 = none (Post-LN's known failure mode).",
+    )
+    schedule: str = setting(
+        "constant",
+        choices=SCHEDULES,
+        help='After warmup: "constant", or "cosine" decay to lr * min_lr_ratio at the last step.',
+    )
+    min_lr_ratio: float = setting(0.1, help="cosine floor, as a fraction of lr")
+    weight_decay: float = setting(0.1, help="AdamW weight decay")
+    decay_norms: bool = setting(
+        False,
+        help="Apply weight decay to norm weights/biases too (normally they are excluded).",
+    )
+    betas: tuple[float, float] = setting((0.9, 0.98), help="AdamW betas")
+    adam_eps: float = setting(1e-8, help="AdamW eps")
+    grad_clip: float | None = setting(
+        None,
+        help="Clip the global gradient norm; None (the default) so divergence stays visible.",
+    )
+    seed: int = setting(
+        0,
+        not_in_spec="the study sets each run's seed (normlab study --seed)",
+        help="model init and data order",
+    )
+    eval_interval: int = setting(0, help="Validate every this many steps (0 = only at the end).")
+    eval_batches: int = setting(8, help="validation batches per evaluation")
+    eval_sequences: int = setting(
+        0,
+        help="Validate on this many sequences, drawn once with a fixed seed whatever the batch "
+        "size (every arm sees the same bytes) and evaluated in batches of ``batch_size``; 0: "
+        "the first ``eval_batches`` batches of ``batch_size`` sequences.",
+    )
+    norm_time_every: int = setting(
+        1,
+        help="Time the norms (``norm_ms``) on every this many steps; the others run without hooks.",
+    )
+    eval_train_mode: bool = setting(
+        False,
+        help="Also validate in train() mode (batch statistics): BatchNorm's train/eval gap.",
+    )
+    probe_steps: tuple[int, ...] = setting(
+        (0,),
+        help="Steps (0 = at init, ``steps`` = after the last update) at which the model probes "
+        "run.",
+    )
+    probe_batches: int = setting(
+        1,
+        help="Each probe is the mean over this many validation batches: one batch's gradient "
+        "profile is noisy, and at-init claims read little else.",
+    )
+    diverge_factor: float = setting(
+        2.0,
+        help="Divergence rule: loss or gradient norm not finite, or training loss above "
+        "diverge_factor * ln(vocab_size) (i.e. twice the loss of a uniform guess).",
+    )
+    stall_step: int = setting(
+        0,
+        help="A predeclared early stop (0 = none): after this many steps, a run whose training "
+        "loss (mean of the last 10 steps) is still above the corpus's unigram entropy minus "
+        '``stall_margin`` stops there, status "ok", ``stopped_step`` set: an arm still on '
+        "the plateau spends no more of a study's budget.",
+    )
+    stall_margin: float = setting(
+        0.15,
+        help="The stall rule's margin below the unigram entropy, in nats per byte (see "
+        "stall_step).",
+    )
+    threads: int = setting(
+        0,
+        not_in_spec="the study sets the threads (normlab study --threads, --workers)",
+        help="torch intra-op threads for this run; 0 = leave torch's setting alone.",
+    )
+    device: str = setting(
+        "auto",
+        choices=DEVICES,
+        help='Where the run trains: "cpu", "cuda", or "auto" (CUDA when available, else the CPU); '
+        "a study records the concrete one. The norms' kernels follow (Triton on CUDA, Numba on "
+        "the CPU), and so do the collectives (nccl on CUDA, gloo on the CPU).",
+    )
+    precision: str = setting(
+        "fp32",
+        choices=PRECISIONS,
+        help='"fp32"; "bf16": forward under torch.autocast in bfloat16; "fp16": autocast in '
+        "float16 with a GradScaler (an overflowed step is skipped, not a divergence).",
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.model, dict):
