@@ -32,7 +32,7 @@ def test_train_help_gives_every_option_its_help_text():
     import dataclasses
 
     from normlab.lab.commands.train import add_arguments
-    from normlab.lab.train.trainer import TrainConfig
+    from normlab.lab.train.config import TrainConfig
     from normlab.models import TransformerConfig
 
     parser = argparse.ArgumentParser()

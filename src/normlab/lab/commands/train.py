@@ -77,7 +77,7 @@ def _add_field(group, f: dataclasses.Field, hint, default: Any) -> None:
 
 def _add_fields(parser: argparse.ArgumentParser) -> None:
     """An option per field of ``TrainConfig`` and ``TransformerConfig``, in a group each."""
-    from normlab.lab.train.trainer import TrainConfig
+    from normlab.lab.train.config import TrainConfig
     from normlab.models import TransformerConfig
 
     for cls, title in ((TrainConfig, "training"), (TransformerConfig, "model")):
@@ -153,7 +153,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace):
     """The run's ``TrainConfig``: the preset's, spec's or saved run (or the defaults) with the
     given options."""
-    from normlab.lab.train.trainer import TrainConfig
+    from normlab.lab.train.config import TrainConfig
     from normlab.models import TransformerConfig
 
     base = _base_config(args)
@@ -169,8 +169,8 @@ def config_from_args(args: argparse.Namespace):
 
 def _base_config(args: argparse.Namespace):
     """What the options override: a saved run's config, a study's run, or the defaults."""
+    from normlab.lab.train.config import TrainConfig
     from normlab.lab.train.data import VOCAB_SIZE
-    from normlab.lab.train.trainer import TrainConfig
     from normlab.models import TransformerConfig
 
     block_given = not isinstance(args.seed_block, _Default)
@@ -226,7 +226,7 @@ def _saved_config(path: str, run: str | None, seed_index: int):
 
     from normlab.lab.common import UsageError
     from normlab.lab.study.store import find_run
-    from normlab.lab.train.trainer import TrainConfig
+    from normlab.lab.train.config import TrainConfig
 
     try:
         text = Path(path).read_text()

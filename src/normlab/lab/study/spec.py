@@ -37,8 +37,8 @@ from normlab.lab.limits import MAX_ARMS, format_name, grid_size
 from normlab.lab.study.claims import Claim
 from normlab.lab.study.design import Arm, Study
 from normlab.lab.study.spec_claims import ClaimLoader, SpecError, _at, _coerce, _Expected, _show
+from normlab.lab.train.config import TrainConfig
 from normlab.lab.train.data import VOCAB_SIZE
-from normlab.lab.train.trainer import TrainConfig
 from normlab.models import TransformerConfig
 
 if sys.version_info >= (3, 11):
