@@ -24,6 +24,30 @@ def test_every_subcommand_has_help_with_defaults(name, capsys):
     assert "usage: normlab " + name in capsys.readouterr().out
 
 
+def test_train_help_gives_every_option_its_help_text():
+    """Every ``normlab train`` option has help text, the config fields' from their metadata
+    (``normlab.models.config.setting``, no source parsing); every field is an option but the
+    two the field table excludes."""
+    import argparse
+    import dataclasses
+
+    from normlab.lab.commands.train import add_arguments
+    from normlab.lab.train.config import TrainConfig
+    from normlab.models import TransformerConfig
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    helps = {a.dest: a.help for a in parser._actions if a.dest != "help"}
+    assert all(h and h.strip() for h in helps.values()), [d for d, h in helps.items() if not h]
+    for cls in (TrainConfig, TransformerConfig):
+        for f in dataclasses.fields(cls):
+            assert f.metadata["help"], f.name
+            if f.name in ("model", "vocab_size"):
+                assert f.name not in helps
+            else:
+                assert helps[f.name].startswith(f.metadata["help"]), f.name
+
+
 def test_unknown_subcommand_fails():
     with pytest.raises(SystemExit) as e:
         build_parser().parse_args(["frobnicate"])

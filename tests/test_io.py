@@ -41,8 +41,8 @@ def test_write_file_replaces_whole_and_never_follows_a_symlink(tmp_path):
     target.write_text("keep me")
     link = tmp_path / "report.md"
     link.symlink_to(target)
-    write_file(link, "new")
-    assert not link.is_symlink() and link.read_text() == "new"
+    write_file(link, "new ✓")  # text is written as UTF-8
+    assert not link.is_symlink() and link.read_text(encoding="utf-8") == "new ✓"
     assert target.read_text() == "keep me"
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(TMP_SUFFIX)] == []
 

@@ -48,11 +48,3 @@ def test_figure_and_png_make_a_png():
     fig, ax = render.figure()
     ax.plot([0, 1], [1, 0])
     assert render.png(fig).startswith(b"\x89PNG")
-
-
-def test_write_atomic_replaces_the_file_and_leaves_no_temp(tmp_path):
-    path = tmp_path / "report.md"
-    path.write_text("old")
-    render.write_atomic(path, "new ✓")
-    assert path.read_text(encoding="utf-8") == "new ✓"
-    assert [p.name for p in tmp_path.iterdir()] == ["report.md"]

@@ -308,6 +308,14 @@ def test_unknown_field_names_its_key_and_the_near_miss(tmp_path, capsys):
 def test_fields_the_study_sets_are_refused(tmp_path, capsys):
     err = _bad(tmp_path, capsys, _edit("lr = 1e-3", "seed = 1"))
     assert err.startswith("base.seed: cannot be set in a spec: the study sets each run's seed")
+    err = _bad(tmp_path, capsys, _edit("n_layers = 6", "n_layers = 6\nvocab_size = 300"))
+    assert err.startswith("base.model.vocab_size: cannot be set in a spec: the data's")
+
+
+def test_the_fields_not_settable_are_the_field_tables():
+    """The spec loader reads which fields it refuses from the fields' metadata (``setting``)."""
+    assert set(spec._NOT_SETTABLE) == {"seed", "threads", "vocab_size"}
+    assert "seed" not in spec.TRAIN_FIELDS and "vocab_size" not in spec.MODEL_FIELDS
 
 
 def test_unknown_rule_type(tmp_path, capsys):

@@ -1,5 +1,5 @@
 """What every lab report shares: Markdown, HTML and terminal tables, the page and its CSS,
-figures as PNG and their embedding, and writing a report file whole.
+figures as PNG and their embedding (a report file is written whole by ``normlab.lab.io``).
 
 matplotlib is imported only by :func:`figure` (the ``Figure`` class, no pyplot state), so a
 report that draws nothing never loads it.
@@ -11,7 +11,6 @@ import base64
 import io
 from collections.abc import Sequence
 from html import escape
-from pathlib import Path
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;max-width:1000px;margin:24px auto;padding:0 16px;
@@ -76,11 +75,3 @@ def png(fig, dpi: int = 90) -> bytes:
     fig.tight_layout()
     fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
     return buf.getvalue()
-
-
-def write_atomic(path: Path, text: str | bytes) -> None:
-    """The lab's one writer (``normlab.lab.io.write_file``): a reader (or a kill) never sees
-    half a report."""
-    from normlab.lab.io import write_file
-
-    write_file(path, text)

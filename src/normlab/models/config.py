@@ -23,113 +23,186 @@ RMS_CASTINGS = CASTINGS
 _ENDS_IN_NORM = ("post", "deepnorm")
 
 
+def setting(
+    default: Any = dataclasses.MISSING,
+    *,
+    help: str,
+    choices: tuple[str, ...] | None = None,
+    not_in_spec: str = "",
+    option: bool = True,
+) -> Any:
+    """A config field with what the lab needs to know of it, as the field's metadata (the one
+    table ``normlab train``'s options and the study spec loader both read): its ``help`` text,
+    its ``choices``, why a study spec may not set it (``not_in_spec``; empty: a spec may), and
+    whether ``normlab train`` has an ``option`` for it."""
+    meta = {"help": " ".join(help.split()), "choices": choices, "not_in_spec": not_in_spec}
+    return dataclasses.field(default=default, metadata={**meta, "option": option})
+
+
 @dataclass
 class TransformerConfig:
     """A decoder-only Transformer. The four sizes are positional; everything else is keyword."""
 
-    vocab_size: int
-    dim: int
-    n_layers: int
-    n_heads: int
+    vocab_size: int = setting(
+        not_in_spec="the data's vocabulary (the lab's tokens are bytes)",
+        option=False,
+        help="size of the token vocabulary",
+    )
+    dim: int = setting(help="model width")
+    n_layers: int = setting(help="number of blocks")
+    n_heads: int = setting(help="attention heads")
 
-    norm: str = "rmsnorm"
-    """Norm kind everywhere in the model: layernorm | rmsnorm | batchnorm | dyt | scalenorm |
-    none (identity)."""
+    norm: str = setting(
+        "rmsnorm",
+        choices=NORMS,
+        help="Norm kind everywhere in the model: layernorm | rmsnorm | batchnorm | dyt | scalenorm "
+        "| none (identity).",
+    )
 
-    placement: str = "pre"
-    """Where the norms sit: post ``x = N(x + F(x))``; pre ``x = x + F(N(x))``; sandwich
-    ``x = x + N_out(F(N_in(x)))``; deepnorm ``x = N(α·x + F(x))`` with β-scaled init; mix
-    (Mix-LN) post in the first ``max(1, n_layers // 4)`` blocks (none for a 1-layer model), pre
-    after; reorder (OLMo 2's reordered norm) ``x = x + N(F(x))``: the norm on each sublayer's
-    output, inside the residual, none on its input."""
+    placement: str = setting(
+        "pre",
+        choices=PLACEMENTS,
+        help="Where the norms sit: post ``x = N(x + F(x))``; pre ``x = x + F(N(x))``; sandwich ``x "
+        "= x + N_out(F(N_in(x)))``; deepnorm ``x = N(α·x + F(x))`` with β-scaled init; mix "
+        "(Mix-LN) post in the first ``max(1, n_layers // 4)`` blocks (none for a 1-layer "
+        "model), pre after; reorder (OLMo 2's reordered norm) ``x = x + N(F(x))``: the norm "
+        "on each sublayer's output, inside the residual, none on its input.",
+    )
 
-    final_norm: bool = True
-    """Norm the residual stream before the LM head. Only applies to pre, sandwich and mix:
-    post and deepnorm blocks already end in a norm, so they never get a second one."""
+    final_norm: bool = setting(
+        True,
+        help="Norm the residual stream before the LM head. Only applies to pre, sandwich and mix: "
+        "post and deepnorm blocks already end in a norm, so they never get a second one.",
+    )
 
-    qk_norm: bool = False
-    """Norm q and k over the head dimension (before RoPE), with the same norm kind."""
+    qk_norm: bool = setting(
+        False,
+        help="Norm q and k over the head dimension (before RoPE), with the same norm kind.",
+    )
 
-    depth_scaled_norm: bool = False
-    """LayerNorm Scaling (Sun et al. 2025, "The Curse of Depth"): the output of each norm on a
-    sublayer's input in block ``l`` (1-based) is multiplied by ``1/√l``, which curbs the growth
-    of a Pre-LN residual stream's variance with depth. Needs input norms: pre, sandwich, mix."""
+    depth_scaled_norm: bool = setting(
+        False,
+        help='LayerNorm Scaling (Sun et al. 2025, "The Curse of Depth"): the output of each norm '
+        "on a sublayer's input in block ``l`` (1-based) is multiplied by ``1/√l``, which "
+        "curbs the growth of a Pre-LN residual stream's variance with depth. Needs input "
+        "norms: pre, sandwich, mix.",
+    )
 
-    batchnorm_causal: bool = True
-    """BatchNorm's training statistics from positions ``<= t`` only (``BatchNorm(causal=True)``);
-    False pools every token of the batch, as ``torch.nn.BatchNorm1d``, which lets position t see
-    its own sequence's future in train mode (docs/models.md)."""
+    batchnorm_causal: bool = setting(
+        True,
+        help="BatchNorm's training statistics from positions ``<= t`` only "
+        "(``BatchNorm(causal=True)``); False pools every token of the batch, as "
+        "``torch.nn.BatchNorm1d``, which lets position t see its own sequence's future in "
+        "train mode (docs/models.md).",
+    )
 
-    dyt_alpha: float = 0.5
-    """DyT's initial α (``y = w·tanh(αx) + b``). 0.5 is the paper's default outside language
-    models; for LLMs Zhu et al. 2025 tune it, larger for narrower models."""
+    dyt_alpha: float = setting(
+        0.5,
+        help="DyT's initial α (``y = w·tanh(αx) + b``). 0.5 is the paper's default outside "
+        "language models; for LLMs Zhu et al. 2025 tune it, larger for narrower models.",
+    )
 
-    dyt_alpha_attn: float | None = None
-    """DyT's initial α for the norms of the attention sublayers (and QK-norm); None = dyt_alpha.
-    Zhu et al.'s LLaMA recipe uses a larger α₀ there than for the MLP and final norms (e.g.
-    0.8 against 0.2 at width 4096)."""
+    dyt_alpha_attn: float | None = setting(
+        None,
+        help="DyT's initial α for the norms of the attention sublayers (and QK-norm); None = "
+        "dyt_alpha. Zhu et al.'s LLaMA recipe uses a larger α₀ there than for the MLP and "
+        "final norms (e.g. 0.8 against 0.2 at width 4096).",
+    )
 
-    learn_embed_scale: bool = False
-    """A learnable scalar, initialized to √dim, multiplies the token embeddings on the way into
-    the first block (DyT's LLaMA recipe: the stream then starts at RMS ~1 under the "xavier"
-    init, where tanh(αx) is neither linear nor saturated)."""
+    learn_embed_scale: bool = setting(
+        False,
+        help="A learnable scalar, initialized to √dim, multiplies the token embeddings on the way "
+        "into the first block (DyT's LLaMA recipe: the stream then starts at RMS ~1 under the "
+        '"xavier" init, where tanh(αx) is neither linear nor saturated).',
+    )
 
-    arch: str = "llama"
-    """"llama": RoPE, SwiGLU MLP, no biases; "gpt2": learned positions, GELU MLP, biases."""
+    arch: str = setting(
+        "llama",
+        choices=ARCHS,
+        help='"llama": RoPE, SwiGLU MLP, no biases; "gpt2": learned positions, GELU MLP, biases.',
+    )
 
-    max_seq_len: int = 256
-    """Longest sequence: size of the position table (gpt2) or the RoPE cache (llama)."""
+    max_seq_len: int = setting(
+        256,
+        help="Longest sequence: size of the position table (gpt2) or the RoPE cache (llama).",
+    )
 
-    mlp_ratio: float | None = None
-    """MLP hidden size over dim; None = 8/3 for llama (SwiGLU, same parameter count as a 4x GELU
-    MLP), 4 for gpt2. The hidden size is rounded up to a multiple of 8."""
+    mlp_ratio: float | None = setting(
+        None,
+        help="MLP hidden size over dim; None = 8/3 for llama (SwiGLU, same parameter count as a 4x "
+        "GELU MLP), 4 for gpt2. The hidden size is rounded up to a multiple of 8.",
+    )
 
-    bias: bool | None = None
-    """Biases in the linear layers; None = the arch's default (llama: no, gpt2: yes)."""
+    bias: bool | None = setting(
+        None,
+        help="Biases in the linear layers; None = the arch's default (llama: no, gpt2: yes).",
+    )
 
-    init: str = "xavier"
-    """Weight init: "xavier" (Xavier-normal linears, embeddings N(0, 1/dim)), "normal"
-    (N(0, init_std) linears and embeddings, as GPT-2 and the HF Llama family), "default"
-    (torch's own module defaults); biases 0 except under "default" (docs/models.md has what
-    each weight gets). DeepNorm then multiplies its β-scaled weights by β, so "xavier" +
-    deepnorm is the paper's init."""
+    init: str = setting(
+        "xavier",
+        choices=INITS,
+        help='Weight init: "xavier" (Xavier-normal linears, embeddings N(0, 1/dim)), "normal" '
+        "(N(0, init_std) linears and embeddings, as GPT-2 and the HF Llama family), "
+        '"default" (torch\'s own module defaults); biases 0 except under "default" '
+        "(docs/models.md has what each weight gets). DeepNorm then multiplies its β-scaled "
+        'weights by β, so "xavier" + deepnorm is the paper\'s init.',
+    )
 
-    init_std: float = 0.02
-    """σ of init="normal" (a model's ``initializer_range``); the other inits ignore it."""
+    init_std: float = setting(
+        0.02,
+        help='σ of init="normal" (a model\'s ``initializer_range``); the other inits ignore it.',
+    )
 
-    scale_branch_init: bool | None = None
-    """Multiply the init of each branch's last projection (attention ``wo``, MLP ``w_out``) by
-    1/√(2·n_layers), GPT-2's residual scaling. None = only for norm="none": with no norm nothing
-    bounds the residual stream, and a 12-layer SwiGLU stack with Xavier init overflows at init."""
+    scale_branch_init: bool | None = setting(
+        None,
+        help="Multiply the init of each branch's last projection (attention ``wo``, MLP ``w_out``) "
+        'by 1/√(2·n_layers), GPT-2\'s residual scaling. None = only for norm="none": with no '
+        "norm nothing bounds the residual stream, and a 12-layer SwiGLU stack with Xavier "
+        "init overflows at init.",
+    )
 
-    norm_backend: str = "auto"
-    """Kernel backend passed to normlab's RMSNorm/LayerNorm (DyT, ScaleNorm and BatchNorm have a
-    single eager implementation)."""
+    norm_backend: str = setting(
+        "auto",
+        choices=NORM_BACKENDS,
+        help="Kernel backend passed to normlab's RMSNorm/LayerNorm (DyT, ScaleNorm and BatchNorm "
+        "have a single eager implementation).",
+    )
 
-    norm_memory_efficient: bool = False
-    """RMSNorm/LayerNorm backward recomputing xhat from the saved output instead of saving the
-    input (``memory_efficient=True`` of the modules): one (B, T, dim) activation less kept per
-    norm whose output the next layer saves anyway (docs/kernels.md, "Memory-efficient
-    backward"). rmsnorm and layernorm only; norm_backend="torch" has no such backward."""
+    norm_memory_efficient: bool = setting(
+        False,
+        help="RMSNorm/LayerNorm backward recomputing xhat from the saved output instead of saving "
+        "the input (``memory_efficient=True`` of the modules): one (B, T, dim) activation "
+        "less kept per norm whose output the next layer saves anyway (docs/kernels.md, "
+        '"Memory-efficient backward"). rmsnorm and layernorm only; norm_backend="torch" has '
+        "no such backward.",
+    )
 
-    eps: float | None = None
-    """Norm epsilon; None = each norm's default (rmsnorm 1e-6, the others 1e-5)."""
+    eps: float | None = setting(
+        None,
+        help="Norm epsilon; None = each norm's default (rmsnorm 1e-6, the others 1e-5).",
+    )
 
-    rms_casting: str | None = None
-    """RMSNorm cast order; None = "llama", or "gemma" when norm_backend="torch" (the only order
-    F.rms_norm implements; both give identical results in FP32)."""
+    rms_casting: str | None = setting(
+        None,
+        help='RMSNorm cast order; None = "llama", or "gemma" when norm_backend="torch" (the only '
+        "order F.rms_norm implements; both give identical results in FP32).",
+    )
 
-    tie_embeddings: bool = False
-    """Share the token embedding matrix with the LM head."""
+    tie_embeddings: bool = setting(False, help="Share the token embedding matrix with the LM head.")
 
-    norm_offset: float = 0.0
-    """RMSNorm's gain is ``norm_offset + weight``, the weight initialised to ``1 - norm_offset``
-    so the gain starts at 1 either way; 1.0 with rms_casting="gemma" is Gemma's ``(1 + w)``.
-    RMSNorm only: the other norm kinds have no such offset and reject a non-zero one."""
+    norm_offset: float = setting(
+        0.0,
+        help="RMSNorm's gain is ``norm_offset + weight``, the weight initialised to ``1 - "
+        'norm_offset`` so the gain starts at 1 either way; 1.0 with rms_casting="gemma" is '
+        "Gemma's ``(1 + w)``. RMSNorm only: the other norm kinds have no such offset and "
+        "reject a non-zero one.",
+    )
 
-    scale_embeddings: bool = False
-    """Multiply the token embeddings by √dim on the way into the first block, as Gemma does
-    (the LM head, tied or not, reads the unscaled matrix)."""
+    scale_embeddings: bool = setting(
+        False,
+        help="Multiply the token embeddings by √dim on the way into the first block, as Gemma does "
+        "(the LM head, tied or not, reads the unscaled matrix).",
+    )
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "dim", "n_layers", "n_heads", "max_seq_len"):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from normlab.lab.commands import NON_NEGATIVE_INT, POSITIVE_INT
 from normlab.lab.study.runner import Interrupted, StudyOptions
+from normlab.lab.train.device import DEVICES, PRECISIONS
 
 
 def add_spec(group, help_: str) -> None:
@@ -72,14 +73,14 @@ def add_run_options(p: argparse.ArgumentParser, *, out: str, listed: str) -> Non
     )
     p.add_argument(
         "--device",
-        choices=("auto", "cpu", "cuda"),
+        choices=DEVICES,
         default=None,
         help="every run's device (auto: CUDA if available); default: the spec's (auto unless it "
         "says); recorded with each run, so --resume never mixes devices",
     )
     p.add_argument(
         "--precision",
-        choices=("fp32", "bf16", "fp16"),
+        choices=PRECISIONS,
         default=None,
         help="every run's precision: bf16/fp16 autocast the forward (fp16 with a GradScaler); "
         "default: the spec's (fp32 unless it says)",

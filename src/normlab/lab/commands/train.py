@@ -2,18 +2,16 @@
 or under ``torchrun``.
 
 Every field of ``TrainConfig`` and ``TransformerConfig`` is an option (generated from the
-dataclasses, so the two never drift apart), applied on top of the defaults or of one run of a
-study preset (``--preset quick --run pre-L24``). Under ``torchrun --nproc_per_node N`` the run
-is data-parallel (DDP, or FSDP2 with ``--fsdp``) and computes what one process computes on the
-same global batch.
+fields and their metadata, help text included, so the two never drift apart), applied on top
+of the defaults or of one run of a study preset (``--preset quick --run pre-L24``). Under
+``torchrun --nproc_per_node N`` the run is data-parallel (DDP, or FSDP2 with ``--fsdp``) and
+computes what one process computes on the same global batch.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
-import inspect
 import types
 import typing
 from pathlib import Path
@@ -24,25 +22,6 @@ from normlab.lab.commands.options import add_set, add_spec
 
 # Sizes for a run without --preset: small LLaMA-style, seconds a step on a laptop CPU.
 _DEFAULT_SIZES = {"dim": 64, "n_layers": 4, "n_heads": 4}
-_NOT_OPTIONS = {"model", "vocab_size"}  # the nested config; the vocabulary is the data's
-# Help for the fields whose meaning the dataclasses leave to their names.
-_HELP = {
-    "steps": "optimizer steps",
-    "lr": "peak learning rate (AdamW)",
-    "batch_size": "global batch, in sequences per step (split evenly over the processes)",
-    "seq_len": "tokens (bytes) per sequence",
-    "min_lr_ratio": "cosine floor, as a fraction of lr",
-    "weight_decay": "AdamW weight decay",
-    "betas": "AdamW betas",
-    "adam_eps": "AdamW eps",
-    "seed": "model init and data order",
-    "eval_batches": "validation batches per evaluation",
-    "dim": "model width",
-    "n_layers": "number of blocks",
-    "n_heads": "attention heads",
-}
-# The run's device is a TrainConfig field (recorded with the run); its collectives follow it.
-_DEVICE_NOTE = " The collectives follow the device (nccl on CUDA, gloo on the CPU)."
 
 
 class _Default:
@@ -60,17 +39,6 @@ def _value(v: Any) -> Any:
     return v.value if isinstance(v, _Default) else v
 
 
-def _field_docs(cls: type) -> dict[str, str]:
-    """The attribute docstrings (a string right after a field) of a dataclass, for ``--help``."""
-    body = ast.parse(inspect.getsource(cls)).body[0].body
-    docs = {}
-    for node, nxt in zip(body, body[1:], strict=False):
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
-                docs[node.target.id] = " ".join(str(nxt.value.value).split())
-    return docs
-
-
 def _parse_optional(kind: type):
     def parse(text: str):
         if text.lower() == "none":
@@ -85,10 +53,14 @@ def _parse_optional(kind: type):
     return parse
 
 
-def _add_field(group, f: dataclasses.Field, hint, default: Any, doc: str, choices) -> None:
+def _options(cls: type) -> list[dataclasses.Field]:
+    """The fields of a config dataclass that are options (the field table: ``setting``)."""
+    return [f for f in dataclasses.fields(cls) if f.metadata["option"]]
+
+
+def _add_field(group, f: dataclasses.Field, hint, default: Any) -> None:
     flag = "--" + f.name.replace("_", "-")
-    help_ = doc or _HELP.get(f.name, f.name.replace("_", " "))
-    kw: dict[str, Any] = {"default": _Default(default), "help": help_, "dest": f.name}
+    kw: dict[str, Any] = {"default": _Default(default), "help": f.metadata["help"], "dest": f.name}
     args = typing.get_args(hint)
     if hint is bool:
         kw["action"] = argparse.BooleanOptionalAction
@@ -99,37 +71,22 @@ def _add_field(group, f: dataclasses.Field, hint, default: Any, doc: str, choice
         kw.update(type=_parse_optional(kind), metavar=kind.__name__.upper())
         kw["help"] += " ('none' for None)"
     else:
-        kw.update(type=hint, choices=choices)
+        kw.update(type=hint, choices=f.metadata["choices"])
     group.add_argument(flag, **kw)
 
 
 def _add_fields(parser: argparse.ArgumentParser) -> None:
     """An option per field of ``TrainConfig`` and ``TransformerConfig``, in a group each."""
-    from normlab.lab.train.trainer import DEVICES, PRECISIONS, SCHEDULES, TrainConfig
+    from normlab.lab.train.config import TrainConfig
     from normlab.models import TransformerConfig
-    from normlab.models import config as model_config
 
-    choices = {
-        "norm": model_config.NORMS,
-        "placement": model_config.PLACEMENTS,
-        "arch": model_config.ARCHS,
-        "init": model_config.INITS,
-        "norm_backend": model_config.NORM_BACKENDS,
-        "schedule": SCHEDULES,
-        "device": DEVICES,
-        "precision": PRECISIONS,
-    }
     for cls, title in ((TrainConfig, "training"), (TransformerConfig, "model")):
         group = parser.add_argument_group(
             f"{title} ({cls.__name__} fields; override --preset, --spec, --config)"
         )
-        hints, docs = typing.get_type_hints(cls), _field_docs(cls)
-        for f in dataclasses.fields(cls):
-            if f.name in _NOT_OPTIONS:
-                continue
-            default = _DEFAULT_SIZES.get(f.name, f.default)
-            doc = docs.get(f.name, "") + (_DEVICE_NOTE if f.name == "device" else "")
-            _add_field(group, f, hints[f.name], default, doc, choices.get(f.name))
+        hints = typing.get_type_hints(cls)
+        for f in _options(cls):
+            _add_field(group, f, hints[f.name], _DEFAULT_SIZES.get(f.name, f.default))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -196,13 +153,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace):
     """The run's ``TrainConfig``: the preset's, spec's or saved run (or the defaults) with the
     given options."""
-    from normlab.lab.train.trainer import TrainConfig
+    from normlab.lab.train.config import TrainConfig
     from normlab.models import TransformerConfig
 
     base = _base_config(args)
     given = {k: v for k, v in vars(args).items() if not isinstance(v, _Default)}
-    model_fields = {f.name for f in dataclasses.fields(TransformerConfig)}
-    train_fields = {f.name for f in dataclasses.fields(TrainConfig)} - _NOT_OPTIONS
+    model_fields = {f.name for f in _options(TransformerConfig)}
+    train_fields = {f.name for f in _options(TrainConfig)}
     model = {k: v for k, v in given.items() if k in model_fields}
     train = {
         k: tuple(v) if isinstance(v, list) else v for k, v in given.items() if k in train_fields
@@ -212,8 +169,8 @@ def config_from_args(args: argparse.Namespace):
 
 def _base_config(args: argparse.Namespace):
     """What the options override: a saved run's config, a study's run, or the defaults."""
+    from normlab.lab.train.config import TrainConfig
     from normlab.lab.train.data import VOCAB_SIZE
-    from normlab.lab.train.trainer import TrainConfig
     from normlab.models import TransformerConfig
 
     block_given = not isinstance(args.seed_block, _Default)
@@ -240,6 +197,7 @@ def _study_run(args: argparse.Namespace):
     """The config the study of ``--preset``/``--spec`` (with ``--set``) trains for ``--run``
     under ``--seed-index`` in ``--seed-block``: its ``Study.runs(block)`` entry, seed included."""
     from normlab.lab.study import spec
+    from normlab.lab.study.store import find_run
 
     if args.spec is not None:
         study, what = spec.load_spec(args.spec, args.overrides), f"spec {args.spec}"
@@ -257,8 +215,7 @@ def _study_run(args: argparse.Namespace):
             f"--seed-index {index}: the study trains {args.run} under {n} seed(s), "
             f"indices 0 to {n - 1}"
         )
-    runs = study.runs(_value(args.seed_block))
-    return next(r.config for r in runs if r.arm == args.run and r.index == index)
+    return find_run(study.runs(_value(args.seed_block)), args.run, index).config
 
 
 def _saved_config(path: str, run: str | None, seed_index: int):
@@ -269,7 +226,7 @@ def _saved_config(path: str, run: str | None, seed_index: int):
 
     from normlab.lab.common import UsageError
     from normlab.lab.study.store import find_run
-    from normlab.lab.train.trainer import TrainConfig
+    from normlab.lab.train.config import TrainConfig
 
     try:
         text = Path(path).read_text()

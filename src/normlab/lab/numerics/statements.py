@@ -43,7 +43,6 @@ FP32_STATS: dict[str, Callable] = {
 # --------------------------------------------------------------------------------------------
 # the statements and their rules, fixed before the runs
 
-_LOG_RATIO = "log10 of the ratio"
 FINDINGS: dict[str, Finding] = {
     f.name: f
     for f in (

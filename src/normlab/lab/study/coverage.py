@@ -20,8 +20,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from normlab.lab.io import write_file
 from normlab.lab.numerics.verdict import combine, interval_text
-from normlab.lab.render import md_table, write_atomic
+from normlab.lab.render import md_table
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -430,7 +431,7 @@ HELP = (
 def write(docs: Path) -> Path:
     """Write ``docs/claims.md``; returns its path."""
     path = docs / "claims.md"
-    write_atomic(path, render(docs))
+    write_file(path, render(docs))
     return path
 
 

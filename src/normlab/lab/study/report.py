@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from normlab.lab import doc as d
-from normlab.lab.render import md_table, write_atomic
+from normlab.lab.io import write_file
+from normlab.lab.render import md_table
 from normlab.lab.study import words
 from normlab.lab.study.claims import Claim
 from normlab.lab.study.coverage import REPORT_LINK
@@ -148,7 +149,7 @@ def _plots(claim: Claim, verdict: Verdict, results, timings, plot_dir: Path) -> 
         png = fn(results, claim, verdict, timings)
         if png is not None:
             fname = f"{claim.name}-{kind}.png"
-            write_atomic(plot_dir / fname, png)
+            write_file(plot_dir / fname, png)
             out.append(d.Figure(title, png, f"plots/{fname}"))
     return out
 
@@ -449,9 +450,9 @@ def write_reports(
     doc = build(out, preset, results, verdicts, meta, figures, lead)
     # The contents stand after the title, the meta line, any lead and the summary (heading,
     # table, the link to the coverage table).
-    write_atomic(out / "report.html", d.to_html(doc, toc_after=5 + (lead is not None)))
-    write_atomic(out / "report.md", d.to_markdown(doc))
-    write_atomic(
+    write_file(out / "report.html", d.to_html(doc, toc_after=5 + (lead is not None)))
+    write_file(out / "report.md", d.to_markdown(doc))
+    write_file(
         out / "claims.json",
         json.dumps(claims_json(preset, verdicts, meta), indent=1, ensure_ascii=False),
     )

@@ -37,8 +37,8 @@ from normlab.lab.limits import MAX_ARMS, format_name, grid_size
 from normlab.lab.study.claims import Claim
 from normlab.lab.study.design import Arm, Study
 from normlab.lab.study.spec_claims import ClaimLoader, SpecError, _at, _coerce, _Expected, _show
+from normlab.lab.train.config import TrainConfig
 from normlab.lab.train.data import VOCAB_SIZE
-from normlab.lab.train.trainer import TrainConfig
 from normlab.models import TransformerConfig
 
 if sys.version_info >= (3, 11):
@@ -48,11 +48,12 @@ else:  # the same parser, before it joined the standard library
 
 SPECS = "specs"  # the built-in presets' directory, package data of normlab.lab.study
 
-# Fields a spec may not set, and why: the study sets them per run, or the data fixes them.
+# Fields a spec may not set, and why (the field table: normlab.models.config.setting).
 _NOT_SETTABLE = {
-    "seed": "the study sets each run's seed (normlab study --seed)",
-    "threads": "the study sets the threads (normlab study --threads, --workers)",
-    "vocab_size": f"the data's: {VOCAB_SIZE} (bytes)",
+    f.name: f.metadata["not_in_spec"]
+    for cls in (TrainConfig, TransformerConfig)
+    for f in dataclasses.fields(cls)
+    if f.metadata["not_in_spec"]
 }
 TRAIN_FIELDS = tuple(
     f.name for f in dataclasses.fields(TrainConfig) if f.name not in ("model", *_NOT_SETTABLE)
@@ -60,6 +61,7 @@ TRAIN_FIELDS = tuple(
 MODEL_FIELDS = tuple(
     f.name for f in dataclasses.fields(TransformerConfig) if f.name not in _NOT_SETTABLE
 )
+_HINTS = {cls: typing.get_type_hints(cls) for cls in (TrainConfig, TransformerConfig)}  # _coerce
 _REQUIRED_MODEL = ("dim", "n_layers", "n_heads")
 # The arm names a grid is built from draw on both, so no name may mean two fields.
 assert not set(TRAIN_FIELDS) & set(MODEL_FIELDS)
@@ -179,13 +181,6 @@ def apply_overrides(doc: dict, overrides: typing.Sequence[str], source: str) -> 
             else:
                 node = node.setdefault(key, {}) if isinstance(key, str) else node[key]
             where = _at(where, key)
-
-
-# --------------------------------------------------------------------------------------------
-# value checks
-
-
-_HINTS = {cls: typing.get_type_hints(cls) for cls in (TrainConfig, TransformerConfig)}
 
 
 # --------------------------------------------------------------------------------------------

@@ -55,12 +55,17 @@ class RunRecord:
         return asdict(self)
 
 
-def find_run(records: Iterable[Any], name: str | None, seed_index: int) -> dict | None:
-    """The last record (a ``RunRecord.to_dict()``) of arm ``name`` under seed ``seed_index``."""
-    want = (name, seed_index)
-    hits = [
-        r for r in records if isinstance(r, dict) and (r.get("name"), r.get("seed_index")) == want
-    ]
+def find_run(records: Iterable[Any], name: str | None, seed_index: int) -> Any:
+    """The last of ``records`` that is arm ``name``'s run under seed index ``seed_index`` (None
+    if none is): a study's planned runs (``design.Run``), or the lines of a results.jsonl
+    (``RunRecord.to_dict()``; a line that is not a record is skipped)."""
+
+    def ident(r: Any) -> tuple:
+        if isinstance(r, dict):
+            return r.get("name"), r.get("seed_index")
+        return getattr(r, "arm", None), getattr(r, "index", None)
+
+    hits = [r for r in records if ident(r) == (name, seed_index)]
     return hits[-1] if hits else None
 
 

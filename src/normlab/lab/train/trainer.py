@@ -1,6 +1,6 @@
 """The training loop: one run of one model on byte-level data, recorded step by step.
 
-``TrainConfig`` is the single source of truth for a run (it round-trips through JSON);
+A run is its ``TrainConfig`` (``normlab.lab.train.config``, imported from here too);
 ``Trainer`` holds the seams a distributed wrapper overrides — ``build_model``,
 ``build_optimizer``, ``train_batches``, ``all_reduce_mean`` and ``log`` — and ``train()`` is the
 one-call entry point. A run that produces a non-finite loss or gradient, or whose loss blows up,
@@ -20,138 +20,17 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from normlab.lab.train.config import TrainConfig
 from normlab.lab.train.data import Corpus, RandomBatches, fixed_batches, validation_set
-from normlab.lab.train.device import DEVICES, PRECISIONS, autocast, concrete_device, device_name
+from normlab.lab.train.device import (  # noqa: F401 (DEVICES, PRECISIONS: re-exported)
+    DEVICES,
+    PRECISIONS,
+    autocast,
+    concrete_device,
+    device_name,
+)
 from normlab.lab.train.norm_timer import NormTimer
-from normlab.models import Probes, Transformer, TransformerConfig, param_groups
-from normlab.models.config import check_known_fields
-
-SCHEDULES = ("constant", "cosine")
-
-
-@dataclass
-class TrainConfig:
-    """Everything that decides a run's numbers (``threads`` only decides its speed)."""
-
-    model: TransformerConfig
-    steps: int = 150
-    batch_size: int = 16
-    seq_len: int = 64
-    lr: float = 1e-3
-    warmup_steps: int = 0
-    """Linear warmup from lr/warmup_steps to lr; 0 = none (Post-LN's known failure mode)."""
-    schedule: str = "constant"
-    """After warmup: "constant", or "cosine" decay to lr * min_lr_ratio at the last step."""
-    min_lr_ratio: float = 0.1
-    weight_decay: float = 0.1
-    decay_norms: bool = False
-    """Apply weight decay to norm weights/biases too (normally they are excluded)."""
-    betas: tuple[float, float] = (0.9, 0.98)
-    adam_eps: float = 1e-8
-    grad_clip: float | None = None
-    """Clip the global gradient norm; None (the default) so divergence stays visible."""
-    seed: int = 0
-    eval_interval: int = 0
-    """Validate every this many steps (0 = only at the end)."""
-    eval_batches: int = 8
-    eval_sequences: int = 0
-    """Validate on this many sequences, drawn once with a fixed seed whatever the batch size
-    (every arm sees the same bytes) and evaluated in batches of ``batch_size``; 0: the first
-    ``eval_batches`` batches of ``batch_size`` sequences."""
-    norm_time_every: int = 1
-    """Time the norms (``norm_ms``) on every this many steps; the others run without hooks."""
-    eval_train_mode: bool = False
-    """Also validate in train() mode (batch statistics): BatchNorm's train/eval gap."""
-    probe_steps: tuple[int, ...] = (0,)
-    """Steps (0 = at init, ``steps`` = after the last update) at which the model probes run."""
-    probe_batches: int = 1
-    """Each probe is the mean over this many validation batches: one batch's gradient profile
-    is noisy, and at-init claims read little else."""
-    diverge_factor: float = 2.0
-    """Divergence rule: loss or gradient norm not finite, or training loss above
-    diverge_factor * ln(vocab_size) (i.e. twice the loss of a uniform guess)."""
-    stall_step: int = 0
-    """A predeclared early stop (0 = none): after this many steps, a run whose training loss
-    (mean of the last 10 steps) is still above the corpus's unigram entropy minus
-    ``stall_margin`` stops there, status "ok", ``stopped_step`` set: an arm still on the
-    plateau spends no more of a study's budget."""
-    stall_margin: float = 0.15
-    """The stall rule's margin below the unigram entropy, in nats per byte (see stall_step)."""
-    threads: int = 0
-    """torch intra-op threads for this run; 0 = leave torch's setting alone."""
-    device: str = "auto"
-    """Where the run trains: "cpu", "cuda", or "auto" (CUDA when available, else the CPU); a
-    study records the concrete one. The norms' kernels follow (Triton on CUDA, Numba on the CPU)."""
-    precision: str = "fp32"
-    """"fp32"; "bf16": forward under torch.autocast in bfloat16; "fp16": autocast in float16 with
-    a GradScaler (an overflowed step is skipped, not a divergence)."""
-
-    def __post_init__(self) -> None:
-        if isinstance(self.model, dict):
-            self.model = TransformerConfig.from_dict(self.model)
-        self.betas = tuple(float(b) for b in self.betas)
-        self.probe_steps = tuple(sorted({int(s) for s in self.probe_steps}))
-        for name in ("batch_size", "seq_len", "eval_batches"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.probe_batches < 1:
-            raise ValueError(f"probe_batches must be >= 1, got {self.probe_batches}")
-        if self.norm_time_every < 1:
-            raise ValueError(f"norm_time_every must be >= 1, got {self.norm_time_every}")
-        if self.eval_sequences % self.batch_size:
-            raise ValueError(
-                f"eval_sequences ({self.eval_sequences}) must be a multiple of batch_size "
-                f"({self.batch_size}): validation batches are all of one size"
-            )
-        for name in (
-            "steps",
-            "warmup_steps",
-            "eval_interval",
-            "stall_step",
-            "threads",
-            "eval_sequences",
-        ):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.device not in DEVICES:
-            raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if self.seq_len > self.model.max_seq_len:
-            raise ValueError(f"seq_len={self.seq_len} exceeds model.max_seq_len")
-        if any(s < 0 or s > self.steps for s in self.probe_steps):
-            raise ValueError(f"probe_steps must lie in [0, steps={self.steps}]")
-
-    def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        d["model"] = self.model.to_dict()
-        d["betas"], d["probe_steps"] = list(self.betas), list(self.probe_steps)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
-        check_known_fields(cls, d)
-        return cls(**{**d, "model": TransformerConfig.from_dict(d["model"])})
-
-    def replace(self, **changes: Any) -> TrainConfig:
-        """A copy with ``changes``; ``model=`` may be a dict of model-field changes."""
-        model = changes.pop("model", None)
-        if isinstance(model, dict):
-            model = dataclasses.replace(self.model, **model)
-        return dataclasses.replace(self, model=model or self.model, **changes)
-
-    def lr_at(self, step: int) -> float:
-        if self.warmup_steps and step < self.warmup_steps:
-            return self.lr * (step + 1) / self.warmup_steps
-        if self.schedule == "constant" or self.steps <= self.warmup_steps + 1:
-            return self.lr
-        frac = (step - self.warmup_steps) / (self.steps - 1 - self.warmup_steps)
-        lo = self.lr * self.min_lr_ratio
-        return lo + (self.lr - lo) * 0.5 * (1 + math.cos(math.pi * min(1.0, frac)))
+from normlab.models import Probes, Transformer, param_groups
 
 
 @dataclass

@@ -1,0 +1,185 @@
+"""``TrainConfig``: everything that decides a training run's numbers, the single source of truth
+for a run (it round-trips through JSON). Its fields' metadata (``normlab.models.config.setting``)
+is the field table ``normlab train``'s options and the study spec loader both read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from normlab.lab.train.device import DEVICES, PRECISIONS
+from normlab.models import TransformerConfig
+from normlab.models.config import check_known_fields, setting
+
+SCHEDULES = ("constant", "cosine")
+
+
+@dataclass
+class TrainConfig:
+    """Everything that decides a run's numbers (``threads`` only decides its speed)."""
+
+    model: TransformerConfig = setting(option=False, help="the model's config (TransformerConfig)")
+    steps: int = setting(150, help="optimizer steps")
+    batch_size: int = setting(
+        16,
+        help="global batch, in sequences per step (split evenly over the processes)",
+    )
+    seq_len: int = setting(64, help="tokens (bytes) per sequence")
+    lr: float = setting(1e-3, help="peak learning rate (AdamW)")
+    warmup_steps: int = setting(
+        0,
+        help="Linear warmup from lr/warmup_steps to lr; 0 = none (Post-LN's known failure mode).",
+    )
+    schedule: str = setting(
+        "constant",
+        choices=SCHEDULES,
+        help='After warmup: "constant", or "cosine" decay to lr * min_lr_ratio at the last step.',
+    )
+    min_lr_ratio: float = setting(0.1, help="cosine floor, as a fraction of lr")
+    weight_decay: float = setting(0.1, help="AdamW weight decay")
+    decay_norms: bool = setting(
+        False,
+        help="Apply weight decay to norm weights/biases too (normally they are excluded).",
+    )
+    betas: tuple[float, float] = setting((0.9, 0.98), help="AdamW betas")
+    adam_eps: float = setting(1e-8, help="AdamW eps")
+    grad_clip: float | None = setting(
+        None,
+        help="Clip the global gradient norm; None (the default) so divergence stays visible.",
+    )
+    seed: int = setting(
+        0,
+        not_in_spec="the study sets each run's seed (normlab study --seed)",
+        help="model init and data order",
+    )
+    eval_interval: int = setting(0, help="Validate every this many steps (0 = only at the end).")
+    eval_batches: int = setting(8, help="validation batches per evaluation")
+    eval_sequences: int = setting(
+        0,
+        help="Validate on this many sequences, drawn once with a fixed seed whatever the batch "
+        "size (every arm sees the same bytes) and evaluated in batches of ``batch_size``; 0: "
+        "the first ``eval_batches`` batches of ``batch_size`` sequences.",
+    )
+    norm_time_every: int = setting(
+        1,
+        help="Time the norms (``norm_ms``) on every this many steps; the others run without hooks.",
+    )
+    eval_train_mode: bool = setting(
+        False,
+        help="Also validate in train() mode (batch statistics): BatchNorm's train/eval gap.",
+    )
+    probe_steps: tuple[int, ...] = setting(
+        (0,),
+        help="Steps (0 = at init, ``steps`` = after the last update) at which the model probes "
+        "run.",
+    )
+    probe_batches: int = setting(
+        1,
+        help="Each probe is the mean over this many validation batches: one batch's gradient "
+        "profile is noisy, and at-init claims read little else.",
+    )
+    diverge_factor: float = setting(
+        2.0,
+        help="Divergence rule: loss or gradient norm not finite, or training loss above "
+        "diverge_factor * ln(vocab_size) (i.e. twice the loss of a uniform guess).",
+    )
+    stall_step: int = setting(
+        0,
+        help="A predeclared early stop (0 = none): after this many steps, a run whose training "
+        "loss (mean of the last 10 steps) is still above the corpus's unigram entropy minus "
+        '``stall_margin`` stops there, status "ok", ``stopped_step`` set: an arm still on '
+        "the plateau spends no more of a study's budget.",
+    )
+    stall_margin: float = setting(
+        0.15,
+        help="The stall rule's margin below the unigram entropy, in nats per byte (see "
+        "stall_step).",
+    )
+    threads: int = setting(
+        0,
+        not_in_spec="the study sets the threads (normlab study --threads, --workers)",
+        help="torch intra-op threads for this run; 0 = leave torch's setting alone.",
+    )
+    device: str = setting(
+        "auto",
+        choices=DEVICES,
+        help='Where the run trains: "cpu", "cuda", or "auto" (CUDA when available, else the CPU); '
+        "a study records the concrete one. The norms' kernels follow (Triton on CUDA, Numba on "
+        "the CPU), and so do the collectives (nccl on CUDA, gloo on the CPU).",
+    )
+    precision: str = setting(
+        "fp32",
+        choices=PRECISIONS,
+        help='"fp32"; "bf16": forward under torch.autocast in bfloat16; "fp16": autocast in '
+        "float16 with a GradScaler (an overflowed step is skipped, not a divergence).",
+    )
+
+    def __post_init__(self) -> None:
+        if isinstance(self.model, dict):
+            self.model = TransformerConfig.from_dict(self.model)
+        self.betas = tuple(float(b) for b in self.betas)
+        self.probe_steps = tuple(sorted({int(s) for s in self.probe_steps}))
+        for name in ("batch_size", "seq_len", "eval_batches"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.probe_batches < 1:
+            raise ValueError(f"probe_batches must be >= 1, got {self.probe_batches}")
+        if self.norm_time_every < 1:
+            raise ValueError(f"norm_time_every must be >= 1, got {self.norm_time_every}")
+        if self.eval_sequences % self.batch_size:
+            raise ValueError(
+                f"eval_sequences ({self.eval_sequences}) must be a multiple of batch_size "
+                f"({self.batch_size}): validation batches are all of one size"
+            )
+        for name in (
+            "steps",
+            "warmup_steps",
+            "eval_interval",
+            "stall_step",
+            "threads",
+            "eval_sequences",
+        ):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.seq_len > self.model.max_seq_len:
+            raise ValueError(f"seq_len={self.seq_len} exceeds model.max_seq_len")
+        if any(s < 0 or s > self.steps for s in self.probe_steps):
+            raise ValueError(f"probe_steps must lie in [0, steps={self.steps}]")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["model"] = self.model.to_dict()
+        d["betas"], d["probe_steps"] = list(self.betas), list(self.probe_steps)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
+        check_known_fields(cls, d)
+        return cls(**{**d, "model": TransformerConfig.from_dict(d["model"])})
+
+    def replace(self, **changes: Any) -> TrainConfig:
+        """A copy with ``changes``; ``model=`` may be a dict of model-field changes."""
+        model = changes.pop("model", None)
+        if isinstance(model, dict):
+            model = dataclasses.replace(self.model, **model)
+        return dataclasses.replace(self, model=model or self.model, **changes)
+
+    def lr_at(self, step: int) -> float:
+        if self.warmup_steps and step < self.warmup_steps:
+            return self.lr * (step + 1) / self.warmup_steps
+        if self.schedule == "constant" or self.steps <= self.warmup_steps + 1:
+            return self.lr
+        frac = (step - self.warmup_steps) / (self.steps - 1 - self.warmup_steps)
+        lo = self.lr * self.min_lr_ratio
+        return lo + (self.lr - lo) * 0.5 * (1 + math.cos(math.pi * min(1.0, frac)))
