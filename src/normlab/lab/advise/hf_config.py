@@ -121,7 +121,13 @@ class _Reader:
         return v, src
 
     def model(self) -> HFModel:
-        fam, mt, k = self.fam, self.model_type, self.fam.keys
+        sizes, ffn_src = self.sizes()
+        recipe = self.recipe(sizes, ffn_src)
+        return HFModel(self.name, self.model_type, self.fam, sizes, recipe, gaps(self, sizes))
+
+    def sizes(self) -> tuple[dict[str, int], str]:
+        """The model's sizes, and where its FFN width came from."""
+        fam, k = self.fam, self.fam.keys
         (hidden, _), (layers, _) = self.positive(k["hidden"]), self.positive(k["layers"])
         heads, _ = self.positive(k["heads"])
         vocab, _ = self.positive("vocab_size")
@@ -144,6 +150,11 @@ class _Reader:
             "vocab": vocab,
             "positions": positions,
         }
+        return sizes, ffn_src
+
+    def recipe(self, sizes: dict[str, int], ffn_src: str) -> dict[str, tuple[Any, str]]:
+        """The twin's recipe: each setting with its source (the file's key or the family's)."""
+        fam, mt, k = self.fam, self.model_type, self.fam.keys
         tie, tie_src = self.get("tie_word_embeddings", fam.tie_default)
         eps, eps_src = self.get(k["eps"], fam.eps_default)
         if isinstance(eps, bool) or not isinstance(eps, int | float) or not eps >= 0:
@@ -209,9 +220,9 @@ class _Reader:
             on + ("embeddings × √hidden_size" if fam.scale_embeddings else "embeddings unscaled"),
         )
         recipe["tie_embeddings"] = (bool(tie), tie_src)
-        recipe["mlp_ratio"] = (ffn / hidden, ffn_src)
+        recipe["mlp_ratio"] = (sizes["ffn"] / sizes["hidden"], ffn_src)
         recipe.update(self.init())
-        return HFModel(self.name, mt, fam, sizes, recipe, gaps(self, sizes))
+        return recipe
 
     def init(self) -> dict[str, tuple[Any, str]]:
         """The family's ``_init_weights``: every linear and embedding N(0, initializer_range),
