@@ -213,15 +213,10 @@ class TransformerConfig:
             raise ValueError(f"dim={self.dim} must be divisible by n_heads={self.n_heads}")
         if self.arch == "llama" and self.head_dim % 2:
             raise ValueError(f"RoPE needs an even head_dim (dim // n_heads), got {self.head_dim}")
-        for name, choices in (
-            ("norm", NORMS),
-            ("placement", PLACEMENTS),
-            ("arch", ARCHS),
-            ("init", INITS),
-            ("norm_backend", NORM_BACKENDS),
-        ):
-            if getattr(self, name) not in choices:
-                raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}")
+        for f in dataclasses.fields(self):  # norm, placement, arch, init, norm_backend
+            choices, value = f.metadata["choices"], getattr(self, f.name)
+            if choices is not None and value not in choices:
+                raise ValueError(f"{f.name} must be one of {choices}, got {value!r}")
         if self.rms_casting is not None and self.rms_casting not in RMS_CASTINGS:
             raise ValueError(f"rms_casting must be None or one of {RMS_CASTINGS}")
         if self.mlp_ratio is not None and not (self.mlp_ratio > 0 and finite(self.mlp_ratio)):

@@ -140,6 +140,14 @@ def norm_fwd(
     return y, h, mean, rstd
 
 
+def _partials(device, n_prog: int, n: int, zeroed: bool, weight, has_bias: bool):
+    """(G, N) FP32 partial sums of dweight and dbias, one row per program (None where absent);
+    ``zeroed`` for the looped path, which accumulates in place."""
+    alloc = torch.zeros if zeroed else torch.empty
+    part = lambda: alloc((n_prog, n), dtype=torch.float32, device=device)  # noqa: E731
+    return (None if weight is None else part()), (part() if has_bias else None)
+
+
 def norm_bwd(
     dy: Tensor,
     dh_out: Tensor | None,
@@ -173,11 +181,7 @@ def norm_bwd(
     cfg = config or pick_config(n, backward=True)
     n_tiles = triton.cdiv(m, cfg.block_m)
     n_prog = max(1, min(n_tiles, _persistent_programs(h.device, cfg, m)))
-    # (G, N) FP32 partial sums, one row per program; the looped path accumulates in place.
-    alloc = torch.zeros if cfg.looped or m == 0 else torch.empty
-    part = lambda: alloc((n_prog, n), dtype=torch.float32, device=h.device)  # noqa: E731
-    dw_part = None if weight is None else part()
-    db_part = part() if has_bias else None
+    dw_part, db_part = _partials(h.device, n_prog, n, cfg.looped or m == 0, weight, has_bias)
     if m > 0:
         _interpreted(h.device)
         dho2 = dy2 if dh_out is None else as_rows(dh_out)
