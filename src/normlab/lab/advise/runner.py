@@ -93,16 +93,15 @@ class AdviseResult:
         return headline(self.blocks)
 
 
-def run_advise(p: Plan, options: StudyOptions, corpus) -> AdviseResult:
-    """Write ``OUT/advise-spec.toml`` and ``twin.json``, run the study the spec file describes
-    (the file the user will edit and rerun is the one that runs), write the reports led by the
-    advice and ``OUT/advice.md``. Raises ``normlab.lab.study.runner.Interrupted`` on a signal."""
+def run_advise(p: Plan, study, options: StudyOptions, corpus) -> AdviseResult:
+    """Write ``OUT/advise-spec.toml`` and ``twin.json``, run ``study`` (``p.study()``, the study
+    that spec file describes, as ``normlab.lab.study.runner.configure`` returns it), write the
+    reports led by the advice and ``OUT/advice.md``. Raises
+    ``normlab.lab.study.runner.Interrupted`` on a signal."""
     from normlab.lab.advise import advice
-    from normlab.lab.study.spec import load_spec
 
     out = options.out
     (out / SPEC_FILE).write_text(p.spec_text, encoding="utf-8")
-    study = load_spec(out / SPEC_FILE)
     twin_json = json.dumps(advice.twin_json(p.twin), indent=1, ensure_ascii=False)
     (out / "twin.json").write_text(twin_json)
     result = run_study(study, options, corpus)
