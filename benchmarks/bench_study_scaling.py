@@ -48,19 +48,19 @@ SUBSET = (  # in the preset's own order
 )
 
 
-def subset_study():
-    """The quick preset's :data:`SUBSET` arms, on the CPU, with no claims."""
+def subset_study(subset=SUBSET):
+    """The quick preset's ``subset`` arms (name, seeds), on the CPU, with no claims."""
     from normlab.lab.study.design import Study
     from normlab.lab.study.runner import configure
     from normlab.lab.study.spec import load_builtin
 
     class Subset(Study):
         def seeds(self, arm: str) -> int:
-            return dict(SUBSET)[arm]
+            return dict(subset)[arm]
 
     quick = configure(load_builtin("quick"), "cpu")
     arms = {a.name: a for a in quick.arms}
-    return Subset("quick-subset", quick.description, tuple(arms[n] for n, _ in SUBSET), ())
+    return Subset("quick-subset", quick.description, tuple(arms[n] for n, _ in subset), ())
 
 
 def train_phase(study, corpus, workers: int, order: str) -> tuple[float, list[float]]:
@@ -90,7 +90,8 @@ def scaling(args) -> str:
     study = subset_study()
     corpus = load_corpus(None)
     n_runs = len(study.runs())
-    train_phase(study, corpus, 1, "spec")  # warm-up: Numba's kernels compiled and cached
+    # Warm-up: Numba's kernels compiled and cached on disk, for every worker process after.
+    train_phase(subset_study((("base", 1),)), corpus, 1, "spec")
     rows: dict[tuple[int, str], list[tuple[float, list[float]]]] = {}
     for rep in range(args.repeats):
         # One worker trains the runs one after another in any order: one order is enough.

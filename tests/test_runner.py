@@ -117,8 +117,8 @@ class _Recording:
 def test_runs_are_submitted_longest_first_with_their_widths_threads(tmp_path):
     """The quick preset's runs go out by estimated cost, longest first (its 24-block runs lead,
     the at-init profiles trail), each run with its width's threads: one for d=64, two for a
-    d=256 arm, within a plan of two threads a worker."""
-    quick = configure(load_builtin("quick", ["arms[3].model.dim=256"]), "cpu")
+    d=1024 arm, within a plan of two threads a worker."""
+    quick = configure(load_builtin("quick", ["arms[3].model.dim=1024"]), "cpu")
     rec = _Recording()
     corpus = types.SimpleNamespace(sha256="0" * 64)
     plan = WorkerPlan(workers=2, threads=2, limit="cores")
@@ -131,7 +131,7 @@ def test_runs_are_submitted_longest_first_with_their_widths_threads(tmp_path):
     assert [r.label for r in rec.runs] != [r.label for r in quick.runs()]  # spec order differs
     assert rec.runs[-1].arm.startswith("init-") and not rec.runs[-1].config.steps
     threads = {r.arm: r.config.threads for r in rec.runs}
-    wide = {r.arm for r in rec.runs if r.config.model.dim == 256}
+    wide = {r.arm for r in rec.runs if r.config.model.dim == 1024}
     assert wide and all(threads[a] == (2 if a in wide else 1) for a in threads)
     # Seeds of one arm keep their order among themselves (a stable sort).
     base = [r.index for r in rec.runs if r.arm == "base"]

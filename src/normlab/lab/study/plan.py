@@ -29,10 +29,11 @@ GFLOPS_PER_CORE = 40.0
 RUN_OVERHEAD_S = 0.3  # building the model, the probes, the process hand-off
 
 # The torch threads that pay for a model's width: (widest d, threads), narrowest first; wider
-# than the last entry: its threads x 2. Narrow models' small GEMMs gain little from a second
-# thread, which separate runs on that core use fully (benchmarks/bench_study_scaling.py
-# --threads measures it; docs/benchmarks.md has the table).
-THREADS_BY_DIM: tuple[tuple[int, int], ...] = ((128, 1), (512, 2), (2048, 4))
+# than the last entry: its threads x 2. These models' small GEMMs gain little from a second
+# thread, which a separate run on that core uses fully, and a thread that waits in a barrier
+# for a busy core stalls its run; benchmarks/bench_study_scaling.py --threads measures it
+# (docs/benchmarks.md: up to d=512 measured, the wider entries not yet).
+THREADS_BY_DIM: tuple[tuple[int, int], ...] = ((512, 1), (2048, 2))
 # A worker process before its run: Python, torch, Numba, the corpus (its peak RSS, measured).
 WORKER_BYTES = 400 * 2**20
 # What one run adds whatever its size (Numba's kernels, the allocator's pools; measured), and
@@ -122,6 +123,15 @@ def run_memory(model: TransformerConfig, batch_size: int, seq_len: int) -> int:
     return RUN_BASE_BYTES + 4 * floats
 
 
+def host_memory(cfg: TrainConfig) -> int:
+    """Bytes of this machine's memory a run takes: all of it on the CPU (:func:`run_memory`);
+    on CUDA the model's fp32 weights, built here before they move (the GPU's memory is not
+    planned)."""
+    if cfg.device == "cuda":
+        return RUN_BASE_BYTES + 4 * param_count(cfg.model)
+    return run_memory(cfg.model, cfg.batch_size, cfg.seq_len)
+
+
 def run_cost(cfg: TrainConfig) -> float:
     """A run's estimated seconds, what the runs are ordered by: on its GPU model's calibration
     for a CUDA run (the reference GPU's if this one has none), else CPU seconds at one thread."""
@@ -170,7 +180,7 @@ def plan_workers(
     ``--threads``; 0: from the machine) override. By default each run gets the threads its width
     pays for, and there are as many workers as the usable CPUs hold at the widest run's threads,
     no more than the runs, than the available memory holds at the largest run's estimate
-    (:func:`run_memory`), nor, on CUDA, :data:`WORKERS_PER_GPU` per GPU. With ``workers`` given,
+    (:func:`host_memory`), nor, on CUDA, :data:`WORKERS_PER_GPU` per GPU. With ``workers`` given,
     a run's threads stay within the worker's share of the CPUs."""
     if workers < 0 or threads < 0:
         raise ValueError(f"workers and threads must be >= 0, got {workers}, {threads}")
@@ -178,9 +188,7 @@ def plan_workers(
     if workers:
         return WorkerPlan(workers, threads or min(wanted, max(1, machine.cpus // workers)),
                           "--workers", bool(threads))  # fmt: skip
-    per_run = WORKER_BYTES + max(
-        (run_memory(c.model, c.batch_size, c.seq_len) for c in configs), default=0
-    )
+    per_run = WORKER_BYTES + max(map(host_memory, configs), default=0)
     bounds = [
         (machine.cpus // wanted, "cores"),
         (int(machine.memory * MEMORY_SHARE // per_run), "memory"),
