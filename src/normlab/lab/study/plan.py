@@ -174,9 +174,13 @@ class WorkerPlan:
 
 
 def plan_workers(
-    configs: Sequence[TrainConfig], machine: Machine, workers: int = 0, threads: int = 0
+    configs: Sequence[TrainConfig],
+    machine: Machine | None = None,
+    workers: int = 0,
+    threads: int = 0,
 ) -> WorkerPlan:
-    """The plan for training ``configs`` on ``machine``. ``workers``/``threads`` (``--workers``,
+    """The plan for training ``configs`` on ``machine`` (None: this one, ``machine.this_machine``).
+    ``workers``/``threads`` (``--workers``,
     ``--threads``; 0: from the machine) override. By default each run gets the threads its width
     pays for, and there are as many workers as the usable CPUs hold at the widest run's threads,
     no more than the runs, than the available memory holds at the largest run's estimate
@@ -184,6 +188,10 @@ def plan_workers(
     a run's threads stay within the worker's share of the CPUs."""
     if workers < 0 or threads < 0:
         raise ValueError(f"workers and threads must be >= 0, got {workers}, {threads}")
+    if machine is None:
+        from normlab.lab.study import machine as here
+
+        machine = here.this_machine(cuda=any(c.device == "cuda" for c in configs))
     wanted = threads or min(max(map(run_threads, configs), default=1), machine.cpus)
     if workers:
         return WorkerPlan(workers, threads or min(wanted, max(1, machine.cpus // workers)),

@@ -195,15 +195,6 @@ def _executor(options: StudyOptions, workers: int):
     return make_executor(options.executor, workers=workers, address=options.address)
 
 
-def worker_plan(configs, options: StudyOptions):
-    """The plan (``normlab.lab.study.plan.WorkerPlan``) for training ``configs`` here."""
-    from normlab.lab.study.machine import this_machine
-    from normlab.lab.study.plan import plan_workers
-
-    machine = this_machine(cuda=any(c.device == "cuda" for c in configs))
-    return plan_workers(configs, machine, options.workers, options.threads)
-
-
 def run_timing(study: Study, corpus, seed: int, plan, quiet: bool) -> dict:
     """The serial phase: time the arms of the study's timing claims, one process, nothing else
     of the study running (the training workers have exited), with the most threads the
@@ -263,12 +254,12 @@ def train_runs(study: Study, corpus, options: StudyOptions, plan=None, executor=
                order: Callable[[list[Run]], list[Run]] | None = None):  # fmt: skip
     """Train the runs (arm x seed) that ``OUT/results.jsonl`` lacks, in ``order`` (default:
     longest first, :func:`normlab.lab.study.plan.longest_first`), each with the threads the
-    ``plan`` gives it (default: :func:`worker_plan`'s for the runs to do) on ``executor``
+    ``plan`` gives it (default: ``plan_workers``' for the runs to do here) on ``executor``
     (default: the options', with the plan's workers). Returns ``arm -> {seed index: result}``,
     the labels of runs that raised, how many results were reused from an earlier invocation,
     and the plan."""
     from normlab.lab.study.executors import Job, steps_taken
-    from normlab.lab.study.plan import longest_first
+    from normlab.lab.study.plan import longest_first, plan_workers
     from normlab.lab.study.store import ResultStore, run_key
 
     store = _open_store(ResultStore(options.out / "results.jsonl"), options)
@@ -276,7 +267,7 @@ def train_runs(study: Study, corpus, options: StudyOptions, plan=None, executor=
     runs = study.runs(options.seed)
     keys = {r.label: run_key(r.config, corpus.sha256) for r in runs}
     todo = [r for r in runs if keys[r.label] not in done]
-    plan = plan or worker_plan([r.config for r in todo], options)
+    plan = plan or plan_workers([r.config for r in todo], None, options.workers, options.threads)
     executor = executor or _executor(options, plan.workers)
     todo = [replace(r, config=r.config.replace(threads=plan.threads_for(r.config))) for r in todo]
     todo = (order or longest_first)(todo)
