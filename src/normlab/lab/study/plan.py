@@ -1,5 +1,6 @@
 """``normlab study --list``: the plan of a study (arms x seeds, claims, estimated time) without
-running anything.
+running anything; and how its runs share this machine (:func:`plan_workers`: workers from the
+usable CPUs and memory, threads by model width; :func:`longest_first`: the submission order).
 
 The CPU time is estimated from a FLOP count of each run (6 x parameters x tokens for the
 training steps, attention included, 2 x for each forward-only evaluation) at
@@ -179,13 +180,12 @@ def plan_workers(
     workers: int = 0,
     threads: int = 0,
 ) -> WorkerPlan:
-    """The plan for training ``configs`` on ``machine`` (None: this one, ``machine.this_machine``).
-    ``workers``/``threads`` (``--workers``,
-    ``--threads``; 0: from the machine) override. By default each run gets the threads its width
-    pays for, and there are as many workers as the usable CPUs hold at the widest run's threads,
-    no more than the runs, than the available memory holds at the largest run's estimate
-    (:func:`host_memory`), nor, on CUDA, :data:`WORKERS_PER_GPU` per GPU. With ``workers`` given,
-    a run's threads stay within the worker's share of the CPUs."""
+    """The plan for training ``configs`` on ``machine`` (None: this one). ``workers`` and
+    ``threads`` (``--workers``, ``--threads``; 0: from the machine) override. By default each run
+    gets the threads its width pays for, and there are as many workers as the usable CPUs hold
+    at the widest run's threads, no more than the runs, than the available memory holds at the
+    largest run's estimate (:func:`host_memory`), nor, on CUDA, :data:`WORKERS_PER_GPU` per GPU.
+    With ``workers`` given, a run's threads stay within the worker's share of the CPUs."""
     if workers < 0 or threads < 0:
         raise ValueError(f"workers and threads must be >= 0, got {workers}, {threads}")
     if machine is None:
