@@ -154,14 +154,16 @@ class LocalExecutor:
                     on_done(futures[f], result, err)
         except BaseException:
             # Interrupted: the runs in progress are abandoned, not waited for. The pool's
-            # workers are this process's only multiprocessing children.
+            # workers are this process's only multiprocessing children. A worker killed inside
+            # queue.put leaves the queue's lock held for good, so the pump (a daemon thread,
+            # blocked in get) is not stopped through the queue: it ends with this process.
             for p in ctx.active_children():
                 p.kill()
-            raise
-        finally:
             pool.shutdown(wait=True, cancel_futures=True)
-            queue.put(None)
-            pump.join()
+            raise
+        pool.shutdown(wait=True)
+        queue.put(None)
+        pump.join()
 
 
 def _pump(queue, on_step: OnStep) -> None:
