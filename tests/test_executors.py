@@ -12,6 +12,7 @@ import pytest
 from study_procs import assert_none_left, needs_proc, sigkill_mid_study
 
 from normlab.lab.study.executors import LocalExecutor, RayExecutor
+from normlab.lab.study.plan import WorkerPlan
 from normlab.lab.study.presets import PRESETS
 from normlab.lab.study.runner import StudyOptions, train_runs
 from normlab.lab.train.data import load_corpus
@@ -37,7 +38,8 @@ def test_ray_runs_the_same_study_as_the_local_pool(tmp_path):
     for name, executor in [("local", LocalExecutor(1)), ("ray", RayExecutor(None, workers=2))]:
         (tmp_path / name).mkdir()
         options = StudyOptions(tmp_path / name, seed=3, threads=1, quiet=True)
-        _, failed, _ = train_runs(smoke, corpus, options, 1, executor)
+        plan = WorkerPlan(workers=1, threads=1, limit="--workers", fixed=True)
+        _, failed, *_ = train_runs(smoke, corpus, options, plan, executor)
         assert not failed
     assert not ray.is_initialized()  # the local instance went with the study
     a, b = _lines(tmp_path / "local" / "results.jsonl"), _lines(tmp_path / "ray" / "results.jsonl")

@@ -7,8 +7,11 @@ import pytest
 
 from normlab.lab.common import UsageError
 from normlab.lab.study import executors, runner
+from normlab.lab.study.machine import Machine
+from normlab.lab.study.plan import WorkerPlan, cpu_seconds
 from normlab.lab.study.presets import PRESETS
-from normlab.lab.study.runner import StudyOptions, train_runs
+from normlab.lab.study.runner import StudyOptions, configure, train_runs
+from normlab.lab.study.spec import load_builtin
 
 
 class _Counting(runner.Progress):
@@ -83,8 +86,9 @@ def test_a_run_that_stops_early_counts_its_steps_once(tmp_path, monkeypatch, exe
     corpus = types.SimpleNamespace(sha256="0" * 64)
     chosen = executors.make_executor(executor, workers=1)
     _Counting.instances.clear()
-    results, failed, reused = train_runs(
-        study, corpus, StudyOptions(tmp_path, quiet=True), 1, chosen
+    plan = WorkerPlan(workers=1, threads=1, limit="--workers")
+    results, failed, reused, _ = train_runs(
+        study, corpus, StudyOptions(tmp_path, quiet=True), plan, chosen
     )
     (bar,) = _Counting.instances
     assert not failed and reused == 0 and early
@@ -95,4 +99,61 @@ def test_study_options_reject_what_no_study_can_run(tmp_path):
     with pytest.raises(UsageError, match="executor"):
         StudyOptions(tmp_path, executor="slurm")
     with pytest.raises(UsageError, match="workers"):
-        StudyOptions(tmp_path, workers=0)
+        StudyOptions(tmp_path, workers=-1)
+
+
+class _Recording:
+    """An executor that trains nothing: it records the runs in the order they were submitted."""
+
+    def __init__(self):
+        self.runs, self.job = [], None
+
+    def run(self, runs, job, corpus, *, on_step, on_done):
+        self.runs, self.job = list(runs), job
+        for r in runs:
+            on_done(r, _result(r.config, r.config.steps), None)
+
+
+def test_runs_are_submitted_longest_first_with_their_widths_threads(tmp_path):
+    """The quick preset's runs go out by estimated cost, longest first (its 24-block runs lead,
+    the at-init profiles trail), each run with its width's threads: one for d=64, two for a
+    d=1024 arm, within a plan of two threads a worker."""
+    quick = configure(load_builtin("quick", ["arms[3].model.dim=1024"]), "cpu")
+    rec = _Recording()
+    corpus = types.SimpleNamespace(sha256="0" * 64)
+    plan = WorkerPlan(workers=2, threads=2, limit="cores")
+    _, failed, reused, used = train_runs(
+        quick, corpus, StudyOptions(tmp_path, quiet=True), plan, rec
+    )
+    assert not failed and reused == 0 and used is plan and rec.job.threads == 2
+    costs = [cpu_seconds(r.config) for r in rec.runs]
+    assert costs == sorted(costs, reverse=True) and len(rec.runs) == len(quick.runs())
+    assert [r.label for r in rec.runs] != [r.label for r in quick.runs()]  # spec order differs
+    assert rec.runs[-1].arm.startswith("init-") and not rec.runs[-1].config.steps
+    threads = {r.arm: r.config.threads for r in rec.runs}
+    wide = {r.arm for r in rec.runs if r.config.model.dim == 1024}
+    assert wide and all(threads[a] == (2 if a in wide else 1) for a in threads)
+    # Seeds of one arm keep their order among themselves (a stable sort).
+    base = [r.index for r in rec.runs if r.arm == "base"]
+    assert base == sorted(base)
+
+
+def test_train_runs_plans_from_the_machine_when_not_given(tmp_path, monkeypatch):
+    """Without a plan, the runs to do and this (faked) machine decide it, and the executor is
+    made with its workers."""
+    monkeypatch.setattr(
+        "normlab.lab.study.machine.this_machine", lambda cuda=False: Machine(16, 64 * 2**30)
+    )
+    made = {}
+    rec = _Recording()
+
+    def make(name, *, workers, address=None):
+        made.update(name=name, workers=workers)
+        return rec
+
+    monkeypatch.setattr(executors, "make_executor", make)
+    smoke = PRESETS["smoke"]()
+    corpus = types.SimpleNamespace(sha256="0" * 64)
+    _, _, _, plan = train_runs(smoke, corpus, StudyOptions(tmp_path, quiet=True))
+    assert plan.workers == made["workers"] == min(16, len(smoke.runs())) and plan.threads == 1
+    assert made["name"] == "local" and len(rec.runs) == len(smoke.runs())

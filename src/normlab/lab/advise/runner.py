@@ -113,16 +113,15 @@ def write_spec(out: Path, text: str) -> Path:
     return path
 
 
-def run_advise(p: Plan, options: StudyOptions, corpus) -> AdviseResult:
-    """Write ``OUT/advise-spec.toml`` and ``twin.json``, run the study the spec file describes
-    (the file the user will edit and rerun is the one that runs), write the reports led by the
-    advice and ``OUT/advice.md``. Raises ``normlab.lab.study.runner.Interrupted`` on a signal."""
+def run_advise(p: Plan, study, options: StudyOptions, corpus) -> AdviseResult:
+    """Write ``OUT/advise-spec.toml`` and ``twin.json``, run ``study`` (``p.study()``, the study
+    that spec file describes, as ``normlab.lab.study.runner.configure`` returns it), write the
+    reports led by the advice and ``OUT/advice.md``. Raises
+    ``normlab.lab.study.runner.Interrupted`` on a signal."""
     from normlab.lab.advise import advice
-    from normlab.lab.study.spec import load_spec
 
     out = options.out
     spec_path = write_spec(out, p.spec_text)
-    study = load_spec(spec_path)
     twin_json = json.dumps(advice.twin_json(p.twin), indent=1, ensure_ascii=False)
     write_file(out / "twin.json", twin_json)
     result = run_study(study, options, corpus)

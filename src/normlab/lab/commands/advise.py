@@ -53,14 +53,15 @@ def run(args: argparse.Namespace) -> int:
     # What the twin leaves out is printed even with --quiet: no difference may go unsaid.
     print(gaps_text(p.twin), end="\n\n")
     if args.list:
-        listed = format_plan(study, args.seed).split("\n", 1)[1]
+        plan = format_plan(study, args.seed, workers=args.workers, threads=args.threads)
+        listed = plan.split("\n", 1)[1]
         print(f"{p.command} --seed {args.seed}: the study (written to DIR/{SPEC_FILE})\n{listed}")
         return 0
     options = study_options(args)
     with hold(options.out, "advise"):  # one process per output directory, before any work
         corpus = load_data(args.data)
         try:
-            result = run_advise(p, options, corpus)
+            result = run_advise(p, study, options, corpus)
         except Interrupted as e:
             return interrupted(e, options)
     if not options.quiet:

@@ -5,7 +5,6 @@ advise``), how they become the runner's options, and the options that pick a spe
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -45,18 +44,19 @@ def add_run_options(p: argparse.ArgumentParser, *, out: str, listed: str) -> Non
         action="store_true",
         help="keep DIR/results.jsonl and skip the runs already in it",
     )
-    # These models are too small for a second thread to pay off much; separate runs scale.
     p.add_argument(
         "--workers",
         type=POSITIVE_INT,
-        default=min(2, os.cpu_count() or 1),
-        help="runs trained at once (processes); the threads are split between them",
+        default=0,
+        help="runs trained at once (processes); default: as many as the usable CPUs hold at "
+        "the runs' threads and the available memory at their size (`--list` shows the plan)",
     )
     p.add_argument(
         "--threads",
         type=NON_NEGATIVE_INT,
         default=0,
-        help="torch threads in all; 0 = torch's default (the cores)",
+        help="torch threads of every run; 0 = what the run's model width pays for (1 up to "
+        "d=512), within its worker's share of the CPUs",
     )
     p.add_argument(
         "--executor",

@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     check_study(study)  # sizes, from the configs' arithmetic: before anything is allocated
     if args.list:
         how = f"--spec {args.spec}" if args.spec else f"--preset {study.name}"
-        print(format_plan(study, args.seed, how))
+        print(format_plan(study, args.seed, how, workers=args.workers, threads=args.threads))
         return 0
     if args.size_seeds:
         return _size_seeds(study, args.size_seeds)

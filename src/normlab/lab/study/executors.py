@@ -23,8 +23,9 @@ OnStep = Callable[[int], None]
 
 @dataclass(frozen=True)
 class Job:
-    """What every run of a study shares: its data, the threads each run gets, and whether the
-    runs train on CUDA (each then gets a GPU: its worker's locally, one per task on Ray)."""
+    """What every run of a study shares: its data, the most threads a run gets (each run's own
+    are in its config), and whether the runs train on CUDA (each then gets a GPU: its worker's
+    locally, one per task on Ray)."""
 
     data_path: str | None
     corpus_sha256: str
@@ -121,8 +122,7 @@ class LocalExecutor:
     def run(self, runs, job: Job, corpus, *, on_step: OnStep, on_done: OnDone) -> None:
         if self.workers == 1:
             for t in runs:
-                cfg = t.config.replace(threads=job.threads)
-                on_done(t, *train_one(cfg, corpus, on_step, run_logdir(job, t)))
+                on_done(t, *train_one(t.config, corpus, on_step, run_logdir(job, t)))
             return
         import multiprocessing as mp
 
@@ -141,10 +141,7 @@ class LocalExecutor:
         )
         try:
             futures = {
-                pool.submit(
-                    _worker_run, t.config.replace(threads=job.threads).to_dict(), run_logdir(job, t)
-                ): t
-                for t in runs
+                pool.submit(_worker_run, t.config.to_dict(), run_logdir(job, t)): t for t in runs
             }
             pending = set(futures)
             while pending:
@@ -157,14 +154,16 @@ class LocalExecutor:
                     on_done(futures[f], result, err)
         except BaseException:
             # Interrupted: the runs in progress are abandoned, not waited for. The pool's
-            # workers are this process's only multiprocessing children.
+            # workers are this process's only multiprocessing children. A worker killed inside
+            # queue.put leaves the queue's lock held for good, so the pump (a daemon thread,
+            # blocked in get) is not stopped through the queue: it ends with this process.
             for p in ctx.active_children():
                 p.kill()
-            raise
-        finally:
             pool.shutdown(wait=True, cancel_futures=True)
-            queue.put(None)
-            pump.join()
+            raise
+        pool.shutdown(wait=True)
+        queue.put(None)
+        pump.join()
 
 
 def _pump(queue, on_step: OnStep) -> None:
@@ -262,12 +261,7 @@ class RayExecutor:
             raw, source = read_bytes(job.data_path)
             data = ray.put((raw, source, corpus.sha256))
             remote = ray.remote(**ray_resources(job))(_ray_run)
-            refs = {
-                remote.remote(
-                    t.config.replace(threads=job.threads).to_dict(), data, run_logdir(job, t)
-                ): t
-                for t in runs
-            }
+            refs = {remote.remote(t.config.to_dict(), data, run_logdir(job, t)): t for t in runs}
             pending = list(refs)
             try:
                 while pending:

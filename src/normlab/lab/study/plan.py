@@ -1,5 +1,6 @@
 """``normlab study --list``: the plan of a study (arms x seeds, claims, estimated time) without
-running anything.
+running anything; and how its runs share this machine (:func:`plan_workers`: workers from the
+usable CPUs and memory, threads by model width; :func:`longest_first`: the submission order).
 
 The CPU time is estimated from a FLOP count of each run (6 x parameters x tokens for the
 training steps, attention included, 2 x for each forward-only evaluation) at
@@ -16,13 +17,33 @@ replaces them with fitted values and sets ``measured`` (docs/gpu.md says how).
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from normlab.lab.render import text_table
+from normlab.lab.study.machine import Machine
 from normlab.lab.train.trainer import TrainConfig
+from normlab.models.config import TransformerConfig
+from normlab.models.size import param_count
 
 GFLOPS_PER_CORE = 40.0
 RUN_OVERHEAD_S = 0.3  # building the model, the probes, the process hand-off
+
+# The torch threads that pay for a model's width: (widest d, threads), narrowest first; wider
+# than the last entry: its threads x 2. These models' small GEMMs gain little from a second
+# thread, which a separate run on that core uses fully, and a thread that waits in a barrier
+# for a busy core stalls its run; benchmarks/bench_study_scaling.py --threads measures it
+# (docs/benchmarks.md: up to d=512 measured, the wider entries not yet).
+THREADS_BY_DIM: tuple[tuple[int, int], ...] = ((512, 1), (2048, 2))
+# A worker process before its run: Python, torch, Numba, the corpus (its peak RSS, measured).
+WORKER_BYTES = 400 * 2**20
+# What one run adds whatever its size (Numba's kernels, the allocator's pools; measured), and
+# the share of the memory available now that the workers may plan to take.
+RUN_BASE_BYTES = 320 * 2**20
+MEMORY_SHARE = 0.8
+# Runs at once on one GPU (its worker processes share it): small, launch-bound models overlap.
+WORKERS_PER_GPU = 2
 
 
 @dataclass(frozen=True)
@@ -70,6 +91,123 @@ def cpu_seconds(cfg: TrainConfig) -> float:
     return RUN_OVERHEAD_S + flops(cfg) / (GFLOPS_PER_CORE * 1e9)
 
 
+def run_threads(cfg: TrainConfig) -> int:
+    """The torch threads that pay for ``cfg``'s model width (:data:`THREADS_BY_DIM`)."""
+    for dim, threads in THREADS_BY_DIM:
+        if cfg.model.dim <= dim:
+            return threads
+    return 2 * THREADS_BY_DIM[-1][1]
+
+
+def run_memory(model: TransformerConfig, batch_size: int, seq_len: int) -> int:
+    """Bytes a run of ``model`` trained in fp32 on ``batch_size`` x ``seq_len`` tokens takes at
+    its peak, over its worker process: weights, gradients and AdamW's two moments (16 bytes a
+    parameter), the activations kept for backward, the logits and their gradient, and
+    :data:`RUN_BASE_BYTES`. Config arithmetic only (nothing is built); an upper estimate, fitted
+    to the peak RSS of runs from d=64 to d=512 (docs/benchmarks.md), where the size checks'
+    ``normlab.models.size.train_bytes`` is a lower bound (a run refused there cannot fit)."""
+    d, h, L, V = model.dim, model.hidden_dim, model.n_layers, model.vocab_size
+    tokens = batch_size * seq_len
+    # Per block and token: ~24 d-wide and 6 h-wide tensors kept (norms, projections, residuals,
+    # the MLP's), and the attention probabilities (one T-long row per head).
+    per_block = 24 * d + 6 * h + model.n_heads * seq_len
+    floats = 4 * param_count(model) + tokens * (L * per_block + 4 * V)
+    return RUN_BASE_BYTES + 4 * floats
+
+
+def host_memory(cfg: TrainConfig) -> int:
+    """Bytes of this machine's memory a run takes: all of it on the CPU (:func:`run_memory`);
+    on CUDA the model's fp32 weights, built here before they move (the GPU's memory is not
+    planned)."""
+    if cfg.device == "cuda":
+        return RUN_BASE_BYTES + 4 * param_count(cfg.model)
+    return run_memory(cfg.model, cfg.batch_size, cfg.seq_len)
+
+
+def run_cost(cfg: TrainConfig) -> float:
+    """A run's estimated seconds, what the runs are ordered by: on its GPU model's calibration
+    for a CUDA run (the reference GPU's if this one has none), else CPU seconds at one thread."""
+    if cfg.device == "cuda":
+        return gpu_seconds(cfg, GPU_CALIBRATION[REFERENCE_GPU])
+    return cpu_seconds(cfg)
+
+
+def longest_first(runs: Iterable, cost: Callable[[TrainConfig], float] = run_cost) -> list:
+    """``runs`` by estimated cost, longest first (ties keep their order): the longest runs then
+    start first and the last to finish are short ones, so the workers end together."""
+    return sorted(runs, key=lambda r: -cost(r.config))
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    """How a study's runs share the machine: ``workers`` runs at once, each worker with up to
+    ``threads`` torch threads. ``limit`` says what set the workers (cores, memory, runs, gpus, or
+    --workers); ``fixed``: every run gets ``threads`` (``--threads``), not its width's own."""
+
+    workers: int
+    threads: int
+    limit: str
+    fixed: bool = False
+
+    def threads_for(self, cfg: TrainConfig) -> int:
+        """The torch threads of one run: its width's (:func:`run_threads`) within the worker's
+        share, or ``--threads``."""
+        return self.threads if self.fixed else min(run_threads(cfg), self.threads)
+
+    def describe(self, configs: Iterable[TrainConfig], cpus: int) -> str:
+        """The plan for ``configs`` in a line, for ``--list``."""
+        ts = sorted({self.threads_for(c) for c in configs} or {self.threads})
+        threads = f"{ts[0]}" if len(ts) == 1 else f"{ts[0]}-{ts[-1]}"
+        by = "--threads" if self.fixed else "by model width"
+        return (
+            f"{self.workers} worker(s) x {threads} thread(s) a run ({by}) on {cpus} usable "
+            f"CPU(s); workers set by {self.limit}"
+        )
+
+
+def plan_workers(
+    configs: Sequence[TrainConfig],
+    machine: Machine | None = None,
+    workers: int = 0,
+    threads: int = 0,
+) -> WorkerPlan:
+    """The plan for training ``configs`` on ``machine`` (None: this one). ``workers`` and
+    ``threads`` (``--workers``, ``--threads``; 0: from the machine) override. By default each run
+    gets the threads its width pays for, and there are as many workers as the usable CPUs hold
+    at the widest run's threads, no more than the runs, than the available memory holds at the
+    largest run's estimate (:func:`host_memory`), nor, on CUDA, :data:`WORKERS_PER_GPU` per GPU.
+    With ``workers`` given, a run's threads stay within the worker's share of the CPUs."""
+    if workers < 0 or threads < 0:
+        raise ValueError(f"workers and threads must be >= 0, got {workers}, {threads}")
+    if machine is None:
+        from normlab.lab.study import machine as here
+
+        machine = here.this_machine(cuda=any(c.device == "cuda" for c in configs))
+    wanted = threads or min(max(map(run_threads, configs), default=1), machine.cpus)
+    if workers:
+        return WorkerPlan(workers, threads or min(wanted, max(1, machine.cpus // workers)),
+                          "--workers", bool(threads))  # fmt: skip
+    per_run = WORKER_BYTES + max(map(host_memory, configs), default=0)
+    bounds = [
+        (machine.cpus // wanted, "cores"),
+        (int(machine.memory * MEMORY_SHARE // per_run), "memory"),
+        (len(configs), "runs"),
+    ]
+    if any(c.device == "cuda" for c in configs):
+        bounds.append((WORKERS_PER_GPU * max(1, machine.gpus), "GPUs"))
+    n, limit = min(bounds, key=lambda b: b[0])
+    return WorkerPlan(max(1, n), wanted, limit, bool(threads))
+
+
+def wall_seconds(costs: Iterable[float], workers: int) -> float:
+    """The training phase's wall time when runs of these costs (seconds, in submission order)
+    go to ``workers`` workers, each run to the first free one."""
+    free = [0.0] * max(1, workers)
+    for c in costs:
+        heapq.heappush(free, heapq.heappop(free) + c)
+    return max(free)
+
+
 def launches(cfg: TrainConfig) -> float:
     """Kernel launches of one run: a training step's for each step and probe, a third of one
     (forward only) for each evaluation batch."""
@@ -111,10 +249,25 @@ def _here_gpu() -> str | None:
     return torch.cuda.get_device_name() if torch.cuda.is_available() else None
 
 
-def format_plan(preset, seed_block: int = 0, how: str | None = None) -> str:
-    """The plan as text; ``how`` is the option that chose the study (default ``--preset``)."""
+def format_plan(
+    preset,
+    seed_block: int = 0,
+    how: str | None = None,
+    *,
+    workers: int = 0,
+    threads: int = 0,
+    machine: Machine | None = None,
+) -> str:
+    """The plan as text; ``how`` is the option that chose the study (default ``--preset``);
+    ``workers``/``threads`` as ``--workers``/``--threads`` give them (0: from ``machine``,
+    default this one)."""
+    from normlab.lab.study.machine import this_machine
+
     tasks = preset.runs(seed_block)
     cuda = any(a.config.device == "cuda" for a in preset.arms)
+    machine = machine or this_machine(cuda)
+    wp = plan_workers([t.config for t in tasks], machine, workers, threads)
+    how_run = wp.describe([t.config for t in tasks], machine.cpus)
     if cuda:
         gpu, cal, note = calibration(_here_gpu())
         cost, unit = (lambda cfg: gpu_seconds(cfg, cal)), "est. GPU s"
@@ -143,11 +296,17 @@ def format_plan(preset, seed_block: int = 0, how: str | None = None) -> str:
             f"{runs} on CUDA in {precisions}, estimated {total:.0f} s (~{total / 60:.1f} min) on "
             f"one {gpu}, one run at a time, plus the serial timing phase",
             f"({note})",
+            f"plan: {how_run}",
         ]
     else:
+        # A run with t threads is counted t times as fast: exact for one-thread runs, an
+        # optimistic bound for the wider ones (THREADS_BY_DIM gives threads only where they pay).
+        walls = [cost(t.config) / wp.threads_for(t.config) for t in longest_first(tasks)]
+        wall = wall_seconds(walls, wp.workers)
         estimate = [
-            f"{runs}, estimated {total:.0f} CPU s (~{total / 120:.1f} min on 2 cores), plus the "
-            "serial timing phase"
+            f"{runs}, estimated {total:.0f} CPU s; on this machine ~{wall:.0f} s "
+            f"(~{wall / 60:.1f} min) wall, plus the serial timing phase",
+            f"plan: {how_run}; runs longest first",
         ]
     sets = "".join(f" --set {o}" for o in preset.overrides)
     lines = [

@@ -3,8 +3,8 @@
 ``run_study(study, options, corpus)`` is what ``normlab study`` and ``normlab advise`` both
 call. Runs go to ``OUT/results.jsonl`` as they finish (``normlab.lab.study.store``); with
 ``resume`` the runs already there are skipped, so a killed study loses at most the runs in
-progress. ``workers`` trains that many runs at once in separate processes, the CPU threads
-split between them.
+progress. The runs go longest first to as many worker processes as the machine holds, each
+with the threads its model's width pays for (``normlab.lab.study.plan.plan_workers``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +38,8 @@ class StudyOptions:
     seed: int = 0  # the seed block S: runs use seeds SEED_STRIDE * S + i
     data: str | None = None  # the training file; None: the standard library's *.py files
     resume: bool = False
-    workers: int = 1
-    threads: int = 0  # torch threads in all; 0: torch's default
+    workers: int = 0  # runs trained at once; 0: as many as the machine holds (plan_workers)
+    threads: int = 0  # torch threads of every run; 0: each run's width's own (run_threads)
     executor: str = "local"  # or "ray"
     address: str | None = None  # the Ray cluster to join; None: a local instance
     quiet: bool = False
@@ -65,8 +66,8 @@ class StudyOptions:
                     "--tensorboard needs the tensorboard package: pip install tensorboard "
                     '(or "normlab[lab]")'
                 )
-        if self.workers < 1 or self.threads < 0:
-            raise UsageError(f"workers >= 1 and threads >= 0, got {self.workers}, {self.threads}")
+        if self.workers < 0 or self.threads < 0:
+            raise UsageError(f"workers and threads >= 0, got {self.workers}, {self.threads}")
 
 
 @dataclass
@@ -104,8 +105,6 @@ def configure(
     ``"auto"`` resolved to the device here (``cpu`` or ``cuda``), so a run's key and record say
     where it ran. ``check``: a :class:`UsageError` if an arm needs CUDA and there is none (before
     any work); ``normlab study --list`` plans a CUDA study on any machine."""
-    from dataclasses import replace
-
     from normlab.lab.common import check_device
     from normlab.lab.train.trainer import concrete_device
 
@@ -132,25 +131,20 @@ def study_device(study: Study) -> str:
 
 
 def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
-    """Train ``study``'s runs on the options' device and precision, time its timing arms, write
-    ``OUT/study.json`` and decide the claims. Raises :class:`Interrupted` on SIGTERM or Ctrl-C
-    (finished runs are kept)."""
-    import torch
-
-    check = checks_device(options.executor, options.address)
-    study = configure(study, options.device, options.precision, check=check)
+    """Train ``study``'s runs, time its timing arms, write ``OUT/study.json`` and decide the
+    claims. ``study`` is as :func:`configure` returns it (its commands configure it once, with
+    ``options.device`` and ``options.precision``). Raises :class:`Interrupted` on SIGTERM or
+    Ctrl-C (finished runs are kept)."""
     out = options.out
-    threads = options.threads or torch.get_num_threads()
-    executor = _executor(options)
     t0 = time.time()
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
     try:
-        results, failed, reused = train_runs(study, corpus, options, threads, executor)
+        results, failed, reused, plan = train_runs(study, corpus, options)
         t_train = time.time() - t0
-        # Timed with the threads each training run had: the setting the claim is about, and
-        # one thread cannot stall in a thread barrier when something else takes a core.
-        per_run = max(1, threads // options.workers)
-        timings = run_timing(study, corpus, options.seed, per_run, options.quiet)
+        # Timed with the threads the training runs of those arms had: the setting the claim is
+        # about, and one thread cannot stall in a thread barrier when something else takes a
+        # core.
+        timings = run_timing(study, corpus, options.seed, plan, options.quiet)
     except KeyboardInterrupt:
         raise Interrupted(130) from None
     meta = {
@@ -159,7 +153,7 @@ def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
         "overrides": list(study.overrides),  # normlab study --set KEY=VALUE
         "seed_block": options.seed,
         "corpus": corpus.describe(),
-        "environment": environment(threads, options.workers, study_device(study)),
+        "environment": environment(plan, study_device(study)),
         "wall_s": time.time() - t0,
         "train_wall_s": t_train,
         "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -195,17 +189,18 @@ def summary(result: StudyResult, out: Path) -> str:
     )
 
 
-def _executor(options: StudyOptions):
+def _executor(options: StudyOptions, workers: int):
     from normlab.lab.study.executors import make_executor
 
     if options.executor == "ray" and not importable("ray"):
         raise UsageError('--executor ray needs Ray: pip install "normlab[ray]"')
-    return make_executor(options.executor, workers=options.workers, address=options.address)
+    return make_executor(options.executor, workers=workers, address=options.address)
 
 
-def run_timing(study: Study, corpus, seed: int, threads: int, quiet: bool) -> dict:
+def run_timing(study: Study, corpus, seed: int, plan, quiet: bool) -> dict:
     """The serial phase: time the arms of the study's timing claims, one process, nothing else
-    of the study running (the training workers have exited)."""
+    of the study running (the training workers have exited), with the most threads the
+    ``plan`` gives a run of those arms."""
     from normlab.lab.study.timing import time_arms
 
     arms = list(dict.fromkeys(a for c in study.claims if c.timed for a in c.arms))
@@ -213,6 +208,7 @@ def run_timing(study: Study, corpus, seed: int, threads: int, quiet: bool) -> di
         return {}
     by_name = {a.name: a.config for a in study.arms}
     configs = {a: by_name[a].replace(seed=SEED_STRIDE * seed) for a in arms}
+    threads = max(plan.threads_for(c) for c in configs.values())
     bar = Progress(TIMING_ROUNDS, quiet, unit="round", desc="timing (serial)")
     try:
         return time_arms(configs, corpus, rounds=TIMING_ROUNDS, threads=threads, on_round=bar.step)
@@ -220,9 +216,12 @@ def run_timing(study: Study, corpus, seed: int, threads: int, quiet: bool) -> di
         bar.close()
 
 
-def environment(threads: int, workers: int, device: str = "cpu") -> dict[str, Any]:
+def environment(plan, device: str = "cpu") -> dict[str, Any]:
+    """What the study ran on, and its ``plan`` (workers, and the most threads a run had)."""
     import numba
     import torch
+
+    from normlab.lab.study.machine import usable_cpus
 
     gpus = {}
     if device == "cuda":
@@ -244,18 +243,25 @@ def environment(threads: int, workers: int, device: str = "cpu") -> dict[str, An
         "platform": platform.platform(),
         "cpu": cpu,
         "cpu_count": os.cpu_count(),
-        "threads": threads,
-        "workers": workers,
+        "usable_cpus": usable_cpus(),
+        "threads": plan.threads,
+        "workers": plan.workers,
+        "workers_limit": plan.limit,
         "device": device,
         **gpus,
     }
 
 
-def train_runs(study: Study, corpus, options: StudyOptions, threads: int, executor):
-    """Train the runs (arm x seed) that ``OUT/results.jsonl`` lacks. Returns
-    ``arm -> {seed index: result}``, the labels of runs that raised, and how many results were
-    reused from an earlier invocation."""
+def train_runs(study: Study, corpus, options: StudyOptions, plan=None, executor=None, *,
+               order: Callable[[list[Run]], list[Run]] | None = None):  # fmt: skip
+    """Train the runs (arm x seed) that ``OUT/results.jsonl`` lacks, in ``order`` (default:
+    longest first, :func:`normlab.lab.study.plan.longest_first`), each with the threads the
+    ``plan`` gives it (default: ``plan_workers``' for the runs to do here) on ``executor``
+    (default: the options', with the plan's workers). Returns ``arm -> {seed index: result}``,
+    the labels of runs that raised, how many results were reused from an earlier invocation,
+    and the plan."""
     from normlab.lab.study.executors import Job, steps_taken
+    from normlab.lab.study.plan import longest_first, plan_workers
     from normlab.lab.study.store import ResultStore, RunRecord, run_key
 
     store = _open_store(ResultStore(options.out / "results.jsonl"), options)
@@ -263,7 +269,10 @@ def train_runs(study: Study, corpus, options: StudyOptions, threads: int, execut
     runs = study.runs(options.seed)
     keys = {r.label: run_key(r.config, corpus.sha256) for r in runs}
     todo = [r for r in runs if keys[r.label] not in done]
-    per_worker = max(1, threads // min(options.workers, max(1, len(todo))))
+    plan = plan or plan_workers([r.config for r in todo], None, options.workers, options.threads)
+    executor = executor or _executor(options, plan.workers)
+    todo = [replace(r, config=r.config.replace(threads=plan.threads_for(r.config))) for r in todo]
+    todo = (order or longest_first)(todo)
     total = sum(max(1, r.config.steps) for r in todo)
     bar = Progress(total, options.quiet, runs=(len(runs) - len(todo), len(runs)))
     failed: list[str] = []
@@ -281,14 +290,14 @@ def train_runs(study: Study, corpus, options: StudyOptions, threads: int, execut
 
     tb = None if options.tensorboard is None else str(Path(options.tensorboard).resolve())
     cuda = any(r.config.device == "cuda" for r in todo)
-    job = Job(options.data, corpus.sha256, per_worker, cuda=cuda, tensorboard=tb)
+    job = Job(options.data, corpus.sha256, plan.threads, cuda=cuda, tensorboard=tb)
     executor.run(todo, job, corpus, on_step=bar.step, on_done=finish)
     bar.close()
     results: dict = {}
     for r in runs:
         if keys[r.label] in done:
             results.setdefault(r.arm, {})[r.index] = done[keys[r.label]]["result"]
-    return results, failed, len(runs) - len(todo)
+    return results, failed, len(runs) - len(todo), plan
 
 
 def _open_store(store, options: StudyOptions):
