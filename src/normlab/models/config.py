@@ -13,6 +13,15 @@ from normlab.validation import finite, shown
 
 NORMS = ("layernorm", "rmsnorm", "batchnorm", "dyt", "scalenorm", "none")
 PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "mix", "reorder")
+# placement -> (norm on the branch input, norm after the branch / after the add); "mix" is
+# resolved per block (TransformerConfig.block_placement)
+NORM_SLOTS = {
+    "pre": (True, False),
+    "sandwich": (True, True),
+    "post": (False, True),
+    "deepnorm": (False, True),
+    "reorder": (False, True),
+}
 ARCHS = ("llama", "gpt2")
 INITS = ("xavier", "normal", "default")
 NORM_BACKENDS = registry.names()

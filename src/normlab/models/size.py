@@ -5,17 +5,8 @@ model equals :func:`param_count` (tests/test_size.py)."""
 
 from __future__ import annotations
 
-from normlab.models.config import TransformerConfig
+from normlab.models.config import NORM_SLOTS, TransformerConfig
 
-# Which norms a block of each placement has on its sublayers' inputs and outputs (the model's
-# _NORM_SLOTS; "mix" is resolved per block).
-_SLOTS = {
-    "pre": (True, False),
-    "sandwich": (True, True),
-    "post": (False, True),
-    "deepnorm": (False, True),
-    "reorder": (False, True),
-}
 FP32 = 4  # bytes
 # fp32 weights, gradients and AdamW's two moments.
 TRAIN_BYTES_PER_PARAM = 4 * FP32
@@ -41,7 +32,7 @@ def block_params(cfg: TransformerConfig, i: int) -> int:
         attn += 2 * norm_params(cfg, cfg.head_dim)
     gated = cfg.arch == "llama"
     mlp = (3 if gated else 2) * d * h + ((2 if gated else 1) * h + d if bias else 0)
-    has_in, has_out = _SLOTS[cfg.block_placement(i)]
+    has_in, has_out = NORM_SLOTS[cfg.block_placement(i)]
     return attn + mlp + 2 * (has_in + has_out) * norm_params(cfg, d)
 
 

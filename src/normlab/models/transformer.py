@@ -7,19 +7,11 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor, nn
 
-from normlab.models.config import TransformerConfig
+from normlab.models.config import NORM_SLOTS, TransformerConfig
 from normlab.models.deepnorm import deepnorm_constants
 from normlab.models.layers import MLP, Attention, RotaryEmbedding, apply_norm, make_norm
 from normlab.modules import NORM_MODULES
 
-# placement -> (norm on the branch input, norm after the branch / after the add)
-_NORM_SLOTS = {
-    "pre": (True, False),
-    "sandwich": (True, True),
-    "post": (False, True),
-    "deepnorm": (False, True),
-    "reorder": (False, True),
-}
 # Placements that add first and norm the sum: x = N(α·x + F(x)).
 _NORM_AFTER_ADD = ("post", "deepnorm")
 
@@ -45,11 +37,11 @@ class Block(nn.Module):
         in_scale: float = 1.0,
     ):
         super().__init__()
-        if placement not in _NORM_SLOTS:
-            raise ValueError(f"placement must be one of {tuple(_NORM_SLOTS)}, got {placement!r}")
+        if placement not in NORM_SLOTS:
+            raise ValueError(f"placement must be one of {tuple(NORM_SLOTS)}, got {placement!r}")
         self.placement, self.alpha, self.in_scale = placement, float(alpha), float(in_scale)
         self.norm_after_add = placement in _NORM_AFTER_ADD
-        has_in, has_out = _NORM_SLOTS[placement]
+        has_in, has_out = NORM_SLOTS[placement]
         self.attn_norm_in = make_norm(cfg, cfg.dim, attn=True) if has_in else None
         self.attn_norm_out = make_norm(cfg, cfg.dim, attn=True) if has_out else None
         self.mlp_norm_in = make_norm(cfg, cfg.dim) if has_in else None
