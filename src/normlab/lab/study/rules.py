@@ -244,9 +244,11 @@ class Fails(Trains):
 
 @dataclass(frozen=True)
 class Timing(Single):
-    """Per interleaved round of the serial timing phase: ``v = 1 − ms[fast] / ms[slow]`` of
-    ``what`` (``"norm_ms"``: the norms alone at the models' shapes, forward+backward per step;
-    ``"step_ms"``: a whole training step), the fraction of the time ``fast`` saves."""
+    """Per unit of the serial timing phase: ``v = 1 − ms[fast] / ms[slow]`` of ``what``
+    (``"norm_ms"``: the norms alone at the models' shapes with normlab's kernels, forward+backward
+    per step; ``"torch_norm_ms"``: the same with PyTorch's own ops; ``"step_ms"``: a whole
+    training step), the fraction of the time ``fast`` saves. The unit is a fresh process (the
+    median of its rounds) where the timings say which process timed each round, else a round."""
 
     fast: str = field(metadata=ARM)
     slow: str = field(metadata=ARM)
@@ -266,21 +268,37 @@ class Timing(Single):
 
     def describe(self) -> str:
         return (
-            f"per timing round (serial phase, nothing else of the study running, the arms "
-            f"interleaved), v = 1 − {self.what}[{self.fast}] / {self.what}[{self.slow}]; 20 % "
-            f"trimmed mean over rounds with Yuen's {LEVEL:.0%} interval (a round stalled by "
-            f"the machine moves neither); {EXPECT['>0']} (δ = {self.delta:.3g})."
+            f"per fresh process of the serial timing phase (nothing else of the study running, "
+            f"the processes one after the other, the arms interleaved in each), v = 1 − "
+            f"{self.what}[{self.fast}] / {self.what}[{self.slow}], the median of the process's "
+            f"rounds; 20 % trimmed mean over processes with Yuen's {LEVEL:.0%} interval, so the "
+            f"interval covers run-to-run variation and a stalled process moves neither "
+            f"(a study timed in one process: over its rounds); {EXPECT['>0']} "
+            f"(δ = {self.delta:.3g})."
         )
+
+    def units(self, timings: Mapping[str, Any]) -> list[float]:
+        """``v`` per process (the median of its rounds), or per round without process ids."""
+        a, b = (timings.get(arm, {}).get(self.what) or [] for arm in (self.fast, self.slow))
+        v = [1 - x / y if y > 0 else math.nan for x, y in zip(a, b, strict=False)]
+        procs = timings.get(self.fast, {}).get("process")
+        if not procs:
+            return [x for x in v if not math.isnan(x)]
+        by: dict[int, list[float]] = {}
+        for p, x in zip(procs, v, strict=False):
+            if not math.isnan(x):
+                by.setdefault(p, []).append(x)
+        return [statistics.median(xs) for _, xs in sorted(by.items())]
 
     def decide(self, results: Results, ctx: Context) -> Verdict:
         timings = ctx.timings or {}
-        a, b = (timings.get(arm, {}).get(self.what) or [] for arm in (self.fast, self.slow))
-        est = Estimate.trimmed([1 - x / y for x, y in zip(a, b, strict=False) if y > 0], ctx.level)
+        est = Estimate.trimmed(self.units(timings), ctx.level)
         status, why = decide(">0", est, self.delta)
         means: dict[str, float | None] = {}
         for arm in (self.fast, self.slow):
             t = timings.get(arm, {})
-            for key in (self.what, "torch_norm_ms", "step_ms"):
+            beside = "norm_ms" if self.what == "torch_norm_ms" else "torch_norm_ms"
+            for key in (self.what, beside, "step_ms"):
                 xs = t.get(key) or []
                 means[f"{key}[{arm}]"] = statistics.median(xs) if xs else None
             if t.get("norm_ms") and t.get("step_ms"):  # the norms' share of a training step

@@ -46,6 +46,9 @@ class TrainConfig:
     weight_decay: float = 0.1
     decay_norms: bool = False
     """Apply weight decay to norm weights/biases too (normally they are excluded)."""
+    norm_weight_decay: float | None = None
+    """With decay_norms: the norms' own weight decay (None = weight_decay), so decay on the
+    gains can be given a budget where it acts (lr·wd·steps) while the other weights keep theirs."""
     betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-8
     grad_clip: float | None = None
@@ -121,6 +124,13 @@ class TrainConfig:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.norm_weight_decay is not None and not (
+            self.decay_norms and self.norm_weight_decay >= 0
+        ):
+            raise ValueError(
+                f"norm_weight_decay={self.norm_weight_decay!r} needs decay_norms=True and a "
+                "value >= 0 (None: the norms decay with weight_decay)"
+            )
         if self.seq_len > self.model.max_seq_len:
             raise ValueError(f"seq_len={self.seq_len} exceeds model.max_seq_len")
         if any(s < 0 or s > self.steps for s in self.probe_steps):
@@ -222,7 +232,12 @@ class Trainer:
         return Transformer(self.cfg.model).to(self.device)
 
     def build_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
-        groups = param_groups(model, self.cfg.weight_decay, decay_norms=self.cfg.decay_norms)
+        groups = param_groups(
+            model,
+            self.cfg.weight_decay,
+            decay_norms=self.cfg.decay_norms,
+            norm_weight_decay=self.cfg.norm_weight_decay,
+        )
         return adamw(groups, self.cfg)
 
     def train_batches(self):
