@@ -77,7 +77,7 @@ def test_verdicts_and_table(study):
     assert [v.status for _, v in verdicts] == ["holds", "holds", "holds"]
     table = format_table(preset, verdicts)
     assert table.count("\n") == 4 and "**holds**" in table and "n=2" in table
-    assert "3 rounds" in table  # the timing claim: decided over rounds, not seeds
+    assert "3 timing units" in table  # the timing claim: decided over rounds, not seeds
 
 
 def test_html_is_self_contained_escaped_and_ordered(tmp_path, study):

@@ -254,6 +254,7 @@ class Timing(Single):
     slow: str = field(metadata=ARM)
     delta: float = field(metadata=DELTA)
     what: str = field(default="norm_ms", metadata={"spec": "choice", "choices": TIMINGS})
+    processes: int = 8  # fresh processes of the timing phase: the unit of the interval
     seeds: ClassVar[int] = 1  # the arms are timed, not trained: one run each builds them
     timed: ClassVar[bool] = True
 
@@ -262,6 +263,10 @@ class Timing(Single):
             raise ValueError(f"what must be one of {tuple(TIMINGS)}, got {self.what!r}")
         if not self.delta >= 0:
             raise ValueError(f"delta must be >= 0, got {self.delta}")
+        if isinstance(self.processes, bool) or not (
+            isinstance(self.processes, int) and self.processes >= 1
+        ):
+            raise ValueError(f"processes must be an int >= 1, got {self.processes!r}")
 
     def arms(self) -> tuple[str, ...]:
         return (self.fast, self.slow)

@@ -26,11 +26,10 @@ from normlab.lab.study.claims import Claim, Verdict, decide_all
 from normlab.lab.study.design import SEED_STRIDE, Run, Study
 from normlab.lab.study.stats import Results
 
-# The serial timing phase: TIMING_PROCESSES fresh processes, one after the other, each timing
-# TIMING_ROUNDS ABBA rounds (timing.py). The process is the unit the timing interval is over: a
-# run-to-run effect (where a process's memory and threads land) shows between processes, not
-# between the rounds of one.
-TIMING_PROCESSES = 8
+# The serial timing phase: fresh processes (as many as the timing claims ask, 8 by default), one
+# after the other, each timing TIMING_ROUNDS ABBA rounds (timing.py). The process is the unit the
+# timing interval is over: a run-to-run effect (where a process's memory and threads land) shows
+# between processes, not between the rounds of one.
 TIMING_ROUNDS = 3
 
 
@@ -220,15 +219,17 @@ def run_timing(study: Study, corpus, seed: int, threads: int, quiet: bool) -> di
 
     from normlab.lab.study.timing import time_arms
 
-    arms = list(dict.fromkeys(a for c in study.claims if c.timed for a in c.arms))
+    timed = [c for c in study.claims if c.timed]
+    arms = list(dict.fromkeys(a for c in timed for a in c.arms))
     if not arms:
         return {}
+    processes = max(getattr(c.rule, "processes", 1) for c in timed)
     by_name = {a.name: a.config for a in study.arms}
     configs = {a: by_name[a].replace(seed=SEED_STRIDE * seed) for a in arms}
     out: dict[str, dict[str, list]] = {a: {} for a in arms}
-    bar = Progress(TIMING_PROCESSES, quiet, unit="process", desc="timing (serial)")
+    bar = Progress(processes, quiet, unit="process", desc="timing (serial)")
     try:
-        for p in range(TIMING_PROCESSES):
+        for p in range(processes):
             # a fresh spawned process each time (fork after torch started threads can deadlock)
             with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
                 got = pool.submit(
