@@ -100,17 +100,18 @@ def _why_undecided(v, rule) -> str:
     if est is None or est.effect is None or est.n < 2:
         n = est.n if est else 0
         return f"no interval on n={n} (too few seeds, or a measure undefined in every run)"
+    timed = hasattr(rule, "fast")  # a fraction of the time: in per cent, over timing units
+    units = "timing processes" if timed else "seeds"
     if est.mde is not None and est.mde > delta and delta > 0:
-        timed = hasattr(rule, "fast")  # a fraction of the time: in per cent
-        need, unit = _needed(est, delta), "timing processes" if timed else "seeds"
+        need, unit = _needed(est, delta), units
         more = f"about {need:,} {unit}" if need <= 1000 else f"over 1,000 {unit}"
         mde, d = (f"{est.mde:.1%}", f"{delta:.0%}") if timed else (f"{est.mde:.2g}", f"{delta:.3g}")
         return f"this n detects only {mde} against δ={d}: {more} would decide it"
     if (est.lo > 0 or est.hi < 0) and abs(est.effect) < delta:
         return f"clear of 0, but the effect sits at δ={delta:.3g} and its interval spans δ"
     if est.lo <= 0 <= est.hi:
-        return f"the interval spans 0 and reaches past ±δ={delta:.3g}; more seeds would decide it"
-    return f"the interval spans δ={delta:.3g}; more seeds would narrow it"
+        return f"the interval spans 0 and reaches past ±δ={delta:.3g}; more {units} would decide it"
+    return f"the interval spans δ={delta:.3g}; more {units} would narrow it"
 
 
 def _decision(v, rule) -> str:
