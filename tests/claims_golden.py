@@ -5,7 +5,8 @@
   claim that is not testable here, bounded and unpaired seeds) decided on results drawn from a
   fixed generator;
 - ``quick-s0/``: the quick preset's ``results.jsonl`` of seed block 0 (trimmed to what the claims
-  read), its ``study.json`` (the timing rounds and H) and the ``claims.json`` it was decided into.
+  read), its ``study.json`` (the timing rounds and H), the quick preset of that commit
+  (``spec.toml``) and the ``claims.json`` it was decided into.
 
 tests/test_claims_golden.py checks that today's code decides them into the same file, byte for
 byte. Regenerate the made-up cases (``PYTHONPATH=src python tests/claims_golden.py``) only when
@@ -23,7 +24,7 @@ from typing import Any
 
 from normlab.lab.study.claims import decide_all
 from normlab.lab.study.report import claims_json
-from normlab.lab.study.spec import load_builtin, parse_spec
+from normlab.lab.study.spec import parse_spec
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = DATA / "claims"
@@ -375,7 +376,8 @@ def case_text(case: str) -> str:
 def quick_results() -> tuple[Any, dict, dict]:
     """The quick study, its stored results grouped ``arm -> {seed index: result}``, and its
     ``study.json``."""
-    s = load_builtin("quick")
+    # the quick preset as that commit wrote it (spec.toml): today's preset has other claims
+    s = parse_spec((QUICK / "spec.toml").read_text("utf-8"), "quick", default_name="quick")
     results: dict = {}
     with gzip.open(QUICK / "results.jsonl.gz", "rt", encoding="utf-8") as f:
         for line in f:

@@ -52,5 +52,6 @@ def quick_report(tmp_path_factory):
     from normlab.lab.cli import main
 
     out = finished_quick_study(tmp_path_factory.mktemp("quick") / "quick-s0")
-    assert main(["study", "--redecide", str(out), "--quiet"]) == 0
+    spec = str(QUICK_S0 / "spec.toml")  # the preset as that study ran it, not today's
+    assert main(["study", "--redecide", str(out), "--spec", spec, "--quiet"]) == 0
     return out

@@ -16,8 +16,8 @@ from normlab.lab.study.rules import (
     Fails,
     LRSensitivity,
     Trains,
-    control,
 )
+from normlab.lab.study.spec_claims import control
 from normlab.lab.study.stats import Estimate, Seeds
 from normlab.lab.train.data import VOCAB_SIZE, corpus_from_bytes
 

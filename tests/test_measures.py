@@ -42,6 +42,26 @@ def test_end_measures_read_the_latest_probe(name, want):
     assert MEASURES[name][1](run(s200={}), None) is None  # not probed: no value, no crash
 
 
+def test_logit_drift_is_the_log_ratio_of_the_last_probe_to_step_0():
+    drift = MEASURES["log_logit_rms_drift"][1]
+    assert drift(run(s0={"logit_rms": 2.0}, s200={"logit_rms": 6.0}), None) == pytest.approx(
+        math.log(3)
+    )
+    assert drift(run(s0={"logit_rms": 2.0}), None) is None  # probed at init only
+    assert drift(run(s200={"logit_rms": 6.0}), None) is None  # no step-0 probe
+    assert drift(run("diverged", s0={"logit_rms": 2.0}, s200={"logit_rms": 6.0}), None) is None
+
+
+def test_the_train_eval_gap_is_read_as_its_size_per_model():
+    gap = MEASURES["abs_train_eval_gap"][1]
+    r = run()
+    for train_mode, want in ((2.3, 0.3), (1.7, 0.3), (2.0, 0.0)):
+        r["summary"] = {"final_val_loss": 2.0, "final_val_loss_train_mode": train_mode}
+        assert gap(r, None) == pytest.approx(want)  # gaps of either sign count alike
+    assert gap(run(), None) is None  # no train-mode validation
+    assert gap(run("diverged"), None) is None
+
+
 def test_losses_score_a_diverged_run_as_a_uniform_guess():
     assert MEASURES["final_val_loss"][1](run("diverged"), None) == pytest.approx(math.log(256))
 

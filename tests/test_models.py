@@ -335,6 +335,11 @@ def test_param_groups(norm):
         assert by_name["no_decay"]["weight_decay"] == 0.0
         assert all(p.dim() == 1 for p in by_name["no_decay"]["params"])  # biases
         torch.optim.AdamW(groups, lr=1e-3)
+    groups = param_groups(model, 0.1, decay_norms=True, norm_weight_decay=5.0)
+    wd = {g["name"]: g["weight_decay"] for g in groups}
+    assert wd["decay"] == 0.1 and wd.get("norm", 5.0) == 5.0  # the gains' own decay
+    plain = param_groups(model, 0.1, norm_weight_decay=5.0)  # without decay_norms: no decay
+    assert {g["name"]: g["weight_decay"] for g in plain}.get("norm", 0.0) == 0.0
     kinds = {type(m) for m in model.norm_modules()}
     expected = {"layernorm": LayerNorm, "rmsnorm": RMSNorm, "batchnorm": BatchNorm}
     expected.update({"dyt": DyT, "scalenorm": ScaleNorm})

@@ -77,7 +77,7 @@ def test_verdicts_and_table(study):
     assert [v.status for _, v in verdicts] == ["holds", "holds", "holds"]
     table = format_table(preset, verdicts)
     assert table.count("\n") == 4 and "**holds**" in table and "n=2" in table
-    assert "3 rounds" in table  # the timing claim: decided over rounds, not seeds
+    assert "3 timing units" in table  # the timing claim: decided over rounds, not seeds
 
 
 def test_html_is_self_contained_escaped_and_ordered(tmp_path, study):
@@ -136,7 +136,8 @@ def test_missing_and_diverged_runs_do_not_break_the_report(tmp_path, study):
 
 def test_claims_json_carries_scope_outcomes_correction_controls_and_the_family(tmp_path, study):
     from normlab.lab.study.claims import UNTESTABLE
-    from normlab.lab.study.rules import Fails, control
+    from normlab.lab.study.rules import Fails
+    from normlab.lab.study.spec_claims import control
 
     preset, results, meta = study
     preset = no_plots(preset)
@@ -185,7 +186,8 @@ def _pieces(md: str) -> list[str]:
 
 
 def test_quick_report_md_says_the_shared_rules_once_and_stays_short(quick_report):
-    from normlab.lab.study.rules import H_TEXT, AllOf
+    from normlab.lab.study.measures import H_TEXT
+    from normlab.lab.study.rules import AllOf
     from normlab.lab.study.stats import BOUND_TEXT
 
     md = (quick_report / "report.md").read_text()

@@ -46,18 +46,33 @@ def test_quick_key_arms_have_the_expected_configs():
     assert (m.arch, m.norm, m.placement, m.dim, m.n_layers, m.n_heads, m.max_seq_len) == (
         "llama", "rmsnorm", "pre", 64, 4, 4, 64,
     )  # fmt: skip
-    assert runs["layernorm"] == base.replace(model={"norm": "layernorm"})
+    assert base.probe_steps == (0, 200)  # the logit scale's drift: probed at init and the end
+    plain = base.replace(probe_steps=(0,))
+    assert runs["layernorm"] == plain.replace(model={"norm": "layernorm"})
     assert runs["no-final-norm"] == base.replace(model={"final_norm": False})
-    assert runs["decay-norms"] == base.replace(decay_norms=True)
-    assert runs["batchnorm-B4"] == base.replace(
+    decay = runs["decay-norms"]
+    assert decay == plain.replace(decay_norms=True, norm_weight_decay=5.0)
+    # decay on the gains with a budget where it can act; the other weights' decay as the base's
+    assert decay.lr * decay.norm_weight_decay * decay.steps >= 0.5
+    assert decay.weight_decay == base.weight_decay
+    assert runs["batchnorm-B4"] == plain.replace(
         batch_size=4, eval_train_mode=True, model={"norm": "batchnorm"}
     )
     deep = runs["post-L24"]
-    assert deep == base.replace(
-        steps=150, probe_steps=(0, 150),
+    assert deep == plain.replace(
+        steps=150, warmup_steps=30, probe_steps=(0, 150),
         model={"arch": "gpt2", "norm": "layernorm", "placement": "post", "n_layers": 24},
     )  # fmt: skip
-    assert runs["init-deepnorm-L48"] == base.replace(
+    # the deep rivals: one recipe, each with its source's init
+    assert runs["deepnorm-L24"] == deep.replace(model={"placement": "deepnorm"})
+    assert runs["pre-L24"] == deep.replace(model={"placement": "pre", "scale_branch_init": True})
+    assert runs["pre-L24"].model.branch_init_scale == pytest.approx(48**-0.5)
+    for init in ("xavier", "default"):
+        post, pre = (runs["post-L6"], runs["pre-L6"]) if init == "xavier" else (
+            runs["post-default-L6"], runs["pre-default-L6"])  # fmt: skip
+        assert post.model.init == pre.model.init == init
+        assert pre == post.replace(model={"placement": "pre"}) and post.warmup_steps == 0
+    assert runs["init-deepnorm-L48"] == plain.replace(
         steps=0, model={"arch": "gpt2", "norm": "layernorm", "placement": "deepnorm",
                         "n_layers": 48},
     )  # fmt: skip
@@ -78,6 +93,9 @@ def test_quick_key_arms_have_the_expected_configs():
     assert grow == Contrast(((1, "init-post-L48", "log_grad_trend"),), ">0", math.log(1.2), 16,
                             matrix="mlp.w_out")  # fmt: skip
     assert claims["rmsnorm-faster"].rule == Timing("base", "layernorm", 0.05)
+    assert claims["rmsnorm-faster-torch-ops"].rule == Timing(
+        "base", "layernorm", 0.05, what="torch_norm_ms"
+    )
     assert claims["rmsnorm-faster"].plots == ("speed",)
 
 
@@ -387,7 +405,8 @@ def test_spec_and_preset_exclude_each_other(capsys):
 
 
 def test_controls_on_claims_and_parts(tmp_path, capsys):
-    from normlab.lab.study.rules import Controlled, control
+    from normlab.lab.study.rules import Controlled
+    from normlab.lab.study.spec_claims import control
 
     text = _edit('label = "rmsnorm trains"', 'label = "rmsnorm trains"\ncontrols = ["layernorm"]')
     text = text.replace('rule = "all_of"\n', 'rule = "all_of"\ncontrols = [{ arm = "rmsnorm", '
@@ -410,7 +429,8 @@ def test_controls_on_claims_and_parts(tmp_path, capsys):
 
 
 def test_any_and_measured_controls():
-    from normlab.lab.study.rules import AnyOf, Contrast, control
+    from normlab.lab.study.rules import AnyOf, Contrast
+    from normlab.lab.study.spec_claims import control
 
     controls = (
         'controls = [{ any = ["rmsnorm", "layernorm"], expect = "trains" }, { label = "gains '

@@ -126,6 +126,24 @@ def test_timing_rule_reads_the_serial_rounds():
     assert rule.decide({}, Context()).status == UNSURE  # not timed: no verdict
 
 
+def test_timing_rule_takes_a_fresh_process_as_its_unit():
+    # 3 processes x 3 rounds: each process is the median of its rounds, so n = 3, and a stalled
+    # round (0.1 in process 1) moves nothing
+    rms = [0.8, 0.8, 0.8, 0.7, 0.1, 0.7, 0.9, 0.9, 0.9]
+    timings = {
+        "rms": {"norm_ms": rms, "torch_norm_ms": [2.0] * 9, "process": [0, 0, 0, 1, 1, 1, 2, 2, 2]},
+        "ln": {"norm_ms": [1.0] * 9, "torch_norm_ms": [1.0] * 9},
+    }
+    rule = Timing("rms", "ln", 0.05)
+    assert rule.units(timings) == pytest.approx([0.2, 0.3, 0.1])
+    v = rule.decide({}, Context(timings=timings))
+    assert v.estimate.n == 3 and v.estimate.effect == pytest.approx(0.2)
+    torch_ops = Timing("rms", "ln", 0.05, what="torch_norm_ms")
+    assert torch_ops.units(timings) == pytest.approx([-1.0] * 3)
+    assert torch_ops.decide({}, Context(timings=timings)).status == FAILS
+    assert "norm_ms[rms]" in torch_ops.decide({}, Context(timings=timings)).means
+
+
 def test_bad_rules_are_rejected():
     with pytest.raises(ValueError, match="expect"):
         loss_diff(expect="≥0")
@@ -159,7 +177,9 @@ def test_quick_and_deep_test_what_they_say():
         "rmsnorm-faster", "batchnorm-train-eval-gap", "batchnorm-batch-sensitive",
         "final-norm-needed", "no-decay-on-norms",
     }  # fmt: skip
-    assert runs["post-L24"].warmup_steps == 0 and runs["post-L24"].model.placement == "post"
+    # the deep rivals in one recipe (the same warmup), Post-LN as it is
+    assert runs["post-L24"].warmup_steps == runs["pre-L24"].warmup_steps == 30
+    assert runs["post-L24"].model.placement == "post"
     assert runs["init-post-L48"].steps == 0 and runs["init-post-L48"].probe_steps == (0,)
     deep = {r.name: r.config for r in PRESETS["deep"]().arms}
     assert all(c.model.n_layers >= 500 and c.model.dim == 32 for c in deep.values())
@@ -173,7 +193,7 @@ def test_seed_blocks_share_no_seed_and_pair_the_arms():
     by_arm = {}
     for t in s0:
         by_arm.setdefault(t.arm, []).append(t.config.seed)
-    assert by_arm["post-L24"] == by_arm["pre-L24"] == [0, 1, 2]  # paired
+    assert by_arm["post-L24"] == by_arm["pre-L24"][:3] == [0, 1, 2]  # paired
     assert len(by_arm["init-post-L6"]) == 16  # at-init claims are cheap: many seeds
     assert p.seeds("base") == 12 and p.seeds("batchnorm-B4") == 8  # sized by the pilots
 
@@ -214,6 +234,15 @@ def test_run_key_ignores_threads_not_config_or_corpus():
     k = run_key(cfg, "abc")
     assert run_key(cfg.replace(threads=7), "abc") == k
     assert run_key(cfg.replace(seed=1), "abc") != k and run_key(cfg, "abd") != k
+    # a field added later keys only away from its default: earlier runs keep their keys
+    assert run_key(cfg.replace(decay_norms=True, norm_weight_decay=None), "abc") == run_key(
+        cfg.replace(decay_norms=True), "abc"
+    )
+    assert run_key(cfg.replace(decay_norms=True, norm_weight_decay=5.0), "abc") != run_key(
+        cfg.replace(decay_norms=True), "abc"
+    )
+    with pytest.raises(ValueError, match="decay_norms"):
+        cfg.replace(norm_weight_decay=5.0)
 
 
 # ---- kill mid-study, resume: every run exactly once, the finished lines untouched

@@ -3,7 +3,8 @@ undecided claim why and what would decide it; the rule in plain words; the scope
 
 from normlab.lab.study import words
 from normlab.lab.study.claims import Claim
-from normlab.lab.study.rules import AllOf, AnyOf, Context, Contrast, Fails, Timing, Trains, control
+from normlab.lab.study.rules import AllOf, AnyOf, Context, Contrast, Fails, Timing, Trains
+from normlab.lab.study.spec_claims import control
 
 
 def res(val):
@@ -62,13 +63,13 @@ def test_an_any_of_that_holds_shows_the_part_that_holds():
     assert status == "holds" and text.startswith("x: +0.550") and "(other parts — y:" in text
 
 
-def test_a_timing_claim_speaks_in_per_cent_and_rounds():
+def test_a_timing_claim_speaks_in_per_cent_and_timing_units():
     timings = {"f": {"norm_ms": [1.0, 1.0, 1.01, 0.99, 1.0]},
                "s": {"norm_ms": [2.0, 2.0, 2.02, 1.98, 2.0]}}  # fmt: skip
     claim = Claim("t", "f is faster", "src", Timing("f", "s", 0.05), ("speed",))
     v = claim.decide({}, Context(plateau_h=3.1, timings=timings))
     text = words.sentence(claim, v, 3.1)
-    assert v.status == "holds" and text.startswith("f saves +50.0% [") and "5 rounds" in text
+    assert v.status == "holds" and text.startswith("f saves +50.0% [") and "5 timing units" in text
 
 
 def test_the_rule_in_words_names_each_part_and_the_decision_once():

@@ -7,13 +7,20 @@ from torch import nn
 from normlab.modules import ANY_NORM
 
 
-def param_groups(model: nn.Module, weight_decay: float, *, decay_norms: bool = False) -> list[dict]:
+def param_groups(
+    model: nn.Module,
+    weight_decay: float,
+    *,
+    decay_norms: bool = False,
+    norm_weight_decay: float | None = None,
+) -> list[dict]:
     """Parameter groups for ``torch.optim.AdamW(param_groups(model, wd), lr=...)``.
 
     - ``"decay"``: the weight matrices of linear and embedding layers (``weight_decay``);
     - ``"norm"``: every parameter of a norm module (LayerNorm/RMSNorm weight and bias, DyT's
       alpha, ScaleNorm's g, BatchNorm's weight and bias): no decay, or ``weight_decay`` with
-      ``decay_norms=True`` (decaying a norm's gain pulls it toward 0, not toward identity);
+      ``decay_norms=True`` (decaying a norm's gain pulls it toward 0, not toward identity),
+      then ``norm_weight_decay`` instead where it is given;
     - ``"no_decay"``: every bias and any other vector; other matrices go to ``"decay"``.
 
     Each parameter lands in exactly one group (tied weights once); empty groups are left out.
@@ -35,7 +42,8 @@ def param_groups(model: nn.Module, weight_decay: float, *, decay_norms: bool = F
                 groups["no_decay"].append(p)
             else:  # Linear/Embedding weights, and any other matrix
                 groups["decay"].append(p)
-    decay = {"decay": weight_decay, "norm": weight_decay if decay_norms else 0.0, "no_decay": 0.0}
+    norm_wd = weight_decay if norm_weight_decay is None else norm_weight_decay
+    decay = {"decay": weight_decay, "norm": norm_wd if decay_norms else 0.0, "no_decay": 0.0}
     return [
         {"name": name, "params": params, "weight_decay": decay[name]}
         for name, params in groups.items()

@@ -13,6 +13,19 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+# What H is, as the rule texts say it.
+H_TEXT = (
+    "H = the unigram cross-entropy of the validation bytes under the training bytes' "
+    "frequencies (add-one smoothed): the validation loss of a model that learned only byte "
+    "frequencies"
+)
+# what -> what it is (the serial timing phase, ``normlab.lab.study.timing``)
+TIMINGS = {
+    "norm_ms": "the norms alone at the models' shapes, forward+backward, ms per step",
+    "step_ms": "a whole training step, ms",
+    "torch_norm_ms": "PyTorch's own F.rms_norm/F.layer_norm at the same shapes, ms per step",
+}
+
 
 def _loss(name: str) -> Callable[[dict, str | None], float | None]:
     def measure(res: dict, matrix: str | None) -> float | None:
@@ -98,6 +111,27 @@ def _end(fn: Callable[[dict], float | None]) -> Callable[[dict, str | None], flo
     return measure
 
 
+def _logit_drift(res: dict, matrix: str | None) -> float | None:
+    """ln(logit RMS at the last probe / at step 0): how far training moved the output scale."""
+    probes = res.get("probes") or {}
+    if res.get("status") != "ok" or "0" not in probes or len(probes) < 2:
+        return None
+    try:
+        return _finite(math.log(_at_end(res)["logit_rms"] / probes["0"]["logit_rms"]))
+    except _MISSING:
+        return None
+
+
+def _abs_gap(res: dict, matrix: str | None) -> float | None:
+    """|final val loss (running statistics) − final val loss (batch statistics)|: a "differs"
+    read per model, so gaps of opposite sign in different seeds do not cancel."""
+    if res.get("status") != "ok":
+        return None
+    s = res.get("summary", {})
+    a, b = _finite(s.get("final_val_loss")), _finite(s.get("final_val_loss_train_mode"))
+    return None if a is None or b is None else abs(a - b)
+
+
 def _values(probe: dict, key: str) -> list[float]:
     vals = probe.get(key) or []
     if not vals or any(v is None for v in vals):
@@ -157,6 +191,14 @@ MEASURES: dict[str, tuple[str, Callable[[dict, str | None], float | None]]] = {
     "final_val_loss_train_mode": (
         "final validation loss in train mode (batch statistics; diverged = ln V)",
         _loss("final_val_loss_train_mode"),
+    ),
+    "abs_train_eval_gap": (
+        "|final val loss in eval mode − in train mode| (running vs batch statistics)",
+        _abs_gap,
+    ),
+    "log_logit_rms_drift": (
+        "ln(RMS of the output logits at the last probe / at step 0): the output scale's drift",
+        _logit_drift,
     ),
     "norm_weight_mean": ("mean |gain| of the norms after training", _summary("norm_weight_mean")),
     "log_grad_ratio": ("ln(‖∇‖ of the last block / the first), at init", _log_ratio),

@@ -21,8 +21,7 @@ from normlab.lab.render import md_table
 from normlab.lab.study import words
 from normlab.lab.study.claims import Claim
 from normlab.lab.study.coverage import REPORT_LINK
-from normlab.lab.study.measures import MEASURES
-from normlab.lab.study.rules import H_TEXT
+from normlab.lab.study.measures import H_TEXT, MEASURES
 from normlab.lab.study.stats import (
     BOUND_TEXT,
     EXPECT,
@@ -205,10 +204,11 @@ def _how(verdicts, meta) -> list[d.Block]:
         "Controls: 'X fails' means something only where a recipe trains in the same setting. "
         f"If a claim's control does not hold, the verdict is '{UNTESTABLE}' with the control's "
         "result as the reason, never 'does not hold'.",
-        "Timing claims are decided over interleaved timing rounds of a serial phase after the "
-        "training (ABBA blocks, nothing else of the study running), not over seeds: the 20 % "
-        "trimmed mean of the rounds with Yuen's interval, so a round stalled by the machine "
-        "moves neither.",
+        "Timing claims are decided over fresh processes of a serial phase after the training "
+        "(one after the other, nothing else of the study running; in each, interleaved ABBA "
+        "rounds, the process's value the median of its rounds), not over seeds: the 20 % "
+        "trimmed mean over processes with Yuen's interval, so the interval covers run-to-run "
+        "variation and a stalled process moves neither.",
         f"Error rates: {fam['text']}",
         "Scope: every verdict holds at the size it was found at (width d, blocks, tokens seen "
         "= steps × B × T), not beyond.",

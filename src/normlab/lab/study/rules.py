@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol
 
-from normlab.lab.study.measures import MEASURES
+from normlab.lab.study.measures import H_TEXT, MEASURES, TIMINGS
 from normlab.lab.study.stats import (
     BOUND_TEXT,
     EXPECT,
@@ -40,19 +40,6 @@ from normlab.lab.study.stats import (
     with_controls,
 )
 from normlab.lab.study.sweeps import init_loss, sensitivity, sweep_name
-
-# What H is, as the rule texts say it.
-H_TEXT = (
-    "H = the unigram cross-entropy of the validation bytes under the training bytes' "
-    "frequencies (add-one smoothed): the validation loss of a model that learned only byte "
-    "frequencies"
-)
-# what -> what it is (the serial timing phase, ``normlab.lab.study.timing``)
-TIMINGS = {
-    "norm_ms": "the norms alone at the models' shapes, forward+backward, ms per step",
-    "step_ms": "a whole training step, ms",
-    "torch_norm_ms": "PyTorch's own F.rms_norm/F.layer_norm at the same shapes, ms per step",
-}
 
 # How the spec loader checks a field's TOML value (``field(metadata=...)``); a field without one
 # is read by its type, as a config field is.
@@ -244,14 +231,17 @@ class Fails(Trains):
 
 @dataclass(frozen=True)
 class Timing(Single):
-    """Per interleaved round of the serial timing phase: ``v = 1 − ms[fast] / ms[slow]`` of
-    ``what`` (``"norm_ms"``: the norms alone at the models' shapes, forward+backward per step;
-    ``"step_ms"``: a whole training step), the fraction of the time ``fast`` saves."""
+    """Per unit of the serial timing phase: ``v = 1 − ms[fast] / ms[slow]`` of ``what``
+    (``"norm_ms"``: the norms alone at the models' shapes with normlab's kernels, forward+backward
+    per step; ``"torch_norm_ms"``: the same with PyTorch's own ops; ``"step_ms"``: a whole
+    training step), the fraction of the time ``fast`` saves. The unit is a fresh process (the
+    median of its rounds) where the timings say which process timed each round, else a round."""
 
     fast: str = field(metadata=ARM)
     slow: str = field(metadata=ARM)
     delta: float = field(metadata=DELTA)
     what: str = field(default="norm_ms", metadata={"spec": "choice", "choices": TIMINGS})
+    processes: int = 8  # fresh processes of the timing phase: the unit of the interval
     seeds: ClassVar[int] = 1  # the arms are timed, not trained: one run each builds them
     timed: ClassVar[bool] = True
 
@@ -260,27 +250,47 @@ class Timing(Single):
             raise ValueError(f"what must be one of {tuple(TIMINGS)}, got {self.what!r}")
         if not self.delta >= 0:
             raise ValueError(f"delta must be >= 0, got {self.delta}")
+        if isinstance(self.processes, bool) or not (
+            isinstance(self.processes, int) and self.processes >= 1
+        ):
+            raise ValueError(f"processes must be an int >= 1, got {self.processes!r}")
 
     def arms(self) -> tuple[str, ...]:
         return (self.fast, self.slow)
 
     def describe(self) -> str:
         return (
-            f"per timing round (serial phase, nothing else of the study running, the arms "
-            f"interleaved), v = 1 − {self.what}[{self.fast}] / {self.what}[{self.slow}]; 20 % "
-            f"trimmed mean over rounds with Yuen's {LEVEL:.0%} interval (a round stalled by "
-            f"the machine moves neither); {EXPECT['>0']} (δ = {self.delta:.3g})."
+            f"per fresh process of the serial timing phase (nothing else of the study running, "
+            f"the processes one after the other, the arms interleaved in each), v = 1 − "
+            f"{self.what}[{self.fast}] / {self.what}[{self.slow}], the median of the process's "
+            f"rounds; 20 % trimmed mean over processes with Yuen's {LEVEL:.0%} interval, so the "
+            f"interval covers run-to-run variation and a stalled process moves neither "
+            f"(a study timed in one process: over its rounds); {EXPECT['>0']} "
+            f"(δ = {self.delta:.3g})."
         )
+
+    def units(self, timings: Mapping[str, Any]) -> list[float]:
+        """``v`` per process (the median of its rounds), or per round without process ids."""
+        a, b = (timings.get(arm, {}).get(self.what) or [] for arm in (self.fast, self.slow))
+        v = [1 - x / y if y > 0 else math.nan for x, y in zip(a, b, strict=False)]
+        procs = timings.get(self.fast, {}).get("process")
+        if not procs:
+            return [x for x in v if not math.isnan(x)]
+        by: dict[int, list[float]] = {}
+        for p, x in zip(procs, v, strict=False):
+            if not math.isnan(x):
+                by.setdefault(p, []).append(x)
+        return [statistics.median(xs) for _, xs in sorted(by.items())]
 
     def decide(self, results: Results, ctx: Context) -> Verdict:
         timings = ctx.timings or {}
-        a, b = (timings.get(arm, {}).get(self.what) or [] for arm in (self.fast, self.slow))
-        est = Estimate.trimmed([1 - x / y for x, y in zip(a, b, strict=False) if y > 0], ctx.level)
+        est = Estimate.trimmed(self.units(timings), ctx.level)
         status, why = decide(">0", est, self.delta)
         means: dict[str, float | None] = {}
         for arm in (self.fast, self.slow):
             t = timings.get(arm, {})
-            for key in (self.what, "torch_norm_ms", "step_ms"):
+            beside = "norm_ms" if self.what == "torch_norm_ms" else "torch_norm_ms"
+            for key in (self.what, beside, "step_ms"):
                 xs = t.get(key) or []
                 means[f"{key}[{arm}]"] = statistics.median(xs) if xs else None
             if t.get("norm_ms") and t.get("step_ms"):  # the norms' share of a training step
@@ -480,22 +490,3 @@ RULES: dict[str, type] = {
     "timing": Timing,
     "lr_sensitivity": LRSensitivity,
 }
-
-
-CONTROL_EXPECTS = ("trains", "fails")  # what a control's arm must do: a rule kind of RULES
-
-
-def control(
-    arm: str | tuple[str, ...], expect: str = "trains", *, seeds: int, margin: float | None = None
-):
-    """A control: ``(label, rule)``, the rule ``Trains(arm)`` or ``Fails(arm)``; for a tuple of
-    arms, that *one of them* does (an ``any_of``, Holm-corrected): e.g. "some arm of a grid
-    trains", without which the grid cannot show what changes training."""
-    if expect not in CONTROL_EXPECTS:
-        raise ValueError(f"a control expects 'trains' or 'fails', got {expect!r}")
-    make = RULES[expect]
-    kw = {} if margin is None else {"margin": margin}
-    if isinstance(arm, str):
-        return (f"{arm} {expect}", make(arm, seeds=seeds, **kw))
-    parts = tuple((f"{a} {expect}", make(a, seeds=seeds, **kw)) for a in arm)
-    return (f"one of {len(arm)} arms ({arm[0]}, …) {expect}", AnyOf(parts))

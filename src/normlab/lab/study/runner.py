@@ -27,7 +27,11 @@ from normlab.lab.study.claims import Claim, Verdict, decide_all
 from normlab.lab.study.design import SEED_STRIDE, Run, Study
 from normlab.lab.study.stats import Results
 
-TIMING_ROUNDS = 21  # ABBA rounds (timing.py): cheap, and what the timing interval is over
+# The serial timing phase: fresh processes (as many as the timing claims ask, 8 by default), one
+# after the other, each timing TIMING_ROUNDS ABBA rounds (timing.py). The process is the unit the
+# timing interval is over: a run-to-run effect (where a process's memory and threads land) shows
+# between processes, not between the rounds of one.
+TIMING_ROUNDS = 3
 
 
 @dataclass(frozen=True)
@@ -198,22 +202,43 @@ def _executor(options: StudyOptions, workers: int):
 
 
 def run_timing(study: Study, corpus, seed: int, plan, quiet: bool) -> dict:
-    """The serial phase: time the arms of the study's timing claims, one process, nothing else
-    of the study running (the training workers have exited), with the most threads the
-    ``plan`` gives a run of those arms."""
+    """The serial phase: time the arms of the study's timing claims in fresh processes, one at
+    a time, nothing else of the study running (the training workers have exited), with the most
+    threads the ``plan`` gives a run of those arms.
+
+    ``arm -> {"step_ms", "norm_ms", "torch_norm_ms": one value per round, "process": the
+    index of the process that timed each round}``.
+    """
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
     from normlab.lab.study.timing import time_arms
 
-    arms = list(dict.fromkeys(a for c in study.claims if c.timed for a in c.arms))
+    timed = [c for c in study.claims if c.timed]
+    arms = list(dict.fromkeys(a for c in timed for a in c.arms))
     if not arms:
         return {}
+    processes = max(getattr(c.rule, "processes", 1) for c in timed)
     by_name = {a.name: a.config for a in study.arms}
     configs = {a: by_name[a].replace(seed=SEED_STRIDE * seed) for a in arms}
     threads = max(plan.threads_for(c) for c in configs.values())
-    bar = Progress(TIMING_ROUNDS, quiet, unit="round", desc="timing (serial)")
+    out: dict[str, dict[str, list]] = {a: {} for a in arms}
+    bar = Progress(processes, quiet, unit="process", desc="timing (serial)")
     try:
-        return time_arms(configs, corpus, rounds=TIMING_ROUNDS, threads=threads, on_round=bar.step)
+        for p in range(processes):
+            # a fresh spawned process each time (fork after torch started threads can deadlock)
+            with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
+                got = pool.submit(
+                    time_arms, configs, corpus, rounds=TIMING_ROUNDS, threads=threads
+                ).result()
+            for a, keys in got.items():
+                for k, xs in keys.items():
+                    out[a].setdefault(k, []).extend(xs)
+                out[a].setdefault("process", []).extend([p] * TIMING_ROUNDS)
+            bar.step()
     finally:
         bar.close()
+    return out
 
 
 def environment(plan, device: str = "cpu") -> dict[str, Any]:

@@ -21,7 +21,7 @@ from normlab.lab.common import UsageError
 from normlab.lab.limits import MAX_SEEDS, NAME_MAX
 from normlab.lab.study.claims import Claim
 from normlab.lab.study.measures import MEASURES
-from normlab.lab.study.rules import CONTROL_EXPECTS, EXPECT, RULES, Controlled, control
+from normlab.lab.study.rules import EXPECT, RULES, AnyOf, Controlled
 
 # ASCII spellings of the two decisions whose symbols are not on a keyboard.
 EXPECT_ALIASES = {"!=0": "≠0", "~0": "≈0"}
@@ -386,3 +386,22 @@ class ClaimLoader(Checks):
             known = ", ".join(MEASURES)
             self.fail(_at(path, 2), f"unknown measure {_show(t[2])}; expected one of: {known}")
         return coef, arm, t[2]
+
+
+CONTROL_EXPECTS = ("trains", "fails")  # what a control's arm must do: a rule kind of RULES
+
+
+def control(
+    arm: str | tuple[str, ...], expect: str = "trains", *, seeds: int, margin: float | None = None
+):
+    """A control: ``(label, rule)``, the rule ``Trains(arm)`` or ``Fails(arm)``; for a tuple of
+    arms, that *one of them* does (an ``any_of``, Holm-corrected): e.g. "some arm of a grid
+    trains", without which the grid cannot show what changes training."""
+    if expect not in CONTROL_EXPECTS:
+        raise ValueError(f"a control expects 'trains' or 'fails', got {expect!r}")
+    make = RULES[expect]
+    kw = {} if margin is None else {"margin": margin}
+    if isinstance(arm, str):
+        return (f"{arm} {expect}", make(arm, seeds=seeds, **kw))
+    parts = tuple((f"{a} {expect}", make(a, seeds=seeds, **kw)) for a in arm)
+    return (f"one of {len(arm)} arms ({arm[0]}, …) {expect}", AnyOf(parts))

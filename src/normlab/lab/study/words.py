@@ -12,8 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from normlab.lab.study.measures import MEASURES
-from normlab.lab.study.rules import TIMINGS
+from normlab.lab.study.measures import MEASURES, TIMINGS
 from normlab.lab.study.stats import EXPECT, FAILS, HOLDS, LEVEL, UNSURE, UNTESTABLE
 
 
@@ -100,17 +99,18 @@ def _why_undecided(v, rule) -> str:
     if est is None or est.effect is None or est.n < 2:
         n = est.n if est else 0
         return f"no interval on n={n} (too few seeds, or a measure undefined in every run)"
+    timed = hasattr(rule, "fast")  # a fraction of the time: in per cent, over timing units
+    units = "timing processes" if timed else "seeds"
     if est.mde is not None and est.mde > delta and delta > 0:
-        timed = hasattr(rule, "fast")  # a fraction of the time: in per cent
-        need, unit = _needed(est, delta), "rounds" if timed else "seeds"
+        need, unit = _needed(est, delta), units
         more = f"about {need:,} {unit}" if need <= 1000 else f"over 1,000 {unit}"
         mde, d = (f"{est.mde:.1%}", f"{delta:.0%}") if timed else (f"{est.mde:.2g}", f"{delta:.3g}")
         return f"this n detects only {mde} against δ={d}: {more} would decide it"
     if (est.lo > 0 or est.hi < 0) and abs(est.effect) < delta:
         return f"clear of 0, but the effect sits at δ={delta:.3g} and its interval spans δ"
     if est.lo <= 0 <= est.hi:
-        return f"the interval spans 0 and reaches past ±δ={delta:.3g}; more seeds would decide it"
-    return f"the interval spans δ={delta:.3g}; more seeds would narrow it"
+        return f"the interval spans 0 and reaches past ±δ={delta:.3g}; more {units} would decide it"
+    return f"the interval spans δ={delta:.3g}; more {units} would narrow it"
 
 
 def _decision(v, rule) -> str:
@@ -154,7 +154,7 @@ def part_text(label: str, rule, v, h: float | None) -> str:
         pct = lambda x: f"{x:+.1%}".replace("-", "−")  # noqa: E731
         return (
             f"{rule.fast} saves {pct(est.effect)} [{pct(est.lo)}, {pct(est.hi)}] of "
-            f"{rule.slow}'s time ({what}), {est.n} rounds; {_decision(v, rule)}"
+            f"{rule.slow}'s time ({what}), {est.n} timing units; {_decision(v, rule)}"
         )
     name = label or _subject(rule)
     n = f", n={est.n}" if est is not None else ""
@@ -217,7 +217,7 @@ def _seen(claim, v, h: float | None) -> str:
 
 def _formula(rule) -> str:
     if hasattr(rule, "fast"):
-        return f"1 − {rule.what}[{rule.fast}] / {rule.what}[{rule.slow}] per timing round"
+        return f"1 − {rule.what}[{rule.fast}] / {rule.what}[{rule.slow}] per timing process"
     if hasattr(rule, "stable"):
         return f"S({', '.join(rule.unstable)}) − S({', '.join(rule.stable)}) per seed"
     if hasattr(rule, "formula"):
@@ -248,7 +248,10 @@ def rule_words(claim) -> tuple[list[str], str]:
     decision = "; ".join(EXPECT[e] for e in sorted(expects))
     text = f"Measures: {'; '.join(measures)}. Each v: {decision} (δ = {deltas})."
     if any(hasattr(r, "fast") for _, r in rules):
-        text += f" Over rounds: the 20 % trimmed mean with Yuen's {LEVEL:.0%} interval."
+        text += (
+            f" Over fresh processes (each the median of its rounds): the 20 % trimmed mean "
+            f"with Yuen's {LEVEL:.0%} interval."
+        )
     if c is not None:
         if not c[1]:
             text += (

@@ -44,6 +44,12 @@ class TrainConfig:
         False,
         help="Apply weight decay to norm weights/biases too (normally they are excluded).",
     )
+    norm_weight_decay: float | None = setting(
+        None,
+        help="With decay_norms: the norms' own weight decay (None = weight_decay), so decay on "
+        "the gains can be given a budget where it acts (lr·wd·steps) while the other weights "
+        "keep theirs.",
+    )
     betas: tuple[float, float] = setting((0.9, 0.98), help="AdamW betas")
     adam_eps: float = setting(1e-8, help="AdamW eps")
     grad_clip: float | None = setting(
@@ -152,6 +158,13 @@ class TrainConfig:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.norm_weight_decay is not None and not (
+            self.decay_norms and self.norm_weight_decay >= 0
+        ):
+            raise ValueError(
+                f"norm_weight_decay={self.norm_weight_decay!r} needs decay_norms=True and a "
+                "value >= 0 (None: the norms decay with weight_decay)"
+            )
         if self.seq_len > self.model.max_seq_len:
             raise ValueError(f"seq_len={self.seq_len} exceeds model.max_seq_len")
         if any(s < 0 or s > self.steps for s in self.probe_steps):

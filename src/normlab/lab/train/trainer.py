@@ -101,7 +101,12 @@ class Trainer:
         return Transformer(self.cfg.model).to(self.device)
 
     def build_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
-        groups = param_groups(model, self.cfg.weight_decay, decay_norms=self.cfg.decay_norms)
+        groups = param_groups(
+            model,
+            self.cfg.weight_decay,
+            decay_norms=self.cfg.decay_norms,
+            norm_weight_decay=self.cfg.norm_weight_decay,
+        )
         return adamw(groups, self.cfg)
 
     def train_batches(self):
