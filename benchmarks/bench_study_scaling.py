@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -33,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from normlab.lab.study.machine import usable_cpus
+from normlab.lab.study.machine import cpu_name, usable_cpus
 
 SECTION = "## Study scaling (bench_study_scaling.py)"
 # (arm, seeds): every model size of the quick preset, its longest runs included.
@@ -201,13 +200,7 @@ def thread_table(args) -> str:
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{cpu}, {usable_cpus()} usable CPUs ({os.cpu_count()} on the host), torch " + (
+    return f"{cpu_name()}, {usable_cpus()} usable CPUs ({os.cpu_count()} on the host), torch " + (
         torch.__version__
     )
 

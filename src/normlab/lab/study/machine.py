@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import platform
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,6 +79,17 @@ def cgroup_cpu_quota(root: str = CGROUP_ROOT, cgroup: str = SELF_CGROUP) -> floa
         if quota is not None and period is not None and int(quota) > 0:
             quotas.append(int(quota) / int(period))
     return min(quotas, default=None)
+
+
+def cpu_name() -> str:
+    """The processor's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return cpu
 
 
 def usable_cpus(root: str = CGROUP_ROOT, cgroup: str = SELF_CGROUP) -> int:

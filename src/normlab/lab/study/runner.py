@@ -246,7 +246,7 @@ def environment(plan, device: str = "cpu") -> dict[str, Any]:
     import numba
     import torch
 
-    from normlab.lab.study.machine import usable_cpus
+    from normlab.lab.study.machine import cpu_name, usable_cpus
 
     gpus = {}
     if device == "cuda":
@@ -255,18 +255,12 @@ def environment(plan, device: str = "cpu") -> dict[str, Any]:
             "cuda": torch.version.cuda,
         }
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
         "numba": numba.__version__,
         "platform": platform.platform(),
-        "cpu": cpu,
+        "cpu": cpu_name(),
         "cpu_count": os.cpu_count(),
         "usable_cpus": usable_cpus(),
         "threads": plan.threads,
