@@ -92,9 +92,9 @@ def test_quick_key_arms_have_the_expected_configs():
     grow = claims["post-ln-grad-grows"].rule.parts()[0][1]
     assert grow == Contrast(((1, "init-post-L48", "log_grad_trend"),), ">0", math.log(1.2), 16,
                             matrix="mlp.w_out")  # fmt: skip
-    assert claims["rmsnorm-faster"].rule == Timing("base", "layernorm", 0.05)
+    assert claims["rmsnorm-faster"].rule == Timing("base", "layernorm", 0.05, processes=16)
     assert claims["rmsnorm-faster-torch-ops"].rule == Timing(
-        "base", "layernorm", 0.05, what="torch_norm_ms"
+        "base", "layernorm", 0.05, what="torch_norm_ms", processes=16
     )
     assert claims["rmsnorm-faster"].plots == ("speed",)
 

@@ -192,7 +192,9 @@ def _how(verdicts, meta) -> list[d.Block]:
         f"Seeds are never dropped silently: {BOUND_TEXT}.",
         f"The statistic: the mean of v over the n paired seeds with a {LEVEL:.0%} Student-t "
         f"interval (scipy.stats), and the detectable effect at n: the true effect n seeds find "
-        f"with {POWER:.0%} power. δ is the smallest effect that matters, fixed before the runs.",
+        f"with {POWER:.0%} power. δ is the smallest effect that matters, fixed before the runs. "
+        "A rule whose seeds have heavy tails (a BatchNorm model that blows up in eval mode) says "
+        "so in its spec and uses the 20 % trimmed mean with Yuen's interval instead.",
         f"The decision, by what the claim expects. Directed (>0 or <0): {EXPECT['>0']}. "
         f"Differs (≠0): {EXPECT['≠0']}. As good as (≈0): {EXPECT['≈0']}.",
         f"Compound claims correct their looks by Holm's step-down: with m parts not yet "

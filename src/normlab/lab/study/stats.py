@@ -106,6 +106,19 @@ class Estimate:
         mde = (t + stats.t.ppf(POWER, df)) * se
         return cls(mean, mean - t * se, mean + t * se, n, mde, level, tuple(values))
 
+    @staticmethod
+    def spread(values: list[float], trim: float = 0.0) -> float:
+        """The per-value spread behind the interval: the standard deviation, or for a trimmed
+        mean the winsorized one over ``1 − 2·trim`` (its standard error times √n)."""
+        from scipy.stats import mstats
+
+        if int(trim * len(values)) == 0:
+            return statistics.stdev(values)
+        import numpy as np
+
+        winsorized = mstats.winsorize(np.asarray(values, dtype=float), limits=(trim, trim))
+        return float(np.std(winsorized, ddof=1)) / (1 - 2 * trim)
+
     def text(self, digits: int = 3) -> str:
         if self.effect is None:
             return f"no data, n={self.n}"
@@ -194,15 +207,16 @@ def pick(expect: str, lo: float, hi: float, for_holds: bool) -> float:
 
 
 def decide_rows(
-    expect: str, rows: list[tuple[float, float]], delta: float, level: float
+    expect: str, rows: list[tuple[float, float]], delta: float, level: float, trim: float = 0.0
 ) -> tuple[str, str, Estimate]:
     """Decide on per-seed ranges ``(lo, hi)`` (equal where the value is known): "holds" on the
-    ends least favourable to it, "does not hold" on the ends least favourable to that."""
-    est_h = Estimate.of([pick(expect, lo, hi, True) for lo, hi in rows], level)
+    ends least favourable to it, "does not hold" on the ends least favourable to that. With
+    ``trim`` > 0 the statistic is the trimmed mean with Yuen's interval (``Estimate.trimmed``)."""
+    est_h = Estimate.trimmed([pick(expect, lo, hi, True) for lo, hi in rows], level, trim)
     status, why = decide(expect, est_h, delta)
     if status == HOLDS or all(lo == hi for lo, hi in rows):
         return status, why, est_h
-    est_f = Estimate.of([pick(expect, lo, hi, False) for lo, hi in rows], level)
+    est_f = Estimate.trimmed([pick(expect, lo, hi, False) for lo, hi in rows], level, trim)
     status_f, why_f = decide(expect, est_f, delta)
     if status_f == FAILS:
         return FAILS, why_f + " (the bounded seeds at their most favourable value)", est_f
