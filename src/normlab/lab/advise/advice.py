@@ -266,37 +266,26 @@ def _scale_blocks(twin: Twin) -> list[Block]:
     all_p, block_p = twin_params(twin)
     cfg = twin.config()
     m = cfg.model
+
+    def row(what: str, real, small, show=lambda x: x) -> list:
+        return [what, show(real), show(small), ratio(real, small)]
+
     rows = [
-        ["parameters (all)", fmt_params(hf.params()), fmt_params(all_p), ratio(hf.params(), all_p)],
-        [
-            "parameters in the blocks",
-            fmt_params(hf.params(False)),
-            fmt_params(block_p),
-            ratio(hf.params(False), block_p),
-        ],
-        ["depth (blocks)", sz["layers"], m.n_layers, ratio(sz["layers"], m.n_layers)],
-        ["width (hidden size)", sz["hidden"], m.dim, ratio(sz["hidden"], m.dim)],
+        row("parameters (all)", hf.params(), all_p, fmt_params),
+        row("parameters in the blocks", hf.params(False), block_p, fmt_params),
+        row("depth (blocks)", sz["layers"], m.n_layers),
+        row("width (hidden size)", sz["hidden"], m.dim),
         [
             "query heads × head_dim",
             f"{sz['heads']} × {sz['head_dim']}",
             f"{m.n_heads} × {m.head_dim}",
             ratio(sz["heads"], m.n_heads),
         ],
-        ["K/V heads", sz["kv_heads"], m.n_heads, ratio(sz["kv_heads"], m.n_heads)],
-        ["MLP hidden size", sz["ffn"], m.hidden_dim, ratio(sz["ffn"], m.hidden_dim)],
-        [
-            "depth / width",
-            f"{sz['layers'] / sz['hidden']:.3g}",
-            f"{m.n_layers / m.dim:.3g}",
-            ratio(sz["layers"] / sz["hidden"], m.n_layers / m.dim),
-        ],
-        [
-            "context (positions)",
-            sz["positions"] or "?",
-            cfg.seq_len,
-            ratio(sz["positions"], cfg.seq_len),
-        ],
-        ["vocabulary", sz["vocab"], m.vocab_size, ratio(sz["vocab"], m.vocab_size)],
+        row("K/V heads", sz["kv_heads"], m.n_heads),
+        row("MLP hidden size", sz["ffn"], m.hidden_dim),
+        row("depth / width", sz["layers"] / sz["hidden"], m.n_layers / m.dim, "{:.3g}".format),
+        row("context (positions)", sz["positions"], cfg.seq_len, lambda x: x or "?"),
+        row("vocabulary", sz["vocab"], m.vocab_size),
     ]
     fields = [[k, v, src] for k, (v, src) in twin.fields.items()]
     train = [[k, v, why] for k, (v, why) in twin.train.items()]
