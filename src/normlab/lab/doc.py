@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
 
-from normlab.lab.render import CSS, img
+from normlab.lab.render import CSS, html_table, img
 
 # --------------------------------------------------------------------------------------------
 # inline
@@ -216,15 +216,8 @@ def _html_block(b: Block) -> str:
     if isinstance(b, Items):
         return "<ul>" + "".join(f"<li>{_html_inline(i)}</li>" for i in b.items) + "</ul>"
     if isinstance(b, Table):
-        head = "".join(f"<th>{escape(h)}</th>" for h in b.header)
-        body = "".join(
-            "<tr>" + "".join(f"<td>{_html_inline(c)}</td>" for c in r) + "</tr>" for r in b.rows
-        )
-        cls = f' class="{b.cls}"' if b.cls else ""
-        return (
-            f'<div class="scroll"><table{cls}><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table></div>"
-        )
+        cells = [[_html_inline(c) for c in r] for r in b.rows]
+        return f'<div class="scroll">{html_table(b.header, cells, raw=True, cls=b.cls)}</div>'
     if isinstance(b, Figure):
         return f"<figure>{img(b.title, b.png)}<figcaption>{escape(b.title)}</figcaption></figure>"
     if isinstance(b, Details):

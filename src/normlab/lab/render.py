@@ -32,12 +32,14 @@ def md_table(header: Sequence[str], rows: Rows) -> str:
     return "\n".join(out + ["| " + " | ".join(map(cell, r)) + " |" for r in rows])
 
 
-def html_table(header: Sequence[str], rows: Rows, *, raw: bool = False) -> str:
-    """An HTML table, every cell escaped unless ``raw`` (cells that are already HTML)."""
+def html_table(header: Sequence[str], rows: Rows, *, raw: bool = False, cls: str = "") -> str:
+    """An HTML table, every cell escaped unless ``raw`` (cells that are already HTML);
+    ``cls``: its CSS class."""
     e = (lambda c: str(c)) if raw else (lambda c: escape(str(c)))
     head = "".join(f"<th>{escape(str(h))}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    table = f' class="{cls}"' if cls else ""
+    return f"<table{table}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def text_table(header: Sequence[str], rows: Rows) -> str:

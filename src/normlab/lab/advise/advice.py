@@ -18,7 +18,7 @@ from normlab.lab.advise.ranking import Quality, Ranking, Speed, Stability, rank
 from normlab.lab.advise.twin import AS_GOOD, BEATS, FASTER, STABLER, Twin, claim_name
 from normlab.lab.render import html_table, md_table
 from normlab.lab.study.runner import StudyResult
-from normlab.lab.study.stats import Estimate
+from normlab.lab.study.stats import HOLDS, Estimate
 
 # ("h", level offset, text) | ("p", text) | ("table", header, rows) | ("ul", items)
 Block = tuple
@@ -113,37 +113,43 @@ def _lead(twin: Twin, r: Ranking, label: dict[str, str]) -> list[Block]:
     ]
 
 
+def _best(dim: Quality | Stability, label: dict[str, str], none: str, mean: str) -> list[str]:
+    """The summary's "lowest mean here" cell and its "vs the recipe" cell."""
+    if (b := dim.best) is None:
+        return [none, "–"]
+    return [
+        f"{label[b.arm]} ({mean.format(b.mean)})",
+        "–" if b.arm == "recipe" else _est(b.vs_recipe),
+    ]
+
+
 def _quality_row(twin: Twin, q: Quality, label: dict[str, str]) -> list[str]:
-    if q.best is None:
-        best, delta = "no finished runs", "–"
-    else:
-        best = f"{label[q.best]} (mean loss {q.best_mean:.4f} nats/byte)"
-        delta = "–" if q.best == "recipe" else _est(q.best_vs_recipe)
     verdict = _verdict(
-        (f"beat the recipe by ≥ {BEATS}", [label[a] for a in q.beat_recipe]),
+        (f"beat the recipe by ≥ {BEATS}", [label[x.arm] for x in q.arms if x.beats == HOLDS]),
         f"no alternative beats the recipe by ≥ {BEATS}",
         (
             f"the recipe is at least as good as (within {AS_GOOD})",
-            [label[a] for a in q.recipe_as_good],
+            [label[x.arm] for x in q.arms if x.as_good == HOLDS],
         ),
     )
     what = f"Quality (final validation loss at lr {twin.scale.lr:g}, nats/byte)"
-    return [what, best, delta, verdict]
+    return [what, *_best(q, label, "no finished runs", "mean loss {:.4f} nats/byte"), verdict]
 
 
 def _stability_row(twin: Twin, st: Stability, label: dict[str, str]) -> list[str]:
-    if st.best is None:
-        best, delta = "no finished sweeps", "–"
-    else:
-        best = f"{label[st.best]} (LR sensitivity {st.best_mean:.4f})"
-        delta = "–" if st.best == "recipe" else _est(st.best_vs_recipe)
     verdict = _verdict(
-        (f"less LR-sensitive than the recipe by ≥ {STABLER}", [label[a] for a in st.stabler]),
+        (
+            f"less LR-sensitive than the recipe by ≥ {STABLER}",
+            [label[x.arm] for x in st.arms if x.alt_stabler == HOLDS],
+        ),
         f"no alternative is less LR-sensitive than the recipe by ≥ {STABLER}",
-        ("the recipe is less LR-sensitive than", [label[a] for a in st.recipe_stabler]),
+        (
+            "the recipe is less LR-sensitive than",
+            [label[x.arm] for x in st.arms if x.recipe_stabler == HOLDS],
+        ),
     )
     what = f"Stability (LR sensitivity over lr {', '.join(f'{x:g}' for x in twin.scale.sweep)})"
-    return [what, best, delta, verdict]
+    return [what, *_best(st, label, "no finished sweeps", "LR sensitivity {:.4f}"), verdict]
 
 
 def _speed_row(sp: Speed) -> list[str]:
@@ -260,37 +266,26 @@ def _scale_blocks(twin: Twin) -> list[Block]:
     all_p, block_p = twin_params(twin)
     cfg = twin.config()
     m = cfg.model
+
+    def row(what: str, real, small, show=lambda x: x) -> list:
+        return [what, show(real), show(small), ratio(real, small)]
+
     rows = [
-        ["parameters (all)", fmt_params(hf.params()), fmt_params(all_p), ratio(hf.params(), all_p)],
-        [
-            "parameters in the blocks",
-            fmt_params(hf.params(False)),
-            fmt_params(block_p),
-            ratio(hf.params(False), block_p),
-        ],
-        ["depth (blocks)", sz["layers"], m.n_layers, ratio(sz["layers"], m.n_layers)],
-        ["width (hidden size)", sz["hidden"], m.dim, ratio(sz["hidden"], m.dim)],
+        row("parameters (all)", hf.params(), all_p, fmt_params),
+        row("parameters in the blocks", hf.params(False), block_p, fmt_params),
+        row("depth (blocks)", sz["layers"], m.n_layers),
+        row("width (hidden size)", sz["hidden"], m.dim),
         [
             "query heads × head_dim",
             f"{sz['heads']} × {sz['head_dim']}",
             f"{m.n_heads} × {m.head_dim}",
             ratio(sz["heads"], m.n_heads),
         ],
-        ["K/V heads", sz["kv_heads"], m.n_heads, ratio(sz["kv_heads"], m.n_heads)],
-        ["MLP hidden size", sz["ffn"], m.hidden_dim, ratio(sz["ffn"], m.hidden_dim)],
-        [
-            "depth / width",
-            f"{sz['layers'] / sz['hidden']:.3g}",
-            f"{m.n_layers / m.dim:.3g}",
-            ratio(sz["layers"] / sz["hidden"], m.n_layers / m.dim),
-        ],
-        [
-            "context (positions)",
-            sz["positions"] or "?",
-            cfg.seq_len,
-            ratio(sz["positions"], cfg.seq_len),
-        ],
-        ["vocabulary", sz["vocab"], m.vocab_size, ratio(sz["vocab"], m.vocab_size)],
+        row("K/V heads", sz["kv_heads"], m.n_heads),
+        row("MLP hidden size", sz["ffn"], m.hidden_dim),
+        row("depth / width", sz["layers"] / sz["hidden"], m.n_layers / m.dim, "{:.3g}".format),
+        row("context (positions)", sz["positions"], cfg.seq_len, lambda x: x or "?"),
+        row("vocabulary", sz["vocab"], m.vocab_size),
     ]
     fields = [[k, v, src] for k, (v, src) in twin.fields.items()]
     train = [[k, v, why] for k, (v, why) in twin.train.items()]

@@ -15,7 +15,7 @@ from normlab.lab.advise.twin import Twin, claim_name
 from normlab.lab.study.measures import MEASURES
 from normlab.lab.study.rules import Context, Contrast
 from normlab.lab.study.runner import StudyResult
-from normlab.lab.study.stats import HOLDS, Estimate
+from normlab.lab.study.stats import Estimate
 
 _LOSS = MEASURES["final_val_loss"][1]
 NONE = "–"  # the status of a claim the study does not have
@@ -34,13 +34,22 @@ class ArmQuality:
 
 
 @dataclass(frozen=True)
-class Quality:
+class Ranked:
+    """A dimension's arms, the recipe first; ``best`` is read from them."""
+
+    arms: tuple
+
+    @property
+    def best(self):
+        """The arm of the lowest mean; on a tie the recipe, as an alternative is "best" only by
+        doing better. None where no arm has a mean."""
+        done = [a for a in self.arms if a.mean is not None]
+        return min(done, key=lambda a: (a.mean, a.arm != "recipe", a.arm), default=None)
+
+
+@dataclass(frozen=True)
+class Quality(Ranked):
     arms: tuple[ArmQuality, ...]  # the recipe first, then the alternatives in twin.alts' order
-    best: str | None  # the lowest mean loss (the recipe on a tie); None: no finished runs
-    best_mean: float | None
-    best_vs_recipe: Estimate | None  # None where the best is the recipe
-    beat_recipe: tuple[str, ...]  # the alternatives whose "beats" claim holds
-    recipe_as_good: tuple[str, ...]  # those the recipe's "as good as" claim holds against
 
 
 @dataclass(frozen=True)
@@ -57,13 +66,8 @@ class ArmStability:
 
 
 @dataclass(frozen=True)
-class Stability:
+class Stability(Ranked):
     arms: tuple[ArmStability, ...]  # the recipe first, then the swept alternatives
-    best: str | None  # the lowest mean sensitivity (the recipe on a tie); None: no sweeps
-    best_mean: float | None
-    best_vs_recipe: Estimate | None
-    stabler: tuple[str, ...]  # the alternatives less sensitive than the recipe (claim holds)
-    recipe_stabler: tuple[str, ...]  # those the recipe is less sensitive than
 
 
 @dataclass(frozen=True)
@@ -133,13 +137,6 @@ def paired(results, a: str, b: str) -> Estimate:
     return Estimate.of(c.values(results, Context()))
 
 
-def _lowest(means: dict[str, tuple[float | None, int]]) -> tuple[str | None, float | None]:
-    """The arm of the lowest mean, and the mean; on a tie the recipe, as an alternative is
-    "best" only by doing better. (None, None) where no arm has a mean."""
-    ranked = sorted((m, a != "recipe", a) for a, (m, _) in means.items() if m is not None)
-    return (ranked[0][2], ranked[0][0]) if ranked else (None, None)
-
-
 def quality(twin: Twin, results, decided: Decided) -> Quality:
     losses = {a: mean_loss(results, a) for a in ["recipe", *[a.arm for a in twin.alts]]}
     arms = [ArmQuality("recipe", *losses["recipe"], None, NONE, NONE)]
@@ -147,16 +144,7 @@ def quality(twin: Twin, results, decided: Decided) -> Quality:
         est = paired(results, a.arm, "recipe")
         status = decided.status("as_good", a.arm), decided.status("beats", a.arm)
         arms.append(ArmQuality(a.arm, *losses[a.arm], est, *status))
-    best, best_mean = _lowest(losses)
-    vs = None if best in (None, "recipe") else paired(results, best, "recipe")
-    return Quality(
-        tuple(arms),
-        best,
-        best_mean,
-        vs,
-        tuple(q.arm for q in arms if q.beats == HOLDS),
-        tuple(q.arm for q in arms if q.as_good == HOLDS),
-    )
+    return Quality(tuple(arms))
 
 
 def stability(twin: Twin, results, decided: Decided) -> Stability | None:
@@ -187,16 +175,7 @@ def stability(twin: Twin, results, decided: Decided) -> Stability | None:
                 decided.status("stabler_alt", arm),
             )
         )
-    best, best_mean = _lowest(sens)
-    vs = None if best in (None, "recipe") else decided("stabler", best)[1].estimate
-    return Stability(
-        tuple(arms),
-        best,
-        best_mean,
-        vs,
-        tuple(s.arm for s in arms if s.alt_stabler == HOLDS),
-        tuple(s.arm for s in arms if s.recipe_stabler == HOLDS),
-    )
+    return Stability(tuple(arms))
 
 
 def _best_lr(results, sweep) -> tuple[float, float] | None:

@@ -53,7 +53,7 @@ def _check(doc: Any, path: Path) -> None:
         str(doc["preset"]), int(doc.get("seed_block", 0))
         for c in doc["claims"]:
             base_name(c["name"]), str(c["verdict"])
-            _effect_text(c), _scope_text(c), _scope_values(c), effects(c)
+            effect_text(c), _scope_text(c), _scope_values(c), effects(c)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
         what = f"missing {e}" if isinstance(e, KeyError) else str(e)
         raise ValueError(f"{path}: not a study's claims.json ({what})") from None
@@ -75,7 +75,9 @@ def effects(c: dict[str, Any]) -> dict[str, Estimate]:
     return {p["part"]: _estimate(p) for p in parts if isinstance(p.get("effect"), int | float)}
 
 
-def _effect_text(c: dict[str, Any]) -> str:
+def effect_text(c: dict[str, Any]) -> str:
+    """The "effect [lo, hi], n=k" of a claims.json entry, or of each part of a compound one."""
+
     def one(x: dict[str, Any]) -> str:
         return _estimate(x).text() if isinstance(x.get("effect"), int | float) else "–"
 
@@ -115,7 +117,7 @@ def compare(studies: list[dict[str, Any]]) -> tuple[list[list[str]], list[str]]:
         if len(entries) < 2:
             continue
         for label, c in entries:
-            rows.append([name, label, c["name"], c["verdict"], _effect_text(c), _scope_text(c)])
+            rows.append([name, label, c["name"], c["verdict"], effect_text(c), _scope_text(c)])
         changes += _sign_changes(name, entries)
     return rows, changes
 

@@ -23,6 +23,7 @@ from typing import Any
 from normlab.lab.io import write_file
 from normlab.lab.numerics.verdict import combine, interval_text
 from normlab.lab.render import md_table
+from normlab.lab.study.compare import effect_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -180,19 +181,6 @@ def _split(ref: str) -> tuple[str, str]:
     return preset, claim
 
 
-def _num(x: float) -> str:
-    return f"{x:+.3f}"
-
-
-def effect(c: dict) -> str:
-    """ "effect [lo, hi], n=k" of a claims.json entry, or of each part of a compound one."""
-    if c.get("effect") is not None:
-        return f"{_num(c['effect'])} [{_num(c['lo'])}, {_num(c['hi'])}], n={c['n']}"
-    if c.get("parts"):
-        return "; ".join(f"{p['part']}: {effect(p)}" for p in c["parts"])
-    return "–"
-
-
 def scope(c: dict) -> str:
     """The sizes a claim was tested at, shapes merged: ``d=64 L=6/12/24 T=64 B=16 …``."""
     keys = (("d", "d"), ("L", "blocks"), ("T", "T"), ("B", "B"), ("steps", "steps"))
@@ -210,7 +198,7 @@ def _claim_line(ref: str, cat: Catalogue, verdicts) -> str:
     c = verdicts.get(preset, {}).get(name)
     if c is None:
         return f"{preset} `{name}`: {_unpublished(preset, cat)}"
-    line = f"{preset} `{name}`: **{c['verdict']}**, {effect(c)}; at {scope(c)}"
+    line = f"{preset} `{name}`: **{c['verdict']}**, {effect_text(c)}; at {scope(c)}"
     # Why a compound claim is undecided (which parts), or which control failed.
     if c["verdict"] not in (HOLDS, FAILS) and (c.get("parts") or c.get("controls")):
         line += f" ({c['why']})"
