@@ -193,6 +193,15 @@ def test_decide(found, by_test, expected):
     assert coverage.decide(s, coverage.Published(verdicts, {})).status == expected
 
 
+def test_a_claim_added_after_its_presets_published_study_is_not_run_yet():
+    pub = coverage.Published({"quick": {"old": {"verdict": "holds"}}}, {})
+    new = coverage.Statement("x", "000", "1", "s", claims=("quick:new",))
+    assert coverage.decide(new, pub).status == "not-run"
+    # with a claim of a preset that has no claims.json, the older reason stands
+    both = coverage.Statement("x", "000", "1", "s", claims=("quick:new", "paper:c"))
+    assert coverage.decide(both, pub).status == "prose-only"
+
+
 FINDING = {
     "verdict": "does not hold",
     "parts": [{"part": "a", "verdict": "holds"}, {"part": "b", "verdict": "does not hold"}],

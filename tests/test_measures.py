@@ -62,6 +62,24 @@ def test_the_train_eval_gap_is_read_as_its_size_per_model():
     assert gap(run("diverged"), None) is None
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "batchmate_shift_train",
+        "batchmate_shift_eval",
+        "forgot_eval_gap",
+        "padding_gap_train",
+        "padding_gap_eval",
+    ],
+)
+def test_the_serving_measures_read_the_summary(name):
+    res = run()
+    assert MEASURES[name][1](res, None) is None  # a run without eval_serving lacks them
+    res["summary"][name] = 0.25
+    assert MEASURES[name][1](res, None) == 0.25
+    assert MEASURES[name][1]({**res, "status": "diverged"}, None) is None
+
+
 def test_losses_score_a_diverged_run_as_a_uniform_guess():
     assert MEASURES["final_val_loss"][1](run("diverged"), None) == pytest.approx(math.log(256))
 

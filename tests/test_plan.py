@@ -17,6 +17,7 @@ from normlab.lab.study.plan import (
     plan_workers,
     run_memory,
     run_threads,
+    serving_forwards,
     wall_seconds,
 )
 from normlab.lab.study.runner import configure
@@ -155,3 +156,12 @@ def test_list_shows_the_plan_and_its_wall_time(quick):
     assert wall < total / 8  # the quick preset's many short runs fill 16 workers
     forced = format_plan(quick, workers=1, threads=2, machine=Machine(16, ROOMY))
     assert "1 worker(s) x 2 thread(s) a run (--threads)" in forced and "set by --workers" in forced
+
+
+def test_the_serving_measures_are_costed_as_their_forward_passes(quick):
+    bn = next(a.config for a in quick.arms if a.name == "batchnorm")  # B=16, 1024 val sequences
+    off = bn.replace(eval_serving=False)
+    # six passes over 256 probes in batches of 16, and 64 batch-1 forwards
+    assert serving_forwards(bn) == 6 * 256 / 16 + 64 and serving_forwards(off) == 0
+    assert cpu_seconds(off) < cpu_seconds(bn) < 1.5 * cpu_seconds(off)
+    assert serving_forwards(bn.replace(steps=0, probe_steps=(0,))) == 0  # nothing trained

@@ -48,7 +48,7 @@ def test_quick_key_arms_have_the_expected_configs():
     )  # fmt: skip
     assert base.probe_steps == (0, 200)  # the logit scale's drift: probed at init and the end
     plain = base.replace(probe_steps=(0,))
-    assert runs["layernorm"] == plain.replace(model={"norm": "layernorm"})
+    assert runs["layernorm"] == plain.replace(eval_serving=True, model={"norm": "layernorm"})
     assert runs["no-final-norm"] == base.replace(model={"final_norm": False})
     decay = runs["decay-norms"]
     assert decay == plain.replace(decay_norms=True, norm_weight_decay=5.0)
@@ -56,8 +56,14 @@ def test_quick_key_arms_have_the_expected_configs():
     assert decay.lr * decay.norm_weight_decay * decay.steps >= 0.5
     assert decay.weight_decay == base.weight_decay
     assert runs["batchnorm-B4"] == plain.replace(
-        batch_size=4, eval_train_mode=True, model={"norm": "batchnorm"}
+        batch_size=4, eval_train_mode=True, eval_serving=True, model={"norm": "batchnorm"}
     )
+    # no norm at the baseline's depth, with norm="none"'s default branch scaling and without
+    scaled, unscaled = runs["no-norm"], runs["no-norm-unscaled-init"]
+    assert scaled == plain.replace(model={"norm": "none"})
+    assert scaled.model.branch_init_scale == pytest.approx(8**-0.5)
+    assert unscaled == scaled.replace(model={"scale_branch_init": False})
+    assert unscaled.model.branch_init_scale == 1.0
     deep = runs["post-L24"]
     assert deep == plain.replace(
         steps=150, warmup_steps=30, probe_steps=(0, 150),
@@ -97,6 +103,14 @@ def test_quick_key_arms_have_the_expected_configs():
         "base", "layernorm", 0.05, what="torch_norm_ms", processes=16
     )
     assert claims["rmsnorm-faster"].plots == ("speed",)
+    # the serving claims read arms the preset already trains, at those arms' seeds
+    for name in ("batchnorm-batch-mates", "batchnorm-forgot-eval", "batchnorm-padding"):
+        assert all(runs[a].eval_serving for a in claims[name].arms), name
+        assert {p.seeds for _, p in claims[name].rule.parts()} == {8}
+    mates = dict(claims["batchnorm-batch-mates"].rule.parts())
+    assert mates["LayerNorm, batch 4, train mode"] == Contrast(
+        ((1, "layernorm-B4", "batchmate_shift_train"),), "≈0", 0.01, 8
+    )
 
 
 def test_print_spec_prints_a_file_the_loader_reads_back(tmp_path, capsys):

@@ -112,6 +112,25 @@ def test_batchnorm_train_mode_validation_leaves_running_stats(corpus):
     assert all(torch.equal(before[k], v) for k, v in t.model.named_buffers())
 
 
+def test_serving_measures_run_after_training_and_change_nothing_else(corpus):
+    cfg = tiny(model={"norm": "batchnorm"}, steps=5, eval_batches=4)
+    plain, served = Trainer(cfg, corpus), Trainer(cfg.replace(eval_serving=True), corpus)
+    a, b = plain.run(), served.run()
+    assert b.summary["batchmate_shift_train"] > 0 and b.summary["batchmate_shift_eval"] == 0
+    assert "batchmate_shift_train" not in a.summary
+    assert a.history["loss"] == b.history["loss"] and a.evals == b.evals
+    for (k, x), (_, y) in zip(
+        plain.model.named_buffers(), served.model.named_buffers(), strict=True
+    ):
+        assert torch.equal(x, y), k  # the running statistics as training left them
+
+
+def test_serving_needs_a_block_of_batch_size_squared_validation_sequences():
+    with pytest.raises(ValueError, match="eval_serving needs at least"):
+        tiny(eval_serving=True, eval_batches=3)  # 12 < 4² sequences
+    tiny(eval_serving=True, eval_batches=4)
+
+
 def test_decay_on_norms_shrinks_their_gains(corpus):
     kw = dict(steps=15, weight_decay=5.0, lr=1e-2)
     off = train(tiny(**kw), corpus).summary["norm_weight_mean"]

@@ -35,13 +35,17 @@ VERDICTS = (HOLDS, FAILS, "inconclusive", "not testable here")  # a claim's, as 
 STATEMENTS = "statements.toml"
 
 # Why a statement is not decided, in the order the summary lists them: key -> (the status
-# column's words, the summary's). The first three are computed from the data; the rest are the
+# column's words, the summary's). The first four are computed from the data; the rest are the
 # `reason` of an entry.
 NOT_DECIDED = {
     "undecided": ("inconclusive", "its published verdicts (claims, finding) are inconclusive"),
     "prose-only": (
         "verdict published as prose only",
         "its claims are published as prose only (claims.json arrives when rerun)",
+    ),
+    "not-run": (
+        "claims not run yet",
+        "its claims were added to a preset after its published study (decided when rerun)",
     ),
     "pending": ("finding not published", "its numerics/bench finding is not published yet"),
     "definitional": ("definitional", "definitional: a definition, formula or code"),
@@ -52,7 +56,8 @@ NOT_DECIDED = {
     "not-studied": ("not studied yet", "not studied yet: a claim could decide it, none does"),
     "no-statement": ("no statement", "no statement: the heading is empty in the article"),
 }
-REASONS = tuple(k for k in NOT_DECIDED if k not in ("undecided", "prose-only", "pending"))
+COMPUTED = ("undecided", "prose-only", "not-run", "pending")
+REASONS = tuple(k for k in NOT_DECIDED if k not in COMPUTED)
 
 
 @dataclass(frozen=True)
@@ -156,8 +161,9 @@ def decide(s: Statement, pub: Published) -> Decision:
         return Decision(s.by_test, "test")
     if found:
         return Decision("undecided")
-    if s.claims:
-        return Decision("prose-only")
+    if s.claims:  # none published: a preset without claims.json, or claims added since
+        run = all(p in pub.claims for p, _ in map(_split, s.claims))
+        return Decision("not-run" if run else "prose-only")
     return Decision("pending" if s.finding else s.reason)
 
 
@@ -196,6 +202,8 @@ def scope(c: dict) -> str:
 def _claim_line(ref: str, cat: Catalogue, verdicts) -> str:
     preset, name = _split(ref)
     c = verdicts.get(preset, {}).get(name)
+    if c is None and preset in verdicts:
+        return f"{preset} `{name}`: {NOT_RUN} ({_report(preset, cat)})"
     if c is None:
         return f"{preset} `{name}`: {_unpublished(preset, cat)}"
     line = f"{preset} `{name}`: **{c['verdict']}**, {effect_text(c)}; at {scope(c)}"
@@ -206,6 +214,7 @@ def _claim_line(ref: str, cat: Catalogue, verdicts) -> str:
 
 
 UNPUBLISHED = "published as prose only; claims.json arrives when rerun"
+NOT_RUN = "not run yet: added to the preset after its published study"
 
 
 def _report(preset: str, cat: Catalogue) -> str:

@@ -196,6 +196,32 @@ MEASURES: dict[str, tuple[str, Callable[[dict, str | None], float | None]]] = {
         "|final val loss in eval mode − in train mode| (running vs batch statistics)",
         _abs_gap,
     ),
+    # The serving measures (TrainConfig.eval_serving; normlab.lab.train.serving).
+    "batchmate_shift_train": (
+        "mean ‖Δlogits‖ / ‖logits‖ of a sequence when all its batch-mates change, train mode "
+        "(batch statistics)",
+        _summary("batchmate_shift_train"),
+    ),
+    "batchmate_shift_eval": (
+        "mean ‖Δlogits‖ / ‖logits‖ of a sequence when all its batch-mates change, eval mode "
+        "(running statistics)",
+        _summary("batchmate_shift_eval"),
+    ),
+    "forgot_eval_gap": (
+        "validation loss at batch 1 in train mode − in eval mode, the same bytes (model.eval() "
+        "forgotten)",
+        _summary("forgot_eval_gap"),
+    ),
+    "padding_gap_train": (
+        "a whole sequence's loss with its batch-mates cut short and right-padded − with them "
+        "whole, train mode",
+        _summary("padding_gap_train"),
+    ),
+    "padding_gap_eval": (
+        "a whole sequence's loss with its batch-mates cut short and right-padded − with them "
+        "whole, eval mode",
+        _summary("padding_gap_eval"),
+    ),
     "log_logit_rms_drift": (
         "ln(RMS of the output logits at the last probe / at step 0): the output scale's drift",
         _logit_drift,

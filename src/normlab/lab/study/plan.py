@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from normlab.lab.render import text_table
 from normlab.lab.study.machine import Machine
+from normlab.lab.train.serving import BATCH1_SEQUENCES, n_probes
 from normlab.lab.train.trainer import TrainConfig
 from normlab.models.config import TransformerConfig
 from normlab.models.size import param_count
@@ -84,7 +85,17 @@ def flops(cfg: TrainConfig) -> float:
     fwd = 2 * (dense + attn) * tokens
     batches = cfg.eval_sequences // cfg.batch_size if cfg.eval_sequences else cfg.eval_batches
     evals = batches * (2 if cfg.eval_train_mode else 1) if cfg.steps else 0
-    return 3 * fwd * (cfg.steps + len(cfg.probe_steps)) + fwd * evals
+    return 3 * fwd * (cfg.steps + len(cfg.probe_steps)) + fwd * (evals + serving_forwards(cfg))
+
+
+def serving_forwards(cfg: TrainConfig) -> float:
+    """Forward passes of one batch that the serving measures make (``eval_serving``): six
+    passes over the probes, and each batch-1 forward counted as a whole batch's, as its
+    per-call cost is at the lab's sizes."""
+    if not (cfg.eval_serving and cfg.steps):
+        return 0.0
+    probes = n_probes(cfg.eval_sequences or cfg.eval_batches * cfg.batch_size, cfg.batch_size)
+    return 6 * probes / cfg.batch_size + min(probes, BATCH1_SEQUENCES)
 
 
 def cpu_seconds(cfg: TrainConfig) -> float:
@@ -213,7 +224,7 @@ def launches(cfg: TrainConfig) -> float:
     (forward only) for each evaluation batch."""
     per_step = cfg.model.n_layers * KERNELS_PER_BLOCK + KERNELS_PER_STEP
     evals = cfg.eval_batches * (2 if cfg.eval_train_mode else 1) if cfg.steps else 0
-    return per_step * (cfg.steps + len(cfg.probe_steps) + evals / 3)
+    return per_step * (cfg.steps + len(cfg.probe_steps) + (evals + serving_forwards(cfg)) / 3)
 
 
 def gpu_seconds(cfg: TrainConfig, cal: GpuCalibration) -> float:

@@ -77,6 +77,13 @@ class TrainConfig:
         False,
         help="Also validate in train() mode (batch statistics): BatchNorm's train/eval gap.",
     )
+    eval_serving: bool = setting(
+        False,
+        help="After the last step, also measure how the model behaves when served "
+        "(``normlab.lab.train.serving``): how far a sequence's logits move when its batch-mates "
+        "change, the loss at batch 1 in train mode, and the loss when the mates are padded; "
+        "in train and in eval mode. BatchNorm's batch dependence; 0 for batch-free norms.",
+    )
     probe_steps: tuple[int, ...] = setting(
         (0,),
         help="Steps (0 = at init, ``steps`` = after the last update) at which the model probes "
@@ -139,6 +146,13 @@ class TrainConfig:
             raise ValueError(
                 f"eval_sequences ({self.eval_sequences}) must be a multiple of batch_size "
                 f"({self.batch_size}): validation batches are all of one size"
+            )
+        n_val = self.eval_sequences or self.eval_batches * self.batch_size
+        if self.eval_serving and n_val < self.batch_size**2:
+            raise ValueError(
+                f"eval_serving needs at least batch_size² = {self.batch_size**2} validation "
+                f"sequences (it regroups blocks of batch_size batches), got {n_val}: raise "
+                "eval_sequences or eval_batches"
             )
         for name in (
             "steps",

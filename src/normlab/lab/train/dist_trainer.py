@@ -72,6 +72,11 @@ class DistributedTrainer(Trainer):
                 f"batch_size={cfg.batch_size} (the global batch) must be divisible by the "
                 f"number of processes ({info.world_size})"
             )
+        if cfg.eval_serving and info.world_size > 1:
+            raise ValueError(
+                "eval_serving measures one process's batches; with several processes "
+                "BatchNorm's statistics span the ranks' shards: train with one process"
+            )
         self.info, self.opts = info, opts
         self.device = info.device  # this rank's own GPU, or the CPU
         self.out = None if opts.out is None else Path(opts.out)

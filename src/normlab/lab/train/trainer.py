@@ -30,6 +30,8 @@ from normlab.lab.train.device import (  # noqa: F401 (DEVICES, PRECISIONS: re-ex
     device_name,
 )
 from normlab.lab.train.norm_timer import NormTimer
+from normlab.lab.train.serving import buffers_restored as _buffers_restored
+from normlab.lab.train.serving import probe_set, serving_measures
 from normlab.models import Probes, Transformer, param_groups
 
 
@@ -213,9 +215,12 @@ class Trainer:
                     res.probes[str(step + 1)] = self._probe(model, probe_batches)
                 break
 
+        serving = {}
         if res.status == "ok" and cfg.steps:  # a probe-only run has nothing to validate
             self._validate(res, model, val, res.stopped_step or cfg.steps, on_eval)
-        res.summary = self._summary(res, raw, time.perf_counter() - t_start)
+            if cfg.eval_serving:
+                serving = self.serve(model, val)
+        res.summary = self._summary(res, raw, time.perf_counter() - t_start) | serving
         # CPU seconds of this process (all its threads): what a run costs on a busy machine.
         res.summary["cpu_s"] = time.process_time() - cpu_start
         return res
@@ -273,6 +278,11 @@ class Trainer:
                 outs.append(probes.collect())
             model.zero_grad(set_to_none=True)
         return _finite(_mean_of(outs))
+
+    def serve(self, model: nn.Module, val: list) -> dict[str, float]:
+        """The serving measures (``normlab.lab.train.serving``) on the trained model."""
+        x, y = probe_set(val, self.cfg.batch_size)
+        return serving_measures(model, x, y, self.cfg.batch_size, self.autocast)
 
     def _validate(self, res: RunResult, model, val, step: int, on_eval) -> None:
         rec = self._evaluate(model, val, step)
@@ -355,16 +365,3 @@ def train(
     """Train one model as ``cfg`` says and return what happened (diverged runs included);
     ``on_step(step, record)`` after each step, ``on_eval(record)`` after each evaluation."""
     return Trainer(cfg, data).run(on_step, on_eval)
-
-
-@contextlib.contextmanager
-def _buffers_restored(model: nn.Module):
-    """Measurements in train mode (probes, train-mode validation) must not move BatchNorm's
-    running statistics: they would learn from the validation batches."""
-    saved = {k: b.clone() for k, b in model.named_buffers()}
-    try:
-        yield
-    finally:
-        with torch.no_grad():
-            for k, b in model.named_buffers():
-                b.copy_(saved[k])
