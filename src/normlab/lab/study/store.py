@@ -22,10 +22,16 @@ from normlab.lab.train.trainer import TrainConfig, concrete_device
 
 # Fields that change how fast a run goes, not what it computes.
 _SPEED_ONLY = ("threads",)
-# The device, the precision and the norms' own decay change the numbers, so they are keyed; but a
-# run at their plain values keys without them, as it did before they existed, so the
-# results.jsonl of earlier studies resume.
-_KEYED_UNLESS = {"device": "cpu", "precision": "fp32", "norm_weight_decay": None}
+# The device, the precision, the norms' own decay, the corpus slice and the block-drop evaluation
+# change the numbers, so they are keyed; but a run at their plain values keys without them, as it
+# did before they existed, so the results.jsonl of earlier studies resume.
+_KEYED_UNLESS = {
+    "device": "cpu",
+    "precision": "fp32",
+    "norm_weight_decay": None,
+    "block_drop_batches": 0,
+    "train_slice": 0,
+}
 
 
 def run_key(cfg: TrainConfig, corpus_sha256: str) -> str:
