@@ -267,9 +267,11 @@ class Trainer:
         )
         return True
 
-    def _probe(self, model: nn.Module, batches: list[tuple[Tensor, Tensor]], step: int) -> dict:
+    def _probe(
+        self, model: nn.Module, batches: list[tuple[Tensor, Tensor]], step: int | None = None
+    ) -> dict:
         """Probe a forward+backward on each of ``batches``; every number is the mean over them.
-        Leaves no gradient behind."""
+        Leaves no gradient behind. At a training ``step``, also the model update since step 0."""
         raw = getattr(model, "module", model)
         outs = []
         for i, (x, y) in enumerate(batches):
@@ -284,9 +286,11 @@ class Trainer:
             model.zero_grad(set_to_none=True)
         return _finite(_mean_of(outs))
 
-    def _output_change(self, i: int, logits: Tensor, step: int) -> dict[str, float]:
+    def _output_change(self, i: int, logits: Tensor, step: int | None) -> dict[str, float]:
         """DeepNet's model update on the probe batches: ``output_change`` = RMS(F(x, θ_t) −
         F(x, θ_0)) of the logits on probe batch ``i``, from the probe at step 0 (kept here)."""
+        if step is None:
+            return {}
         logits = logits.detach().float()
         if step == 0:
             self._logits0 = getattr(self, "_logits0", {})
