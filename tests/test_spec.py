@@ -146,10 +146,15 @@ def test_paper_arms_test_each_claim_in_its_sources_setting():
 
 
 def test_stability_claims_are_paired_against_their_rival():
-    claims = {c.name: c for c in PRESETS["stability"]().claims}
+    p = PRESETS["stability"]()
+    claims, runs = {c.name: c for c in p.claims}, {r.name: r.config for r in p.arms}
     dilutes = claims["pre-ln-dilutes-depth"]
-    assert {a for _, a, _ in dilutes.rule.terms} == {"pre-d64-lr0.001", "post-d64-lr0.001"}
-    assert len(dilutes.controls) == 2 and not dilutes.rule.const
+    pair = ("pre-default-d64-lr0.001", "post-default-d64-lr0.001")
+    assert {a for _, a, _ in dilutes.rule.terms} == set(pair)
+    assert len(dilutes.controls) == 2 and not dilutes.rule.const  # both train; no absolute bar
+    # the same recipe and depth, only the placement differs, under the init where Post-LN trains
+    assert runs[pair[1]] == runs[pair[0]].replace(model={"placement": "post"})
+    assert runs[pair[0]].model.init == "default"
     drift = claims["final-norm-controls-logit-scale"].rule
     assert {m for _, _, m in drift.terms} == {"log_logit_rms_drift"}
     ((_, massive),) = claims["peri-ln-fewer-massive-activations"].controls
