@@ -93,6 +93,8 @@ class Trainer:
         if cfg.model.vocab_size != data.vocab_size:
             raise ValueError(f"model.vocab_size={cfg.model.vocab_size} != data {data.vocab_size}")
         self.device = torch.device(concrete_device(cfg.device))
+        # probe batch -> its logits at step 0: F(x, θ_0) of the model update (``_output_change``)
+        self._logits0: dict[int, Tensor] = {}
 
     # ---- seams
 
@@ -293,10 +295,9 @@ class Trainer:
             return {}
         logits = logits.detach().float()
         if step == 0:
-            self._logits0 = getattr(self, "_logits0", {})
             self._logits0[i] = logits
             return {}
-        ref = getattr(self, "_logits0", {}).get(i)
+        ref = self._logits0.get(i)
         if ref is None:
             return {}
         return {"output_change": float((logits - ref).pow(2).mean().sqrt())}
