@@ -124,3 +124,24 @@ def test_log_grad_trend_fits_every_block_and_matches_the_ratio_on_a_straight_lin
     assert ratio(run(bumpy), "m") == pytest.approx(math.log(5))
     assert 0 < trend(run(bumpy), "m") < 0.6 * math.log(5)
     assert trend(run([1.0]), "m") is None and trend(run([1.0, 0.0]), "m") is None
+
+
+def test_the_model_update_is_the_largest_output_change_in_the_first_100_steps():
+    update = MEASURES["log_update_early"][1]
+    r = run(s0={}, s25={"output_change": 2.0}, s100={"output_change": 5.0},
+            s400={"output_change": 50.0})  # fmt: skip
+    assert update(r, None) == pytest.approx(math.log(5))  # step 400 is past the window
+    assert update(run(s0={}, s400={"output_change": 50.0}), None) is None  # none early
+    assert update(run(s25={"output_change": 2.0}), None) is None  # no reference at init
+    assert update(run("diverged", s0={}, s25={"output_change": 2.0}), None) is None
+
+
+def test_block_drop_and_generalization_gap_read_the_summary():
+    drop, gap = MEASURES["block_drop_mean"][1], MEASURES["train_val_gap"][1]
+    r = run()
+    r["summary"] = {"final_val_loss": 2.0, "final_train_loss": 1.5,
+                    "block_drop_loss": [0.1, 0.3, 0.2]}  # fmt: skip
+    assert drop(r, None) == pytest.approx(0.2) and gap(r, None) == pytest.approx(0.5)
+    assert drop(run(), None) is None and gap(run(), None) is None  # not asked for: no value
+    r["status"] = "diverged"
+    assert drop(r, None) is None and gap(r, None) is None

@@ -113,6 +113,68 @@ def test_quick_key_arms_have_the_expected_configs():
     )
 
 
+def test_paper_arms_test_each_claim_in_its_sources_setting():
+    p = PRESETS["paper"]()
+    runs = {r.name: r.config for r in p.arms}
+    # at-init profiles at d=256; Xavier's embeddings scaled by √d, torch's N(0, 1) rows are not
+    for name, cfg in runs.items():
+        if name.startswith("init-"):
+            assert cfg.steps == 0 and cfg.model.dim == 256 and cfg.model.n_layers <= 48
+            assert cfg.model.scale_embeddings == (cfg.model.init == "xavier")
+    # DeepNet's update: DeepNorm and Post-LN probed at the same early steps, the same recipe
+    for init in ("xavier", "default"):
+        dn, post = runs[f"deepnorm-{init}-L24"], runs[f"w0-lr0.001-{init}-post-L24"]
+        assert dn.probe_steps == post.probe_steps and min(s for s in dn.probe_steps if s) <= 100
+        assert dn == post.replace(model={"placement": "deepnorm"})
+        # DeepNorm vs Pre-LN: each with its source's init, the same warmup
+        pre, dnw = runs[f"pre-scaled-{init}-L24-w100"], runs[f"deepnorm-{init}-L24-w100"]
+        assert pre.model.scale_branch_init and pre.warmup_steps == dnw.warmup_steps > 0
+        assert pre == dnw.replace(model={"placement": "pre", "scale_branch_init": True})
+    # the depth sweep: one recipe at 6, 12 and 24 blocks, the shallow ones block-dropped
+    for pl, deep in (("post", "w0-lr0.001-default-post-L24"), ("pre", "pre-default-L24")):
+        for n in (6, 12):
+            cfg = runs[f"{pl}-default-L{n}"]
+            assert cfg.block_drop_batches > 0
+            assert cfg.replace(block_drop_batches=0, probe_steps=runs[deep].probe_steps) == (
+                runs[deep].replace(model={"n_layers": n})
+            )
+    # decay on the gains at a budget where it acts, the other weights' decay unchanged
+    decay, base = runs["decay-norms"], runs["base"]
+    assert decay.lr * decay.norm_weight_decay * decay.steps >= 0.5
+    assert decay == base.replace(decay_norms=True, norm_weight_decay=decay.norm_weight_decay)
+    # regularization: the same small model on the same slice, only the norm differs
+    small = runs["small-corpus-layernorm"]
+    assert 0 < small.train_slice and small.steps * small.batch_size * small.seq_len >= (
+        10 * small.train_slice
+    )  # many epochs
+    for norm in ("batchnorm", "none"):
+        assert runs[f"small-corpus-{norm}"] == small.replace(model={"norm": norm})
+    claims = {c.name: c for c in p.claims}
+    control = claims["no-decay-on-norms"].controls[0][1]
+    assert control.delta >= 0.2  # a move of at least 20 % of the gains' initial 1
+    # on the CPU Sandwich-LN has nothing to rescue: its claim needs Pre-LN to fail
+    assert claims["sandwich-trains-deep"].controls == (
+        ("pre-xavier-L24 fails", Fails("pre-xavier-L24", seeds=3)),
+    )
+    assert "sandwich-rescues-pre-bf16" in {c.name for c in PRESETS["gpu"]().claims}
+
+
+def test_stability_claims_are_paired_against_their_rival():
+    p = PRESETS["stability"]()
+    claims, runs = {c.name: c for c in p.claims}, {r.name: r.config for r in p.arms}
+    dilutes = claims["pre-ln-dilutes-depth"]
+    pair = ("pre-default-d64-lr0.001", "post-default-d64-lr0.001")
+    assert {a for _, a, _ in dilutes.rule.terms} == set(pair)
+    assert len(dilutes.controls) == 2 and not dilutes.rule.const  # both train; no absolute bar
+    # the same recipe and depth, only the placement differs, under the init where Post-LN trains
+    assert runs[pair[1]] == runs[pair[0]].replace(model={"placement": "post"})
+    assert runs[pair[0]].model.init == "default"
+    drift = claims["final-norm-controls-logit-scale"].rule
+    assert {m for _, _, m in drift.terms} == {"log_logit_rms_drift"}
+    ((_, massive),) = claims["peri-ln-fewer-massive-activations"].controls
+    assert massive.const == pytest.approx(-math.log(100))  # the bar: max/median above 100
+
+
 def test_print_spec_prints_a_file_the_loader_reads_back(tmp_path, capsys):
     assert main(["study", "--print-spec", "smoke"]) == 0
     (tmp_path / "mine.toml").write_text(capsys.readouterr().out)

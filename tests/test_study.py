@@ -182,7 +182,10 @@ def test_quick_and_deep_test_what_they_say():
     assert runs["post-L24"].model.placement == "post"
     assert runs["init-post-L48"].steps == 0 and runs["init-post-L48"].probe_steps == (0,)
     deep = {r.name: r.config for r in PRESETS["deep"]().arms}
-    assert all(c.model.n_layers >= 500 and c.model.dim == 32 for c in deep.values())
+    assert all(c.model.dim == 32 for c in deep.values())
+    # the 100-block arms are the 1000-block recipe at a tenth of the depth
+    for p in ("post", "deepnorm"):
+        assert deep[f"{p}-L100"] == deep[f"{p}-L1000"].replace(model={"n_layers": 100})
 
 
 def test_seed_blocks_share_no_seed_and_pair_the_arms():
@@ -243,6 +246,9 @@ def test_run_key_ignores_threads_not_config_or_corpus():
     )
     with pytest.raises(ValueError, match="decay_norms"):
         cfg.replace(norm_weight_decay=5.0)
+    for field, value in (("block_drop_batches", 2), ("train_slice", 4096)):
+        assert run_key(cfg.replace(**{field: 0}), "abc") == k  # the default keys as before
+        assert run_key(cfg.replace(**{field: value}), "abc") != k
 
 
 # ---- kill mid-study, resume: every run exactly once, the finished lines untouched

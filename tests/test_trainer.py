@@ -191,3 +191,53 @@ def test_a_probe_over_several_batches_is_their_mean(corpus):
     assert one["grad_norm_block"] != three["grad_norm_block"]
     with pytest.raises(ValueError, match="probe_batches"):
         train(tiny(steps=0, probe_batches=4, eval_batches=3), corpus)
+
+
+# ---- evaluation-only measures: the model update, block drop, the train split's loss
+
+
+def test_probes_record_the_model_update_from_step_0(corpus):
+    res = train(tiny(steps=6, probe_steps=(0, 3, 6)), corpus)
+    assert "output_change" not in res.probes["0"]  # no update yet: nothing to compare
+    moved = [res.probes[s]["output_change"] for s in ("3", "6")]
+    assert all(math.isfinite(v) and v > 0 for v in moved)
+    # without a probe at init there is no reference: no value, not a wrong one
+    assert "output_change" not in train(tiny(steps=6, probe_steps=(3,)), corpus).probes["3"]
+    # lr that makes no update (tiny): the output does not move
+    still = train(tiny(steps=2, probe_steps=(0, 2), lr=1e-30), corpus)
+    assert still.probes["2"]["output_change"] < 1e-6
+
+
+def test_block_drop_measures_each_block_and_restores_the_model(corpus):
+    cfg = tiny(steps=0, model={"norm": "layernorm", "placement": "pre"})
+    cfg = cfg.replace(model={"n_layers": 3})
+    t = Trainer(cfg, corpus)
+    t.model = model = t.build_model()
+    with torch.no_grad():  # block 1 adds nothing to its stream: skipping it changes nothing
+        model.blocks[1].attn.wo.weight.zero_()
+        model.blocks[1].mlp.w_out.weight.zero_()
+    val = t.eval_batches()
+    before = t._mean_loss(model, val, train_mode=False)
+    drops = t._block_drop(model, val)
+    assert len(drops) == 3 and drops[1] == pytest.approx(0.0, abs=1e-6)
+    assert abs(drops[0]) > 1e-4 and abs(drops[2]) > 1e-4
+    assert t._mean_loss(model, val, train_mode=False) == before  # every block back in place
+    res = train(tiny(steps=4, block_drop_batches=1).replace(model={"n_layers": 3}), corpus)
+    assert len(res.summary["block_drop_loss"]) == 3
+    assert "block_drop_loss" not in train(tiny(steps=4), corpus).summary  # off by default
+
+
+def test_train_slice_trains_on_the_first_bytes_and_reports_their_loss(corpus):
+    cfg = tiny(steps=100, lr=1e-2, train_slice=256)
+    t = Trainer(cfg, corpus)
+    assert torch.equal(t.train_split(), corpus.train[:256])
+    x, _ = next(t.train_batches())
+    head = bytes(corpus.train[:256].tolist())
+    assert all(bytes(row.tolist()) in head for row in x)  # every sequence from the slice
+    res = train(cfg, corpus)
+    s = res.summary
+    # 100 steps of 4 x 16 bytes over 256: the model fits its few bytes better than unseen ones
+    assert math.isfinite(s["final_train_loss"]) and s["final_train_loss"] < s["final_val_loss"]
+    assert "final_train_loss" not in train(tiny(steps=2), corpus).summary
+    with pytest.raises(ValueError, match="train_slice"):
+        tiny(train_slice=16)

@@ -182,6 +182,55 @@ END_MEASURES = {
     ),
 }
 
+UPDATE_WINDOW = 100  # DeepNet's early training: the model update is read over these first steps
+
+
+def _log_update_early(res: dict, matrix: str | None) -> float | None:
+    """ln of the largest model update ‖F(θ_t) − F(θ_0)‖ (RMS over the probe batches' logits)
+    among the probes at steps 1 … ``UPDATE_WINDOW``."""
+    probes = res.get("probes") or {}
+    if res.get("status") != "ok" or "0" not in probes:
+        return None
+    early = [p.get("output_change") for t, p in probes.items() if 0 < int(t) <= UPDATE_WINDOW]
+    early = [v for v in early if isinstance(v, int | float) and v > 0]
+    return _finite(math.log(max(early))) if early else None
+
+
+def _block_drop_mean(res: dict, matrix: str | None) -> float | None:
+    drops = res.get("summary", {}).get("block_drop_loss") if res.get("status") == "ok" else None
+    if not drops or any(not isinstance(v, int | float) for v in drops):
+        return None
+    return _finite(statistics.fmean(drops))
+
+
+def _train_val_gap(res: dict, matrix: str | None) -> float | None:
+    if res.get("status") != "ok":
+        return None
+    s = res.get("summary", {})
+    a, b = _finite(s.get("final_val_loss")), _finite(s.get("final_train_loss"))
+    return None if a is None or b is None else a - b
+
+
+# Read from what a run computes on demand (TrainConfig.block_drop_batches, train_slice) and from
+# the model update its probes record.
+ON_DEMAND_MEASURES = {
+    "log_update_early": (
+        f"ln of the largest model update RMS(F(x, θ_t) − F(x, θ_0)) of the output logits on the "
+        f"probe batch, over the probes at steps 1 … {UPDATE_WINDOW} (DeepNet's update bound)",
+        _log_update_early,
+    ),
+    "block_drop_mean": (
+        "mean over blocks of the validation loss increase when that one block is skipped (needs "
+        "block_drop_batches): how much work each block does",
+        _block_drop_mean,
+    ),
+    "train_val_gap": (
+        "final val loss − final loss on the training bytes (eval mode; needs train_slice): the "
+        "generalization gap",
+        _train_val_gap,
+    ),
+}
+
 # name -> (what it is, how it is read from a run)
 MEASURES: dict[str, tuple[str, Callable[[dict, str | None], float | None]]] = {
     "final_val_loss": (
@@ -243,6 +292,7 @@ MEASURES: dict[str, tuple[str, Callable[[dict, str | None], float | None]]] = {
         _branch_ratio("mlp"),
     ),
     **END_MEASURES,
+    **ON_DEMAND_MEASURES,
 }
 
 

@@ -22,14 +22,16 @@ from normlab.lab.train.trainer import TrainConfig, concrete_device
 
 # Fields that change how fast a run goes, not what it computes.
 _SPEED_ONLY = ("threads",)
-# The device, the precision, the norms' own decay and the serving measures change the numbers,
-# so they are keyed; but a run at their plain values keys without them, as it did before they
-# existed, so the results.jsonl of earlier studies resume.
+# The device, the precision, the norms' own decay, the corpus slice and the evaluations after
+# training (block drop, serving) change the numbers, so they are keyed; but a run at their plain
+# values keys without them, as it did before they existed, so earlier studies' results resume.
 _KEYED_UNLESS = {
     "device": "cpu",
     "precision": "fp32",
     "norm_weight_decay": None,
     "eval_serving": False,
+    "block_drop_batches": 0,
+    "train_slice": 0,
 }
 
 

@@ -89,6 +89,20 @@ class TrainConfig:
         help="Steps (0 = at init, ``steps`` = after the last update) at which the model probes "
         "run.",
     )
+    block_drop_batches: int = setting(
+        0,
+        help="Effective depth, evaluated after training by the run's own process (0 = off): the "
+        "validation loss on the first this many validation batches with each block skipped in "
+        "turn (the block an identity), minus the loss with every block (summary "
+        "``block_drop_loss``, one value per block).",
+    )
+    train_slice: int = setting(
+        0,
+        help="Train on the first this many bytes of the training split only (0 = all of it): a "
+        "small corpus seen for many epochs. The run then also reports its loss on those bytes "
+        "(summary ``final_train_loss``, eval mode, as many sequences as validation), so the "
+        "train–validation gap can be read.",
+    )
     probe_batches: int = setting(
         1,
         help="Each probe is the mean over this many validation batches: one batch's gradient "
@@ -161,6 +175,8 @@ class TrainConfig:
             "stall_step",
             "threads",
             "eval_sequences",
+            "block_drop_batches",
+            "train_slice",
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
@@ -179,6 +195,8 @@ class TrainConfig:
                 f"norm_weight_decay={self.norm_weight_decay!r} needs decay_norms=True and a "
                 "value >= 0 (None: the norms decay with weight_decay)"
             )
+        if self.train_slice and self.train_slice <= self.seq_len + 1:
+            raise ValueError(f"train_slice={self.train_slice} must exceed seq_len + 1")
         if self.seq_len > self.model.max_seq_len:
             raise ValueError(f"seq_len={self.seq_len} exceeds model.max_seq_len")
         if any(s < 0 or s > self.steps for s in self.probe_steps):

@@ -103,7 +103,7 @@ class DistributedTrainer(Trainer):
         cfg, info = self.cfg, self.info
         local = cfg.batch_size // info.world_size
         it = RandomBatches(
-            self.data.train,
+            self.train_split(),
             local,
             cfg.seq_len,
             seed=cfg.seed,

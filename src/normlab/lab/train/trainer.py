@@ -95,6 +95,8 @@ class Trainer:
         if cfg.model.vocab_size != data.vocab_size:
             raise ValueError(f"model.vocab_size={cfg.model.vocab_size} != data {data.vocab_size}")
         self.device = torch.device(concrete_device(cfg.device))
+        # probe batch -> its logits at step 0: F(x, θ_0) of the model update (``_output_change``)
+        self._logits0: dict[int, Tensor] = {}
 
     # ---- seams
 
@@ -111,9 +113,15 @@ class Trainer:
         )
         return adamw(groups, self.cfg)
 
+    def train_split(self) -> Tensor:
+        """The training bytes this run draws from: the corpus's training split, or its first
+        ``train_slice`` bytes."""
+        n = self.cfg.train_slice
+        return self.data.train[:n] if n else self.data.train
+
     def train_batches(self):
         return RandomBatches(
-            self.data.train, self.cfg.batch_size, self.cfg.seq_len, seed=self.cfg.seed
+            self.train_split(), self.cfg.batch_size, self.cfg.seq_len, seed=self.cfg.seed
         )
 
     def eval_batches(self) -> list[tuple[Tensor, Tensor]]:
@@ -174,7 +182,7 @@ class Trainer:
 
         for step in range(start, cfg.steps + 1):
             if step in cfg.probe_steps:
-                res.probes[str(step)] = self._probe(model, probe_batches)
+                res.probes[str(step)] = self._probe(model, probe_batches, step)
             if cfg.eval_interval and step and step % cfg.eval_interval == 0 and step < cfg.steps:
                 self._validate(res, model, val, step, on_eval)
             if step == cfg.steps:
@@ -212,15 +220,14 @@ class Trainer:
             if step + 1 == cfg.stall_step and step + 1 < cfg.steps and self._stalled(res):
                 res.stopped_step = step + 1
                 if cfg.steps in cfg.probe_steps:  # the "after training" probe, where it ended
-                    res.probes[str(step + 1)] = self._probe(model, probe_batches)
+                    res.probes[str(step + 1)] = self._probe(model, probe_batches, step + 1)
                 break
 
-        serving = {}
         if res.status == "ok" and cfg.steps:  # a probe-only run has nothing to validate
             self._validate(res, model, val, res.stopped_step or cfg.steps, on_eval)
-            if cfg.eval_serving:
-                serving = self.serve(model, val)
-        res.summary = self._summary(res, raw, time.perf_counter() - t_start) | serving
+        res.summary = self._summary(res, raw, time.perf_counter() - t_start)
+        if res.status == "ok" and cfg.steps:
+            res.summary.update(self._after_training(model, val))
         # CPU seconds of this process (all its threads): what a run costs on a busy machine.
         res.summary["cpu_s"] = time.process_time() - cpu_start
         return res
@@ -264,18 +271,22 @@ class Trainer:
         )
         return True
 
-    def _probe(self, model: nn.Module, batches: list[tuple[Tensor, Tensor]]) -> dict:
+    def _probe(
+        self, model: nn.Module, batches: list[tuple[Tensor, Tensor]], step: int | None = None
+    ) -> dict:
         """Probe a forward+backward on each of ``batches``; every number is the mean over them.
-        Leaves no gradient behind."""
+        Leaves no gradient behind. At a training ``step``, also the model update since step 0."""
         raw = getattr(model, "module", model)
         outs = []
-        for x, y in batches:
+        for i, (x, y) in enumerate(batches):
             with _buffers_restored(model), Probes(raw) as probes:
                 with self.autocast():
                     logits = model(x)
                     loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
                 loss.backward()
-                outs.append(probes.collect())
+                out = probes.collect()
+            out.update(self._output_change(i, logits, step))
+            outs.append(out)
             model.zero_grad(set_to_none=True)
         return _finite(_mean_of(outs))
 
@@ -283,6 +294,20 @@ class Trainer:
         """The serving measures (``normlab.lab.train.serving``) on the trained model."""
         x, y = probe_set(val, self.cfg.batch_size)
         return serving_measures(model, x, y, self.cfg.batch_size, self.autocast)
+
+    def _output_change(self, i: int, logits: Tensor, step: int | None) -> dict[str, float]:
+        """DeepNet's model update on the probe batches: ``output_change`` = RMS(F(x, θ_t) −
+        F(x, θ_0)) of the logits on probe batch ``i``, from the probe at step 0 (kept here)."""
+        if step is None:
+            return {}
+        logits = logits.detach().float()
+        if step == 0:
+            self._logits0[i] = logits
+            return {}
+        ref = self._logits0.get(i)
+        if ref is None:
+            return {}
+        return {"output_change": float((logits - ref).pow(2).mean().sqrt())}
 
     def _validate(self, res: RunResult, model, val, step: int, on_eval) -> None:
         rec = self._evaluate(model, val, step)
@@ -310,6 +335,40 @@ class Trainer:
                 total += float(loss)
         model.train()
         return self.all_reduce_mean(total / len(batches))
+
+    # ---- evaluation-only measures of the trained model, by the process that trained it
+
+    def _after_training(self, model: nn.Module, val: list) -> dict[str, Any]:
+        out: dict[str, Any] = self.serve(model, val) if self.cfg.eval_serving else {}
+        if self.cfg.block_drop_batches:
+            out["block_drop_loss"] = self._block_drop(model, val[: self.cfg.block_drop_batches])
+        if self.cfg.train_slice:
+            out["final_train_loss"] = self._train_split_loss(model, len(val))
+        return out
+
+    @torch.no_grad()
+    def _block_drop(self, model: nn.Module, batches: list) -> list[float]:
+        """Per block, the validation loss on ``batches`` with that block skipped (an identity)
+        minus the loss with every block: how much of the model's work that block does."""
+        blocks = getattr(model, "module", model).blocks
+        full = self._mean_loss(model, batches, train_mode=False)
+        out = []
+        for i in range(len(blocks)):
+            kept, blocks[i] = blocks[i], _Skip()
+            try:
+                out.append(self._mean_loss(model, batches, train_mode=False) - full)
+            finally:
+                blocks[i] = kept
+        return out
+
+    def _train_split_loss(self, model: nn.Module, n_batches: int) -> float:
+        """The loss on the training bytes, in eval mode, on ``n_batches`` batches drawn once with
+        the validation set's seed: the train side of the train–validation gap."""
+        cfg, dev = self.cfg, self.device
+        batches = fixed_batches(self.train_split(), n_batches, cfg.batch_size, cfg.seq_len)
+        return self._mean_loss(
+            model, [(x.to(dev), y.to(dev)) for x, y in batches], train_mode=False
+        )
 
     def _summary(self, res: RunResult, raw: nn.Module, wall_s: float) -> dict[str, Any]:
         h = res.history
@@ -365,3 +424,11 @@ def train(
     """Train one model as ``cfg`` says and return what happened (diverged runs included);
     ``on_step(step, record)`` after each step, ``on_eval(record)`` after each evaluation."""
     return Trainer(cfg, data).run(on_step, on_eval)
+
+
+
+class _Skip(nn.Module):
+    """A block left out: its input passes through unchanged."""
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        return x
