@@ -133,14 +133,46 @@ def _asks_for_a_kind(node: ast.AST, kinds: set[str]) -> bool:
     return False
 
 
+# A kind's own fields and names (those no other kind has): the ``Rule`` protocol's members and
+# the fields every rule kind has are not a kind's.
+PROTOCOL = {*rules.Rule.__annotations__, *vars(rules.Rule), *vars(rules.Single), "arm", "rule"}
+OWN = {
+    n
+    for cls in RULES.values()
+    for n in [*cls.__dataclass_fields__, *vars(cls)]
+    if not n.startswith("__")
+} - PROTOCOL
+
+
+def _probes_a_kind(node: ast.AST) -> bool:
+    """``hasattr(rule, "fast")``, ``getattr(claim.rule, "terms", ...)``: a rule (a name ``rule``
+    or ``r``, or ``….rule``) probed for a field of its kind."""
+    if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("hasattr", "getattr")):
+        return False
+    if len(node.args) < 2 or not isinstance(node.args[1], ast.Constant):
+        return False
+    obj = node.args[0]
+    is_rule = getattr(obj, "id", None) in ("rule", "r") or getattr(obj, "attr", None) == "rule"
+    return is_rule and node.args[1].value in OWN
+
+
 def test_nothing_outside_rules_asks_which_kind_a_rule_is():
     kinds = {cls.__name__ for cls in RULES.values()} | {"Controlled", "Single"}
     assert kinds <= set(vars(rules))
+    assert {"fast", "stable", "terms", "const_h", "formula", "what"} <= OWN
     found = []
     for path in sorted(SRC.rglob("*.py")):
         if path.name == "rules.py" and path.parent.name == "study":
             continue
         for node in ast.walk(ast.parse(path.read_text("utf-8"))):
-            if _asks_for_a_kind(node, kinds):
+            if _asks_for_a_kind(node, kinds) or _probes_a_kind(node):
                 found.append(f"{path.relative_to(SRC)}:{node.lineno}")
     assert not found
+
+
+def test_the_probe_check_sees_what_words_did():
+    probes = 'hasattr(rule, "fast")', 'getattr(claim.rule, "terms", ())', 'getattr(r, "const_h")'
+    for code in probes:
+        assert _probes_a_kind(ast.parse(code).body[0].value), code
+    for code in ('getattr(rule, "delta")', 'getattr(model, "fast")', "getattr(rule, name)"):
+        assert not _probes_a_kind(ast.parse(code).body[0].value), code

@@ -65,9 +65,9 @@ def size_seeds(study: Study, pilot: dict[str, Any], cap: int = 16) -> list[SeedP
         parts = {p.get("part", ""): p for p in got.get("parts") or [got]}
         for label, rule in claim.rule.parts():
             values = (parts.get(label) or {}).get("values") or []
-            if len(values) < 2 or not hasattr(rule, "delta"):
+            if len(values) < 2:
                 continue
-            sd = Estimate.spread(values, getattr(rule, "trim", 0.0))
+            sd = Estimate.spread(values, rule.trim)
             upper = sd_upper(sd, len(values))
             target = rule.delta if rule.delta > 0 else abs(statistics.fmean(values))
             needed = seeds_for(upper, target, cap) if target > 0 else None

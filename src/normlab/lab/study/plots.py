@@ -103,7 +103,7 @@ def seeds(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | 
 
 
 def _matrix(claim: Claim) -> str | None:
-    return next((m for _, r in claim.rule.parts() if (m := getattr(r, "matrix", None))), None)
+    return next((m for _, r in claim.rule.parts() if (m := r.matrix)), None)
 
 
 def _profiles(results: Results, arm: str, key: str, step: str, matrix: str | None):

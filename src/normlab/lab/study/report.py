@@ -229,7 +229,7 @@ def _estimate_row(label: str, rule, v: Verdict) -> tuple:
         (badge(v.status),),
         words.interval(e),
         str(e.n) if e else "–",
-        f"{getattr(rule, 'delta', 0):.3g}",
+        f"{rule.delta:.3g}",
         f"{e.mde:.3g}" if e and e.mde is not None else "–",
         v.correction or "–",
     )

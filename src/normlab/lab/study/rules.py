@@ -8,38 +8,35 @@ of the serial phase instead of seeds.
 
 A new kind of rule is a dataclass here and a row of ``RULES``: the spec loader builds it from its
 fields (a field's ``metadata["spec"]`` names how its TOML value is checked, see ``spec.py``), and
-the report, plots and pilot read it through the ``Rule`` protocol only.
+the report, plots and pilot read it through the ``Rule`` protocol only: a kind says its own
+words (``subject()``, ``formula_words()``, ...), ``Single`` holds what a kind need not say.
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
+from normlab.lab.study import stats
 from normlab.lab.study.measures import H_TEXT, MEASURES, TIMINGS
 from normlab.lab.study.stats import (
-    BOUND_TEXT,
     EXPECT,
     FAILS,
     HOLDS,
     LEVEL,
-    UNSURE,
-    UNTESTABLE,
+    Context,
     Estimate,
     Results,
     Seeds,
     Verdict,
-    controls_text,
+    check_rule,
     decide,
     decide_rows,
-    holm,
     pick,
-    with_controls,
 )
-from normlab.lab.study.sweeps import init_loss, sensitivity, sweep_name
+from normlab.lab.study.sweeps import S_TEXT, sweep_name, sweep_ranges, sweeps_text
 
 # How the spec loader checks a field's TOML value (``field(metadata=...)``); a field without one
 # is read by its type, as a config field is.
@@ -53,49 +50,78 @@ NAME = {"spec": "name"}  # a non-empty string
 PARTS = {"spec": "parts", "key": "parts"}  # [[claims.parts]]: (label, rule) pairs
 
 
-@dataclass(frozen=True)
-class Context:
-    """What a rule is decided with besides the runs."""
-
-    plateau_h: float | None = None  # H: Corpus.unigram_val_xent(), for the rules that read it
-    timings: Mapping[str, Any] = field(default_factory=dict)  # arm -> what -> rounds
-    level: float = LEVEL  # of every interval
-    nominal_level: float | None = None  # the controls' level, under a Holm-corrected part
-
-    def at(self, level: float) -> Context:
-        return replace(self, level=level)
-
-    def nominal(self) -> Context:
-        return self.at(self.level if self.nominal_level is None else self.nominal_level)
-
-
 class Rule(Protocol):
     """What the study, the report, the plots and the pilot read of a rule."""
 
     seeds: int  # how many seeds each of its arms is trained on
     delta: float  # the smallest effect that matters (0 for a compound's own decision)
     timed: bool  # decided on the serial timing rounds, not on seeds
+    expect: str  # a key of EXPECT: the sign v is decided on
+    matrix: str | None  # the gradient measures' matrix it reads, if any
+    trim: float  # the trimmed share of its seeds' mean (0: a plain mean)
+    processes: int  # fresh processes of the serial timing phase a timed rule needs
+    controls: tuple[tuple[str, Rule], ...]  # (label, rule): a part's own controls
+    TARGET: str  # of a compound: the decision Holm corrects (HOLDS: one part suffices)
+    unit: str  # what an estimate's n counts, in words
 
     def arms(self) -> tuple[str, ...]: ...
     def parts(self) -> tuple[tuple[str, Rule], ...]: ...
     def describe(self) -> str: ...
     def decide(self, results: Results, ctx: Context) -> Verdict: ...
+    def subject(self) -> str: ...  # what v is about, short
+    def formula_words(self) -> str: ...  # v's formula, per unit
+    def measure_words(self) -> list[str]: ...  # "name: meaning" of what v reads
+    def statistic_words(self) -> str: ...  # the statistic, where it is not the seeds' mean
+    def sizes(self, mde: float, delta: float) -> tuple[str, str]: ...  # in v's own unit
+    def threshold(self, h: float | None) -> tuple[str, str, float, float | None] | None: ...
+    def result_words(self, est: Any) -> str | None: ...  # its own phrase of an effect
 
 
 class Single:
-    """A rule of one part (itself, labelled "")."""
+    """A rule of one part (itself, labelled ""), and the ``Rule`` protocol's defaults: what a
+    kind need not say (a field of the same name in the kind says it instead)."""
 
     timed: ClassVar[bool] = False
+    delta: ClassVar[float] = 0.0
+    expect: ClassVar[str] = ">0"
+    matrix: ClassVar[str | None] = None
+    trim: ClassVar[float] = 0.0
+    processes: ClassVar[int] = 1
+    controls: ClassVar[tuple] = ()
+    TARGET: ClassVar[str] = FAILS
+    unit: ClassVar[str] = "seeds"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # A kind's bare ``delta: float`` must stay a required field: a dataclass would take the
+        # default above for its default.
+        super().__init_subclass__(**kwargs)
+        for name in cls.__dict__.get("__annotations__", {}):
+            if name in Single.__annotations__ and name not in cls.__dict__:
+                setattr(cls, name, field())
 
     def parts(self) -> tuple[tuple[str, Any], ...]:
         return (("", self),)
 
+    def subject(self) -> str:
+        return "v"
 
-def _check(expect: str, seeds: int, delta: float) -> None:
-    if expect not in EXPECT:
-        raise ValueError(f"expect must be one of {tuple(EXPECT)}, got {expect!r}")
-    if seeds < 1 or not delta >= 0:
-        raise ValueError(f"seeds must be >= 1 and delta >= 0, got {seeds}, {delta}")
+    def formula_words(self) -> str:
+        return self.describe()  # type: ignore[attr-defined]
+
+    def measure_words(self) -> list[str]:
+        return []  # a kind of the user's own: its describe() says
+
+    def statistic_words(self) -> str:
+        return ""
+
+    def sizes(self, mde: float, delta: float) -> tuple[str, str]:
+        return f"{mde:.2g}", f"{delta:.3g}"
+
+    def threshold(self, h: float | None) -> tuple[str, str, float, float | None] | None:
+        return None  # (arm, measure, coef, its value where v = 0) of a one-term rule against H
+
+    def result_words(self, est: Any) -> str | None:
+        return None
 
 
 @dataclass(frozen=True)
@@ -118,7 +144,7 @@ class Contrast(Single):
         for _, _, m in self.terms:
             if m not in MEASURES:
                 raise ValueError(f"unknown measure {m!r}; known: {sorted(MEASURES)}")
-        _check(self.expect, self.seeds, self.delta)
+        check_rule(self.expect, self.seeds, self.delta)
         if not 0 <= self.trim < 0.5:
             raise ValueError(f"trim must be in [0, 0.5), got {self.trim!r}")
 
@@ -138,10 +164,35 @@ class Contrast(Single):
             out += f"{sign}{mag}{name}"
         return out
 
+    def subject(self) -> str:
+        """ "pre-L6 − post-L6 (final val loss)", "pre: + a − b", else the formula."""
+        measures = list(dict.fromkeys(m for _, _, m in self.terms))
+        arms = self.arms()
+        if len(measures) == 1:
+            out = ""
+            for c, a, _ in self.terms:
+                sign = ("−" if c < 0 else "") if not out else (" − " if c < 0 else " + ")
+                out += f"{sign}{'' if abs(c) == 1 else f'{abs(c):g}·'}{a}"
+            return f"{out} ({measures[0].replace('_', ' ')})"
+        if len(arms) == 1:
+            ms = [f"{'−' if c < 0 else '+'} {m.replace('_', ' ')}" for c, _, m in self.terms]
+            return f"{arms[0]}: {' '.join(ms).removeprefix('+ ')}"
+        return self.formula()
+
+    def formula_words(self) -> str:
+        return f"{self.formula()} per seed"
+
+    def measure_words(self) -> list[str]:
+        return [f"{m}: {MEASURES[m][0]}" for m in dict.fromkeys(t[2] for t in self.terms)]
+
+    def threshold(self, h: float | None) -> tuple[str, str, float, float | None] | None:
+        if len(self.terms) != 1 or not self.const_h:
+            return None
+        coef, arm, m = self.terms[0]
+        return arm, m, coef, None if h is None else -(self.const + self.const_h * h) / coef
+
     def describe(self) -> str:
-        measures = "; ".join(
-            f"{m}: {MEASURES[m][0]}" for m in dict.fromkeys(t[2] for t in self.terms)
-        )
+        measures = "; ".join(self.measure_words())
         h = f"; {H_TEXT}" if self.const_h else ""
         stat = (
             f"{self.trim:.0%} trimmed mean of v over {self.seeds} paired seeds, Yuen's "
@@ -150,7 +201,7 @@ class Contrast(Single):
             else f"mean of v over {self.seeds} paired seeds, {LEVEL:.0%} Student-t interval"
         )
         return (
-            f"per seed, v = {self.formula()} ({measures}{h}); {stat}; {BOUND_TEXT}; "
+            f"per seed, v = {self.formula()} ({measures}{h}); {stat}; {stats.BOUND_TEXT}; "
             f"{EXPECT[self.expect]} (δ = {self.delta:.3g})."
         )
 
@@ -160,30 +211,13 @@ class Contrast(Single):
     def rows(self, results: Results, ctx: Context) -> tuple[list, Seeds]:
         """Per paired seed the range ``(lo, hi)`` of ``v`` (equal unless a measure is undefined),
         and what became of the seeds."""
-        paired = Seeds.of(results, self.arms()).paired
-        observed: dict[str, list[float]] = {}
-        for m in dict.fromkeys(t[2] for t in self.terms):
-            xs = (self._measure(results, a, i, m) for a in self.arms() for i in paired)
-            observed[m] = [x for x in xs if x is not None]
-        rows, bounded = [], []
         if self.const_h and ctx.plateau_h is None:
             raise ValueError("this rule reads H: decide it with a Context(plateau_h=...)")
         base = self.const + (self.const_h * ctx.plateau_h if self.const_h else 0.0)
-        for i in paired:
-            lo = hi = base
-            for c, a, m in self.terms:
-                x = self._measure(results, a, i, m)
-                if x is None:
-                    bounded.append(i)
-                    if not observed[m]:
-                        lo, hi = -math.inf, math.inf
-                        continue
-                    ends = (c * min(observed[m]), c * max(observed[m]))
-                    lo, hi = lo + min(ends), hi + max(ends)
-                else:
-                    lo, hi = lo + c * x, hi + c * x
-            rows.append((lo, hi))
-        return rows, Seeds.of(results, self.arms(), sorted(set(bounded)))
+        paired = Seeds.of(results, self.arms()).paired
+        value = lambda a, i, m: self._measure(results, a, i, m)  # noqa: E731
+        rows, bounded = stats.term_rows(self.terms, value, paired, base)
+        return rows, Seeds.of(results, self.arms(), bounded)
 
     def values(self, results: Results, ctx: Context) -> list[float]:
         """Per paired seed, ``v`` (an undefined measure at the end least favourable to holds)."""
@@ -201,14 +235,17 @@ class Contrast(Single):
 
 
 @dataclass(frozen=True)
-class Trains(Single):
-    """``arm`` trains: mean final loss below H − ``margin``."""
+class Trains:
+    """``arm`` trains: mean final loss below H − ``margin``; read as its contrast otherwise (so
+    not a ``Single``, whose defaults would hide the contrast's)."""
 
     arm: str = field(metadata=ARM)
     seeds: int = field(metadata=SEEDS)
     margin: float = 0.3
     delta: ClassVar[float] = 0.0
+    timed: ClassVar[bool] = False
     SIGN: ClassVar[int] = -1  # v = SIGN·(loss − H + margin)
+    parts = Single.parts
 
     def contrast(self) -> Contrast:
         s = self.SIGN
@@ -216,7 +253,7 @@ class Trains(Single):
         return Contrast(terms, ">0", 0.0, self.seeds, const=s * self.margin, const_h=-s)
 
     def __getattr__(self, name: str) -> Any:
-        """terms, const, const_h, expect, formula(): a Trains reads as its contrast."""
+        """terms, expect, formula(), subject(), ...: a Trains reads as its contrast."""
         if name.startswith("_") or "arm" not in self.__dict__:  # copy and pickle probe first
             raise AttributeError(name)
         return getattr(self.contrast(), name)
@@ -254,6 +291,7 @@ class Timing(Single):
     processes: int = 8  # fresh processes of the timing phase: the unit of the interval
     seeds: ClassVar[int] = 1  # the arms are timed, not trained: one run each builds them
     timed: ClassVar[bool] = True
+    unit: ClassVar[str] = "timing processes"
 
     def __post_init__(self) -> None:
         if self.what not in TIMINGS:
@@ -279,35 +317,45 @@ class Timing(Single):
             f"(δ = {self.delta:.3g})."
         )
 
+    def subject(self) -> str:
+        return f"{self.fast} vs {self.slow}"
+
+    def formula_words(self) -> str:
+        return f"1 − {self.what}[{self.fast}] / {self.what}[{self.slow}] per timing process"
+
+    def measure_words(self) -> list[str]:
+        return [f"{self.what}: {TIMINGS[self.what]}"]
+
+    def statistic_words(self) -> str:
+        return (
+            f" Over fresh processes (each the median of its rounds): the 20 % trimmed mean "
+            f"with Yuen's {LEVEL:.0%} interval."
+        )
+
+    def sizes(self, mde: float, delta: float) -> tuple[str, str]:
+        return f"{mde:.1%}", f"{delta:.0%}"  # a fraction of the time: in per cent
+
+    def result_words(self, est: Any) -> str | None:
+        if est is None or est.effect is None:
+            return None
+        what = TIMINGS[self.what].split(",")[0].split(" at ")[0]
+        pct = lambda x: f"{x:+.1%}".replace("-", "−")  # noqa: E731
+        return (
+            f"{self.fast} saves {pct(est.effect)} [{pct(est.lo)}, {pct(est.hi)}] of "
+            f"{self.slow}'s time ({what}), {est.n} timing units"
+        )
+
     def units(self, timings: Mapping[str, Any]) -> list[float]:
         """``v`` per process (the median of its rounds), or per round without process ids."""
-        a, b = (timings.get(arm, {}).get(self.what) or [] for arm in (self.fast, self.slow))
-        v = [1 - x / y if y > 0 else math.nan for x, y in zip(a, b, strict=False)]
-        procs = timings.get(self.fast, {}).get("process")
-        if not procs:
-            return [x for x in v if not math.isnan(x)]
-        by: dict[int, list[float]] = {}
-        for p, x in zip(procs, v, strict=False):
-            if not math.isnan(x):
-                by.setdefault(p, []).append(x)
-        return [statistics.median(xs) for _, xs in sorted(by.items())]
+        return stats.saved_per_process(timings, self.what, self.fast, self.slow)
 
     def decide(self, results: Results, ctx: Context) -> Verdict:
         timings = ctx.timings or {}
         est = Estimate.trimmed(self.units(timings), ctx.level)
         status, why = decide(">0", est, self.delta)
-        means: dict[str, float | None] = {}
-        for arm in (self.fast, self.slow):
-            t = timings.get(arm, {})
-            beside = "norm_ms" if self.what == "torch_norm_ms" else "torch_norm_ms"
-            for key in (self.what, beside, "step_ms"):
-                xs = t.get(key) or []
-                means[f"{key}[{arm}]"] = statistics.median(xs) if xs else None
-            if t.get("norm_ms") and t.get("step_ms"):  # the norms' share of a training step
-                means[f"norm share[{arm}]"] = statistics.median(
-                    n / s for n, s in zip(t["norm_ms"], t["step_ms"], strict=True)
-                )
-        return Verdict(status, why, est, means=means)
+        return Verdict(
+            status, why, est, means=stats.timing_medians(timings, self.what, self.arms())
+        )
 
 
 @dataclass(frozen=True)
@@ -324,23 +372,23 @@ class LRSensitivity(Single):
     def __post_init__(self) -> None:
         if len(self.stable) < 2 or len(self.unstable) < 2:
             raise ValueError("a sweep needs at least two learning rates")
-        _check(self.expect, self.seeds, self.delta)
+        check_rule(self.expect, self.seeds, self.delta)
 
     def arms(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(self.stable + self.unstable))
 
     def describe(self) -> str:
-        return (
-            f"per seed, v = S({', '.join(self.unstable)}) − S({', '.join(self.stable)}), "
-            "S = the LR sensitivity of a learning-rate sweep (mean over its learning rates of "
-            "min(final val loss, ℓ0) − the sweep's best final val loss, ℓ0 the loss at init: "
-            "the first step's training loss, at most ln V; a diverged run scores ℓ0); mean over "
-            f"{self.seeds} paired seeds, {LEVEL:.0%} Student-t interval; a seed "
-            "index some arm of either sweep lacks is unpaired: left out of v and of the means, "
-            "and counted; a run without a final loss is bounded (its loss anywhere from the "
-            "sweep's best to ℓ0): 'holds' is decided on the end least favourable to it, 'does "
-            f"not hold' on the most favourable; {EXPECT[self.expect]} (δ = {self.delta:.3g})."
-        )
+        text = sweeps_text(self.stable, self.unstable, self.seeds)
+        return f"{text}; {EXPECT[self.expect]} (δ = {self.delta:.3g})."
+
+    def subject(self) -> str:
+        return f"LR sensitivity S({sweep_name(self.unstable)}) − S({sweep_name(self.stable)})"
+
+    def formula_words(self) -> str:
+        return f"S({', '.join(self.unstable)}) − S({', '.join(self.stable)}) per seed"
+
+    def measure_words(self) -> list[str]:
+        return [S_TEXT]
 
     def per_seed(self, results: Results, sweep: tuple[str, ...]) -> dict[int, tuple[float, float]]:
         """Seed index -> (S, best final loss) of ``sweep``, for the seeds every arm has (a run
@@ -348,18 +396,7 @@ class LRSensitivity(Single):
         return {i: (hi, best) for i, (_, hi, best) in self._ranges(results, sweep).items()}
 
     def _ranges(self, results: Results, sweep: tuple[str, ...]) -> dict:
-        """Seed index -> (S low, S high, best final loss) of ``sweep`` over the seeds every arm
-        of both sweeps has; S's range covers a missing final loss anywhere in [best, ℓ0]."""
-        loss = MEASURES["final_val_loss"][1]
-        out = {}
-        for i in Seeds.of(results, self.arms()).paired:
-            losses = [loss(results[a][i], None) for a in sweep]
-            cap = init_loss([results[a][i] for a in sweep])
-            known = [x for x in losses if x is not None]
-            best = min(known) if known else cap
-            lo = sensitivity([best if x is None else x for x in losses], cap)
-            out[i] = (lo, sensitivity([cap if x is None else x for x in losses], cap), best)
-        return out
+        return sweep_ranges(results, sweep, Seeds.of(results, self.arms()).paired)
 
     def decide(self, results: Results, ctx: Context) -> Verdict:
         s, u = self._ranges(results, self.stable), self._ranges(results, self.unstable)
@@ -379,13 +416,16 @@ class LRSensitivity(Single):
 
 
 @dataclass(frozen=True)
-class Controlled(Single):
-    """A part of a compound claim with its own controls: ``rule`` decided, then ``controls``."""
+class Controlled:
+    """A part of a compound claim with its own controls: ``rule`` decided, then ``controls``;
+    read as its rule otherwise (so not a ``Single``, whose defaults would hide the rule's)."""
 
     rule: Any
     controls: tuple[tuple[str, Any], ...]
+    timed: ClassVar[bool] = False
+    parts = Single.parts
 
-    def __getattr__(self, name: str) -> Any:  # delta, matrix, expect, seeds: the rule's
+    def __getattr__(self, name: str) -> Any:  # delta, matrix, expect, seeds, ...: the rule's
         if name.startswith("_") or "rule" not in self.__dict__:  # copy and pickle probe first
             raise AttributeError(name)
         return getattr(self.__dict__["rule"], name)
@@ -396,7 +436,7 @@ class Controlled(Single):
         )
 
     def describe(self) -> str:
-        return self.rule.describe() + controls_text(self.controls)
+        return self.rule.describe() + stats.controls_text(self.controls)
 
     def decide(self, results: Results, ctx: Context) -> Verdict:
         return self.rule.decide(results, ctx)  # the controls are applied by the compound
@@ -410,15 +450,11 @@ class AllOf:
     members: tuple[tuple[str, Any], ...] = field(metadata=PARTS)  # (label, rule)
     timed: ClassVar[bool] = False
     delta: ClassVar[float] = 0.0
+    controls: ClassVar[tuple] = ()
     # the parameters a compound claim passes to the parts that do not set them
     SHARED: ClassVar[tuple[str, ...]] = ("seeds", "expect", "delta", "matrix", "margin")
     TARGET: ClassVar[str] = FAILS  # the decision Holm corrects
-    RULE: ClassVar[str] = (
-        "Holds iff every part holds (each at 95 %: all must hold, which needs no correction); "
-        "does not hold iff some part does not hold after Holm's step-down across the k parts "
-        "(the part with the strongest evidence against it tested at 1 − 5 %/k, the next at "
-        "1 − 5 %/(k−1), …; family-wise 5 %); a part whose control fails is not testable here."
-    )
+    RULE: ClassVar[str] = stats.ALL_OF_TEXT
 
     def parts(self) -> tuple[tuple[str, Any], ...]:
         return self.members
@@ -434,46 +470,7 @@ class AllOf:
         return " ".join(f"[{name}] {p.describe()}" for name, p in self.members) + " " + self.RULE
 
     def decide(self, results: Results, ctx: Context) -> Verdict:
-        target, level, k = self.TARGET, ctx.level, len(self.members)
-        sub = replace(ctx, nominal_level=ctx.nominal().level)
-        rules = [rule for _, rule in self.members]
-        plain = [rule.decide(results, sub.at(level)) for rule in rules]
-        decide_at = lambda j, lvl: rules[j].decide(results, sub.at(lvl)).status  # noqa: E731
-        confirmed, m = holm([v.status for v in plain], decide_at, target, level)
-        verdicts = []
-        for j, v in enumerate(plain):
-            if v.status == target and j in confirmed:
-                v = replace(v, correction=f"confirmed by Holm at {confirmed[j]:.4g}")
-            elif v.status == target:
-                note = (
-                    f"'{target}' alone at {level:.0%} ({v.why}), but not after Holm's correction "
-                    f"across the {k} parts (needed its interval at {1 - (1 - level) / m:.4g})"
-                )
-                v = replace(v, status=UNSURE, why=note, correction=note)
-            verdicts.append(with_controls(v, getattr(rules[j], "controls", ()), results, sub))
-        correction = (
-            f"Holm step-down over the {k} parts for '{target}' (family-wise {1 - level:.0%}): "
-            f"{len(confirmed)} confirmed"
-        )
-        parts = tuple((name, v) for (name, _), v in zip(self.members, verdicts, strict=True))
-        why = "; ".join(f"{name}: {v.status}" for name, v in parts)
-        means = {key: x for _, v in parts for key, x in v.means.items()}
-        seeds = None
-        for _, v in parts:
-            seeds = v.seeds.merge(seeds) if v.seeds else seeds
-        status = self.combine([v.status for _, v in parts])
-        return Verdict(status, why, None, parts, means, seeds, correction)
-
-    def combine(self, statuses: list[str]) -> str:
-        """``TARGET`` if some part reached it; the other decision if every part did; else not
-        testable here if every other part is, inconclusive if not."""
-        other = HOLDS if self.TARGET == FAILS else FAILS
-        if self.TARGET in statuses:
-            return self.TARGET
-        if all(s == other for s in statuses):
-            return other
-        rest = [s for s in statuses if s != other]
-        return UNTESTABLE if all(s == UNTESTABLE for s in rest) else UNSURE
+        return stats.decide_parts(self.members, self.TARGET, results, ctx)
 
 
 @dataclass(frozen=True)
@@ -482,12 +479,7 @@ class AnyOf(AllOf):
     does not hold iff every part does not (each at 95 %)."""
 
     TARGET: ClassVar[str] = HOLDS
-    RULE: ClassVar[str] = (
-        "Holds iff some part holds after Holm's step-down across the k parts (the part with "
-        "the strongest evidence tested at 1 − 5 %/k, the next at 1 − 5 %/(k−1), …; family-wise "
-        "5 %); does not hold iff every part does not (each at 95 %, which needs no correction); "
-        "a part whose control fails is not testable here."
-    )
+    RULE: ClassVar[str] = stats.ANY_OF_TEXT
 
 
 # The kinds a spec's ``rule = "..."`` names, in the order its messages list them.
@@ -500,3 +492,8 @@ RULES: dict[str, type] = {
     "timing": Timing,
     "lr_sensitivity": LRSensitivity,
 }
+
+
+def control_kinds() -> list[str]:
+    """The kinds of ``RULES`` a control may be stated in."""
+    return [k for k, r in RULES.items() if getattr(r, "CONTROL", False)]

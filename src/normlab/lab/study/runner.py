@@ -218,7 +218,7 @@ def run_timing(study: Study, corpus, seed: int, plan, quiet: bool) -> dict:
     arms = list(dict.fromkeys(a for c in timed for a in c.arms))
     if not arms:
         return {}
-    processes = max(getattr(c.rule, "processes", 1) for c in timed)
+    processes = max(c.rule.processes for c in timed)
     by_name = {a.name: a.config for a in study.arms}
     configs = {a: by_name[a].replace(seed=SEED_STRIDE * seed) for a in arms}
     threads = max(plan.threads_for(c) for c in configs.values())

@@ -21,7 +21,7 @@ from normlab.lab.common import UsageError
 from normlab.lab.limits import MAX_SEEDS, NAME_MAX
 from normlab.lab.study.claims import Claim
 from normlab.lab.study.measures import MEASURES
-from normlab.lab.study.rules import EXPECT, RULES, AnyOf, Controlled
+from normlab.lab.study.rules import EXPECT, RULES, AnyOf, Controlled, control_kinds
 
 # ASCII spellings of the two decisions whose symbols are not on a keyboard.
 EXPECT_ALIASES = {"!=0": "≠0", "~0": "≈0"}
@@ -244,8 +244,8 @@ class ClaimLoader(Checks):
         """A control stated as a contrast with a label: what the setting must show for the
         claim to be testable there (e.g. that a change moved what it acts on)."""
         kind = self.rule_kind(c, path)
-        if not getattr(RULES[kind], "CONTROL", False):
-            kinds = " or ".join(_show(k) for k, r in RULES.items() if getattr(r, "CONTROL", False))
+        if kind not in control_kinds():
+            kinds = " or ".join(_show(k) for k in control_kinds())
             self.fail(_at(path, "rule"), f"a control's rule is {kinds}, got {_show(kind)}")
         self.keys(
             c, path, ("label", "rule", *_params(kind)[0], *_params(kind)[1]), required=("label",)

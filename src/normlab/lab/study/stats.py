@@ -206,6 +206,44 @@ def pick(expect: str, lo: float, hi: float, for_holds: bool) -> float:
     return worst[0] if for_holds else worst[1]
 
 
+def term_rows(
+    terms, value: Callable[[str, int, str], float | None], paired: list[int], base: float
+) -> tuple[list[tuple[float, float]], list[int]]:
+    """Per seed of ``paired`` the range ``(lo, hi)`` of ``base + Σ coef · value(arm, i, m)``
+    over ``terms`` ``(coef, arm, m)`` (equal ends unless a value is undefined, None: then
+    anywhere from the smallest to the largest ``m`` seen in the terms' arms, ±∞ if none), and
+    the seeds with an undefined value."""
+    arms = dict.fromkeys(a for _, a, _ in terms)
+    observed: dict[str, list[float]] = {}
+    for m in dict.fromkeys(t[2] for t in terms):
+        xs = (value(a, i, m) for a in arms for i in paired)
+        observed[m] = [x for x in xs if x is not None]
+    rows, bounded = [], []
+    for i in paired:
+        lo = hi = base
+        for c, a, m in terms:
+            x = value(a, i, m)
+            if x is None:
+                bounded.append(i)
+                if not observed[m]:
+                    lo, hi = -math.inf, math.inf
+                    continue
+                ends = (c * min(observed[m]), c * max(observed[m]))
+                lo, hi = lo + min(ends), hi + max(ends)
+            else:
+                lo, hi = lo + c * x, hi + c * x
+        rows.append((lo, hi))
+    return rows, sorted(set(bounded))
+
+
+def check_rule(expect: str, seeds: int, delta: float) -> None:
+    """A rule's ``expect``, ``seeds`` and ``delta``, or ValueError."""
+    if expect not in EXPECT:
+        raise ValueError(f"expect must be one of {tuple(EXPECT)}, got {expect!r}")
+    if seeds < 1 or not delta >= 0:
+        raise ValueError(f"seeds must be >= 1 and delta >= 0, got {seeds}, {delta}")
+
+
 def decide_rows(
     expect: str, rows: list[tuple[float, float]], delta: float, level: float, trim: float = 0.0
 ) -> tuple[str, str, Estimate]:
@@ -321,6 +359,58 @@ class Verdict:
 
 
 # --------------------------------------------------------------------------------------------
+# timings and the context of a decision
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a rule is decided with besides the runs."""
+
+    plateau_h: float | None = None  # H: Corpus.unigram_val_xent(), for the rules that read it
+    timings: Mapping[str, Any] = field(default_factory=dict)  # arm -> what -> rounds
+    level: float = LEVEL  # of every interval
+    nominal_level: float | None = None  # the controls' level, under a Holm-corrected part
+
+    def at(self, level: float) -> Context:
+        return dataclasses.replace(self, level=level)
+
+    def nominal(self) -> Context:
+        return self.at(self.level if self.nominal_level is None else self.nominal_level)
+
+
+def saved_per_process(timings: Mapping[str, Any], what: str, fast: str, slow: str) -> list[float]:
+    """``1 − what[fast] / what[slow]`` per timing process (the median of its rounds), or per
+    round where the timings do not say which process timed it."""
+    a, b = (timings.get(arm, {}).get(what) or [] for arm in (fast, slow))
+    v = [1 - x / y if y > 0 else math.nan for x, y in zip(a, b, strict=False)]
+    procs = timings.get(fast, {}).get("process")
+    if not procs:
+        return [x for x in v if not math.isnan(x)]
+    by: dict[int, list[float]] = {}
+    for p, x in zip(procs, v, strict=False):
+        if not math.isnan(x):
+            by.setdefault(p, []).append(x)
+    return [statistics.median(xs) for _, xs in sorted(by.items())]
+
+
+def timing_medians(timings: Mapping[str, Any], what: str, arms) -> dict[str, float | None]:
+    """Per arm the median round of ``what``, of the other norm timing and of the step, and the
+    norms' share of a training step."""
+    means: dict[str, float | None] = {}
+    for arm in arms:
+        t = timings.get(arm, {})
+        beside = "norm_ms" if what == "torch_norm_ms" else "torch_norm_ms"
+        for key in (what, beside, "step_ms"):
+            xs = t.get(key) or []
+            means[f"{key}[{arm}]"] = statistics.median(xs) if xs else None
+        if t.get("norm_ms") and t.get("step_ms"):  # the norms' share of a training step
+            means[f"norm share[{arm}]"] = statistics.median(
+                n / s for n, s in zip(t["norm_ms"], t["step_ms"], strict=True)
+            )
+    return means
+
+
+# --------------------------------------------------------------------------------------------
 # compound claims and controls
 
 
@@ -366,3 +456,65 @@ def with_controls(v: Verdict, controls, results: Results, ctx) -> Verdict:
     why = "; ".join(f"control '{label}' {c.status}: {c.why}" for label, c in bad)
     why += f" — the setting cannot show the claim (its own result, not decided on: {v.status})"
     return dataclasses.replace(v, status=UNTESTABLE, why=why, controls=shown)
+
+
+# A compound's decision (``decide_parts``) in words, for each target.
+ALL_OF_TEXT = (
+    "Holds iff every part holds (each at 95 %: all must hold, which needs no correction); "
+    "does not hold iff some part does not hold after Holm's step-down across the k parts "
+    "(the part with the strongest evidence against it tested at 1 − 5 %/k, the next at "
+    "1 − 5 %/(k−1), …; family-wise 5 %); a part whose control fails is not testable here."
+)
+ANY_OF_TEXT = (
+    "Holds iff some part holds after Holm's step-down across the k parts (the part with "
+    "the strongest evidence tested at 1 − 5 %/k, the next at 1 − 5 %/(k−1), …; family-wise "
+    "5 %); does not hold iff every part does not (each at 95 %, which needs no correction); "
+    "a part whose control fails is not testable here."
+)
+
+
+def decide_parts(members, target: str, results: Results, ctx) -> Verdict:
+    """A compound claim's verdict from its ``(label, rule)`` parts: each decided at the
+    context's level, Holm's step-down over the parts for ``target`` (the decision one part
+    suffices for is the other's: all must reach it), then each part's own controls."""
+    level, k = ctx.level, len(members)
+    sub = dataclasses.replace(ctx, nominal_level=ctx.nominal().level)
+    rules = [rule for _, rule in members]
+    plain = [rule.decide(results, sub.at(level)) for rule in rules]
+    decide_at = lambda j, lvl: rules[j].decide(results, sub.at(lvl)).status  # noqa: E731
+    confirmed, m = holm([v.status for v in plain], decide_at, target, level)
+    verdicts = []
+    for j, v in enumerate(plain):
+        if v.status == target and j in confirmed:
+            v = dataclasses.replace(v, correction=f"confirmed by Holm at {confirmed[j]:.4g}")
+        elif v.status == target:
+            note = (
+                f"'{target}' alone at {level:.0%} ({v.why}), but not after Holm's correction "
+                f"across the {k} parts (needed its interval at {1 - (1 - level) / m:.4g})"
+            )
+            v = dataclasses.replace(v, status=UNSURE, why=note, correction=note)
+        verdicts.append(with_controls(v, rules[j].controls, results, sub))
+    correction = (
+        f"Holm step-down over the {k} parts for '{target}' (family-wise {1 - level:.0%}): "
+        f"{len(confirmed)} confirmed"
+    )
+    parts = tuple((name, v) for (name, _), v in zip(members, verdicts, strict=True))
+    why = "; ".join(f"{name}: {v.status}" for name, v in parts)
+    means = {key: x for _, v in parts for key, x in v.means.items()}
+    seeds = None
+    for _, v in parts:
+        seeds = v.seeds.merge(seeds) if v.seeds else seeds
+    status = combine_parts(target, [v.status for _, v in parts])
+    return Verdict(status, why, None, parts, means, seeds, correction)
+
+
+def combine_parts(target: str, statuses: list[str]) -> str:
+    """``target`` if some part reached it; the other decision if every part did; else not
+    testable here if every other part is, inconclusive if not."""
+    other = HOLDS if target == FAILS else FAILS
+    if target in statuses:
+        return target
+    if all(s == other for s in statuses):
+        return other
+    rest = [s for s in statuses if s != other]
+    return UNTESTABLE if all(s == UNTESTABLE for s in rest) else UNSURE

@@ -16,7 +16,15 @@ compares two sweeps is ``rules.LRSensitivity``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+
+from normlab.lab.study.measures import MEASURES
+from normlab.lab.study.stats import LEVEL
+
+S_TEXT = (
+    "S: the LR sensitivity of a sweep, the mean over its learning rates of min(final "
+    "val loss, ℓ0) − the sweep's best final val loss (ℓ0: the loss at init)"
+)
 
 
 def sensitivity(losses: list[float], cap: float) -> float:
@@ -39,3 +47,35 @@ def init_loss(runs: list[dict]) -> float:
         if isinstance(loss, int | float) and math.isfinite(loss):
             return min(cap, loss)
     return cap
+
+
+def sweep_ranges(
+    results, sweep: Sequence[str], seeds: Iterable[int]
+) -> dict[int, tuple[float, float, float]]:
+    """Seed index -> (S low, S high, best final loss) of ``sweep`` over ``seeds`` (each of them
+    one every arm has); S's range covers a missing final loss anywhere in [best, ℓ0]."""
+    loss = MEASURES["final_val_loss"][1]
+    out = {}
+    for i in seeds:
+        losses = [loss(results[a][i], None) for a in sweep]
+        cap = init_loss([results[a][i] for a in sweep])
+        known = [x for x in losses if x is not None]
+        best = min(known) if known else cap
+        lo = sensitivity([best if x is None else x for x in losses], cap)
+        out[i] = (lo, sensitivity([cap if x is None else x for x in losses], cap), best)
+    return out
+
+
+def sweeps_text(stable: Sequence[str], unstable: Sequence[str], seeds: int) -> str:
+    """How ``rules.LRSensitivity`` compares two sweeps, in words (its decision left to add)."""
+    return (
+        f"per seed, v = S({', '.join(unstable)}) − S({', '.join(stable)}), "
+        "S = the LR sensitivity of a learning-rate sweep (mean over its learning rates of "
+        "min(final val loss, ℓ0) − the sweep's best final val loss, ℓ0 the loss at init: "
+        "the first step's training loss, at most ln V; a diverged run scores ℓ0); mean over "
+        f"{seeds} paired seeds, {LEVEL:.0%} Student-t interval; a seed "
+        "index some arm of either sweep lacks is unpaired: left out of v and of the means, "
+        "and counted; a run without a final loss is bounded (its loss anywhere from the "
+        "sweep's best to ℓ0): 'holds' is decided on the end least favourable to it, 'does "
+        "not hold' on the most favourable"
+    )

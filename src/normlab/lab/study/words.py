@@ -2,9 +2,9 @@
 matter, and for an undecided claim why and what would decide it), its rule in plain words, and
 its scope, short.
 
-Rules are read through the ``Rule`` protocol (``parts()``, ``describe()``) and their attributes
-(``terms``, ``expect``, ``delta``, ``fast``/``slow``, ``stable``/``unstable``); :func:`compound`
-is the one place that asks whether a rule is made of parts.
+Rules are read through the ``Rule`` protocol only (``parts()``, ``subject()``, ``expect``, ...):
+each kind says its own words; :func:`compound` is the one place that asks whether a rule is made
+of parts.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from normlab.lab.study.measures import MEASURES, TIMINGS
-from normlab.lab.study.stats import EXPECT, FAILS, HOLDS, LEVEL, UNSURE, UNTESTABLE
+from normlab.lab.study.stats import EXPECT, FAILS, HOLDS, UNSURE, UNTESTABLE
 
 
 def compound(rule) -> tuple[tuple[tuple[str, Any], ...], bool] | None:
@@ -23,7 +22,7 @@ def compound(rule) -> tuple[tuple[tuple[str, Any], ...], bool] | None:
     parts = rule.parts()
     if len(parts) == 1 and parts[0][1] is rule:
         return None
-    return parts, getattr(rule, "TARGET", FAILS) == HOLDS
+    return parts, rule.TARGET == HOLDS
 
 
 def rules_of(rule) -> list[tuple[str, Any]]:
@@ -45,45 +44,6 @@ def interval(est) -> str:
     return f"{_f(est.effect)} [{_f(est.lo)}, {_f(est.hi)}]"
 
 
-def _threshold(rule) -> tuple[str, str, float] | None:
-    """(arm, measure, coef) of a one-term rule against H (``fails``/``trains``)."""
-    terms = getattr(rule, "terms", None)
-    if not terms or len(terms) != 1 or not getattr(rule, "const_h", 0):
-        return None
-    coef, arm, m = terms[0]
-    return arm, m, coef
-
-
-def _bar(rule, coef: float, h: float | None) -> float | None:
-    """The value of the measure where v = 0: H − margin for ``fails`` and ``trains``."""
-    if h is None:
-        return None
-    return -(rule.const + rule.const_h * h) / coef
-
-
-def _subject(rule) -> str:
-    """What a rule's v is about, short: "pre-L6 − post-L6 (final val loss)"."""
-    if hasattr(rule, "fast"):
-        return f"{rule.fast} vs {rule.slow}"
-    if hasattr(rule, "stable"):
-        from normlab.lab.study.sweeps import sweep_name
-
-        return f"LR sensitivity S({sweep_name(rule.unstable)}) − S({sweep_name(rule.stable)})"
-    terms = getattr(rule, "terms", ())
-    measures = list(dict.fromkeys(m for _, _, m in terms))
-    arms = list(dict.fromkeys(a for _, a, _ in terms))
-    if len(measures) == 1:
-        out = ""
-        for c, a, _ in terms:
-            sign = ("−" if c < 0 else "") if not out else (" − " if c < 0 else " + ")
-            out += f"{sign}{'' if abs(c) == 1 else f'{abs(c):g}·'}{a}"
-        return f"{out} ({measures[0].replace('_', ' ')})"
-    if len(arms) == 1:
-        ms = [f"{'−' if c < 0 else '+'} {m.replace('_', ' ')}" for c, _, m in terms]
-        return f"{arms[0]}: {' '.join(ms).removeprefix('+ ')}"
-    return rule.formula() if hasattr(rule, "formula") else "v"
-
-
 def _needed(est, delta: float) -> int | None:
     """Seeds at which the detectable effect would reach δ, scaled as 1/√n (an estimate)."""
     if est is None or est.mde is None or not delta > 0:
@@ -93,18 +53,17 @@ def _needed(est, delta: float) -> int | None:
 
 def _why_undecided(v, rule) -> str:
     """Why a rule's verdict is inconclusive, and what would decide it, in words."""
-    est, delta = v.estimate, getattr(rule, "delta", 0.0)
+    est, delta = v.estimate, rule.delta
     if "not after Holm" in (v.correction or ""):
         return "reached alone at 95 % but not after Holm's correction across the parts"
     if est is None or est.effect is None or est.n < 2:
         n = est.n if est else 0
         return f"no interval on n={n} (too few seeds, or a measure undefined in every run)"
-    timed = hasattr(rule, "fast")  # a fraction of the time: in per cent, over timing units
-    units = "timing processes" if timed else "seeds"
+    units = rule.unit
     if est.mde is not None and est.mde > delta and delta > 0:
         need, unit = _needed(est, delta), units
         more = f"about {need:,} {unit}" if need <= 1000 else f"over 1,000 {unit}"
-        mde, d = (f"{est.mde:.1%}", f"{delta:.0%}") if timed else (f"{est.mde:.2g}", f"{delta:.3g}")
+        mde, d = rule.sizes(est.mde, delta)
         return f"this n detects only {mde} against δ={d}: {more} would decide it"
     if (est.lo > 0 or est.hi < 0) and abs(est.effect) < delta:
         return f"clear of 0, but the effect sits at δ={delta:.3g} and its interval spans δ"
@@ -115,8 +74,7 @@ def _why_undecided(v, rule) -> str:
 
 def _decision(v, rule) -> str:
     """The verdict of one rule against its δ, in words."""
-    est, delta = v.estimate, getattr(rule, "delta", 0.0)
-    expect = getattr(rule, "expect", ">0")
+    est, delta, expect = v.estimate, rule.delta, rule.expect
     if v.status == UNSURE:
         return _why_undecided(v, rule)
     if v.status == UNTESTABLE:
@@ -137,26 +95,21 @@ def _decision(v, rule) -> str:
 
 def part_text(label: str, rule, v, h: float | None) -> str:
     """One rule's result in a phrase: the numbers and what they mean."""
-    th = _threshold(rule)
+    th = rule.threshold(h)
     est = v.estimate
     if th and est is not None and est.values:
-        arm, m, coef = th
+        arm, m, coef, bar = th
         mean = v.means.get(f"{m}[{arm}]")
-        bar = _bar(rule, coef, h)
         side = "above" if coef > 0 else "below"
         k = sum(x > 0 for x in est.values)
         at = f"ends at {mean:.3f}" if mean is not None else "has no final value"
         bar_s = f"the bar {bar:.3f}" if bar is not None else "the bar"
         out = f"{arm} {at} ({side} {bar_s} in {k} of {len(est.values)} seeds)"
         return out if v.status in (HOLDS, FAILS) else f"{out} ({_decision(v, rule)})"
-    if hasattr(rule, "fast") and est is not None and est.effect is not None:
-        what = TIMINGS[rule.what].split(",")[0].split(" at ")[0]
-        pct = lambda x: f"{x:+.1%}".replace("-", "−")  # noqa: E731
-        return (
-            f"{rule.fast} saves {pct(est.effect)} [{pct(est.lo)}, {pct(est.hi)}] of "
-            f"{rule.slow}'s time ({what}), {est.n} timing units; {_decision(v, rule)}"
-        )
-    name = label or _subject(rule)
+    own = rule.result_words(est)
+    if own is not None:
+        return f"{own}; {_decision(v, rule)}"
+    name = label or rule.subject()
     n = f", n={est.n}" if est is not None else ""
     return f"{name}: {interval(est)}{n}, {_decision(v, rule)}"
 
@@ -215,43 +168,17 @@ def _seen(claim, v, h: float | None) -> str:
     return out + "."
 
 
-def _formula(rule) -> str:
-    if hasattr(rule, "fast"):
-        return f"1 − {rule.what}[{rule.fast}] / {rule.what}[{rule.slow}] per timing process"
-    if hasattr(rule, "stable"):
-        return f"S({', '.join(rule.unstable)}) − S({', '.join(rule.stable)}) per seed"
-    if hasattr(rule, "formula"):
-        return f"{rule.formula()} per seed"
-    return rule.describe()
-
-
-def _measures(rule) -> list[str]:
-    if hasattr(rule, "fast"):
-        return [f"{rule.what}: {TIMINGS[rule.what]}"]
-    if hasattr(rule, "stable"):
-        return [
-            "S: the LR sensitivity of a sweep, the mean over its learning rates of min(final "
-            "val loss, ℓ0) − the sweep's best final val loss (ℓ0: the loss at init)"
-        ]
-    terms = getattr(rule, "terms", ())  # a rule kind of the user's own: its describe() says
-    return [f"{m}: {MEASURES[m][0]}" for m in dict.fromkeys(t[2] for t in terms)]
-
-
 def rule_words(claim) -> tuple[list[str], str]:
     """The claim's rule in plain words: one line per part (its v), and the decision."""
     c = compound(claim.rule)
     rules = rules_of(claim.rule)
-    lines = [(f"[{label}] " if label else "") + "v = " + _formula(r) for label, r in rules]
-    measures = list(dict.fromkeys(m for _, r in rules for m in _measures(r)))
-    expects = {getattr(r, "expect", ">0") for _, r in rules}
-    deltas = ", ".join(dict.fromkeys(f"{getattr(r, 'delta', 0):.3g}" for _, r in rules))
+    lines = [(f"[{label}] " if label else "") + "v = " + r.formula_words() for label, r in rules]
+    measures = list(dict.fromkeys(m for _, r in rules for m in r.measure_words()))
+    expects = {r.expect for _, r in rules}
+    deltas = ", ".join(dict.fromkeys(f"{r.delta:.3g}" for _, r in rules))
     decision = "; ".join(EXPECT[e] for e in sorted(expects))
     text = f"Measures: {'; '.join(measures)}. Each v: {decision} (δ = {deltas})."
-    if any(hasattr(r, "fast") for _, r in rules):
-        text += (
-            f" Over fresh processes (each the median of its rounds): the 20 % trimmed mean "
-            f"with Yuen's {LEVEL:.0%} interval."
-        )
+    text += next((w for _, r in rules if (w := r.statistic_words())), "")
     if c is not None:
         if not c[1]:
             text += (
@@ -264,7 +191,7 @@ def rule_words(claim) -> tuple[list[str], str]:
                 "parts; it does not hold iff every part does not."
             )
     controls = [label for label, _ in claim.controls]
-    controls += [label for _, r in rules for label, _ in getattr(r, "controls", ())]
+    controls += [label for _, r in rules for label, _ in r.controls]
     if controls:
         names = ", ".join(f"'{c}'" for c in dict.fromkeys(controls))
         text += f" Controls {names} must hold, else the claim is not testable here."
