@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from normlab.lab.study.compound import controls_text, with_controls
 from normlab.lab.study.rules import Context, Rule
 from normlab.lab.study.stats import (
     FAILS,
@@ -16,8 +17,6 @@ from normlab.lab.study.stats import (
     UNTESTABLE,
     Results,
     Verdict,
-    controls_text,
-    with_controls,
 )
 
 # re-exported: what the report reads of a verdict

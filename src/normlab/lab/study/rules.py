@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from normlab.lab.study import stats
+from normlab.lab.study import compound, stats
 from normlab.lab.study.measures import H_TEXT, MEASURES, TIMINGS
 from normlab.lab.study.stats import (
     EXPECT,
@@ -436,7 +436,7 @@ class Controlled:
         )
 
     def describe(self) -> str:
-        return self.rule.describe() + stats.controls_text(self.controls)
+        return self.rule.describe() + compound.controls_text(self.controls)
 
     def decide(self, results: Results, ctx: Context) -> Verdict:
         return self.rule.decide(results, ctx)  # the controls are applied by the compound
@@ -454,7 +454,7 @@ class AllOf:
     # the parameters a compound claim passes to the parts that do not set them
     SHARED: ClassVar[tuple[str, ...]] = ("seeds", "expect", "delta", "matrix", "margin")
     TARGET: ClassVar[str] = FAILS  # the decision Holm corrects
-    RULE: ClassVar[str] = stats.ALL_OF_TEXT
+    RULE: ClassVar[str] = compound.ALL_OF_TEXT
 
     def parts(self) -> tuple[tuple[str, Any], ...]:
         return self.members
@@ -470,7 +470,7 @@ class AllOf:
         return " ".join(f"[{name}] {p.describe()}" for name, p in self.members) + " " + self.RULE
 
     def decide(self, results: Results, ctx: Context) -> Verdict:
-        return stats.decide_parts(self.members, self.TARGET, results, ctx)
+        return compound.decide_parts(self.members, self.TARGET, results, ctx)
 
 
 @dataclass(frozen=True)
@@ -479,7 +479,7 @@ class AnyOf(AllOf):
     does not hold iff every part does not (each at 95 %)."""
 
     TARGET: ClassVar[str] = HOLDS
-    RULE: ClassVar[str] = stats.ANY_OF_TEXT
+    RULE: ClassVar[str] = compound.ANY_OF_TEXT
 
 
 # The kinds a spec's ``rule = "..."`` names, in the order its messages list them.
