@@ -5,6 +5,8 @@ study in fp32 and bf16 on the CPU into the same --out."""
 
 import json
 import queue
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -180,7 +182,11 @@ def test_gpu_preset_lists_anywhere_with_an_estimate_not_a_measurement(capsys, mo
     assert "on CUDA in bf16" in text and "NVIDIA H200" in text and "no CUDA device here" in text
     assert "estimate, not measured" in text and "est. GPU s" in text
     total = float(text.split("in bf16, estimated ", 1)[1].split(" s ", 1)[0])
-    assert total <= 300  # sized for 5 minutes by that estimate
+    # The one GPU call runs the preset as a stage of benchmarks/gpu_lab.sh under its own time
+    # limit: the estimate (start-up included) leaves that limit a 5 % margin.
+    script = (Path(__file__).parents[1] / "benchmarks" / "gpu_lab.sh").read_text()
+    limit = int(re.search(r"^stage gpu-preset (\d+) ", script, re.M).group(1))
+    assert total <= 0.95 * limit
 
 
 def test_gpu_calibration_is_marked_unmeasured_and_used_for_unknown_gpus():
