@@ -122,14 +122,17 @@ def _logit_drift(res: dict, matrix: str | None) -> float | None:
         return None
 
 
+def _gap(res: dict, a: str, b: str) -> float | None:
+    """summary[a] − summary[b] of a run that finished (None where either is missing)."""
+    x, y = _summary(a)(res, None), _summary(b)(res, None)
+    return None if x is None or y is None else x - y
+
+
 def _abs_gap(res: dict, matrix: str | None) -> float | None:
     """|final val loss (running statistics) − final val loss (batch statistics)|: a "differs"
     read per model, so gaps of opposite sign in different seeds do not cancel."""
-    if res.get("status") != "ok":
-        return None
-    s = res.get("summary", {})
-    a, b = _finite(s.get("final_val_loss")), _finite(s.get("final_val_loss_train_mode"))
-    return None if a is None or b is None else abs(a - b)
+    gap = _gap(res, "final_val_loss", "final_val_loss_train_mode")
+    return None if gap is None else abs(gap)
 
 
 def _values(probe: dict, key: str) -> list[float]:
@@ -204,11 +207,7 @@ def _block_drop_mean(res: dict, matrix: str | None) -> float | None:
 
 
 def _train_val_gap(res: dict, matrix: str | None) -> float | None:
-    if res.get("status") != "ok":
-        return None
-    s = res.get("summary", {})
-    a, b = _finite(s.get("final_val_loss")), _finite(s.get("final_train_loss"))
-    return None if a is None or b is None else a - b
+    return _gap(res, "final_val_loss", "final_train_loss")
 
 
 # Read from what a run computes on demand (TrainConfig.block_drop_batches, train_slice) and from

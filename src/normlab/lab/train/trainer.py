@@ -426,7 +426,6 @@ def train(
     return Trainer(cfg, data).run(on_step, on_eval)
 
 
-
 class _Skip(nn.Module):
     """A block left out: its input passes through unchanged."""
 
