@@ -83,7 +83,7 @@ def flops(cfg: TrainConfig) -> float:
     dense = (4 * m.dim * m.dim + mlp) * m.n_layers + m.dim * m.vocab_size
     attn = 2 * m.n_layers * cfg.seq_len * m.dim  # per token: scores and weighted values
     fwd = 2 * (dense + attn) * tokens
-    batches = cfg.eval_sequences // cfg.batch_size if cfg.eval_sequences else cfg.eval_batches
+    batches = cfg.val_sequences // cfg.batch_size
     evals = batches * (2 if cfg.eval_train_mode else 1) if cfg.steps else 0
     return 3 * fwd * (cfg.steps + len(cfg.probe_steps)) + fwd * (evals + serving_forwards(cfg))
 
@@ -94,7 +94,7 @@ def serving_forwards(cfg: TrainConfig) -> float:
     per-call cost is at the lab's sizes."""
     if not (cfg.eval_serving and cfg.steps):
         return 0.0
-    probes = n_probes(cfg.eval_sequences or cfg.eval_batches * cfg.batch_size, cfg.batch_size)
+    probes = n_probes(cfg.val_sequences, cfg.batch_size)
     return 6 * probes / cfg.batch_size + min(probes, BATCH1_SEQUENCES)
 
 

@@ -99,11 +99,10 @@ class Estimate:
     def spread(values: list[float], trim: float = 0.0) -> float:
         """The per-value spread behind the interval: the standard deviation, or for a trimmed
         mean the winsorized one over ``1 − 2·trim`` (its standard error times √n)."""
-        from scipy.stats import mstats
-
         if int(trim * len(values)) == 0:
             return statistics.stdev(values)
         import numpy as np
+        from scipy.stats import mstats
 
         winsorized = mstats.winsorize(np.asarray(values, dtype=float), limits=(trim, trim))
         return float(np.std(winsorized, ddof=1)) / (1 - 2 * trim)

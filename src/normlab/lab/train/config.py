@@ -161,7 +161,7 @@ class TrainConfig:
                 f"eval_sequences ({self.eval_sequences}) must be a multiple of batch_size "
                 f"({self.batch_size}): validation batches are all of one size"
             )
-        n_val = self.eval_sequences or self.eval_batches * self.batch_size
+        n_val = self.val_sequences
         if self.eval_serving and n_val < self.batch_size**2:
             raise ValueError(
                 f"eval_serving needs at least batch_size² = {self.batch_size**2} validation "
@@ -201,6 +201,12 @@ class TrainConfig:
             raise ValueError(f"seq_len={self.seq_len} exceeds model.max_seq_len")
         if any(s < 0 or s > self.steps for s in self.probe_steps):
             raise ValueError(f"probe_steps must lie in [0, steps={self.steps}]")
+
+    @property
+    def val_sequences(self) -> int:
+        """The validation set's size in sequences: ``eval_sequences``, else ``eval_batches``
+        batches of ``batch_size``."""
+        return self.eval_sequences or self.eval_batches * self.batch_size
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
