@@ -194,7 +194,9 @@ def _how(verdicts, meta) -> list[d.Block]:
         f"interval (scipy.stats), and the detectable effect at n: the true effect n seeds find "
         f"with {POWER:.0%} power. δ is the smallest effect that matters, fixed before the runs. "
         "A rule whose seeds have heavy tails (a BatchNorm model that blows up in eval mode) says "
-        "so in its spec and uses the 20 % trimmed mean with Yuen's interval instead.",
+        "so in its spec and uses the 20 % trimmed mean with Yuen's interval instead, or, where "
+        "even that is moved by the tails, the median with its distribution-free interval (the "
+        "order statistics the sign test inverts).",
         f"The decision, by what the claim expects. Directed (>0 or <0): {EXPECT['>0']}. "
         f"Differs (≠0): {EXPECT['≠0']}. As good as (≈0): {EXPECT['≈0']}.",
         f"Compound claims correct their looks by Holm's step-down: with m parts not yet "

@@ -136,7 +136,8 @@ class Contrast(Single):
     const_h: float = 0.0
     matrix: str | None = field(default=None, metadata=NAME)  # of the gradient measures
     # > 0: the trimmed mean with Yuen's interval, for measures whose seeds have heavy tails
-    # (one blown-up model moves a plain mean's interval past any δ); fixed before the runs.
+    # (one blown-up model moves a plain mean's interval past any δ); 0.5: the median with its
+    # order-statistic interval, for tails a trim cannot cut; fixed before the runs.
     trim: float = 0.0
     CONTROL: ClassVar[bool] = True  # may state a control of its own
 
@@ -145,8 +146,8 @@ class Contrast(Single):
             if m not in MEASURES:
                 raise ValueError(f"unknown measure {m!r}; known: {sorted(MEASURES)}")
         check_rule(self.expect, self.seeds, self.delta)
-        if not 0 <= self.trim < 0.5:
-            raise ValueError(f"trim must be in [0, 0.5), got {self.trim!r}")
+        if not 0 <= self.trim <= 0.5:
+            raise ValueError(f"trim must be in [0, 0.5] (0.5: the median), got {self.trim!r}")
 
     def arms(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(a for _, a, _ in self.terms))
@@ -185,6 +186,11 @@ class Contrast(Single):
     def measure_words(self) -> list[str]:
         return [f"{m}: {MEASURES[m][0]}" for m in dict.fromkeys(t[2] for t in self.terms)]
 
+    def statistic_words(self) -> str:
+        return (
+            f" Statistic: the {stats.statistic_text(self.trim, 'the seeds')}." if self.trim else ""
+        )
+
     def threshold(self, h: float | None) -> tuple[str, str, float, float | None] | None:
         if len(self.terms) != 1 or not self.const_h:
             return None
@@ -194,12 +200,7 @@ class Contrast(Single):
     def describe(self) -> str:
         measures = "; ".join(self.measure_words())
         h = f"; {H_TEXT}" if self.const_h else ""
-        stat = (
-            f"{self.trim:.0%} trimmed mean of v over {self.seeds} paired seeds, Yuen's "
-            f"{LEVEL:.0%} interval"
-            if self.trim
-            else f"mean of v over {self.seeds} paired seeds, {LEVEL:.0%} Student-t interval"
-        )
+        stat = stats.statistic_text(self.trim, f"{self.seeds} paired seeds")
         return (
             f"per seed, v = {self.formula()} ({measures}{h}); {stat}; {stats.BOUND_TEXT}; "
             f"{EXPECT[self.expect]} (δ = {self.delta:.3g})."
