@@ -12,6 +12,7 @@ from normlab.lab.study.pilot import size_seeds
 from normlab.lab.study.rules import Context, Contrast
 from normlab.lab.study.spec import parse_spec
 from normlab.lab.study.stats import FAILS, HOLDS, UNSURE, Estimate, decide_rows
+from normlab.lab.study.words import part_text
 
 # Seven models whose gap is about 0.1 and one that blew up: the plain mean's interval is wide.
 HEAVY = [0.10, 0.12, 0.09, 0.15, 0.11, 1.6, 0.08, 0.13]
@@ -59,6 +60,8 @@ def test_median_decides_what_two_blown_up_seeds_leave_open():
     assert rule(0.5).decide(_results(one_below), Context()).status == UNSURE
     assert "median" in rule(0.5).describe() and "order statistics" in rule(0.5).describe()
     assert "median" in rule(0.5).statistic_words() and rule(0.0).statistic_words() == ""
+    # the report's phrase names the statistic where it is not a mean
+    assert ": median +0.05" in part_text("", rule(0.5), v, None)
 
 
 def test_median_interval_is_the_order_statistics_and_needs_six_values():

@@ -111,7 +111,8 @@ def part_text(label: str, rule, v, h: float | None) -> str:
         return f"{own}; {_decision(v, rule)}"
     name = label or rule.subject()
     n = f", n={est.n}" if est is not None else ""
-    return f"{name}: {interval(est)}{n}, {_decision(v, rule)}"
+    median = "median " if rule.trim >= 0.5 else ""  # the effect is not a mean: say so
+    return f"{name}: {median}{interval(est)}{n}, {_decision(v, rule)}"
 
 
 def sentence(claim, v, h: float | None) -> str:
