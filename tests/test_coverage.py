@@ -137,6 +137,7 @@ def test_claims_md_is_what_the_command_writes_today():
 def test_republishing_a_study_changes_the_table(tmp_path):
     """A paper study's claims.json turns its claims' rows from "prose only" into verdicts."""
     docs = _published_copy(tmp_path)
+    shutil.rmtree(docs / "data" / "paper")  # as before the paper study was first published
     before = coverage.render(docs)
     quick = json.loads((DOCS / "data" / "quick" / "claims.json").read_text())
     paper = {**quick, "preset": "paper", "claims": [dict(quick["claims"][0], verdict="holds")]}
