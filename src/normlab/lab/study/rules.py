@@ -146,8 +146,8 @@ class Contrast(Single):
             if m not in MEASURES:
                 raise ValueError(f"unknown measure {m!r}; known: {sorted(MEASURES)}")
         check_rule(self.expect, self.seeds, self.delta)
-        if not 0 <= self.trim <= 0.5:
-            raise ValueError(f"trim must be in [0, 0.5] (0.5: the median), got {self.trim!r}")
+        if not 0 <= self.trim <= stats.MEDIAN:
+            raise ValueError(f"trim must be in [0, {stats.MEDIAN}] (the median), got {self.trim!r}")
 
     def arms(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(a for _, a, _ in self.terms))

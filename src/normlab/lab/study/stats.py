@@ -28,6 +28,7 @@ UNTESTABLE = "not testable here"
 VERDICTS = (HOLDS, FAILS, UNSURE, UNTESTABLE)
 LEVEL = 0.95  # confidence of every interval
 POWER = 0.8  # for the minimal detectable effect
+MEDIAN = 0.5  # the trim whose limit is the median: a rule with trim = MEDIAN decides on it
 
 # arm -> seed index -> RunResult dict (``RunResult.to_dict()``)
 Results = Mapping[str, Mapping[int, dict[str, Any]]]
@@ -81,12 +82,12 @@ class Estimate:
         values cut at each end): a stalled round moves neither the mean nor the interval, where
         one such round widens the plain mean's interval past any δ. Under 5 values: the mean.
         ``trim = 0.5`` is the limit, the median (``Estimate.median``)."""
+        if trim >= MEDIAN:
+            return cls.median(values, level)
         import numpy as np
         from scipy import stats
         from scipy.stats import mstats
 
-        if trim >= 0.5:
-            return cls.median(values, level)
         n = len(values)
         g = int(trim * n)
         if g == 0 or not all(math.isfinite(v) for v in values):
@@ -112,7 +113,7 @@ class Estimate:
         if n == 0 or not all(math.isfinite(v) for v in values):
             return cls(None, None, None, n, None, level)
         med = float(np.median(values))
-        ci = stats.quantile_test(values, q=med, p=0.5).confidence_interval(level)
+        ci = stats.quantile_test(values, p=0.5).confidence_interval(level)  # not q's p-value
         lo = float(ci.low) if math.isfinite(ci.low) else -math.inf
         hi = float(ci.high) if math.isfinite(ci.high) else math.inf
         return cls(med, lo, hi, n, None, level, tuple(values))
@@ -123,15 +124,16 @@ class Estimate:
         mean the winsorized one over ``1 − 2·trim`` (its standard error times √n); for the
         median √(π/2) times the MAD's normal-consistent σ (its large-sample standard error
         times √n)."""
-        import numpy as np
-        from scipy import stats
-        from scipy.stats import mstats
+        if trim >= MEDIAN:
+            from scipy import stats
 
-        if trim >= 0.5:
             mad = stats.median_abs_deviation(values, scale="normal")
             return float(math.sqrt(math.pi / 2) * mad)
         if int(trim * len(values)) == 0:
             return statistics.stdev(values)
+        import numpy as np
+        from scipy.stats import mstats
+
         winsorized = mstats.winsorize(np.asarray(values, dtype=float), limits=(trim, trim))
         return float(np.std(winsorized, ddof=1)) / (1 - 2 * trim)
 
@@ -156,7 +158,7 @@ class Estimate:
 
 def statistic_text(trim: float, over: str) -> str:
     """The statistic a rule with ``trim`` decides on, in words, ``over`` its units."""
-    if trim >= 0.5:
+    if trim >= MEDIAN:
         return (
             f"median of v over {over}, its distribution-free {LEVEL:.0%} interval (the order "
             "statistics the sign test inverts)"

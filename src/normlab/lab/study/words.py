@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from normlab.lab.study.stats import EXPECT, FAILS, HOLDS, UNSURE, UNTESTABLE
+from normlab.lab.study.stats import EXPECT, FAILS, HOLDS, MEDIAN, UNSURE, UNTESTABLE
 
 
 def compound(rule) -> tuple[tuple[tuple[str, Any], ...], bool] | None:
@@ -111,7 +111,7 @@ def part_text(label: str, rule, v, h: float | None) -> str:
         return f"{own}; {_decision(v, rule)}"
     name = label or rule.subject()
     n = f", n={est.n}" if est is not None else ""
-    median = "median " if rule.trim >= 0.5 else ""  # the effect is not a mean: say so
+    median = "median " if rule.trim >= MEDIAN else ""  # the effect is not a mean: say so
     return f"{name}: {median}{interval(est)}{n}, {_decision(v, rule)}"
 
 
