@@ -104,9 +104,14 @@ def test_quick_key_arms_have_the_expected_configs():
     )
     assert claims["rmsnorm-faster"].plots == ("speed",)
     # the serving claims read arms the preset already trains, at those arms' seeds
-    for name in ("batchnorm-batch-mates", "batchnorm-forgot-eval", "batchnorm-padding"):
+    serving = ("batchnorm-batch-mates", "batchnorm-forgot-eval", "batchnorm-padding")
+    for name in serving + ("batchnorm-forgot-eval-B4", "batchnorm-padding-B4"):
         assert all(runs[a].eval_serving for a in claims[name].arms), name
         assert {p.seeds for _, p in claims[name].rule.parts()} == {8}
+    # the source's claims read the batch-16 arms; batch 4 is a claim of its own
+    for name in serving[1:]:
+        assert {runs[a].batch_size for a in claims[name].arms} == {16}, name
+        assert {runs[a].batch_size for a in claims[f"{name}-B4"].arms} == {4}, name
     mates = dict(claims["batchnorm-batch-mates"].rule.parts())
     assert mates["LayerNorm, batch 4, train mode"] == Contrast(
         ((1, "layernorm-B4", "batchmate_shift_train"),), "≈0", 0.01, 8
