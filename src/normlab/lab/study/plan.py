@@ -221,9 +221,10 @@ def wall_seconds(costs: Iterable[float], workers: int) -> float:
 
 def launches(cfg: TrainConfig) -> float:
     """Kernel launches of one run: a training step's for each step and probe, a third of one
-    (forward only) for each evaluation batch."""
+    (forward only) for each batch of the validation set (``eval_sequences`` where set)."""
     per_step = cfg.model.n_layers * KERNELS_PER_BLOCK + KERNELS_PER_STEP
-    evals = cfg.eval_batches * (2 if cfg.eval_train_mode else 1) if cfg.steps else 0
+    batches = cfg.val_sequences // cfg.batch_size
+    evals = batches * (2 if cfg.eval_train_mode else 1) if cfg.steps else 0
     return per_step * (cfg.steps + len(cfg.probe_steps) + (evals + serving_forwards(cfg)) / 3)
 
 
