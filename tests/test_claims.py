@@ -5,6 +5,7 @@ import math
 
 import pytest
 
+from normlab.lab.study import words
 from normlab.lab.study.claims import FAILS, HOLDS, UNSURE, UNTESTABLE, Claim, decide_all
 from normlab.lab.study.design import Study
 from normlab.lab.study.rules import (
@@ -227,3 +228,22 @@ def test_the_trimmed_estimate_is_yuens_and_ignores_a_stalled_round():
     assert stalled.hi < 0.05 and stalled.lo > 0  # still decided against δ = 0.05
     assert Estimate.of([*rounds[:-1], -0.47]).lo < -0.02  # the plain mean's interval is not
     assert Estimate.trimmed([0.1, 0.2, 0.3]) == Estimate.of([0.1, 0.2, 0.3])  # too few to trim
+
+
+def test_a_claim_its_study_runs_too_few_seeds_for_is_not_testable_by_design():
+    one = Claim("one", "p trains", "t", Trains("p", seeds=1))
+    study = Study("s", "", (), ())
+    object.__setattr__(study, "claims", (one,))
+    v = decide_all(study, {"p": arm(1.0)}, 3.0)[0][1]  # far below the bar, but one seed
+    assert v.status == UNTESTABLE and "too few for any 95% interval" in v.why
+    assert "n=1 no interval exists" in words.sentence(one, v, 3.0)
+    # the same claim on arms another claim runs three seeds of is decided on all three
+    object.__setattr__(study, "claims", (one, Claim("three", "s", "t", Trains("p", seeds=3))))
+    assert decide_all(study, {"p": arm(1.0, 1.1, 0.9)}, 3.0)[0][1].status == HOLDS
+    # seeds missing from the runs leave it inconclusive: the design could decide it
+    assert decide_all(study, {"p": arm(1.0)}, 3.0)[0][1].status == UNSURE
+    # a median needs six: with five seeds no outcome decides it either
+    for n, want in ((5, UNTESTABLE), (6, HOLDS)):
+        rule = Contrast(((1, "p", "final_val_loss"),), ">0", 0.0, n, trim=0.5)
+        object.__setattr__(study, "claims", (Claim("m", "p is positive", "t", rule),))
+        assert decide_all(study, {"p": arm(*[1.0] * n)}, 3.0)[0][1].status == want

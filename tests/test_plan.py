@@ -165,3 +165,11 @@ def test_the_serving_measures_are_costed_as_their_forward_passes(quick):
     assert serving_forwards(bn) == 6 * 256 / 16 + 64 and serving_forwards(off) == 0
     assert cpu_seconds(off) < cpu_seconds(bn) < 1.5 * cpu_seconds(off)
     assert serving_forwards(bn.replace(steps=0, probe_steps=(0,))) == 0  # nothing trained
+
+
+def test_list_tells_which_claims_have_too_few_seeds_for_an_interval():
+    deep = configure(load_builtin("deep"), "cpu")
+    rows = {line.split()[0]: line for line in format_plan(deep).splitlines() if line}
+    assert "1: no interval, not testable" in rows["deepnorm-trains-1000"]
+    assert rows["deepnorm-beats-post-100"].split()[1] == "12"
+    assert "no interval" not in format_plan(configure(load_builtin("quick"), "cpu"))

@@ -11,7 +11,14 @@ from scipy.stats import mstats
 from normlab.lab.study.pilot import size_seeds
 from normlab.lab.study.rules import Context, Contrast
 from normlab.lab.study.spec import parse_spec
-from normlab.lab.study.stats import FAILS, HOLDS, UNSURE, Estimate, decide_rows
+from normlab.lab.study.stats import (
+    FAILS,
+    HOLDS,
+    UNSURE,
+    Estimate,
+    decide_rows,
+    seeds_for_interval,
+)
 from normlab.lab.study.words import part_text
 
 # Seven models whose gap is about 0.1 and one that blew up: the plain mean's interval is wide.
@@ -73,6 +80,9 @@ def test_median_interval_is_the_order_statistics_and_needs_six_values():
     assert est.mde is None
     short = Estimate.median([1.0, 2.0, 3.0, 4.0, 5.0])
     assert short.effect == 3.0 and (short.lo, short.hi) == (-np.inf, np.inf)
+    assert np.isfinite(Estimate.median([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).lo)
+    assert (seeds_for_interval(0.5), seeds_for_interval(0.2), seeds_for_interval(0.0)) == (6, 2, 2)
+    assert seeds_for_interval(0.5, 0.99) == 8  # 2 · 0.5⁸ ≤ 1 %
     assert Estimate.median([1.0, float("inf")]).effect is None
     # the pilot's spread for the median: √(π/2) times the MAD's normal-consistent σ
     mad = stats.median_abs_deviation(TWO_TAILS, scale="normal")

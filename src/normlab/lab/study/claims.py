@@ -4,6 +4,7 @@ controls that must hold for it to be testable in the study's setting, and its pl
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,4 +61,20 @@ def decide_all(study, results: Results, plateau_h: float, timings: dict | None =
     """Every claim of ``study`` decided on ``results``: ``[(claim, verdict), ...]``; ``plateau_h``
     is H (``Corpus.unigram_val_xent()``: the validation bytes' unigram cross-entropy)."""
     ctx = Context(plateau_h, timings or {})
-    return [(c, c.decide(results, ctx)) for c in study.claims]
+    return [(c, by_design(study, c, c.decide(results, ctx))) for c in study.claims]
+
+
+def by_design(study, claim: Claim, v: Verdict) -> Verdict:
+    """``v``, or "not testable here" where ``study`` runs too few seeds for any interval of a
+    part of ``claim`` (``Study.without_interval``) and nothing decided it: no outcome of its
+    runs could, which "inconclusive" (more of the same would decide it) would hide. Seeds
+    missing from a run directory leave a claim inconclusive: the design could decide it."""
+    if v.status != UNSURE or not study.without_interval(claim):
+        return v
+    n = min(study.seeds(a) for a in claim.rule.arms())
+    why = (
+        f"the study runs {n} seed(s) of an arm, too few for any {LEVEL:.0%} interval: the "
+        f"design cannot decide the claim, whatever its runs show (its own result, not decided "
+        f"on: {v.why})"
+    )
+    return dataclasses.replace(v, status=UNTESTABLE, why=why)

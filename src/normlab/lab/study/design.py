@@ -8,6 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from normlab.lab.study.stats import seeds_for_interval
+from normlab.lab.study.words import rules_of
+
 if TYPE_CHECKING:
     from normlab.lab.study.claims import Claim
     from normlab.lab.train.trainer import TrainConfig
@@ -60,6 +63,15 @@ class Study:
     def seeds(self, arm: str) -> int:
         """How many seeds ``arm`` is trained under: what its most demanding claim asks for."""
         return max((c.seeds for c in self.claims if arm in c.arms and not c.timed), default=1)
+
+    def without_interval(self, claim: Claim) -> bool:
+        """Whether some part of ``claim`` has too few seeds for any interval of its statistic
+        (``stats.seeds_for_interval``): not testable here whatever its runs show."""
+        return any(
+            not rule.timed
+            and min(self.seeds(a) for a in rule.arms()) < seeds_for_interval(rule.trim)
+            for _, rule in rules_of(claim.rule)
+        )
 
     def runs(self, seed_block: int = 0) -> list[Run]:
         """Every run of the study: each arm under seeds ``SEED_STRIDE * seed_block + i``."""

@@ -261,6 +261,14 @@ def _here_gpu() -> str | None:
     return torch.cuda.get_device_name() if torch.cuda.is_available() else None
 
 
+def _seeds(preset, claim) -> str:
+    if claim.timed:
+        return "timed"
+    if preset.without_interval(claim):  # tell before the runs, not in the report
+        return f"{claim.seeds}: no interval, not testable"
+    return str(claim.seeds)
+
+
 def format_plan(
     preset,
     seed_block: int = 0,
@@ -331,7 +339,7 @@ def format_plan(
         "",
         text_table(
             ["claim", "seeds", "arms"],
-            [[c.name, "timed" if c.timed else c.seeds, ", ".join(c.arms)] for c in preset.claims],
+            [[c.name, _seeds(preset, c), ", ".join(c.arms)] for c in preset.claims],
         ),
     ]
     return "\n".join(lines)

@@ -5,7 +5,9 @@ what became of the seeds (compound claims and controls are decided in ``compound
   interval (``scipy.stats``) and the minimal effect detectable at that ``n`` (80 % power);
 - **the decision** against δ, the smallest effect that matters, fixed before the runs: holds,
   does not hold, inconclusive, or *not testable here* when a control of the claim (an arm that
-  must train in the same setting) does not show what it must.
+  must train in the same setting) does not show what it must, or when the study runs too few
+  seeds for any interval of its statistic (one; a median under 6), so that no outcome of its
+  runs could decide it (``Study.without_interval``).
 
 No seed is left out silently. A seed index that some arm of a rule lacks is *unpaired*: it
 enters neither the values nor the displayed means, and is counted. A run whose measure is
@@ -36,6 +38,15 @@ Results = Mapping[str, Mapping[int, dict[str, Any]]]
 
 # --------------------------------------------------------------------------------------------
 # the statistic
+
+
+def seeds_for_interval(trim: float, level: float = LEVEL) -> int:
+    """The fewest seeds whose statistic has a bounded interval at ``level``: 2 for a mean (a
+    trimmed mean is the mean under 5 values); for the median the n at which the sign test's
+    outermost order statistics cover ``level``, 2 · 0.5ⁿ ≤ 1 − level (6 at 95 %)."""
+    if trim >= MEDIAN:
+        return math.ceil(math.log2(2 / (1 - level)))
+    return 2
 
 
 def detectable(sd: float, n: int, level: float = LEVEL, power: float = POWER) -> float:

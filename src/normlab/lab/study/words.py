@@ -75,6 +75,8 @@ def _why_undecided(v, rule) -> str:
 def _decision(v, rule) -> str:
     """The verdict of one rule against its δ, in words."""
     est, delta, expect = v.estimate, rule.delta, rule.expect
+    if _unbounded(est):
+        return f"n={est.n}: no interval"
     if v.status == UNSURE:
         return _why_undecided(v, rule)
     if v.status == UNTESTABLE:
@@ -118,16 +120,32 @@ def part_text(label: str, rule, v, h: float | None) -> str:
 def sentence(claim, v, h: float | None) -> str:
     """What the study saw for ``claim``, in one sentence with the numbers that matter."""
     out = _seen(claim, v, h)
-    if v.status == UNTESTABLE and v.controls:
-        bad = [(label, c) for label, c in v.controls if c.status != HOLDS]
-        if bad:
-            label, c = bad[0]
-            seen = _control_text(dict(claim.controls).get(label), c, h)
-            return (
-                f"The control '{label}' did not hold: {seen}. This setting cannot show the "
-                "claim; one where the control holds would decide it."
-            )
+    if v.status != UNTESTABLE:
+        return out
+    bad = [(label, c) for label, c in v.controls if c.status != HOLDS]
+    if bad:
+        label, c = bad[0]
+        seen = _control_text(dict(claim.controls).get(label), c, h)
+        return (
+            f"The control '{label}' did not hold: {seen}. This setting cannot show the "
+            "claim; one where the control holds would decide it."
+        )
+    unbounded = [e.n for _, pv in _own(claim.rule, v) if _unbounded(e := pv.estimate)]
+    if unbounded:  # claims.by_design
+        return (
+            f"{out} With n={min(unbounded)} no interval exists: this study cannot decide the "
+            "claim whatever its runs show; more seeds would."
+        )
     return out
+
+
+def _own(rule, v) -> list[tuple[str, Any]]:
+    """``(label, verdict)`` of each part of ``v`` (``v`` itself for a rule of one part)."""
+    return list(v.parts) if compound(rule) else [("", v)]
+
+
+def _unbounded(est) -> bool:
+    return est is not None and est.effect is not None and not math.isfinite(est.hi - est.lo)
 
 
 def _control_text(rule, v, h: float | None) -> str:
@@ -150,7 +168,7 @@ def _seen(claim, v, h: float | None) -> str:
         HOLDS: (lambda s: s == HOLDS) if some else (lambda s: True),
         FAILS: lambda s: s == FAILS,
         UNSURE: lambda s: s not in (HOLDS, FAILS),
-        UNTESTABLE: lambda s: s == UNTESTABLE,
+        UNTESTABLE: lambda s: s in (UNTESTABLE, UNSURE),
     }[v.status]
     shown = [r for r in rows if key(r[2].status)]
     rest = [r for r in rows if r not in shown]
