@@ -207,7 +207,9 @@ def _how(verdicts, meta) -> list[d.Block]:
         "correction is inconclusive, and says so.",
         "Controls: 'X fails' means something only where a recipe trains in the same setting. "
         f"If a claim's control does not hold, the verdict is '{UNTESTABLE}' with the control's "
-        "result as the reason, never 'does not hold'.",
+        "result as the reason, never 'does not hold'. So is a claim the study runs too few "
+        "seeds for to have any interval (one; a median under 6): no outcome of its runs could "
+        "decide it.",
         "Timing claims are decided over fresh processes of a serial phase after the training "
         "(one after the other, nothing else of the study running; in each, interleaved ABBA "
         "rounds, the process's value the median of its rounds), not over seeds: the 20 % "
