@@ -17,7 +17,9 @@ from normlab import reference as R
 from normlab.testing import TOLERANCES, assert_kernel_close
 
 triton = pytest.importorskip("triton")
+tl = pytest.importorskip("triton.language")
 tk = pytest.importorskip("normlab.kernels.triton.launch")
+tk_kernels = pytest.importorskip("normlab.kernels.triton.kernels")
 tuning = pytest.importorskip("normlab.kernels.triton.tuning")
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 if not normlab.functional.get_backend("triton").supports(DEVICE):
@@ -226,6 +228,29 @@ def test_bf16_rounds_to_nearest_even_like_the_gpu():
     zero = torch.zeros_like(h, dtype=BF16)
     _, got = normlab.layer_norm(h, residual=zero, backend="triton")
     assert torch.equal(got, h.to(BF16))
+
+
+@triton.jit
+def _three_sums(X, OUT, N: tl.constexpr):
+    x = tl.load(X + tl.arange(0, N))[None, :]
+    a, b, c = tl.reduce((x, 2.0 * x, x * x), 1, tk_kernels._add3)
+    tl.store(OUT + tl.arange(0, 1), a)
+    tl.store(OUT + 1 + tl.arange(0, 1), b)
+    tl.store(OUT + 2 + tl.arange(0, 1), c)
+    tl.store(OUT + 3 + tl.arange(0, 1), tl.sum(x, axis=1))
+    tl.store(OUT + 4 + tl.arange(0, 1), tl.sum(2.0 * x, axis=1))
+    tl.store(OUT + 5 + tl.arange(0, 1), tl.sum(x * x, axis=1))
+
+
+@pytest.mark.skipif(DEVICE.type == "cuda", reason="a fix to the CPU interpreter")
+def test_interpreted_multi_operand_sums_reduce_as_tl_sum():
+    # The interpreter folds a custom combine left to right, one Python call per element; the
+    # launcher's fix reduces the backward's sum combines as tl.sum does (np.sum, pairwise).
+    tk._interpreted(DEVICE)
+    x = torch.randn(4096, generator=torch.Generator().manual_seed(0))
+    out = torch.empty(6)
+    _three_sums[(1,)](x, out, N=4096)
+    assert torch.equal(out[:3], out[3:])
 
 
 def test_special_values_propagate():

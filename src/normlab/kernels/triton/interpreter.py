@@ -1,4 +1,4 @@
-"""A fix to Triton's CPU interpreter (``TRITON_INTERPRET=1``), applied before a launch on CPU
+"""Two fixes to Triton's CPU interpreter (``TRITON_INTERPRET=1``), applied before a launch on CPU
 tensors; nothing here runs on a GPU.
 
 Why it exists: Triton 3.x's interpreter converts FP32 to BF16 by truncating the low 16 bits,
@@ -8,6 +8,12 @@ of the kernel tests on a machine without a GPU (``tests/conftest.py`` sets
 ``TRITON_INTERPRET=1`` there) would disagree with the reference and the GPU, and a test such as
 ``test_bf16_rounds_to_nearest_even_like_the_gpu`` fails. The patch changes the interpreter's
 conversion only; the kernels stay the GPU code.
+
+The interpreter folds a ``tl.reduce`` with a custom combine element by element in Python, one
+call of the combine per element: the backward's multi-operand sums (``kernels._add2``,
+``_add3``) then cost seconds per row at N = 64K, most of the kernel tests' time. Those combines
+are elementwise sums, so each operand reduces with ``np.sum`` as ``tl.sum`` already does there:
+pairwise, like the GPU's tree, where the Python fold adds left to right.
 """
 
 from __future__ import annotations
@@ -47,3 +53,25 @@ def round_bf16_to_nearest_even() -> None:
     # create_fp_trunc and friends are lambdas that look up self.cast_impl: they follow.
     builder.cast_impl, builder.create_fp_to_fp = cast_impl, create_fp_to_fp
     builder._normlab_rne = True
+
+
+def reduce_sums_with_numpy() -> None:
+    """Reduce each operand of a ``tl.reduce`` over ``kernels._add2``/``_add3`` with ``np.sum``,
+    as the interpreter does for ``tl.sum`` (idempotent)."""
+    from triton.runtime import interpreter
+
+    from normlab.kernels.triton import kernels
+
+    ops = interpreter.ReduceOps
+    if getattr(ops, "_normlab_sums", False):
+        return
+    sums = {kernels._add2.fn, kernels._add3.fn}
+    apply_impl = ops.apply_impl
+
+    def apply_sums(self, input):
+        if getattr(self.combine_fn, "fn", None) in sums:
+            return [self.sum(t) for t in input]
+        return apply_impl(self, input)
+
+    ops.apply_impl = apply_sums
+    ops._normlab_sums = True

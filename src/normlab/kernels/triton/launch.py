@@ -61,11 +61,12 @@ def _persistent_programs(device: torch.device, cfg: LaunchConfig, m: int) -> int
 
 
 def _interpreted(device: torch.device) -> None:
-    """Before a launch on CPU tensors, which only Triton's interpreter runs: its BF16 fix."""
+    """Before a launch on CPU tensors, which only Triton's interpreter runs: its two fixes."""
     if device.type == "cpu":
         from normlab.kernels.triton import interpreter
 
         interpreter.round_bf16_to_nearest_even()
+        interpreter.reduce_sums_with_numpy()
 
 
 def as_rows(t: Tensor) -> Tensor:
