@@ -7,6 +7,7 @@ stay small, rows few, and the looped path is forced at small N by shrinking the 
 """
 
 import functools
+import os
 
 import pytest
 import torch
@@ -369,18 +370,28 @@ print("compiled")
 """
 
 
+def _compile_env() -> dict[str, str]:
+    """A compiling subprocess's environment: no interpreter, and the built-in tuning table
+    whatever a user's (or an earlier test's) NORMLAB_TRITON_TUNING says."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TRITON_INTERPRET", "NORMLAB_TRITON_TUNING")
+    }
+    env["TRITON_DEFAULT_FP_FUSION"] = "1"
+    return env
+
+
 @pytest.mark.slow
 def test_kernels_compile_for_a_real_gpu():
     # The interpreter runs the kernels as Python and accepts code the GPU compiler rejects, so
     # compile both kernels for sm_90 (fused and looped paths, both norms) in a process without
     # TRITON_INTERPRET. ptxas ships with Triton: no GPU is needed.
-    import os
     import subprocess
     import sys
 
     pytest.importorskip("triton.backends.nvidia")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_DEFAULT_FP_FUSION"] = "1"
+    env = _compile_env()
     run = subprocess.run(
         [sys.executable, "-c", _COMPILE_FOR_SM90], env=env, capture_output=True, text=True
     )
@@ -391,15 +402,13 @@ def test_kernels_compile_for_a_real_gpu():
 def test_the_backward_grid_fits_the_registers(tmp_path):
     # The table's programs per SM must be resident together: compile every row for sm_90 and
     # count how many CTAs of its registers one SM holds (benchmarks/triton_registers.py).
-    import os
     import subprocess
     import sys
     from pathlib import Path
 
     pytest.importorskip("triton.backends.nvidia")
     script = Path(__file__).parents[1] / "benchmarks" / "triton_registers.py"
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_DEFAULT_FP_FUSION"] = "1"
+    env = _compile_env()
     # A cache of its own, so no entry another test compiled under other settings is read back:
     # one full CI run found a backward row over its CTAs that a fresh compile fits.
     env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")
