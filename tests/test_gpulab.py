@@ -127,7 +127,9 @@ def test_visible_gpus_follows_the_environment_then_the_device_count(monkeypatch)
 def test_a_worker_claims_its_gpu_from_the_queue(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    # setenv first: delenv records nothing for an unset variable, and claim_gpu sets it.
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     q = queue.SimpleQueue()
     for g in gpu_assignment(2, executors.visible_gpus()):
         q.put(g)
