@@ -68,9 +68,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         default=None,
         help="decide a finished study in DIR again without training: its runs from "
-        "DIR/results.jsonl, H and the timing rounds from DIR/study.json (nothing re-timed); "
-        "rewrites DIR/claims.json and the reports (a study run from a spec file: add --spec FILE; "
-        "one run with --device/--precision: add the same)",
+        "DIR/results.jsonl, its spec, H and the timing rounds from DIR/study.json (nothing "
+        "re-timed); rewrites DIR/claims.json and the reports (--spec FILE: decide with that spec "
+        "instead, as a study.json without one needs)",
     )
     add_run_options(p, out="normlab-out", listed="the plan (runs x seeds, claims, estimated time)")
 
@@ -126,7 +126,7 @@ def _redecide(args: argparse.Namespace) -> int:
     from normlab.lab.study.runner import summary, write_reports
 
     if args.overrides or args.preset:
-        raise UsageError("--redecide reads the preset and its --set overrides from study.json")
+        raise UsageError("--redecide reads the spec and its --set overrides from study.json")
     out = Path(args.redecide)
     result = redecide(out, spec_file=args.spec, device=args.device, precision=args.precision)
     write_reports(result, out)

@@ -5,7 +5,7 @@ presets are spec files too."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from normlab.lab.study.stats import seeds_for_interval
@@ -50,6 +50,9 @@ class Study:
     claims: tuple[Claim, ...]
     overrides: tuple[str, ...] = ()
     """The ``KEY=VALUE`` overrides applied to its spec document (``normlab study --set``)."""
+    spec_text: str = field(default="", compare=False, repr=False)
+    """The spec's text as it was read, before ``overrides``: with them, what rebuilds this study
+    (``study.json`` stores both, so ``--redecide`` decides with the design that ran)."""
 
     def __post_init__(self) -> None:
         names = [a.name for a in self.arms]

@@ -1,7 +1,8 @@
 """Decide a finished study again without training: its runs from ``DIR/results.jsonl``, its H
-and timing rounds from ``DIR/study.json`` (nothing is re-timed), its claims from the preset
-(or spec file) that ran it, with the overrides it recorded. ``normlab study --redecide DIR``
-then rewrites ``claims.json`` and the reports; ``study.json`` and the results stay as they are.
+and timing rounds from ``DIR/study.json`` (nothing is re-timed), its arms and claims from the
+spec ``study.json`` stores (``provenance``: the design that ran, never today's preset) or from
+``--spec FILE``, with the overrides it recorded. ``normlab study --redecide DIR`` then rewrites
+``claims.json`` and the reports; ``study.json`` and the results stay as they are.
 """
 
 from __future__ import annotations
@@ -14,32 +15,16 @@ from pathlib import Path
 from normlab.lab.common import UsageError
 from normlab.lab.study.claims import decide_all
 from normlab.lab.study.design import Study
+from normlab.lab.study.provenance import run_with, study_of
 from normlab.lab.study.runner import StudyResult
 
 
 def load_meta(out: Path) -> dict:
-    path = out / "study.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise UsageError(f"--redecide {out}: cannot read {path} ({e})") from e
+    from normlab.lab.reading import read_json
+    from normlab.lab.study.store import check_study_json
 
-
-def study_of(meta: dict, spec_file: str | None = None) -> Study:
-    """The study that wrote ``meta``: ``spec_file`` if given, else the built-in preset it names,
-    with the ``--set`` overrides it recorded."""
-    from normlab.lab.study import spec
-
-    sets = list(meta.get("overrides") or [])
-    if spec_file:
-        return spec.load_spec(spec_file, sets)
-    name = meta.get("preset")
-    if name not in spec.builtin_names():
-        raise UsageError(
-            f"--redecide: the study was run from a spec file ({name!r} is not a built-in "
-            "preset); pass that file with --spec FILE"
-        )
-    return spec.load_builtin(name, sets)
+    path = out / "study.json"  # bounded and checked: a tampered file is one line, not a crash
+    return check_study_json(read_json(path, f"--redecide {out}: {path}"), f"--redecide {path}")
 
 
 def _resolved(study: Study, meta: dict, device: str | None, precision: str | None) -> Study:
@@ -63,12 +48,14 @@ def redecide(
     precision: str | None = None,
 ) -> StudyResult:
     """The verdicts of the finished study in ``out``, from its recorded runs and timings.
-    ``device``/``precision``: what the study was run with (``--device``/``--precision``), when
-    not the spec's own; its runs are found by the same keys it wrote them under."""
+    ``device``/``precision``: what the study was run with (``--device``/``--precision``), where
+    ``study.json`` does not record it; its runs are found by the same keys it wrote them under."""
     from normlab.lab.study.store import ResultStore, run_key
 
     meta = load_meta(out)
-    study = _resolved(study_of(meta, spec_file), meta, device, precision)
+    ran_device, ran_precision = run_with(meta)
+    study = study_of(meta, str(out / "study.json"), spec_file)
+    study = _resolved(study, meta, device or ran_device, precision or ran_precision)
     records = ResultStore(out / "results.jsonl").load()
     sha = meta["corpus"]["sha256"]
     results: dict[str, dict[int, dict]] = {}
@@ -85,5 +72,7 @@ def redecide(
         )
     verdicts = decide_all(study, results, meta["plateau_h"], meta.get("timings") or {})
     missing = [r.label for r in runs if r.index not in results.get(r.arm, {})]
-    shown = {**meta, "decided_again": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+    design = f"the spec {spec_file}" if spec_file else "the spec study.json stores"
+    now = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    shown = {**meta, "decided_again": now, "decided_with": design}
     return StudyResult(study, results, verdicts, shown, missing)

@@ -373,7 +373,10 @@ def _summary_line(preset, results, meta) -> str:
     again = f"; {reused} run(s) reused from an earlier invocation (--resume)" if reused else ""
     decided = meta.get("decided_again")
     decided = (
-        f" Decided again from its results on {decided} (nothing retrained)." if decided else ""
+        f" Decided again from its results on {decided} with "
+        f"{meta.get('decided_with', 'its spec')} (nothing retrained)."
+        if decided
+        else ""
     )
     return (
         f"{preset.description}. {n}/{len(preset.runs())} runs (seed block "

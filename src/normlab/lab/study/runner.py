@@ -25,6 +25,7 @@ from normlab.lab.common import UsageError, importable
 from normlab.lab.io import set_aside, write_file
 from normlab.lab.study.claims import Claim, Verdict, decide_all
 from normlab.lab.study.design import SEED_STRIDE, Run, Study
+from normlab.lab.study.provenance import record
 from normlab.lab.study.stats import Results
 
 # The serial timing phase: fresh processes (as many as the timing claims ask, 8 by default), one
@@ -154,7 +155,6 @@ def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
     meta = {
         "preset": study.name,
         "description": study.description,
-        "overrides": list(study.overrides),  # normlab study --set KEY=VALUE
         "seed_block": options.seed,
         "corpus": corpus.describe(),
         "environment": environment(plan, study_device(study)),
@@ -165,6 +165,7 @@ def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
         "reused_runs": reused,
         "timings": timings,
         "plateau_h": corpus.unigram_val_xent(),  # H of the "fails"/"trains" rules
+        **record(study, options.device, options.precision),  # the design --redecide rebuilds
     }
     write_file(out / "study.json", json.dumps(meta, indent=2))
     verdicts = decide_all(study, results, meta["plateau_h"], timings)

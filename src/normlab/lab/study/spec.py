@@ -122,7 +122,7 @@ def parse_spec(
     overrides = tuple(o.strip() for o in overrides)
     apply_overrides(doc, overrides, source)
     study = _Loader(source).study(doc, default_name)
-    return dataclasses.replace(study, overrides=overrides) if overrides else study
+    return dataclasses.replace(study, overrides=overrides, spec_text=text)
 
 
 # --------------------------------------------------------------------------------------------
