@@ -20,11 +20,14 @@ from normlab.lab.study.runner import StudyResult
 
 
 def load_meta(out: Path) -> dict:
-    from normlab.lab.reading import read_json
-    from normlab.lab.study.store import check_study_json
-
-    path = out / "study.json"  # bounded and checked: a tampered file is one line, not a crash
-    return check_study_json(read_json(path, f"--redecide {out}: {path}"), f"--redecide {path}")
+    path = out / "study.json"
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--redecide {out}: cannot read {path} ({e})") from e
+    if not isinstance(meta, dict):
+        raise UsageError(f"--redecide {out}: {path} is not a study's study.json")
+    return meta
 
 
 def _resolved(study: Study, meta: dict, device: str | None, precision: str | None) -> Study:
