@@ -14,6 +14,7 @@ from pathlib import Path
 # Defined at the bottom of the lab (the writer and the trainer raise it too); the commands
 # import it from here.
 from normlab.lab.errors import UsageError
+from normlab.lab.reading import INT_MAX, bounded_int, printable
 
 # What `pip install "normlab[lab]"` adds; the library itself never imports these.
 LAB_PACKAGES = ("matplotlib", "tqdm", "scipy") + (("tomli",) if sys.version_info < (3, 11) else ())
@@ -35,9 +36,9 @@ def int_at_least(low: int, text: str | int) -> int:
     """``text`` as an int >= ``low``; ``ValueError`` with the user's value otherwise."""
     what = f"an int >= {low}"
     try:
-        value = int(text)
+        value = bounded_int(-INT_MAX - 1)(text)  # digits counted first: 10**400 is refused fast
     except ValueError:
-        raise ValueError(f"expected {what}, got {text!r}") from None
+        raise ValueError(f"expected {what}, got {printable(str(text), 30)!r}") from None
     if value < low:
         raise ValueError(f"expected {what}, got {value}")
     return value

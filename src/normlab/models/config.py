@@ -32,6 +32,11 @@ RMS_CASTINGS = CASTINGS
 _ENDS_IN_NORM = ("post", "deepnorm")
 
 
+# The bound of the size fields and of the MLP's width: far above any model trained here, low
+# enough that the size arithmetic (normlab.models.size) stays in int64 and float range.
+MAX_SIZE = 2**40
+
+
 def setting(
     default: Any = dataclasses.MISSING,
     *,
@@ -216,8 +221,10 @@ class TransformerConfig:
     def __post_init__(self) -> None:
         for name in ("vocab_size", "dim", "n_layers", "n_heads", "max_seq_len"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be a positive int, got {shown(value)}")
+            if not 0 < value <= MAX_SIZE:  # beyond it the size arithmetic leaves int64
+                raise ValueError(f"{name} must be an int in [1, 2**40], got {shown(value)}")
         if self.dim % self.n_heads:
             raise ValueError(f"dim={self.dim} must be divisible by n_heads={self.n_heads}")
         if self.arch == "llama" and self.head_dim % 2:
@@ -228,9 +235,14 @@ class TransformerConfig:
                 raise ValueError(f"{f.name} must be one of {choices}, got {value!r}")
         if self.rms_casting is not None and self.rms_casting not in RMS_CASTINGS:
             raise ValueError(f"rms_casting must be None or one of {RMS_CASTINGS}")
-        if self.mlp_ratio is not None and not (self.mlp_ratio > 0 and finite(self.mlp_ratio)):
+        if self.mlp_ratio is not None and not (
+            isinstance(self.mlp_ratio, int | float)
+            and not isinstance(self.mlp_ratio, bool)
+            and 0 < self.mlp_ratio * self.dim <= MAX_SIZE
+        ):
             raise ValueError(
-                f"mlp_ratio must be a positive number or None, got {shown(self.mlp_ratio)}"
+                f"mlp_ratio must be a positive number (mlp_ratio x dim <= 2**40) or None, got "
+                f"{shown(self.mlp_ratio)}"
             )
         for name in ("dyt_alpha", "dyt_alpha_attn", "init_std"):
             value = getattr(self, name)

@@ -18,6 +18,7 @@ from typing import Any
 from normlab.hf_families import FAMILIES, Family
 from normlab.lab.advise.gaps import gaps
 from normlab.lab.common import UsageError
+from normlab.lab.reading import check_tree, printable, read_json
 
 _PLACEMENT_SOURCES = {
     "pre": "one norm on each sublayer's input",
@@ -36,6 +37,11 @@ _FINAL_NORM_SOURCES = {
 }
 # gemma3 is the multimodal Gemma 3: its decoder is a gemma3_text config under "text_config".
 SUPPORTED = (*FAMILIES, "gemma3")
+
+
+def _shown(v: Any) -> str:
+    """A value of the file, for a one-line message: JSON, escaped, cut short."""
+    return printable(json.dumps(v), 40)
 
 
 @dataclass
@@ -67,14 +73,8 @@ class HFModel:
 def read(path: str | Path) -> HFModel:
     """Read ``path``; an unreadable file, bad JSON or an unsupported model is a UsageError."""
     p = Path(path)
-    try:
-        doc = json.loads(p.read_text("utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"--hf-config {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"--hf-config {path}: cannot read it ({e})") from None
-    except json.JSONDecodeError as e:
-        raise UsageError(f"--hf-config {path}: not valid JSON ({e})") from None
+    # Bounded: nesting, ints within 64 bits, finite numbers (no Infinity eps), one line each.
+    doc = read_json(p, f"--hf-config {path}")
     if not isinstance(doc, dict):
         raise UsageError(f"--hf-config {path}: expected a JSON object (a config.json)")
     return from_dict(doc, p.name, where=f"--hf-config {path}")
@@ -83,6 +83,7 @@ def read(path: str | Path) -> HFModel:
 def from_dict(doc: dict[str, Any], name: str = "config.json", *, where: str = "") -> HFModel:
     """The ``HFModel`` of a parsed config; ``where`` starts the messages of its errors."""
     where = where or name
+    check_tree(doc, where)  # a dict built in Python gets the same bounds as a file
     model_type = doc.get("model_type")
     prefix, cfg = "", doc
     if model_type == "gemma3":
@@ -90,9 +91,9 @@ def from_dict(doc: dict[str, Any], name: str = "config.json", *, where: str = ""
         if not isinstance(cfg, dict):
             raise UsageError(f"{where}: model_type gemma3 without a text_config object")
         prefix, model_type = "text_config.", "gemma3_text"
-    if model_type not in FAMILIES:
+    if not isinstance(model_type, str) or model_type not in FAMILIES:
         raise UsageError(
-            f"{where}: model_type {json.dumps(model_type)} is not supported; "
+            f"{where}: model_type {_shown(model_type)} is not supported; "
             f"supported: {', '.join(SUPPORTED)}"
         )
     return _Reader(name, where, model_type, cfg, doc, prefix).model()
@@ -116,9 +117,16 @@ class _Reader:
     def positive(self, key: str, default: Any = None) -> tuple[int, str]:
         v, src = self.get(key, default)
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            got = "missing" if v is None else f"got {json.dumps(v)}"
+            got = "missing" if v is None else f"got {_shown(v)}"
             raise UsageError(f"{self.where}: {self.prefix}{key}: expected a positive int ({got})")
         return v, src
+
+    def optional(self, key: str, default: int) -> int:
+        """``key``'s positive int, or ``default`` where it is absent or null."""
+        v, _ = self.get(key)
+        if v is None:
+            return default
+        return self.positive(key)[0]
 
     def model(self) -> HFModel:
         sizes, ffn_src = self.sizes()
@@ -137,9 +145,14 @@ class _Reader:
         else:
             ffn, ffn_src = self.positive(k["ffn"])
             ffn_src = f"{ffn_src} / {self.prefix}{k['hidden']} = {ffn} / {hidden}"
-        kv = self.get("num_key_value_heads")[0] or heads  # null: one K/V head per query head
-        head_dim = self.get("head_dim")[0] or hidden // heads
-        positions = self.get(k["positions"])[0] or 0
+        kv = self.optional("num_key_value_heads", heads)  # null: one K/V head per query head
+        if heads % kv:
+            raise UsageError(
+                f"{self.where}: {self.prefix}num_key_value_heads: {kv} does not divide the "
+                f"{heads} attention heads"
+            )
+        head_dim = self.optional("head_dim", hidden // heads)
+        positions = self.optional(k["positions"], 0)
         sizes = {
             "hidden": hidden,
             "layers": layers,
@@ -156,10 +169,12 @@ class _Reader:
         """The twin's recipe: each setting with its source (the file's key or the family's)."""
         fam, mt, k = self.fam, self.model_type, self.fam.keys
         tie, tie_src = self.get("tie_word_embeddings", fam.tie_default)
+        if not isinstance(tie, bool):  # "no" must not read as tied
+            raise UsageError(f"{self.where}: {tie_src}: expected true or false, got {_shown(tie)}")
         eps, eps_src = self.get(k["eps"], fam.eps_default)
-        if isinstance(eps, bool) or not isinstance(eps, int | float) or not eps >= 0:
+        if isinstance(eps, bool) or not isinstance(eps, int | float) or not 0 <= eps < 1:
             raise UsageError(
-                f"{self.where}: {eps_src}: expected a number >= 0, got {json.dumps(eps)}"
+                f"{self.where}: {eps_src}: expected a number in [0, 1), got {_shown(eps)}"
             )
         on = f"model_type {mt}: "
         norm_src = on + fam.norm_class
@@ -228,8 +243,8 @@ class _Reader:
         """The family's ``_init_weights``: every linear and embedding N(0, initializer_range),
         biases 0; GPT-2 also scales its residual projections (c_proj) by 1/√(2·n_layer)."""
         std, src = self.get("initializer_range", 0.02)
-        if isinstance(std, bool) or not isinstance(std, int | float) or not std > 0:
-            raise UsageError(f"{self.where}: {src}: expected a number > 0, got {json.dumps(std)}")
+        if isinstance(std, bool) or not isinstance(std, int | float) or not 0 < std < 1e3:
+            raise UsageError(f"{self.where}: {src}: expected a number > 0, got {_shown(std)}")
         how = f"model_type {self.model_type}: transformers' _init_weights"
         gpt2 = self.fam.arch == "gpt2"
         return {

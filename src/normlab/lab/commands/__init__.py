@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from normlab.lab.common import non_negative_int, positive_int
+from normlab.lab.reading import INT_MAX, bounded_int, finite_float
 
 
 def arg_type(check: Callable[[str], Any], name: str) -> Callable[[str], Any]:
@@ -28,3 +29,12 @@ def arg_type(check: Callable[[str], Any], name: str) -> Callable[[str], Any]:
 
 POSITIVE_INT = arg_type(positive_int, "an int >= 1")
 NON_NEGATIVE_INT = arg_type(non_negative_int, "an int >= 0")
+FLOAT = arg_type(finite_float, "a number")  # nan, inf and 1e400 are refused
+INT = arg_type(bounded_int(-INT_MAX - 1), "an int")  # 10**400 is refused before int()
+# A study's seed block S: its runs' seeds 10000*S + i must stay in int64.
+SEED_BLOCK = arg_type(bounded_int(0, 10**14), "an int in [0, 10**14]")
+
+
+def int_in(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an int in [``low``, ``high``]."""
+    return arg_type(bounded_int(low, high), f"an int in [{low}, {high}]")

@@ -7,10 +7,11 @@ import argparse
 from normlab.lab.bench.findings import KINDS, FindingsOptions, run_findings
 from normlab.lab.bench.ratio import IMPLS, ROUNDS, SIZES
 from normlab.lab.bench.runner import DTYPES, OPS, BenchOptions, parse_shape, run_bench
-from normlab.lab.commands import NON_NEGATIVE_INT, POSITIVE_INT, arg_type
+from normlab.lab.commands import arg_type, int_in
 
 _DEFAULT = BenchOptions()
 SHAPE = arg_type(parse_shape, "MxN")
+MAX_THREADS = 1024  # torch would start a million threads before anything is timed
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
     p.add_argument(
         "--repeat",
-        type=POSITIVE_INT,
+        type=int_in(1, 10_000),
         default=_DEFAULT.repeat,
         help="timed repeats per case (the fastest is kept)",
     )
@@ -47,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--threads",
-        type=NON_NEGATIVE_INT,
+        type=int_in(0, MAX_THREADS),
         default=_DEFAULT.threads,
         help="torch threads (0: torch's default)",
     )
@@ -64,7 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--rounds",
-        type=POSITIVE_INT,
+        type=int_in(1, 10_000),
         default=ROUNDS,
         help="--findings: interleaved timing rounds per size",
     )
@@ -88,8 +89,15 @@ def _findings(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.findings is not None:
-        return _findings(args)
+    from normlab.lab.common import out_dir
+    from normlab.lab.io import hold
+
+    # One process per output directory: two benches into one --out would mix their files.
+    with hold(out_dir(args.out), "bench"):
+        return _findings(args) if args.findings is not None else _bench(args)
+
+
+def _bench(args: argparse.Namespace) -> int:
     options = BenchOptions(
         device=args.device,
         out=args.out,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from normlab.lab.commands import NON_NEGATIVE_INT, POSITIVE_INT
+from normlab.lab.commands import POSITIVE_INT, int_in
 from normlab.lab.numerics.statements import SEEDS
 from normlab.lab.numerics.sweep import REDUCED, Grid, NumericsOptions, run_numerics, summary
+from normlab.lab.reading import printable
 
 _DEFAULT = NumericsOptions()
 
@@ -28,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--seeds",
-        type=NON_NEGATIVE_INT,
+        type=int_in(0, 10_000),
         default=None,
         help=f"input draws per finding (default {SEEDS}, 3 with --reduced; 0: no findings)",
     )
@@ -36,6 +37,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from normlab.lab.common import UsageError, check_device, out_dir
+    from normlab.lab.io import hold
+
+    kind = args.device.split(":")[0]
+    if kind not in ("cpu", "cuda"):
+        raise UsageError(f"--device {printable(args.device, 30)}: expected cpu or cuda")
+    check_device(kind)
     options = NumericsOptions(
         out=args.out,
         reduced=args.reduced,
@@ -45,5 +53,8 @@ def run(args: argparse.Namespace) -> int:
         quiet=args.quiet,
         seeds=args.seeds,
     )
-    print(summary(run_numerics(options), table=not args.quiet))
+    options.resolved_grid()  # the rows' bound, before the directory is made
+    # One process per output directory: two sweeps into one --out would mix their files.
+    with hold(out_dir(args.out), "numerics"):
+        print(summary(run_numerics(options), table=not args.quiet))
     return 0

@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from normlab.lab.commands import NON_NEGATIVE_INT, POSITIVE_INT
+from normlab.lab.commands import NON_NEGATIVE_INT, POSITIVE_INT, SEED_BLOCK
 from normlab.lab.study.runner import Interrupted, StudyOptions
 from normlab.lab.train.device import DEVICES, PRECISIONS
 
@@ -29,7 +29,7 @@ def add_run_options(p: argparse.ArgumentParser, *, out: str, listed: str) -> Non
     Shared by the commands that run one (``normlab study``, ``normlab advise``)."""
     p.add_argument(
         "--seed",
-        type=int,
+        type=SEED_BLOCK,
         default=0,
         help="seed block S: runs use seeds 10000*S + i, so two studies with different --seed "
         "share no seed",

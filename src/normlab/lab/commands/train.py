@@ -17,7 +17,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.commands import NON_NEGATIVE_INT
+from normlab.lab.commands import FLOAT, INT, NON_NEGATIVE_INT, SEED_BLOCK
 from normlab.lab.commands.options import add_set, add_spec
 
 # Sizes for a run without --preset: small LLaMA-style, seconds a step on a laptop CPU.
@@ -47,7 +47,7 @@ def _parse_optional(kind: type):
             if text.lower() not in ("true", "false"):
                 raise argparse.ArgumentTypeError(f"expected true, false or none, got {text!r}")
             return text.lower() == "true"
-        return kind(text)
+        return _TYPES.get(kind, kind)(text)
 
     parse.__name__ = f"{kind.__name__} or none"
     return parse
@@ -58,6 +58,10 @@ def _options(cls: type) -> list[dataclasses.Field]:
     return [f for f in dataclasses.fields(cls) if f.metadata["option"]]
 
 
+# Numbers from the command line: finite, and ints within int64 (counted before int()).
+_TYPES: dict[type, Any] = {float: FLOAT, int: INT}
+
+
 def _add_field(group, f: dataclasses.Field, hint, default: Any) -> None:
     flag = "--" + f.name.replace("_", "-")
     kw: dict[str, Any] = {"default": _Default(default), "help": f.metadata["help"], "dest": f.name}
@@ -65,13 +69,14 @@ def _add_field(group, f: dataclasses.Field, hint, default: Any) -> None:
     if hint is bool:
         kw["action"] = argparse.BooleanOptionalAction
     elif typing.get_origin(hint) is tuple:
-        kw.update(type=args[0], nargs="*" if args[-1] is Ellipsis else len(args), metavar="X")
+        nargs = "*" if args[-1] is Ellipsis else len(args)
+        kw.update(type=_TYPES.get(args[0], args[0]), nargs=nargs, metavar="X")
     elif typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
         kind = next(a for a in args if a is not type(None))
         kw.update(type=_parse_optional(kind), metavar=kind.__name__.upper())
         kw["help"] += " ('none' for None)"
     else:
-        kw.update(type=hint, choices=f.metadata["choices"])
+        kw.update(type=_TYPES.get(hint, hint), choices=f.metadata["choices"])
     group.add_argument(flag, **kw)
 
 
@@ -119,7 +124,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--seed-block",
         metavar="S",
-        type=int,
+        type=SEED_BLOCK,
         default=_Default(0),
         help="with --run: the study's seed block (normlab study --seed S): the run's seed is "
         "10000*S + I",
@@ -145,7 +150,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--log-every", type=NON_NEGATIVE_INT, default=10, help="progress line period (0: never)"
     )
-    run.add_argument("--timeout", type=float, default=300.0, help="collective timeout, seconds")
+    run.add_argument("--timeout", type=FLOAT, default=300.0, help="collective timeout, seconds")
 
     _add_fields(parser)
 

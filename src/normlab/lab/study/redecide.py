@@ -7,7 +7,6 @@ spec ``study.json`` stores (``provenance``: the design that ran, never today's p
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -20,14 +19,12 @@ from normlab.lab.study.runner import StudyResult
 
 
 def load_meta(out: Path) -> dict:
-    path = out / "study.json"
-    try:
-        meta = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise UsageError(f"--redecide {out}: cannot read {path} ({e})") from e
-    if not isinstance(meta, dict):
-        raise UsageError(f"--redecide {out}: {path} is not a study's study.json")
-    return meta
+    from normlab.lab.reading import read_json
+    from normlab.lab.study.store import check_study_json
+
+    path = out / "study.json"  # bounded and checked: a tampered file is one line, not a crash
+    meta = read_json(path, f"--redecide {out}: cannot read {path}")
+    return check_study_json(meta, f"--redecide {path}", complete=False)
 
 
 def _resolved(study: Study, meta: dict, device: str | None, precision: str | None) -> Study:
@@ -53,11 +50,12 @@ def redecide(
     """The verdicts of the finished study in ``out``, from its recorded runs and timings.
     ``device``/``precision``: what the study was run with (``--device``/``--precision``), where
     ``study.json`` does not record it; its runs are found by the same keys it wrote them under."""
-    from normlab.lab.study.store import ResultStore, run_key
+    from normlab.lab.study.store import ResultStore, check_study_json, run_key
 
     meta = load_meta(out)
     ran_device, ran_precision = run_with(meta)
     study = study_of(meta, str(out / "study.json"), spec_file)
+    check_study_json(meta, f"--redecide {out / 'study.json'}")
     study = _resolved(study, meta, device or ran_device, precision or ran_precision)
     records = ResultStore(out / "results.jsonl").load()
     sha = meta["corpus"]["sha256"]

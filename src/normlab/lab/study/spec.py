@@ -33,7 +33,16 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.limits import MAX_ARMS, format_name, grid_size
+from normlab.lab.limits import MAX_ARMS, NAME_MAX, format_name, grid_size
+from normlab.lab.reading import (
+    ReadError,
+    check_strings,
+    check_text,
+    check_tree,
+    loads_toml,
+    printable,
+    read_text,
+)
 from normlab.lab.study.claims import Claim
 from normlab.lab.study.design import Arm, Study
 from normlab.lab.study.spec_claims import ClaimLoader, SpecError, _at, _coerce, _Expected, _show
@@ -47,6 +56,8 @@ else:  # the same parser, before it joined the standard library
     import tomli as tomllib
 
 SPECS = "specs"  # the built-in presets' directory, package data of normlab.lab.study
+MAX_SPEC_BYTES = 1 << 20  # a spec of a megabyte is a generated one; the presets are ~10 KB
+MAX_DESCRIPTION = 10_000  # characters: --list prints it whole
 
 # Fields a spec may not set, and why (the field table: normlab.models.config.setting).
 _NOT_SETTABLE = {
@@ -98,11 +109,9 @@ def load_spec(path: str | Path, overrides: typing.Sequence[str] = ()) -> Study:
     document first; every mistake is a ``SpecError``."""
     p = Path(path)
     try:
-        text = p.read_text("utf-8")
-    except FileNotFoundError:
-        raise SpecError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise SpecError(f"{path}: cannot read it ({e})") from None
+        text = read_text(p, str(path), limit=MAX_SPEC_BYTES)
+    except ReadError as e:
+        raise SpecError(str(e)) from None
     return parse_spec(text, str(path), default_name=p.stem, overrides=overrides)
 
 
@@ -116,9 +125,9 @@ def parse_spec(
     """The ``Study`` a spec's text describes, ``overrides`` applied to its document before it
     is checked; ``source`` names it in error messages."""
     try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise SpecError(f"{source}: not valid TOML: {e}") from None
+        doc = check_strings(loads_toml(text, source), source)
+    except ReadError as e:
+        raise SpecError(str(e)) from None
     overrides = tuple(o.strip() for o in overrides)
     apply_overrides(doc, overrides, source)
     study = _Loader(source).study(doc, default_name)
@@ -139,14 +148,16 @@ def parse_override(text: str, source: str = "--set") -> tuple[list[str | int], A
     key, eq, value = text.partition("=")
     key, value = key.strip(), value.strip()
     if not eq or not key:
-        raise SpecError(f"{source}: --set {text}: expected KEY=VALUE, e.g. base.steps=50")
+        raise SpecError(
+            f"{source}: --set {printable(text)}: expected KEY=VALUE, e.g. base.steps=50"
+        )
     path: list[str | int] = []
     for part in key.split("."):
         m = _SEGMENT.fullmatch(part)
         if m is None:
             raise SpecError(
-                f"{source}: --set {text}: {part!r} is not a key; expected a dotted path like "
-                "base.model.dim or arms[0].lr"
+                f"{source}: --set {printable(text)}: {printable(part)!r} is not a key; expected a "
+                "dotted path like base.model.dim or arms[0].lr"
             )
         name, indices = m.groups()
         path.append(int(name) if name.isdigit() else name)
@@ -156,6 +167,12 @@ def parse_override(text: str, source: str = "--set") -> tuple[list[str | int], A
         parsed = doc["v"] if list(doc) == ["v"] else value
     except tomllib.TOMLDecodeError:
         parsed = value
+    except RecursionError:  # 800 nested brackets: tomllib recurses once per level
+        raise SpecError(f"{source}: --set {printable(text)}: nested too deep") from None
+    try:
+        check_strings(check_tree(parsed, f"{source}: --set {printable(key)}"), source)
+    except ReadError as e:
+        raise SpecError(str(e)) from None
     return path, parsed
 
 
@@ -173,9 +190,13 @@ def apply_overrides(doc: dict, overrides: typing.Sequence[str], source: str) -> 
                 if not isinstance(node, list) or not 0 <= key < len(node):
                     n = len(node) if isinstance(node, list) else 0
                     what = f"a list of {n}" if isinstance(node, list) else "not a list"
-                    raise SpecError(f"{source}: {where or 'the spec'}: --set {text}: {what}")
+                    raise SpecError(
+                        f"{source}: {where or 'the spec'}: --set {printable(text)}: {what}"
+                    )
             elif not isinstance(node, dict):
-                raise SpecError(f"{source}: {where}: --set {text}: {where} is not a table")
+                raise SpecError(
+                    f"{source}: {where}: --set {printable(text)}: {where} is not a table"
+                )
             if last:
                 node[key] = value
             else:
@@ -208,11 +229,13 @@ class _Loader(ClaimLoader):
             ("name", "description", "base", "arms", "claims"),
             required=("base", "arms", "claims"),
         )
-        name = self.string(doc.get("name", default_name), "name")
+        name = self.text(self.string(doc.get("name", default_name), "name"), "name", NAME_MAX)
         desc = doc.get("description", "")
         if not isinstance(desc, str):
             self.fail("description", f"expected a string, got {_show(desc)}")
+        self.text(desc, "description", MAX_DESCRIPTION)
         base = self.base(self.table(doc["base"], "base"))
+        self.count_arms(doc["arms"])
         runs: list[Arm] = []
         where: dict[str, str] = {}  # arm -> the entry that made it
         for i, entry in enumerate(self.tables(doc["arms"], "arms", "[[arms]]")):
@@ -232,6 +255,36 @@ class _Loader(ClaimLoader):
                 self.fail(_at(_at("claims", i), "name"), f"claim {claim.name!r} appears twice")
             claims.append(claim)
         return Study(name, desc, tuple(runs), tuple(claims))
+
+    def text(self, v: str, path: str, limit: int) -> str:
+        """``v`` if it is printable (newlines and tabs aside) and at most ``limit`` long: it
+        reaches a terminal, ``study.json`` and the Markdown report."""
+        try:
+            check_text(v, "", limit, newlines=path != "name")
+        except ValueError as e:
+            self.fail(path, str(e).removeprefix(": "))
+        return v
+
+    def count_arms(self, entries: Any) -> None:
+        """The arms every ``[[arms]]`` entry's grid makes, together, within :data:`MAX_ARMS`:
+        counted from the axes' lengths before any arm is made."""
+        if not isinstance(entries, list):
+            return  # tables() says what is wrong
+        total = 0
+        for i, e in enumerate(entries):
+            axes = e.get("axes") if isinstance(e, dict) else None
+            if not isinstance(axes, dict):
+                total += 1
+                continue
+            model = axes.get("model")
+            flat = [*model.values()] if isinstance(model, dict) else []
+            flat += [v for k, v in axes.items() if k != "model"]
+            n = grid_size(len(v) if isinstance(v, list) else 1 for v in flat)
+            if n > MAX_ARMS:
+                self.fail(_at(_at("arms", i), "axes"), f"{n:,} arms; the lab allows {MAX_ARMS:,}")
+            total += n
+        if total > MAX_ARMS:
+            self.fail("arms", f"{total:,} arms; the lab allows {MAX_ARMS:,} in a study")
 
     # ---- configs
 

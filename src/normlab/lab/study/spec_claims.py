@@ -57,9 +57,14 @@ class SpecError(UsageError, ValueError):
     """A study spec that cannot run; the message is ``FILE: key.path: what was expected``."""
 
 
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{1,100}")
+
+
 def _at(path: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{path}[{key}]"
+    if not _PLAIN_KEY.fullmatch(key):  # a quoted TOML key: escaped, so a message is one line
+        key = json.dumps(key if len(key) <= 60 else key[:60] + "...")
     return f"{path}.{key}" if path else key
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from normlab.lab.common import UsageError
 from normlab.lab.io import open_append
+from normlab.lab.reading import ReadError, loads_json, printable, read_text
 from normlab.lab.train.trainer import TrainConfig, concrete_device
 
 # Fields that change how fast a run goes, not what it computes.
@@ -89,19 +90,26 @@ class ResultStore:
         out: dict[str, dict[str, Any]] = {}
         if not self.path.exists():
             return out
-        with open(self.path, encoding="utf-8", errors="replace") as f:
-            for i, line in enumerate(f, 1):
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue  # a torn line from a crash mid-write
-                if not _is_record(rec):
-                    raise UsageError(
-                        f"{self.path} line {i}: not a run's record (expected a JSON object with "
-                        '"key" and a "result" object); fix or remove that line, or start '
-                        "without --resume"
-                    )
-                out.setdefault(rec["key"], rec)
+        text = read_text(self.path, errors="replace")  # a torn line may end mid-character
+        lines = text.split("\n")
+        for i, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = loads_json(line, f"{self.path} line {i}")
+            except ReadError as e:
+                if i == len(lines) and "not valid JSON" in str(e):
+                    continue  # a torn last line from a crash mid-write (no newline after it)
+                raise UsageError(
+                    f"{e}; fix or remove that line, or start without --resume"
+                ) from None
+            problem = record_problem(rec)
+            if problem:
+                raise UsageError(
+                    f"{self.path} line {i}: not a run's record ({problem}); fix or remove that "
+                    "line, or start without --resume"
+                )
+            out.setdefault(rec["key"], rec)
         return out
 
     def set_aside_torn_line(self) -> Path | None:
@@ -144,9 +152,70 @@ class ResultStore:
             os.write(fd, b"\n")
 
 
-def _is_record(rec: Any) -> bool:
-    return (
-        isinstance(rec, dict)
-        and isinstance(rec.get("key"), str)
-        and isinstance(rec.get("result"), dict)
-    )
+# The fields of a run's result the verdicts read, and their JSON types.
+_RESULT_FIELDS = {
+    "config": dict,
+    "status": str,
+    "reason": str,
+    "history": dict,
+    "evals": list,
+    "probes": dict,
+    "summary": dict,
+}
+
+
+def record_problem(rec: Any) -> str | None:
+    """What keeps ``rec`` (a parsed line) from being a run's record, or None: a line edited by
+    hand (``result: {}``, ``summary: [1, 2]``) stops ``--resume`` and ``--redecide`` with its
+    line number instead of failing inside the verdicts."""
+    if not isinstance(rec, dict) or not isinstance(rec.get("key"), str):
+        return 'expected a JSON object with "key" and a "result" object'
+    res = rec.get("result")
+    if not isinstance(res, dict):
+        return 'expected a JSON object with "key" and a "result" object'
+    for name, kind in _RESULT_FIELDS.items():
+        if not isinstance(res.get(name), kind):
+            return f"result.{name}: expected a JSON {'object' if kind is dict else kind.__name__}"
+    if res["status"] not in ("ok", "diverged"):
+        return f"result.status: expected ok or diverged, got {printable(res['status'], 20)!r}"
+    for col, values in res["history"].items():
+        if not isinstance(values, list):
+            return f"result.history.{printable(col, 30)}: expected a list"
+    for k in ("name", "seed_index"):
+        if k in rec and not isinstance(rec[k], str if k == "name" else int):
+            return f"{k}: expected {'a string' if k == 'name' else 'an int'}"
+    return None
+
+
+def check_study_json(meta: Any, where: str, *, complete: bool = True) -> dict:
+    """``meta`` (a parsed ``study.json``) if it has the shape a study writes, where the verdicts
+    read it: a finite ``plateau_h``, a ``corpus`` with its ``sha256``, objects where objects
+    belong (``complete=False``: the keys present only). A :class:`UsageError` naming the key
+    otherwise."""
+    if not isinstance(meta, dict):
+        raise UsageError(f"{where}: not a study's study.json (expected a JSON object)")
+    h = meta.get("plateau_h")
+    bad_h = isinstance(h, bool) or not isinstance(h, int | float) or not 0 < h < 1e3
+    if bad_h and (complete or "plateau_h" in meta):
+        raise UsageError(f"{where}: plateau_h: expected a number in (0, 1000), got {_val(h)}")
+    corpus = meta.get("corpus")
+    bad_corpus = not isinstance(corpus, dict) or not isinstance(corpus.get("sha256"), str)
+    if bad_corpus and (complete or "corpus" in meta):
+        raise UsageError(f"{where}: corpus: expected an object with the corpus's sha256")
+    for k in ("environment", "timings", "run_with"):
+        if meta.get(k) is not None and not isinstance(meta[k], dict):
+            raise UsageError(f"{where}: {k}: expected a JSON object, got {_val(meta[k])}")
+    for k in ("overrides", "failed_runs"):
+        if meta.get(k) is not None and not isinstance(meta[k], list):
+            raise UsageError(f"{where}: {k}: expected a list, got {_val(meta[k])}")
+    block = meta.get("seed_block", 0)
+    if isinstance(block, bool) or not isinstance(block, int) or not 0 <= block <= 10**14:
+        raise UsageError(f"{where}: seed_block: expected an int in [0, 10**14], got {_val(block)}")
+    for k in ("preset", "spec", "description"):
+        if meta.get(k) is not None and not isinstance(meta[k], str):
+            raise UsageError(f"{where}: {k}: expected a string, got {_val(meta[k])}")
+    return meta
+
+
+def _val(v: Any) -> str:
+    return printable(json.dumps(v), 40)

@@ -13,8 +13,13 @@ from typing import Any
 from normlab.lab.train.device import DEVICES, PRECISIONS
 from normlab.models import TransformerConfig
 from normlab.models.config import check_known_fields, setting
+from normlab.validation import check_real, shown
 
 SCHEDULES = ("constant", "cosine")
+INT64 = 2**63 - 1
+# Validation sequences of a run: 1M sequences of 64 bytes is 64 MB of text, beyond any corpus
+# the lab trains on; a larger count would loop for hours before the size check could help.
+MAX_EVAL_SEQUENCES = 1 << 20
 
 
 @dataclass
@@ -186,8 +191,7 @@ class TrainConfig:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
+        self._check_numbers()
         if self.norm_weight_decay is not None and not (
             self.decay_norms and self.norm_weight_decay >= 0
         ):
@@ -201,6 +205,37 @@ class TrainConfig:
             raise ValueError(f"seq_len={self.seq_len} exceeds model.max_seq_len")
         if any(s < 0 or s > self.steps for s in self.probe_steps):
             raise ValueError(f"probe_steps must lie in [0, steps={self.steps}]")
+
+    def _check_numbers(self) -> None:
+        """Finite values in the ranges the optimizer and the rules can use: a value torch would
+        refuse mid-run (``betas = [2, 5]``) or that turns a rule off (``diverge_factor =
+        nan``) is refused here, where the spec or the option sets it."""
+        for name, low, high, low_open in (
+            ("lr", 0, 1e3, True),
+            ("min_lr_ratio", 0, 1, False),
+            ("weight_decay", 0, 1e3, False),
+            ("adam_eps", 0, 1, True),
+            ("diverge_factor", 0, 1e6, True),
+            ("stall_margin", 0, 1e3, False),
+        ):
+            check_real(name, getattr(self, name), low=low, high=high, low_open=low_open)
+        for i, b in enumerate(self.betas):
+            check_real(f"betas[{i}]", b, low=0, high=1)
+            if b == 1:
+                raise ValueError(f"betas[{i}] must be < 1, got {b}")
+        if self.grad_clip is not None:
+            check_real("grad_clip", self.grad_clip, low=0, high=1e12, low_open=True)
+        if self.norm_weight_decay is not None:
+            check_real("norm_weight_decay", self.norm_weight_decay, low=0, high=1e3)
+        for name, high in (("steps", INT64), ("seed", INT64), ("threads", 4096),
+                           ("eval_sequences", MAX_EVAL_SEQUENCES)):  # fmt: skip
+            if not getattr(self, name) <= high:
+                raise ValueError(f"{name} must be <= {high:,}, got {shown(getattr(self, name))}")
+        if self.val_sequences > MAX_EVAL_SEQUENCES or self.probe_batches > MAX_EVAL_SEQUENCES:
+            raise ValueError(
+                f"eval_batches x batch_size = {self.val_sequences:,} validation sequences; at "
+                f"most {MAX_EVAL_SEQUENCES:,} are allowed"
+            )
 
     @property
     def val_sequences(self) -> int:
