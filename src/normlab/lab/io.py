@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import secrets
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -125,10 +127,16 @@ def hold(out: str | os.PathLike, command: str, flag: str = "--out") -> Iterator[
     the temp files of writers killed before their rename are removed."""
     path = Path(out) / LOCK_FILE
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW | os.O_CLOEXEC, 0o644)
+        # O_NONBLOCK: a FIFO planted at the lock's name must not block the open.
+        flags = os.O_RDWR | os.O_CREAT | _NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        fd = os.open(path, flags, 0o644)
     except OSError as e:
         raise UsageError(f"{flag} {out}: cannot open its lock file {LOCK_FILE} ({e})") from e
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UsageError(
+                f"{flag} {out}: its lock file {LOCK_FILE} is not a regular file; remove it"
+            )
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -145,7 +153,30 @@ def hold(out: str | os.PathLike, command: str, flag: str = "--out") -> Iterator[
         os.close(fd)  # releases the lock (the kernel does the same if the process dies)
 
 
+# What atomic_writer names its temp files: .NAME.<pid>.<8 hex digits>.normlab-tmp
+_TMP_NAME = re.compile(r"\..+\.(\d+)\.[0-9a-f]{8}" + re.escape(TMP_SUFFIX))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return pid > 0  # another user's process (or a PID this system cannot have)
+    return True
+
+
 def _sweep_temps(out: Path) -> None:
-    for p in out.rglob(f"*{TMP_SUFFIX}"):
-        with contextlib.suppress(OSError):
-            p.unlink()
+    """Remove the temp files of writers that died before their rename: only names the writer
+    makes, only those of a process that no longer runs (not a live writer's), and not below a
+    directory with its own lock file (another command's --out, swept by that command)."""
+    for root, dirs, files in os.walk(out, followlinks=False):
+        if Path(root) != out and LOCK_FILE in files:
+            dirs.clear()
+            continue
+        for name in files:
+            m = _TMP_NAME.fullmatch(name)
+            if m and not _alive(int(m[1])):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(root, name))

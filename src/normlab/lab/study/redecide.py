@@ -57,7 +57,7 @@ def redecide(
     study = study_of(meta, str(out / "study.json"), spec_file)
     check_study_json(meta, f"--redecide {out / 'study.json'}")
     study = _resolved(study, meta, device or ran_device, precision or ran_precision)
-    records = ResultStore(out / "results.jsonl").load()
+    records = ResultStore(out / "results.jsonl").load(results=True)
     sha = meta["corpus"]["sha256"]
     results: dict[str, dict[int, dict]] = {}
     runs = study.runs(meta.get("seed_block", 0))

@@ -82,11 +82,11 @@ class ResultStore:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
 
-    def load(self) -> dict[str, dict[str, Any]]:
+    def load(self, *, results: bool = False) -> dict[str, dict[str, Any]]:
         """key -> record, the first complete line of each key (later duplicates are ignored).
         A line that is JSON but not a run's record (no ``key`` or no ``result``: not written by
-        the lab, or edited) is a :class:`UsageError` naming it; a line that is not JSON is a
-        torn line from a crash mid-write, and skipped."""
+        the lab, or edited) is a :class:`UsageError` naming it, and so is a line that is not
+        JSON, unless it is a record cut short (a crash mid-write), which is skipped."""
         out: dict[str, dict[str, Any]] = {}
         if not self.path.exists():
             return out
@@ -98,12 +98,12 @@ class ResultStore:
             try:
                 rec = loads_json(line, f"{self.path} line {i}")
             except ReadError as e:
-                if i == len(lines) and "not valid JSON" in str(e):
-                    continue  # a torn last line from a crash mid-write (no newline after it)
+                if _torn(line):
+                    continue  # a write cut short by a crash: the start of a record
                 raise UsageError(
                     f"{e}; fix or remove that line, or start without --resume"
                 ) from None
-            problem = record_problem(rec)
+            problem = record_problem(rec, results)
             if problem:
                 raise UsageError(
                     f"{self.path} line {i}: not a run's record ({problem}); fix or remove that "
@@ -152,6 +152,18 @@ class ResultStore:
             os.write(fd, b"\n")
 
 
+def _torn(line: str) -> bool:
+    """Whether ``line`` is the start of a JSON document cut short (what a crash mid-write
+    leaves), not garbage: the parser ran out of text rather than met a wrong character."""
+    try:
+        json.loads(line)
+    except json.JSONDecodeError as e:
+        return line.startswith("{") and e.pos >= len(line.rstrip())
+    except (ValueError, RecursionError):
+        return False
+    return False
+
+
 # The fields of a run's result the verdicts read, and their JSON types.
 _RESULT_FIELDS = {
     "config": dict,
@@ -164,15 +176,18 @@ _RESULT_FIELDS = {
 }
 
 
-def record_problem(rec: Any) -> str | None:
-    """What keeps ``rec`` (a parsed line) from being a run's record, or None: a line edited by
-    hand (``result: {}``, ``summary: [1, 2]``) stops ``--resume`` and ``--redecide`` with its
-    line number instead of failing inside the verdicts."""
+def record_problem(rec: Any, results: bool = True) -> str | None:
+    """What keeps ``rec`` (a parsed line) from being a run's record, or None; with ``results``,
+    its ``result`` must have the fields the verdicts read, so a line edited by hand (``result:
+    {}``, ``summary: [1, 2]``) stops ``--resume`` and ``--redecide`` with its line number
+    instead of failing inside the verdicts."""
     if not isinstance(rec, dict) or not isinstance(rec.get("key"), str):
         return 'expected a JSON object with "key" and a "result" object'
     res = rec.get("result")
     if not isinstance(res, dict):
         return 'expected a JSON object with "key" and a "result" object'
+    if not results:
+        return None
     for name, kind in _RESULT_FIELDS.items():
         if not isinstance(res.get(name), kind):
             return f"result.{name}: expected a JSON {'object' if kind is dict else kind.__name__}"
