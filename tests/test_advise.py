@@ -15,10 +15,11 @@ from normlab.lab.advise.twin import SCALES, claim_names, make_twin
 from normlab.lab.advise.twin_spec import spec_text
 from normlab.lab.cli import main
 from normlab.lab.common import UsageError
-from normlab.lab.study.claims import HOLDS, decide_all
+from normlab.lab.study.claims import decide_all
 from normlab.lab.study.rules import LRSensitivity
 from normlab.lab.study.runner import StudyResult
 from normlab.lab.study.spec import load_spec
+from normlab.lab.verdict import Word
 
 SHIPPED = {"llama": "llama-3.2-1b.json", "qwen3": "qwen3-0.6b.json", "gemma3": "gemma-3-1b.json"}
 
@@ -276,9 +277,9 @@ def test_the_advice_reads_the_claims_back(tmp_path):
     }
     verdicts = decide_all(study, results, 3.0, timings)
     status = {c.name: v.status for c, v in verdicts}
-    assert status["sandwich-beats-recipe"] == HOLDS
-    assert status["recipe-stabler-than-post"] == HOLDS
-    assert status["rmsnorm-faster"] == HOLDS
+    assert status["sandwich-beats-recipe"] == Word.HOLDS
+    assert status["recipe-stabler-than-post"] == Word.HOLDS
+    assert status["rmsnorm-faster"] == Word.HOLDS
     bl = blocks(twin, StudyResult(study, results, verdicts, {"timings": timings}))
     head = headline(bl)
     assert "Sandwich/Peri-LN (mean loss 1.9600" in head  # best on quality

@@ -61,32 +61,47 @@ def test_cli_writes_table_csv_json_and_chart(tmp_path, capsys):
 # --------------------------------------------------------------------------------------------
 # the articles' cost statements as findings
 
-from normlab.lab.bench import comm, ratio  # noqa: E402
+from normlab.lab.bench import comm, ratio, work  # noqa: E402
 from normlab.lab.bench import findings as bf  # noqa: E402
-from normlab.lab.numerics import verdict as nv  # noqa: E402
+from normlab.lab.verdict import CLAIM_WORDS, Word  # noqa: E402
 
 
 def _round_values(log_ratio: float, n: int = 9) -> list[float]:
     return [log_ratio + 0.01 * ((-1) ** i) * (i % 3) for i in range(n)]
 
 
-def test_more_work_rule_on_synthetic_rounds():
-    f = bf.more_work(sizes=(64, 4096), impls=("eager",))
+def test_rmsnorm_faster_rule_on_synthetic_rounds():
+    f = bf.rmsnorm_faster("eager", sizes=(64, 4096))
     faster = {p: _round_values(0.3) for p, _ in f.parts}  # RMSNorm 26 % faster everywhere
-    assert f.decide(faster)["verdict"] == nv.HOLDS
-    slower = dict(faster, **{"eager d=64": _round_values(-1.3)})  # F.rms_norm 3.7x slower
+    assert f.decide(faster)["verdict"] == Word.HOLDS
+    slower = dict(faster, **{"d=64": _round_values(-1.3)})  # F.rms_norm 3.7x slower
     v = f.decide(slower)
-    assert v["verdict"] == nv.FAILS
-    assert [p["verdict"] for p in v["parts"]] == [nv.FAILS, nv.HOLDS]
+    assert v["verdict"] == Word.DOES_NOT_HOLD
+    assert [p["verdict"] for p in v["parts"]] == [Word.DOES_NOT_HOLD, Word.HOLDS]
     same = {p: _round_values(0.0) for p, _ in f.parts}  # no difference that matters
-    assert f.decide(same)["verdict"] == nv.FAILS
+    assert f.decide(same)["verdict"] == Word.DOES_NOT_HOLD
+    # each implementation is its own finding: one slow implementation decides only its own
+    names = [x.name for x in bf.all_findings()]
+    assert names[:3] == ["rmsnorm-faster-normlab", "rmsnorm-faster-eager", "rmsnorm-faster-compile"]
 
 
 def test_a_stalled_round_moves_neither_mean_nor_interval():
-    f = bf.more_work(sizes=(64,), impls=("eager",))
+    f = bf.rmsnorm_faster("eager", sizes=(64,))
     vals = _round_values(0.3, n=10)
     stalled = vals[:-1] + [-5.0]  # one round where the machine stalled the RMSNorm batch
-    assert f.decide({"eager d=64": stalled})["verdict"] == nv.HOLDS
+    assert f.decide({"d=64": stalled})["verdict"] == Word.HOLDS
+
+
+def test_layernorm_does_more_work_than_rmsnorm_counted_from_the_articles_code():
+    """000 §3.3: LayerNorm takes two passes over the row (mean, then variance) and, with γ and
+    β, 4 more operations per element (4d per token) than RMSNorm, counted from the traced
+    forwards of the articles' code."""
+    ln, rms = work.count("layer_norm", 128), work.count("rms_norm", 128)
+    assert (ln.passes, rms.passes) == (2, 1)
+    assert ln.per_element - rms.per_element == 4
+    assert work.count("layer_norm", 7) == ln  # per element: the same at any d
+    with pytest.raises(ValueError, match="op must be"):
+        work.count("batch_norm")
 
 
 def _counts(bn_extra: int, world: int = 2, steps: int = 3) -> dict:
@@ -102,11 +117,11 @@ def _counts(bn_extra: int, world: int = 2, steps: int = 3) -> dict:
 
 def test_communication_rule_on_synthetic_counts():
     holds = bf.decide_counts(_counts(15))
-    assert holds["verdict"] == nv.HOLDS
+    assert holds["verdict"] == Word.HOLDS
     assert holds["means"]["batchnorm calls other"] == 15
-    assert bf.decide_counts(_counts(0))["verdict"] == nv.FAILS  # BatchNorm without a sync
+    assert bf.decide_counts(_counts(0))["verdict"] == Word.DOES_NOT_HOLD  # BatchNorm without a sync
     lone = bf.decide_counts(_counts(15, world=1))
-    assert lone["verdict"] == nv.UNTESTABLE
+    assert lone["verdict"] == Word.NOT_TESTABLE
 
 
 def test_counter_counts_collectives_by_kind():
@@ -128,9 +143,9 @@ def test_findings_ratio_writes_verdict_json_and_plot(tmp_path):
     md = bf.run_findings(o, log=lambda s: None)
     saved = json.loads((tmp_path / "bench-findings.json").read_text())
     (v,) = saved
-    assert v["name"] == "layernorm-more-work" and v["verdict"] in nv.VERDICTS
+    assert v["name"] == "rmsnorm-faster-eager" and v["verdict"] in CLAIM_WORDS
     assert v["parts"][0]["n"] == 3 and len(v["parts"][0]["values"]) == 3
-    assert "layernorm-more-work" in md.read_text()
+    assert "rmsnorm-faster-eager" in md.read_text() and "passes over the row" in md.read_text()
     assert (tmp_path / "bench-ratio-vs-d.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -151,13 +166,14 @@ def test_batchnorm_communication_under_torchrun(tmp_path):
     assert counts["world_size"] == 2
     assert bn["calls"]["other"] > 0 and ln["calls"]["other"] == 0
     assert bn["calls"]["gradients"] == ln["calls"]["gradients"] >= 1
-    assert bf.decide_counts(counts)["parts"][0]["verdict"] == nv.UNSURE  # n=1: no interval
+    assert bf.decide_counts(counts)["parts"][0]["verdict"] == Word.INCONCLUSIVE  # n=1: no interval
 
 
 def test_published_findings_follow_from_their_values():
     """docs/bench-findings.json: every verdict is what today's rule decides on its values."""
     path = Path(__file__).parents[1] / "docs/bench-findings.json"
-    rules = {"layernorm-more-work": bf.more_work(), "batchnorm-communication": bf.COMMUNICATION}
-    for v in json.loads(path.read_text()):
-        again = rules[v["name"]].decide({p["part"]: p["values"] for p in v["parts"]})
-        assert again["verdict"] == v["verdict"] and again["rule"] == v["rule"]
+    published = json.loads(path.read_text())
+    rules = {f.name: f for f in bf.all_findings()}
+    assert [v["name"] for v in published] == list(rules)
+    for v in published:
+        assert rules[v["name"]].redecide(v) == v

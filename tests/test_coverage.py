@@ -15,6 +15,7 @@ import pytest
 
 from normlab.lab.study import coverage
 from normlab.lab.study.spec import builtin_names, load_builtin
+from normlab.lab.verdict import CLAIM_WORDS, Word
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -65,28 +66,30 @@ def test_every_entry_names_what_exists_or_a_reason():
     for s in CAT.statements:
         assert s.section in CAT.articles[s.article]["sections"], s.id
         assert s.statement.strip(), s.id
-        assert s.claims or s.tests or s.finding or s.reason, f"{s.id}: decided nowhere, no reason"
+        decided = s.claims or s.related or s.tests or s.findings
+        assert decided or s.reason, f"{s.id}: decided nowhere, no reason"
         assert not s.reason or (s.reason in coverage.REASONS and s.why), s.id
-        assert s.by_test in (coverage.HOLDS, coverage.FAILS), s.id
-        for ref in s.claims:
+        assert s.by_test in (Word.HOLDS, Word.DOES_NOT_HOLD), s.id
+        assert not set(s.claims) & set(s.related), f"{s.id}: a claim both as stated and related"
+        for ref in s.claims + s.related:
             assert _claim_exists(ref), f"{s.id}: no preset claim {ref}"
             assert ref.partition(":")[0] in CAT.reports, f"{s.id}: {ref}'s preset has no report"
         for t in s.tests:
             path, _, name = t.partition("::")
             assert (ROOT / path).is_file() and name in functions_in(path), f"{s.id}: no {t}"
-        assert not s.parts or s.finding, f"{s.id}: parts of no finding"
-        if s.finding:
-            f = PUBLISHED.finding(s.finding)
-            assert f, f"{s.id}: {s.finding} is not in the published findings' JSON"
+        assert not s.parts or len(s.findings) == 1, f"{s.id}: parts of no one finding"
+        for ref in s.findings:
+            f = PUBLISHED.finding(ref)
+            assert f, f"{s.id}: {ref} is not in the published findings' JSON"
             labels = [p["part"] for p in f["parts"]]
-            assert set(s.parts) <= set(labels), f"{s.id}: no such part of {s.finding}"
+            assert set(s.parts) <= set(labels), f"{s.id}: no such part of {ref}"
 
 
 def test_every_published_finding_is_named_by_a_statement():
     assert set(PUBLISHED.findings) == set(CAT.findings), "a findings JSON is missing from docs/"
     published = {f"{c}:{name}" for c, found in PUBLISHED.findings.items() for name in found}
     assert all(PUBLISHED.findings.values()), "an empty findings JSON"
-    named = {s.finding for s in CAT.statements if s.finding}
+    named = {ref for s in CAT.statements for ref in s.findings}
     assert not published - named, f"findings no statement names: {published - named}"
     for where in CAT.findings.values():
         report, _, anchor = where["report"].partition("#")
@@ -102,7 +105,7 @@ def _slugs(path: Path) -> set[str]:
 
 
 def test_every_preset_claim_is_named_by_a_statement_or_marked_beyond_the_articles():
-    named = {ref for s in CAT.statements for ref in s.claims}
+    named = {ref for s in CAT.statements for ref in s.claims + s.related}
     beyond = set(CAT.beyond)
     assert not [ref for ref in beyond if not _claim_exists(ref)], "no such claim"
     assert not named & beyond, f"both named and marked beyond the articles: {named & beyond}"
@@ -125,7 +128,7 @@ def test_published_verdicts_are_the_presets_claims_without_machine_paths():
         names = [c["name"] for c in data["claims"]]
         assert set(names) <= preset_claims(data["preset"]), path
         for c in data["claims"]:
-            assert c["verdict"] in coverage.VERDICTS, (path, c["name"])
+            assert c["verdict"] in CLAIM_WORDS, (path, c["name"])
 
 
 def test_claims_md_is_what_the_command_writes_today():
@@ -178,9 +181,13 @@ def _published_copy(tmp_path: Path) -> Path:
     "found, by_test, expected",
     [
         ((), None, "prose-only"),
-        (("inconclusive",), None, "undecided"),
-        (("holds", "inconclusive"), None, "holds"),
+        (("inconclusive",), None, "inconclusive"),
+        (("holds", "holds"), None, "holds"),
+        (("holds", "inconclusive"), None, "inconclusive"),  # never more than its weakest part
+        (("does not hold", "not testable here"), None, "inconclusive"),
+        (("not testable here", "not testable here"), None, "not testable here"),
         (("holds", "does not hold"), None, "mixed"),
+        (("holds", "does not hold", "inconclusive"), None, "mixed"),
         ((), "does not hold", "does not hold"),
     ],
 )
@@ -192,6 +199,19 @@ def test_decide(found, by_test, expected):
     else:
         s = coverage.Statement("x", "000", "1", "s", claims=claims)
     assert coverage.decide(s, coverage.Published(verdicts, {})).status == expected
+
+
+def test_a_related_claim_is_listed_but_never_the_headline():
+    """The 1000-layer statement with only its 100-block contrast holding is not decided."""
+    verdicts = {"deep": {"at-100": {"verdict": "holds"}, "at-1000": {"verdict": "inconclusive"}}}
+    pub = coverage.Published(verdicts, {})
+    s = coverage.Statement("x", "000", "1", "s", claims=("deep:at-1000",), related=("deep:at-100",))
+    assert coverage.decide(s, pub).status == "inconclusive"
+    only = coverage.Statement("x", "000", "1", "s", related=("deep:at-100",))
+    assert coverage.decide(only, pub).status == "related-only"
+    md = (DOCS / "claims.md").read_text()
+    row = next(r for r in md.splitlines() if "DeepNorm can train a 1000-layer" in r)
+    assert "**holds**" not in row.split("|")[3] and "*related, not the headline:*" in row
 
 
 def test_a_claim_added_after_its_presets_published_study_is_not_run_yet():
@@ -215,7 +235,7 @@ FINDING = {
         (None, (), (), "does not hold", "finding"),  # the finding's own verdict
         (None, ("a",), (), "holds", "finding"),  # only the parts the statement is about
         (None, ("a", "b"), (), "does not hold", "finding"),
-        ("inconclusive", (), (), "does not hold", "finding"),
+        ("inconclusive", (), (), "inconclusive", "claim and finding"),  # the weakest part
         ("does not hold", (), (), "does not hold", "claim and finding"),
         ("holds", (), (), "mixed", "claim and finding"),
         (None, ("a",), ("t",), "holds", "finding"),  # a published finding outranks a test
@@ -230,12 +250,13 @@ def test_decide_with_a_finding(claim, parts, tests, expected, by):
         "1",
         "s",
         claims=("quick:c",) if claim else (),
-        finding="numerics:f",
+        findings=("numerics:f",),
         parts=parts,
         tests=tests,
         by_test="does not hold",
     )
-    assert coverage.decide(s, pub) == coverage.Decision(expected, by)
+    got = coverage.decide(s, pub)
+    assert (got.status, got.by) == (expected, by)
     unpublished = coverage.Published({}, {})
     assert coverage.decide(s, unpublished).status == ("prose-only" if claim else "pending")
 

@@ -179,10 +179,11 @@ def test_markdown_regenerates_from_the_json(result):
 # the articles' statements as findings
 
 from normlab.lab.numerics import statements  # noqa: E402
-from normlab.lab.numerics import verdict as nv  # noqa: E402
+from normlab.lab.verdict import Word  # noqa: E402
+from normlab.lab.verdict.finding import Finding, Part  # noqa: E402
 
 
-def synthetic(finding: nv.Finding, holds: bool, n: int = 6) -> dict[str, list[float]]:
+def synthetic(finding: Finding, holds: bool, n: int = 6) -> dict[str, list[float]]:
     """Per part, values on the side of δ its rule calls "holds" (or "does not hold")."""
     out = {}
     for label, rule in finding.parts:
@@ -200,10 +201,12 @@ def synthetic(finding: nv.Finding, holds: bool, n: int = 6) -> dict[str, list[fl
 @pytest.mark.parametrize("name", list(statements.FINDINGS))
 def test_each_finding_rule_decides_synthetic_measurements(name):
     f = statements.FINDINGS[name]
-    assert f.decide(synthetic(f, True))["verdict"] == nv.HOLDS
+    assert f.decide(synthetic(f, True))["verdict"] == Word.HOLDS
     v = f.decide(synthetic(f, False))
-    assert v["verdict"] == nv.FAILS
-    assert all(p["verdict"] == nv.FAILS and p["lo"] <= p["effect"] <= p["hi"] for p in v["parts"])
+    assert v["verdict"] == Word.DOES_NOT_HOLD
+    assert all(
+        p["verdict"] == Word.DOES_NOT_HOLD and p["lo"] <= p["effect"] <= p["hi"] for p in v["parts"]
+    )
 
 
 def test_one_part_that_does_not_hold_decides_the_finding():
@@ -211,29 +214,29 @@ def test_one_part_that_does_not_hold_decides_the_finding():
     values = synthetic(f, True)
     values["FP16 overflow scale"] = [-0.46, -0.47, -0.45, -0.46]  # the lab's measurement
     v = f.decide(values)
-    assert v["verdict"] == nv.FAILS
-    assert [p["verdict"] for p in v["parts"]] == [nv.FAILS, nv.HOLDS, nv.HOLDS]
+    assert v["verdict"] == Word.DOES_NOT_HOLD
+    assert [p["verdict"] for p in v["parts"]] == [Word.DOES_NOT_HOLD, Word.HOLDS, Word.HOLDS]
 
 
-def test_a_part_failing_only_at_95_percent_is_inconclusive_after_bonferroni():
-    rule = nv.Rule("v", ">0", 0.1)
-    f = nv.Finding("f", "s", "src", (("a", rule), ("b", rule), ("c", rule)))
+def test_a_part_failing_only_at_95_percent_is_inconclusive_after_holm():
+    rule = Part("v", ">0", 0.1)
+    f = Finding("f", "s", "src", (("a", rule), ("b", rule), ("c", rule)))
     # n=3: the interval is below 0 at 95 % (t=4.30) but not at 1 − 5 %/3 (t=7.65)
     a = [-0.6, -0.45, -0.3]
     v = f.decide({"a": a, "b": [2.0, 2.1, 2.2], "c": [2.0, 2.1, 2.2]})
-    alone = nv.Finding("f", "s", "src", (("a", rule),)).decide({"a": a})
-    assert alone["verdict"] == nv.FAILS
-    assert v["parts"][0]["verdict"] == nv.UNSURE and "Bonferroni" in v["parts"][0]["why"]
-    assert v["verdict"] == nv.UNSURE
+    alone = Finding("f", "s", "src", (("a", rule),)).decide({"a": a})
+    assert alone["verdict"] == Word.DOES_NOT_HOLD
+    assert v["parts"][0]["verdict"] == Word.INCONCLUSIVE and "Holm" in v["parts"][0]["why"]
+    assert v["verdict"] == Word.INCONCLUSIVE
 
 
 def test_a_part_without_measurement_is_not_testable_here():
     f = statements.FINDINGS["rmsnorm-on-sphere"]
     v = f.decide({}, untestable={"on the sphere": "no FP32 here"})
-    assert v["verdict"] == nv.UNTESTABLE
+    assert v["verdict"] == Word.NOT_TESTABLE
     assert v["parts"][0]["why"] == "no FP32 here"
     half = f.decide({"inside with eps": [0.005, 0.005, 0.005]})
-    assert half["verdict"] == nv.UNTESTABLE  # holds in one part, the other not testable
+    assert half["verdict"] == Word.NOT_TESTABLE  # holds in one part, the other not testable
 
 
 def test_threshold_bisects_to_one_percent():
@@ -253,11 +256,11 @@ def test_findings_measured_in_the_reduced_run(result):
     by = {v["name"]: v for v in result.verdicts}
     assert list(by) == list(statements.FINDINGS)
     parts = {p["part"]: p for p in by["rmsnorm-more-stable"]["parts"]}
-    assert parts["FP16 overflow scale"]["verdict"] == nv.FAILS
+    assert parts["FP16 overflow scale"]["verdict"] == Word.DOES_NOT_HOLD
     assert 250 < by["rmsnorm-more-stable"]["means"]["mean RMSNorm overflow scale"] < 265
-    assert by["rmsnorm-on-sphere"]["verdict"] == nv.HOLDS
+    assert by["rmsnorm-on-sphere"]["verdict"] == Word.HOLDS
     grows = {p["part"]: p for p in by["small-eps-explodes"]["parts"]}
-    assert grows["RMSNorm: true max|dx| grows"]["verdict"] == nv.HOLDS
+    assert grows["RMSNorm: true max|dx| grows"]["verdict"] == Word.HOLDS
     saved = json.loads(Path(result.files["findings"]).read_text())
     assert [v["verdict"] for v in saved] == [v["verdict"] for v in result.verdicts]
     md = Path(result.files["md"]).read_text()
@@ -270,5 +273,4 @@ def test_published_findings_follow_from_their_values():
     published = json.loads((Path(__file__).parents[1] / "docs/numerics-findings.json").read_text())
     assert [v["name"] for v in published] == list(statements.FINDINGS)
     for v in published:
-        again = statements.FINDINGS[v["name"]].decide({p["part"]: p["values"] for p in v["parts"]})
-        assert again["verdict"] == v["verdict"] and again["rule"] == v["rule"]
+        assert statements.FINDINGS[v["name"]].redecide(v) == v

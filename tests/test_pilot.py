@@ -7,7 +7,7 @@ import pytest
 from normlab.lab.cli import main
 from normlab.lab.study.pilot import sd_upper, seeds_for, size_seeds
 from normlab.lab.study.presets import PRESETS
-from normlab.lab.study.stats import detectable
+from normlab.lab.verdict import detectable
 
 
 def test_the_upper_limit_of_a_spread_from_three_seeds_is_about_twice_it():

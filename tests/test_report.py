@@ -135,9 +135,9 @@ def test_missing_and_diverged_runs_do_not_break_the_report(tmp_path, study):
 
 
 def test_claims_json_carries_scope_outcomes_correction_controls_and_the_family(tmp_path, study):
-    from normlab.lab.study.claims import UNTESTABLE
     from normlab.lab.study.rules import Fails
     from normlab.lab.study.spec_claims import control
+    from normlab.lab.verdict import Word
 
     preset, results, meta = study
     preset = no_plots(preset)
@@ -146,7 +146,9 @@ def test_claims_json_carries_scope_outcomes_correction_controls_and_the_family(t
                        controls=(control(EVIL, seeds=2),), plots=())  # fmt: skip
     preset = dataclasses.replace(preset, claims=(*preset.claims, untestable))
     verdicts = verdicts_of(preset, results, {**meta})
-    assert verdicts[-1][1].status == UNTESTABLE  # EVIL at 3.0-3.1 does not train below 3.1 - 0.3
+    assert (
+        verdicts[-1][1].status == Word.NOT_TESTABLE
+    )  # EVIL at 3.0-3.1 does not train below 3.1 - 0.3
     write_reports(tmp_path, preset, results, verdicts, {**meta, "plateau_h": 3.1})
     doc = json.loads((tmp_path / "claims.json").read_text())
     assert doc["plateau_h"] == 3.1 and doc["family"]["claims"] == 4
@@ -188,7 +190,7 @@ def _pieces(md: str) -> list[str]:
 def test_quick_report_md_says_the_shared_rules_once_and_stays_short(quick_report):
     from normlab.lab.study.measures import H_TEXT
     from normlab.lab.study.rules import AllOf
-    from normlab.lab.study.stats import BOUND_TEXT
+    from normlab.lab.verdict import BOUND_TEXT
 
     md = (quick_report / "report.md").read_text()
     doc = json.loads((quick_report / "claims.json").read_text())

@@ -17,7 +17,8 @@ from normlab.lab.study import rules
 from normlab.lab.study.measures import MEASURES
 from normlab.lab.study.rules import ARM, RULES, SEEDS, Context, Single
 from normlab.lab.study.spec import SpecError, parse_spec
-from normlab.lab.study.stats import HOLDS, Results, Seeds, Verdict, decide_rows
+from normlab.lab.study.stats import Results, Seeds, Verdict
+from normlab.lab.verdict import Word, decide_rows
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "normlab" / "lab"
 
@@ -113,10 +114,10 @@ def test_a_toy_rule_kind_runs_a_whole_study(toy, tmp_path):
     path.write_text(SPEC)
     assert main(["study", "--spec", str(path), "--out", str(out), "--quiet", "--workers", "1"]) == 0
     claims = {c["name"]: c for c in json.loads((out / "claims.json").read_text())["claims"]}
-    assert claims["below"]["verdict"] == HOLDS and claims["below"]["n"] == 2
+    assert claims["below"]["verdict"] == Word.HOLDS and claims["below"]["n"] == 2
     assert claims["below"]["rule"].startswith("per seed, v = 10 − final_val_loss[rms]")
     assert [p["part"] for p in claims["some-below"]["parts"]] == ["ln", "rms"]
-    assert claims["some-below"]["verdict"] == HOLDS
+    assert claims["some-below"]["verdict"] == Word.HOLDS
     assert "below" in (out / "report.md").read_text()
 
 

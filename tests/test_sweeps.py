@@ -4,10 +4,10 @@ import math
 
 import pytest
 
-from normlab.lab.study.claims import FAILS, HOLDS
 from normlab.lab.study.rules import Context, LRSensitivity
 from normlab.lab.study.spec import SpecError, parse_spec
 from normlab.lab.study.sweeps import sensitivity, sweep_name
+from normlab.lab.verdict import Word
 
 V = 256
 
@@ -35,9 +35,9 @@ def test_the_rule_compares_two_sweeps_seed_by_seed():
     s_stable = 0.1 / 3
     s_unstable = [(0.6 + 0.01 * i + math.log(V) - 2.0) / 3 for i in range(3)]
     assert v.estimate.values == pytest.approx([u - s_stable for u in s_unstable])
-    assert v.status == HOLDS and v.estimate.n == 3
+    assert v.status == Word.HOLDS and v.estimate.n == 3
     flipped = LRSensitivity(rule.unstable, rule.stable, delta=0.1, seeds=3)
-    assert flipped.decide(results, Context()).status == FAILS
+    assert flipped.decide(results, Context()).status == Word.DOES_NOT_HOLD
     with pytest.raises(ValueError, match="two learning rates"):
         LRSensitivity(("a",), ("b", "c"), delta=0.1, seeds=3)
 

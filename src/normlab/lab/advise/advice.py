@@ -18,7 +18,7 @@ from normlab.lab.advise.ranking import Quality, Ranking, Speed, Stability, rank
 from normlab.lab.advise.twin import AS_GOOD, BEATS, FASTER, STABLER, Twin, claim_name
 from normlab.lab.render import html_table, md_table
 from normlab.lab.study.runner import StudyResult
-from normlab.lab.study.stats import HOLDS, Estimate
+from normlab.lab.verdict import Estimate, Word
 
 # ("h", level offset, text) | ("p", text) | ("table", header, rows) | ("ul", items)
 Block = tuple
@@ -125,11 +125,11 @@ def _best(dim: Quality | Stability, label: dict[str, str], none: str, mean: str)
 
 def _quality_row(twin: Twin, q: Quality, label: dict[str, str]) -> list[str]:
     verdict = _verdict(
-        (f"beat the recipe by ≥ {BEATS}", [label[x.arm] for x in q.arms if x.beats == HOLDS]),
+        (f"beat the recipe by ≥ {BEATS}", [label[x.arm] for x in q.arms if x.beats == Word.HOLDS]),
         f"no alternative beats the recipe by ≥ {BEATS}",
         (
             f"the recipe is at least as good as (within {AS_GOOD})",
-            [label[x.arm] for x in q.arms if x.as_good == HOLDS],
+            [label[x.arm] for x in q.arms if x.as_good == Word.HOLDS],
         ),
     )
     what = f"Quality (final validation loss at lr {twin.scale.lr:g}, nats/byte)"
@@ -140,12 +140,12 @@ def _stability_row(twin: Twin, st: Stability, label: dict[str, str]) -> list[str
     verdict = _verdict(
         (
             f"less LR-sensitive than the recipe by ≥ {STABLER}",
-            [label[x.arm] for x in st.arms if x.alt_stabler == HOLDS],
+            [label[x.arm] for x in st.arms if x.alt_stabler == Word.HOLDS],
         ),
         f"no alternative is less LR-sensitive than the recipe by ≥ {STABLER}",
         (
             "the recipe is less LR-sensitive than",
-            [label[x.arm] for x in st.arms if x.recipe_stabler == HOLDS],
+            [label[x.arm] for x in st.arms if x.recipe_stabler == Word.HOLDS],
         ),
     )
     what = f"Stability (LR sensitivity over lr {', '.join(f'{x:g}' for x in twin.scale.sweep)})"

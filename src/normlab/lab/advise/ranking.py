@@ -15,7 +15,7 @@ from normlab.lab.advise.twin import Twin, claim_name
 from normlab.lab.study.measures import MEASURES
 from normlab.lab.study.rules import Context, Contrast
 from normlab.lab.study.runner import StudyResult
-from normlab.lab.study.stats import Estimate
+from normlab.lab.verdict import Estimate, Mean
 
 _LOSS = MEASURES["final_val_loss"][1]
 NONE = "–"  # the status of a claim the study does not have
@@ -134,7 +134,7 @@ def mean_loss(results, arm: str) -> tuple[float | None, int]:
 def paired(results, a: str, b: str) -> Estimate:
     """loss(a) − loss(b) over the seeds both have, as the claims pair them."""
     c = Contrast(((1, a, "final_val_loss"), (-1, b, "final_val_loss")), "≠0", 0.0, 1)
-    return Estimate.of(c.values(results, Context()))
+    return Mean().estimate(c.values(results, Context()))
 
 
 def quality(twin: Twin, results, decided: Decided) -> Quality:

@@ -1,12 +1,15 @@
-"""``normlab bench --findings``: the articles' two statements about cost, decided.
+"""``normlab bench --findings``: the articles' statements about cost, decided.
 
-- ``layernorm-more-work`` (000 §3.3, 001): the time ratio RMSNorm / LayerNorm by hidden size and
-  implementation (:mod:`normlab.lab.bench.ratio`), beside the work counted from the formulas;
+- ``rmsnorm-faster-<impl>`` (000 §3.3, §4.2; 001; 003 §八): the time ratio LayerNorm / RMSNorm by
+  hidden size, one finding per implementation (normlab's kernels, PyTorch eager,
+  ``torch.compile``: :mod:`normlab.lab.bench.ratio`), each with its own verdict; the work itself
+  (passes and operations per element) is counted from the code (:mod:`normlab.lab.bench.work`),
+  not timed;
 - ``batchnorm-communication`` (003 §七): collectives and bytes per training step under
   ``torchrun`` (:mod:`normlab.lab.bench.comm`).
 
-Rules fixed here, before the runs; the decision is the study's
-(:mod:`normlab.lab.numerics.verdict`).
+Rules fixed here, before the runs; the decision is the verdict engine's
+(:mod:`normlab.lab.verdict.finding`).
 """
 
 from __future__ import annotations
@@ -19,49 +22,55 @@ from pathlib import Path
 
 import torch
 
-from normlab.lab.bench import comm, ratio
+from normlab.lab.bench import comm, ratio, work
 from normlab.lab.common import UsageError, out_dir
 from normlab.lab.io import write_file
-from normlab.lab.numerics.verdict import Finding, Rule
 from normlab.lab.render import md_table
+from normlab.lab.verdict.finding import Finding, Part
 
 WORK_DELTA = -math.log(0.95)  # RMSNorm must save at least 5 % of LayerNorm's time to count
 KINDS = ("ratio", "comm")
-
-# Counted from the formulas and the kernels' code, not measured: forward, FP32 statistics,
-# per element of a row of d (s bytes per element; weight and bias are read once per call).
-WORK_HEADER = ["forward", "reads of x", "flops per element", "bytes per row (minimum)"]
-WORK_ROWS = [
-    ["RMSNorm: Σx², then x·rstd·g", "2 (the 2nd from cache)", "4", "2·d·s"],
-    ["LayerNorm, two-pass (the articles' code): Σx, Σ(x−μ)², then (x−μ)·rstd·w + b", "3", "8",
-     "2·d·s"],
-    ["LayerNorm, one pass for Σx, Σx² (normlab's Numba kernel; torch's CPU kernel: Welford)",
-     "2 (the 2nd from cache)", "7", "2·d·s"],
-]  # fmt: skip
+IMPL_WORDS = {
+    "normlab": "normlab's fused kernels (Numba on the CPU, Triton on a GPU)",
+    "eager": "PyTorch eager (F.rms_norm, F.layer_norm)",
+    "compile": "torch.compile of the eager ops",
+}
 
 
-def more_work(sizes=ratio.SIZES, impls=ratio.IMPLS) -> Finding:
+def rmsnorm_faster(impl: str, sizes=ratio.SIZES) -> Finding:
+    """RMSNorm's forward takes less time than LayerNorm's in ``impl``, at every size."""
     return Finding(
-        "layernorm-more-work",
-        "LayerNorm needs two passes and more work per token than RMSNorm (so RMSNorm is faster).",
-        "000 §3.3, 001",
+        f"rmsnorm-faster-{impl}",
+        f"RMSNorm's forward takes less time than LayerNorm's, in {IMPL_WORDS[impl]}.",
+        "000 §3.3, §4.2; 001; 003 §八",
         tuple(
             (
-                f"{impl} d={d}",
-                Rule(
-                    "ln(t_LayerNorm / t_RMSNorm) per interleaved round, the part's "
-                    f"implementation at its d (forward, FP32, {ratio.ELEMENTS} elements per "
-                    "call); δ: RMSNorm saves 5 % of LayerNorm's time",
+                f"d={d}",
+                Part(
+                    "ln(t_LayerNorm / t_RMSNorm) per interleaved round at this d (forward, FP32, "
+                    f"{ratio.ELEMENTS} elements per call); δ: RMSNorm saves 5 % of LayerNorm's "
+                    "time",
                     ">0",
                     WORK_DELTA,
-                    trimmed=True,
+                    trim=0.2,
                 ),
             )
-            for impl in impls
             for d in sizes
         ),
         unit="interleaved timing round",
     )
+
+
+def work_rows() -> list[list[str]]:
+    """The counted work of the articles' two forwards (``work.count``)."""
+    rows = []
+    for op, name in (("rms_norm", "RMSNorm"), ("layer_norm", "LayerNorm")):
+        w = work.count(op)
+        rows.append([name, str(w.passes), str(w.per_element), " → ".join(w.ops)])
+    return rows
+
+
+WORK_HEADER = ["the articles' forward", "passes over the row", "operations per element", "ops"]
 
 
 COMMUNICATION = Finding(
@@ -71,7 +80,7 @@ COMMUNICATION = Finding(
     (
         (
             "collectives per step",
-            Rule(
+            Part(
                 "collectives(BatchNorm) − collectives(LayerNorm) in one DDP training step "
                 "(gloo, 2 processes, the same model otherwise)",
                 ">0",
@@ -80,7 +89,7 @@ COMMUNICATION = Finding(
         ),
         (
             "bytes per step",
-            Rule(
+            Part(
                 "bytes(BatchNorm) / bytes(LayerNorm) − 1 sent per rank in one training step",
                 ">0",
                 0.05,
@@ -105,15 +114,21 @@ class FindingsOptions:
     threads: int = 0  # torch's (and so normlab's) threads for the timings; 0: torch's default
 
 
-def decide_ratio(o: FindingsOptions, log=print) -> dict:
+def decide_ratio(o: FindingsOptions, log=print) -> list[dict]:
+    """One finding per implementation from one interleaved measurement of them all."""
     values, record = ratio.measure(o.sizes, o.rounds, o.impls, o.device, log=log)
-    means = {
-        f"median ms {key} d={d}": t
-        for key, ts in record["median_ms"].items()
-        for d, t in zip(record["sizes"], ts, strict=True)
-    }
-    finding = more_work(o.sizes, o.impls)
-    return finding.decide(values, means=means) | {"record": record}
+    out = []
+    for impl in o.impls:
+        ms = {op: record["median_ms"][f"{impl} {op}"] for op in ("rms_norm", "layer_norm")}
+        means = {
+            f"median ms {op} d={d}": t
+            for op, ts in ms.items()
+            for d, t in zip(o.sizes, ts, strict=True)
+        }
+        mine = {f"d={d}": values[f"{impl} d={d}"] for d in o.sizes}
+        own = {"sizes": list(o.sizes), "impl": impl, "median_ms": ms, "rows_x_d": ratio.ELEMENTS}
+        out.append(rmsnorm_faster(impl, o.sizes).decide(mine, means=means) | {"record": own})
+    return out
 
 
 def decide_comm(o: FindingsOptions, out: Path) -> dict:
@@ -153,7 +168,7 @@ def decide_counts(counts: dict) -> dict:
 def run_findings(options: FindingsOptions, log=print) -> Path:
     """Measure, decide and write ``bench_findings.{md,json}`` (+ ``bench-ratio-vs-d.png``) under
     ``options.out``; returns the Markdown's path."""
-    from normlab.lab.numerics import verdict
+    from normlab.lab.numerics import tables
 
     o = options
     bad = [k for k in o.kinds if k not in KINDS] + [i for i in o.impls if i not in ratio.IMPLS]
@@ -162,17 +177,16 @@ def run_findings(options: FindingsOptions, log=print) -> Path:
     out = out_dir(o.out)
     if o.threads:
         torch.set_num_threads(o.threads)
-    verdicts, rules, files = [], {}, []
+    verdicts, files = [], []
     if "ratio" in o.kinds:
-        verdicts.append(decide_ratio(o, log))
-        rules["layernorm-more-work"] = more_work(o.sizes, o.impls)
-        png = ratio.ratio_plot(verdicts[-1])
+        verdicts += decide_ratio(o, log)
+        png = ratio.ratio_plot(verdicts)
         if png:
             write_file(out / "bench-ratio-vs-d.png", png)
             files.append("bench-ratio-vs-d.png")
     if "comm" in o.kinds:
         verdicts.append(decide_comm(o, out))
-        rules["batchnorm-communication"] = COMMUNICATION
+    rules = {f.name: f for f in all_findings(o.sizes, o.impls)}
     where = platform.processor() or platform.machine()
     head = f"normlab bench --findings: torch {torch.__version__}, {where}"
     if "ratio" in o.kinds:
@@ -180,10 +194,16 @@ def run_findings(options: FindingsOptions, log=print) -> Path:
     if "comm" in o.kinds:
         head += f"; communication: {o.steps} training steps of {comm.MODEL}"
     text = ["# normlab bench: the articles' cost statements, decided", "", head, ""]
-    text += [verdict.markdown(verdicts, rules)]
+    text += [tables.markdown(verdicts, rules)]
     if "ratio" in o.kinds:
-        text += ["Work per row, counted (not measured):", "", md_table(WORK_HEADER, WORK_ROWS)]
+        text += ["Work per row, counted from the articles' code (`normlab.lab.bench.work`):", ""]
+        text += [md_table(WORK_HEADER, work_rows())]
     text += [f"\n![{f}]({f})" for f in files]
     write_file(out / "bench_findings.md", "\n".join(text) + "\n")
     write_file(out / "bench-findings.json", json.dumps(verdicts, indent=1, allow_nan=False))
     return out / "bench_findings.md"
+
+
+def all_findings(sizes=ratio.SIZES, impls=ratio.IMPLS) -> list[Finding]:
+    """Every finding ``normlab bench --findings`` decides, by name order of its report."""
+    return [rmsnorm_faster(impl, sizes) for impl in impls] + [COMMUNICATION]

@@ -1,5 +1,5 @@
-"""RMSNorm's time against LayerNorm's by hidden size and implementation, for the finding
-``layernorm-more-work`` of ``normlab bench --findings``.
+"""RMSNorm's time against LayerNorm's by hidden size and implementation, for the findings
+``rmsnorm-faster-<impl>`` of ``normlab bench --findings``.
 
 Per size ``d`` the six contenders (RMSNorm and LayerNorm in normlab's kernels, PyTorch eager and
 ``torch.compile``) run serially interleaved: one round times a batch (>= ~2 ms) of each in turn,
@@ -114,22 +114,23 @@ def measure(
     }
 
 
-def ratio_plot(verdict: dict) -> bytes | None:
-    """t_RMSNorm / t_LayerNorm vs d per implementation: the trimmed mean with its interval
-    (from the finding's parts), 1 = no difference, below 1 = RMSNorm faster."""
+def ratio_plot(findings: list[dict]) -> bytes | None:
+    """t_RMSNorm / t_LayerNorm vs d per implementation (one ``rmsnorm-faster-<impl>`` finding
+    each): the trimmed mean with its interval, 1 = no difference, below 1 = RMSNorm faster."""
     import math
 
     from normlab.lab.render import figure, png
 
-    rec = verdict.get("record") or {}
-    if not rec.get("sizes"):
+    timed = [f for f in findings if (f.get("record") or {}).get("impl")]
+    if not timed:
         return None
     fig, ax = figure(figsize=(6.4, 3.8))
-    parts = {p["part"]: p for p in verdict["parts"]}
-    for k, impl in enumerate(rec["impls"]):
+    sizes = timed[0]["record"]["sizes"]
+    for k, finding in enumerate(timed):
+        impl, parts = finding["record"]["impl"], {p["part"]: p for p in finding["parts"]}
         xs, ys, lo, hi = [], [], [], []
-        for d in rec["sizes"]:
-            p = parts.get(f"{impl} d={d}")
+        for d in finding["record"]["sizes"]:
+            p = parts.get(f"d={d}")
             if p is None or p.get("effect") is None:
                 continue
             xs.append(d)
@@ -143,7 +144,7 @@ def ratio_plot(verdict: dict) -> bytes | None:
     ax.axhline(1, color="k", lw=0.8)
     ax.set(xscale="log", yscale="log", xlabel="hidden size d")
     ax.set_ylabel("time RMSNorm / time LayerNorm (log)")
-    ax.set_xticks(rec["sizes"], [str(d) for d in rec["sizes"]])
+    ax.set_xticks(sizes, [str(d) for d in sizes])
     ax.set_title("forward, FP32, 2^20 elements per call (95 % intervals)", fontsize=9)
     ax.legend(fontsize=8)
     return png(fig)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from html import escape
 
 from normlab.lab.numerics.findings import (
     DTYPE_SHORT,
@@ -15,7 +14,7 @@ from normlab.lab.numerics.findings import (
     max_of,
     select,
 )
-from normlab.lab.render import html_page, html_table, img, md_table, text_table
+from normlab.lab.render import md_table, text_table
 
 # --------------------------------------------------------------------------------------------
 # tables
@@ -141,12 +140,12 @@ def finding_plots(result) -> dict[str, bytes]:
 
 
 def _statements_md(result) -> list[str]:
-    from normlab.lab.numerics import verdict
+    from normlab.lab.numerics import tables
     from normlab.lab.numerics.statements import FINDINGS
 
     if not result.verdicts:
         return []
-    return ["## The articles' statements, decided", "", verdict.markdown(result.verdicts, FINDINGS)]
+    return ["## The articles' statements, decided", "", tables.markdown(result.verdicts, FINDINGS)]
 
 
 def markdown(result) -> str:
@@ -173,46 +172,65 @@ def markdown(result) -> str:
     return "\n".join(out) + "\n"
 
 
-def html(result) -> str:
-    """A self-contained page: tables plus the plots, embedded."""
+def document(result):
+    """The page as a ``normlab.lab.doc`` document, as the study report is: the same CSS, tables
+    that scroll in their own box, a table of contents, figures with captions."""
+    from normlab.lab import doc as d
     from normlab.lab.numerics.plots import error_vs_scale, grad_vs_eps
 
-    e = escape
-    parts = ["<h1>normlab numerics</h1>"] + [f"<p>{e(t)}</p>" for t in _header_text(result)]
+    page = d.Document("normlab numerics")
+    page.add(d.Heading(1, "normlab numerics"), *(d.Paragraph(t) for t in _header_text(result)))
     if result.verdicts:
-        from normlab.lab.numerics import verdict
-        from normlab.lab.numerics.statements import FINDINGS
-
-        parts += [
-            "<h2>The articles' statements, decided</h2>",
-            html_table(verdict.FINDINGS_HEADER, verdict.table_rows(result.verdicts, FINDINGS)),
-        ]
-        for v in result.verdicts:
-            parts += [f"<p><b>{e(v['name'])}</b>: <i>{e(v['statement'])}</i> ({e(v['source'])}) "]
-            parts += [f"— <b>{e(v['verdict'])}</b>. Rule: {e(v['rule'])}</p><ul>"]
-            parts += [
-                f"<li>{e(p['part'])}: {e(p['verdict'])} — {e(p['why'])}</li>" for p in v["parts"]
-            ]
-            parts.append("</ul>")
-        titles = {"error-vs-scale": "Error vs input scale", "grad-vs-eps": "Gradient vs eps"}
-        for name, png in finding_plots(result).items():
-            parts += [f"<h3>{titles[name]}</h3>", img(titles[name], png)]
-    parts += ["<h2>What this shows</h2><ul>"] + [f"<li>{e(f)}</li>" for f in result.findings]
-    parts += [
-        "</ul><h2>Summary (worst case over the sweep)</h2>",
-        html_table(SUMMARY_HEADER, summary_rows(result)),
-    ]
-    for title, png in (
-        ("Forward error vs input scale", error_vs_scale(result)),
-        ("Gradient magnitude vs eps, near-zero rows", grad_vs_eps(result)),
+        page.add(*_statements_blocks(result))
+    page.add(
+        d.Heading(2, "What this shows", "what-this-shows"),
+        d.Items(tuple(result.findings)),
+        d.Heading(2, "Summary (worst case over the sweep)", "summary"),
+        d.Table(tuple(SUMMARY_HEADER), tuple(map(tuple, summary_rows(result)))),
+    )
+    for title, name, png in (
+        ("Forward error vs input scale", "error-vs-scale", error_vs_scale(result)),
+        ("Gradient magnitude vs eps, near-zero rows", "grad-vs-eps", grad_vs_eps(result)),
     ):
         if png:
-            parts += [f"<h2>{title}</h2>", img(title, png)]
+            page.add(d.Heading(2, title, f"sweep-{name}"), d.Figure(title, png, ""))
     for op in OPS:
         for dt in result.grid["dtypes"]:
-            parts += [
-                f"<h2>{OPS[op]} {DTYPE_SHORT[dt]}: forward max relative error vs scale</h2>",
-                html_table(*scale_table(result, op, dt)),
-            ]
-    parts += ["<h2>Definitions</h2><ul>"] + [f"<li>{e(d)}</li>" for d in DEFINITIONS] + ["</ul>"]
-    return html_page("normlab numerics", parts)
+            header, rows = scale_table(result, op, dt)
+            page.add(
+                d.Heading(2, f"{OPS[op]} {DTYPE_SHORT[dt]}: forward max relative error vs scale"),
+                d.Table(tuple(header), tuple(map(tuple, rows))),
+            )
+    page.add(d.Heading(2, "Definitions", "definitions"), d.Items(tuple(DEFINITIONS)))
+    return page
+
+
+def _statements_blocks(result) -> list:
+    from normlab.lab import doc as d
+    from normlab.lab.numerics import tables
+    from normlab.lab.numerics.statements import FINDINGS
+
+    # The rows are written for Markdown (**verdict**): spans, so the HTML shows them bold.
+    rows = tables.table_rows(result.verdicts, FINDINGS)
+    out = [
+        d.Heading(2, "The articles' statements, decided", "statements"),
+        d.Table(
+            tuple(tables.FINDINGS_HEADER),
+            tuple(tuple(d.from_markdown(str(c)) for c in r) for r in rows),
+        ),
+    ]
+    for v in result.verdicts:
+        text = (d.Strong(v["name"]), ": ", d.Em(v["statement"]), f" ({v['source']}) — ")
+        out.append(d.Paragraph((*text, d.Strong(v["verdict"]), f". Rule: {v['rule']}")))
+        out.append(d.Items(tuple(f"{p['part']}: {p['verdict']} — {p['why']}" for p in v["parts"])))
+    titles = {"error-vs-scale": "Error vs input scale", "grad-vs-eps": "Gradient vs eps"}
+    for name, png in finding_plots(result).items():
+        out += [d.Heading(3, titles[name]), d.Figure(titles[name], png, f"numerics-{name}.png")]
+    return out
+
+
+def html(result) -> str:
+    """A self-contained page: tables plus the plots, embedded."""
+    from normlab.lab import doc as d
+
+    return d.to_html(document(result), toc_after=1 + len(_header_text(result)))

@@ -1,6 +1,6 @@
 """The articles' statements about precision, decided: ``normlab numerics``'s findings.
 
-Each statement is a :class:`~normlab.lab.numerics.verdict.Finding` whose rules are fixed here,
+Each statement is a :class:`~normlab.lab.verdict.finding.Finding` whose rules are fixed here,
 before any measurement; :func:`measure` draws the inputs (one repetition = one seeded draw of
 ``ROWS`` rows of ``HIDDEN``), computes every part's value per draw and :func:`decide_all` decides
 them. "naive" is the articles' code, every step in the input dtype; "FP32 statistics" is
@@ -19,7 +19,7 @@ from normlab import reference
 from normlab.lab.numerics.findings import failure
 from normlab.lab.numerics.metrics import error_metrics
 from normlab.lab.numerics.naive import forward, naive_layer_norm, naive_rms_norm, truth_of
-from normlab.lab.numerics.verdict import Finding, Rule
+from normlab.lab.verdict.finding import Finding, Part
 
 OPS = {"rms_norm": "RMSNorm", "layer_norm": "LayerNorm"}
 LOW = {"float16": "FP16", "bfloat16": "BF16"}
@@ -53,7 +53,7 @@ FINDINGS: dict[str, Finding] = {
             (
                 (
                     "FP16 overflow scale",
-                    Rule(
+                    Part(
                         "log10(s_RMSNorm / s_LayerNorm), s = the smallest input scale (largest "
                         "|x| of a row, searched over 1 … 6e4 to 1 %) at which the naive FP16 op "
                         "visibly fails (inf/NaN, outputs flushed to 0, or max rel. error ≥ 10 %)",
@@ -63,7 +63,7 @@ FINDINGS: dict[str, Finding] = {
                 ),
                 (
                     "FP16 near-zero rows",
-                    Rule(
+                    Part(
                         "log10(e_LayerNorm / e_RMSNorm), e = the largest eps (searched over "
                         "1e-12 … 1e-2 to 1 %) at which the naive FP16 op visibly fails in y or dx "
                         f"on rows peaking at {NEAR_ZERO:g}",
@@ -73,7 +73,7 @@ FINDINGS: dict[str, Finding] = {
                 ),
                 (
                     "FP16 error at scale 1",
-                    Rule(
+                    Part(
                         "log10(err_LayerNorm / err_RMSNorm), err = the naive FP16 forward's max "
                         "relative error on ordinary rows of scale 1",
                         ">0",
@@ -90,7 +90,7 @@ FINDINGS: dict[str, Finding] = {
             tuple(
                 (
                     f"{name}: true max|dx| grows",
-                    Rule(
+                    Part(
                         f"log10(max|dx| at eps={EPS_SMALL:g} / at eps={EPS_DEFAULT:g}), float64 "
                         f"truth, rows peaking at {NEAR_ZERO:g} (statistic ≈ 1e-9)",
                         ">0",
@@ -102,7 +102,7 @@ FINDINGS: dict[str, Finding] = {
             + tuple(
                 (
                     f"{name} {short}: worse than FP32",
-                    Rule(
+                    Part(
                         f"W({short}) − W(FP32) at eps={EPS_SMALL:g}, W = the fraction of dx "
                         "entries of the naive op that are inf/NaN or off by ≥ 10 % of the row's "
                         "max |dx| (a true dx beyond the dtype's range counts), same rows",
@@ -121,7 +121,7 @@ FINDINGS: dict[str, Finding] = {
             tuple(
                 (
                     f"{name} {short}",
-                    Rule(
+                    Part(
                         "log10(E_naive / E_fp32), E = the worst forward max relative error over "
                         f"input scales {', '.join(f'{s:g}' for s in SCALES)} (inf/NaN or "
                         "flushed outputs count as 1)",
@@ -141,7 +141,7 @@ FINDINGS: dict[str, Finding] = {
             (
                 (
                     "on the sphere",
-                    Rule(
+                    Part(
                         "max over rows of |‖x̂‖/√d − 1|, FP32, ordinary rows of scale 1, "
                         f"eps={EPS:g}",
                         "≈0",
@@ -150,7 +150,7 @@ FINDINGS: dict[str, Finding] = {
                 ),
                 (
                     "inside with eps",
-                    Rule(
+                    Part(
                         "mean over rows of 1 − ‖x̂‖/√d, FP32, rows with mean(x²) = 100·eps "
                         f"(eps={EPS:g})",
                         ">0",

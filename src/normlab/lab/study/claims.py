@@ -10,18 +10,10 @@ from typing import Any
 
 from normlab.lab.study.compound import controls_text, with_controls
 from normlab.lab.study.rules import Context, Rule
-from normlab.lab.study.stats import (
-    FAILS,
-    HOLDS,
-    LEVEL,
-    UNSURE,
-    UNTESTABLE,
-    Results,
-    Verdict,
-)
+from normlab.lab.study.stats import Results, Verdict
+from normlab.lab.verdict import LEVEL, Word
 
-# re-exported: what the report reads of a verdict
-__all__ = ["FAILS", "HOLDS", "LEVEL", "UNSURE", "UNTESTABLE", "Claim", "Verdict", "decide_all"]
+__all__ = ["Claim", "Verdict", "decide_all"]
 
 
 @dataclass(frozen=True)
@@ -69,7 +61,7 @@ def by_design(study, claim: Claim, v: Verdict) -> Verdict:
     part of ``claim`` (``Study.without_interval``) and nothing decided it: no outcome of its
     runs could, which "inconclusive" (more of the same would decide it) would hide. Seeds
     missing from a run directory leave a claim inconclusive: the design could decide it."""
-    if v.status != UNSURE or not study.without_interval(claim):
+    if v.status != Word.INCONCLUSIVE or not study.without_interval(claim):
         return v
     n = min(study.seeds(a) for a in claim.rule.arms())
     why = (
@@ -77,4 +69,4 @@ def by_design(study, claim: Claim, v: Verdict) -> Verdict:
         f"design cannot decide the claim, whatever its runs show (its own result, not decided "
         f"on: {v.why})"
     )
-    return dataclasses.replace(v, status=UNTESTABLE, why=why)
+    return dataclasses.replace(v, status=Word.NOT_TESTABLE, why=why)

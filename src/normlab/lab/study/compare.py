@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from normlab.lab.render import md_table
-from normlab.lab.study.stats import Estimate
+from normlab.lab.verdict import Estimate
 
 VARIANT_SUFFIXES = ("-default-init",)
 SCOPE_KEYS = ("d", "blocks", "T", "B", "steps", "init")  # what a sign change may come from

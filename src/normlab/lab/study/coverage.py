@@ -21,24 +21,35 @@ from pathlib import Path
 from typing import Any
 
 from normlab.lab.io import write_file
-from normlab.lab.numerics.verdict import combine, interval_text
 from normlab.lab.render import md_table
 from normlab.lab.study.compare import effect_text
+from normlab.lab.verdict import CLAIM_WORDS, Word, combine
+from normlab.lab.verdict.finding import TARGET, interval_text
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # the same parser, before it joined the standard library
     import tomli as tomllib
 
-HOLDS, FAILS, MIXED = "holds", "does not hold", "mixed"
-VERDICTS = (HOLDS, FAILS, "inconclusive", "not testable here")  # a claim's, as published
 STATEMENTS = "statements.toml"
+HEADLINES = (Word.HOLDS, Word.DOES_NOT_HOLD, Word.MIXED)  # a statement decided
 
 # Why a statement is not decided, in the order the summary lists them: key -> (the status
-# column's words, the summary's). The first four are computed from the data; the rest are the
+# column's words, the summary's). The first six are computed from the data; the rest are the
 # `reason` of an entry.
 NOT_DECIDED = {
-    "undecided": ("inconclusive", "its published verdicts (claims, finding) are inconclusive"),
+    Word.INCONCLUSIVE: (
+        "inconclusive",
+        "inconclusive: some claim or finding that tests it as stated is undecided",
+    ),
+    Word.NOT_TESTABLE: (
+        "not testable here",
+        "not testable here: every claim that tests it as stated is not testable here",
+    ),
+    "related-only": (
+        "no claim tests it as stated",
+        "no claim tests it as stated: only related evidence (another size or measure)",
+    ),
     "prose-only": (
         "verdict published as prose only",
         "its claims are published as prose only (claims.json arrives when rerun)",
@@ -56,7 +67,14 @@ NOT_DECIDED = {
     "not-studied": ("not studied yet", "not studied yet: a claim could decide it, none does"),
     "no-statement": ("no statement", "no statement: the heading is empty in the article"),
 }
-COMPUTED = ("undecided", "prose-only", "not-run", "pending")
+COMPUTED = (
+    Word.INCONCLUSIVE,
+    Word.NOT_TESTABLE,
+    "related-only",
+    "prose-only",
+    "not-run",
+    "pending",
+)
 REASONS = tuple(k for k in NOT_DECIDED if k not in COMPUTED)
 
 
@@ -66,11 +84,12 @@ class Statement:
     article: str
     section: str
     statement: str
-    claims: tuple[str, ...] = ()  # "<preset>:<claim>"
+    claims: tuple[str, ...] = ()  # "<preset>:<claim>" that test it as the article states it
+    related: tuple[str, ...] = ()  # "<preset>:<claim>" at another size or with another measure
     tests: tuple[str, ...] = ()  # "tests/test_x.py::test_name"
-    by_test: str = HOLDS  # what the tests passing means for the statement
-    finding: str = ""  # "numerics:<name>" or "bench:<name>"
-    parts: tuple[str, ...] = ()  # the finding's parts the statement is about (default: all)
+    by_test: str = Word.HOLDS  # what the tests passing means for the statement
+    findings: tuple[str, ...] = ()  # "numerics:<name>" or "bench:<name>"
+    parts: tuple[str, ...] = ()  # the (one) finding's parts the statement is about (default: all)
     reason: str = ""  # a key of REASONS
     why: str = ""
     note: str = ""
@@ -93,7 +112,9 @@ def load() -> Catalogue:
     entries = []
     for e in doc["statements"]:
         e = dict(e)
-        for key in ("claims", "tests", "parts"):
+        found = e.pop("finding", ())
+        e["findings"] = (found,) if isinstance(found, str) else tuple(found)
+        for key in ("claims", "related", "tests", "parts"):
             e[key] = tuple(e.get(key, ()))
         entries.append(Statement(**e))
     return Catalogue(
@@ -137,34 +158,55 @@ class Published:
 
 @dataclass(frozen=True)
 class Decision:
-    status: str  # HOLDS, FAILS, MIXED, or a key of NOT_DECIDED
-    by: str = ""  # when decided, a key of DECIDED_BY
+    status: str  # a Word of HEADLINES, or a key of NOT_DECIDED
+    by: str = ""  # what tested it as stated, a key of DECIDED_BY
+    counts: tuple[tuple[str, int], ...] = ()  # how many claims/findings said each word
 
 
-def decide(s: Statement, pub: Published) -> Decision:
-    """A statement's status: decided when the published verdicts of its claims and finding
-    decide it (all that decide agree, else mixed), or, for a statement neither covers, its
-    tests; otherwise the first reason that applies."""
+def headline(words: list[str]) -> Word:
+    """A statement's headline from the words of everything that tests it as stated: holds (or
+    does not hold) only if every one does; mixed if some hold and some do not; not testable
+    here if none is testable; inconclusive otherwise. Never more than its weakest evidence, and
+    an intersection-union rule: each word at 95 % bounds the headline's error, so no correction
+    across the claims is needed."""
+    for word in (Word.HOLDS, Word.DOES_NOT_HOLD, Word.NOT_TESTABLE):
+        if all(w == word for w in words):
+            return word
+    if Word.HOLDS in words and Word.DOES_NOT_HOLD in words:
+        return Word.MIXED
+    return Word.INCONCLUSIVE
+
+
+def evidence(s: Statement, pub: Published) -> list[tuple[str, str]]:
+    """``(kind, word)`` of every published claim and finding that tests ``s`` as stated."""
     found = [
         ("claim", pub.claims[p][c]["verdict"])
         for p, c in map(_split, s.claims)
         if c in pub.claims.get(p, {})
     ]
-    if s.finding and (f := pub.finding(s.finding)) is not None:
-        found.append(("finding", finding_verdict(s, f)))
-    decisive = [(by, v) for by, v in found if v in (HOLDS, FAILS)]
-    if decisive:
-        verdicts = {v for _, v in decisive}
-        status = verdicts.pop() if len(verdicts) == 1 else MIXED
-        return Decision(status, " and ".join(dict.fromkeys(by for by, _ in decisive)))
+    for ref in s.findings:
+        if (f := pub.finding(ref)) is not None:
+            found.append(("finding", finding_verdict(s, f)))
+    return found
+
+
+def decide(s: Statement, pub: Published) -> Decision:
+    """A statement's headline from what tests it as stated (``headline``), or, for a statement
+    no claim or finding covers, its tests; otherwise the first reason that applies."""
+    found = evidence(s, pub)
+    if found:
+        words = [w for _, w in found]
+        by = " and ".join(dict.fromkeys(kind for kind, _ in found))
+        counts = tuple((w, words.count(w)) for w in dict.fromkeys(words))
+        return Decision(headline(words), by, counts)
     if _tests_decide(s):
         return Decision(s.by_test, "test")
-    if found:
-        return Decision("undecided")
+    if any(c in pub.claims.get(p, {}) for p, c in map(_split, s.related)):
+        return Decision("related-only")
     if s.claims:  # none published: a preset without claims.json, or claims added since
         run = all(p in pub.claims for p, _ in map(_split, s.claims))
         return Decision("not-run" if run else "prose-only")
-    return Decision("pending" if s.finding else s.reason)
+    return Decision("pending" if s.findings else s.reason)
 
 
 def finding_verdict(s: Statement, f: dict) -> str:
@@ -172,14 +214,14 @@ def finding_verdict(s: Statement, f: dict) -> str:
     parts' verdicts combined by the finding's own rule (each part as published)."""
     if not s.parts:
         return f["verdict"]
-    return combine([p["verdict"] for p in f["parts"] if p["part"] in s.parts])
+    return combine(TARGET, [p["verdict"] for p in f["parts"] if p["part"] in s.parts])
 
 
 def _tests_decide(s: Statement) -> bool:
     """Tests decide a statement about the library itself; where a claim or finding covers it, a
     test on a few fixed seeds is no verdict, and under a `reason` it only shows the definition
     is kept."""
-    return bool(s.tests) and not s.claims and not s.finding and not s.reason
+    return bool(s.tests) and not s.claims and not s.findings and not s.reason
 
 
 def _split(ref: str) -> tuple[str, str]:
@@ -208,7 +250,9 @@ def _claim_line(ref: str, cat: Catalogue, verdicts) -> str:
         return f"{preset} `{name}`: {_unpublished(preset, cat)}"
     line = f"{preset} `{name}`: **{c['verdict']}**, {effect_text(c)}; at {scope(c)}"
     # Why a compound claim is undecided (which parts), or which control failed.
-    if c["verdict"] not in (HOLDS, FAILS) and (c.get("parts") or c.get("controls")):
+    if c["verdict"] not in (Word.HOLDS, Word.DOES_NOT_HOLD) and (
+        c.get("parts") or c.get("controls")
+    ):
         line += f" ({c['why']})"
     return line
 
@@ -231,12 +275,12 @@ def _unpublished(preset: str, cat: Catalogue) -> str:
     return f"{cat.reports[preset].get('unpublished', UNPUBLISHED)} ({_report(preset, cat)})"
 
 
-def _finding_line(s: Statement, cat: Catalogue, pub: Published) -> str:
+def _finding_line(s: Statement, ref: str, cat: Catalogue, pub: Published) -> str:
     """The finding's verdict with every part's (or the named parts') effect and interval."""
-    command, name = _split(s.finding)
+    command, name = _split(ref)
     where = cat.findings[command]
     report = _link(where["report"])
-    f = pub.finding(s.finding)
+    f = pub.finding(ref)
     if f is None:
         return f"{command} finding `{name}`: not in {where['data']} ({report})"
     parts = [p for p in f["parts"] if not s.parts or p["part"] in s.parts]
@@ -262,8 +306,8 @@ def _part(p: dict, with_n: bool) -> str:
 
 def _where(s: Statement, cat: Catalogue, pub: Published) -> str:
     lines = [_claim_line(ref, cat, pub.claims) for ref in s.claims]
-    if s.finding:
-        lines.append(_finding_line(s, cat, pub))
+    lines += [_finding_line(s, ref, cat, pub) for ref in s.findings]
+    lines += [f"*related, not the headline:* {_claim_line(r, cat, pub.claims)}" for r in s.related]
     for t in s.tests:
         if _tests_decide(s):
             lines.append(f"test `{t}` (passes in CI): **{s.by_test}**")
@@ -275,10 +319,13 @@ def _where(s: Statement, cat: Catalogue, pub: Published) -> str:
 
 
 def _status(s: Statement, d: Decision) -> str:
-    if d.status in (HOLDS, FAILS, MIXED):
-        return f"**{d.status}**"
+    """The headline, with how many claims and findings said each word where they differ."""
+    parts = f" ({', '.join(f'{n} {w}' for w, n in d.counts)})" if len(d.counts) > 1 else ""
+    if d.status in HEADLINES:
+        return f"**{d.status}**{parts}"
     short = NOT_DECIDED[d.status][0]
-    return f"not decided: {short}" + (f" — {s.why}" if s.why and d.status == s.reason else "")
+    why = f" — {s.why}" if s.why and d.status == s.reason else ""
+    return f"not decided: {short}{parts}{why}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -301,6 +348,14 @@ def render(docs: Path) -> str:
         "beyond); for a `numerics`/`bench` finding, each part's effect [95 % interval], n and "
         "verdict. How a verdict is decided: [study.md](study.md#how-a-verdict-is-decided); a "
         "finding: [numerics.md](numerics.md#the-articles-statements-decided).",
+        "",
+        "A statement's headline is decided by the claims and findings that test it *as the "
+        "article states it* (its size, measure and setting): it **holds** only if every one of "
+        "them holds, **does not hold** only if none does, is **mixed** if some hold and some do "
+        "not, and is not decided while any is inconclusive (the row shows every one's verdict). "
+        "No correction across a statement's claims is needed: a headline that needs all of them "
+        "to agree is an intersection-union test, each at 95 %. A claim at another size or with "
+        "another measure is listed as *related*, never as the headline.",
         "",
         "Generated by `normlab study --coverage` from the statements "
         "(`src/normlab/lab/study/statements.toml`) and the published verdicts "
@@ -353,15 +408,16 @@ def _summary(cat: Catalogue, decisions: dict[str, Decision]) -> list[str]:
     n = len(cat.statements)
     per = Counter(s.article for s in cat.statements)
     status = Counter(d.status for d in decisions.values())
-    decided = [d for d in decisions.values() if d.status in (HOLDS, FAILS, MIXED)]
+    decided = [d for d in decisions.values() if d.status in HEADLINES]
     by = Counter(d.by for d in decided)
-    mixed = f", {status[MIXED]} mixed (hold in one study, not in another)" if status[MIXED] else ""
+    mixed = status[Word.MIXED]
+    mixed = f", {mixed} mixed (some claims hold, others do not)" if mixed else ""
     sources = ", ".join(f"{by[k]} {words}" for k, words in DECIDED_BY.items() if by[k])
     out = [
         f"**{n} statements** ({', '.join(f'{a}: {per[a]}' for a in cat.articles)}).",
         "",
-        f"- **{len(decided)} decided**: **{status[HOLDS]} hold**, **{status[FAILS]} do not hold**"
-        f"{mixed}; {sources}.",
+        f"- **{len(decided)} decided**: **{status[Word.HOLDS]} hold**, "
+        f"**{status[Word.DOES_NOT_HOLD]} do not hold**{mixed}; {sources}.",
         f"- **{n - len(decided)} not decided**:",
     ]
     for k, (_, words) in NOT_DECIDED.items():
@@ -384,7 +440,7 @@ DECIDED_BY = {
 
 def _counts(verdicts) -> str:
     counts = Counter(v["verdict"] for v in verdicts)
-    return ", ".join(f"{k} {counts[k]}" for k in VERDICTS if counts[k])
+    return ", ".join(f"{k} {counts[k]}" for k in CLAIM_WORDS if counts[k])
 
 
 def _studies(cat: Catalogue, verdicts) -> str:

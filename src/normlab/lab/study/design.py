@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from normlab.lab.study.stats import seeds_for_interval
 from normlab.lab.study.words import rules_of
+from normlab.lab.verdict import statistic
 
 if TYPE_CHECKING:
     from normlab.lab.study.claims import Claim
@@ -69,10 +69,10 @@ class Study:
 
     def without_interval(self, claim: Claim) -> bool:
         """Whether some part of ``claim`` has too few seeds for any interval of its statistic
-        (``stats.seeds_for_interval``): not testable here whatever its runs show."""
+        (``Statistic.min_seeds``): not testable here whatever its runs show."""
         return any(
             not rule.timed
-            and min(self.seeds(a) for a in rule.arms()) < seeds_for_interval(rule.trim)
+            and min(self.seeds(a) for a in rule.arms()) < statistic(rule.trim).min_seeds()
             for _, rule in rules_of(claim.rule)
         )
 

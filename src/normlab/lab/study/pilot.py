@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from normlab.lab.study.design import Study
-from normlab.lab.study.stats import Estimate, detectable
+from normlab.lab.verdict import detectable, statistic
 
 
 def sd_upper(sd: float, k: int, confidence: float = 0.8) -> float:
@@ -67,7 +67,7 @@ def size_seeds(study: Study, pilot: dict[str, Any], cap: int = 16) -> list[SeedP
             values = (parts.get(label) or {}).get("values") or []
             if len(values) < 2:
                 continue
-            sd = Estimate.spread(values, rule.trim)
+            sd = statistic(rule.trim).spread(values)
             upper = sd_upper(sd, len(values))
             target = rule.delta if rule.delta > 0 else abs(statistics.fmean(values))
             needed = seeds_for(upper, target, cap) if target > 0 else None

@@ -22,19 +22,15 @@ from normlab.lab.study import words
 from normlab.lab.study.claims import Claim
 from normlab.lab.study.coverage import REPORT_LINK
 from normlab.lab.study.measures import H_TEXT, MEASURES
-from normlab.lab.study.stats import (
-    BOUND_TEXT,
-    EXPECT,
-    FAILS,
-    HOLDS,
-    LEVEL,
-    POWER,
-    UNSURE,
-    UNTESTABLE,
-    Verdict,
-)
+from normlab.lab.study.stats import Verdict
+from normlab.lab.verdict import BOUND_TEXT, CLAIM_WORDS, EXPECT, LEVEL, POWER, Word
 
-_COLORS = {HOLDS: "#1a7f37", FAILS: "#cf222e", UNSURE: "#9a6700", UNTESTABLE: "#57606a"}
+_COLORS = {
+    Word.HOLDS: "#1a7f37",
+    Word.DOES_NOT_HOLD: "#cf222e",
+    Word.INCONCLUSIVE: "#9a6700",
+    Word.NOT_TESTABLE: "#57606a",
+}
 HOW = "how-verdicts-are-decided"  # the anchor of the section every claim links to
 
 
@@ -81,13 +77,12 @@ def size(preset, claim: Claim) -> str:
 def family(verdicts) -> dict[str, Any]:
     """How many claims were decided, at what error rate, within and across claims."""
     n = len(verdicts)
-    counts = {
-        s: sum(v.status == s for _, v in verdicts) for s in (HOLDS, FAILS, UNSURE, UNTESTABLE)
-    }
+    counts = {s: sum(v.status == s for _, v in verdicts) for s in CLAIM_WORDS}
+    held, failed = counts[Word.HOLDS], counts[Word.DOES_NOT_HOLD]
     alpha = 1 - LEVEL
     text = (
-        f"{n} claims: {counts[HOLDS]} hold, {counts[FAILS]} do not hold, {counts[UNSURE]} "
-        f"inconclusive, {counts[UNTESTABLE]} not testable here. Each claim is decided at "
+        f"{n} claims: {held} hold, {failed} do not hold, {counts[Word.INCONCLUSIVE]} "
+        f"inconclusive, {counts[Word.NOT_TESTABLE]} not testable here. Each claim is decided at "
         f"{LEVEL:.0%}: the chance that it is called 'holds', or 'does not hold', when that is "
         f"false is at most {alpha:.0%} (within a compound claim family-wise over its parts, by "
         f"Holm's step-down; a claim's controls must hold as well). Across the {n} claims there "
@@ -206,10 +201,10 @@ def _how(verdicts, meta) -> list[d.Block]:
         "'any of' is the reverse. A part that reaches a decision alone but not after the "
         "correction is inconclusive, and says so.",
         "Controls: 'X fails' means something only where a recipe trains in the same setting. "
-        f"If a claim's control does not hold, the verdict is '{UNTESTABLE}' with the control's "
-        "result as the reason, never 'does not hold'. So is a claim the study runs too few "
-        "seeds for to have any interval (one; a median under 6): no outcome of its runs could "
-        "decide it.",
+        f"If a claim's control does not hold, the verdict is '{Word.NOT_TESTABLE}' with the "
+        "control's result as the reason, never 'does not hold'. So is a claim the study runs "
+        "too few seeds for to have any interval (one; a median under 6): no outcome of its "
+        "runs could decide it.",
         "Timing claims are decided over fresh processes of a serial phase after the training "
         "(one after the other, nothing else of the study running; in each, interleaved ABBA "
         "rounds, the process's value the median of its rounds), not over seeds: the 20 % "

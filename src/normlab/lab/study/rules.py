@@ -19,24 +19,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
+from normlab.lab import verdict
 from normlab.lab.study import compound, stats
 from normlab.lab.study.measures import H_TEXT, MEASURES, TIMINGS
-from normlab.lab.study.stats import (
+from normlab.lab.study.stats import Context, Results, Seeds, Verdict
+from normlab.lab.study.sweeps import S_TEXT, sweep_name, sweep_ranges, sweeps_text
+from normlab.lab.verdict import (
+    BOUND_TEXT,
     EXPECT,
-    FAILS,
-    HOLDS,
     LEVEL,
-    Context,
-    Estimate,
-    Results,
-    Seeds,
-    Verdict,
+    Word,
     check_rule,
     decide,
     decide_rows,
     pick,
+    statistic,
 )
-from normlab.lab.study.sweeps import S_TEXT, sweep_name, sweep_ranges, sweeps_text
 
 # How the spec loader checks a field's TOML value (``field(metadata=...)``); a field without one
 # is read by its type, as a config field is.
@@ -61,7 +59,7 @@ class Rule(Protocol):
     trim: float  # the trimmed share of its seeds' mean (0: a plain mean)
     processes: int  # fresh processes of the serial timing phase a timed rule needs
     controls: tuple[tuple[str, Rule], ...]  # (label, rule): a part's own controls
-    TARGET: str  # of a compound: the decision Holm corrects (HOLDS: one part suffices)
+    TARGET: Word  # of a compound: the decision Holm corrects (HOLDS: one part suffices)
     unit: str  # what an estimate's n counts, in words
 
     def arms(self) -> tuple[str, ...]: ...
@@ -88,7 +86,7 @@ class Single:
     trim: ClassVar[float] = 0.0
     processes: ClassVar[int] = 1
     controls: ClassVar[tuple] = ()
-    TARGET: ClassVar[str] = FAILS
+    TARGET: ClassVar[Word] = Word.DOES_NOT_HOLD
     unit: ClassVar[str] = "seeds"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -146,8 +144,7 @@ class Contrast(Single):
             if m not in MEASURES:
                 raise ValueError(f"unknown measure {m!r}; known: {sorted(MEASURES)}")
         check_rule(self.expect, self.seeds, self.delta)
-        if not 0 <= self.trim <= stats.MEDIAN:
-            raise ValueError(f"trim must be in [0, {stats.MEDIAN}] (the median), got {self.trim!r}")
+        statistic(self.trim)  # ValueError outside [0, MEDIAN]
 
     def arms(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(a for _, a, _ in self.terms))
@@ -187,9 +184,7 @@ class Contrast(Single):
         return [f"{m}: {MEASURES[m][0]}" for m in dict.fromkeys(t[2] for t in self.terms)]
 
     def statistic_words(self) -> str:
-        return (
-            f" Statistic: the {stats.statistic_text(self.trim, 'the seeds')}." if self.trim else ""
-        )
+        return f" Statistic: the {statistic(self.trim).words('the seeds')}." if self.trim else ""
 
     def threshold(self, h: float | None) -> tuple[str, str, float, float | None] | None:
         if len(self.terms) != 1 or not self.const_h:
@@ -200,9 +195,9 @@ class Contrast(Single):
     def describe(self) -> str:
         measures = "; ".join(self.measure_words())
         h = f"; {H_TEXT}" if self.const_h else ""
-        stat = stats.statistic_text(self.trim, f"{self.seeds} paired seeds")
+        stat = statistic(self.trim).words(f"{self.seeds} paired seeds")
         return (
-            f"per seed, v = {self.formula()} ({measures}{h}); {stat}; {stats.BOUND_TEXT}; "
+            f"per seed, v = {self.formula()} ({measures}{h}); {stat}; {BOUND_TEXT}; "
             f"{EXPECT[self.expect]} (δ = {self.delta:.3g})."
         )
 
@@ -292,6 +287,7 @@ class Timing(Single):
     processes: int = 8  # fresh processes of the timing phase: the unit of the interval
     seeds: ClassVar[int] = 1  # the arms are timed, not trained: one run each builds them
     timed: ClassVar[bool] = True
+    trim: ClassVar[float] = 0.2  # a stalled process moves neither the estimate nor the interval
     unit: ClassVar[str] = "timing processes"
 
     def __post_init__(self) -> None:
@@ -352,7 +348,7 @@ class Timing(Single):
 
     def decide(self, results: Results, ctx: Context) -> Verdict:
         timings = ctx.timings or {}
-        est = Estimate.trimmed(self.units(timings), ctx.level)
+        est = statistic(self.trim).estimate(self.units(timings), ctx.level)
         status, why = decide(">0", est, self.delta)
         return Verdict(
             status, why, est, means=stats.timing_medians(timings, self.what, self.arms())
@@ -454,8 +450,8 @@ class AllOf:
     controls: ClassVar[tuple] = ()
     # the parameters a compound claim passes to the parts that do not set them
     SHARED: ClassVar[tuple[str, ...]] = ("seeds", "expect", "delta", "matrix", "margin")
-    TARGET: ClassVar[str] = FAILS  # the decision Holm corrects
-    RULE: ClassVar[str] = compound.ALL_OF_TEXT
+    TARGET: ClassVar[Word] = Word.DOES_NOT_HOLD  # the decision Holm corrects
+    RULE: ClassVar[str] = verdict.ALL_OF_TEXT
 
     def parts(self) -> tuple[tuple[str, Any], ...]:
         return self.members
@@ -479,8 +475,8 @@ class AnyOf(AllOf):
     """A compound claim: holds iff some part holds after Holm's correction across the parts,
     does not hold iff every part does not (each at 95 %)."""
 
-    TARGET: ClassVar[str] = HOLDS
-    RULE: ClassVar[str] = compound.ANY_OF_TEXT
+    TARGET: ClassVar[Word] = Word.HOLDS
+    RULE: ClassVar[str] = verdict.ANY_OF_TEXT
 
 
 # The kinds a spec's ``rule = "..."`` names, in the order its messages list them.

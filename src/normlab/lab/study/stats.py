@@ -1,13 +1,6 @@
-"""The statistics every rule shares: estimates with their intervals, decisions against δ, and
-what became of the seeds (compound claims and controls are decided in ``compound``).
-
-- **the statistic**: the mean of per-seed values ``v`` over ``n`` seeds with a Student-t
-  interval (``scipy.stats``) and the minimal effect detectable at that ``n`` (80 % power);
-- **the decision** against δ, the smallest effect that matters, fixed before the runs: holds,
-  does not hold, inconclusive, or *not testable here* when a control of the claim (an arm that
-  must train in the same setting) does not show what it must, or when the study runs too few
-  seeds for any interval of its statistic (one; a median under 6), so that no outcome of its
-  runs could decide it (``Study.without_interval``).
+"""What a study's rules share besides the verdict engine (``normlab.lab.verdict``, which holds
+the statistics, the rule and Holm): what became of the seeds, a claim's verdict with its parts and
+controls, the context a rule is decided in, and the timing rounds' units.
 
 No seed is left out silently. A seed index that some arm of a rule lacks is *unpaired*: it
 enters neither the values nor the displayed means, and is counted. A run whose measure is
@@ -25,226 +18,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-HOLDS, FAILS, UNSURE = "holds", "does not hold", "inconclusive"
-UNTESTABLE = "not testable here"
-VERDICTS = (HOLDS, FAILS, UNSURE, UNTESTABLE)
-LEVEL = 0.95  # confidence of every interval
-POWER = 0.8  # for the minimal detectable effect
-MEDIAN = 0.5  # the trim whose limit is the median: a rule with trim = MEDIAN decides on it
+from normlab.lab.verdict import LEVEL, Estimate, Word
 
 # arm -> seed index -> RunResult dict (``RunResult.to_dict()``)
 Results = Mapping[str, Mapping[int, dict[str, Any]]]
-
-
-# --------------------------------------------------------------------------------------------
-# the statistic
-
-
-def seeds_for_interval(trim: float, level: float = LEVEL) -> int:
-    """The fewest seeds whose statistic has a bounded interval at ``level``: 2 for a mean (a
-    trimmed mean is the mean under 5 values); for the median the n at which the sign test's
-    outermost order statistics cover ``level``, 2 · 0.5ⁿ ≤ 1 − level (6 at 95 %)."""
-    if trim >= MEDIAN:
-        return math.ceil(math.log2(2 / (1 - level)))
-    return 2
-
-
-def detectable(sd: float, n: int, level: float = LEVEL, power: float = POWER) -> float:
-    """The smallest true effect ``n`` paired values with spread ``sd`` find with ``power`` at
-    ``level``: ``(t_{1-α/2, n-1} + t_{power, n-1}) · sd / √n``."""
-    from scipy import stats
-
-    t = stats.t.ppf(1 - (1 - level) / 2, n - 1) + stats.t.ppf(power, n - 1)
-    return t * sd / math.sqrt(n)
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """The mean of per-seed (or per-round) values with its interval at ``level``."""
-
-    effect: float | None
-    lo: float | None
-    hi: float | None
-    n: int
-    mde: float | None  # the smallest true effect this n finds with POWER at this level
-    level: float = LEVEL
-    values: tuple[float, ...] = ()
-
-    @classmethod
-    def of(cls, values: list[float], level: float = LEVEL) -> Estimate:
-        from scipy import stats
-
-        n = len(values)
-        if n == 0 or not all(math.isfinite(v) for v in values):  # unbounded: no interval
-            return cls(None, None, None, n, None, level)
-        mean = sum(values) / n
-        if n == 1:
-            return cls(mean, -math.inf, math.inf, 1, None, level, tuple(values))
-        sd = statistics.stdev(values)
-        se = sd / math.sqrt(n)
-        t = stats.t.ppf(1 - (1 - level) / 2, n - 1)
-        mde = detectable(sd, n, level)
-        return cls(mean, mean - t * se, mean + t * se, n, mde, level, tuple(values))
-
-    @classmethod
-    def trimmed(cls, values: list[float], level: float = LEVEL, trim: float = 0.2) -> Estimate:
-        """The ``trim``-trimmed mean with Yuen's interval (``scipy.stats.mstats``: the
-        winsorized variance, Student t on ``n - 2g - 1`` degrees of freedom, ``g = ⌊trim·n⌋``
-        values cut at each end): a stalled round moves neither the mean nor the interval, where
-        one such round widens the plain mean's interval past any δ. Under 5 values: the mean.
-        ``trim = 0.5`` is the limit, the median (``Estimate.median``)."""
-        if trim >= MEDIAN:
-            return cls.median(values, level)
-        import numpy as np
-        from scipy import stats
-        from scipy.stats import mstats
-
-        n = len(values)
-        g = int(trim * n)
-        if g == 0 or not all(math.isfinite(v) for v in values):
-            return cls.of(values, level)
-        df = n - 2 * g - 1
-        mean = float(stats.trim_mean(values, trim))
-        se = float(mstats.trimmed_stde(np.asarray(values, dtype=float), limits=(trim, trim)))
-        t = stats.t.ppf(1 - (1 - level) / 2, df)
-        mde = (t + stats.t.ppf(POWER, df)) * se
-        return cls(mean, mean - t * se, mean + t * se, n, mde, level, tuple(values))
-
-    @classmethod
-    def median(cls, values: list[float], level: float = LEVEL) -> Estimate:
-        """The median with its distribution-free interval: the order statistics the sign test
-        inverts (``scipy.stats.quantile_test``), so it holds whatever the tails, where even a
-        trimmed mean's interval is widened by two blown-up seeds of eight. Too few values for
-        an interval at ``level`` (under 6 at 95 %): unbounded. No detectable effect: the sign
-        test's power depends on the whole distribution, not on one spread."""
-        import numpy as np
-        from scipy import stats
-
-        n = len(values)
-        if n == 0 or not all(math.isfinite(v) for v in values):
-            return cls(None, None, None, n, None, level)
-        med = float(np.median(values))
-        ci = stats.quantile_test(values, p=0.5).confidence_interval(level)  # not q's p-value
-        lo = float(ci.low) if math.isfinite(ci.low) else -math.inf
-        hi = float(ci.high) if math.isfinite(ci.high) else math.inf
-        return cls(med, lo, hi, n, None, level, tuple(values))
-
-    @staticmethod
-    def spread(values: list[float], trim: float = 0.0) -> float:
-        """The per-value spread behind the interval: the standard deviation; for a trimmed
-        mean the winsorized one over ``1 − 2·trim`` (its standard error times √n); for the
-        median √(π/2) times the MAD's normal-consistent σ (its large-sample standard error
-        times √n)."""
-        if trim >= MEDIAN:
-            from scipy import stats
-
-            mad = stats.median_abs_deviation(values, scale="normal")
-            return float(math.sqrt(math.pi / 2) * mad)
-        if int(trim * len(values)) == 0:
-            return statistics.stdev(values)
-        import numpy as np
-        from scipy.stats import mstats
-
-        winsorized = mstats.winsorize(np.asarray(values, dtype=float), limits=(trim, trim))
-        return float(np.std(winsorized, ddof=1)) / (1 - 2 * trim)
-
-    def text(self, digits: int = 3) -> str:
-        if self.effect is None:
-            return f"no data, n={self.n}"
-        f = lambda x: f"{x:+.{digits}f}" if math.isfinite(x) else ("−∞" if x < 0 else "+∞")  # noqa: E731
-        return f"{f(self.effect)} [{f(self.lo)}, {f(self.hi)}], n={self.n}"
-
-    def to_dict(self) -> dict[str, Any]:
-        fin = lambda x: x if x is None or math.isfinite(x) else None  # noqa: E731
-        return {
-            "effect": self.effect,
-            "lo": fin(self.lo),
-            "hi": fin(self.hi),
-            "n": self.n,
-            "level": self.level,
-            "mde": self.mde,
-            "values": list(self.values),
-        }
-
-
-def statistic_text(trim: float, over: str) -> str:
-    """The statistic a rule with ``trim`` decides on, in words, ``over`` its units."""
-    if trim >= MEDIAN:
-        return (
-            f"median of v over {over}, its distribution-free {LEVEL:.0%} interval (the order "
-            "statistics the sign test inverts)"
-        )
-    if trim:
-        return f"{trim:.0%} trimmed mean of v over {over}, Yuen's {LEVEL:.0%} interval"
-    return f"mean of v over {over}, {LEVEL:.0%} Student-t interval"
-
-
-# expect -> (the decision in words, the rule)
-EXPECT = {
-    ">0": "holds if the interval is above 0 and the effect ≥ δ; does not hold if the interval is "
-    "below 0 or lies inside ±δ (no difference that matters); otherwise inconclusive",
-    "<0": "holds if the interval is below 0 and the effect ≤ −δ; does not hold if the interval is "
-    "above 0 or lies inside ±δ; otherwise inconclusive",
-    "≠0": "holds if the interval excludes 0 and |effect| ≥ δ; does not hold if the interval lies "
-    "inside ±δ; otherwise inconclusive",
-    "≈0": "holds if the interval lies inside ±δ; does not hold if it excludes 0 with |effect| ≥ δ; "
-    "otherwise inconclusive",
-}
-
-# How a seed whose measure is undefined is scored, as the rule texts say it.
-BOUND_TEXT = (
-    "a seed index some arm lacks is unpaired: left out of v and of the means, and counted; a "
-    "run whose measure is undefined (e.g. diverged) stays in, its measure bounded by the range "
-    "that measure takes over the paired runs: 'holds' is decided on the least favourable end, "
-    "'does not hold' on the most favourable"
-)
-
-
-def decide(expect: str, est: Estimate, delta: float) -> tuple[str, str]:
-    """(status, why) of ``est`` under the decision ``expect`` with minimum effect ``delta``."""
-    if est.effect is None and est.n >= 2:
-        return UNSURE, f"n={est.n}: a seed's value is unbounded (its measure is undefined in "
-        "every paired run)"
-    if est.effect is None or est.n < 2:
-        return UNSURE, f"n={est.n}: too few seeds for an interval"
-    m, lo, hi = est.effect, est.lo, est.hi
-    if expect == "<0":
-        m, lo, hi = -m, -hi, -lo
-    within = -delta < lo and hi < delta
-    excludes_zero = lo > 0 or hi < 0
-    ci = est.text()
-    if expect in (">0", "<0"):
-        if lo > 0 and m >= delta:
-            return HOLDS, f"{ci}: above 0, and the effect reaches δ={delta:.3g}"
-        if hi < 0:
-            return FAILS, f"{ci}: the effect has the other sign"
-        if within:
-            return FAILS, f"{ci}: inside ±δ={delta:.3g}, no difference that matters"
-    elif expect == "≠0":
-        if excludes_zero and abs(m) >= delta:
-            return HOLDS, f"{ci}: excludes 0, |effect| ≥ δ={delta:.3g}"
-        if within:
-            return FAILS, f"{ci}: inside ±δ={delta:.3g}"
-    elif expect == "≈0":
-        if within:
-            return HOLDS, f"{ci}: inside ±δ={delta:.3g}"
-        if excludes_zero and abs(m) >= delta:
-            return FAILS, f"{ci}: a difference of at least δ={delta:.3g}"
-    else:
-        raise ValueError(f"expect must be one of {tuple(EXPECT)}, got {expect!r}")
-    mde = f"; detectable at this n: {est.mde:.3g}" if est.mde is not None else ""
-    return UNSURE, f"{ci}: not decided at δ={delta:.3g}{mde}"
-
-
-def pick(expect: str, lo: float, hi: float, for_holds: bool) -> float:
-    """The end of a seed's range ``[lo, hi]`` least favourable to the decision (``for_holds``:
-    to "holds"; else to "does not hold")."""
-    if lo == hi:
-        return lo
-    near0 = min(max(0.0, lo), hi)
-    far = lo if abs(lo) > abs(hi) else hi
-    worst = {">0": (lo, hi), "<0": (hi, lo), "≈0": (far, near0), "≠0": (near0, far)}[expect]
-    return worst[0] if for_holds else worst[1]
 
 
 def term_rows(
@@ -275,34 +52,6 @@ def term_rows(
                 lo, hi = lo + c * x, hi + c * x
         rows.append((lo, hi))
     return rows, sorted(set(bounded))
-
-
-def check_rule(expect: str, seeds: int, delta: float) -> None:
-    """A rule's ``expect``, ``seeds`` and ``delta``, or ValueError."""
-    if expect not in EXPECT:
-        raise ValueError(f"expect must be one of {tuple(EXPECT)}, got {expect!r}")
-    if seeds < 1 or not delta >= 0:
-        raise ValueError(f"seeds must be >= 1 and delta >= 0, got {seeds}, {delta}")
-
-
-def decide_rows(
-    expect: str, rows: list[tuple[float, float]], delta: float, level: float, trim: float = 0.0
-) -> tuple[str, str, Estimate]:
-    """Decide on per-seed ranges ``(lo, hi)`` (equal where the value is known): "holds" on the
-    ends least favourable to it, "does not hold" on the ends least favourable to that. With
-    ``trim`` > 0 the statistic is the trimmed mean with Yuen's interval (``Estimate.trimmed``)."""
-    est_h = Estimate.trimmed([pick(expect, lo, hi, True) for lo, hi in rows], level, trim)
-    status, why = decide(expect, est_h, delta)
-    if status == HOLDS or all(lo == hi for lo, hi in rows):
-        return status, why, est_h
-    est_f = Estimate.trimmed([pick(expect, lo, hi, False) for lo, hi in rows], level, trim)
-    status_f, why_f = decide(expect, est_f, delta)
-    if status_f == FAILS:
-        return FAILS, why_f + " (the bounded seeds at their most favourable value)", est_f
-    if status == FAILS:  # only at the end least favourable to holding: not decided
-        why = f"{why_f}: not decided with the bounded seeds at their most favourable value"
-        return UNSURE, why, est_f
-    return status, why + " (the bounded seeds at their least favourable value)", est_h
 
 
 # --------------------------------------------------------------------------------------------
@@ -369,7 +118,7 @@ class Seeds:
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str  # HOLDS | FAILS | UNSURE | UNTESTABLE
+    status: Word
     why: str
     estimate: Estimate | None = None
     parts: tuple[tuple[str, Verdict], ...] = ()

@@ -19,7 +19,7 @@ import math
 from collections.abc import Iterable, Sequence
 
 from normlab.lab.study.measures import MEASURES
-from normlab.lab.study.stats import LEVEL
+from normlab.lab.verdict import LEVEL
 
 S_TEXT = (
     "S: the LR sensitivity of a sweep, the mean over its learning rates of min(final "

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from normlab.lab.study.stats import EXPECT, FAILS, HOLDS, MEDIAN, UNSURE, UNTESTABLE
+from normlab.lab.verdict import EXPECT, MEDIAN, Word
 
 
 def compound(rule) -> tuple[tuple[tuple[str, Any], ...], bool] | None:
@@ -22,7 +22,7 @@ def compound(rule) -> tuple[tuple[tuple[str, Any], ...], bool] | None:
     parts = rule.parts()
     if len(parts) == 1 and parts[0][1] is rule:
         return None
-    return parts, rule.TARGET == HOLDS
+    return parts, rule.TARGET == Word.HOLDS
 
 
 def rules_of(rule) -> list[tuple[str, Any]]:
@@ -77,13 +77,13 @@ def _decision(v, rule) -> str:
     est, delta, expect = v.estimate, rule.delta, rule.expect
     if _unbounded(est):
         return f"n={est.n}: no interval"
-    if v.status == UNSURE:
+    if v.status == Word.INCONCLUSIVE:
         return _why_undecided(v, rule)
-    if v.status == UNTESTABLE:
+    if v.status == Word.NOT_TESTABLE:
         return "not testable here"
     if est is None or est.effect is None:
         return v.status
-    if v.status == HOLDS:
+    if v.status == Word.HOLDS:
         if expect == "≈0":
             return f"inside ±{delta:.3g}"
         return f"beyond δ={delta:.3g}" if delta else "holds"
@@ -107,7 +107,9 @@ def part_text(label: str, rule, v, h: float | None) -> str:
         at = f"ends at {mean:.3f}" if mean is not None else "has no final value"
         bar_s = f"the bar {bar:.3f}" if bar is not None else "the bar"
         out = f"{arm} {at} ({side} {bar_s} in {k} of {len(est.values)} seeds)"
-        return out if v.status in (HOLDS, FAILS) else f"{out} ({_decision(v, rule)})"
+        return (
+            out if v.status in (Word.HOLDS, Word.DOES_NOT_HOLD) else f"{out} ({_decision(v, rule)})"
+        )
     own = rule.result_words(est)
     if own is not None:
         return f"{own}; {_decision(v, rule)}"
@@ -120,9 +122,9 @@ def part_text(label: str, rule, v, h: float | None) -> str:
 def sentence(claim, v, h: float | None) -> str:
     """What the study saw for ``claim``, in one sentence with the numbers that matter."""
     out = _seen(claim, v, h)
-    if v.status != UNTESTABLE:
+    if v.status != Word.NOT_TESTABLE:
         return out
-    bad = [(label, c) for label, c in v.controls if c.status != HOLDS]
+    bad = [(label, c) for label, c in v.controls if c.status != Word.HOLDS]
     if bad:
         label, c = bad[0]
         seen = _control_text(dict(claim.controls).get(label), c, h)
@@ -165,10 +167,10 @@ def _seen(claim, v, h: float | None) -> str:
     parts, some = c
     rows = [(label, rule, pv) for (label, rule), (_, pv) in zip(parts, v.parts, strict=True)]
     key = {
-        HOLDS: (lambda s: s == HOLDS) if some else (lambda s: True),
-        FAILS: lambda s: s == FAILS,
-        UNSURE: lambda s: s not in (HOLDS, FAILS),
-        UNTESTABLE: lambda s: s in (UNTESTABLE, UNSURE),
+        Word.HOLDS: (lambda s: s == Word.HOLDS) if some else (lambda s: True),
+        Word.DOES_NOT_HOLD: lambda s: s == Word.DOES_NOT_HOLD,
+        Word.INCONCLUSIVE: lambda s: s not in (Word.HOLDS, Word.DOES_NOT_HOLD),
+        Word.NOT_TESTABLE: lambda s: s in (Word.NOT_TESTABLE, Word.INCONCLUSIVE),
     }[v.status]
     shown = [r for r in rows if key(r[2].status)]
     rest = [r for r in rows if r not in shown]

@@ -1,0 +1,62 @@
+"""A published claims.json decided again from its stored per-seed values (``study.replay``): the
+published files are what today's rule decides, and the replay is the claim machinery itself."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from claims_golden import QUICK, quick_results
+
+from normlab.lab.study.claims import decide_all
+from normlab.lab.study.replay import replay
+from normlab.lab.study.report import claims_json
+from normlab.lab.study.spec import load_builtin
+
+DATA = Path(__file__).resolve().parents[1] / "docs" / "data"
+
+
+def _replayed(study, doc: dict) -> dict:
+    return json.loads(json.dumps(claims_json(study, replay(study, doc), doc), ensure_ascii=False))
+
+
+@pytest.mark.parametrize("preset", sorted(p.name for p in DATA.iterdir() if p.is_dir()))
+def test_every_published_study_is_what_todays_rule_decides_on_its_values(preset):
+    doc = json.loads((DATA / preset / "claims.json").read_text("utf-8"))
+    assert _replayed(load_builtin(preset), doc) == doc, (
+        f"docs/data/{preset}/claims.json is not what today's rule decides: replay it"
+    )
+
+
+def test_the_replay_of_a_stored_study_equals_deciding_its_runs():
+    study, results, meta = quick_results()
+    decided = json.loads(
+        json.dumps(
+            claims_json(study, decide_all(study, results, meta["plateau_h"], meta["timings"]), meta)
+        )
+    )
+    replayed = _replayed(study, decided)
+    for a, b in zip(decided["claims"], replayed["claims"], strict=True):
+        assert (a["name"], a["verdict"], a.get("lo"), a.get("hi")) == (
+            b["name"],
+            b["verdict"],
+            b.get("lo"),
+            b.get("hi"),
+        )
+        assert [p["verdict"] for p in a["parts"]] == [p["verdict"] for p in b["parts"]]
+
+
+def test_a_stricter_delta_changes_the_replayed_verdict():
+    study, results, meta = quick_results()
+    doc = json.loads((QUICK / "claims.json").read_text("utf-8"))
+    name = "rmsnorm-matches-quality"
+    (claim,) = [c for c in study.claims if c.name == name]
+    tiny = dataclasses.replace(claim, rule=dataclasses.replace(claim.rule, delta=1e-6))
+    strict = dataclasses.replace(study, claims=(tiny,))
+    (entry,) = [c for c in doc["claims"] if c["name"] == name]
+    assert entry["verdict"] == "holds"
+    ((_, v),) = replay(strict, doc)
+    # within ±1e-6 no interval of 8 seeds lies inside, and one around 0 is not wholly outside
+    assert v.status == "inconclusive"
