@@ -58,6 +58,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("integrations", ("normlab.hf", "normlab.convert", "normlab")),
     ("lab: shared", ("normlab.lab.render", "normlab.lab.doc", "normlab.lab.train", "normlab.lab")),
     ("lab: common", ("normlab.lab.common",)),
+    # the verdict engine: every decider (study, numerics, bench, advise, coverage) sits above it
+    ("lab: verdict", ("normlab.lab.verdict",)),
     (
         "lab: engines",
         ("normlab.lab.study", "normlab.lab.numerics", "normlab.lab.bench", "normlab.lab.demo"),

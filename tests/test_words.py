@@ -29,9 +29,20 @@ def said(rule, results, h=3.1, **kw):
 def test_a_decided_contrast_says_its_interval_against_delta():
     status, text = said(diff(), {"a": arm(3.0, 3.1, 3.2), "b": arm(2.5, 2.55, 2.6)})
     assert status == "holds" and text.startswith("a − b (final val loss): +0.550 [")
-    assert "n=3, beyond δ=0.02." in text
+    assert "n=3, above δ=0.02." in text
     status, text = said(diff(0.1, expect="≈0"), {"a": arm(3.0, 3.1, 3.2), "b": arm(3.0, 3.1, 3.2)})
     assert status == "holds" and "inside ±0.1" in text
+
+
+def test_does_not_hold_says_which_edge_the_interval_lies_past():
+    below = {"a": arm(3.00, 3.01, 3.02), "b": arm(2.995, 3.0, 3.005)}  # +0.01 ± little, δ=0.05
+    status, text = said(diff(0.05), below)
+    assert status == "does not hold" and "inside ±0.05: no difference that matters" in text
+    status, text = said(diff(0.05), {"a": arm(3.0, 3.1, 3.2), "b": arm(3.5, 3.6, 3.7)})
+    assert status == "does not hold" and "the other sign" in text
+    apart = {"a": arm(3.0, 3.1, 3.2), "b": arm(2.5, 2.6, 2.7)}
+    status, text = said(diff(0.1, expect="≈0"), apart)
+    assert status == "does not hold" and "wholly outside ±0.1" in text
 
 
 def test_an_undecided_contrast_says_why_and_what_would_decide_it():

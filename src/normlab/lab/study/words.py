@@ -65,8 +65,8 @@ def _why_undecided(v, rule) -> str:
         more = f"about {need:,} {unit}" if need <= 1000 else f"over 1,000 {unit}"
         mde, d = rule.sizes(est.mde, delta)
         return f"this n detects only {mde} against δ={d}: {more} would decide it"
-    if (est.lo > 0 or est.hi < 0) and abs(est.effect) < delta:
-        return f"clear of 0, but the effect sits at δ={delta:.3g} and its interval spans δ"
+    if est.lo > 0 or est.hi < 0:
+        return f"clear of 0, but the interval spans δ={delta:.3g}; more {units} would narrow it"
     if est.lo <= 0 <= est.hi:
         return f"the interval spans 0 and reaches past ±δ={delta:.3g}; more {units} would decide it"
     return f"the interval spans δ={delta:.3g}; more {units} would narrow it"
@@ -83,16 +83,20 @@ def _decision(v, rule) -> str:
         return "not testable here"
     if est is None or est.effect is None:
         return v.status
-    if v.status == Word.HOLDS:
-        if expect == "≈0":
-            return f"inside ±{delta:.3g}"
-        return f"beyond δ={delta:.3g}" if delta else "holds"
-    inside = -delta < est.lo and est.hi < delta
+    d = f"{delta:.3g}"
+    lo, hi = (-est.hi, -est.lo) if expect == "<0" else (est.lo, est.hi)
     if expect == "≈0":
-        return f"outside ±{delta:.3g}"
-    if inside and delta:
-        return f"inside ±{delta:.3g}: no difference that matters"
-    return "the other sign"
+        return f"inside ±{d}" if v.status == Word.HOLDS else f"wholly outside ±{d}"
+    if expect == "≠0":
+        return f"wholly outside ±{d}" if v.status == Word.HOLDS else f"inside ±{d}"
+    sign = "−" if expect == "<0" else ""
+    if v.status == Word.HOLDS:
+        return f"{'below' if sign else 'above'} {sign}δ={sign}{d}" if delta else "holds"
+    if hi < 0:
+        return "the other sign"
+    if -delta < lo and delta:
+        return f"inside ±{d}: no difference that matters"
+    return f"{'above' if sign else 'below'} {sign}δ={sign}{d}"
 
 
 def part_text(label: str, rule, v, h: float | None) -> str:
