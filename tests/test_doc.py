@@ -127,3 +127,22 @@ def test_the_study_report_renders_the_same_outline_twice(quick_report):
     assert (headings, tables, figures) == outline_md(md)
     assert len([h for h in headings if h[0] == 2]) >= 12 + 3 and len(figures) >= 12
     assert tables[0] == (("claim", "verdict", "what the lab saw (scope)"), 12)
+
+
+def test_a_narrow_screen_scrolls_a_table_rather_than_break_its_numbers():
+    css = d.PAGE_CSS.split("@media")[0]  # the narrow-screen card layout is the summary's own
+    assert ".scroll{overflow-x:auto" in css
+    for selectors, body in re.findall(r"([^{}]+)\{([^{}]*)\}", css):
+        if "overflow-wrap:anywhere" in body:
+            assert "td" not in selectors.split(","), selectors
+    html = d.to_html(d.Document("t", [d.Table(("x",), (("6.6e-04 and 2e+03",),))]))
+    assert '<span class="n">6.6e-04</span> and <span class="n">2e+03</span>' in html
+    assert ".n{white-space:nowrap}" in html
+
+
+def test_markdown_marks_in_text_become_spans():
+    spans = d.from_markdown("**does not hold** at `eps` and **holds**")
+    assert spans == (d.Strong("does not hold"), " at ", d.Code("eps"), " and ", d.Strong("holds"))
+    assert d.from_markdown("plain") == ("plain",)
+    html = d.to_html(d.Document("t", [d.Paragraph((d.Em("s"), *spans))]))
+    assert "<i>s</i><b>does not hold</b>" in html and "**" not in html

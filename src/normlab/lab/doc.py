@@ -1,10 +1,12 @@
 """A report as a document: blocks (heading, paragraph, list, table, figure, details, pre, raw)
-holding inline text (plain strings, badges, links, bold, code), rendered once to HTML and once
-to Markdown, so the two renderings of a report cannot drift apart.
+holding inline text (plain strings, badges, links, bold, emphasis, code), rendered once to HTML
+and once to Markdown, so the two renderings of a report cannot drift apart.
 
 The HTML page is self-contained (figures embedded as base64, the CSS inline): its tables scroll
-inside their own box, never the page, at any width; it opens with a table of contents built from
-the ``h2`` headings that have an ``id``, and it prints without the colours and the scroll boxes.
+inside their own box, never the page, at any width (a cell wraps at spaces, never inside a
+number, so a narrow screen scrolls the table rather than stack 0.182 one digit a line); it opens
+with a table of contents built from the ``h2`` headings that have an ``id``, and it prints
+without the colours and the scroll boxes.
 The Markdown names the figures by their file (``plots/<name>.png``) and folds ``Details`` into
 ``<details>``, which GitHub renders around Markdown.
 """
@@ -47,16 +49,39 @@ class Code:
 
 
 @dataclass(frozen=True)
+class Em:
+    text: str
+
+
+@dataclass(frozen=True)
 class Muted:
     text: str
 
 
-Span = str | Badge | Link | Strong | Code | Muted
+Span = str | Badge | Link | Strong | Em | Code | Muted
 Inline = Span | Sequence[Span]
 
 
 def _spans(x: Inline) -> tuple[Span, ...]:
-    return (x,) if isinstance(x, str | Badge | Link | Strong | Code | Muted) else tuple(x)
+    return (x,) if isinstance(x, str | Badge | Link | Strong | Em | Code | Muted) else tuple(x)
+
+
+_MARKED = re.compile(r"\*\*(.+?)\*\*|`([^`]+)`")
+
+
+def from_markdown(text: str) -> tuple[Span, ...]:
+    """Text that marks its bold (``**x**``) and code (`` `x` ``) as Markdown does, as spans: so
+    a cell written for a Markdown table reads bold in the HTML, not as literal asterisks."""
+    out: list[Span] = []
+    at = 0
+    for m in _MARKED.finditer(text):
+        if m.start() > at:
+            out.append(text[at : m.start()])
+        out.append(Strong(m.group(1)) if m.group(1) is not None else Code(m.group(2)))
+        at = m.end()
+    if at < len(text):
+        out.append(text[at:])
+    return tuple(out)
 
 
 def plain(x: Inline, *, badges: bool = True) -> str:
@@ -168,7 +193,7 @@ PAGE_CSS = (
     + """
 body{max-width:1180px;margin:12px auto}h1{font-size:21px;margin:4px 0}
 h2{font-size:18px;margin:18px 0 6px}.scroll{overflow-x:auto;max-width:100%}
-.scroll table{margin:4px 0 12px}p,li,td{overflow-wrap:anywhere}
+.scroll table{margin:4px 0 12px}p,li{overflow-wrap:anywhere}.n{white-space:nowrap}
 table.summary{font-size:13px;line-height:1.3}table.summary td{padding:3px 6px}
 table.summary td:first-child{min-width:150px}.src{color:#656d76;font-size:12px}
 nav.toc{font-size:13px;line-height:1.6}nav.toc a{white-space:nowrap}
@@ -178,8 +203,9 @@ figure{display:inline-block;vertical-align:top;margin:8px 12px 8px 0;max-width:1
 figcaption{font-size:12px;color:#656d76}details{margin:8px 0}
 summary{cursor:pointer;font-weight:600}
 @media (max-width:700px){table.summary thead{display:none}table.summary,table.summary tbody,
-table.summary tr,table.summary td{display:block;border:none}table.summary tr{border-top:1px
-solid #d0d7de;padding:4px 0}table.summary td:first-child{min-width:0}}
+table.summary tr,table.summary td{display:block;border:none;overflow-wrap:anywhere}
+table.summary tr{border-top:1px solid #d0d7de;padding:4px 0}
+table.summary td:first-child{min-width:0}}
 @media print{.scroll{overflow:visible}nav.toc{display:none}
 details::details-content{content-visibility:visible;display:block}.v{color:#000!important;background:none!important;
 border:1px solid #000}body{max-width:none;margin:0}img{max-width:100%;page-break-inside:avoid}
@@ -188,10 +214,16 @@ section{page-break-before:auto}}
 )
 
 
-def _html_inline(x: Inline) -> str:
+# A number in exponent form: a browser breaks a cell after its hyphen (6.6e- / 04).
+_EXPONENT = re.compile(r"\d[\d.]*e[-+]\d+")
+
+
+def _html_inline(x: Inline, *, cell: bool = False) -> str:
     out = []
     for s in _spans(x):
-        if isinstance(s, str):
+        if isinstance(s, str) and cell:
+            out.append(_EXPONENT.sub(r'<span class="n">\g<0></span>', escape(s)))
+        elif isinstance(s, str):
             out.append(escape(s))
         elif isinstance(s, Badge):
             out.append(f'<span class="v" style="background:{s.color}">{escape(s.word)}</span>')
@@ -199,6 +231,8 @@ def _html_inline(x: Inline) -> str:
             out.append(f'<a href="{escape(s.href)}">{escape(s.text)}</a>')
         elif isinstance(s, Strong):
             out.append(f"<b>{escape(s.text)}</b>")
+        elif isinstance(s, Em):
+            out.append(f"<i>{escape(s.text)}</i>")
         elif isinstance(s, Code):
             out.append(f"<code>{escape(s.text)}</code>")
         else:
@@ -216,7 +250,7 @@ def _html_block(b: Block) -> str:
     if isinstance(b, Items):
         return "<ul>" + "".join(f"<li>{_html_inline(i)}</li>" for i in b.items) + "</ul>"
     if isinstance(b, Table):
-        cells = [[_html_inline(c) for c in r] for r in b.rows]
+        cells = [[_html_inline(c, cell=True) for c in r] for r in b.rows]
         return f'<div class="scroll">{html_table(b.header, cells, raw=True, cls=b.cls)}</div>'
     if isinstance(b, Figure):
         return f"<figure>{img(b.title, b.png)}<figcaption>{escape(b.title)}</figcaption></figure>"
@@ -272,6 +306,8 @@ def _md_inline(x: Inline) -> str:
             out.append(f"[{s.text}]({s.href})")
         elif isinstance(s, Strong):
             out.append(f"**{s.text}**")
+        elif isinstance(s, Em):
+            out.append(f"*{s.text}*")
         elif isinstance(s, Code):
             out.append(f"`{s.text}`")
         else:

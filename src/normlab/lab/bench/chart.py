@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from normlab.lab.render import figure, png
+from normlab.lab.render import figure, legend, png
 
 _OP_LABEL = {"rms_norm": "RMSNorm", "layer_norm": "LayerNorm", "fused_add_rms_norm": "add+RMSNorm"}
 
@@ -35,5 +35,5 @@ def bench_chart(rows: Sequence[Mapping]) -> bytes | None:
         b.set_xscale("log")
         b.set_yticks([])
         b.set_xlabel("speed-up (log; > 1: normlab faster)")
-        b.legend(fontsize=6)
+        legend(b)
     return png(fig)

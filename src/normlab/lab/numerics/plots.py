@@ -10,13 +10,21 @@ STYLES = ("-", "--", ":", "-.")
 
 
 def _panels(result):
-    """A figure with one row of axes per op and one column per dtype, and ``(ax, op, dtype)``
-    for each panel."""
+    """A figure with one row of axes per op and one column per dtype, ``(ax, op, dtype)`` for
+    each panel, and the rows of axes."""
     dtypes = result.grid["dtypes"]
     fig, axes = render.figure(
         len(OPS), len(dtypes), figsize=(4.2 * len(dtypes), 7.0), squeeze=False
     )
-    return fig, [(axes[i][j], op, dt) for i, op in enumerate(OPS) for j, dt in enumerate(dtypes)]
+    panels = [(axes[i][j], op, dt) for i, op in enumerate(OPS) for j, dt in enumerate(dtypes)]
+    return fig, panels, [list(row) for row in axes]
+
+
+def _row_legends(rows, title: str) -> None:
+    """One legend per row of panels (its implementations are the same in every dtype), beside
+    the row's last panel: six legends over the curves hid what they label."""
+    for row in rows:
+        render.legend(row[-1], title=title, among=row)
 
 
 def _log_axes(ax, op: str, dt: str, xlabel: str, ylabel: str) -> None:
@@ -28,7 +36,7 @@ def _log_axes(ax, op: str, dt: str, xlabel: str, ylabel: str) -> None:
 def error_vs_scale(result) -> bytes | None:
     """Forward max relative error vs input scale, one line per implementation; inf/NaN drawn as
     crosses at ``INF_LEVEL``. Returns a PNG, or None when nothing was swept."""
-    fig, panels = _panels(result)
+    fig, panels, rows = _panels(result)
     drawn = False
     for ax, op, dt in panels:
         recs = sorted(
@@ -47,14 +55,14 @@ def error_vs_scale(result) -> bytes | None:
             drawn = True
         ax.axhline(INF_LEVEL, color="grey", lw=0.5)
         _log_axes(ax, op, dt, "input scale (max |x| per row)", "forward max rel. error")
-        ax.legend(fontsize=6, title=f"x at {INF_LEVEL:g} = inf/NaN", title_fontsize=6)
+    _row_legends(rows, f"x at {INF_LEVEL:g} = inf/NaN")
     return render.png(fig, dpi=80) if drawn else None
 
 
 def grad_vs_eps(result) -> bytes | None:
     """max |dx| vs eps on near-zero rows: the float64 truth and every implementation (finite
     values only; inf/NaN drawn as crosses above the truth). Returns a PNG or None."""
-    fig, panels = _panels(result)
+    fig, panels, rows = _panels(result)
     drawn = False
     for ax, op, dt in panels:
         recs = sorted(
@@ -86,7 +94,7 @@ def grad_vs_eps(result) -> bytes | None:
         if dt == "float16":
             ax.axhline(65504, color="red", lw=0.7, ls=":", label="FP16 max")
         _log_axes(ax, op, dt, "eps", "max |dx| (near-zero rows)")
-        ax.legend(fontsize=6, title="x at top = inf/NaN in dx", title_fontsize=6)
+    _row_legends(rows, "x at top = inf/NaN in dx")
     return render.png(fig, dpi=80) if drawn else None
 
 
@@ -115,7 +123,7 @@ def finding_error_vs_scale(verdicts) -> bytes | None:
         ax.axhline(0.1, color="grey", lw=0.6, ls=":", label="10 % (visible failure)")
         ax.set(xscale="log", yscale="log", title=f"{op} {dt}", xlabel="input scale (max |x|)")
         ax.set_ylabel("forward max rel. error (failure = 1)")
-        ax.legend(fontsize=6)
+    render.legend(axes[0][-1], among=axes[0])  # the same three entries in every panel
     return render.png(fig, dpi=80)
 
 
@@ -139,6 +147,6 @@ def finding_grad_vs_eps(verdicts) -> bytes | None:
     a.set_title("near-zero rows: the gradient vs eps", fontsize=9)
     b.set(xscale="log", xlabel="eps", ylabel="fraction of dx wrong (naive op)")
     b.set_title("inf/NaN or off by ≥ 10 % of the row's max", fontsize=9)
-    a.legend(fontsize=7)
-    b.legend(fontsize=6)
+    render.legend(a)
+    render.legend(b)
     return render.png(fig, dpi=80)

@@ -13,7 +13,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 
-from normlab.lab.render import figure, png
+from normlab.lab.render import figure, legend, png, whole_ticks
 from normlab.lab.study.claims import Claim, Verdict
 from normlab.lab.study.stats import Results
 from normlab.lab.study.sweeps import sweep_name
@@ -70,7 +70,7 @@ def loss_curves(results: Results, claim: Claim, verdict: Verdict, timings) -> by
     ax.set_ylabel("train loss (nats/byte)")
     ax.set_title("mean and range over seeds; dots: validation loss", fontsize=8)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    legend(ax)
     return png(fig)
 
 
@@ -95,7 +95,7 @@ def seeds(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | 
             for d in (-rule.delta, rule.delta):
                 ax.plot([d, d], [y - 0.35, y + 0.45], color="tab:orange", ls="--", lw=0.8)
     ax.axvline(0, color="k", lw=0.8)
-    ax.set_yticks(range(len(rows)), [_literal(n) for n, _, _ in rows], fontsize=7)
+    ax.set_yticks(range(len(rows)), [_literal(n) for n, _, _ in rows], fontsize=8)
     ax.set_ylim(-0.6, len(rows) - 0.3)
     ax.set_xlabel("value per seed (gray), mean and 95 % interval (blue), ±δ (orange)")
     ax.grid(alpha=0.3, axis="x")
@@ -148,9 +148,10 @@ def _probe_lines(results, claim, key: str, *, logy: bool, ylabel: str, matrix=No
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel("block (0 = nearest the input)")
+    whole_ticks(ax.xaxis)  # there is no block 0.5
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=6, ncol=2)
+    legend(ax)
     return png(fig)
 
 
@@ -204,9 +205,9 @@ def speed(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | 
             label = {"norm_ms": "normlab", "torch_norm_ms": "PyTorch ops", "step_ms": "step"}[key]
             ax.barh([i + off for i in y], med, height=0.35, xerr=err, label=label, capsize=2)
         ax.set_yticks(
-            list(y), [_literal(x) for x in arms] if ax is a else [""] * len(arms), fontsize=7
+            list(y), [_literal(x) for x in arms] if ax is a else [""] * len(arms), fontsize=8
         )
-        ax.legend(fontsize=6)
+        legend(ax)
     a.set_xlabel("norms, fwd+bwd ms per step")
     b.set_xlabel("training step ms")
     return png(fig)
@@ -244,7 +245,7 @@ def lr_curves(results: Results, claim: Claim, verdict: Verdict, timings) -> byte
     ax.set_ylabel("final validation loss (nats/byte)")
     ax.set_title("diverged runs drawn at ln V", fontsize=8)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7)
+    legend(ax)
     return png(fig)
 
 
