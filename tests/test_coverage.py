@@ -198,7 +198,7 @@ def test_decide(found, by_test, expected):
         s = coverage.Statement("x", "000", "1", "s", tests=("t",), by_test=by_test)
     else:
         s = coverage.Statement("x", "000", "1", "s", claims=claims)
-    assert coverage.decide(s, coverage.Published(verdicts, {})).status == expected
+    assert coverage.status(s, coverage.Published(verdicts, {})).status == expected
 
 
 def test_a_related_claim_is_listed_but_never_the_headline():
@@ -206,9 +206,9 @@ def test_a_related_claim_is_listed_but_never_the_headline():
     verdicts = {"deep": {"at-100": {"verdict": "holds"}, "at-1000": {"verdict": "inconclusive"}}}
     pub = coverage.Published(verdicts, {})
     s = coverage.Statement("x", "000", "1", "s", claims=("deep:at-1000",), related=("deep:at-100",))
-    assert coverage.decide(s, pub).status == "inconclusive"
+    assert coverage.status(s, pub).status == "inconclusive"
     only = coverage.Statement("x", "000", "1", "s", related=("deep:at-100",))
-    assert coverage.decide(only, pub).status == "related-only"
+    assert coverage.status(only, pub).status == "related-only"
     md = (DOCS / "claims.md").read_text()
     row = next(r for r in md.splitlines() if "DeepNorm can train a 1000-layer" in r)
     assert "**holds**" not in row.split("|")[3] and "*related, not the headline:*" in row
@@ -217,10 +217,10 @@ def test_a_related_claim_is_listed_but_never_the_headline():
 def test_a_claim_added_after_its_presets_published_study_is_not_run_yet():
     pub = coverage.Published({"quick": {"old": {"verdict": "holds"}}}, {})
     new = coverage.Statement("x", "000", "1", "s", claims=("quick:new",))
-    assert coverage.decide(new, pub).status == "not-run"
+    assert coverage.status(new, pub).status == "not-run"
     # with a claim of a preset that has no claims.json, the older reason stands
     both = coverage.Statement("x", "000", "1", "s", claims=("quick:new", "paper:c"))
-    assert coverage.decide(both, pub).status == "prose-only"
+    assert coverage.status(both, pub).status == "prose-only"
 
 
 FINDING = {
@@ -255,10 +255,10 @@ def test_decide_with_a_finding(claim, parts, tests, expected, by):
         tests=tests,
         by_test="does not hold",
     )
-    got = coverage.decide(s, pub)
+    got = coverage.status(s, pub)
     assert (got.status, got.by) == (expected, by)
     unpublished = coverage.Published({}, {})
-    assert coverage.decide(s, unpublished).status == ("prose-only" if claim else "pending")
+    assert coverage.status(s, unpublished).status == ("prose-only" if claim else "pending")
 
 
 def test_the_command_writes_the_table_and_rejects_a_wrong_directory(tmp_path, capsys):

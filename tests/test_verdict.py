@@ -23,6 +23,7 @@ from normlab.lab.verdict import (
     correct,
     decide,
     decide_rows,
+    headline,
     statistic,
 )
 from normlab.lab.verdict.finding import Finding, Part
@@ -187,6 +188,13 @@ def test_holm_confirms_step_by_step_and_leaves_the_rest_inconclusive():
     assert combine(D, [H, H]) == H and combine(H, [D, D]) == D
     assert combine(D, [H, Word.NOT_TESTABLE]) == Word.NOT_TESTABLE
     assert combine(D, [H, U, Word.NOT_TESTABLE]) == U
+
+
+def test_a_headline_is_never_stronger_than_its_weakest_evidence():
+    assert headline([H, H]) == H and headline([D]) == D
+    assert headline([H, U]) == U and headline([D, Word.NOT_TESTABLE]) == U
+    assert headline([H, D, U]) == Word.MIXED
+    assert headline([Word.NOT_TESTABLE]) == Word.NOT_TESTABLE and headline([]) == U
 
 
 def test_the_numerics_and_bench_findings_decide_through_the_engine():

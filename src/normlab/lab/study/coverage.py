@@ -23,7 +23,7 @@ from typing import Any
 from normlab.lab.io import write_file
 from normlab.lab.render import md_table
 from normlab.lab.study.compare import effect_text
-from normlab.lab.verdict import CLAIM_WORDS, Word, combine
+from normlab.lab.verdict import CLAIM_WORDS, Word, combine, headline
 from normlab.lab.verdict.finding import TARGET, interval_text
 
 if sys.version_info >= (3, 11):
@@ -163,20 +163,6 @@ class Decision:
     counts: tuple[tuple[str, int], ...] = ()  # how many claims/findings said each word
 
 
-def headline(words: list[str]) -> Word:
-    """A statement's headline from the words of everything that tests it as stated: holds (or
-    does not hold) only if every one does; mixed if some hold and some do not; not testable
-    here if none is testable; inconclusive otherwise. Never more than its weakest evidence, and
-    an intersection-union rule: each word at 95 % bounds the headline's error, so no correction
-    across the claims is needed."""
-    for word in (Word.HOLDS, Word.DOES_NOT_HOLD, Word.NOT_TESTABLE):
-        if all(w == word for w in words):
-            return word
-    if Word.HOLDS in words and Word.DOES_NOT_HOLD in words:
-        return Word.MIXED
-    return Word.INCONCLUSIVE
-
-
 def evidence(s: Statement, pub: Published) -> list[tuple[str, str]]:
     """``(kind, word)`` of every published claim and finding that tests ``s`` as stated."""
     found = [
@@ -190,9 +176,10 @@ def evidence(s: Statement, pub: Published) -> list[tuple[str, str]]:
     return found
 
 
-def decide(s: Statement, pub: Published) -> Decision:
-    """A statement's headline from what tests it as stated (``headline``), or, for a statement
-    no claim or finding covers, its tests; otherwise the first reason that applies."""
+def status(s: Statement, pub: Published) -> Decision:
+    """A statement's headline from what tests it as stated (the engine's ``headline``), or,
+    for a statement no claim or finding covers, its tests; otherwise the first reason that
+    applies."""
     found = evidence(s, pub)
     if found:
         words = [w for _, w in found]
@@ -337,7 +324,7 @@ def render(docs: Path) -> str:
     preset claims that go beyond the articles."""
     cat = load()
     pub = Published.read(docs, cat)
-    decisions = {s.id: decide(s, pub) for s in cat.statements}
+    decisions = {s.id: status(s, pub) for s in cat.statements}
     md = [
         "# The articles' statements and what the lab decided",
         "",

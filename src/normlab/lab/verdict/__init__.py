@@ -5,14 +5,15 @@
   its estimate and interval, pilot spread, fewest seeds for an interval, and words;
 - ``rule``: the one symmetric rule, an interval against ±δ (``decide``), and its bounded-seed
   form (``decide_rows``);
-- ``holm``: the one correction of a compound verdict (Holm's step-down) and how its parts
-  combine.
+- ``holm``: the one correction of a compound verdict (Holm's step-down), how its parts
+  combine, and a statement's headline from its claims (``headline``);
+- ``finding``: an op-level statement decided from repeated measurements (numerics, bench).
 
 The study's claims, the numerics and bench findings, ``advise`` and the coverage table all
 decide through it; nothing here imports the rest of the lab.
 """
 
-from normlab.lab.verdict.holm import ALL_OF_TEXT, ANY_OF_TEXT, combine, correct, holm
+from normlab.lab.verdict.holm import ALL_OF_TEXT, ANY_OF_TEXT, combine, correct, headline, holm
 from normlab.lab.verdict.rule import (
     BOUND_TEXT,
     EXPECT,
@@ -56,6 +57,7 @@ __all__ = [
     "decide",
     "decide_rows",
     "detectable",
+    "headline",
     "holm",
     "pick",
     "signed",

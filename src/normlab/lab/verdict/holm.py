@@ -93,3 +93,17 @@ def combine(target: str, words: Sequence[str]) -> Word:
         if rest and all(w == Word.NOT_TESTABLE for w in rest)
         else Word.INCONCLUSIVE
     )
+
+
+def headline(words: Sequence[str]) -> Word:
+    """A statement's headline from the words of every claim and finding that tests it as
+    stated: holds (or does not hold) only if every one does; mixed if some hold and some do not;
+    not testable here if none is testable; inconclusive otherwise. Never more than its weakest
+    evidence; an intersection-union rule (each word at 95 % bounds the headline's error), so no
+    correction across the claims is needed."""
+    for word in (Word.HOLDS, Word.DOES_NOT_HOLD, Word.NOT_TESTABLE):
+        if words and all(w == word for w in words):
+            return word
+    if Word.HOLDS in words and Word.DOES_NOT_HOLD in words:
+        return Word.MIXED
+    return Word.INCONCLUSIVE
