@@ -198,7 +198,7 @@ def _wrap_labels(fig, ax) -> None:
         (ax.yaxis.label, box.height * height),
     ):
         text = label.get_text()
-        chars = max(12, int(inches * 72 / (label.get_fontsize() * 0.55)))
+        chars = max(12, int(inches * 72 / (label.get_fontsize() * 0.5)))
         if len(text) > chars and "\n" not in text:
             label.set_text(textwrap.fill(text, chars))
 
