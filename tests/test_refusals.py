@@ -133,7 +133,7 @@ def test_a_huge_grid_is_refused_before_its_arms_are_made(tmp_path, capsys):
 def test_a_million_wide_model_is_refused_from_its_arithmetic(tmp_path, capsys):
     path = _spec(tmp_path, dim=1_000_000)
     err = _refused(["study", "--spec", path, "--list"], capsys)
-    assert "arm a: too big for this machine: a model of " in err and "needs at least" in err
+    assert "arm a: too big for this machine: a model of " in err and "needs about" in err
 
 
 def test_too_many_steps(tmp_path, capsys):
@@ -169,7 +169,7 @@ def test_a_config_json_with_an_eps_of_ten_to_the_400(tmp_path, capsys):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
     err = _refused(["train", "--config", str(path), "--out", str(tmp_path / "o")], capsys)
-    assert "eps must be a finite number >= 0 or None, got 10000000000000000000..." in err
+    assert "(the int 100000000000... (401 digits) does not fit in 64 bits)" in err
     assert len(err) < 200
 
 

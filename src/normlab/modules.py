@@ -219,7 +219,8 @@ class DyT(_LastDimsNorm):
         dtype=None,
     ):
         super().__init__(normalized_shape)
-        check_real("alpha_init", alpha_init)
+        # alpha = 0 makes tanh(alpha x) = 0 for every input: the layer outputs its bias alone
+        check_real("alpha_init", alpha_init, low=0, low_open=True)
         check_choice("backend", backend, registry.KNOWN)
         self.alpha_init, self.backend = alpha_init, backend
         kw = {"device": device, "dtype": dtype}

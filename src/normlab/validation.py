@@ -135,6 +135,8 @@ def check_rms_options(weight, offset, casting, eps_inside) -> None:
     check_choice("casting", casting, CASTINGS)
     if isinstance(offset, bool) or not isinstance(offset, numbers.Real):
         raise TypeError(f"offset must be a real number, got {type(offset).__name__}")
+    if not finite(offset):  # a NaN offset would make every output NaN, silently
+        raise ValueError(f"offset must be finite, got {shown(offset)}")
     if weight is None and offset != 0.0:
         raise ValueError(f"offset={offset} needs a weight to offset; pass weight or offset=0.0")
     if not isinstance(eps_inside, bool):

@@ -135,20 +135,40 @@ def check_rows(rows: int, hidden: int, flag: str = "--rows") -> None:
 def check_run(cfg, what: str) -> None:
     """A :class:`UsageError` if the run ``cfg`` (a ``TrainConfig``) takes more steps than the
     lab allows, or needs more memory than its device has, from the config's arithmetic
-    (``normlab.models.size``): nothing is built."""
-    from normlab.models.size import param_count, train_bytes
+    (``normlab.models.size.run_bytes``: parameters and AdamW state, the buffers that grow with
+    max_seq_len, activations, the probes' attention tensors, the validation set): nothing is
+    built. A Triton backend on a run without CUDA is refused here too, before it fails mid-run."""
+    from normlab.models.size import buffer_bytes, param_count, run_bytes
 
     check_bound(f"{what}: steps", cfg.steps, MAX_STEPS)
-    memory = machine_memory(cfg.device if cfg.device != "auto" else "cpu")
-    need = train_bytes(cfg.model, cfg.batch_size, cfg.seq_len)
+    device = cfg.device if cfg.device != "auto" else "cpu"
+    if cfg.model.norm_backend == "triton" and not _has_cuda(cfg.device):
+        raise UsageError(f"{what}: norm_backend 'triton' needs a CUDA device; this run has none")
+    memory = machine_memory(device)
+    need = run_bytes(cfg.model, cfg.batch_size, cfg.seq_len, cfg.val_sequences)
     if memory is not None and need > memory:
         m = cfg.model
+        buffers = buffer_bytes(m)
+        of = f", {fmt_bytes(buffers)} of it buffers of max_seq_len {m.max_seq_len:,}"
         raise UsageError(
             f"{what}: too big for this machine: a model of {param_count(m):,} parameters (dim "
             f"{m.dim}, {m.n_layers} blocks, MLP {m.hidden_dim:,}) trained at batch "
-            f"{cfg.batch_size} x {cfg.seq_len} needs at least {fmt_bytes(need)}, "
-            f"{need / memory:.3g}x the {fmt_bytes(memory)} of {cfg.device}"
+            f"{cfg.batch_size} x {cfg.seq_len} needs about {fmt_bytes(need)}"
+            f"{of if buffers > need // 4 else ''}, {need / memory:.3g}x the "
+            f"{fmt_bytes(memory)} of {cfg.device}"
         )
+
+
+def _has_cuda(device: str) -> bool:
+    """Whether a run on ``device`` gets CUDA: ``cuda`` planned anywhere (its machine is asked
+    when it runs), ``auto`` where this machine has it, never ``cpu``."""
+    if device == "cuda":
+        return True
+    if device == "cpu":
+        return False
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def check_study(study) -> None:

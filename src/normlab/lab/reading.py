@@ -74,14 +74,17 @@ def check_strings(doc: Any, source: str) -> Any:
         v, where = stack.pop()
         if isinstance(v, str) and _control(v, True) is not None:
             bad = _control(v, True)
-            raise ReadError(f"{source}: {where or 'a value'}: the control character {bad!r} is "
-                            "not allowed")  # fmt: skip
+            at = where or "a value"
+            raise ReadError(f"{source}: {at}: the control character {bad!r} is not allowed")
         if isinstance(v, dict):
             for k, x in v.items():
                 path = f"{where}.{printable(k, 40)}" if where else printable(k, 40)
-                if _control(k, False) is not None:
-                    raise ReadError(f"{source}: the key {json.dumps(k)[:60]}: the control "
-                                    f"character {_control(k, False)!r} is not allowed")  # fmt: skip
+                bad = _control(k, False)
+                if bad is not None:
+                    key = json.dumps(k)[:60]
+                    raise ReadError(
+                        f"{source}: the key {key}: the control character {bad!r} is not allowed"
+                    )
                 stack.append((x, path))
         elif isinstance(v, list):
             stack.extend((x, f"{where}[{i}]") for i, x in enumerate(v))

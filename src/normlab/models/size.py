@@ -1,7 +1,9 @@
-"""A model's size from its config's arithmetic, without building it: the parameter count and a
-lower bound on the memory one training step needs. The lab refuses a run that cannot fit
-before anything is allocated (``normlab.lab.limits``); ``Transformer.num_params()`` of the built
-model equals :func:`param_count` (tests/test_size.py)."""
+"""A model's size from its config's arithmetic, without building it: the parameter count, a
+lower bound on the memory one training step needs, and :func:`run_bytes`, the estimate of a
+training run's peak memory that the lab checks before anything is allocated
+(``normlab.lab.limits``) and plans its workers with. ``Transformer.num_params()`` of the built
+model equals :func:`param_count`; :func:`run_bytes` is within 25 % of the measured peak RSS of
+short runs over a grid of small configs (tests/test_size.py)."""
 
 from __future__ import annotations
 
@@ -67,3 +69,84 @@ def train_bytes(cfg: TransformerConfig, batch_size: int, seq_len: int) -> int:
     """A lower bound on the memory of training ``cfg`` at ``batch_size`` x ``seq_len`` in fp32
     with AdamW: weights, gradients, the two moments, and :func:`activation_bytes`."""
     return TRAIN_BYTES_PER_PARAM * param_count(cfg) + activation_bytes(cfg, batch_size, seq_len)
+
+
+# ---- the peak of a training run (normlab.lab.train.trainer), fitted to measured peak RSS
+
+# Floats per token and block the backward keeps, before the allocator's overhead: llama's
+# norms, q, k, v and their rotations, attention output, the SwiGLU's gate, up, activation and
+# product; gpt2 has no rotation and a two-tensor GELU MLP.
+_BLOCK_FLOATS = {"llama": (11, 4), "gpt2": (7, 2)}  # (x dim, x hidden)
+# What freed tensors leave resident (glibc keeps freed blocks for reuse), measured: 1.2x.
+_OVERHEAD = 6 / 5
+# Floats per token outside the blocks: the logits, their float copy, log-softmax, gradient,
+# the probes' copies at step 0 and the embeddings' tensors: about 16 vocabularies, measured.
+_LOGIT_FLOATS = 16
+# Causal BatchNorm keeps its prefix sums and statistics, (B, T, C) each: 4 more per feature.
+_BATCHNORM_FLOATS = 4
+INT64 = 8  # bytes
+
+
+def norm_features(cfg: TransformerConfig) -> int:
+    """The features of all of ``cfg``'s norm modules together (blocks, QK-norm, final): what
+    causal BatchNorm keeps per position."""
+    if cfg.norm == "none":
+        return 0
+
+    def block(i: int) -> int:
+        has_in, has_out = NORM_SLOTS[cfg.block_placement(i)]
+        return 2 * (has_in + has_out) * cfg.dim + (2 * cfg.head_dim if cfg.qk_norm else 0)
+
+    n = cfg.n_layers * block(0)
+    if cfg.placement == "mix":  # post blocks first, then pre: two kinds (as param_count)
+        post = cfg.n_post_layers
+        n = post * block(0) + (cfg.n_layers - post) * block(cfg.n_layers - 1)
+    return n + (cfg.dim if cfg.has_final_norm else 0)
+
+
+def buffer_bytes(cfg: TransformerConfig) -> int:
+    """Buffers that grow with ``max_seq_len``: the RoPE table (cos and sin, max_seq_len x
+    head_dim each, one for the model) and causal BatchNorm's running prefix mean and variance
+    (max_seq_len x C each, per BatchNorm); gpt2's position table is a parameter."""
+    rope = 2 * cfg.max_seq_len * cfg.head_dim if cfg.arch == "llama" else 0
+    prefix = 0
+    if cfg.norm == "batchnorm" and cfg.batchnorm_causal:
+        prefix = 2 * cfg.max_seq_len * norm_features(cfg)
+    return FP32 * (rope + prefix)
+
+
+def token_floats(cfg: TransformerConfig) -> int:
+    """Floats a training step keeps per token, the allocator's overhead included."""
+    a, b = _BLOCK_FLOATS[cfg.arch]
+    per_block = a * cfg.dim + b * cfg.hidden_dim
+    blocks = cfg.n_layers * per_block
+    if cfg.norm == "batchnorm" and cfg.batchnorm_causal:
+        blocks += _BATCHNORM_FLOATS * norm_features(cfg)
+    return round(_OVERHEAD * blocks) + _LOGIT_FLOATS * cfg.vocab_size
+
+
+def probe_bytes(cfg: TransformerConfig, batch_size: int, seq_len: int) -> int:
+    """The probes' attention tensors (normlab.models.probes): the logits of one block in fp32,
+    (B, H, T, T), with their softmax and its entropy, three such tensors at once."""
+    return 3 * FP32 * batch_size * cfg.n_heads * seq_len * seq_len
+
+
+def run_bytes(
+    cfg: TransformerConfig, batch_size: int, seq_len: int, val_sequences: int | None = None
+) -> int:
+    """The peak memory of training ``cfg`` in fp32 with AdamW at ``batch_size`` x ``seq_len``,
+    over the process's memory before it: the weights, gradients and AdamW's two moments (16
+    bytes a parameter), :func:`buffer_bytes` (1.5x: the probes restore them from a copy,
+    ``normlab.lab.train.serving.buffers_restored``, measured), the activations a step keeps
+    (:func:`token_floats`), the probes' attention tensors (:func:`probe_bytes`) and the
+    validation set's tokens (``val_sequences``, default 8 batches), inputs and targets in int64.
+    Config arithmetic only: nothing is built."""
+    tokens = batch_size * seq_len
+    val = (8 * batch_size if val_sequences is None else val_sequences) * seq_len
+    return (
+        TRAIN_BYTES_PER_PARAM * param_count(cfg)
+        + 3 * buffer_bytes(cfg) // 2  # the probes' copy of the buffers lives part of a step
+        + FP32 * tokens * token_floats(cfg)
+        + probe_bytes(cfg, batch_size, seq_len)
+        + 2 * INT64 * val
+    )

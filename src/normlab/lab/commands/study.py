@@ -149,16 +149,12 @@ def _compare(dirs: list[str]) -> int:
 
 
 def _size_seeds(study, pilot_dir: str) -> int:
-    import json
-
     from normlab.lab.common import UsageError
+    from normlab.lab.reading import read_json
     from normlab.lab.study.pilot import format_plans, size_seeds
 
     path = Path(pilot_dir) / "claims.json"
-    try:
-        pilot = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise UsageError(f"--size-seeds {pilot_dir}: cannot read {path} ({e})") from e
+    pilot = read_json(path, f"--size-seeds {pilot_dir}: {path}")  # bounded: depth, finite
     if not isinstance(pilot, dict) or not isinstance(pilot.get("claims"), list):
         raise UsageError(f"--size-seeds {pilot_dir}: {path} is not a study's claims.json")
     cap = 16

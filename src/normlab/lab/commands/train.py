@@ -227,23 +227,21 @@ def _saved_config(path: str, run: str | None, seed_index: int):
     """A saved run's ``TrainConfig``: ``config.json`` (the config itself), ``result.json`` (a
     run result: its ``config``), a line of a study's ``results.jsonl`` (its ``result``'s), or
     that whole file with ``run`` and ``seed_index`` picking the line."""
-    import json
-
     from normlab.lab.common import UsageError
+    from normlab.lab.reading import ReadError, loads_json, read_text
     from normlab.lab.study.store import find_run
     from normlab.lab.train.config import TrainConfig
 
+    text = read_text(path, f"--config {path}")
     try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise UsageError(f"--config {path}: cannot read it ({e.strerror or e})") from e
-    try:
-        docs = [json.loads(text)]
-    except ValueError:
-        try:  # JSON lines: a study's results.jsonl
-            docs = [json.loads(ln) for ln in text.splitlines() if ln.strip()]
-        except ValueError as e:
-            raise UsageError(f"--config {path}: not JSON ({e})") from e
+        docs = [loads_json(text, f"--config {path}")]
+    except ReadError as e:
+        if "not valid JSON" not in str(e):
+            raise
+        # JSON lines: a study's results.jsonl, each line bounded and checked the same way
+        lines = text.splitlines()
+        numbered = [(i, ln) for i, ln in enumerate(lines, 1) if ln.strip()]
+        docs = [loads_json(ln, f"--config {path} line {i}") for i, ln in numbered]
     if not docs:
         raise UsageError(f"--config {path}: the file is empty")
     if len(docs) > 1 or run is not None:  # a study's results: pick the run
@@ -257,7 +255,7 @@ def _saved_config(path: str, run: str | None, seed_index: int):
     (doc,) = docs
     doc = doc.get("result", doc) if isinstance(doc, dict) else doc
     doc = doc.get("config", doc) if isinstance(doc, dict) else doc
-    if not isinstance(doc, dict) or "model" not in doc:
+    if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
         raise UsageError(
             f"--config {path}: not a run's config (config.json, result.json or a "
             "study's results.jsonl)"

@@ -26,7 +26,7 @@ from normlab.lab.study.machine import Machine
 from normlab.lab.train.serving import BATCH1_SEQUENCES, n_probes
 from normlab.lab.train.trainer import TrainConfig
 from normlab.models.config import TransformerConfig
-from normlab.models.size import param_count
+from normlab.models.size import param_count, run_bytes
 
 GFLOPS_PER_CORE = 40.0
 RUN_OVERHEAD_S = 0.3  # building the model, the probes, the process hand-off
@@ -112,18 +112,10 @@ def run_threads(cfg: TrainConfig) -> int:
 
 def run_memory(model: TransformerConfig, batch_size: int, seq_len: int) -> int:
     """Bytes a run of ``model`` trained in fp32 on ``batch_size`` x ``seq_len`` tokens takes at
-    its peak, over its worker process: weights, gradients and AdamW's two moments (16 bytes a
-    parameter), the activations kept for backward, the logits and their gradient, and
-    :data:`RUN_BASE_BYTES`. Config arithmetic only (nothing is built); an upper estimate, fitted
-    to the peak RSS of runs from d=64 to d=512 (docs/benchmarks.md), where the size checks'
-    ``normlab.models.size.train_bytes`` is a lower bound (a run refused there cannot fit)."""
-    d, h, L, V = model.dim, model.hidden_dim, model.n_layers, model.vocab_size
-    tokens = batch_size * seq_len
-    # Per block and token: ~24 d-wide and 6 h-wide tensors kept (norms, projections, residuals,
-    # the MLP's), and the attention probabilities (one T-long row per head).
-    per_block = 24 * d + 6 * h + model.n_heads * seq_len
-    floats = 4 * param_count(model) + tokens * (L * per_block + 4 * V)
-    return RUN_BASE_BYTES + 4 * floats
+    its peak, over its worker process: the size model the size checks use
+    (``normlab.models.size.run_bytes``: AdamW state, buffers, activations, probes, validation
+    tokens) and :data:`RUN_BASE_BYTES`. Config arithmetic only (nothing is built)."""
+    return RUN_BASE_BYTES + run_bytes(model, batch_size, seq_len)
 
 
 def host_memory(cfg: TrainConfig) -> int:

@@ -294,6 +294,7 @@ class ClaimLoader(Checks):
             f, hint = _field(k, cls)
             if f.metadata.get("spec") != "parts":
                 get[k] = self.param(f.metadata.get("spec"), f, hint, v, p, arms)
+        self.distinct_arms(get, params, kind)
         for k, (v, p) in params.items():  # a compound's parts, once its own parameters pass
             if _field(k, cls)[0].metadata.get("spec") == "parts":
                 get[k] = self.parts(v, p, arms, params)
@@ -324,6 +325,23 @@ class ClaimLoader(Checks):
                 rule = Controlled(rule, self.controls(part["controls"], cpath, arms, rule.seeds))
             parts.append((label, rule))
         return tuple(parts)
+
+    def distinct_arms(self, get: dict, params: dict, kind: str) -> None:
+        """A rule's arm parameters name different arms: ``fast = slow`` compares an arm with
+        itself, a verdict decided by the spec, not by the runs."""
+        seen: dict[str, str] = {}
+        for k, v in get.items():
+            if _field(k, RULES[kind])[0].metadata.get("spec") != "arm":
+                continue
+            if v in seen:
+                why = f"the rule {kind!r} compares two different arms"
+                self.fail(params[k][1], f"{_show(v)} is also {seen[v]}: {why}")
+            seen[v] = k
+        n = get.get("processes", 0)
+        if n > MAX_SEEDS:  # timing processes run one after the other
+            self.fail(
+                params["processes"][1], f"{n:,} is more than the {MAX_SEEDS:,} the lab allows"
+            )
 
     def param(self, spec: str | None, f, hint: Any, v: Any, path: str, arms: list[str]) -> Any:
         """One rule parameter, checked as its field's ``spec`` says (None: by its type)."""

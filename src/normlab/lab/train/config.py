@@ -227,8 +227,13 @@ class TrainConfig:
             check_real("grad_clip", self.grad_clip, low=0, high=1e12, low_open=True)
         if self.norm_weight_decay is not None:
             check_real("norm_weight_decay", self.norm_weight_decay, low=0, high=1e3)
-        for name, high in (("steps", INT64), ("seed", INT64), ("threads", 4096),
-                           ("eval_sequences", MAX_EVAL_SEQUENCES)):  # fmt: skip
+        highs = {
+            "steps": INT64,
+            "seed": INT64,
+            "threads": 4096,
+            "eval_sequences": MAX_EVAL_SEQUENCES,
+        }
+        for name, high in highs.items():
             if not getattr(self, name) <= high:
                 raise ValueError(f"{name} must be <= {high:,}, got {shown(getattr(self, name))}")
         if self.val_sequences > MAX_EVAL_SEQUENCES or self.probe_batches > MAX_EVAL_SEQUENCES:

@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from normlab.lab.errors import UsageError
 from normlab.lab.io import open_append, write_file
 from normlab.lab.train import distributed as D
+from normlab.lab.train.config import INT64
 from normlab.lab.train.data import Corpus, RandomBatches
 from normlab.lab.train.trainer import RunResult, StepCallback, TrainConfig, Trainer
 from normlab.models import Transformer
@@ -194,11 +195,11 @@ class DistributedTrainer(Trainer):
 
     def _read_checkpoint(self) -> dict | None:
         path = self.out / CHECKPOINT
-        if not path.is_file():
+        if not os.path.lexists(path):
             if self.info.is_main:
                 print(f"--resume: no checkpoint at {path} yet; starting at step 0", flush=True)
             return None
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        ckpt = _load_checkpoint(path)
         saved, wanted = ckpt["config"], self.cfg.to_dict()
         diff = _config_diff(saved, wanted)
         if diff:
@@ -211,6 +212,34 @@ class DistributedTrainer(Trainer):
                 f"{self.data.sha256[:16]}...): give the same --data, or another --out"
             )
         return ckpt
+
+
+# What --resume reads from a checkpoint, and its type: a file cut short, emptied, replaced by a
+# bare tensor or written by something else is refused in one line, not a traceback mid-setup.
+_CHECKPOINT_KEYS = {"step": int, "config": dict, "model": dict, "optim": dict, "result": dict}
+
+
+def _load_checkpoint(path: Path) -> dict:
+    """``torch.load(path, weights_only=True)`` of a checkpoint this trainer wrote, checked; a
+    :class:`ResumeRefused` saying what is wrong otherwise."""
+    if not path.is_file() or path.is_symlink():
+        raise ResumeRefused(f"--resume: {path} is not a regular file; remove it or choose --out")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - truncated, empty, not a torch file: all one refusal
+        why = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+        raise ResumeRefused(f"--resume: {path} cannot be read as a checkpoint ({why})") from e
+    if not isinstance(ckpt, dict):
+        raise ResumeRefused(f"--resume: {path} holds a {type(ckpt).__name__}, not a checkpoint")
+    for key, kind in _CHECKPOINT_KEYS.items():
+        if not isinstance(ckpt.get(key), kind) or isinstance(ckpt.get(key), bool):
+            raise ResumeRefused(
+                f"--resume: {path} is not a normlab train checkpoint (its {key!r} is missing or "
+                f"not a {kind.__name__})"
+            )
+    if not 0 <= ckpt["step"] <= INT64:
+        raise ResumeRefused(f"--resume: {path}: step {ckpt['step']} is out of range")
+    return ckpt
 
 
 def _config_diff(saved: dict, wanted: dict, prefix: str = "") -> str:
