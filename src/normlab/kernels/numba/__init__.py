@@ -2,6 +2,40 @@
 
 ``kernels`` (the ``@njit`` kernels) and ``bf16`` (element conversions, row views) are the device
 side; ``launch`` (host launchers) and ``buffer_pool`` (recycled output buffers) the host side;
-``backend`` registers the backend. Nothing is imported here: the registry imports ``backend`` on
-first use, so ``import normlab`` compiles no kernel.
+``backend`` registers the backend. The registry imports ``backend`` on first use, so ``import
+normlab`` compiles no kernel.
+
+The compiled kernels are cached (``cache=True``) under the user's cache directory,
+``$XDG_CACHE_HOME/normlab/numba`` (``~/.cache/normlab/numba``; ``~/Library/Caches`` on macOS),
+never in the installed package, which may be read-only or shared; ``NUMBA_CACHE_DIR`` overrides.
 """
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+
+def cache_dir() -> Path:
+    """Where the compiled kernels are cached: ``NUMBA_CACHE_DIR``, else the user's cache."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return Path(os.environ["NUMBA_CACHE_DIR"])
+    if sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "normlab" / "numba"
+
+
+def _use_cache_dir() -> None:
+    # Numba reads NUMBA_CACHE_DIR once, at its import; its cache locator reads config.CACHE_DIR
+    # when a function is compiled, so setting it before the kernels are defined is enough.
+    try:
+        import numba
+    except ImportError:  # the registry reports the backend as unavailable
+        return
+    numba.config.CACHE_DIR = str(cache_dir())
+
+
+_use_cache_dir()

@@ -9,8 +9,10 @@ driver, whatever signal ends it.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -250,10 +252,16 @@ class RayExecutor:
         import ray
 
         started_here = not ray.is_initialized()
+        temp = None
         if started_here:
             kw: dict[str, Any] = {"address": self.address, "include_dashboard": False}
-            if self.address is None and self.workers:
-                kw["num_cpus"] = self.workers * job.threads
+            if self.address is None:
+                # A local instance's sessions and sockets go to a directory of this study's
+                # own (mode 0700, removed at the end), not the shared /tmp/ray.
+                temp = tempfile.mkdtemp(prefix="normlab-ray-")
+                kw["_temp_dir"] = temp
+                if self.workers:
+                    kw["num_cpus"] = self.workers * job.threads
             ray.init(**kw, log_to_driver=False, configure_logging=False)
         try:
             from normlab.lab.train.data import read_bytes
@@ -283,6 +291,8 @@ class RayExecutor:
         finally:
             if started_here:
                 ray.shutdown()
+            if temp is not None:
+                shutil.rmtree(temp, ignore_errors=True)
 
 
 def ray_resources(job: Job) -> dict[str, int]:
