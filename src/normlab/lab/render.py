@@ -87,11 +87,13 @@ LEGEND_INSIDE = 4  # more entries than this and the legend stands beside the axe
 # (9.99996×10⁻¹ on every tick), noise drawn as if it were the signal.
 MIN_SPAN = 1e-3
 MIN_RATIO = 1.2  # the same for a log axis: hi/lo below this is widened to it
+PLAIN_LOG = (1e-3, 1e4)  # a log axis within this range is labelled 0.001 … 1000, not 10⁻³ …
 
 
-def legend(ax, *, title: str | None = None, among=None) -> None:
+def legend(ax, *, title: str | None = None, among=None, inside: int = LEGEND_INSIDE) -> None:
     """``ax``'s legend (with the entries of the axes ``among`` too, each label once): inside at
-    the best place when it has few entries, else beside the axes, in one column (two past 12)."""
+    the best place when it has at most ``inside`` entries, else beside the axes, in one column
+    (two past 12)."""
     entries: dict[str, object] = {}
     for a in (ax,) if among is None else among:
         for h, label in zip(*a.get_legend_handles_labels(), strict=True):
@@ -99,7 +101,7 @@ def legend(ax, *, title: str | None = None, among=None) -> None:
     if not entries:
         return
     kw = {"fontsize": FONT, "title": title, "title_fontsize": FONT, "framealpha": 0.9}
-    if len(entries) <= LEGEND_INSIDE:
+    if len(entries) <= inside:
         ax.legend(list(entries.values()), list(entries), loc="best", **kw)
         return
     ncol = 1 if len(entries) <= 12 else 2
@@ -221,16 +223,19 @@ def _formatters():
             return _number(x, self.decimals)
 
     class PlainLog(ticker.LogFormatter):
-        """matplotlib's choice of which log ticks get a label, each written as a plain number
-        within 0.001 … 10⁴ and as a power of ten (10⁻⁶) outside it."""
+        """matplotlib's choice of which log ticks get a label, written as plain numbers on an
+        axis within 0.001 … 10⁴, and decades as powers of ten (10⁻⁶) on one reaching past it:
+        one style per axis, not 10⁻⁴ next to 0.001."""
 
         def __call__(self, x, pos=None):
             if not super().__call__(x, pos):
                 return ""
-            if 1e-3 <= abs(x) < 1e4:
-                return _number(x)
+            lo, hi = sorted(abs(v) for v in self.axis.get_view_interval())
+            # the decades the axis shows, not its margins: 0.0007 … 1.4 shows 0.001 … 1
+            first, last = 10.0 ** math.ceil(math.log10(lo)), 10.0 ** math.floor(math.log10(hi))
             k = round(math.log10(abs(x)))
-            if math.isclose(abs(x), 10.0**k, rel_tol=1e-9):
+            decade = math.isclose(abs(x), 10.0**k, rel_tol=1e-9)
+            if decade and not (PLAIN_LOG[0] <= first * 1.0001 and last < PLAIN_LOG[1]):
                 return f"$\\mathdefault{{10^{{{k}}}}}$"
             return _number(x)
 

@@ -24,7 +24,7 @@ def _row_legends(rows, title: str) -> None:
     """One legend per row of panels (its implementations are the same in every dtype), beside
     the row's last panel: six legends over the curves hid what they label."""
     for row in rows:
-        render.legend(row[-1], title=title, among=row)
+        render.legend(row[-1], title=title, among=row, inside=0)
 
 
 def _log_axes(ax, op: str, dt: str, xlabel: str, ylabel: str) -> None:
