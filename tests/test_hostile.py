@@ -376,3 +376,25 @@ def test_names_keys_and_descriptions_reach_no_terminal_raw(tmp_path, capsys, hea
 def test_a_name_without_control_characters_is_kept():
     study = parse_spec(SPEC.format(model="", claim=TRAINS), "s.toml")
     assert study.name == "h"  # the plain spec is accepted as before
+
+
+@pytest.mark.parametrize(
+    ("verdict", "says"),
+    [
+        ("holds\x1b[2J", "the control character '\\x1b' is not allowed"),
+        ("holds\n| x |", "claims[0].verdict: the control character '\\n' is not allowed"),
+        ("DEEP", "nested more than 32 deep"),
+    ],
+)
+def test_compare_copies_no_hostile_string_into_markdown(tmp_path, capsys, verdict, says):
+    dirs = []
+    for name in ("good", "bad"):
+        (tmp_path / name).mkdir()
+        claim = {"name": "c", "verdict": "holds" if name == "good" else verdict}
+        if name == "bad" and verdict == "DEEP":
+            claim["verdict"] = json.loads("[" * 40 + "]" * 40)
+        doc = {"preset": "p", "claims": [claim]}
+        (tmp_path / name / "claims.json").write_text(json.dumps(doc))
+        dirs.append(str(tmp_path / name))
+    err = _refused(["study", "--compare", *dirs], capsys)
+    assert f"--compare: {tmp_path / 'bad' / 'claims.json'}: " in err and says in err

@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from normlab.lab.common import load_data
     from normlab.lab.io import hold
     from normlab.lab.limits import check_study
-    from normlab.lab.study import coverage, spec
+    from normlab.lab.study import results, spec
     from normlab.lab.study.plan import format_plan
     from normlab.lab.study.runner import run_study, summary, write_reports
 
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     if args.compare:
         return _compare(args.compare)
     if args.coverage:
-        return coverage.main(args.coverage)
+        return results.main(args.coverage)
     if args.redecide:
         return _redecide(args)
     # A spec is checked whole here, before anything runs or is written.
@@ -141,11 +141,34 @@ def _compare(dirs: list[str]) -> int:
     from normlab.lab.common import UsageError
     from normlab.lab.study.compare import markdown
 
+    for d in dirs:
+        _check_claims_json(Path(d) / "claims.json")
     try:
         print(markdown([Path(d) for d in dirs]), end="")
     except (OSError, ValueError, KeyError) as e:
         raise UsageError(f"--compare: {e}") from e
     return 0
+
+
+def _check_claims_json(path: Path) -> None:
+    """A ``claims.json`` given to ``--compare``, read bounded (nesting, finite numbers) before
+    the comparison reads it, its strings without control characters and its claims' names and
+    verdicts one short line each: they are copied into the comparison's Markdown."""
+    from normlab.lab.common import UsageError
+    from normlab.lab.reading import check_strings, check_text, read_json
+
+    if not path.is_file():
+        return  # the comparison names the missing file
+    doc = check_strings(read_json(path, f"--compare: {path}"), f"--compare: {path}")
+    claims = doc.get("claims") if isinstance(doc, dict) else None
+    for i, c in enumerate(claims if isinstance(claims, list) else []):
+        for key in ("name", "verdict"):
+            v = c.get(key) if isinstance(c, dict) else None
+            if isinstance(v, str):
+                try:
+                    check_text(v, f"claims[{i}].{key}", 200, newlines=False)
+                except ValueError as e:
+                    raise UsageError(f"--compare: {path}: {e}") from None
 
 
 def _size_seeds(study, pilot_dir: str) -> int:
