@@ -100,3 +100,13 @@ def test_a_label_longer_than_its_axis_is_wrapped():
     ax.set_xlabel("a label far longer than the axis it stands under, which it would overrun")
     render.png(fig)
     assert "\n" in ax.get_xlabel()
+
+
+def test_a_log_axis_within_a_factor_4_gets_evenly_spaced_labels():
+    fig, ax = render.figure()
+    ax.plot([0, 1], [0.6, 1.7])  # a residual-RMS profile: log ticks would be 0.6 and 1 alone
+    ax.set_yscale("log")
+    render.png(fig)
+    labels = _labels(ax.yaxis)
+    assert len(labels) >= 4 and all(float(s) for s in labels), labels
+    assert ax.get_yscale() == "log"

@@ -87,6 +87,7 @@ LEGEND_INSIDE = 4  # more entries than this and the legend stands beside the axe
 # (9.99996×10⁻¹ on every tick), noise drawn as if it were the signal.
 MIN_SPAN = 1e-3
 MIN_RATIO = 1.2  # the same for a log axis: hi/lo below this is widened to it
+SHORT_LOG = 4.0  # a log axis spanning less than this ratio gets evenly spaced ticks
 PLAIN_LOG = (1e-3, 1e4)  # a log axis within this range is labelled 0.001 … 1000, not 10⁻³ …
 
 
@@ -168,6 +169,15 @@ def _plain_ticks(ax, axis) -> None:
         if lo > 0 and hi / lo < MIN_RATIO:
             mid = math.sqrt(lo * hi)
             widen(*_ordered(mid / math.sqrt(MIN_RATIO), mid * math.sqrt(MIN_RATIO), inverted))
+            lo, hi = mid / math.sqrt(MIN_RATIO), mid * math.sqrt(MIN_RATIO)
+        default = type(axis.get_major_locator()) is ticker.LogLocator
+        if default and lo > 0 and hi / lo < SHORT_LOG:
+            # Within a factor 4 the log ticks are one or two: a 0.55 … 1.8 axis read 0.6 and 1.
+            # Evenly spaced ticks (0.6, 0.8, … 1.6) label it; the scale stays logarithmic.
+            axis.set_major_locator(ticker.MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10]))
+            axis.set_minor_locator(ticker.NullLocator())
+            axis.set_major_formatter(_formatters()[0]())
+            return
         if type(axis.get_major_formatter()) is ticker.LogFormatterSciNotation:
             axis.set_major_formatter(_formatters()[1](labelOnlyBase=False))
         if type(axis.get_minor_formatter()) is ticker.LogFormatterSciNotation:
