@@ -168,7 +168,8 @@ def test_claims_json_carries_scope_outcomes_correction_controls_and_the_family(t
     assert "no correction" in md and "H = 3.100" in md
     assert "0 of 2 seeds diverged, 0 stalled" in md and "tokens) init=" in md
     # The summary says in words which control did not hold; the claim's section shows it.
-    row = next(line for line in md.splitlines() if line.startswith("| [b-fails]"))
+    row = next(line for line in md.splitlines() if "[b-fails](#b-fails)" in line)
+    assert row.startswith("| b fails [b-fails]")  # the statement in words leads the row
     label, got = fails_["controls"][0]["control"], fails_["controls"][0]["verdict"]
     assert f"The control '{label}' did not hold" in row and "would decide it" in row
     assert f"| {label} | **{got}** |" in md
@@ -201,11 +202,13 @@ def test_quick_report_md_says_the_shared_rules_once_and_stays_short(quick_report
     longest = max(_pieces(md), key=len)
     assert len(longest) <= 700, longest
     summary = md[md.index("## Summary") : md.index("\n## ", md.index("## Summary") + 1)]
-    assert len(summary) < 4000
-    rows = [ln for ln in summary.splitlines() if ln.startswith("| [")]
+    assert len(summary) < 5000  # each row leads with its statement in words
+    rows = [ln for ln in summary.splitlines() if re.search(r"\]\(#[\w-]+\)", ln)]
+    statements = [c["statement"] for c in doc["claims"]]
+    assert [r.split(" [", 1)[0].removeprefix("| ") for r in rows] == statements
     verdicts = [c["verdict"] for c in doc["claims"]]
     assert [re.search(r"\| \*\*([^*]+)\*\* \|", r).group(1) for r in rows] == verdicts
     # Inconclusive rows say why in words, and what would decide it.
     for row, v in zip(rows, verdicts, strict=True):
         if v == "inconclusive":
-            assert re.search(r"would (decide|narrow)|sits at δ|Holm", row), row
+            assert re.search(r"would (decide|narrow)|spans δ|Holm", row), row

@@ -194,8 +194,8 @@ PAGE_CSS = (
 body{max-width:1180px;margin:12px auto}h1{font-size:21px;margin:4px 0}
 h2{font-size:18px;margin:18px 0 6px}.scroll{overflow-x:auto;max-width:100%}
 .scroll table{margin:4px 0 12px}p,li{overflow-wrap:anywhere}.n{white-space:nowrap}
-table.summary{font-size:13px;line-height:1.3}table.summary td{padding:3px 6px}
-table.summary td:first-child{min-width:150px}.src{color:#656d76;font-size:12px}
+table.summary{font-size:12.5px;line-height:1.25}table.summary td{padding:3px 6px}
+table.summary td:first-child{min-width:300px;width:40%}.src{color:#656d76;font-size:12px}
 nav.toc{font-size:13px;line-height:1.6}nav.toc a{white-space:nowrap}
 table.summary td:first-child .src{display:block}table.summary td:first-child a{white-space:nowrap}
 pre{max-width:100%}

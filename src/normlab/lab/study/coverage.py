@@ -461,10 +461,10 @@ REPORT_LINK = (
 )
 
 HELP = (
-    "write DOCS/claims.md (default: docs, run from the repository's root): which statements of "
-    "the source articles the lab decides, with the verdicts published in "
-    "DOCS/data/<preset>/claims.json and DOCS/numerics-findings.json, DOCS/bench-findings.json; "
-    "and exit"
+    "write DOCS/claims.md and the results page DOCS/results.md, .html with its forest plot "
+    "(default: docs, run from the repository's root): which statements of the source articles "
+    "the lab decides, with the verdicts published in DOCS/data/<preset>/claims.json and "
+    "DOCS/numerics-findings.json, DOCS/bench-findings.json; and exit"
 )
 
 
@@ -475,8 +475,8 @@ def write(docs: Path) -> Path:
     return path
 
 
-def main(docs: str) -> int:
-    """``normlab study --coverage [DOCS]``."""
+def check_docs(docs: str) -> Path:
+    """``DOCS`` of ``--coverage``, or UsageError where it holds no published data."""
     from normlab.lab.common import UsageError
 
     if not (Path(docs) / "data").is_dir():
@@ -484,5 +484,4 @@ def main(docs: str) -> int:
             f"--coverage {docs}: no {Path(docs) / 'data'} directory; run from the repository's "
             "root or name its docs/ directory"
         )
-    print(write(Path(docs)))
-    return 0
+    return Path(docs)

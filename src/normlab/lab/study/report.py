@@ -158,7 +158,14 @@ def _summary(preset, verdicts, meta) -> list[d.Block]:
     h = meta.get("plateau_h")
     rows = tuple(
         (
-            (d.Link(c.name, f"#{c.name}"), "\n", d.Muted(words.short_source(c.source))),
+            # the statement in words leads; the claim's id links to its section
+            (
+                c.statement,
+                " ",
+                d.Link(c.name, f"#{c.name}"),
+                " ",
+                d.Muted(words.short_source(c.source)),
+            ),
             (badge(v.status),),
             (
                 words.sentence(c, v, h),
@@ -170,7 +177,7 @@ def _summary(preset, verdicts, meta) -> list[d.Block]:
     )
     return [
         d.Heading(2, "Summary", "summary"),
-        d.Table(("claim", "verdict", "what the lab saw (scope)"), rows, cls="summary"),
+        d.Table(("statement (claim)", "verdict", "what the lab saw (scope)"), rows, cls="summary"),
         d.Paragraph(REPORT_LINK, muted=True),
     ]
 

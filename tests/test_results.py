@@ -1,0 +1,63 @@
+"""The results page (docs/results.md, .html, img/results-forest.png): what ``normlab study
+--coverage`` writes today from the published data, every decided claim on the forest plot, and
+the README showing the answers."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from normlab.lab import doc as d
+from normlab.lab.study import coverage, results
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+BASE64 = re.compile(r"base64,[A-Za-z0-9+/=]+")
+
+
+def test_the_results_page_is_what_the_command_writes_today():
+    doc = results.document(DOCS)
+    stale = "docs/results.* are stale: run `normlab study --coverage` from the repository's root"
+    assert (DOCS / "results.md").read_text() == d.to_markdown(doc), stale
+    html = BASE64.sub("", d.to_html(doc, toc_after=2))
+    assert BASE64.sub("", (DOCS / "results.html").read_text()) == html, stale
+    assert (DOCS / results.FOREST).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_every_decided_statement_is_on_the_page_in_words_with_its_verdict():
+    md = (DOCS / "results.md").read_text()
+    cat = coverage.load()
+    pub = coverage.Published.read(DOCS, cat)
+    for s in cat.statements:
+        if coverage.status(s, pub).status in coverage.HEADLINES:
+            row = next(r for r in md.splitlines() if r.startswith(f"| {s.statement} |"))
+            assert f"**{coverage.status(s, pub).status}**" in row
+
+
+def test_every_decided_claim_is_on_the_forest_plot():
+    plotted = {e.label.split(" / ")[0] for e in results.forest_effects(DOCS)}
+    for path in (DOCS / "data").glob("*/claims.json"):
+        data = json.loads(path.read_text())
+        for c in data["claims"]:
+            if c["verdict"] in ("holds", "does not hold"):
+                assert f"{data['preset']} {c['name']}" in plotted, c["name"]
+
+
+def test_a_claim_that_expects_a_negative_effect_is_drawn_in_its_direction():
+    held = [e for e in results.forest_effects(DOCS) if e.word == "holds" and e.delta > 0]
+    negative = [e for e in held if e.sign < 0]
+    assert negative and all(e.lo > e.delta for e in negative)  # holds: right of the band
+
+
+def test_article_sections_read_as_digits_on_the_plot():
+    assert results._digits("003 §十一.1") == "003 §11.1"
+    assert results._digits("003 §九") == "003 §9" and results._digits("000 §5.3") == "000 §5.3"
+
+
+def test_the_readme_links_the_results_page_first_and_shows_answers():
+    readme = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\(([^)]+)\)", readme)
+    assert links and links[0] == "docs/results.md"
+    assert "docs/img/results-forest.png" in readme
+    assert readme.count("**holds**") + readme.count("**does not hold**") >= 5
