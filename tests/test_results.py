@@ -61,3 +61,16 @@ def test_the_readme_links_the_results_page_first_and_shows_answers():
     assert links and links[0] == "docs/results.md"
     assert "docs/img/results-forest.png" in readme
     assert readme.count("**holds**") + readme.count("**does not hold**") >= 5
+
+
+def test_study_md_says_a_verdict_early_and_keeps_the_reports_glossary():
+    from normlab.lab.study.words import GLOSSARY
+
+    lines = (DOCS / "study.md").read_text().splitlines()
+    first = next(i for i, ln in enumerate(lines) if "**holds**" in ln or "**does not hold**" in ln)
+    assert first < 60
+    text = "\n".join(lines)
+    glossary = text[text.index("## Glossary") : text.index("## How a verdict is decided")]
+    assert [ln for ln in glossary.splitlines() if ln.startswith("- ")] == [
+        f"- **{term}**: {meaning}" for term, meaning in GLOSSARY
+    ]

@@ -178,7 +178,15 @@ def _summary(preset, verdicts, meta) -> list[d.Block]:
     return [
         d.Heading(2, "Summary", "summary"),
         d.Table(("statement (claim)", "verdict", "what the lab saw (scope)"), rows, cls="summary"),
-        d.Paragraph(REPORT_LINK, muted=True),
+        d.Paragraph(
+            (
+                REPORT_LINK,
+                " The words used here (δ, n, interval, Holm, not testable here): ",
+                d.Link("glossary", "#glossary"),
+                ".",
+            ),
+            muted=True,
+        ),
     ]
 
 
@@ -225,7 +233,13 @@ def _how(verdicts, meta) -> list[d.Block]:
         items.insert(
             4, f"H = {h:.3f} nats/byte, the plateau bar of the 'fails'/'trains' rules: {H_TEXT}."
         )
-    return [d.Heading(2, "How verdicts are decided", HOW), d.Items(tuple(items))]
+    glossary = tuple((d.Strong(t), ": ", *d.from_markdown(x)) for t, x in words.GLOSSARY)
+    return [
+        d.Heading(2, "How verdicts are decided", HOW),
+        d.Items(tuple(items)),
+        d.Heading(2, "Glossary", "glossary"),
+        d.Items(glossary),
+    ]
 
 
 def _estimate_row(label: str, rule, v: Verdict) -> tuple:

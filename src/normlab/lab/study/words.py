@@ -259,3 +259,68 @@ def compact_size(shapes: list[dict[str, Any]]) -> str:
 def short_source(source: str) -> str:
     """ "Article 003" of "Article 003 (BatchNorm/LayerNorm/RMSNorm)"."""
     return source.split(" (", 1)[0]
+
+
+# The words a report and docs/study.md use, each said once: (term, meaning); the report renders
+# them as its glossary, and the docs' glossary is the same list (tests/test_results.py).
+GLOSSARY = (
+    (
+        "seed",
+        (
+            "one training run's random draws (data order, init); seed i gives every arm the same "
+            "draws where the shapes agree, so arms are compared seed by seed (paired)."
+        ),
+    ),
+    (
+        "seed block",
+        (
+            "the seeds a study runs, `--seed S` picks block S (disjoint from every other block), "
+            "so a study can be repeated on seeds that did not shape its design."
+        ),
+    ),
+    (
+        "n",
+        (
+            "how many paired seeds (or, for a timing claim, timing processes) an effect is "
+            "estimated from."
+        ),
+    ),
+    (
+        "interval",
+        ("the 95 % confidence interval of the effect; every verdict is read off it."),
+    ),
+    (
+        "δ",
+        (
+            "the smallest effect that matters, fixed in the spec before the runs (0.02 nats/byte "
+            "for quality, 5 % for time, ln 1.2 for gradient ratios, 0 for thresholds)."
+        ),
+    ),
+    (
+        "median, trimmed mean",
+        (
+            "statistics a rule may choose before its runs where a few seeds blow up: the 20 % "
+            "trimmed mean with Yuen's interval, or the median with its distribution-free interval"
+            " (6 seeds at least)."
+        ),
+    ),
+    (
+        "Holm",
+        (
+            "the step-down correction across a compound claim's parts (or a finding's), so that "
+            '"some part does not hold" is wrong by chance at most 5 % of the time.'
+        ),
+    ),
+    (
+        "not testable here",
+        (
+            "no outcome of these runs could decide the claim, for one of two reasons: a control "
+            "(a recipe that must train in the same setting) did not show what it must, or the "
+            "study runs too few seeds for any interval (one; a median under 6)."
+        ),
+    ),
+    (
+        "inconclusive",
+        ("the interval straddles an edge of ±δ; more seeds of the same design could decide it."),
+    ),
+)
