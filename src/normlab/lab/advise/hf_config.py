@@ -146,11 +146,6 @@ class _Reader:
             ffn, ffn_src = self.positive(k["ffn"])
             ffn_src = f"{ffn_src} / {self.prefix}{k['hidden']} = {ffn} / {hidden}"
         kv = self.optional("num_key_value_heads", heads)  # null: one K/V head per query head
-        if heads % kv:
-            raise UsageError(
-                f"{self.where}: {self.prefix}num_key_value_heads: {kv} does not divide the "
-                f"{heads} attention heads"
-            )
         head_dim = self.optional("head_dim", hidden // heads)
         positions = self.optional(k["positions"], 0)
         sizes = {
