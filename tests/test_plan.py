@@ -123,8 +123,10 @@ def test_run_memory_grows_with_every_size():
     assert base < run_memory(replace(m, dim=128), 16, 64)
     assert base < run_memory(replace(m, n_layers=8), 16, 64)
     assert base < run_memory(m, 32, 64) and base < run_memory(m, 16, 128)
-    # Activations are linear in the batch: doubling it twice adds the same twice.
-    assert run_memory(m, 64, 64) - run_memory(m, 32, 64) == 2 * (run_memory(m, 32, 64) - base)
+    # Activations are linear in the batch, and the peak is the larger of two moments (a training
+    # step, the probes at step 0), each linear in it: doubling it twice adds at least twice.
+    assert run_memory(m, 64, 64) - run_memory(m, 32, 64) >= 2 * (run_memory(m, 32, 64) - base)
+    assert run_memory(m, 64, 64) - base > 3 * (run_memory(m, 32, 64) - base) // 2
 
 
 def test_longest_first_is_by_cost_and_stable(quick):

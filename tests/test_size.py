@@ -62,14 +62,16 @@ def test_memory_grows_with_the_sizes_and_is_at_least_the_adamw_state():
 
 
 # A grid of small configs whose peaks differ in what dominates them: the activations (depth,
-# width, tokens), gpt2's MLP, causal BatchNorm's prefix buffers, the RoPE table, the AdamW state.
+# width, tokens), gpt2's MLP, causal BatchNorm's prefix buffers, the RoPE table, the AdamW
+# state, the probes' attention logits.
 PEAK_GRID = [
     ({"dim": 128, "n_layers": 2, "n_heads": 2, "max_seq_len": 128}, 32, 128),
-    ({"dim": 128, "n_layers": 2, "n_heads": 2, "max_seq_len": 128, "arch": "gpt2"}, 32, 128),
+    ({"dim": 256, "n_layers": 3, "n_heads": 4, "max_seq_len": 128, "arch": "gpt2"}, 16, 128),
     ({"dim": 128, "n_layers": 2, "n_heads": 2, "max_seq_len": 8192, "norm": "batchnorm"}, 16, 128),
     ({"dim": 128, "n_layers": 2, "n_heads": 2, "max_seq_len": 200_000}, 16, 128),
     ({"dim": 256, "n_layers": 3, "n_heads": 4, "max_seq_len": 128}, 16, 128),
     ({"dim": 768, "n_layers": 2, "n_heads": 4, "max_seq_len": 64}, 4, 64),
+    ({"dim": 128, "n_layers": 2, "n_heads": 8, "max_seq_len": 512}, 16, 512),  # B·H·T² probes
 ]
 
 

@@ -27,7 +27,7 @@ else:  # the same parser, before it joined the standard library
     import tomli as tomllib
 
 MAX_DEPTH = 32  # a spec nests 5 deep (claims.parts.controls...); a study.json about as much
-MAX_STRING = 100_000  # characters of one string value
+MAX_STRING = 1 << 20  # characters of one string value (study.json stores a spec of <= 1 MiB)
 MAX_FILE = 256 << 20  # bytes of a file the lab reads whole (a big results.jsonl is ~10 MB)
 INT_MAX = 2**63 - 1  # what torch and the dataclasses' arithmetic take
 _INT_DIGITS = 20  # a JSON int longer than this cannot fit in 64 bits: refused before int()

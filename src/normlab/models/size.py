@@ -126,27 +126,29 @@ def token_floats(cfg: TransformerConfig) -> int:
 
 
 def probe_bytes(cfg: TransformerConfig, batch_size: int, seq_len: int) -> int:
-    """The probes' attention tensors (normlab.models.probes): the logits of one block in fp32,
-    (B, H, T, T), with their softmax and its entropy, three such tensors at once."""
-    return 3 * FP32 * batch_size * cfg.n_heads * seq_len * seq_len
+    """The probes' attention logits (normlab.models.probes): one block's (B, H, T, T) in fp32 at
+    a time."""
+    return FP32 * batch_size * cfg.n_heads * seq_len * seq_len
 
 
 def run_bytes(
     cfg: TransformerConfig, batch_size: int, seq_len: int, val_sequences: int | None = None
 ) -> int:
     """The peak memory of training ``cfg`` in fp32 with AdamW at ``batch_size`` x ``seq_len``,
-    over the process's memory before it: the weights, gradients and AdamW's two moments (16
-    bytes a parameter), :func:`buffer_bytes` (1.5x: the probes restore them from a copy,
-    ``normlab.lab.train.serving.buffers_restored``, measured), the activations a step keeps
-    (:func:`token_floats`), the probes' attention tensors (:func:`probe_bytes`) and the
-    validation set's tokens (``val_sequences``, default 8 batches), inputs and targets in int64.
+    over the process's memory before it, the larger of two moments, plus the validation set's
+    tokens (``val_sequences``, default 8 batches; inputs and targets in int64):
+
+    - a training step: the weights, gradients and AdamW's two moments (16 bytes a parameter),
+      :func:`buffer_bytes` and the activations the step keeps (:func:`token_floats`);
+    - the probes at step 0, before AdamW's moments exist: weights and gradients, the buffers
+      twice (``normlab.lab.train.serving.buffers_restored`` copies them), the activations and
+      the attention logits (:func:`probe_bytes`).
+
     Config arithmetic only: nothing is built."""
     tokens = batch_size * seq_len
+    params, buffers = param_count(cfg), buffer_bytes(cfg)
+    activations = FP32 * tokens * token_floats(cfg)
+    step = TRAIN_BYTES_PER_PARAM * params + buffers + activations
+    probe = 2 * FP32 * params + 2 * buffers + activations + probe_bytes(cfg, batch_size, seq_len)
     val = (8 * batch_size if val_sequences is None else val_sequences) * seq_len
-    return (
-        TRAIN_BYTES_PER_PARAM * param_count(cfg)
-        + 3 * buffer_bytes(cfg) // 2  # the probes' copy of the buffers lives part of a step
-        + FP32 * tokens * token_floats(cfg)
-        + probe_bytes(cfg, batch_size, seq_len)
-        + 2 * INT64 * val
-    )
+    return max(step, probe) + 2 * INT64 * val
