@@ -156,3 +156,19 @@ def test_causal_compiles_fullgraph():
     x = torch.randn(2, 24, 8)
     ref = BatchNorm(8, causal=True, max_positions=24, min_tokens=16).train()
     torch.testing.assert_close(eager(x), ref(x))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_sequences_output_depends_on_its_batch_mates_in_train_mode_only(causal):
+    """003 §七 (1), by construction: in train mode BatchNorm normalizes a sequence with its
+    batch's statistics, so changing the other sequences changes its output; in eval mode
+    (running statistics) and under LayerNorm, they do not."""
+    torch.manual_seed(0)
+    kw = {"causal": True, "max_positions": 16} if causal else {}
+    bn, ln = BatchNorm(8, **kw), torch.nn.LayerNorm(8)
+    x = torch.randn(4, 16, 8)
+    other = torch.cat([x[:1], 3 * torch.randn(3, 16, 8) + 1])  # the same first sequence
+    assert not torch.allclose(bn(x)[0], bn(other)[0])
+    bn.eval()
+    torch.testing.assert_close(bn(x)[0], bn(other)[0])
+    torch.testing.assert_close(ln(x)[0], ln(other)[0])

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from normlab.lab.study import coverage
+from normlab.lab.study.replay import published_design
 from normlab.lab.study.spec import builtin_names, load_builtin
 from normlab.lab.verdict import CLAIM_WORDS, Word
 
@@ -126,7 +127,8 @@ def test_published_verdicts_are_the_presets_claims_without_machine_paths():
         data = json.loads(text)
         assert data["preset"] == path.parent.name
         names = [c["name"] for c in data["claims"]]
-        assert set(names) <= preset_claims(data["preset"]), path
+        design = {c.name for c in published_design(DOCS, data["preset"]).claims}
+        assert set(names) == design, path  # the design that decided it, stored beside it
         for c in data["claims"]:
             assert c["verdict"] in CLAIM_WORDS, (path, c["name"])
 

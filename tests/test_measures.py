@@ -62,6 +62,15 @@ def test_the_train_eval_gap_is_read_as_its_size_per_model():
     assert gap(run("diverged"), None) is None
 
 
+def test_the_short_gap_reads_the_shortest_served_length():
+    gap = MEASURES["abs_train_eval_gap_short"][1]
+    at = {"val_loss_at": {"16": 2.5, "32": 2.2}, "val_loss_train_mode_at": {"16": 2.1, "32": 2.1}}
+    res = {"status": "ok", "summary": at}
+    assert gap(res, None) == pytest.approx(0.4)  # |2.5 − 2.1| at 16, the shorter length
+    assert gap({"status": "ok", "summary": {}}, None) is None
+    assert gap({**res, "status": "diverged"}, None) is None
+
+
 @pytest.mark.parametrize(
     "name",
     [

@@ -11,9 +11,8 @@ import pytest
 from claims_golden import QUICK, quick_results
 
 from normlab.lab.study.claims import decide_all
-from normlab.lab.study.replay import replay
+from normlab.lab.study.replay import published_design, replay
 from normlab.lab.study.report import claims_json
-from normlab.lab.study.spec import load_builtin
 
 DATA = Path(__file__).resolve().parents[1] / "docs" / "data"
 
@@ -25,7 +24,7 @@ def _replayed(study, doc: dict) -> dict:
 @pytest.mark.parametrize("preset", sorted(p.name for p in DATA.iterdir() if p.is_dir()))
 def test_every_published_study_is_what_todays_rule_decides_on_its_values(preset):
     doc = json.loads((DATA / preset / "claims.json").read_text("utf-8"))
-    assert _replayed(load_builtin(preset), doc) == doc, (
+    assert _replayed(published_design(DATA.parent, preset), doc) == doc, (
         f"docs/data/{preset}/claims.json is not what today's rule decides: replay it"
     )
 

@@ -51,10 +51,18 @@ def test_quick_key_arms_have_the_expected_configs():
     assert runs["layernorm"] == plain.replace(eval_serving=True, model={"norm": "layernorm"})
     assert runs["no-final-norm"] == base.replace(model={"final_norm": False})
     decay = runs["decay-norms"]
-    assert decay == plain.replace(decay_norms=True, norm_weight_decay=5.0)
-    # decay on the gains with a budget where it can act; the other weights' decay as the base's
-    assert decay.lr * decay.norm_weight_decay * decay.steps >= 0.5
-    assert decay.weight_decay == base.weight_decay
+    assert decay == plain.replace(decay_norms=True)
+    # decay on the gains at the usual dose: the other weights' weight decay, nothing more
+    assert decay.norm_weight_decay is None and decay.weight_decay == base.weight_decay == 0.1
+    # BatchNorm as users meet it: pooled statistics served at 16 of 64 positions; accumulation
+    bn = runs["batchnorm"]
+    assert runs["batchnorm-pooled"] == plain.replace(
+        eval_train_mode=True,
+        eval_lengths=(16,),
+        model={"norm": "batchnorm", "batchnorm_causal": False},
+    )
+    assert runs["batchnorm-accum4"] == plain.replace(grad_accum=4, model={"norm": "batchnorm"})
+    assert bn.batch_size == runs["batchnorm-accum4"].batch_size == 16
     assert runs["batchnorm-B4"] == plain.replace(
         batch_size=4, eval_train_mode=True, eval_serving=True, model={"norm": "batchnorm"}
     )
@@ -104,18 +112,22 @@ def test_quick_key_arms_have_the_expected_configs():
     )
     assert claims["rmsnorm-faster"].plots == ("speed",)
     # the serving claims read arms the preset already trains, at those arms' seeds
-    serving = ("batchnorm-batch-mates", "batchnorm-forgot-eval", "batchnorm-padding")
+    serving = ("batchnorm-forgot-eval", "batchnorm-padding")
     for name in serving + ("batchnorm-forgot-eval-B4", "batchnorm-padding-B4"):
         assert all(runs[a].eval_serving for a in claims[name].arms), name
         assert {p.seeds for _, p in claims[name].rule.parts()} == {8}
     # the source's claims read the batch-16 arms; batch 4 is a claim of its own
-    for name in serving[1:]:
+    for name in serving:
         assert {runs[a].batch_size for a in claims[name].arms} == {16}, name
         assert {runs[a].batch_size for a in claims[f"{name}-B4"].arms} == {4}, name
-    mates = dict(claims["batchnorm-batch-mates"].rule.parts())
-    assert mates["LayerNorm, batch 4, train mode"] == Contrast(
-        ((1, "layernorm-B4", "batchmate_shift_train"),), "≈0", 0.01, 8
-    )
+    # batch-mates hold by construction: a library test (test_batchnorm), not a claim
+    assert "batchnorm-batch-mates" not in claims
+    # Pre-LN's undiminished gradient is one-sided: ln(first / last) + ln 1.2 > 0 at each depth
+    (_, l6), *_ = claims["pre-ln-grad-undiminished"].rule.parts()
+    assert l6 == Contrast(((-1, "init-pre-L6", "log_grad_ratio"),), ">0", 0.0, 16,
+                          const=math.log(1.2), matrix="mlp.w_out")  # fmt: skip
+    scale = dict(claims["final-norm-needed"].rule.parts())["the output scale is larger"]
+    assert {m for _, _, m in scale.terms} == {"log_logit_rms_end"}
 
 
 def test_paper_arms_test_each_claim_in_its_sources_setting():

@@ -241,3 +241,36 @@ def test_train_slice_trains_on_the_first_bytes_and_reports_their_loss(corpus):
     assert "final_train_loss" not in train(tiny(steps=2), corpus).summary
     with pytest.raises(ValueError, match="train_slice"):
         tiny(train_slice=16)
+
+
+def test_gradient_accumulation_is_the_whole_batch_for_layernorm_not_for_batchnorm(corpus):
+    """k micro-batches of B/k give LayerNorm the whole batch's update (to float rounding) and
+    BatchNorm another one: its statistics come from each micro-batch."""
+
+    def gradients(norm: str, k: int) -> tuple[float, list[torch.Tensor]]:
+        t = Trainer(tiny(model={"norm": norm}, grad_accum=k), corpus)
+        t.model = t.build_model()
+        params = [p for p in t.model.parameters() if p.requires_grad]
+        x, y = next(t.train_batches())
+        scaler = torch.amp.GradScaler("cpu", enabled=False)
+        loss, _, _ = t.train_step(x, y, t.build_optimizer(t.model), scaler, params, None)
+        return loss, [p.grad.clone() for p in params]
+
+    (loss1, g1), (loss4, g4) = gradients("layernorm", 1), gradients("layernorm", 4)
+    assert loss4 == pytest.approx(loss1, rel=1e-5)
+    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in zip(g1, g4, strict=True))
+    (_, g1), (_, g4) = gradients("batchnorm", 1), gradients("batchnorm", 4)
+    assert not all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in zip(g1, g4, strict=True))
+    with pytest.raises(ValueError, match="grad_accum"):
+        tiny(grad_accum=3)
+
+
+def test_eval_lengths_validate_the_first_positions_in_both_modes(corpus):
+    cfg = tiny(model={"norm": "batchnorm", "batchnorm_causal": False}, steps=4,
+               eval_train_mode=True, eval_lengths=(4, 8))  # fmt: skip
+    s = Trainer(cfg, corpus).run().summary
+    assert set(s["val_loss_at"]) == set(s["val_loss_train_mode_at"]) == {"4", "8"}
+    assert s["val_loss_at"]["4"] != s["val_loss_at"]["8"]
+    assert cfg.to_dict()["eval_lengths"] == [4, 8]
+    with pytest.raises(ValueError, match="eval_lengths"):
+        tiny(eval_lengths=(32,))

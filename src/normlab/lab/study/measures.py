@@ -135,6 +135,19 @@ def _abs_gap(res: dict, matrix: str | None) -> float | None:
     return None if gap is None else abs(gap)
 
 
+def _abs_gap_short(res: dict, matrix: str | None) -> float | None:
+    """The same |eval − train mode| gap on the validation sequences cut to the shortest of the
+    run's ``eval_lengths``: served at a length it was not trained at."""
+    at, train_at = (
+        res.get("summary", {}).get(k) or {} for k in ("val_loss_at", "val_loss_train_mode_at")
+    )
+    if res.get("status") != "ok" or not at or not train_at:
+        return None
+    n = min(at, key=int)
+    x, y = _finite(at[n]), _finite(train_at.get(n))
+    return None if x is None or y is None else abs(x - y)
+
+
 def _values(probe: dict, key: str) -> list[float]:
     vals = probe.get(key) or []
     if not vals or any(v is None for v in vals):
@@ -243,6 +256,11 @@ MEASURES: dict[str, tuple[str, Callable[[dict, str | None], float | None]]] = {
     "abs_train_eval_gap": (
         "|final val loss in eval mode − in train mode| (running vs batch statistics)",
         _abs_gap,
+    ),
+    "abs_train_eval_gap_short": (
+        "the same gap on the validation sequences cut to the run's shortest eval_lengths (served "
+        "at a length it was not trained at)",
+        _abs_gap_short,
     ),
     # The serving measures (TrainConfig.eval_serving; normlab.lab.train.serving).
     "batchmate_shift_train": (

@@ -13,6 +13,7 @@ stores only one end of its range, so a file with bounded seeds is refused.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 from normlab.lab.study import compound
@@ -99,6 +100,17 @@ def _decide(claim: Claim, entry: dict, ctx: Context) -> Verdict:
         )
         v = compound.decide_parts(members, claim.rule.TARGET, results, ctx)
     return compound.with_controls(v, _stored(claim.controls, entry), results, ctx)
+
+
+def published_design(docs: Path, preset: str):
+    """The design that decided ``docs/data/<preset>/claims.json``: the ``spec.toml`` stored
+    beside it (today's preset may have changed since), else today's built-in preset."""
+    from normlab.lab.study.spec import load_builtin, parse_spec
+
+    path = docs / "data" / preset / "spec.toml"
+    if path.is_file():
+        return parse_spec(path.read_text("utf-8"), str(path), default_name=preset)
+    return load_builtin(preset)
 
 
 def replay(study, doc: dict[str, Any]) -> list[tuple[Claim, Verdict]]:

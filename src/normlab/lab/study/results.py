@@ -17,7 +17,7 @@ from normlab.lab import doc as d
 from normlab.lab.io import write_file
 from normlab.lab.study import coverage
 from normlab.lab.study.compare import effects
-from normlab.lab.study.spec import load_builtin
+from normlab.lab.study.replay import published_design
 from normlab.lab.study.words import rules_of
 from normlab.lab.verdict import DECIDED, Word, signed
 
@@ -81,7 +81,7 @@ def forest_effects(docs: Path) -> list[Effect]:
     sections = _section_of(cat)
     out = []
     for preset, claims in pub.claims.items():
-        rules = {c.name: c.rule for c in load_builtin(preset).claims}
+        rules = {c.name: c.rule for c in published_design(docs, preset).claims}
         for name, c in claims.items():
             if c["verdict"] not in DECIDED or name not in rules:
                 continue
@@ -162,13 +162,13 @@ def forest_png(items: list[Effect]) -> bytes:
 # the page
 
 
-def _seen(s, pub, cat) -> str:
+def _seen(s, pub, cat, docs: Path) -> str:
     """What was seen, short: the first claim's (or finding's) effect with its unit and size."""
     for preset, name in map(coverage._split, s.claims):
         c = pub.claims.get(preset, {}).get(name)
         if c is None or not effects(c):
             continue
-        rules = {x.name: x.rule for x in load_builtin(preset).claims}
+        rules = {x.name: x.rule for x in published_design(docs, preset).claims}
         label, est = next(iter(effects(c).items()))
         rule = dict(rules_of(rules[name])).get(label, rules[name])
         part = f" ({label})" if label else ""
@@ -192,12 +192,12 @@ def _seen(s, pub, cat) -> str:
     return "checked by a library test (in CI)"
 
 
-def _row(s, decision, pub, cat) -> tuple:
+def _row(s, decision, pub, cat, docs: Path) -> tuple:
     word = decision.status
     badge = d.Badge(str(word), COLORS.get(word, "#57606a"))
     where = cat.articles[s.article]["sections"][s.section]
     source = d.Link(f"{s.article} · {where}", f"claims.md#{_anchor(s.article, cat)}")
-    return (s.statement, badge, _seen(s, pub, cat), source)
+    return (s.statement, badge, _seen(s, pub, cat, docs), source)
 
 
 def _anchor(article: str, cat) -> str:
@@ -233,13 +233,17 @@ def document(docs: Path) -> d.Document:
                 ".",
             )
         ),
-        d.Table(header, tuple(_row(s, status[s.id], pub, cat) for s in decided), cls="summary"),
+        d.Table(
+            header, tuple(_row(s, status[s.id], pub, cat, docs) for s in decided), cls="summary"
+        ),
         d.Heading(2, "Tested, not decided", id="tested-not-decided"),
         d.Paragraph(
             "A claim or finding tests these, but the evidence is inconclusive, not testable "
             "here, or tests another size or measure (each row of claims.md says which)."
         ),
-        d.Table(header, tuple(_row(s, status[s.id], pub, cat) for s in tested), cls="summary"),
+        d.Table(
+            header, tuple(_row(s, status[s.id], pub, cat, docs) for s in tested), cls="summary"
+        ),
         d.Heading(2, "Every decided claim in one figure", id="forest"),
         d.Figure(
             "every decided claim against its ±δ band", forest_png(forest_effects(docs)), FOREST

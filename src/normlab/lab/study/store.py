@@ -33,6 +33,8 @@ _KEYED_UNLESS = {
     "eval_serving": False,
     "block_drop_batches": 0,
     "train_slice": 0,
+    "grad_accum": 1,
+    "eval_lengths": [],
 }
 
 

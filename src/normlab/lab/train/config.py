@@ -89,6 +89,19 @@ class TrainConfig:
         "change, the loss at batch 1 in train mode, and the loss when the mates are padded; "
         "in train and in eval mode. BatchNorm's batch dependence; 0 for batch-free norms.",
     )
+    grad_accum: int = setting(
+        1,
+        help="Micro-batches per optimizer step: each step's batch_size sequences run as this many "
+        "forward/backward passes of batch_size / grad_accum, their gradients summed (averaged) "
+        "before the one update. The same update for a batch-free norm; BatchNorm's statistics "
+        "come from each micro-batch, as in a user's accumulation loop.",
+    )
+    eval_lengths: tuple[int, ...] = setting(
+        (),
+        help="After the last step, also validate on the first L positions of every validation "
+        "sequence, for each L here (summary ``val_loss_at``, and ``val_loss_train_mode_at`` "
+        "with eval_train_mode): trained at one length, served at others.",
+    )
     probe_steps: tuple[int, ...] = setting(
         (0,),
         help="Steps (0 = at init, ``steps`` = after the last update) at which the model probes "
@@ -154,6 +167,7 @@ class TrainConfig:
             self.model = TransformerConfig.from_dict(self.model)
         self.betas = tuple(float(b) for b in self.betas)
         self.probe_steps = tuple(sorted({int(s) for s in self.probe_steps}))
+        self.eval_lengths = tuple(sorted({int(n) for n in self.eval_lengths}))
         for name in ("batch_size", "seq_len", "eval_batches"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -199,6 +213,12 @@ class TrainConfig:
                 f"norm_weight_decay={self.norm_weight_decay!r} needs decay_norms=True and a "
                 "value >= 0 (None: the norms decay with weight_decay)"
             )
+        if not (1 <= self.grad_accum <= self.batch_size and self.batch_size % self.grad_accum == 0):
+            raise ValueError(
+                f"grad_accum={self.grad_accum} must divide batch_size={self.batch_size}"
+            )
+        if any(not 1 <= n <= self.seq_len for n in self.eval_lengths):
+            raise ValueError(f"eval_lengths must lie in [1, seq_len={self.seq_len}]")
         if self.train_slice and self.train_slice <= self.seq_len + 1:
             raise ValueError(f"train_slice={self.train_slice} must exceed seq_len + 1")
         if self.seq_len > self.model.max_seq_len:
@@ -252,6 +272,7 @@ class TrainConfig:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         d["model"] = self.model.to_dict()
         d["betas"], d["probe_steps"] = list(self.betas), list(self.probe_steps)
+        d["eval_lengths"] = list(self.eval_lengths)
         return d
 
     @classmethod

@@ -235,15 +235,32 @@ class Trainer:
     def train_step(self, x, y, opt, scaler, params, timer: NormTimer | None):
         """Forward (the norms timed by ``timer``) and backward, the gradients unscaled and
         clipped: (the ranks' mean loss, the gradient norm, the forward's end time)."""
-        with timer or contextlib.nullcontext(), self.autocast():
-            logits = self.model(x)  # (B, T, V)
-            loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
-        t1 = time.perf_counter()
-        scaler.scale(loss).backward()
+        k = self.cfg.grad_accum
+        if k > 1:  # micro-batches, as a user's accumulation loop: BatchNorm sees B / k at a time
+            loss, t1 = self._accumulate(x.chunk(k), y.chunk(k), scaler, timer)
+        else:
+            with timer or contextlib.nullcontext(), self.autocast():
+                logits = self.model(x)  # (B, T, V)
+                loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+            t1 = time.perf_counter()
+            scaler.scale(loss).backward()
         scaler.unscale_(opt)  # a no-op unless fp16: the clip and the rule see true gradients
         max_norm = float("inf") if self.cfg.grad_clip is None else self.cfg.grad_clip
         gnorm = float(torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True))
         return self.all_reduce_mean(float(loss.detach())), gnorm, t1
+
+    def _accumulate(self, xs, ys, scaler, timer) -> tuple[Tensor, float]:
+        """Forward and backward of each micro-batch, its loss weighted 1/k so the summed
+        gradients are the whole batch's mean: (the batch's mean loss, the last forward's end)."""
+        total = torch.zeros(())
+        for x, y in zip(xs, ys, strict=True):
+            with timer or contextlib.nullcontext(), self.autocast():
+                logits = self.model(x)  # (B / k, T, V)
+                loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+            t1 = time.perf_counter()
+            scaler.scale(loss / len(xs)).backward()
+            total = total + loss.detach().cpu() / len(xs)
+        return total, t1
 
     def _diverged(self, res: RunResult, step: int, loss: float, gnorm: float, scaler) -> bool:
         """The divergence rule on a step, before the optimizer applies it; says why in ``res``."""
@@ -344,6 +361,14 @@ class Trainer:
             out["block_drop_loss"] = self._block_drop(model, val[: self.cfg.block_drop_batches])
         if self.cfg.train_slice:
             out["final_train_loss"] = self._train_split_loss(model, len(val))
+        for n in self.cfg.eval_lengths:  # served at another length than trained
+            short = [(x[:, :n], y[:, :n]) for x, y in val]
+            out.setdefault("val_loss_at", {})[str(n)] = self._mean_loss(
+                model, short, train_mode=False
+            )
+            if self.cfg.eval_train_mode:
+                loss = self._mean_loss(model, short, train_mode=True)
+                out.setdefault("val_loss_train_mode_at", {})[str(n)] = loss
         return out
 
     @torch.no_grad()
