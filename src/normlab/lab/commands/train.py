@@ -232,7 +232,10 @@ def _saved_config(path: str, run: str | None, seed_index: int):
     from normlab.lab.study.store import find_run
     from normlab.lab.train.config import TrainConfig
 
-    text = read_text(path, f"--config {path}")
+    try:
+        text = read_text(path, "")
+    except ReadError as e:  # no such file, a directory, a FIFO, too big, not UTF-8
+        raise UsageError(f"--config {path}: cannot read it ({str(e).removeprefix(': ')})") from None
     try:
         docs = [loads_json(text, f"--config {path}")]
     except ReadError as e:
@@ -240,8 +243,14 @@ def _saved_config(path: str, run: str | None, seed_index: int):
             raise
         # JSON lines: a study's results.jsonl, each line bounded and checked the same way
         lines = text.splitlines()
-        numbered = [(i, ln) for i, ln in enumerate(lines, 1) if ln.strip()]
-        docs = [loads_json(ln, f"--config {path} line {i}") for i, ln in numbered]
+        docs = []
+        for i, ln in enumerate(lines, 1):
+            if not ln.strip():
+                continue
+            try:
+                docs.append(loads_json(ln, f"line {i}"))
+            except ReadError as e:
+                raise UsageError(f"--config {path}: not JSON ({e})") from None
     if not docs:
         raise UsageError(f"--config {path}: the file is empty")
     if len(docs) > 1 or run is not None:  # a study's results: pick the run
