@@ -31,3 +31,11 @@ def test_the_advice_is_the_golden_text(case):
     study = parse_spec((GOLDEN / case / "spec.toml").read_text("utf-8"), "golden.toml")
     for name, text in advice_files(twin, study).items():
         assert text == (GOLDEN / case / name).read_text("utf-8"), name
+
+
+def test_every_advice_ends_with_a_bottom_line_of_one_of_three_words():
+    words = ("keep ", "switch to ", "cannot tell at this budget")
+    for path in sorted(GOLDEN.glob("*/advice*.md")):
+        last = path.read_text().rstrip().split("\n## ")[-1]
+        assert last.startswith("Bottom line"), path
+        assert sum(f": {w}" in last for w in words) == 1 and "tested at a d=" in last, path

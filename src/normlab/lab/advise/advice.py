@@ -12,24 +12,16 @@ from __future__ import annotations
 import json
 import math
 from html import escape
-from typing import Any
 
+from normlab.lab.advise.bottom import bottom_line
 from normlab.lab.advise.ranking import Quality, Ranking, Speed, Stability, rank
-from normlab.lab.advise.twin import AS_GOOD, BEATS, FASTER, STABLER, Twin, claim_name
+from normlab.lab.advise.twin import AS_GOOD, BEATS, FASTER, STABLER, Twin, claim_name, twin_params
 from normlab.lab.render import html_table, md_table
 from normlab.lab.study.runner import StudyResult
 from normlab.lab.verdict import Estimate, Word
 
 # ("h", level offset, text) | ("p", text) | ("table", header, rows) | ("ul", items)
 Block = tuple
-
-
-def twin_params(twin: Twin) -> tuple[int, int]:
-    """The twin's parameter count: all, and in its blocks (from its config: nothing built)."""
-    from normlab.models.size import param_count
-
-    m = twin.config().model
-    return param_count(m), param_count(m, blocks_only=True)
 
 
 def fmt_params(n: float) -> str:
@@ -73,6 +65,7 @@ def blocks(twin: Twin, result: StudyResult) -> list[Block]:
         *_speed_blocks(r.speed),
         *_scale_blocks(twin),
         *_caveats(twin),
+        *bottom_line(twin, r, label),  # the last word: keep, switch, or cannot tell
     ]
 
 
@@ -381,26 +374,3 @@ def headline(bl: list[Block]) -> str:
     """The summary table (the first table) as Markdown, for the terminal."""
     table = next((b for b in bl if b[0] == "table"), None)
     return md_table(table[1], table[2]) if table else ""
-
-
-def twin_json(twin: Twin) -> dict[str, Any]:
-    import dataclasses
-
-    all_p, block_p = twin_params(twin)
-    return {
-        "hf_config": twin.hf.name,
-        "model_type": twin.hf.model_type,
-        "family": twin.hf.family.name,
-        "scale": dataclasses.asdict(twin.scale),
-        "model_sizes": twin.hf.sizes,
-        "params": {
-            "model": twin.hf.params(),
-            "model_blocks": twin.hf.params(False),
-            "twin": all_p,
-            "twin_blocks": block_p,
-        },
-        "fields": {k: {"value": v, "from": src} for k, (v, src) in twin.fields.items()},
-        "train": {k: {"value": v, "why": why} for k, (v, why) in twin.train.items()},
-        "alternatives": [dataclasses.asdict(a) for a in twin.alts],
-        "not_reproduced": twin.hf.gaps,
-    }

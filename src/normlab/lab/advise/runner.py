@@ -47,9 +47,8 @@ class Plan:
 
 def plan(hf_config: str, scale: str) -> Plan:
     """``hf_config`` (a path, or the name of a shipped example) at the twin scale ``scale``."""
-    from normlab.lab.advise import advice
     from normlab.lab.advise import hf_config as hf_reader
-    from normlab.lab.advise.twin import make_twin
+    from normlab.lab.advise.twin import make_twin, twin_params
     from normlab.lab.advise.twin_spec import spec_text
 
     path = hf_config
@@ -57,7 +56,7 @@ def plan(hf_config: str, scale: str) -> Plan:
         path = shipped_config(path)
     twin = make_twin(hf_reader.read(path), scale)
     command = f"normlab advise --hf-config {twin.hf.name} --preset {scale}"
-    return Plan(twin, command, spec_text(twin, command), advice.twin_params(twin))
+    return Plan(twin, command, spec_text(twin, command), twin_params(twin))
 
 
 def describe(twin, params: tuple[int, int]) -> str:
@@ -119,11 +118,11 @@ def run_advise(p: Plan, study, options: StudyOptions, corpus) -> AdviseResult:
     reports led by the advice and ``OUT/advice.md``. Raises
     ``normlab.lab.study.runner.Interrupted`` on a signal."""
     from normlab.lab.advise import advice
+    from normlab.lab.advise.twin import twin_json
 
     out = options.out
     spec_path = write_spec(out, p.spec_text)
-    twin_json = json.dumps(advice.twin_json(p.twin), indent=1, ensure_ascii=False)
-    write_file(out / "twin.json", twin_json)
+    write_file(out / "twin.json", json.dumps(twin_json(p.twin), indent=1, ensure_ascii=False))
     result = run_study(study, options, corpus)
     bl = advice.blocks(p.twin, result)
     write_file(out / "advice.md", advice.to_markdown(bl, top=1))

@@ -221,3 +221,34 @@ def claim_names(twin: Twin) -> dict[str, str]:
         kinds = ("as_good", "beats", *(("stabler", "stabler_alt") if a.swept else ()))
         names.update({f"{k}:{a.arm}": claim_name(k, a.arm) for k in kinds})
     return names | {k: claim_name(k) for k in ("faster", "faster_step")}
+
+
+def twin_params(twin: Twin) -> tuple[int, int]:
+    """The twin's parameter count: all, and in its blocks (from its config: nothing built)."""
+    from normlab.models.size import param_count
+
+    m = twin.config().model
+    return param_count(m), param_count(m, blocks_only=True)
+
+
+def twin_json(twin: Twin) -> dict[str, Any]:
+    import dataclasses
+
+    all_p, block_p = twin_params(twin)
+    return {
+        "hf_config": twin.hf.name,
+        "model_type": twin.hf.model_type,
+        "family": twin.hf.family.name,
+        "scale": dataclasses.asdict(twin.scale),
+        "model_sizes": twin.hf.sizes,
+        "params": {
+            "model": twin.hf.params(),
+            "model_blocks": twin.hf.params(False),
+            "twin": all_p,
+            "twin_blocks": block_p,
+        },
+        "fields": {k: {"value": v, "from": src} for k, (v, src) in twin.fields.items()},
+        "train": {k: {"value": v, "why": why} for k, (v, why) in twin.train.items()},
+        "alternatives": [dataclasses.asdict(a) for a in twin.alts],
+        "not_reproduced": twin.hf.gaps,
+    }
