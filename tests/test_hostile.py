@@ -398,3 +398,17 @@ def test_compare_copies_no_hostile_string_into_markdown(tmp_path, capsys, verdic
         dirs.append(str(tmp_path / name))
     err = _refused(["study", "--compare", *dirs], capsys)
     assert f"--compare: {tmp_path / 'bad' / 'claims.json'}: " in err and says in err
+
+
+def test_control_characters_in_a_results_line_or_study_json(tmp_path, capsys):
+    out = finished_quick_study(tmp_path / "q")
+    spec = str(QUICK_S0 / "spec.toml")
+    argv = ["study", "--redecide", str(out), "--spec", spec, "--quiet"]
+    lines = (out / "results.jsonl").read_text().splitlines()
+    rec = json.loads(lines[0])
+    (out / "results.jsonl").write_text(json.dumps({**rec, "name": "a\x1b[2J"}) + "\n")
+    err = _refused(argv, capsys)
+    assert "results.jsonl line 1: name: the control character '\\x1b' is not allowed" in err
+    meta = json.loads((out / "study.json").read_text())
+    (out / "study.json").write_text(json.dumps({**meta, "preset": "q\x1b]0;x\x07"}))
+    assert "preset: the control character '\\x1b' is not allowed" in _refused(argv, capsys)

@@ -18,7 +18,7 @@ from typing import Any
 
 from normlab.lab.common import UsageError
 from normlab.lab.io import open_append
-from normlab.lab.reading import ReadError, loads_json, printable, read_text
+from normlab.lab.reading import ReadError, check_strings, loads_json, printable, read_text
 from normlab.lab.train.trainer import TrainConfig, concrete_device
 
 # Fields that change how fast a run goes, not what it computes.
@@ -98,7 +98,9 @@ class ResultStore:
             if not line.strip():
                 continue
             try:
-                rec = loads_json(line, f"{self.path} line {i}")
+                # control characters too: names and reasons reach terminals and reports
+                where = f"{self.path} line {i}"
+                rec = check_strings(loads_json(line, where), where)
             except ReadError as e:
                 if _torn(line):
                     continue  # a write cut short by a crash: the start of a record
@@ -211,6 +213,7 @@ def check_study_json(meta: Any, where: str, *, complete: bool = True) -> dict:
     otherwise."""
     if not isinstance(meta, dict):
         raise UsageError(f"{where}: not a study's study.json (expected a JSON object)")
+    check_strings(meta, where)  # its name, description and spec reach terminals and reports
     h = meta.get("plateau_h")
     bad_h = isinstance(h, bool) or not isinstance(h, int | float) or not 0 < h < 1e3
     if bad_h and (complete or "plateau_h" in meta):
