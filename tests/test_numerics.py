@@ -215,7 +215,7 @@ def test_one_part_that_does_not_hold_decides_the_finding():
     values["FP16 overflow scale"] = [-0.46, -0.47, -0.45, -0.46]  # the lab's measurement
     v = f.decide(values)
     assert v["verdict"] == Word.DOES_NOT_HOLD
-    assert [p["verdict"] for p in v["parts"]] == [Word.DOES_NOT_HOLD, Word.HOLDS, Word.HOLDS]
+    assert [p["verdict"] for p in v["parts"]] == [Word.DOES_NOT_HOLD] + [Word.HOLDS] * 4
 
 
 def test_a_part_failing_only_at_95_percent_is_inconclusive_after_holm():
@@ -274,3 +274,96 @@ def test_published_findings_follow_from_their_values():
     assert [v["name"] for v in published] == list(statements.FINDINGS)
     for v in published:
         assert statements.FINDINGS[v["name"]].redecide(v) == v
+
+
+# --------------------------------------------------------------------------------------------
+# the large-mean rows, stable_rmsnorm and the small eps per precision
+
+from normlab.lab.numerics import eps as eps_findings  # noqa: E402
+from normlab.lab.numerics import measuring, naive, stability  # noqa: E402
+
+
+def test_large_mean_rows_are_in_the_measured_grid():
+    """Both precisions get a large-mean part, measured on rows far from 0 whose spread is a few
+    of the dtype's gaps: not rounded to a constant, and close together next to their mean."""
+    labels = [label for label, _ in statements.FINDINGS["rmsnorm-more-stable"].parts]
+    assert {"FP16 large-mean rows", "BF16 large-mean rows"} <= set(labels)
+    assert min(stability.LARGE_MEANS) >= 1e3 and min(stability.SPREADS) >= 2
+    for dt in (torch.float16, torch.bfloat16):
+        for m in stability.LARGE_MEANS:
+            for k in stability.SPREADS:
+                x = measuring.draw_shifted(0, dt, m, k)[0].double()
+                gap = measuring.spacing(m, dt)
+                mean, std = x.mean(-1), x.std(-1, unbiased=False)
+                assert ((mean - m).abs() < gap).all() and (std > 0.5 * k * gap).all(), (dt, m, k)
+                assert (std < 2 * k * gap).all() and (m / std > 15).all()
+    errs = stability.large_mean_errors(0, torch.bfloat16)
+    assert {len(e) for e in errs.values()} == {len(stability.LARGE_MEANS) * len(stability.SPREADS)}
+
+
+def test_spacing_is_the_dtypes_gap():
+    assert measuring.spacing(1000.0, torch.float16) == 0.5
+    assert measuring.spacing(1e4, torch.float16) == 8.0
+    assert measuring.spacing(1000.0, torch.bfloat16) == 4.0
+    assert measuring.spacing(1.0, torch.float16) == 2.0**-10
+
+
+def test_stable_rmsnorm_is_the_articles_code():
+    """000 §7.1: statistics in FP32, the scale cast back, γ·x then ·r in the input's dtype;
+    001: all in FP32, one cast. Both are RMSNorm (a float64 input agrees with the reference to
+    FP32's precision: ``x.float()``), and only 000's can overflow in FP16 where γ·x passes
+    65504."""
+    x, w = torch.randn(4, 64, dtype=torch.float64), 1 + 0.1 * torch.randn(64, dtype=torch.float64)
+    for fn in (naive.stable_rms_norm, naive.fp32_rms_norm):
+        y = fn(x, w, None, 1e-6).double()
+        torch.testing.assert_close(y, reference.rms_norm(x, w, 1e-6), rtol=1e-6, atol=1e-6)
+    h, wh = (x / x.abs().amax() * 6e4).half(), torch.full((64,), 1.25).half()
+    r = torch.rsqrt(h.float().pow(2).mean(-1, keepdim=True) + 1e-6).half()
+    assert torch.equal(naive.stable_rms_norm(h, wh, None, 1e-6), wh * h * r)
+    assert not naive.stable_rms_norm(h, wh, None, 1e-6).isfinite().all()  # 1.25 · 6e4 > 65504
+    y = naive.fp32_rms_norm(h, wh, None, 1e-6)
+    assert y.dtype == torch.float16 and y.isfinite().all()
+
+
+def test_stable_rmsnorm_finding_compares_the_two_fixes():
+    f = statements.FINDINGS["stable-rmsnorm"]
+    rules = dict(f.parts)
+    assert rules["FP16 overflow: stable vs naive"].expect == ">0"
+    assert {rules[k].expect for k in rules if "all-FP32" in k} == {"≈0"}
+    assert set(stability.STABLE_FNS) == {"naive", "stable", "all-FP32"}
+    assert stability.STABLE_FNS["stable"] is naive.stable_rms_norm
+
+
+def test_small_eps_gets_one_verdict_per_precision():
+    """FP16 holding and BF16 not: each finding says its own, none merges them."""
+    fp16, bf16 = eps_findings.WORSE["float16"], eps_findings.WORSE["bfloat16"]
+    assert [f.name for f in eps_findings.FINDINGS] == [
+        "small-eps-explodes",
+        "small-eps-worse-in-fp16",
+        "small-eps-worse-in-bf16",
+    ]
+    assert all("FP16" in label for label, _ in fp16.parts)
+    assert all("BF16" in label for label, _ in bf16.parts)
+    assert fp16.decide(synthetic(fp16, True))["verdict"] == Word.HOLDS
+    assert bf16.decide({label: [0.0] * 8 for label, _ in bf16.parts})["verdict"] == (
+        Word.DOES_NOT_HOLD
+    )
+    assert not any("BF16" in label for label, _ in eps_findings.EXPLODES.parts)
+
+
+def test_decide_all_measures_a_group_once_and_keeps_the_order(monkeypatch):
+    calls = []
+
+    def fake(seeds):
+        calls.append(seeds)
+        return {
+            f.name: ({label: [1.0, 1.1, 1.2] for label, _ in f.parts}, {"x": [1.0, 3.0]})
+            for f in eps_findings.FINDINGS
+        }
+
+    groups = tuple((g, fake if "small-eps-explodes" in g else None) for g, _ in statements.GROUPS)
+    monkeypatch.setattr(statements, "GROUPS", groups)
+    names = ["small-eps-worse-in-bf16", "small-eps-explodes"]
+    out = statements.decide_all(3, names=names)
+    assert len(calls) == 1 and [v["name"] for v in out] == names[::-1]
+    assert out[0]["means"] == {"mean x": 2.0}

@@ -1,5 +1,6 @@
-"""What ``normlab numerics`` runs beside normlab's backends: the articles' naive same-dtype code,
-and the float64 truth every implementation is scored against. Shared by the sweep and the
+"""What ``normlab numerics`` runs beside normlab's backends: the articles' code (the naive
+same-dtype versions, 000 §7.1's ``stable_rmsnorm`` and 001's all-FP32 ``rms_norm``), and the
+float64 truth every implementation is scored against. Shared by the sweep and the
 findings (:mod:`normlab.lab.numerics.statements`)."""
 
 from __future__ import annotations
@@ -22,6 +23,24 @@ def naive_layer_norm(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Ten
     mean = x.mean(-1, keepdim=True)
     var = x.var(-1, unbiased=False, keepdim=True)
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
+
+
+def stable_rms_norm(x: Tensor, weight: Tensor, bias: None, eps: float) -> Tensor:
+    """000 §7.1's ``stable_rmsnorm`` as the article writes it: ``r = 1/sqrt(mean(x²) + eps)``
+    from ``x.float()``, cast back to ``x.dtype``, then ``y = (γ·x)·r`` in ``x.dtype`` (two
+    multiplies in the input's precision, ``γ·x`` first)."""
+    x_fp32 = x.float()
+    rms = torch.rsqrt(x_fp32.pow(2).mean(dim=-1, keepdim=True) + eps)
+    return weight * x * rms.to(x.dtype)
+
+
+def fp32_rms_norm(x: Tensor, weight: Tensor, bias: None, eps: float) -> Tensor:
+    """001's ``rms_norm`` as the article writes it: ``y = x·(1/sqrt(mean(x²) + eps))·γ`` all in
+    FP32, cast to ``x.dtype`` once at the end."""
+    x_fp32 = x.float()
+    inv_rms = torch.rsqrt(x_fp32.square().mean(dim=-1, keepdim=True) + eps)
+    y = x_fp32 * inv_rms * weight.float()
+    return y.to(dtype=x.dtype)
 
 
 def forward(fn: Callable, op: str, x, w, b, eps) -> tuple[Tensor, list[Tensor]]:

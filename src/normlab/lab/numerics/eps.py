@@ -1,0 +1,99 @@
+"""000 §7.2 / 003 §十一's "a small eps explodes the gradient, worse in mixed precision" as three
+findings: the explosion itself (float64 truth), and "worse" once per low precision, so that FP16
+and BF16 each get their own verdict (they differ: BF16 has FP32's exponent range). The rules are
+fixed here, before any measurement (see :mod:`normlab.lab.numerics.statements`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from normlab.lab.numerics.measuring import LOW, NAIVE, NEAR_ZERO, OPS, draw, run
+from normlab.lab.verdict.finding import Finding, Part
+
+EPS_DEFAULT, EPS_SMALL = 1e-5, 1e-10  # a common default vs a small one
+EPSS = (1e-12, 1e-10, 1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2)  # the plotted eps range
+
+EXPLODES = Finding(
+    "small-eps-explodes",
+    "A small eps makes 1/sqrt(var + eps) and the gradient explode.",
+    "000 §7.2, 003 §十一",
+    tuple(
+        (
+            f"{name}: true max|dx| grows",
+            Part(
+                f"log10(max|dx| at eps={EPS_SMALL:g} / at eps={EPS_DEFAULT:g}), float64 "
+                f"truth, rows peaking at {NEAR_ZERO:g} (statistic ≈ 1e-9)",
+                ">0",
+                1.0,
+            ),
+        )
+        for name in OPS.values()
+    ),
+)
+
+
+def _worse(dtype: str) -> Finding:
+    short = LOW[dtype]
+    return Finding(
+        f"small-eps-worse-in-{short.lower()}",
+        f"With a small eps the gradient is worse in {short} mixed precision than in FP32.",
+        "000 §7.2, 003 §十一",
+        tuple(
+            (
+                f"{name} {short}: worse than FP32",
+                Part(
+                    f"W({short}) − W(FP32) at eps={EPS_SMALL:g}, W = the fraction of dx "
+                    "entries of the naive op that are inf/NaN or off by ≥ 10 % of the row's "
+                    "max |dx| (a true dx beyond the dtype's range counts), rows peaking at "
+                    f"{NEAR_ZERO:g}",
+                    ">0",
+                    0.01,
+                ),
+            )
+            for name in OPS.values()
+        ),
+    )
+
+
+WORSE = {dt: _worse(dt) for dt in LOW}
+FINDINGS = (EXPLODES, *WORSE.values())
+
+
+def measure(seeds: range) -> dict[str, tuple[dict[str, list[float]], dict]]:
+    """All three findings from one pass (name -> (values per part, record)): the same naive
+    runs give the truth and the wrong fractions per dtype. The plot's curves are in the record
+    of ``small-eps-explodes``."""
+    vals = {f.name: {p: [] for p, _ in f.parts} for f in FINDINGS}
+    records: dict[str, dict] = {f.name: {} for f in FINDINGS}
+    curves: dict[str, list[list[float]]] = {}  # "<op> <dtype>" -> per eps, per seed
+    for s in seeds:
+        wrong: dict[tuple[str, str], dict[float, float]] = {}
+        for op, name in OPS.items():
+            for dt in ("float32", *LOW):
+                inputs = draw(s, getattr(torch, dt), NEAR_ZERO)
+                ms = {e: run(NAIVE[op], op, inputs, e, grad=True) for e in EPSS}
+                wrong[op, dt] = {e: m["dx_wrong"] for e, m in ms.items()}
+                for i, e in enumerate(EPSS):
+                    c = curves.setdefault(f"{name} {dt}", [[] for _ in EPSS])
+                    c[i].append(ms[e]["dx_wrong"])
+                if dt == "float32":
+                    c = curves.setdefault(f"{name} truth", [[] for _ in EPSS])
+                    for i, m in enumerate(ms.values()):
+                        c[i].append(m["dx_max"])
+                    grow = ms[EPS_SMALL]["dx_max"] / ms[EPS_DEFAULT]["dx_max"]
+                    vals[EXPLODES.name][f"{name}: true max|dx| grows"].append(math.log10(grow))
+            for dt, short in LOW.items():
+                f = WORSE[dt].name
+                d = wrong[op, dt][EPS_SMALL] - wrong[op, "float32"][EPS_SMALL]
+                vals[f][f"{name} {short}: worse than FP32"].append(d)
+                for e in (EPS_DEFAULT, EPS_SMALL):
+                    for key, w in ((short, wrong[op, dt][e]), ("FP32", wrong[op, "float32"][e])):
+                        k = f"{name} {key} wrong dx fraction at eps={e:g}"
+                        records[f].setdefault(k, []).append(w)
+    rec = records[EXPLODES.name]
+    rec["eps"] = list(EPSS)
+    rec["curves"] = {k: [sum(v) / len(v) for v in c] for k, c in curves.items()}
+    return {name: (vals[name], records[name]) for name in vals}

@@ -1,0 +1,135 @@
+"""What every numerics finding measures with: the seeded input draws, one implementation's errors
+against the float64 truth, and the threshold search. The findings themselves (their rules and
+measures) are in :mod:`normlab.lab.numerics.statements` and the modules it gathers.
+
+"naive" is the articles' code, every step in the input dtype; "FP32 statistics" is normlab's
+float32 reference (RMSNorm with LLaMA's cast order, the closest to the naive one).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from normlab import reference
+from normlab.lab.numerics.findings import failure
+from normlab.lab.numerics.metrics import error_metrics
+from normlab.lab.numerics.naive import forward, naive_layer_norm, naive_rms_norm, truth_of
+
+OPS = {"rms_norm": "RMSNorm", "layer_norm": "LayerNorm"}
+LOW = {"float16": "FP16", "bfloat16": "BF16"}
+ROWS, HIDDEN = 16, 1024
+NEAR_ZERO = 1e-4  # the peak |x| of a near-zero row: its statistic is ~1e-9, far below eps
+EPS = 1e-6  # the eps of the scale and FP32-statistics measurements (LLaMA's, the articles')
+SCALES = (1e-2, 1.0, 10.0, 100.0, 300.0, 1e3, 3e3, 1e4, 6e4)  # largest |x| of a row
+SCALE_RANGE = (1.0, 6e4)  # where the overflow threshold is searched (6e4 still fits in FP16)
+FACTOR_2 = math.log10(2)  # δ of the log10 ratios: a factor of 2 matters
+
+NAIVE: dict[str, Callable] = {"rms_norm": naive_rms_norm, "layer_norm": naive_layer_norm}
+FP32_STATS: dict[str, Callable] = {
+    "rms_norm": lambda x, w, b, eps: reference.rms_norm(x, w, eps, casting="llama"),
+    "layer_norm": lambda x, w, b, eps: reference.layer_norm(x, w, b, eps),
+}
+
+
+def draw(
+    seed: int, dtype: torch.dtype, scale: float = 1.0, rows: int = ROWS, hidden: int = HIDDEN
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``(x, w, b, dy)`` in ``dtype``: Gaussian rows whose largest ``|x|`` is ``scale``; the
+    same rows (rescaled) for every scale and dtype of one ``seed``."""
+    g = torch.Generator().manual_seed(7919 + seed)
+    z = torch.randn(rows, hidden, generator=g, dtype=torch.float64)
+    x = z / z.abs().amax(-1, keepdim=True) * scale
+    w = 1.0 + 0.1 * torch.randn(hidden, generator=g, dtype=torch.float64)
+    b = 0.1 * torch.randn(hidden, generator=g, dtype=torch.float64)
+    dy = torch.randn(rows, hidden, generator=g, dtype=torch.float64)
+    return tuple(t.to(dtype) for t in (x, w, b, dy))
+
+
+def spacing(v: float, dtype: torch.dtype) -> float:
+    """The gap between ``dtype``'s neighbours at ``v`` > 0 (a normal number): ``2^floor(log2 v)
+    · eps``."""
+    return math.ldexp(torch.finfo(dtype).eps, math.frexp(v)[1] - 1)
+
+
+def draw_shifted(
+    seed: int, dtype: torch.dtype, mean: float, spread_ulps: float
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """:func:`draw`'s rows moved to ``x = mean + σ·z`` (z: the draw's rows at unit standard
+    deviation), σ = ``spread_ulps`` gaps of ``dtype`` at ``mean``: rows whose values lie close
+    together far from 0, the case where LayerNorm's ``x − mean`` cancels. σ is counted in the
+    dtype's gaps because a spread below one gap rounds the row to a constant (then the truth is
+    LayerNorm's β and nothing cancels)."""
+    x, w, b, dy = draw(seed, torch.float64)
+    z = (x - x.mean(-1, keepdim=True)) / x.std(-1, unbiased=False, keepdim=True)
+    x = mean + spread_ulps * spacing(mean, dtype) * z
+    return tuple(t.to(dtype) for t in (x, w, b, dy))
+
+
+def run(fn: Callable, op: str, inputs, eps: float, *, grad: bool = False) -> dict:
+    """``fn``'s metrics against the float64 truth: ``{"y": ..., "dx": ...}`` (dx when ``grad``),
+    and the truth's ``dx_max``."""
+    truth = truth_of(op, *inputs, eps)
+    x, w, b, dy = inputs
+    y, leaves = forward(fn, op, x, w, b, eps)
+    out = {"y": error_metrics(y, truth["y"]), "dx_max": float(truth["dx"].abs().max())}
+    if grad:
+        (dx,) = torch.autograd.grad(y, leaves[:1], dy)
+        out["dx"] = error_metrics(dx, truth["dx"])
+        out["dx_wrong"] = wrong_fraction(dx, truth["dx"])
+    return out
+
+
+def wrong_fraction(actual: Tensor, truth: Tensor) -> float:
+    """The fraction of entries that are inf/NaN or off by ≥ 10 % of their row's max ``|truth|``
+    (a truth beyond the dtype's range counts: its entry is then inf or wrong)."""
+    a, t = actual.double(), truth.double()
+    scale = t.abs().amax(-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
+    bad = ~torch.isfinite(a) | ((a - t).abs() >= 0.1 * scale)
+    return float(bad.double().mean())
+
+
+def capped_error(m: dict) -> float:
+    """A forward's max relative error in [1e-8, 1]: a visible failure counts as 1."""
+    if m["nonfinite"] or m["zeroed"] or m["max_rel"] is None:
+        return 1.0
+    return min(max(m["max_rel"], 1e-8), 1.0)
+
+
+def threshold(fails: Callable[[float], bool], lo: float, hi: float, rising: bool) -> float:
+    """Where ``fails`` switches on ``[lo, hi]``, bisected in log space to 1 %: for ``rising``
+    the smallest value that fails, else the largest. Clamped to the range when it does not
+    switch inside it."""
+    if rising and fails(lo) or not rising and not fails(lo):
+        return lo
+    if rising and not fails(hi) or not rising and fails(hi):
+        return hi
+    while hi / lo > 1.01:
+        mid = math.sqrt(lo * hi)
+        if fails(mid) == rising:
+            hi = mid
+        else:
+            lo = mid
+    return hi if rising else lo
+
+
+def visibly_fails(
+    fn: Callable, op: str, seed: int, dtype: torch.dtype, *, scale: float, eps: float, grad: bool
+) -> bool:
+    """Whether ``fn`` visibly fails (``findings.failure``) on the draw at ``scale``: in ``y``,
+    or in ``y`` or ``dx`` when ``grad``."""
+    m = run(fn, op, draw(seed, dtype, scale), eps, grad=grad)
+    return failure(m["y"]) is not None or (grad and failure(m["dx"]) is not None)
+
+
+def overflow_scale(fn: Callable, op: str, seed: int, dtype: torch.dtype, *, grad: bool) -> float:
+    """The smallest input scale in ``SCALE_RANGE`` (to 1 %) at which ``fn`` visibly fails at
+    eps ``EPS``; the range's top, 6e4 (FP16's largest round input), when it never does."""
+    return threshold(
+        lambda s: visibly_fails(fn, op, seed, dtype, scale=s, eps=EPS, grad=grad),
+        *SCALE_RANGE,
+        rising=True,
+    )

@@ -1,0 +1,215 @@
+"""000 §7's stability statements as findings: "RMSNorm is numerically more stable because it
+computes no mean" (7.2) and §7.1's ``stable_rmsnorm`` as the fix, against 001's all-FP32 version.
+The rules are fixed here, before any measurement (see :mod:`normlab.lab.numerics.statements`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from normlab.lab.numerics.findings import failure
+from normlab.lab.numerics.measuring import (
+    EPS,
+    FACTOR_2,
+    LOW,
+    NAIVE,
+    NEAR_ZERO,
+    OPS,
+    SCALE_RANGE,
+    capped_error,
+    draw,
+    draw_shifted,
+    overflow_scale,
+    run,
+    threshold,
+    visibly_fails,
+)
+from normlab.lab.numerics.naive import fp32_rms_norm, stable_rms_norm
+from normlab.lab.verdict.finding import Finding, Part
+
+EPS_RANGE = (1e-12, 1e-2)
+# Rows with a large mean and a small spread, the case 000 §7.2's argument is about: LayerNorm
+# subtracts a mean rounded to the dtype from values that differ by a few of its gaps, so the
+# rounding of the mean (up to half a gap) is a large share of x − mean; RMSNorm has no mean. The
+# spread is counted in the dtype's gaps at the mean (a spread under one gap rounds the row to a
+# constant). Up to 8 gaps the mean is ≥ 15 standard deviations from 0 in BF16 (≥ 150 in FP16);
+# the rounding of the mean, up to half a gap, is predicted to cost most at 2 gaps.
+LARGE_MEANS = (1e3, 1e4)
+SPREADS = (2.0, 4.0, 8.0)  # the rows' standard deviation, in gaps of the dtype at the mean
+_GRID = (
+    f"rows of mean {', '.join(f'{m:g}' for m in LARGE_MEANS)} and standard deviation "
+    f"{', '.join(f'{s:g}' for s in SPREADS)} gaps of the dtype at the mean"
+)
+
+MORE_STABLE = Finding(
+    "rmsnorm-more-stable",
+    "RMSNorm is numerically more stable than LayerNorm because it computes no mean.",
+    "000 §7.2",
+    (
+        (
+            "FP16 overflow scale",
+            Part(
+                "log10(s_RMSNorm / s_LayerNorm), s = the smallest input scale (largest "
+                "|x| of a row, searched over 1 … 6e4 to 1 %) at which the naive FP16 op "
+                "visibly fails (inf/NaN, outputs flushed to 0, or max rel. error ≥ 10 %)",
+                ">0",
+                FACTOR_2,
+            ),
+        ),
+        (
+            "FP16 near-zero rows",
+            Part(
+                "log10(e_LayerNorm / e_RMSNorm), e = the largest eps (searched over "
+                "1e-12 … 1e-2 to 1 %) at which the naive FP16 op visibly fails in y or dx "
+                f"on rows peaking at {NEAR_ZERO:g}",
+                ">0",
+                FACTOR_2,
+            ),
+        ),
+        (
+            "FP16 error at scale 1",
+            Part(
+                "log10(err_LayerNorm / err_RMSNorm), err = the naive FP16 forward's max "
+                "relative error on ordinary rows of scale 1",
+                ">0",
+                FACTOR_2,
+            ),
+        ),
+    )
+    + tuple(
+        (
+            f"{short} large-mean rows",
+            Part(
+                f"log10(E_LayerNorm / E_RMSNorm), E = the naive {short} forward's max relative "
+                f"error (a visible failure counts as 1), the worst over {_GRID}",
+                ">0",
+                FACTOR_2,
+            ),
+        )
+        for short in LOW.values()
+    ),
+)
+
+STABLE = Finding(
+    "stable-rmsnorm",
+    "000 §7.1's stable_rmsnorm (statistics in FP32, the scale cast back and the last multiply "
+    "in the input's precision) fixes the naive FP16 overflow, as well as 001's all-FP32 "
+    "version does.",
+    "000 §7.1, 001",
+    (
+        (
+            "FP16 overflow: stable vs naive",
+            Part(
+                "log10(s_stable / s_naive), s = the smallest input scale (searched over 1 … 6e4 "
+                "to 1 %; 6e4 if none) at which the FP16 RMSNorm visibly fails in y or dx",
+                ">0",
+                FACTOR_2,
+            ),
+        ),
+        (
+            "FP16 overflow: stable vs all-FP32",
+            Part("log10(s_all-FP32 / s_stable), s as above", "≈0", FACTOR_2),
+        ),
+    )
+    + tuple(
+        (
+            f"{short} error: stable vs all-FP32",
+            Part(
+                f"log10(err_stable / err_all-FP32), err = the {short} forward's max relative "
+                "error on ordinary rows of scale 1",
+                "≈0",
+                FACTOR_2,
+            ),
+        )
+        for short in LOW.values()
+    ),
+)
+
+
+def large_mean_errors(seed: int, dtype: torch.dtype) -> dict[str, list[float]]:
+    """Per op, the naive forward's capped max relative error on each large-mean row set (means
+    × spreads, in that order)."""
+    return {
+        op: [
+            capped_error(run(NAIVE[op], op, draw_shifted(seed, dtype, m, k), EPS)["y"])
+            for m in LARGE_MEANS
+            for k in SPREADS
+        ]
+        for op in OPS
+    }
+
+
+def _near_zero_fails(op: str, seed: int, eps: float) -> bool:
+    return visibly_fails(NAIVE[op], op, seed, torch.float16, scale=NEAR_ZERO, eps=eps, grad=True)
+
+
+def measure_more_stable(seeds: range, record: dict) -> dict[str, list[float]]:
+    vals: dict[str, list[float]] = {p: [] for p, _ in MORE_STABLE.parts}
+    for s in seeds:
+        scale = {op: overflow_scale(NAIVE[op], op, s, torch.float16, grad=False) for op in OPS}
+        eps = {
+            op: threshold(
+                lambda e, op=op, s=s: _near_zero_fails(op, s, e), *EPS_RANGE, rising=False
+            )
+            for op in OPS
+        }
+        err = {op: capped_error(run(NAIVE[op], op, draw(s, torch.float16), EPS)["y"]) for op in OPS}
+        vals["FP16 overflow scale"].append(math.log10(scale["rms_norm"] / scale["layer_norm"]))
+        vals["FP16 near-zero rows"].append(math.log10(eps["layer_norm"] / eps["rms_norm"]))
+        vals["FP16 error at scale 1"].append(math.log10(err["layer_norm"] / err["rms_norm"]))
+        for op, name in OPS.items():
+            record.setdefault(f"{name} overflow scale", []).append(scale[op])
+            record.setdefault(f"{name} largest failing eps", []).append(eps[op])
+            record.setdefault(f"{name} FP16 error at scale 1", []).append(err[op])
+        for dt, short in LOW.items():
+            errs = large_mean_errors(s, getattr(torch, dt))
+            worst = {op: max(e) for op, e in errs.items()}
+            vals[f"{short} large-mean rows"].append(
+                math.log10(worst["layer_norm"] / worst["rms_norm"])
+            )
+            for op, name in OPS.items():
+                record.setdefault(f"{name} {short} large-mean worst error", []).append(worst[op])
+                cells = record.setdefault(f"{name} {short} large-mean errors", [])
+                cells.append(errs[op])
+    record["large-mean grid"] = {"means": list(LARGE_MEANS), "spreads": list(SPREADS)}
+    return vals
+
+
+STABLE_FNS = {"naive": NAIVE["rms_norm"], "stable": stable_rms_norm, "all-FP32": fp32_rms_norm}
+
+
+def measure_stable(seeds: range, record: dict) -> dict[str, list[float]]:
+    vals: dict[str, list[float]] = {p: [] for p, _ in STABLE.parts}
+    for s in seeds:
+        scale = {
+            k: overflow_scale(fn, "rms_norm", s, torch.float16, grad=True)
+            for k, fn in STABLE_FNS.items()
+        }
+        vals["FP16 overflow: stable vs naive"].append(math.log10(scale["stable"] / scale["naive"]))
+        vals["FP16 overflow: stable vs all-FP32"].append(
+            math.log10(scale["all-FP32"] / scale["stable"])
+        )
+        for k, v in scale.items():
+            record.setdefault(f"{k} FP16 overflow scale", []).append(v)
+        for dt, short in LOW.items():
+            inputs = draw(s, getattr(torch, dt))
+            err = {}
+            for k in ("stable", "all-FP32"):
+                m = run(STABLE_FNS[k], "rms_norm", inputs, EPS)["y"]
+                err[k] = capped_error(m)
+                record.setdefault(f"{k} {short} error at scale 1", []).append(err[k])
+            ratio = err["stable"] / err["all-FP32"]
+            vals[f"{short} error: stable vs all-FP32"].append(math.log10(ratio))
+        # at its threshold, does stable_rmsnorm's forward fail, or only its gradient (1.0)
+        if scale["stable"] < SCALE_RANGE[1]:
+            x = draw(s, torch.float16, scale["stable"])
+            m = run(stable_rms_norm, "rms_norm", x, EPS, grad=True)
+            only_dx = float(failure(m["y"]) is None)
+            record.setdefault("stable FP16 fails first in dx only", []).append(only_dx)
+    return vals
+
+
+FINDINGS = (MORE_STABLE, STABLE)
+MEASURES = {MORE_STABLE.name: measure_more_stable, STABLE.name: measure_stable}
