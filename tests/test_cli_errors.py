@@ -51,8 +51,8 @@ def test_study_out_cannot_be_created(files, capsys):
 
 
 @pytest.mark.parametrize(("flag", "value", "what"), [
-    ("--threads", "-1", "an int >= 0"), ("--workers", "0", "an int >= 1"),
-    ("--workers", "two", "an int >= 1"),
+    ("--threads", "-1", "an int in [0, 1,024]"), ("--workers", "0", "an int in [1, 1,024]"),
+    ("--workers", "two", "an int in [1, 1,024]"), ("--workers", "1000000", "an int in [1, 1,024]"),
 ])  # fmt: skip
 def test_study_numbers_out_of_range(capsys, flag, value, what):
     err = _fails(["study", "--list", flag, value], capsys)
@@ -114,6 +114,8 @@ def test_bench_out_threads_repeat_and_shapes(files, capsys):
 
 def test_demo_sizes(capsys):
     assert "argument --rows: expected an int >= 1, got 0" in _fails(["demo", "--rows", "0"], capsys)
+    err = _fails(["demo", "--hidden", "100000000000"], capsys)
+    assert "at hidden 100,000,000,000 a case needs about" in err
     assert "argument --hidden: expected an int >= 1" in _fails(["demo", "--hidden", "-3"], capsys)
 
 

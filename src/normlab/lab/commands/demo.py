@@ -19,5 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from normlab.lab.limits import check_rows
+
+    check_rows(args.rows, args.hidden)  # before the tensor is allocated
     run_demo(DemoOptions(rows=args.rows, hidden=args.hidden, dtype=args.dtype))
     return 0

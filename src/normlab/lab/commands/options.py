@@ -8,9 +8,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from normlab.lab.commands import NON_NEGATIVE_INT, POSITIVE_INT, SEED_BLOCK
+from normlab.lab.commands import SEED_BLOCK, int_in
 from normlab.lab.study.runner import Interrupted, StudyOptions
 from normlab.lab.train.device import DEVICES, PRECISIONS
+
+MAX_WORKERS = 1024  # processes or threads: a million would be started before any run
 
 
 def add_spec(group, help_: str) -> None:
@@ -46,14 +48,14 @@ def add_run_options(p: argparse.ArgumentParser, *, out: str, listed: str) -> Non
     )
     p.add_argument(
         "--workers",
-        type=POSITIVE_INT,
+        type=int_in(1, MAX_WORKERS),
         default=0,
         help="runs trained at once (processes); default: as many as the usable CPUs hold at "
         "the runs' threads and the available memory at their size (`--list` shows the plan)",
     )
     p.add_argument(
         "--threads",
-        type=NON_NEGATIVE_INT,
+        type=int_in(0, MAX_WORKERS),
         default=0,
         help="torch threads of every run; 0 = what the run's model width pays for (1 up to "
         "d=512), within its worker's share of the CPUs",
