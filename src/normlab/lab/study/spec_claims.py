@@ -1,8 +1,8 @@
 """The claims of a study spec: ``[[claims]]``, their rules, parts and controls, checked whole
 (the rest of the document is ``spec.py``'s). A rule is built from its dataclass's fields
 (``rules.RULES``): required where the field has no default, each value checked as its
-``metadata["spec"]`` says, else by its type as a config field is. Also the value checks both
-share: a mistake is one ``SpecError`` whose message is ``FILE: key.path: what was expected``.
+``metadata["spec"]`` says, else by its type as a config field is (``spec_values``: a mistake is
+one ``SpecError`` whose message is ``FILE: key.path: what was expected``).
 """
 
 from __future__ import annotations
@@ -10,18 +10,15 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import fnmatch
-import json
-import math
 import re
-import types
 import typing
 from typing import Any
 
-from normlab.lab.common import UsageError
 from normlab.lab.limits import MAX_SEEDS, NAME_MAX
 from normlab.lab.study.claims import Claim
 from normlab.lab.study.measures import MEASURES
 from normlab.lab.study.rules import EXPECT, RULES, AnyOf, Controlled, control_kinds
+from normlab.lab.study.spec_values import SpecError, _at, _coerce, _Expected, _show
 
 # ASCII spellings of the two decisions whose symbols are not on a keyboard.
 EXPECT_ALIASES = {"!=0": "≠0", "~0": "≈0"}
@@ -51,75 +48,6 @@ _CLAIM_KEYS = ("name", "statement", "source", "plots", "rule", "controls")
 _CONTROL_KEYS = ("arm", "any", "expect", "margin")
 _CONTROL_EXAMPLE = '[{arm = "pre-L24", expect = "trains"}]'
 _CLAIM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # it names the report's plot files
-
-
-class SpecError(UsageError, ValueError):
-    """A study spec that cannot run; the message is ``FILE: key.path: what was expected``."""
-
-
-_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{1,100}")
-
-
-def _at(path: str, key: str | int) -> str:
-    if isinstance(key, int):
-        return f"{path}[{key}]"
-    if not _PLAIN_KEY.fullmatch(key):  # a quoted TOML key: escaped, so a message is one line
-        key = json.dumps(key if len(key) <= 60 else key[:60] + "...")
-    return f"{path}.{key}" if path else key
-
-
-def _show(v: Any) -> str:
-    """A value as it is written in TOML, for messages."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str):  # escaped: a message is one line, whatever the value holds
-        return json.dumps(v, ensure_ascii=False)
-    if isinstance(v, dict):
-        return "a table"
-    if isinstance(v, list):
-        return "[" + ", ".join(_show(x) for x in v) + "]"
-    return repr(v)
-
-
-class _Expected(Exception):
-    """A value of the wrong type; the message says what was expected."""
-
-
-def _coerce(hint: Any, v: Any) -> Any:
-    """``v`` (as TOML read it) as a value of the field type ``hint``, or ``_Expected``."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):  # X | None: TOML has no null, so X
-        (inner,) = (a for a in args if a is not type(None))
-        return _coerce(inner, v)
-    if origin is tuple:
-        if args[-1] is Ellipsis:
-            if not isinstance(v, list):
-                raise _Expected(f"a list of {_name(args[0])}s")
-            return tuple(_coerce(args[0], x) for x in v)
-        if not isinstance(v, list) or len(v) != len(args):
-            raise _Expected(f"a list of {len(args)} {_name(args[0])}s")
-        return tuple(_coerce(a, x) for a, x in zip(args, v, strict=True))
-    if hint is bool:
-        if not isinstance(v, bool):
-            raise _Expected("true or false")
-        return v
-    if hint is int:
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise _Expected("an int")
-        return v
-    if hint is float:
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-            raise _Expected("a number")
-        return float(v)  # 1 and 1.0 must give the same config, and the same run key
-    if hint is str:
-        if not isinstance(v, str):
-            raise _Expected("a string")
-        return v
-    raise TypeError(f"no TOML form for the field type {hint!r}")
-
-
-def _name(hint: Any) -> str:
-    return {int: "int", float: "number", str: "string", bool: "bool"}.get(hint, str(hint))
 
 
 class Checks:
