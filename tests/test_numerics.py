@@ -297,8 +297,11 @@ def test_large_mean_rows_are_in_the_measured_grid():
                 mean, std = x.mean(-1), x.std(-1, unbiased=False)
                 assert ((mean - m).abs() < gap).all() and (std > 0.5 * k * gap).all(), (dt, m, k)
                 assert (std < 2 * k * gap).all() and (m / std > 15).all()
-    errs = stability.large_mean_errors(0, torch.bfloat16)
-    assert {len(e) for e in errs.values()} == {len(stability.LARGE_MEANS) * len(stability.SPREADS)}
+                off = (mean - m) / gap  # the means lie off the dtype's grid, not all on it
+                assert off.std() > 0.1 and ((off > 0.25) & (off < 0.75)).any(), (dt, m, k)
+    metrics = stability.large_mean_metrics(0, torch.bfloat16)
+    cells = len(stability.LARGE_MEANS) * len(stability.SPREADS)
+    assert {len(m) for m in metrics.values()} == {cells}
 
 
 def test_spacing_is_the_dtypes_gap():
@@ -367,3 +370,13 @@ def test_decide_all_measures_a_group_once_and_keeps_the_order(monkeypatch):
     out = statements.decide_all(3, names=names)
     assert len(calls) == 1 and [v["name"] for v in out] == names[::-1]
     assert out[0]["means"] == {"mean x": 2.0}
+
+
+def test_large_mean_rows_make_the_naive_layer_norm_cancel():
+    """The mechanism the parts measure: at a spread of 2 FP16 gaps the naive LayerNorm's mean,
+    rounded to FP16, is off by up to half a gap, a large share of x − mean; LayerNorm with FP32
+    statistics is not. (On a mean FP16 holds exactly, nothing would cancel: hence the offset.)"""
+    inputs = measuring.draw_shifted(0, torch.float16, 1e3, 2.0)
+    naive_err = measuring.run(measuring.NAIVE["layer_norm"], "layer_norm", inputs, 1e-6)["y"]
+    fp32_err = measuring.run(measuring.FP32_STATS["layer_norm"], "layer_norm", inputs, 1e-6)["y"]
+    assert naive_err["max_rel"] > 0.01 > 10 * fp32_err["max_rel"]

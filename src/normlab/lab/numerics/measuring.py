@@ -58,14 +58,18 @@ def spacing(v: float, dtype: torch.dtype) -> float:
 def draw_shifted(
     seed: int, dtype: torch.dtype, mean: float, spread_ulps: float
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """:func:`draw`'s rows moved to ``x = mean + σ·z`` (z: the draw's rows at unit standard
-    deviation), σ = ``spread_ulps`` gaps of ``dtype`` at ``mean``: rows whose values lie close
-    together far from 0, the case where LayerNorm's ``x − mean`` cancels. σ is counted in the
-    dtype's gaps because a spread below one gap rounds the row to a constant (then the truth is
-    LayerNorm's β and nothing cancels)."""
+    """:func:`draw`'s rows moved to ``x = mean + u·g + σ·z`` (z: the draw's rows at unit
+    standard deviation, g the gap of ``dtype`` at ``mean``, σ = ``spread_ulps``·g, u uniform in
+    [0, 1) per row): rows whose values lie close together far from 0, the case where
+    LayerNorm's ``x − mean`` cancels. σ is counted in gaps because a spread below one gap
+    rounds the row to a constant (then the truth is LayerNorm's β and nothing cancels); u puts
+    each row's mean off the dtype's grid, as a data row's mean almost always is (a mean the
+    dtype holds exactly, such as 1e3 in FP16, is not rounded and so does not cancel)."""
     x, w, b, dy = draw(seed, torch.float64)
     z = (x - x.mean(-1, keepdim=True)) / x.std(-1, unbiased=False, keepdim=True)
-    x = mean + spread_ulps * spacing(mean, dtype) * z
+    u = torch.rand(x.shape[0], 1, generator=torch.Generator().manual_seed(104729 + seed))
+    gap = spacing(mean, dtype)
+    x = mean + u.double() * gap + spread_ulps * gap * z
     return tuple(t.to(dtype) for t in (x, w, b, dy))
 
 

@@ -128,12 +128,12 @@ STABLE = Finding(
 )
 
 
-def large_mean_errors(seed: int, dtype: torch.dtype) -> dict[str, list[float]]:
-    """Per op, the naive forward's capped max relative error on each large-mean row set (means
-    × spreads, in that order)."""
+def large_mean_metrics(seed: int, dtype: torch.dtype) -> dict[str, list[dict]]:
+    """Per op, the naive forward's error metrics on each large-mean row set (means × spreads,
+    in that order)."""
     return {
         op: [
-            capped_error(run(NAIVE[op], op, draw_shifted(seed, dtype, m, k), EPS)["y"])
+            run(NAIVE[op], op, draw_shifted(seed, dtype, m, k), EPS)["y"]
             for m in LARGE_MEANS
             for k in SPREADS
         ]
@@ -164,15 +164,19 @@ def measure_more_stable(seeds: range, record: dict) -> dict[str, list[float]]:
             record.setdefault(f"{name} largest failing eps", []).append(eps[op])
             record.setdefault(f"{name} FP16 error at scale 1", []).append(err[op])
         for dt, short in LOW.items():
-            errs = large_mean_errors(s, getattr(torch, dt))
+            metrics = large_mean_metrics(s, getattr(torch, dt))
+            errs = {op: [capped_error(m) for m in ms] for op, ms in metrics.items()}
             worst = {op: max(e) for op, e in errs.items()}
             vals[f"{short} large-mean rows"].append(
                 math.log10(worst["layer_norm"] / worst["rms_norm"])
             )
             for op, name in OPS.items():
                 record.setdefault(f"{name} {short} large-mean worst error", []).append(worst[op])
-                cells = record.setdefault(f"{name} {short} large-mean errors", [])
-                cells.append(errs[op])
+                record.setdefault(f"{name} {short} large-mean errors", []).append(errs[op])
+                # beside the capped error: the max relative error itself, and how many outputs
+                # are exactly 0 (which the capped error counts as a failure)
+                raw = [(m["max_rel"], m["zeroed"]) for m in metrics[op]]
+                record.setdefault(f"{name} {short} large-mean max_rel, zeroed", []).append(raw)
     record["large-mean grid"] = {"means": list(LARGE_MEANS), "spreads": list(SPREADS)}
     return vals
 
