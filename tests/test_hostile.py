@@ -303,3 +303,11 @@ def test_limits_are_checked_before_the_work(tmp_path, capsys):
     desc = 'description = "' + "x" * 50_000 + '"\n'
     err = _refused(["study", "--spec", _spec(tmp_path, head=desc), "--list"], capsys, within=1.0)
     assert "description: 50,000 characters; at most 10,000 are allowed" in err
+
+
+@pytest.mark.parametrize("norm", ["rmsnorm", "batchnorm"])
+def test_the_buffers_of_max_seq_len_are_counted_before_the_study_starts(tmp_path, capsys, norm):
+    sets = ["--set", "base.model.max_seq_len=1000000000", "--set", f"base.model.norm={norm!r}"]
+    err = _refused(["study", "--spec", _spec(tmp_path), *sets, "--list"], capsys, within=1.0)
+    assert "arm a: too big for this machine" in err
+    assert "of it buffers of max_seq_len 1,000,000,000" in err
