@@ -13,6 +13,7 @@ from normlab.lab.numerics.findings import failure
 from normlab.lab.numerics.measuring import (
     EPS,
     FACTOR_2,
+    FP32_STATS,
     LOW,
     NAIVE,
     NEAR_ZERO,
@@ -165,6 +166,13 @@ def measure_more_stable(seeds: range, record: dict) -> dict[str, list[float]]:
             record.setdefault(f"{name} FP16 error at scale 1", []).append(err[op])
         for dt, short in LOW.items():
             metrics = large_mean_metrics(s, getattr(torch, dt))
+            # what LayerNorm's cancellation costs: the same rows with FP32 statistics
+            rows = [draw_shifted(s, getattr(torch, dt), m, k) for m in LARGE_MEANS for k in SPREADS]
+            ref = max(
+                capped_error(run(FP32_STATS["layer_norm"], "layer_norm", x, EPS)["y"]) for x in rows
+            )
+            key = f"LayerNorm FP32 statistics {short} large-mean worst error"
+            record.setdefault(key, []).append(ref)
             errs = {op: [capped_error(m) for m in ms] for op, ms in metrics.items()}
             worst = {op: max(e) for op, e in errs.items()}
             vals[f"{short} large-mean rows"].append(
@@ -197,6 +205,8 @@ def measure_stable(seeds: range, record: dict) -> dict[str, list[float]]:
         )
         for k, v in scale.items():
             record.setdefault(f"{k} FP16 overflow scale", []).append(v)
+        forward = overflow_scale(stable_rms_norm, "rms_norm", s, torch.float16, grad=False)
+        record.setdefault("stable FP16 overflow scale, forward alone", []).append(forward)
         for dt, short in LOW.items():
             inputs = draw(s, getattr(torch, dt))
             err = {}
