@@ -16,7 +16,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from normlab.lab.study.presets import PRESETS
+from normlab.lab.study.spec import load_builtin
 from normlab.lab.train.data import RandomBatches, load_corpus
 from normlab.lab.train.trainer import adamw
 from normlab.models import Transformer, param_groups
@@ -53,7 +53,7 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(1)  # what each of the study's two workers has
     corpus = load_corpus()
-    arms = {a.name: a.config for a in PRESETS["quick"]().arms}
+    arms = {a.name: a.config for a in load_builtin("quick").arms}
     print(f"torch {torch.__version__}, 1 thread; {args.steps} timed steps per mode\n")
     print(f"{'arm':<10} {'eager ms':>9} {'compiled ms':>12} {'compile s':>10} "
           f"{'pay-back steps':>15} {'run steps':>10}")  # fmt: skip

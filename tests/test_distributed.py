@@ -259,11 +259,11 @@ def test_resume_without_a_checkpoint_starts_afresh(tmp_path, capsys):
 
 def test_options_override_a_preset_run():
     from normlab.lab.commands.train import add_arguments, config_from_args
-    from normlab.lab.study.presets import PRESETS
+    from normlab.lab.study.spec import load_builtin
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    base = next(r.config for r in PRESETS["smoke"]().arms if r.name == "base")
+    base = next(r.config for r in load_builtin("smoke").arms if r.name == "base")
     args = parser.parse_args(["--preset", "smoke", "--run", "base"])
     assert config_from_args(args) == base
     argv = ["--preset", "smoke", "--run", "base", "--steps", "3", "--norm", "layernorm",

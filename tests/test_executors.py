@@ -13,8 +13,8 @@ from study_procs import assert_none_left, needs_proc, sigkill_mid_study
 
 from normlab.lab.study.executors import LocalExecutor, RayExecutor
 from normlab.lab.study.plan import WorkerPlan
-from normlab.lab.study.presets import PRESETS
 from normlab.lab.study.runner import StudyOptions, train_runs
+from normlab.lab.study.spec import load_builtin
 from normlab.lab.train.data import load_corpus
 
 ray = pytest.importorskip("ray")
@@ -33,7 +33,7 @@ def _lines(path):
 @pytest.mark.slow
 def test_ray_runs_the_same_study_as_the_local_pool(tmp_path):
     """The whole smoke preset through a local Ray instance and through the local pool."""
-    smoke = PRESETS["smoke"]()
+    smoke = load_builtin("smoke")
     corpus = load_corpus(None)
     for name, executor in [("local", LocalExecutor(1)), ("ray", RayExecutor(None, workers=2))]:
         (tmp_path / name).mkdir()

@@ -15,7 +15,6 @@ from normlab.lab.cli import main
 from normlab.lab.common import UsageError
 from normlab.lab.study import executors, plan
 from normlab.lab.study.executors import Job, claim_gpu, gpu_assignment, ray_resources, visible_gpus
-from normlab.lab.study.presets import PRESETS
 from normlab.lab.study.runner import StudyOptions, configure
 from normlab.lab.study.spec import load_builtin
 from normlab.lab.study.store import run_key
@@ -26,7 +25,7 @@ NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine
 
 
 def _base() -> TrainConfig:
-    return next(a.config for a in PRESETS["smoke"]().arms if a.name == "base")
+    return next(a.config for a in load_builtin("smoke").arms if a.name == "base")
 
 
 # ---- the config: device and precision
@@ -75,7 +74,7 @@ def test_bf16_runs_the_forward_in_bf16_and_fp16_trains_with_a_scaler():
 
 
 def test_configure_resolves_auto_and_applies_the_options_to_every_arm():
-    study = PRESETS["smoke"]()
+    study = load_builtin("smoke")
     out = configure(study, "cpu", "bf16")
     assert {(a.config.device, a.config.precision) for a in out.arms} == {("cpu", "bf16")}
     kept = configure(study)  # the spec's own: auto, resolved here; fp32
@@ -85,7 +84,7 @@ def test_configure_resolves_auto_and_applies_the_options_to_every_arm():
 
 @NO_CUDA
 def test_configure_refuses_cuda_here_unless_only_planning():
-    study = PRESETS["smoke"]()
+    study = load_builtin("smoke")
     with pytest.raises(UsageError, match="--device cuda: no CUDA device here"):
         configure(study, "cuda")
     assert configure(study, "cuda", check=False).arms[0].config.device == "cuda"

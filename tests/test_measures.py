@@ -5,7 +5,7 @@ import math
 import pytest
 
 from normlab.lab.study.measures import MEASURES
-from normlab.lab.study.presets import PRESETS
+from normlab.lab.study.spec import load_builtin
 
 
 def run(status="ok", **probes_by_step):
@@ -94,7 +94,7 @@ def test_losses_score_a_diverged_run_as_a_uniform_guess():
 
 
 def test_the_stability_preset_sweeps_every_variant_over_the_same_learning_rates():
-    p = PRESETS["stability"]()
+    p = load_builtin("stability")
     variants = [
         f"{v}-d{d}" for d in (32, 64) for v in ("post", "pre", "sandwich", "deepnorm", "qk-pre")
     ]

@@ -6,7 +6,7 @@ import pytest
 
 from normlab.lab.cli import main
 from normlab.lab.study.pilot import sd_upper, seeds_for, size_seeds
-from normlab.lab.study.presets import PRESETS
+from normlab.lab.study.spec import load_builtin
 from normlab.lab.verdict import detectable
 
 
@@ -35,7 +35,7 @@ def _pilot(study, sd_by_claim):
 
 
 def test_size_seeds_reads_the_spread_per_rule_and_skips_timings():
-    study = PRESETS["quick"]()
+    study = load_builtin("quick")
     plans = size_seeds(study, _pilot(study, {"rmsnorm-matches-quality": 0.02}), cap=32)
     names = {p.claim for p in plans}
     assert "rmsnorm-faster" not in names and "rmsnorm-matches-quality" in names
@@ -49,7 +49,7 @@ def test_size_seeds_reads_the_spread_per_rule_and_skips_timings():
 
 
 def test_the_command_prints_the_table(tmp_path, capsys):
-    study = PRESETS["quick"]()
+    study = load_builtin("quick")
     (tmp_path / "claims.json").write_text(json.dumps(_pilot(study, {})))
     assert main(["study", "--preset", "quick", "--size-seeds", str(tmp_path)]) == 0
     out = capsys.readouterr().out

@@ -6,9 +6,10 @@ import re
 import pytest
 
 from normlab.lab.study.claims import Claim, decide_all
-from normlab.lab.study.presets import PRESETS, Arm, Study
+from normlab.lab.study.design import Arm, Study
 from normlab.lab.study.report import format_table, write_reports
 from normlab.lab.study.rules import Contrast, Timing
+from normlab.lab.study.spec import load_builtin
 
 EVIL = "<script>alert('x')</script>&"
 
@@ -35,7 +36,7 @@ def fake_result(cfg, val: float, *, status="ok", layers=4) -> dict:
 
 @pytest.fixture
 def study():
-    cfg = PRESETS["smoke"]().arms[0].config
+    cfg = load_builtin("smoke").arms[0].config
     runs = (Arm(EVIL, cfg), Arm("b", cfg.replace(seed=1)))
     claims = (
         Claim("worse", f"{EVIL} is worse than b", "test",

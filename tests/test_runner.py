@@ -9,7 +9,6 @@ from normlab.lab.common import UsageError
 from normlab.lab.study import executors, runner
 from normlab.lab.study.machine import Machine
 from normlab.lab.study.plan import WorkerPlan, cpu_seconds
-from normlab.lab.study.presets import PRESETS
 from normlab.lab.study.runner import StudyOptions, configure, train_runs
 from normlab.lab.study.spec import load_builtin
 
@@ -63,7 +62,7 @@ def _fake_ray() -> types.ModuleType:
 def test_a_run_that_stops_early_counts_its_steps_once(tmp_path, monkeypatch, executor):
     """Every run moves the bar by its configured steps, once, however many it took (the Ray
     executor once added a stopped run's full steps after the runner had added the rest)."""
-    study = PRESETS["smoke"]()
+    study = load_builtin("smoke")
     early = {r.label for r in study.runs()[::2]}  # every other run stops halfway
 
     def fake_run(cfg_dict, data, tensorboard=None):
@@ -152,7 +151,7 @@ def test_train_runs_plans_from_the_machine_when_not_given(tmp_path, monkeypatch)
         return rec
 
     monkeypatch.setattr(executors, "make_executor", make)
-    smoke = PRESETS["smoke"]()
+    smoke = load_builtin("smoke")
     corpus = types.SimpleNamespace(sha256="0" * 64)
     _, _, _, plan = train_runs(smoke, corpus, StudyOptions(tmp_path, quiet=True))
     assert plan.workers == made["workers"] == min(16, len(smoke.runs())) and plan.threads == 1

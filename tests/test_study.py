@@ -14,8 +14,9 @@ from study_procs import (
     wait_for_lines,
 )
 
-from normlab.lab.study.presets import PRESETS, SEED_STRIDE
+from normlab.lab.study.design import SEED_STRIDE
 from normlab.lab.study.rules import AllOf, AnyOf, Context, Contrast, Fails, Timing, Trains
+from normlab.lab.study.spec import builtin_names, load_builtin
 from normlab.lab.study.store import ResultStore, RunRecord, find_run, run_key
 from normlab.lab.verdict import Mean, Word
 
@@ -142,9 +143,9 @@ def test_bad_rules_are_rejected():
 # ---- presets are valid data
 
 
-@pytest.mark.parametrize("name", sorted(PRESETS))
+@pytest.mark.parametrize("name", builtin_names())
 def test_presets_are_consistent(name):
-    p = PRESETS[name]()
+    p = load_builtin(name)
     names = {r.name for r in p.arms}
     for c in p.claims:
         assert set(c.arms) <= names and c.rule.describe()
@@ -158,7 +159,7 @@ def test_presets_are_consistent(name):
 
 
 def test_quick_and_deep_test_what_they_say():
-    quick = PRESETS["quick"]()
+    quick = load_builtin("quick")
     runs = {r.name: r.config for r in quick.arms}
     assert {c.name for c in quick.claims} >= {
         "post-ln-grad-grows", "post-ln-fails-deep", "rmsnorm-matches-quality",
@@ -169,7 +170,7 @@ def test_quick_and_deep_test_what_they_say():
     assert runs["post-L24"].warmup_steps == runs["pre-L24"].warmup_steps == 30
     assert runs["post-L24"].model.placement == "post"
     assert runs["init-post-L48"].steps == 0 and runs["init-post-L48"].probe_steps == (0,)
-    deep = {r.name: r.config for r in PRESETS["deep"]().arms}
+    deep = {r.name: r.config for r in load_builtin("deep").arms}
     assert all(c.model.dim == 32 for c in deep.values())
     # the 100-block arms are the 1000-block recipe at a tenth of the depth: DeepNet's warmup, and
     # every step run (a model that trains is still above the stall bar at step 60 in this recipe)
@@ -179,7 +180,7 @@ def test_quick_and_deep_test_what_they_say():
 
 
 def test_seed_blocks_share_no_seed_and_pair_the_arms():
-    p = PRESETS["quick"]()
+    p = load_builtin("quick")
     s0, s1 = p.runs(0), p.runs(1)
     assert not {t.config.seed for t in s0} & {t.config.seed for t in s1}
     assert {t.config.seed for t in s1} == {SEED_STRIDE + t.index for t in s1}
@@ -223,7 +224,7 @@ def test_find_run_picks_the_last_record_of_an_arm_and_seed(tmp_path):
 
 
 def test_run_key_ignores_threads_not_config_or_corpus():
-    cfg = PRESETS["smoke"]().arms[0].config
+    cfg = load_builtin("smoke").arms[0].config
     k = run_key(cfg, "abc")
     assert run_key(cfg.replace(threads=7), "abc") == k
     assert run_key(cfg.replace(seed=1), "abc") != k and run_key(cfg, "abd") != k
@@ -293,7 +294,7 @@ def test_killed_study_resumes_with_each_run_once(tmp_path):
     proc.wait()
     before = path.read_bytes()
     n_before = before.count(b"\n")
-    tasks = PRESETS["smoke"]().runs(0)
+    tasks = load_builtin("smoke").runs(0)
     assert 3 <= n_before < len(tasks)
 
     proc = start_study(tmp_path, "--resume", "--workers", "2")

@@ -89,9 +89,10 @@ def _findings(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from normlab.lab.common import out_dir
+    from normlab.lab.common import check_device, out_dir
     from normlab.lab.io import hold
 
+    check_device(args.device)  # before the output directory exists: nothing done on a refusal
     # One process per output directory: two benches into one --out would mix their files.
     with hold(out_dir(args.out), "bench"):
         return _findings(args) if args.findings is not None else _bench(args)

@@ -17,6 +17,7 @@ from normlab.lab import doc as d
 from normlab.lab.io import write_file
 from normlab.lab.study import coverage
 from normlab.lab.study.compare import effects
+from normlab.lab.study.measures import MEASURES
 from normlab.lab.study.replay import published_design
 from normlab.lab.study.words import rules_of
 from normlab.lab.verdict import DECIDED, Word, signed
@@ -42,12 +43,13 @@ def unit(measure: str) -> str:
 
 
 def _rule_unit(rule) -> str:
+    """The unit of a rule's v, read through the ``Rule`` protocol."""
     if rule.timed:
         return "fraction of time saved"
-    measures = {m for _, _, m in getattr(rule, "terms", ())}
-    if rule.delta == 0 and getattr(rule, "const_h", 0):
+    if rule.threshold(None) is not None:  # one term against the plateau bar H
         return BAR_UNIT
-    return unit(measures.pop()) if len(measures) == 1 else "S (LR sensitivity)"
+    measures = [w.split(":", 1)[0] for w in rule.measure_words()]
+    return unit(measures[0]) if len(measures) == 1 and measures[0] in MEASURES else "v"
 
 
 @dataclass(frozen=True)
