@@ -12,7 +12,8 @@ import torch.nn.functional as F
 
 from normlab.models import Transformer, TransformerConfig, deepnorm_constants, param_groups
 from normlab.models.config import NORMS, PLACEMENTS
-from normlab.modules import BatchNorm, DyT, LayerNorm, RMSNorm, ScaleNorm
+from normlab.models.norms import KINDS
+from normlab.modules import DyT, RMSNorm
 
 V, D, H = 32, 16, 2
 # The grid tests use the eager reference norms: they test the model, not the kernels (which
@@ -341,9 +342,7 @@ def test_param_groups(norm):
     plain = param_groups(model, 0.1, norm_weight_decay=5.0)  # without decay_norms: no decay
     assert {g["name"]: g["weight_decay"] for g in plain}.get("norm", 0.0) == 0.0
     kinds = {type(m) for m in model.norm_modules()}
-    expected = {"layernorm": LayerNorm, "rmsnorm": RMSNorm, "batchnorm": BatchNorm}
-    expected.update({"dyt": DyT, "scalenorm": ScaleNorm})
-    assert kinds == ({expected[norm]} if norm in expected else set())
+    assert kinds == ({KINDS[norm].module} if KINDS[norm].module else set())
 
 
 # ---- backends

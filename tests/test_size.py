@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from normlab.models import Transformer, TransformerConfig
+from normlab.models.config import NORMS, PLACEMENTS
 from normlab.models.size import (
     activation_bytes,
     buffer_bytes,
@@ -20,9 +21,6 @@ from normlab.models.size import (
     run_bytes,
     train_bytes,
 )
-
-NORMS = ("layernorm", "rmsnorm", "batchnorm", "dyt", "scalenorm", "none")
-PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "mix", "reorder")
 
 
 def _configs():

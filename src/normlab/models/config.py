@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from normlab.kernels import registry
+from normlab.models.norms import KINDS, NORMS, NormKind, check_option, readers
 from normlab.reference import CASTINGS
 from normlab.validation import finite, shown
 
-NORMS = ("layernorm", "rmsnorm", "batchnorm", "dyt", "scalenorm", "none")
 PLACEMENTS = ("post", "pre", "sandwich", "deepnorm", "mix", "reorder")
 # placement -> (norm on the branch input, norm after the branch / after the add); "mix" is
 # resolved per block (TransformerConfig.block_placement)
@@ -53,6 +53,11 @@ def setting(
     return dataclasses.field(default=default, metadata={**meta, "option": option})
 
 
+def _eps_defaults() -> list[str]:
+    has_eps = [k for k in KINDS.values() if k.eps is not None]
+    return [f"{k.key} {k.eps:.0e}".replace("e-0", "e-") for k in has_eps]
+
+
 @dataclass
 class TransformerConfig:
     """A decoder-only Transformer. The four sizes are positional; everything else is keyword."""
@@ -69,8 +74,9 @@ class TransformerConfig:
     norm: str = setting(
         "rmsnorm",
         choices=NORMS,
-        help="Norm kind everywhere in the model: layernorm | rmsnorm | batchnorm | dyt | scalenorm "
-        "| none (identity).",
+        help="Norm kind everywhere in the model: "
+        + " | ".join(f"{k.key} ({k.description})" for k in KINDS.values())
+        + ".",
     )
 
     placement: str = setting(
@@ -187,13 +193,13 @@ class TransformerConfig:
         help="RMSNorm/LayerNorm backward recomputing xhat from the saved output instead of saving "
         "the input (``memory_efficient=True`` of the modules): one (B, T, dim) activation "
         "less kept per norm whose output the next layer saves anyway (docs/kernels.md, "
-        '"Memory-efficient backward"). rmsnorm and layernorm only; norm_backend="torch" has '
-        "no such backward.",
+        f'"Memory-efficient backward"). {readers("norm_memory_efficient")} only; '
+        'norm_backend="torch" has no such backward.',
     )
 
     eps: float | None = setting(
         None,
-        help="Norm epsilon; None = each norm's default (rmsnorm 1e-6, the others 1e-5).",
+        help="Norm epsilon; None = each norm's default (" + ", ".join(_eps_defaults()) + ").",
     )
 
     rms_casting: str | None = setting(
@@ -275,17 +281,13 @@ class TransformerConfig:
                 f"depth_scaled_norm scales the norms on the sublayers' inputs, which "
                 f"placement={self.placement!r} does not have; use pre, sandwich or mix"
             )
-        if self.placement == "deepnorm" and self.norm == "none":
+        if self.placement == "deepnorm" and self.norm_kind.identity:
             # N(α·x + F(x)) without N multiplies the residual stream by α every sublayer.
             raise ValueError(
-                "placement='deepnorm' needs a norm: with norm='none' the skip scaling α grows "
-                "the residual stream as α^(2·n_layers); choose another norm or placement"
+                f"placement='deepnorm' needs a norm: with norm={self.norm!r} the skip scaling α "
+                "grows the residual stream as α^(2·n_layers); choose another norm or placement"
             )
-        if self.norm_memory_efficient and self.norm not in ("rmsnorm", "layernorm"):
-            raise ValueError(
-                f"norm_memory_efficient=True applies to rmsnorm and layernorm, not "
-                f"norm={self.norm!r}; set norm_memory_efficient=False"
-            )
+        check_option(self, "norm_memory_efficient")
         if self.norm_memory_efficient and self.norm_backend == "torch":
             raise ValueError(
                 "norm_memory_efficient=True needs normlab's kernels or reference: "
@@ -295,15 +297,16 @@ class TransformerConfig:
             raise TypeError(f"norm_offset must be a number, got {self.norm_offset!r}")
         if not finite(self.norm_offset):
             raise ValueError(f"norm_offset must be finite, got {shown(self.norm_offset)}")
-        if self.norm_offset and self.norm != "rmsnorm":
-            raise ValueError(
-                f"norm_offset={self.norm_offset:g} applies to rmsnorm only (Gemma's (1 + w)), "
-                f"not norm={self.norm!r}; set norm_offset = 0"
-            )
+        check_option(self, "norm_offset")
         if not isinstance(self.scale_embeddings, bool):
             raise TypeError(f"scale_embeddings must be a bool, got {self.scale_embeddings!r}")
 
     # ---- derived values (the model reads these, never the raw None defaults)
+
+    @property
+    def norm_kind(self) -> NormKind:
+        """The row of ``norm`` in the table of norm kinds (normlab.models.norms)."""
+        return KINDS[self.norm]
 
     @property
     def head_dim(self) -> int:
@@ -324,7 +327,7 @@ class TransformerConfig:
 
     @property
     def branch_init_scale(self) -> float:
-        on = self.norm == "none" if self.scale_branch_init is None else self.scale_branch_init
+        on = self.norm_kind.identity if self.scale_branch_init is None else self.scale_branch_init
         return (2 * self.n_layers) ** -0.5 if on else 1.0
 
     @property
@@ -350,7 +353,8 @@ class TransformerConfig:
 
     @property
     def has_final_norm(self) -> bool:
-        return self.final_norm and self.norm != "none" and self.placement not in _ENDS_IN_NORM
+        ends_in_norm = self.placement in _ENDS_IN_NORM
+        return self.final_norm and not self.norm_kind.identity and not ends_in_norm
 
     # ---- JSON round trip for the lab
 

@@ -7,27 +7,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from normlab.models.config import TransformerConfig
-from normlab.modules import BatchNorm, DyT, LayerNorm, RMSNorm, ScaleNorm
+from normlab.modules import BatchNorm
 
 
 def make_norm(cfg: TransformerConfig, size: int, *, attn: bool = False) -> nn.Module | None:
-    """One normlab norm over the last ``size`` features; None for norm="none" (identity).
-    ``attn``: a norm of an attention sublayer (DyT's ``dyt_alpha_attn``)."""
-    eps = {} if cfg.eps is None else {"eps": cfg.eps}
-    kernel = {"backend": cfg.norm_backend, "memory_efficient": cfg.norm_memory_efficient}
-    if cfg.norm == "rmsnorm":
-        return RMSNorm(size, **eps, offset=cfg.norm_offset, casting=cfg.casting, **kernel)
-    if cfg.norm == "layernorm":
-        return LayerNorm(size, **eps, bias=cfg.use_bias, **kernel)
-    if cfg.norm == "batchnorm":
-        causal = {"causal": True, "max_positions": cfg.max_seq_len} if cfg.batchnorm_causal else {}
-        return BatchNorm(size, **eps, **causal)
-    if cfg.norm == "dyt":
-        alpha = cfg.dyt_alpha_attn if attn and cfg.dyt_alpha_attn is not None else cfg.dyt_alpha
-        return DyT(size, alpha_init=alpha)
-    if cfg.norm == "scalenorm":
-        return ScaleNorm(size, **eps)
-    return None
+    """One normlab norm of ``cfg.norm`` over the last ``size`` features (its row in
+    normlab.models.norms builds it); None for the identity (norm="none"). ``attn``: a norm of an
+    attention sublayer (DyT's ``dyt_alpha_attn``)."""
+    return cfg.norm_kind.make(cfg, size, attn=attn)
 
 
 def apply_norm(

@@ -15,15 +15,8 @@ TRAIN_BYTES_PER_PARAM = 4 * FP32
 
 
 def norm_params(cfg: TransformerConfig, size: int) -> int:
-    """Parameters of one norm of ``cfg.norm`` over ``size`` features."""
-    return {
-        "rmsnorm": size,
-        "layernorm": size * (2 if cfg.use_bias else 1),
-        "batchnorm": 2 * size,
-        "dyt": 2 * size + 1,
-        "scalenorm": 1,
-        "none": 0,
-    }[cfg.norm]
+    """Parameters of one norm of ``cfg.norm`` over ``size`` features (its row's count)."""
+    return cfg.norm_kind.params(cfg, size)
 
 
 def block_params(cfg: TransformerConfig, i: int) -> int:
@@ -82,15 +75,13 @@ _OVERHEAD = 6 / 5
 # Floats per token outside the blocks: the logits, their float copy, log-softmax, gradient,
 # the probes' copies at step 0 and the embeddings' tensors: about 16 vocabularies, measured.
 _LOGIT_FLOATS = 16
-# Causal BatchNorm keeps its prefix sums and statistics, (B, T, C) each: 4 more per feature.
-_BATCHNORM_FLOATS = 4
 INT64 = 8  # bytes
 
 
 def norm_features(cfg: TransformerConfig) -> int:
     """The features of all of ``cfg``'s norm modules together (blocks, QK-norm, final): what
     causal BatchNorm keeps per position."""
-    if cfg.norm == "none":
+    if cfg.norm_kind.identity:
         return 0
 
     def block(i: int) -> int:
@@ -106,12 +97,12 @@ def norm_features(cfg: TransformerConfig) -> int:
 
 def buffer_bytes(cfg: TransformerConfig) -> int:
     """Buffers that grow with ``max_seq_len``: the RoPE table (cos and sin, max_seq_len x
-    head_dim each, one for the model) and causal BatchNorm's running prefix mean and variance
-    (max_seq_len x C each, per BatchNorm); gpt2's position table is a parameter."""
+    head_dim each, one for the model) and the norms' per-position buffers (the kind's
+    ``position_buffers`` of max_seq_len x C each, per norm: causal BatchNorm's running prefix
+    mean and variance); gpt2's position table is a parameter."""
     rope = 2 * cfg.max_seq_len * cfg.head_dim if cfg.arch == "llama" else 0
-    prefix = 0
-    if cfg.norm == "batchnorm" and cfg.batchnorm_causal:
-        prefix = 2 * cfg.max_seq_len * norm_features(cfg)
+    per_position = cfg.norm_kind.position_buffers(cfg)
+    prefix = per_position * cfg.max_seq_len * norm_features(cfg) if per_position else 0
     return FP32 * (rope + prefix)
 
 
@@ -120,8 +111,7 @@ def token_floats(cfg: TransformerConfig) -> int:
     a, b = _BLOCK_FLOATS[cfg.arch]
     per_block = a * cfg.dim + b * cfg.hidden_dim
     blocks = cfg.n_layers * per_block
-    if cfg.norm == "batchnorm" and cfg.batchnorm_causal:
-        blocks += _BATCHNORM_FLOATS * norm_features(cfg)
+    blocks += cfg.norm_kind.step_floats(cfg) * norm_features(cfg)
     return round(_OVERHEAD * blocks) + _LOGIT_FLOATS * cfg.vocab_size
 
 
