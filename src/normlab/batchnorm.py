@@ -34,6 +34,10 @@ class BatchNorm(nn.Module):
     are still updated from the whole batch, as torch's.
     """
 
+    # The models pass the padding mask to every norm module that says it takes one: its
+    # statistics span tokens, so padding must stay out of them (normlab.models.layers).
+    takes_mask = True
+
     def __init__(
         self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, *,
         causal: bool = False, max_positions: int | None = None, min_tokens: int = 64,

@@ -7,7 +7,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from normlab.models.config import TransformerConfig
-from normlab.modules import BatchNorm
 
 
 def make_norm(cfg: TransformerConfig, size: int, *, attn: bool = False) -> nn.Module | None:
@@ -20,7 +19,8 @@ def make_norm(cfg: TransformerConfig, size: int, *, attn: bool = False) -> nn.Mo
 def apply_norm(
     norm: nn.Module | None, x: Tensor, mask: Tensor | None, residual: Tensor | None = None
 ) -> Tensor:
-    """``norm(x + residual)``; None is the identity, and BatchNorm gets the padding mask.
+    """``norm(x + residual)``; None is the identity, and a norm whose statistics span tokens
+    (``takes_mask``: BatchNorm) gets the padding mask.
 
     With ``residual`` the add happens inside the norm's kernel (the fused form); the summed
     stream it also returns is not needed by the caller.
@@ -28,7 +28,7 @@ def apply_norm(
     if norm is None:
         return x if residual is None else x + residual
     kw = {}
-    if isinstance(norm, BatchNorm):
+    if getattr(norm, "takes_mask", False):
         if mask is not None and mask.dim() < x.dim() - 1:  # (B, T) mask for (B, T, H, Dh) q/k
             mask = mask.reshape(*mask.shape, *[1] * (x.dim() - 1 - mask.dim())).expand(x.shape[:-1])
         kw["mask"] = mask
