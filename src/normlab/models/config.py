@@ -214,8 +214,8 @@ class TransformerConfig:
         0.0,
         help="RMSNorm's gain is ``norm_offset + weight``, the weight initialised to ``1 - "
         'norm_offset`` so the gain starts at 1 either way; 1.0 with rms_casting="gemma" is '
-        "Gemma's ``(1 + w)``. RMSNorm only: the other norm kinds have no such offset and "
-        "reject a non-zero one.",
+        f"Gemma's ``(1 + w)``. {readers('norm_offset')}: the other norm kinds have no such "
+        "offset and reject a non-zero one.",
     )
 
     scale_embeddings: bool = setting(
