@@ -10,8 +10,8 @@ import pytest
 
 from normlab.lab.advise import hf_config
 from normlab.lab.advise.advice import blocks, headline, to_html, to_markdown
-from normlab.lab.advise.runner import shipped_config, shipped_configs
-from normlab.lab.advise.twin import SCALES, claim_names, make_twin
+from normlab.lab.advise.runner import plan, shipped_config, shipped_configs
+from normlab.lab.advise.twin import SCALES, claim_names, make_twin, scale_of, twin_json
 from normlab.lab.advise.twin_spec import spec_text
 from normlab.lab.cli import main
 from normlab.lab.common import UsageError
@@ -301,43 +301,57 @@ def test_the_advice_reads_the_claims_back(tmp_path):
     assert html.startswith("<section><h2>Advice for") and "<script" not in html
 
 
-# ---- end to end at the smoke size
+# ---- --seeds and --steps: a budget between smoke and quick (end to end: test_advise_rebuild.py)
 
 
-@pytest.mark.parametrize("name", SHIPPED)
-def test_advise_end_to_end_at_the_smoke_size(tmp_path, capsys, name):
-    out = tmp_path / "out"
-    argv = ["advise", "--hf-config", shipped_config(SHIPPED[name]), "--preset", "smoke"]
-    argv += ["--out", str(out), "--workers", "1", "--threads", "1"]
+def test_seeds_and_steps_reach_the_spec_the_twin_and_the_bottom_line():
+    p = plan("llama-3.2-1b.json", "quick", seeds=1, steps=60)
+    assert p.command.endswith("--preset quick --seeds 1 --steps 60")
+    assert p.spec_text.startswith(f"# {p.command}\n")
+    study = p.study()
+    recipe = next(a.config for a in study.arms if a.name == "recipe")
+    assert (recipe.steps, recipe.warmup_steps, recipe.model.dim) == (60, 6, 64)  # quick's 10 %
+    assert {a.config.steps for a in study.arms} == {60} and len(study.runs()) == 21
+    assert {c.rule.seeds for c in study.claims if not c.timed} == {1}
+    scale = twin_json(p.twin)["scale"]
+    assert (scale["steps"], scale["seeds"], scale["warmup_steps"]) == (60, 1, 6)
+    assert "--steps (quick: 200)" in p.spec_text  # the value says where it came from
+    bl = blocks(p.twin, StudyResult(study, {}, decide_all(study, {}, 3.0), {}))
+    bottom = to_markdown(bl).rstrip().rsplit("\n", 1)[-1]
+    assert "tested at a d=64, 6-block twin, 60 steps, 1 seed, not at" in bottom
+    assert "over 1 paired seed (quick: d=64, 6 blocks, 60 steps, 1 seed" in to_markdown(bl)
+    # Unchanged where not given, and the warmup never longer than the run.
+    assert scale_of("quick") is SCALES["quick"] and scale_of("quick", seeds=5).steps == 200
+    for steps in (1, 2, 5, 12, 1000):
+        s = scale_of("smoke", steps=steps)
+        assert s.steps == steps and 0 <= s.warmup_steps <= steps
+        make_twin(hf_config.read(shipped_config(SHIPPED["llama"])), s).config()
+
+
+def test_list_estimates_the_budget_given(tmp_path, capsys):
+    argv = ["advise", "--hf-config", "llama-3.2-1b.json", "--list", "--quiet"]
     assert main(argv) == 0
-    printed = capsys.readouterr().out
-    assert "not reproduced by the twin" in printed and "grouped KV heads" in printed
-    assert "eps" in printed and "rms_norm_eps" in printed  # every field with its source
-    written = "advise-spec.toml twin.json advice.md report.md report.html claims.json"
-    for f in (*written.split(), "results.jsonl", "study.json"):
-        assert (out / f).is_file(), f
-    cfg = _config(name)
-    twin = json.loads((out / "twin.json").read_text())
-    fields = twin["fields"]
-    assert fields["eps"] == {"value": cfg["rms_norm_eps"], "from": "rms_norm_eps"}
-    assert fields["qk_norm"]["value"] == (name != "llama")
-    assert fields["norm_offset"]["value"] == (1.0 if name == "gemma3" else 0.0)
-    assert fields["n_layers"]["value"] == 2
-    assert str(cfg["num_hidden_layers"]) in fields["n_layers"]["from"]
-    assert twin["params"]["model"] > 1e8 > twin["params"]["twin"]
-    report = (out / "report.md").read_text()
-    advice = (out / "advice.md").read_text()
-    # The advice leads the report: right after the title and the run's summary line.
-    assert report.index("## Advice for") < report.index("## Claims")
-    summary_row = next(ln for ln in advice.splitlines() if ln.startswith("| Quality"))
-    assert summary_row in report
-    assert "Advice for" in (out / "report.html").read_text()
-    claims = json.loads((out / "claims.json").read_text())["claims"]
-    assert len(claims) == 2 * 5 + 2  # two per alternative, two timing
-    assert all(c["verdict"] in ("holds", "does not hold", "inconclusive") for c in claims)
-    assert "Not measured at smoke" in advice
-    # The written spec reruns as a study.
-    assert load_spec(out / "advise-spec.toml").name.startswith("advise-")
+    assert "21 arms, 63 runs" in capsys.readouterr().out
+    assert main([*argv, "--seeds", "1", "--steps", "60"]) == 0
+    assert "21 arms, 21 runs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("flag", "value", "what"), [
+    ("--seeds", "0", "[1, 1,000]"), ("--seeds", "1001", "[1, 1,000]"),
+    ("--seeds", "two", "[1, 1,000]"), ("--steps", "0", "[1, 10,000,000]"),
+    ("--steps", "nan", "[1, 10,000,000]"), ("--steps", "1e400", "[1, 10,000,000]"),
+])  # fmt: skip
+def test_a_bad_seeds_or_steps_is_one_line(tmp_path, capsys, flag, value, what):
+    out = tmp_path / "o"
+    argv = ["advise", "--hf-config", "llama-3.2-1b.json", "--out", str(out), flag, value]
+    try:
+        rc = main(argv)
+    except SystemExit as e:  # argparse's own errors
+        rc = e.code
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith(f"normlab advise: argument {flag}: expected an int in {what}, got ")
+    assert not out.exists()
 
 
 def test_list_prints_the_twin_and_the_plan_and_writes_nothing(tmp_path, capsys):

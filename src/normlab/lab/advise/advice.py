@@ -13,7 +13,7 @@ import json
 import math
 from html import escape
 
-from normlab.lab.advise.bottom import bottom_line
+from normlab.lab.advise.bottom import bottom_line, missing_runs
 from normlab.lab.advise.ranking import Quality, Ranking, Speed, Stability, rank
 from normlab.lab.advise.twin import AS_GOOD, BEATS, FASTER, STABLER, Twin, claim_name, twin_params
 from normlab.lab.render import html_table, md_table
@@ -60,12 +60,15 @@ def blocks(twin: Twin, result: StudyResult) -> list[Block]:
     label = {"recipe": f"the recipe ({twin.recipe_label()})", **{a.arm: a.label for a in twin.alts}}
     return [
         *_lead(twin, r, label),
+        *missing_runs(result),
         *_quality_blocks(twin, r.quality, label),
         *_stability_blocks(twin, r.stability, label),
         *_speed_blocks(r.speed),
         *_scale_blocks(twin),
         *_caveats(twin),
-        *bottom_line(twin, r, label),  # the last word: keep, switch, or cannot tell
+        *bottom_line(
+            twin, r, label, len(result.failed)
+        ),  # the last word: keep, switch, or cannot tell
     ]
 
 
@@ -93,7 +96,8 @@ def _lead(twin: Twin, r: Ranking, label: dict[str, str]) -> list[Block]:
             "p",
             f"normlab advise trained a scaled-down twin of {hf.family.name} — its recipe, "
             f"{twin.recipe_label()} — and {len(twin.alts)} alternatives, each one change away, "
-            f"over {s.seeds} paired seeds ({s.name}: {s.about}). At the twin's scale:",
+            f"over {s.seeds} paired seed{'s' * (s.seeds != 1)} ({s.name}: {s.about}). At the "
+            "twin's scale:",
         ),
         ("table", header, summary),
         (

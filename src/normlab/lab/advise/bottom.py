@@ -1,21 +1,43 @@
 """The last word of ``normlab advise``: per model, keep the recipe, switch, or cannot tell at this
-budget, with the reason and the size it was tested at (a twin's verdicts, never the model's)."""
+budget, with the reason and the size it was tested at (a twin's verdicts, never the model's); and
+what the study lacks, which every verdict is decided without."""
 
 from __future__ import annotations
 
 from normlab.lab.advise.ranking import Ranking
-from normlab.lab.advise.twin import Twin
+from normlab.lab.advise.twin import Twin, plural
+from normlab.lab.study.runner import StudyResult
 from normlab.lab.verdict import Word
 
 Block = tuple
 
 
-def bottom_line(twin: Twin, r: Ranking, label: dict[str, str]) -> list[Block]:
-    """Keep, switch or cannot tell at this budget, with the reason and the size tested at:
+def missing_runs(result: StudyResult) -> list[Block]:
+    """The study's runs that are not in its results (``result.failed``: those that raised, or,
+    decided again from an advise stopped early, those it never trained), named, and a timing
+    phase that never ran: every verdict and mean of the advice is without them."""
+    untimed = result.meta.get("untimed", False)  # set by --redecide of an unfinished advise
+    if not result.failed and not untimed:
+        return []
+    n, k = len(result.study.runs(result.meta.get("seed_block", 0))), len(result.failed)
+    text = ""
+    if k:
+        text = f"{k} of the study's {n} runs {'is' if k == 1 else 'are'} not in results.jsonl: "
+        text += f"{', '.join(result.failed)}. "
+    if untimed:
+        text += "The advise stopped before its serial timing phase: speed is not measured. "
+    text += "Everything below is decided without what is missing; rerunning the advise into "
+    text += "this directory with --resume completes it."
+    return [("h", 1, "Missing from this study"), ("p", text)]
+
+
+def bottom_line(twin: Twin, r: Ranking, label: dict[str, str], missing: int = 0) -> list[Block]:
+    """Keep, switch or cannot tell at this budget, with the reason and the size tested at
+    (``missing``: how many of the study's runs are not in its results):
     switch only to an alternative some claim says is better (quality or stability) and none
     says is worse; keep where every alternative is decided no better; else cannot tell."""
     m, s = twin.config().model, twin.scale
-    size = f"a d={m.dim}, {m.n_layers}-block twin, {s.steps} steps, {s.seeds} seeds"
+    size = f"a d={m.dim}, {m.n_layers}-block twin, {s.steps} steps, {plural(s.seeds, 'seed')}"
     stab = {a.arm: a for a in (r.stability.arms if r.stability else ())}
     better, worse, open_ = [], set(), []
     for a in r.quality.arms[1:]:
@@ -40,5 +62,10 @@ def bottom_line(twin: Twin, r: Ranking, label: dict[str, str]) -> list[Block]:
         why = f"undecided against the recipe: {', '.join(label[a] for a in open_)}"
     return [
         ("h", 1, "Bottom line"),
-        ("p", f"{twin.name}: {word}. Why: {why}; tested at {size}, not at the model's size."),
+        (
+            "p",
+            f"{twin.name}: {word}. Why: {why}; tested at {size}"
+            + (f" with {missing} of its runs missing" if missing else "")
+            + ", not at the model's size.",
+        ),
     ]

@@ -45,17 +45,19 @@ class Plan:
         return parse_spec(self.spec_text, SPEC_FILE)
 
 
-def plan(hf_config: str, scale: str) -> Plan:
-    """``hf_config`` (a path, or the name of a shipped example) at the twin scale ``scale``."""
+def plan(hf_config: str, scale: str, seeds: int | None = None, steps: int | None = None) -> Plan:
+    """``hf_config`` (a path, or the name of a shipped example) at the twin scale ``scale``,
+    with ``seeds`` and ``steps`` in place of the scale's (None: its own)."""
     from normlab.lab.advise import hf_config as hf_reader
-    from normlab.lab.advise.twin import make_twin, twin_params
+    from normlab.lab.advise.twin import make_twin, scale_of, twin_params
     from normlab.lab.advise.twin_spec import spec_text
 
     path = hf_config
     if not Path(path).exists() and path in shipped_configs():
         path = shipped_config(path)
-    twin = make_twin(hf_reader.read(path), scale)
+    twin = make_twin(hf_reader.read(path), scale_of(scale, seeds, steps))
     command = f"normlab advise --hf-config {twin.hf.name} --preset {scale}"
+    command += "".join(f" --{k} {v}" for k, v in (("seeds", seeds), ("steps", steps)) if v)
     return Plan(twin, command, spec_text(twin, command), twin_params(twin))
 
 
@@ -122,7 +124,10 @@ def run_advise(p: Plan, study, options: StudyOptions, corpus) -> AdviseResult:
 
     out = options.out
     spec_path = write_spec(out, p.spec_text)
-    write_file(out / "twin.json", json.dumps(twin_json(p.twin), indent=1, ensure_ascii=False))
+    # The spec that runs is named: an edited advise-spec.toml is kept and the twin's written
+    # beside it, and --redecide of a study stopped before study.json reads it back from here.
+    doc = {**twin_json(p.twin), "spec_file": spec_path.name}
+    write_file(out / "twin.json", json.dumps(doc, indent=1, ensure_ascii=False))
     result = run_study(study, options, corpus)
     bl = advice.blocks(p.twin, result)
     write_file(out / "advice.md", advice.to_markdown(bl, top=1))

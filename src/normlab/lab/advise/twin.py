@@ -134,8 +134,36 @@ class Twin:
         return [arm, f"{arm}-lr*"]
 
 
-def make_twin(hf: HFModel, preset: str) -> Twin:
+def scale_of(preset: str, seeds: int | None = None, steps: int | None = None) -> Scale:
+    """``SCALES[preset]`` with ``seeds`` and ``steps`` (``--seeds``, ``--steps``; None: the
+    preset's own): a budget between smoke and quick. The warmup keeps its share of the steps
+    (quick's 20 of 200 is 6 of 60), so a shorter run is the preset's schedule shrunk, not one
+    that is mostly warmup; it is never more than the steps."""
     s = SCALES[preset]
+    if seeds is None and steps is None:
+        return s
+    seeds = s.seeds if seeds is None else seeds
+    steps = s.steps if steps is None else steps
+    warmup = min(steps, round(s.warmup_steps * steps / s.steps))
+    about = (
+        f"d={s.dim}, {s.n_layers} blocks, {steps} steps, {plural(seeds, 'seed')} (--steps, "
+        f"--seeds; {preset} itself: {s.steps} steps, {s.seeds} seeds)"
+        + ("; learning-rate sweeps for stability" if s.sweep else "")
+    )
+    return dataclasses.replace(s, about=about, steps=steps, warmup_steps=warmup, seeds=seeds)
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def make_twin(hf: HFModel, preset: str | Scale) -> Twin:
+    """``hf``'s twin at the scale ``preset`` (a name of ``SCALES``, or a scale ``scale_of``
+    returned)."""
+    s = SCALES[preset] if isinstance(preset, str) else preset
+    preset = s.name
+    # The training fields say where a value overridden on the command line came from.
+    base = SCALES[preset]
     sz = hf.sizes
     fields: dict[str, tuple[Any, str]] = {
         "vocab_size": (
@@ -159,12 +187,16 @@ def make_twin(hf: HFModel, preset: str) -> Twin:
         if f.name not in fields:
             fields[f.name] = (f.default, "the lab's default")
     fields = {f.name: fields[f.name] for f in dataclasses.fields(TransformerConfig)}
+    steps_why, warmup_why = preset, f"{preset}: a linear warmup, as these models train"
+    if s.steps != base.steps:
+        steps_why = f"--steps ({preset}: {base.steps})"
+        warmup_why += f", {preset}'s share of --steps ({base.warmup_steps} of {base.steps})"
     train: dict[str, tuple[Any, str]] = {
-        "steps": (s.steps, preset),
+        "steps": (s.steps, steps_why),
         "batch_size": (s.batch_size, preset),
         "seq_len": (s.seq_len, preset),
         "lr": (s.lr, f"{preset}: the recipe's learning rate"),
-        "warmup_steps": (s.warmup_steps, f"{preset}: a linear warmup, as these models train"),
+        "warmup_steps": (s.warmup_steps, warmup_why),
         "schedule": ("cosine", "a cosine decay, as these models train"),
         "eval_batches": (s.eval_batches, preset),
     }

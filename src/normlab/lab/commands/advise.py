@@ -4,8 +4,10 @@ scaled-down twin (``normlab.lab.advise.runner``)."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from normlab.lab.advise.runner import SPEC_FILE, shipped_configs
+from normlab.lab.commands import int_in
 from normlab.lab.commands.options import (
     add_run_options,
     configured,
@@ -17,20 +19,51 @@ from normlab.lab.commands.options import (
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from normlab.lab.advise.twin import SCALES
+    from normlab.lab.limits import MAX_SEEDS, MAX_STEPS
 
     p.add_argument(
         "--hf-config",
         metavar="FILE",
-        required=True,
-        help="a Hugging Face decoder's config.json (read as JSON; transformers is not "
-        "needed), or the name of an example shipped with normlab: " + ", ".join(shipped_configs()),
+        default=None,
+        help="(required, except with --redecide) a Hugging Face decoder's config.json (read as "
+        "JSON; transformers is not needed), or the name of an example shipped with normlab: "
+        + ", ".join(shipped_configs()),
     )
     p.add_argument(
         "--preset",
         choices=tuple(SCALES),
-        default="quick",
+        default=None,
         help="the twin's size: smoke (toy, seconds) or quick (a Llama twin; `--list` estimates "
-        "its time)",
+        "its time); default: quick",
+    )
+
+    def each(field: str) -> str:
+        return ", ".join(f"{k} {getattr(s, field)}" for k, s in SCALES.items())
+
+    # A budget between the presets: the preset's twin, trained longer or shorter, on more or
+    # fewer seeds (the bounds are a study's own: limits.MAX_SEEDS, MAX_STEPS).
+    p.add_argument(
+        "--seeds",
+        type=int_in(1, MAX_SEEDS),
+        default=None,
+        help=f"seeds per arm instead of the preset's ({each('seeds')}); 1 trains fastest but "
+        "gives no interval: no quality or stability claim can be decided",
+    )
+    p.add_argument(
+        "--steps",
+        type=int_in(1, MAX_STEPS),
+        default=None,
+        help=f"training steps per run instead of the preset's ({each('steps')}); the warmup "
+        "keeps the preset's share of them",
+    )
+    p.add_argument(
+        "--redecide",
+        metavar="DIR",
+        default=None,
+        help="rebuild an advise's DIR/advice.md, reports and claims.json from its files, "
+        "without training: the twin from DIR/twin.json, the study that ran (DIR/study.json's "
+        "spec, or DIR/advise-spec.toml for an advise stopped before its study finished) and "
+        "the runs in DIR/results.jsonl; the runs missing are named in the advice",
     )
     add_run_options(
         p, out="normlab-advise", listed="the twin and the plan (runs, claims, estimated CPU time)"
@@ -39,13 +72,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from normlab.lab.advise.runner import describe, gaps_text, plan, run_advise
-    from normlab.lab.common import load_data
+    from normlab.lab.common import UsageError, load_data
     from normlab.lab.io import hold
     from normlab.lab.limits import check_study
     from normlab.lab.study.plan import format_plan
     from normlab.lab.study.runner import Interrupted, summary
 
-    p = plan(args.hf_config, args.preset)
+    if args.redecide:
+        return _redecide(args)
+    if not args.hf_config:
+        raise UsageError("the following argument is required: --hf-config FILE")
+    p = plan(args.hf_config, args.preset or "quick", args.seeds, args.steps)
     study = configured(p.study(), args)  # --device cuda without CUDA stops here, before any work
     check_study(study)  # sizes, from the configs' arithmetic: before anything is allocated
     if not args.quiet or args.list:
@@ -73,3 +110,35 @@ def run(args: argparse.Namespace) -> int:
             f"normlab study --spec {result.spec or options.out / SPEC_FILE}"
         )
     return result.study.exit_code
+
+
+def _redecide(args: argparse.Namespace) -> int:
+    """``--redecide DIR``: the advice, reports and claims.json rebuilt from DIR's files."""
+    from pathlib import Path
+
+    from normlab.lab.advise import advice
+    from normlab.lab.advise.redecide import redecide_advise
+    from normlab.lab.common import UsageError
+    from normlab.lab.io import hold, write_file
+    from normlab.lab.study.runner import summary, write_reports
+
+    # What would choose another twin or run anything: the design is DIR's, as it ran.
+    given = [f for f, v in (("--hf-config", args.hf_config), ("--preset", args.preset),
+             ("--seeds", args.seeds), ("--steps", args.steps), ("--list", args.list),
+             ("--resume", args.resume)) if v]  # fmt: skip
+    if given:
+        raise UsageError(
+            f"--redecide reads the twin and its study from DIR: not with {', '.join(given)}"
+        )
+    out = Path(args.redecide)
+    # Every refusal comes before anything is written; the lock then keeps a running advise out.
+    r = redecide_advise(out, data=args.data, device=args.device, precision=args.precision)
+    with hold(out, "advise", "--redecide"):
+        write_file(out / "advice.md", advice.to_markdown(r.blocks, top=1))
+        lead_md, lead_html = advice.to_markdown(r.blocks, top=2), advice.to_html(r.blocks, top=2)
+        write_reports(r.study, out, lead_md=lead_md, lead_html=lead_html)
+    if not args.quiet:
+        print(f"{summary(r.study, out)}\n\n{r.headline}\n\n-> {out / 'advice.md'}")
+    if r.study.failed:
+        print(f"runs missing from {out / 'results.jsonl'}: {r.study.failed}", file=sys.stderr)
+    return r.study.exit_code

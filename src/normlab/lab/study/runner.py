@@ -91,8 +91,10 @@ class StudyResult:
         return 1 if self.failed else 0
 
 
-class Interrupted(Exception):
-    """The study was stopped by a signal; ``code`` is the exit status (128 + signal)."""
+class Interrupted(BaseException):
+    """The study was stopped by a signal; ``code`` is the exit status (128 + signal). Not an
+    ``Exception``, as ``KeyboardInterrupt`` is not: a run trained in this process (``--workers
+    1``) turns its exceptions into a failed run, and SIGTERM then failed one run and went on."""
 
     def __init__(self, code: int):
         super().__init__(code)
