@@ -34,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=tuple(SCALES),
         default=None,
         help="the twin's size: smoke (toy, seconds) or quick (a Llama twin; `--list` estimates "
-        "its time); default: quick",
+        "its time); none: quick",
     )
 
     def each(field: str) -> str:
@@ -44,6 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     # fewer seeds (the bounds are a study's own: limits.MAX_SEEDS, MAX_STEPS).
     p.add_argument(
         "--seeds",
+        metavar="N",
         type=int_in(1, MAX_SEEDS),
         default=None,
         help=f"seeds per arm instead of the preset's ({each('seeds')}); 1 trains fastest but "
@@ -51,6 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--steps",
+        metavar="N",
         type=int_in(1, MAX_STEPS),
         default=None,
         help=f"training steps per run instead of the preset's ({each('steps')}); the warmup "
