@@ -197,7 +197,7 @@ h2{font-size:18px;margin:18px 0 6px}.scroll{overflow-x:auto;max-width:100%}
 table.summary{font-size:12.5px;line-height:1.25}table.summary td{padding:3px 6px}
 table.summary td:first-child{min-width:300px;width:40%}.src{color:#656d76;font-size:12px}
 nav.toc{font-size:13px;line-height:1.6}nav.toc a{white-space:nowrap}
-table.summary td:first-child .src{display:block}table.summary td:first-child a{white-space:nowrap}
+table.summary td:first-child a,table.summary td:first-child .src{white-space:nowrap}
 pre{max-width:100%}
 figure{display:inline-block;vertical-align:top;margin:8px 12px 8px 0;max-width:100%}
 figcaption{font-size:12px;color:#656d76}details{margin:8px 0}
