@@ -59,3 +59,21 @@ def test_a_stricter_delta_changes_the_replayed_verdict():
     ((_, v),) = replay(strict, doc)
     # within ±1e-6 no interval of 8 seeds lies inside, and one around 0 is not wholly outside
     assert v.status == "inconclusive"
+
+
+def test_the_published_quick_study_is_rebuilt_from_its_stored_runs(tmp_path):
+    """docs/data/quick keeps its runs and design: --redecide on them writes the published
+    claims.json byte for byte (no training)."""
+    import gzip
+    import shutil
+
+    from normlab.lab.cli import main
+
+    src = DATA / "quick"
+    out = tmp_path / "quick"
+    out.mkdir()
+    shutil.copy(src / "study.json", out / "study.json")
+    with gzip.open(src / "results.jsonl.gz", "rb") as f:
+        (out / "results.jsonl").write_bytes(f.read())
+    assert main(["study", "--redecide", str(out), "--quiet"]) == 0
+    assert (out / "claims.json").read_text() == (src / "claims.json").read_text()

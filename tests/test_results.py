@@ -74,3 +74,25 @@ def test_study_md_says_a_verdict_early_and_keeps_the_reports_glossary():
     assert [ln for ln in glossary.splitlines() if ln.startswith("- ")] == [
         f"- **{term}**: {meaning}" for term, meaning in GLOSSARY
     ]
+
+
+# The README's answers (its statement -> the statement of statements.toml it stands for).
+README_ROWS = {
+    "RMSNorm's re-scaling alone keeps LayerNorm's quality (000 §4.1)": "000-4.1",
+    "LayerNorm takes two passes and 4 more operations per element (000 §3.3)": "000-3.3",
+    "RMSNorm, computing no mean, is numerically more stable (000 §7.2)": "000-7.2b",
+    "Pre-Norm's un-normalized residual path dilutes its depth (000 §5.3)": "000-5.3c",
+    "BatchNorm works poorly in NLP: worse than LayerNorm at batch 16 (000 §2)": "000-2a",
+    "DeepNorm trains a 1000-layer Transformer (000 §6.3)": "000-6.3a",
+}
+
+
+def test_the_readmes_answers_are_todays_headlines():
+    readme = (ROOT / "README.md").read_text()
+    cat = coverage.load()
+    pub = coverage.Published.read(DOCS, cat)
+    ids = {s.id: s for s in cat.statements}
+    for text, sid in README_ROWS.items():
+        row = next(r for r in readme.splitlines() if r.startswith(f"| {text} |"))
+        verdict = row.split("|")[2].strip().strip("*")
+        assert verdict == coverage.status(ids[sid], pub).status, text
