@@ -29,7 +29,7 @@ def said(rule, results, h=3.1, **kw):
 def test_a_decided_contrast_says_its_interval_against_delta():
     status, text = said(diff(), {"a": arm(3.0, 3.1, 3.2), "b": arm(2.5, 2.55, 2.6)})
     assert status == "holds" and text.startswith("a − b (final val loss): +0.550 [")
-    assert "n=3, above δ=0.02." in text
+    assert "] nats/byte, n=3, above δ=0.02." in text  # the unit named in the row
     status, text = said(diff(0.1, expect="≈0"), {"a": arm(3.0, 3.1, 3.2), "b": arm(3.0, 3.1, 3.2)})
     assert status == "holds" and "inside ±0.1" in text
 

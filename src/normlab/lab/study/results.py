@@ -17,9 +17,8 @@ from normlab.lab import doc as d
 from normlab.lab.io import write_file
 from normlab.lab.study import coverage
 from normlab.lab.study.compare import effects
-from normlab.lab.study.measures import MEASURES
 from normlab.lab.study.replay import published_design
-from normlab.lab.study.words import rules_of
+from normlab.lab.study.words import rules_of, unit_of
 from normlab.lab.verdict import DECIDED, Word, signed
 
 FOREST = "img/results-forest.png"
@@ -30,26 +29,6 @@ COLORS = {
     Word.INCONCLUSIVE: "#9a6700",
     Word.NOT_TESTABLE: "#57606a",
 }
-BAR_UNIT = "nats/byte from the bar"  # a threshold rule's v: its loss against H − margin
-
-
-def unit(measure: str) -> str:
-    """The unit of a measure's values, named in every row (``MEASURES`` in words)."""
-    if measure.startswith("log_"):
-        return "ln ratio"
-    if any(k in measure for k in ("loss", "gap", "shift")):
-        return "nats/byte"
-    return {"norm_weight_mean": "gain", "deep_cos_end": "cosine"}.get(measure, measure)
-
-
-def _rule_unit(rule) -> str:
-    """The unit of a rule's v, read through the ``Rule`` protocol."""
-    if rule.timed:
-        return "fraction of time saved"
-    if rule.threshold(None) is not None:  # one term against the plateau bar H
-        return BAR_UNIT
-    measures = [w.split(":", 1)[0] for w in rule.measure_words()]
-    return unit(measures[0]) if len(measures) == 1 and measures[0] in MEASURES else "v"
 
 
 @dataclass(frozen=True)
@@ -94,7 +73,7 @@ def forest_effects(docs: Path) -> list[Effect]:
                 shown = f"{preset} {name}" + (f" / {label}" if label else "")
                 group = sections.get(f"{preset}:{name}", "beyond the articles")
                 word = words.get(label, c["verdict"])
-                u, sign = _rule_unit(rule), -1 if rule.expect == "<0" else 1
+                u, sign = unit_of(rule), -1 if rule.expect == "<0" else 1
                 lo, hi = sorted((sign * est.lo, sign * est.hi))
                 e = Effect(shown, group, sign * est.effect, lo, hi, rule.delta, u, word, sign)
                 out.append(e)
@@ -176,7 +155,8 @@ def _seen(s, pub, cat, docs: Path) -> str:
         part = f" ({label})" if label else ""
         size = coverage.scope(c).split(" T=")[0]
         interval = f"{signed(est.effect)} [{signed(est.lo)}, {signed(est.hi)}]"
-        return f"{preset}{part}: {interval} {_rule_unit(rule)}, n={est.n}, at {size}"
+        u = f" {unit_of(rule)}" if unit_of(rule) else ""
+        return f"{preset}{part}: {interval}{u}, n={est.n}, at {size}"
     for ref in s.findings:
         f = pub.finding(ref)
         if f is None:

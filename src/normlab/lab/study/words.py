@@ -99,6 +99,25 @@ def _decision(v, rule) -> str:
     return f"{'above' if sign else 'below'} {sign}δ={sign}{d}"
 
 
+def unit(measure: str) -> str:
+    """The unit of a measure's values, named beside every effect."""
+    if measure.startswith("log_"):
+        return "ln ratio"
+    if any(k in measure for k in ("loss", "gap", "shift")):
+        return "nats/byte"
+    return {"norm_weight_mean": "gain", "deep_cos_end": "cosine"}.get(measure, "")
+
+
+def unit_of(rule) -> str:
+    """The unit of a rule's v, read through the ``Rule`` protocol ("" where it has none)."""
+    if rule.timed:
+        return "fraction of time saved"
+    if rule.threshold(None) is not None:  # one term against the plateau bar H
+        return "nats/byte from the bar"
+    measures = [w.split(":", 1)[0] for w in rule.measure_words()]
+    return unit(measures[0]) if len(measures) == 1 else ""
+
+
 def part_text(label: str, rule, v, h: float | None) -> str:
     """One rule's result in a phrase: the numbers and what they mean."""
     th = rule.threshold(h)
@@ -120,7 +139,8 @@ def part_text(label: str, rule, v, h: float | None) -> str:
     name = label or rule.subject()
     n = f", n={est.n}" if est is not None else ""
     median = "median " if rule.trim >= MEDIAN else ""  # the effect is not a mean: say so
-    return f"{name}: {median}{interval(est)}{n}, {_decision(v, rule)}"
+    u = f" {unit_of(rule)}" if unit_of(rule) and est is not None and est.effect is not None else ""
+    return f"{name}: {median}{interval(est)}{u}{n}, {_decision(v, rule)}"
 
 
 def sentence(claim, v, h: float | None) -> str:
