@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from normlab.lab.study import coverage
+from normlab.lab.study import claims_page, coverage
 from normlab.lab.study.replay import published_design
 from normlab.lab.study.spec import builtin_names, load_builtin
 from normlab.lab.verdict import CLAIM_WORDS, Word
@@ -134,7 +134,7 @@ def test_published_verdicts_are_the_presets_claims_without_machine_paths():
 
 
 def test_claims_md_is_what_the_command_writes_today():
-    assert (DOCS / "claims.md").read_text() == coverage.render(DOCS), (
+    assert (DOCS / "claims.md").read_text() == claims_page.render(DOCS), (
         "docs/claims.md is stale: run `normlab study --coverage` from the repository's root"
     )
 
@@ -143,12 +143,12 @@ def test_republishing_a_study_changes_the_table(tmp_path):
     """A paper study's claims.json turns its claims' rows from "prose only" into verdicts."""
     docs = _published_copy(tmp_path)
     shutil.rmtree(docs / "data" / "paper")  # as before the paper study was first published
-    before = coverage.render(docs)
+    before = claims_page.render(docs)
     quick = json.loads((DOCS / "data" / "quick" / "claims.json").read_text())
     paper = {**quick, "preset": "paper", "claims": [dict(quick["claims"][0], verdict="holds")]}
     (docs / "data" / "paper").mkdir()
     (docs / "data" / "paper" / "claims.json").write_text(json.dumps(paper))
-    after = coverage.render(docs)
+    after = claims_page.render(docs)
     assert after != before
     name = quick["claims"][0]["name"]
     assert f"paper `{name}`: **holds**" in after
@@ -163,9 +163,9 @@ def test_republishing_a_finding_changes_the_table(tmp_path):
     sphere = next(f for f in findings if f["name"] == "rmsnorm-on-sphere")
     assert sphere["verdict"] == "holds"
     sphere["verdict"] = sphere["parts"][0]["verdict"] = "inconclusive"
-    before = coverage.render(docs)
+    before = claims_page.render(docs)
     path.write_text(json.dumps(findings))
-    after = coverage.render(docs)
+    after = claims_page.render(docs)
     row = lambda md: next(r for r in md.splitlines() if "x / RMS(x) lies on the sphere" in r)  # noqa: E731
     assert "| **holds** |" in row(before) and "| not decided: inconclusive |" in row(after)
 

@@ -20,7 +20,7 @@ from normlab.lab.study.runner import Interrupted
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from normlab.lab.study.coverage import HELP as coverage_help
+    from normlab.lab.study.claims_page import HELP as coverage_help
     from normlab.lab.study.spec import builtin_names
 
     names = builtin_names()

@@ -20,7 +20,7 @@ from normlab.lab.io import write_file
 from normlab.lab.render import md_table
 from normlab.lab.study import words
 from normlab.lab.study.claims import Claim
-from normlab.lab.study.coverage import REPORT_LINK
+from normlab.lab.study.claims_page import REPORT_LINK
 from normlab.lab.study.measures import H_TEXT, MEASURES
 from normlab.lab.study.stats import Verdict
 from normlab.lab.verdict import BOUND_TEXT, CLAIM_WORDS, EXPECT, LEVEL, POWER, Word

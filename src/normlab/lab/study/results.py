@@ -15,7 +15,7 @@ from pathlib import Path
 
 from normlab.lab import doc as d
 from normlab.lab.io import write_file
-from normlab.lab.study import coverage
+from normlab.lab.study import claims_page, coverage
 from normlab.lab.study.compare import effects
 from normlab.lab.study.replay import published_design
 from normlab.lab.study.words import rules_of, unit_of
@@ -145,7 +145,7 @@ def forest_png(items: list[Effect]) -> bytes:
 
 def _seen(s, pub, cat, docs: Path) -> str:
     """What was seen, short: the first claim's (or finding's) effect with its unit and size."""
-    for preset, name in map(coverage._split, s.claims):
+    for preset, name in map(coverage.split_ref, s.claims):
         c = pub.claims.get(preset, {}).get(name)
         if c is None or not effects(c):
             continue
@@ -248,7 +248,7 @@ def write(docs: Path) -> list[Path]:
 
 def main(docs: str) -> int:
     """``normlab study --coverage [DOCS]``: ``claims.md``, then the results page built on it."""
-    root = coverage.check_docs(docs)
-    for path in [coverage.write(root), *write(root)]:
+    root = claims_page.check_docs(docs)
+    for path in [claims_page.write(root), *write(root)]:
         print(path)
     return 0
