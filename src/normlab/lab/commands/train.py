@@ -186,7 +186,9 @@ def _base_config(args: argparse.Namespace):
                 "--config is a run's whole config: --set and --seed-block go with "
                 "--preset or --spec"
             )
-        return _saved_config(args.config, args.run, _value(args.seed_index))
+        from normlab.lab.study.store import saved_config
+
+        return saved_config(args.config, args.run, _value(args.seed_index))
     if args.preset is None and args.spec is None:
         if args.run is not None or args.overrides or seeds:
             raise ValueError(
@@ -221,55 +223,6 @@ def _study_run(args: argparse.Namespace):
             f"indices 0 to {n - 1}"
         )
     return find_run(study.runs(_value(args.seed_block)), args.run, index).config
-
-
-def _saved_config(path: str, run: str | None, seed_index: int):
-    """A saved run's ``TrainConfig``: ``config.json`` (the config itself), ``result.json`` (a
-    run result: its ``config``), a line of a study's ``results.jsonl`` (its ``result``'s), or
-    that whole file with ``run`` and ``seed_index`` picking the line."""
-    from normlab.lab.common import UsageError
-    from normlab.lab.reading import ReadError, loads_json, read_text
-    from normlab.lab.study.store import find_run
-    from normlab.lab.train.config import TrainConfig
-
-    try:
-        text = read_text(path, "")
-    except ReadError as e:  # no such file, a directory, a FIFO, too big, not UTF-8
-        raise UsageError(f"--config {path}: cannot read it ({str(e).removeprefix(': ')})") from None
-    try:
-        docs = [loads_json(text, f"--config {path}")]
-    except ReadError as e:
-        if "not valid JSON" not in str(e):
-            raise
-        # JSON lines: a study's results.jsonl, each line bounded and checked the same way
-        lines = text.splitlines()
-        docs = []
-        for i, ln in enumerate(lines, 1):
-            if not ln.strip():
-                continue
-            try:
-                docs.append(loads_json(ln, f"line {i}"))
-            except ReadError as e:
-                raise UsageError(f"--config {path}: not JSON ({e})") from None
-    if not docs:
-        raise UsageError(f"--config {path}: the file is empty")
-    if len(docs) > 1 or run is not None:  # a study's results: pick the run
-        hit = find_run(docs, run, seed_index)
-        if hit is None:
-            raise UsageError(
-                f"--config {path}: no run {run!r} with seed index {seed_index} in it "
-                "(a study's results.jsonl: give --run NAME [--seed-index I])"
-            )
-        docs = [hit]
-    (doc,) = docs
-    doc = doc.get("result", doc) if isinstance(doc, dict) else doc
-    doc = doc.get("config", doc) if isinstance(doc, dict) else doc
-    if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
-        raise UsageError(
-            f"--config {path}: not a run's config (config.json, result.json or a "
-            "study's results.jsonl)"
-        )
-    return TrainConfig.from_dict(doc)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -239,3 +239,52 @@ def check_study_json(meta: Any, where: str, *, complete: bool = True) -> dict:
 
 def _val(v: Any) -> str:
     return printable(json.dumps(v), 40)
+
+
+def saved_config(path: str, run: str | None, seed_index: int):
+    """A saved run's ``TrainConfig`` (``normlab train --config``): ``config.json`` (the config
+    itself), ``result.json`` (a run result: its ``config``), a line of a study's
+    ``results.jsonl`` (its ``result``'s), or that whole file with ``run`` and ``seed_index``
+    picking the line."""
+    from normlab.lab.common import UsageError
+    from normlab.lab.reading import ReadError, loads_json, read_text
+    from normlab.lab.train.config import TrainConfig
+
+    try:
+        text = read_text(path, "")
+    except ReadError as e:  # no such file, a directory, a FIFO, too big, not UTF-8
+        raise UsageError(f"--config {path}: cannot read it ({str(e).removeprefix(': ')})") from None
+    try:
+        docs = [loads_json(text, f"--config {path}")]
+    except ReadError as e:
+        if "not valid JSON" not in str(e):
+            raise
+        # JSON lines: a study's results.jsonl, each line bounded and checked the same way
+        lines = text.splitlines()
+        docs = []
+        for i, ln in enumerate(lines, 1):
+            if not ln.strip():
+                continue
+            try:
+                docs.append(loads_json(ln, f"line {i}"))
+            except ReadError as e:
+                raise UsageError(f"--config {path}: not JSON ({e})") from None
+    if not docs:
+        raise UsageError(f"--config {path}: the file is empty")
+    if len(docs) > 1 or run is not None:  # a study's results: pick the run
+        hit = find_run(docs, run, seed_index)
+        if hit is None:
+            raise UsageError(
+                f"--config {path}: no run {run!r} with seed index {seed_index} in it "
+                "(a study's results.jsonl: give --run NAME [--seed-index I])"
+            )
+        docs = [hit]
+    (doc,) = docs
+    doc = doc.get("result", doc) if isinstance(doc, dict) else doc
+    doc = doc.get("config", doc) if isinstance(doc, dict) else doc
+    if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
+        raise UsageError(
+            f"--config {path}: not a run's config (config.json, result.json or a "
+            "study's results.jsonl)"
+        )
+    return TrainConfig.from_dict(doc)
