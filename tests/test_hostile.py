@@ -4,35 +4,14 @@ deleted outside --out."""
 
 import json
 import os
-import time
 
 import pytest
 import torch
 from conftest import QUICK_S0, finished_quick_study
-
-from normlab.lab.cli import main
+from refusal import refused as _refused
 
 DEEP = 800  # levels of nesting that made the parsers or the code after them recurse
 BIG = "1" + "0" * 400  # 10**400
-
-
-def _refused(argv: list[str], capsys, *, within: float | None = None) -> str:
-    """``normlab ARGV``: status 2 and one line naming the command (``within`` seconds)."""
-    capsys.readouterr()
-    t0 = time.perf_counter()
-    try:
-        rc = main(argv)
-    except SystemExit as e:
-        rc = e.code
-    elapsed = time.perf_counter() - t0
-    err = capsys.readouterr().err
-    assert rc == 2, err
-    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    assert err.startswith(f"normlab {argv[0]}: "), err
-    assert "\x1b" not in err, err
-    if within is not None:
-        assert elapsed < within, f"{elapsed:.2f} s to refuse: {err}"
-    return err.strip()
 
 
 SPEC = """

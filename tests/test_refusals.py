@@ -2,12 +2,11 @@
 decided in under a second once the modules are imported, and no model is built for it."""
 
 import json
-import time
 
 import pytest
+from refusal import refused
 
 import normlab.models.transformer
-from normlab.lab.cli import main
 from normlab.lab.io import write_file
 from normlab.lab.limits import check_name, format_name
 from normlab.lab.study import spec
@@ -59,20 +58,7 @@ def no_model(monkeypatch):
 
 def _refused(argv: list[str], capsys) -> str:
     """``normlab ARGV``: status 2, one line naming the command, in under a second."""
-    for _ in range(2):  # the first call imports what the command needs; the second is timed
-        capsys.readouterr()
-        t0 = time.perf_counter()
-        try:
-            rc = main(argv)
-        except SystemExit as e:
-            rc = e.code
-        elapsed = time.perf_counter() - t0
-    err = capsys.readouterr().err
-    assert rc == 2, err
-    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    assert err.startswith(f"normlab {argv[0]}: "), err
-    assert elapsed < 1.0, f"{elapsed:.2f} s to refuse: {err}"
-    return err.strip()
+    return refused(argv, capsys, within=1.0, warm=True)
 
 
 @pytest.mark.parametrize(
