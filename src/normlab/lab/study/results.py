@@ -55,14 +55,26 @@ def _section_of(cat) -> dict[str, str]:
     return out
 
 
+def _designs(docs: Path, pub) -> dict[str, dict]:
+    """Per published preset, claim name -> the rule that decided it (parsed once a page)."""
+    return {
+        preset: {c.name: c.rule for c in published_design(docs, preset).claims}
+        for preset in pub.claims
+    }
+
+
 def forest_effects(docs: Path) -> list[Effect]:
     """Every decided claim's effect (a compound's: each part's), with its δ and unit."""
     cat = coverage.load()
     pub = coverage.Published.read(docs, cat)
+    return _effects(cat, pub, _designs(docs, pub))
+
+
+def _effects(cat, pub, designs: dict[str, dict]) -> list[Effect]:
     sections = _section_of(cat)
     out = []
     for preset, claims in pub.claims.items():
-        rules = {c.name: c.rule for c in published_design(docs, preset).claims}
+        rules = designs[preset]
         for name, c in claims.items():
             if c["verdict"] not in DECIDED or name not in rules:
                 continue
@@ -143,19 +155,19 @@ def forest_png(items: list[Effect]) -> bytes:
 # the page
 
 
-def _seen(s, pub, cat, docs: Path) -> str:
+def _seen(s, pub, designs: dict[str, dict]) -> str:
     """What was seen, short: the first claim's (or finding's) effect with its unit and size."""
     for preset, name in map(coverage.split_ref, s.claims):
         c = pub.claims.get(preset, {}).get(name)
         if c is None or not effects(c):
             continue
-        rules = {x.name: x.rule for x in published_design(docs, preset).claims}
+        rules = designs[preset]
         label, est = next(iter(effects(c).items()))
         rule = dict(rules_of(rules[name])).get(label, rules[name])
         part = f" ({label})" if label else ""
         size = coverage.scope(c).split(" T=")[0]
         interval = f"{signed(est.effect)} [{signed(est.lo)}, {signed(est.hi)}]"
-        u = f" {unit_of(rule)}" if unit_of(rule) else ""
+        u = f" {u}" if (u := unit_of(rule)) else ""
         return f"{preset}{part}: {interval}{u}, n={est.n}, at {size}"
     for ref in s.findings:
         f = pub.finding(ref)
@@ -174,12 +186,12 @@ def _seen(s, pub, cat, docs: Path) -> str:
     return "checked by a library test (in CI)"
 
 
-def _row(s, decision, pub, cat, docs: Path) -> tuple:
+def _row(s, decision, pub, cat, designs: dict[str, dict]) -> tuple:
     word = decision.status
     badge = d.Badge(str(word), COLORS.get(word, "#57606a"))
     where = cat.articles[s.article]["sections"][s.section]
     source = d.Link(f"{s.article} · {where}", f"claims.md#{_anchor(s.article, cat)}")
-    return (s.statement, badge, _seen(s, pub, cat, docs), source)
+    return (s.statement, badge, _seen(s, pub, designs), source)
 
 
 def _anchor(article: str, cat) -> str:
@@ -193,6 +205,7 @@ def _anchor(article: str, cat) -> str:
 def document(docs: Path) -> d.Document:
     cat = coverage.load()
     pub = coverage.Published.read(docs, cat)
+    designs = _designs(docs, pub)
     status = {s.id: coverage.status(s, pub) for s in cat.statements}
     decided = [s for s in cat.statements if status[s.id].status in coverage.HEADLINES]
     tested = [
@@ -216,7 +229,7 @@ def document(docs: Path) -> d.Document:
             )
         ),
         d.Table(
-            header, tuple(_row(s, status[s.id], pub, cat, docs) for s in decided), cls="summary"
+            header, tuple(_row(s, status[s.id], pub, cat, designs) for s in decided), cls="summary"
         ),
         d.Heading(2, "Tested, not decided", id="tested-not-decided"),
         d.Paragraph(
@@ -224,11 +237,13 @@ def document(docs: Path) -> d.Document:
             "here, or tests another size or measure (each row of claims.md says which)."
         ),
         d.Table(
-            header, tuple(_row(s, status[s.id], pub, cat, docs) for s in tested), cls="summary"
+            header, tuple(_row(s, status[s.id], pub, cat, designs) for s in tested), cls="summary"
         ),
         d.Heading(2, "Every decided claim in one figure", id="forest"),
         d.Figure(
-            "every decided claim against its ±δ band", forest_png(forest_effects(docs)), FOREST
+            "every decided claim against its ±δ band",
+            forest_png(_effects(cat, pub, designs)),
+            FOREST,
         ),
     )
     return doc

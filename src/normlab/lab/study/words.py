@@ -139,7 +139,8 @@ def part_text(label: str, rule, v, h: float | None) -> str:
     name = label or rule.subject()
     n = f", n={est.n}" if est is not None else ""
     median = "median " if rule.trim >= MEDIAN else ""  # the effect is not a mean: say so
-    u = f" {unit_of(rule)}" if unit_of(rule) and est is not None and est.effect is not None else ""
+    u = unit_of(rule) if est is not None and est.effect is not None else ""
+    u = f" {u}" if u else ""
     return f"{name}: {median}{interval(est)}{u}{n}, {_decision(v, rule)}"
 
 
