@@ -44,7 +44,7 @@ def bottom_line(twin: Twin, r: Ranking, label: dict[str, str], missing: int = 0)
         st = stab.get(a.arm)
         wins = a.beats == Word.HOLDS or (st is not None and st.alt_stabler == Word.HOLDS)
         # decided no better: the recipe at least as good, or the alternative short of δ
-        loses = a.beats != Word.HOLDS and Word.HOLDS == a.as_good or a.beats == Word.DOES_NOT_HOLD
+        loses = (a.beats != Word.HOLDS and a.as_good == Word.HOLDS) or a.beats == Word.DOES_NOT_HOLD
         if st is not None and st.recipe_stabler == Word.HOLDS:
             worse.add(a.arm)
         if wins and a.arm not in worse:
