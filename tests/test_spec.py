@@ -182,8 +182,13 @@ def test_stability_claims_are_paired_against_their_rival():
     # the same recipe and depth, only the placement differs, under the init where Post-LN trains
     assert runs[pair[1]] == runs[pair[0]].replace(model={"placement": "post"})
     assert runs[pair[0]].model.init == "default"
-    drift = claims["final-norm-controls-logit-scale"].rule
-    assert {m for _, _, m in drift.terms} == {"log_logit_rms_drift"}
+    scale = claims["final-norm-controls-logit-scale"].rule  # the article's measure: the end scale
+    assert {m for _, _, m in scale.terms} == {"log_logit_rms_end"}
+    for name in ("pre-ln-lr-robust", "deepnorm-lr-robust"):  # under the init where Post-LN trains
+        arms = {runs[a].model.init for a in claims[name].rule.arms()}
+        assert arms == {"default"}
+    ((_, grows),) = claims["peri-ln-curbs-variance"].controls  # a control that can fail
+    assert {m for _, _, m in grows.terms} == {"log_resid_growth_drift"}
     ((_, massive),) = claims["peri-ln-fewer-massive-activations"].controls
     assert massive.const == pytest.approx(-math.log(100))  # the bar: max/median above 100
 

@@ -122,6 +122,18 @@ def _logit_drift(res: dict, matrix: str | None) -> float | None:
         return None
 
 
+def _resid_growth_drift(res: dict, matrix: str | None) -> float | None:
+    """How much training added to the stream's growth across the blocks: ln(growth at the last
+    probe / growth at step 0)."""
+    probes = res.get("probes") or {}
+    if res.get("status") != "ok" or "0" not in probes or len(probes) < 2:
+        return None
+    try:
+        return _finite(_resid_growth(_at_end(res)) - _resid_growth(probes["0"]))
+    except _MISSING:
+        return None
+
+
 def _gap(res: dict, a: str, b: str) -> float | None:
     """summary[a] − summary[b] of a run that finished (None where either is missing)."""
     x, y = _summary(a)(res, None), _summary(b)(res, None)
@@ -291,6 +303,11 @@ MEASURES: dict[str, tuple[str, Callable[[dict, str | None], float | None]]] = {
     "log_logit_rms_drift": (
         "ln(RMS of the output logits at the last probe / at step 0): the output scale's drift",
         _logit_drift,
+    ),
+    "log_resid_growth_drift": (
+        "ln(the stream's growth across the blocks at the last probe / at step 0), the growth "
+        "of the residual RMS that training brings",
+        _resid_growth_drift,
     ),
     "norm_weight_mean": ("mean |gain| of the norms after training", _summary("norm_weight_mean")),
     "log_grad_ratio": ("ln(‖∇‖ of the last block / the first), at init", _log_ratio),
