@@ -37,6 +37,9 @@ class BatchNorm(nn.Module):
     # The models pass the padding mask to every norm module that says it takes one: its
     # statistics span tokens, so padding must stay out of them (normlab.models.layers).
     takes_mask = True
+    # True: normalize with the running statistics in train mode too and leave them as they are
+    # (frozen BatchNorm, as when fine-tuning): the same norm without batch noise.
+    frozen = False
 
     def __init__(
         self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, *,
@@ -106,12 +109,13 @@ class BatchNorm(nn.Module):
                 f"causal BatchNorm needs (B, T, ..., C) inputs with T <= max_positions="
                 f"{self.max_positions}, got shape {tuple(x.shape)}"
             )
-        if self.causal and not self.training:  # each position as training normalized it
+        batch = self.training and not self.frozen
+        if self.causal and not batch:  # each position as training normalized it
             t = x.shape[1]
             xt = x.to(s).reshape(x.shape[0], t, -1, self.num_features)  # (B, T, G, C)
             rm, rv = (buf[:t].to(s).unsqueeze(1) for buf in self._prefix_buffers())  # (T, 1, C)
             xc, var = xt - rm, rv
-        elif not self.training:
+        elif not batch:
             xc, var = xs - self.running_mean.to(s), self.running_var.to(s)
         elif self.causal:
             xc, var = self._causal_stats(x.to(s), mask)

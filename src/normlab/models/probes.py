@@ -25,6 +25,8 @@ class Probes:
     - ``branch_ratio[sublayer][i]`` (``"attn"``, ``"mlp"``): Var f / Var(x + f) of block ``i``,
       where f is what the sublayer adds to its skip x (α·x under DeepNorm): the share of the
       sum that comes from the branch (Liu et al. 2020's amplification; over all tokens);
+    - ``sum_rms[sublayer][i]``: RMS of that sum x + f, the LayerNorm's input under Post-LN and
+      DeepNorm (whose growth early in training DeepNet's argument rests on; over all tokens);
 
     and, read at :meth:`collect` after ``backward()`` (before ``zero_grad``):
 
@@ -46,6 +48,7 @@ class Probes:
         self._massive: list[Tensor | None] = [None] * n
         self._out_rms: Tensor | None = None
         self._ratio: dict[str, list[Tensor | None]] = {"attn": [None] * n, "mlp": [None] * n}
+        self._sum: dict[str, list[Tensor | None]] = {"attn": [None] * n, "mlp": [None] * n}
         self._handles = [model.lm_head.register_forward_hook(self._head_hook)]
         for i, block in enumerate(model.blocks):
             self._handles.append(block.register_forward_hook(self._block_hook(i)))
@@ -72,8 +75,10 @@ class Probes:
         @torch.no_grad()
         def hook(is_attn: bool, skip: Tensor, added: Tensor) -> None:
             f = added.detach().float()
-            total = (skip.detach().float() + f).var()
-            self._ratio["attn" if is_attn else "mlp"][i] = f.var() / total.clamp_min(1e-30)
+            h = skip.detach().float() + f
+            key = "attn" if is_attn else "mlp"
+            self._ratio[key][i] = f.var() / h.var().clamp_min(1e-30)
+            self._sum[key][i] = h.pow(2).mean().sqrt()
 
         return hook
 
@@ -111,6 +116,7 @@ class Probes:
             "massive": _floats(self._massive),
             "logit_rms": None if self._out_rms is None else self._out_rms.item(),
             "branch_ratio": {k: _floats(v) for k, v in self._ratio.items()},
+            "sum_rms": {k: _floats(v) for k, v in self._sum.items()},
         }
 
     def remove(self) -> None:

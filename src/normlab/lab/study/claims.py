@@ -27,6 +27,9 @@ class Claim:
     plots: tuple[str, ...] = ("loss", "seeds")
     # (label, rule): what must hold in the same setting for the claim to be testable there
     controls: tuple[tuple[str, Any], ...] = ()
+    # Why the design cannot test the claim as its source states it (a recipe the lab cannot run
+    # within budget): the verdict is then "not testable here" whatever the runs show.
+    not_testable: str = ""
 
     @property
     def arms(self) -> tuple[str, ...]:
@@ -57,10 +60,14 @@ def decide_all(study, results: Results, plateau_h: float, timings: dict | None =
 
 
 def by_design(study, claim: Claim, v: Verdict) -> Verdict:
-    """``v``, or "not testable here" where ``study`` runs too few seeds for any interval of a
+    """``v``, or "not testable here" where the claim says why its design cannot test it
+    (``Claim.not_testable``) or where ``study`` runs too few seeds for any interval of a
     part of ``claim`` (``Study.without_interval``) and nothing decided it: no outcome of its
     runs could, which "inconclusive" (more of the same would decide it) would hide. Seeds
     missing from a run directory leave a claim inconclusive: the design could decide it."""
+    if claim.not_testable:
+        why = f"{claim.not_testable} (its own result, not decided on: {v.why})"
+        return dataclasses.replace(v, status=Word.NOT_TESTABLE, why=why)
     if v.status != Word.INCONCLUSIVE or not study.without_interval(claim):
         return v
     n = min(study.seeds(a) for a in claim.rule.arms())

@@ -224,6 +224,59 @@ def _log_update_early(res: dict, matrix: str | None) -> float | None:
     return _finite(math.log(max(early))) if early else None
 
 
+FIRST_STEPS = 20  # DeepNet's blow-up: the model update and the LayerNorm inputs, steps 1 … 20
+
+
+def _first_steps(res: dict) -> tuple[dict, list[dict]] | None:
+    """The probe at init and those at steps 1 … ``FIRST_STEPS`` (None: a run without them)."""
+    probes = res.get("probes") or {}
+    early = [p for t, p in probes.items() if 0 < int(t) <= FIRST_STEPS]
+    if res.get("status") != "ok" or "0" not in probes or not early:
+        return None
+    return probes["0"], early
+
+
+def _log_update_first(res: dict, matrix: str | None) -> float | None:
+    """ln of the largest model update RMS(F(θ_t) − F(θ_0)) over the probes at steps 1 … 20."""
+    got = _first_steps(res)
+    vals = [p.get("output_change") for p in got[1]] if got else []
+    vals = [v for v in vals if isinstance(v, int | float) and v > 0]
+    return _finite(math.log(max(vals))) if vals else None
+
+
+def _ln_input(p: dict) -> float:
+    """The mean RMS of the residual sums x + f over every sublayer of every block."""
+    return statistics.fmean(_values(p["sum_rms"], "attn") + _values(p["sum_rms"], "mlp"))
+
+
+def _log_ln_input_growth_first(res: dict, matrix: str | None) -> float | None:
+    """ln(the largest mean LayerNorm input RMS over steps 1 … 20 / the one at init)."""
+    got = _first_steps(res)
+    if got is None:
+        return None
+    try:
+        return _finite(math.log(max(_ln_input(p) for p in got[1]) / _ln_input(got[0])))
+    except _MISSING:
+        return None
+
+
+MATCHED_TRAIN_LOSS = 1.75  # nats/byte: a training loss every small-corpus arm passes (block 0)
+
+
+def _gap_at_matched_train_loss(res: dict, matrix: str | None) -> float | None:
+    """val − train loss where the training loss (eval mode, on the training bytes) first reaches
+    ``MATCHED_TRAIN_LOSS``, linear between the validations around it: the gap at equal fit."""
+    evals = [e for e in res.get("evals") or [] if "train_loss" in e]
+    if res.get("status") != "ok":
+        return None
+    for a, b in zip(evals, evals[1:], strict=False):
+        ta, tb = a["train_loss"], b["train_loss"]
+        if ta > MATCHED_TRAIN_LOSS >= tb:
+            w = (ta - MATCHED_TRAIN_LOSS) / (ta - tb)
+            return _finite(a["val_loss"] + w * (b["val_loss"] - a["val_loss"]) - MATCHED_TRAIN_LOSS)
+    return None
+
+
 def _block_drop_mean(res: dict, matrix: str | None) -> float | None:
     drops = res.get("summary", {}).get("block_drop_loss") if res.get("status") == "ok" else None
     if not drops or any(not isinstance(v, int | float) for v in drops):
@@ -242,6 +295,22 @@ ON_DEMAND_MEASURES = {
         f"ln of the largest model update RMS(F(x, θ_t) − F(x, θ_0)) of the output logits on the "
         f"probe batch, over the probes at steps 1 … {UPDATE_WINDOW} (DeepNet's update bound)",
         _log_update_early,
+    ),
+    "log_update_first20": (
+        f"ln of the largest model update RMS(F(x, θ_t) − F(x, θ_0)) of the output logits on the "
+        f"probe batch over steps 1 … {FIRST_STEPS} (DeepNet's blow-up is in the first steps)",
+        _log_update_first,
+    ),
+    "log_ln_input_growth_first20": (
+        f"ln(largest mean RMS of the LayerNorm inputs x + f over steps 1 … {FIRST_STEPS} / at "
+        "init; the residual sums, the LayerNorm's input under Post-LN and DeepNorm)",
+        _log_ln_input_growth_first,
+    ),
+    "gap_at_matched_train_loss": (
+        f"val − train loss where the loss on the training bytes first reaches "
+        f"{MATCHED_TRAIN_LOSS:g} nats/byte (eval mode, linear between validations; needs "
+        "train_slice and eval_interval): the gap at equal fit",
+        _gap_at_matched_train_loss,
     ),
     "block_drop_mean": (
         "mean over blocks of the validation loss increase when that one block is skipped (needs "

@@ -44,7 +44,7 @@ def _field(key: str, cls: type) -> tuple[dataclasses.Field, Any]:
     raise AssertionError(key)
 
 
-_CLAIM_KEYS = ("name", "statement", "source", "plots", "rule", "controls")
+_CLAIM_KEYS = ("name", "statement", "source", "plots", "rule", "controls", "not_testable")
 _CONTROL_KEYS = ("arm", "any", "expect", "margin")
 _CONTROL_EXAMPLE = '[{arm = "pre-L24", expect = "trains"}]'
 _CLAIM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # it names the report's plot files
@@ -136,6 +136,8 @@ class ClaimLoader(Checks):
         rule = self.rule(kind, d, path, arms, {})
         if "controls" in d:
             kw["controls"] = self.controls(d["controls"], _at(path, "controls"), arms, rule.seeds)
+        if "not_testable" in d:
+            kw["not_testable"] = self.string(d["not_testable"], _at(path, "not_testable"))
         return Claim(name, statement, source, rule, **kw)
 
     def controls(self, v: Any, path: str, arms: list[str], seeds: int) -> tuple:

@@ -33,6 +33,7 @@ _KEYED_UNLESS = {
     "eval_serving": False,
     "block_drop_batches": 0,
     "train_slice": 0,
+    "freeze_norm_stats": 0,
     "grad_accum": 1,
     "eval_lengths": [],
 }

@@ -118,8 +118,14 @@ class TrainConfig:
         0,
         help="Train on the first this many bytes of the training split only (0 = all of it): a "
         "small corpus seen for many epochs. The run then also reports its loss on those bytes "
-        "(summary ``final_train_loss``, eval mode, as many sequences as validation), so the "
-        "train–validation gap can be read.",
+        "(summary ``final_train_loss``, eval mode, as many sequences as validation; and "
+        "``train_loss`` in every validation's record), so the train–validation gap can be read, "
+        "at the end and along the curve.",
+    )
+    freeze_norm_stats: int = setting(
+        0,
+        help="After this many steps the BatchNorm layers normalize with their running statistics "
+        "in training too, no longer updated (0 = never): the same norm without batch noise.",
     )
     probe_batches: int = setting(
         1,
@@ -196,6 +202,7 @@ class TrainConfig:
             "eval_sequences",
             "block_drop_batches",
             "train_slice",
+            "freeze_norm_stats",
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from normlab.batchnorm import BatchNorm
 from normlab.lab.train.config import TrainConfig
 from normlab.lab.train.data import Corpus, RandomBatches, fixed_batches, validation_set
 from normlab.lab.train.device import (  # noqa: F401 (DEVICES, PRECISIONS: re-exported)
@@ -187,6 +188,8 @@ class Trainer:
                 self._validate(res, model, val, step, on_eval)
             if step == cfg.steps:
                 break
+            if cfg.freeze_norm_stats and step == max(cfg.freeze_norm_stats, start):
+                _freeze_batchnorms(raw)
             x, y = (t.to(dev, non_blocking=True) for t in next(batches))
             lr = cfg.lr_at(step)
             for g in opt.param_groups:
@@ -336,6 +339,8 @@ class Trainer:
     @torch.no_grad()
     def _evaluate(self, model: nn.Module, batches: list, step: int) -> dict[str, Any]:
         out = {"step": step, "val_loss": self._mean_loss(model, batches, train_mode=False)}
+        if self.cfg.train_slice:  # the gap along the curve, at equal training loss
+            out["train_loss"] = self._train_split_loss(model, len(batches))
         if self.cfg.eval_train_mode:
             out["val_loss_train_mode"] = self._mean_loss(model, batches, train_mode=True)
         return out
@@ -418,6 +423,13 @@ class Trainer:
             "precision": self.cfg.precision,
             "wall_s": wall_s,
         }
+
+
+def _freeze_batchnorms(model: nn.Module) -> None:
+    """From now on every BatchNorm of ``model`` normalizes with its running statistics, frozen."""
+    for m in model.modules():
+        if isinstance(m, BatchNorm):
+            m.frozen = True
 
 
 def adamw(params, cfg: TrainConfig) -> torch.optim.AdamW:
