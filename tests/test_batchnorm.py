@@ -172,3 +172,20 @@ def test_a_sequences_output_depends_on_its_batch_mates_in_train_mode_only(causal
     bn.eval()
     torch.testing.assert_close(bn(x)[0], bn(other)[0])
     torch.testing.assert_close(ln(x)[0], ln(other)[0])
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_frozen_normalizes_with_the_running_statistics_in_train_mode_and_leaves_them(causal):
+    torch.manual_seed(0)
+    bn = BatchNorm(6, causal=causal, max_positions=5 if causal else None)
+    for _ in range(3):  # running statistics away from their init
+        bn(torch.randn(4, 5, 6) * 3 + 1)
+    x = torch.randn(2, 5, 6)
+    want = bn.eval()(x)
+    state = {k: v.clone() for k, v in bn.state_dict().items()}
+    bn.train().frozen = True
+    got = bn(x)
+    torch.testing.assert_close(got, want)
+    assert all(torch.equal(state[k], v) for k, v in bn.state_dict().items())  # not updated
+    # Without batch noise: a sequence's output does not depend on its batch-mates.
+    torch.testing.assert_close(bn(x[:1]), got[:1])

@@ -257,3 +257,12 @@ def test_a_claim_its_study_runs_too_few_seeds_for_is_not_testable_by_design():
         rule = Contrast(((1, "p", "final_val_loss"),), ">0", 0.0, n, trim=0.5)
         object.__setattr__(study, "claims", (Claim("m", "p is positive", "t", rule),))
         assert decide_all(study, {"p": arm(*[1.0] * n)}, 3.0)[0][1].status == want
+
+
+def test_a_claim_that_says_why_its_design_cannot_test_it_is_not_testable_whatever_it_shows():
+    why = "the source compares each arm at its best learning rate"
+    one = Claim("one", "p trains", "t", Trains("p", seeds=3), not_testable=why)
+    study = Study("s", "", (), ())
+    object.__setattr__(study, "claims", (one,))
+    v = decide_all(study, {"p": arm(1.0, 1.1, 0.9)}, 3.0)[0][1]  # it would hold
+    assert v.status == Word.NOT_TESTABLE and v.why.startswith(why) and "not decided on" in v.why

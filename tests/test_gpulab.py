@@ -57,6 +57,7 @@ def test_a_cpu_fp32_run_keys_as_before_device_and_precision_existed():
     # fields added since
     later = ("threads", "device", "precision", "norm_weight_decay", "eval_serving")
     later += ("block_drop_batches", "train_slice", "grad_accum", "eval_lengths")
+    later += ("freeze_norm_stats",)
     d = {k: v for k, v in cfg.to_dict().items() if k not in later}
     blob = json.dumps({"config": d, "corpus": "abc"}, sort_keys=True)
     assert run_key(cfg, "abc") == hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -154,3 +154,38 @@ def test_block_drop_and_generalization_gap_read_the_summary():
     assert drop(run(), None) is None and gap(run(), None) is None  # not asked for: no value
     r["status"] = "diverged"
     assert drop(r, None) is None and gap(r, None) is None
+
+
+def test_deepnets_measures_read_steps_1_to_20_against_init():
+    update, grows = (MEASURES[k][1] for k in ("log_update_first20", "log_ln_input_growth_first20"))
+    sums = lambda a, m: {"sum_rms": {"attn": a, "mlp": m}}  # noqa: E731
+    r = run(s0=sums([1.0, 1.0], [1.0, 1.0]),
+            s1={"output_change": 2.0} | sums([2.0, 2.0], [2.0, 2.0]),
+            s20={"output_change": 3.0} | sums([1.0, 3.0], [1.0, 3.0]),
+            s25={"output_change": 9.0} | sums([9.0, 9.0], [9.0, 9.0]))  # fmt: skip
+    assert update(r, None) == pytest.approx(math.log(3))  # step 25 is past the window
+    assert grows(r, None) == pytest.approx(math.log(2))  # the mean over every sublayer
+    assert update(run(s0={}, s25={"output_change": 9.0}), None) is None  # nothing in 1 … 20
+    assert grows(run(s1=sums([2.0], [2.0])), None) is None  # no reference at init
+    assert grows(run(s0=sums([None], [1.0]), s1=sums([2.0], [2.0])), None) is None
+
+
+def test_the_gap_at_matched_training_loss_interpolates_where_the_fit_first_reaches_the_bar():
+    from normlab.lab.study.measures import MATCHED_TRAIN_LOSS as L
+
+    gap = MEASURES["gap_at_matched_train_loss"][1]
+    r = run()
+    r["evals"] = [{"step": 50, "train_loss": L + 0.5, "val_loss": L + 0.6},
+                  {"step": 100, "train_loss": L - 0.5, "val_loss": L + 0.2},
+                  {"step": 150, "train_loss": L + 0.1, "val_loss": L + 0.9}]  # fmt: skip
+    assert gap(r, None) == pytest.approx(0.4)  # half-way: val L + 0.4 at train L
+    r["evals"] = r["evals"][:1]  # never reached: no value, rather than the gap at another fit
+    assert gap(r, None) is None
+    assert gap(run(), None) is None
+
+
+def test_the_streams_growth_during_training_is_end_over_init():
+    drift = MEASURES["log_resid_growth_drift"][1]
+    r = run(s0={"residual_rms": [1.0, 2.0]}, s200={"residual_rms": [1.0, 6.0]})
+    assert drift(r, None) == pytest.approx(math.log(3))
+    assert drift(run(s200={"residual_rms": [1.0, 6.0]}), None) is None

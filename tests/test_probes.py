@@ -53,7 +53,7 @@ def test_collect_schema_is_plain_json():
         stats = probes.collect()
     assert set(stats) == {
         "grad_norm", "grad_norm_block", "residual_rms", "residual_cos", "attn_logit_max",
-        "massive", "logit_rms", "branch_ratio",
+        "massive", "logit_rms", "branch_ratio", "sum_rms",
     }  # fmt: skip
     assert set(stats["grad_norm"]) == {
         "attn.wq",
@@ -64,9 +64,11 @@ def test_collect_schema_is_plain_json():
         "mlp.w_out",
     }
     assert all(len(v) == 3 for v in stats["grad_norm"].values())
-    assert {k: len(v) for k, v in stats["branch_ratio"].items()} == {"attn": 3, "mlp": 3}
+    for d in ("branch_ratio", "sum_rms"):
+        assert {k: len(v) for k, v in stats[d].items()} == {"attn": 3, "mlp": 3}
     assert all(0 < x < 1 for v in stats["branch_ratio"].values() for x in v)
-    lists = {k: v for k, v in stats.items() if k not in ("grad_norm", "logit_rms", "branch_ratio")}
+    per_sublayer = ("branch_ratio", "sum_rms")
+    lists = {k: v for k, v in stats.items() if k not in ("grad_norm", "logit_rms", *per_sublayer)}
     assert {k: len(v) for k, v in lists.items()} == {
         "grad_norm_block": 3,
         "residual_rms": 3,
@@ -75,7 +77,7 @@ def test_collect_schema_is_plain_json():
         "massive": 3,
     }
     assert empty["logit_rms"] is None and type(stats["logit_rms"]) is float
-    flat = [x for d in ("grad_norm", "branch_ratio") for v in stats[d].values() for x in v]
+    flat = [x for d in ("grad_norm", *per_sublayer) for v in stats[d].values() for x in v]
     flat += [x for v in lists.values() for x in v]
     assert all(type(x) is float for x in flat)
     assert json.loads(json.dumps(stats)) == stats
@@ -142,3 +144,21 @@ def test_layernorm_scaling_scales_each_input_norm_by_one_over_root_depth():
     assert not torch.allclose(scaled(_tokens()), plain(_tokens()))
     with pytest.raises(ValueError, match="depth_scaled_norm"):
         TransformerConfig(32, 16, 2, 2, placement="post", depth_scaled_norm=True)
+
+
+@pytest.mark.parametrize("placement", ["post", "deepnorm"])
+def test_sum_rms_is_the_rms_of_each_post_norms_input(placement):
+    model = _model(n_layers=2, placement=placement)
+    seen = {}
+    for i, b in enumerate(model.blocks):
+        for key in ("attn", "mlp"):  # x = N(α·x + F(x)): the norm gets the sum (fused: residual=)
+            norm = getattr(b, f"{key}_norm_out")
+            norm.register_forward_hook(
+                lambda m, a, kw, o, k=(key, i): seen.__setitem__(k, o[1].pow(2).mean().sqrt()),
+                with_kwargs=True,
+            )
+    with Probes(model) as probes:
+        model(_tokens())
+        stats = probes.collect()
+    for (key, i), rms in seen.items():
+        assert stats["sum_rms"][key][i] == pytest.approx(rms.item(), rel=1e-5)

@@ -540,3 +540,15 @@ def test_any_and_measured_controls():
     assert label == "gains moved" and measured == Contrast(
         ((1.0, "rmsnorm", "norm_weight_mean"),), ">0", 0.05, 3
     )
+
+
+def test_a_claims_not_testable_reason_is_read_and_must_be_a_sentence(tmp_path):
+    p = load_builtin("paper")
+    claims = {c.name: c for c in p.claims}
+    assert "best learning rate" in claims["deepnorm-beats-pre"].not_testable
+    assert not claims["final-norm-needed"].not_testable
+    src = (Path(spec.__file__).parent / "specs" / "smoke.toml").read_text()
+    bad = src.replace("[[claims]]\n", "[[claims]]\nnot_testable = 3\n", 1)
+    (tmp_path / "bad.toml").write_text(bad)
+    with pytest.raises(spec.SpecError, match=r"not_testable.*expected a non-empty string"):
+        spec.load_spec(tmp_path / "bad.toml")

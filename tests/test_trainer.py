@@ -241,6 +241,29 @@ def test_train_slice_trains_on_the_first_bytes_and_reports_their_loss(corpus):
     assert "final_train_loss" not in train(tiny(steps=2), corpus).summary
     with pytest.raises(ValueError, match="train_slice"):
         tiny(train_slice=16)
+    # Along the curve: every validation also reads the training bytes' loss (at equal fit).
+    curve = train(cfg.replace(eval_interval=50), corpus).evals
+    assert [e["step"] for e in curve] == [50, 100] and all("train_loss" in e for e in curve)
+    assert curve[-1]["train_loss"] == pytest.approx(s["final_train_loss"])
+    assert "train_loss" not in train(tiny(steps=4, eval_interval=2), corpus).evals[0]
+
+
+def test_freeze_norm_stats_trains_batchnorm_on_its_running_statistics_from_that_step(corpus):
+    from normlab import BatchNorm
+
+    cfg = tiny(steps=6, model={"norm": "batchnorm"}, freeze_norm_stats=3)
+    t = Trainer(cfg, corpus)
+    seen = []
+    res = t.run(on_step=lambda step, rec: seen.append(
+        (step, [m.frozen for m in t.model.modules() if isinstance(m, BatchNorm)])))  # fmt: skip
+    assert res.status == "ok"
+    assert all(not any(f) for s, f in seen if s < 3) and all(all(f) for s, f in seen if s >= 3)
+    stats = [m.running_mean.clone() for m in t.model.modules() if isinstance(m, BatchNorm)]
+    t.model.train()(next(t.train_batches())[0])  # frozen: a train-mode pass leaves them as they are
+    assert all(torch.equal(a, m.running_mean) for a, m in zip(stats, (
+        m for m in t.model.modules() if isinstance(m, BatchNorm)), strict=True))  # fmt: skip
+    with pytest.raises(ValueError, match="freeze_norm_stats"):
+        tiny(freeze_norm_stats=-1)
 
 
 def test_gradient_accumulation_is_the_whole_batch_for_layernorm_not_for_batchnorm(corpus):
