@@ -10,10 +10,12 @@ from __future__ import annotations
 import os
 import re
 import string
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from normlab.lab.errors import UsageError
+from normlab.lab.reading import bounded_int
 
 # ---- names
 
@@ -81,6 +83,7 @@ MAX_ARMS = 10_000  # arms of a study, grids expanded
 MAX_RUNS = 100_000  # arms x seeds
 MAX_STEPS = 10_000_000  # a run's optimizer steps
 MAX_ROWS = 1 << 20  # normlab numerics --rows
+MAX_THREADS = 1024  # torch threads: a million would be started before any work
 
 
 def check_bound(what: str, value: int, bound: int) -> None:
@@ -89,6 +92,38 @@ def check_bound(what: str, value: int, bound: int) -> None:
         raise UsageError(
             f"{what}: {value:,} is more than the {bound:,} the lab allows ({value / bound:.3g}x)"
         )
+
+
+def check_threads(n: int, what: str = "threads") -> int:
+    """``n`` if it is a thread count the lab allows (0: torch's own); else a UsageError."""
+    try:
+        return bounded_int(0, MAX_THREADS)(n)
+    except ValueError as e:
+        raise UsageError(f"{what}: {e}") from None
+
+
+def set_threads(n: int, what: str = "threads") -> int:
+    """Torch's intra-op threads set to ``n`` (0: left as they are), checked first
+    (:func:`check_threads`); the Numba kernels follow torch's count. Returns the count before."""
+    import torch
+
+    check_threads(n, what)
+    before = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    return before
+
+
+@contextmanager
+def using_threads(n: int) -> Iterator[None]:
+    """Torch's threads set to ``n`` (:func:`set_threads`) inside the block, restored after."""
+    import torch
+
+    before = set_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def machine_memory(device: str = "cpu") -> int | None:

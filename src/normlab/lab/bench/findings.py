@@ -25,6 +25,7 @@ import torch
 from normlab.lab.bench import comm, ratio, work
 from normlab.lab.common import UsageError, out_dir
 from normlab.lab.io import write_file
+from normlab.lab.limits import set_threads
 from normlab.lab.render import md_table
 from normlab.lab.verdict.finding import Finding, Part
 
@@ -174,9 +175,8 @@ def run_findings(options: FindingsOptions, log=print) -> Path:
     bad = [k for k in o.kinds if k not in KINDS] + [i for i in o.impls if i not in ratio.IMPLS]
     if bad or not o.kinds:
         raise UsageError(f"findings: unknown {bad}; kinds {list(KINDS)}, impls {ratio.IMPLS}")
+    set_threads(o.threads)
     out = out_dir(o.out)
-    if o.threads:
-        torch.set_num_threads(o.threads)
     verdicts, files = [], []
     if "ratio" in o.kinds:
         verdicts += decide_ratio(o, log)

@@ -26,8 +26,9 @@ from pathlib import Path
 
 import torch
 
-from normlab.lab.common import UsageError, non_negative_int, out_dir, positive_int
+from normlab.lab.common import UsageError, out_dir, positive_int
 from normlab.lab.io import write_file
+from normlab.lab.limits import set_threads
 from normlab.lab.render import md_table
 
 SHAPES = ((8192, 4096), (32768, 1024), (4096, 8192), (1024, 64), (1024, 256))
@@ -285,14 +286,10 @@ class BenchOptions:
 def _check(options: BenchOptions) -> None:
     """A :class:`UsageError` for an option value the bench cannot run."""
     o = options
-    for what, check, value in [
-        ("repeat", positive_int, o.repeat),
-        ("threads", non_negative_int, o.threads),
-    ]:
-        try:
-            check(value)
-        except ValueError as e:
-            raise UsageError(f"{what}: {e}") from None
+    try:
+        positive_int(o.repeat)
+    except ValueError as e:
+        raise UsageError(f"repeat: {e}") from None
     for what, got, known in [
         ("device", (o.device,), ("cpu", "cuda")),
         ("ops", o.ops, OPS),
@@ -311,14 +308,13 @@ def run_bench(options: BenchOptions) -> Path:
 
     o = options
     _check(o)
+    set_threads(o.threads)  # checked before the output directory is created
     if o.device == "cuda" and not torch.cuda.is_available():
         raise NoDevice(
             f"--device cuda: no CUDA device here (torch {torch.__version__}, "
             "torch.cuda.is_available() is False)"
         )
     out = out_dir(o.out)  # before the timings, not after them
-    if o.threads:
-        torch.set_num_threads(o.threads)
     backend = "triton" if o.device == "cuda" else "numba"
     shapes = tuple(o.shapes) if o.shapes else (QUICK_SHAPES if o.quick else SHAPES)
     repeat = min(o.repeat, 3) if o.quick else o.repeat

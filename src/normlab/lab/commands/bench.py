@@ -8,10 +8,10 @@ from normlab.lab.bench.findings import KINDS, FindingsOptions, run_findings
 from normlab.lab.bench.ratio import IMPLS, ROUNDS, SIZES
 from normlab.lab.bench.runner import DTYPES, OPS, BenchOptions, parse_shape, run_bench
 from normlab.lab.commands import arg_type, int_in
+from normlab.lab.limits import MAX_THREADS
 
 _DEFAULT = BenchOptions()
 SHAPE = arg_type(parse_shape, "MxN")
-MAX_THREADS = 1024  # torch would start a million threads before anything is timed
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -9,10 +9,11 @@ import sys
 from pathlib import Path
 
 from normlab.lab.commands import SEED_BLOCK, int_in
+from normlab.lab.limits import MAX_THREADS
 from normlab.lab.study.runner import Interrupted, StudyOptions
 from normlab.lab.train.device import DEVICES, PRECISIONS
 
-MAX_WORKERS = 1024  # processes or threads: a million would be started before any run
+MAX_WORKERS = 1024  # processes: a million would be started before any run
 
 
 def add_spec(group, help_: str) -> None:
@@ -55,7 +56,7 @@ def add_run_options(p: argparse.ArgumentParser, *, out: str, listed: str) -> Non
     )
     p.add_argument(
         "--threads",
-        type=int_in(0, MAX_WORKERS),
+        type=int_in(0, MAX_THREADS),
         default=0,
         help="torch threads of every run; 0 = what the run's model width pays for (1 up to "
         "d=512), within its worker's share of the CPUs",

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import torch
 
 from normlab import reference
+from normlab.lab.limits import using_threads
 from normlab.lab.numerics import eps as eps_findings
 from normlab.lab.numerics import stability
 from normlab.lab.numerics.measuring import (
@@ -183,15 +184,11 @@ def decide_all(seeds: int = SEEDS, names=None, progress: bool = False) -> list[d
 
     wanted = [n for n in FINDINGS if names is None or n in names]
     out: dict[str, dict] = {}
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # thousands of tiny ops: thread barriers cost more than the work
-    try:
+    with using_threads(1):  # thousands of tiny ops: thread barriers cost more than the work
         groups = [(g, fn) for g, fn in GROUPS if set(g) & set(wanted)]
         for _, fn in tqdm(groups, desc="findings", disable=not progress, leave=False):
             for name, (values, record) in fn(range(seeds)).items():
                 verdict = FINDINGS[name].decide(values, means=_summary(record))
                 verdict["record"] = record
                 out[name] = verdict
-    finally:
-        torch.set_num_threads(threads)
     return [out[n] for n in wanted]

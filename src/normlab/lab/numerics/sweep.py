@@ -32,7 +32,7 @@ from torch import Tensor
 
 from normlab.kernels import registry
 from normlab.lab.common import UsageError, out_dir, positive_int
-from normlab.lab.limits import check_rows
+from normlab.lab.limits import check_rows, using_threads
 from normlab.lab.numerics.metrics import error_metrics
 from normlab.lab.numerics.naive import forward, naive_layer_norm, naive_rms_norm, truth_of
 from normlab.reference import CASTINGS
@@ -282,16 +282,12 @@ def sweep(
     records = []
     # Thousands of small ops: with intra-op threads each one pays a thread barrier, which on a
     # busy machine costs far more than the op itself.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with using_threads(1):
         for case in tqdm(cases, desc="numerics", unit="case", disable=quiet, leave=False):
             inputs = make_inputs(case, device)
             for op in ("rms_norm", "layer_norm"):
                 truth = truth_of(op, *inputs, case.eps)
                 records += [measure(i, case, inputs, truth) for i in impls if i.op == op]
-    finally:
-        torch.set_num_threads(threads)
     return NumericsResult(records, avail, skipped, asdict(grid), device, time.perf_counter() - t0)
 
 

@@ -179,14 +179,13 @@ _WORKER: dict[str, Any] = {}
 def _init_worker(
     data_path, sha256: str, threads: int, queue, driver_pid: int, gpu_ids=None
 ) -> None:
-    claim_gpu(gpu_ids)
-    import torch
-
+    claim_gpu(gpu_ids)  # before torch is imported (set_threads imports it)
+    from normlab.lab.limits import set_threads
     from normlab.lab.train.data import load_corpus
 
     die_with(driver_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
-    torch.set_num_threads(threads)
+    set_threads(threads)
     corpus = load_corpus(data_path)
     if corpus.sha256 != sha256:
         raise RuntimeError("the data file changed while the study ran")

@@ -23,6 +23,7 @@ from typing import Any
 
 from normlab.lab.common import UsageError, importable
 from normlab.lab.io import set_aside, write_file
+from normlab.lab.limits import check_threads
 from normlab.lab.study.claims import Claim, Verdict, decide_all
 from normlab.lab.study.design import SEED_STRIDE, Run, Study
 from normlab.lab.study.provenance import record
@@ -71,8 +72,9 @@ class StudyOptions:
                     "--tensorboard needs the tensorboard package: pip install tensorboard "
                     '(or "normlab[lab]")'
                 )
-        if self.workers < 0 or self.threads < 0:
-            raise UsageError(f"workers and threads >= 0, got {self.workers}, {self.threads}")
+        if self.workers < 0:
+            raise UsageError(f"workers: expected an int >= 0, got {self.workers}")
+        check_threads(self.threads)
 
 
 @dataclass

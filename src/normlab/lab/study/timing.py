@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from normlab.lab.limits import set_threads
 from normlab.lab.train.data import Corpus, RandomBatches
 from normlab.lab.train.trainer import TrainConfig, adamw, autocast, concrete_device
 from normlab.models import Transformer, param_groups
@@ -142,8 +143,7 @@ def time_arms(
     on_round: Callable[[], None] | None = None,
 ) -> dict[str, dict[str, list[float]]]:
     """``arm -> {"step_ms", "norm_ms", "torch_norm_ms": one value per round}``."""
-    if threads:
-        torch.set_num_threads(threads)
+    set_threads(threads)
     arms = {name: _Arm(cfg, corpus) for name, cfg in configs.items()}
     calls = {n: (a.norm_calls(False), a.norm_calls(True)) for n, a in arms.items()}
     out = {n: {"step_ms": [], "norm_ms": [], "torch_norm_ms": []} for n in arms}

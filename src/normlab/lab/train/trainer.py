@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from normlab.batchnorm import BatchNorm
+from normlab.lab.limits import set_threads
 from normlab.lab.train.config import TrainConfig
 from normlab.lab.train.data import Corpus, RandomBatches, fixed_batches, validation_set
 from normlab.lab.train.device import (  # noqa: F401 (DEVICES, PRECISIONS: re-exported)
@@ -159,8 +160,7 @@ class Trainer:
         self, on_step: StepCallback | None = None, on_eval: EvalCallback | None = None
     ) -> RunResult:
         cfg = self.cfg
-        if cfg.threads:
-            torch.set_num_threads(cfg.threads)
+        set_threads(cfg.threads)
         t_start, cpu_start = time.perf_counter(), time.process_time()
         self.model = model = self.build_model()
         raw = getattr(model, "module", model)  # the unwrapped model (norm timers, probes)
