@@ -277,3 +277,18 @@ def test_the_readme_and_every_study_report_link_to_the_table():
     assert "docs/claims.md" in (ROOT / "README.md").read_text()
     for report in {r["report"].partition("#")[0] for r in CAT.reports.values()}:
         assert "(claims.md)" in (DOCS / report).read_text(), report
+
+
+def test_a_later_rounds_directory_replaces_the_rows_it_ran_again(tmp_path):
+    from normlab.lab.study.coverage import published
+
+    def write(where, *rows):
+        rows = [{"name": n, "verdict": v} for n, v in rows]
+        (tmp_path / "data" / where).mkdir(parents=True)
+        doc = {"preset": "paper", "claims": rows}
+        (tmp_path / "data" / where / "claims.json").write_text(json.dumps(doc))
+
+    write("paper", ("a", "holds"), ("b", "inconclusive"))
+    write("paper-round3", ("b", "does not hold"))  # sorts before "paper/" as a path
+    got = {n: c["verdict"] for n, c in published(tmp_path)["paper"].items()}
+    assert got == {"a": "holds", "b": "does not hold"}

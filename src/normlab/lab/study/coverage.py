@@ -119,12 +119,20 @@ def load() -> Catalogue:
     )
 
 
+def data_dirs(docs: Path) -> list[tuple[Path, dict]]:
+    """Every published study as (its directory, its claims.json), each preset's own directory
+    first: a directory named otherwise (``data/paper-round3``) holds claims of that preset run
+    again on their own, on a fresh seed block, and its rows replace the preset's."""
+    paths = (docs / "data").glob("*/claims.json")
+    found = [(p.parent, json.loads(p.read_text("utf-8"))) for p in paths]
+    return sorted(found, key=lambda t: (t[1]["preset"], t[0].name != t[1]["preset"], t[0].name))
+
+
 def published(docs: Path) -> dict[str, dict[str, dict]]:
     """Every published study's verdicts: preset -> claim name -> its entry of claims.json."""
-    out = {}
-    for path in sorted((docs / "data").glob("*/claims.json")):
-        data = json.loads(path.read_text("utf-8"))
-        out[data["preset"]] = {c["name"]: c for c in data["claims"]}
+    out: dict[str, dict[str, dict]] = {}
+    for _, data in data_dirs(docs):
+        out.setdefault(data["preset"], {}).update({c["name"]: c for c in data["claims"]})
     return out
 
 

@@ -56,11 +56,13 @@ def _section_of(cat) -> dict[str, str]:
 
 
 def _designs(docs: Path, pub) -> dict[str, dict]:
-    """Per published preset, claim name -> the rule that decided it (parsed once a page)."""
-    return {
-        preset: {c.name: c.rule for c in published_design(docs, preset).claims}
-        for preset in pub.claims
-    }
+    """Per published preset, claim name -> the rule that decided it (parsed once a page), a
+    later round's design over the preset's as ``coverage.published`` takes its rows."""
+    out: dict[str, dict] = {}
+    for where, data in coverage.data_dirs(docs):
+        rules = {c.name: c.rule for c in published_design(docs, where.name).claims}
+        out.setdefault(data["preset"], {}).update(rules)
+    return out
 
 
 def forest_effects(docs: Path) -> list[Effect]:
