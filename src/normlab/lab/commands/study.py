@@ -1,10 +1,11 @@
 """``normlab study``: a built-in preset or a user's spec file through the study's runner
-(``normlab.lab.study.runner``), then the reports."""
+(``normlab.lab.study.runner``), then the reports; or a mode that prints or writes and exits
+(``--print-spec``, ``--compare``, ``--coverage``, ``--redecide``, ``--list``, ``--size-seeds``),
+each the work of a module of ``normlab.lab.study``."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from normlab.lab.commands.options import (
@@ -76,22 +77,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from normlab.lab.common import load_data
-    from normlab.lab.io import hold
+    from normlab.lab.errors import UsageError
     from normlab.lab.limits import check_study
-    from normlab.lab.study import results, spec
+    from normlab.lab.study import compare, pilot, redecide, results, spec
     from normlab.lab.study.plan import format_plan
-    from normlab.lab.study.runner import run_study, summary, write_reports
 
     if args.print_spec:
         print(spec.builtin_text(args.print_spec), end="")
         return 0
     if args.compare:
-        return _compare(args.compare)
+        return compare.main(args.compare)
     if args.coverage:
         return results.main(args.coverage)
     if args.redecide:
-        return _redecide(args)
+        if args.overrides or args.preset:
+            raise UsageError("--redecide reads the spec and its --set overrides from study.json")
+        out = Path(args.redecide)
+        return redecide.main(out, args.spec, args.device, args.precision, args.quiet)
     # A spec is checked whole here, before anything runs or is written.
     sets = args.overrides
     if args.spec:
@@ -105,7 +107,16 @@ def run(args: argparse.Namespace) -> int:
         print(format_plan(study, args.seed, how, workers=args.workers, threads=args.threads))
         return 0
     if args.size_seeds:
-        return _size_seeds(study, args.size_seeds)
+        return pilot.main(study, args.size_seeds)
+    return _train(study, args)
+
+
+def _train(study, args: argparse.Namespace) -> int:
+    """The study trained and decided, its reports written and summed up."""
+    from normlab.lab.common import load_data
+    from normlab.lab.io import hold
+    from normlab.lab.study.runner import run_study, summary, write_reports
+
     options = study_options(args)
     with hold(options.out, "study"):  # one process per output directory, before any work
         corpus = load_data(args.data)
@@ -118,69 +129,3 @@ def run(args: argparse.Namespace) -> int:
         print(summary(result, options.out))
     report_failed(result.failed)
     return result.exit_code
-
-
-def _redecide(args: argparse.Namespace) -> int:
-    from normlab.lab.common import UsageError
-    from normlab.lab.study.redecide import redecide
-    from normlab.lab.study.runner import summary, write_reports
-
-    if args.overrides or args.preset:
-        raise UsageError("--redecide reads the spec and its --set overrides from study.json")
-    out = Path(args.redecide)
-    result = redecide(out, spec_file=args.spec, device=args.device, precision=args.precision)
-    write_reports(result, out)
-    if not args.quiet:
-        print(summary(result, out))
-    if result.failed:
-        print(f"runs missing from {out / 'results.jsonl'}: {result.failed}", file=sys.stderr)
-    return result.exit_code
-
-
-def _compare(dirs: list[str]) -> int:
-    from normlab.lab.common import UsageError
-    from normlab.lab.study.compare import markdown
-
-    for d in dirs:
-        _check_claims_json(Path(d) / "claims.json")
-    try:
-        print(markdown([Path(d) for d in dirs]), end="")
-    except (OSError, ValueError, KeyError) as e:
-        raise UsageError(f"--compare: {e}") from e
-    return 0
-
-
-def _check_claims_json(path: Path) -> None:
-    """A ``claims.json`` given to ``--compare``, read bounded (nesting, finite numbers) before
-    the comparison reads it, its strings without control characters and its claims' names and
-    verdicts one short line each: they are copied into the comparison's Markdown."""
-    from normlab.lab.common import UsageError
-    from normlab.lab.reading import check_strings, check_text, read_json
-
-    if not path.is_file():
-        return  # the comparison names the missing file
-    doc = check_strings(read_json(path, f"--compare: {path}"), f"--compare: {path}")
-    claims = doc.get("claims") if isinstance(doc, dict) else None
-    for i, c in enumerate(claims if isinstance(claims, list) else []):
-        for key in ("name", "verdict"):
-            v = c.get(key) if isinstance(c, dict) else None
-            if isinstance(v, str):
-                try:
-                    check_text(v, f"claims[{i}].{key}", 200, newlines=False)
-                except ValueError as e:
-                    raise UsageError(f"--compare: {path}: {e}") from None
-
-
-def _size_seeds(study, pilot_dir: str) -> int:
-    from normlab.lab.common import UsageError
-    from normlab.lab.reading import read_json
-    from normlab.lab.study.pilot import format_plans, size_seeds
-
-    path = Path(pilot_dir) / "claims.json"
-    pilot = read_json(path, f"--size-seeds {pilot_dir}: {path}")  # bounded: depth, finite
-    if not isinstance(pilot, dict) or not isinstance(pilot.get("claims"), list):
-        raise UsageError(f"--size-seeds {pilot_dir}: {path} is not a study's claims.json")
-    cap = 16
-    print(f"seeds per claim from the pilot {path} (seed block {pilot.get('seed_block')}):")
-    print(format_plans(size_seeds(study, pilot, cap), cap))
-    return 0

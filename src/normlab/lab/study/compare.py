@@ -8,11 +8,12 @@ which init they ran under.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
+from normlab.lab.errors import UsageError
+from normlab.lab.reading import check_strings, check_text, read_json
 from normlab.lab.render import md_table
 from normlab.lab.verdict import Estimate
 
@@ -29,19 +30,30 @@ def base_name(name: str) -> str:
 
 def load(dirs: list[Path]) -> list[dict[str, Any]]:
     """Each study's ``claims.json``, with the study's label (its preset and seed block)."""
+    paths = [Path(d) / "claims.json" for d in dirs]
+    # Every file read first, so that a hostile string is named before another file's flaws.
+    docs = [_read(path) if path.is_file() else None for path in paths]
     out = []
-    for d in dirs:
-        path = Path(d) / "claims.json"
-        if not path.is_file():
+    for d, path, doc in zip(dirs, paths, docs, strict=True):
+        if doc is None:
             raise FileNotFoundError(f"{path}: no claims.json (is {d} a study's output directory?)")
-        try:
-            doc = json.loads(path.read_text("utf-8"))
-        except ValueError as e:  # not JSON, or not UTF-8
-            raise ValueError(f"{path}: not JSON ({e})") from None
         _check(doc, path)
         doc["label"] = f"{doc['preset']} (--seed {doc.get('seed_block', 0)})"
         out.append(doc)
     return out
+
+
+def _read(path: Path) -> Any:
+    """``path`` read bounded (nesting, finite numbers), its strings without control characters
+    and its claims' names and verdicts one short line each: they are copied into the Markdown."""
+    doc = check_strings(read_json(path, str(path)), str(path))
+    claims = doc.get("claims") if isinstance(doc, dict) else None
+    for i, c in enumerate(claims if isinstance(claims, list) else []):
+        for key in ("name", "verdict"):
+            v = c.get(key) if isinstance(c, dict) else None
+            if isinstance(v, str):
+                check_text(v, f"{path}: claims[{i}].{key}", 200, newlines=False)
+    return doc
 
 
 def _check(doc: Any, path: Path) -> None:
@@ -155,3 +167,12 @@ def markdown(dirs: list[Path]) -> str:
     if changes:
         text += "\nSign changes:\n\n" + "\n".join(changes) + "\n"
     return text
+
+
+def main(dirs: list[str]) -> int:
+    """``normlab study --compare DIR...``: the comparison printed as Markdown."""
+    try:
+        print(markdown([Path(d) for d in dirs]), end="")
+    except (OSError, ValueError, KeyError) as e:
+        raise UsageError(f"--compare: {e}") from e
+    return 0

@@ -7,15 +7,16 @@ spec ``study.json`` stores (``provenance``: the design that ran, never today's p
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from normlab.lab.common import UsageError
+from normlab.lab.errors import UsageError
 from normlab.lab.study.claims import decide_all
 from normlab.lab.study.design import Study
 from normlab.lab.study.provenance import run_with, study_of
-from normlab.lab.study.runner import StudyResult
+from normlab.lab.study.runner import StudyResult, summary, write_reports
 
 
 def load_meta(out: Path) -> dict:
@@ -77,3 +78,17 @@ def redecide(
     now = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     shown = {**meta, "decided_again": now, "decided_with": design}
     return StudyResult(study, results, verdicts, shown, missing)
+
+
+def main(
+    out: Path, spec_file: str | None, device: str | None, precision: str | None, quiet: bool
+) -> int:
+    """``normlab study --redecide DIR``: :func:`redecide`, then ``claims.json`` and the reports
+    rewritten and the claim table printed; 1 if runs are missing from ``results.jsonl``."""
+    result = redecide(out, spec_file=spec_file, device=device, precision=precision)
+    write_reports(result, out)
+    if not quiet:
+        print(summary(result, out))
+    if result.failed:
+        print(f"runs missing from {out / 'results.jsonl'}: {result.failed}", file=sys.stderr)
+    return result.exit_code
