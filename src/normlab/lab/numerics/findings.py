@@ -1,256 +1,194 @@
-"""The generated "what this shows" of ``normlab numerics`` and the FP32-statistics guarantee.
+"""The articles' statements about precision, decided: ``normlab numerics``'s findings.
 
-Every sentence is computed from the records, so a run where the naive code does not fail says so
-instead of repeating the articles' claim.
+Each statement is a :class:`~normlab.lab.verdict.finding.Finding` whose rules are fixed in code,
+before any measurement; its measure draws the inputs (one repetition = one seeded draw of
+``ROWS`` rows of ``HIDDEN``, :mod:`normlab.lab.numerics.measuring`) and computes every part's
+value per draw, and :func:`decide_all` decides them. The findings live by family: 000 §7's
+stability (:mod:`~normlab.lab.numerics.stability`), the small eps
+(:mod:`~normlab.lab.numerics.eps`), and here FP32 statistics and 001's sphere.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+import math
+from collections.abc import Callable
 
 import torch
 
-FAIL_REL = 0.1  # a 10 % relative error in some output counts as visibly wrong
-OPS = {"rms_norm": "RMSNorm", "layer_norm": "LayerNorm"}
-DTYPE_SHORT = {"float16": "FP16", "bfloat16": "BF16", "float32": "FP32"}
-GUARANTEED_CASTINGS = ("llama", "gemma", "")  # "" is LayerNorm, which has one cast order
-FP32_SLACK_ULP = 4.0  # FP32 outputs: row_ulp within the reference's + this (see guarantee)
+from normlab import reference
+from normlab.lab.limits import using_threads
+from normlab.lab.numerics import eps as eps_findings
+from normlab.lab.numerics import stability
+from normlab.lab.numerics.measuring import (
+    EPS,
+    FACTOR_2,
+    FP32_STATS,
+    HIDDEN,
+    LOW,
+    NAIVE,
+    OPS,
+    ROWS,
+    SCALES,
+    capped_error,
+    draw,
+    run,
+    threshold,
+)
+from normlab.lab.verdict.finding import Finding, Part
+
+__all__ = ["FINDINGS", "ROWS", "HIDDEN", "SEEDS", "decide_all", "threshold"]
+
+SEEDS = 8  # input draws per finding
+
+# --------------------------------------------------------------------------------------------
+# the statements and their rules, fixed before the runs
+
+FP32_NEEDED = Finding(
+    "fp32-statistics-needed",
+    "Under FP16/BF16 the statistics must be computed in FP32.",
+    "000 §7.1, 001",
+    tuple(
+        (
+            f"{name} {short}",
+            Part(
+                "log10(E_naive / E_fp32), E = the worst forward max relative error over "
+                f"input scales {', '.join(f'{s:g}' for s in SCALES)} (inf/NaN or "
+                "flushed outputs count as 1)",
+                ">0",
+                FACTOR_2,
+            ),
+        )
+        for name in OPS.values()
+        for short in LOW.values()
+    ),
+)
+
+SPHERE = Finding(
+    "rmsnorm-on-sphere",
+    "Before its gain, RMSNorm's output lies on the sphere of radius √d; with eps a "
+    "little inside it.",
+    "001",
+    (
+        (
+            "on the sphere",
+            Part(
+                f"max over rows of |‖x̂‖/√d − 1|, FP32, ordinary rows of scale 1, eps={EPS:g}",
+                "≈0",
+                1e-3,
+            ),
+        ),
+        (
+            "inside with eps",
+            Part(
+                f"mean over rows of 1 − ‖x̂‖/√d, FP32, rows with mean(x²) = 100·eps (eps={EPS:g})",
+                ">0",
+                1e-3,
+            ),
+        ),
+    ),
+)
+
+FINDINGS: dict[str, Finding] = {
+    f.name: f
+    for f in (
+        stability.MORE_STABLE,
+        *eps_findings.FINDINGS,
+        FP32_NEEDED,
+        stability.STABLE,
+        SPHERE,
+    )
+}
+
+# --------------------------------------------------------------------------------------------
+# measurement
 
 
-def fmt(v: float | None) -> str:
-    return "–" if v is None else f"{v:.1e}" if v and (v >= 1e4 or v < 1e-2) else f"{v:.3g}"
+def _fp32_stats(seeds: range, record: dict) -> dict[str, list[float]]:
+    vals: dict[str, list[float]] = {p: [] for p, _ in FINDINGS["fp32-statistics-needed"].parts}
+    curves: dict[str, list[list[float]]] = {}
+    for s in seeds:
+        for op, name in OPS.items():
+            for dt, short in LOW.items():
+                worst = {}
+                for impl, fns in (("naive", NAIVE), ("FP32 statistics", FP32_STATS)):
+                    errs = [
+                        capped_error(run(fns[op], op, draw(s, getattr(torch, dt), sc), EPS)["y"])
+                        for sc in SCALES
+                    ]
+                    worst[impl] = max(errs)
+                    record.setdefault(f"{name} {short} {impl} worst error", []).append(max(errs))
+                    c = curves.setdefault(f"{name} {short} {impl}", [[] for _ in SCALES])
+                    for i, e in enumerate(errs):
+                        c[i].append(e)
+                ratio = worst["naive"] / worst["FP32 statistics"]
+                vals[f"{name} {short}"].append(math.log10(ratio))
+    record["scales"] = list(SCALES)
+    record["curves"] = {k: [max(v) for v in c] for k, c in curves.items()}
+    return vals
 
 
-def max_of(vals: Iterable[float | None]) -> float | None:
-    vals = [v for v in vals if v is not None]
-    return max(vals) if vals else None
+def _sphere(seeds: range, record: dict) -> dict[str, list[float]]:
+    vals: dict[str, list[float]] = {"on the sphere": [], "inside with eps": []}
+    d = HIDDEN
+    for s in seeds:
+        x, *_ = draw(s, torch.float32)
+        r = reference.rms_norm(x, None, EPS).norm(dim=-1) / math.sqrt(d)
+        vals["on the sphere"].append(float((r - 1).abs().max()))
+        ms = x.double().pow(2).mean(-1, keepdim=True)
+        small = (x.double() * torch.sqrt(100 * EPS / ms)).float()  # mean(x²) = 100·eps
+        r = reference.rms_norm(small, None, EPS).norm(dim=-1).double() / math.sqrt(d)
+        vals["inside with eps"].append(float((1 - r).mean()))
+    record["predicted 1 − ‖x̂‖/√d at mean(x²) = 100·eps"] = 1 - math.sqrt(100 / 101)
+    return vals
 
 
-def failure(m: dict | None) -> str | None:
-    """Why metrics ``m`` count as a visible failure, or None."""
-    if m is None:
-        return None
-    if m["nonfinite"]:
-        return f"{m['nonfinite']} inf/NaN outputs"
-    if m["zeroed"]:
-        return f"{m['zeroed']} outputs flushed to 0"
-    if m["max_rel"] is not None and m["max_rel"] >= FAIL_REL:
-        return f"max relative error {fmt(m['max_rel'])}"
-    return None
+Measure = Callable[[range], dict[str, tuple[dict[str, list[float]], dict]]]
 
 
-def _list(vals: Iterable[float]) -> str:
-    return ", ".join(f"{v:g}" for v in vals)
+def _alone(name: str, fn: Callable[[range, dict], dict[str, list[float]]]) -> Measure:
+    """A measure of one finding as a group's: ``seeds -> {name: (values, record)}``."""
+
+    def measure(seeds: range) -> dict:
+        record: dict = {}
+        return {name: (fn(seeds, record), record)}
+
+    return measure
 
 
-def case_key(r: dict) -> tuple:
-    return (r["dtype"], r["scale"], r["hidden"], r["shape"], r["eps"], r["rows"])
+# Each group of findings is measured in one pass (the small-eps findings share their runs).
+GROUPS: tuple[tuple[tuple[str, ...], Measure], ...] = (
+    *(((n,), _alone(n, fn)) for n, fn in stability.MEASURES.items()),
+    (tuple(f.name for f in eps_findings.FINDINGS), eps_findings.measure),
+    ((FP32_NEEDED.name,), _alone(FP32_NEEDED.name, _fp32_stats)),
+    ((SPHERE.name,), _alone(SPHERE.name, _sphere)),
+)
 
 
-def _where(r: dict) -> str:
-    return f"{r['dtype']} scale={r['scale']:g} N={r['hidden']} {r['shape']} eps={r['eps']:g}"
-
-
-def select(records, *, op, impl=None, dtype=None, axis=None, shape=None) -> list[dict]:
-    out = [
-        r
-        for r in records
-        if r["op"] == op
-        and (impl is None or r["impl"] == impl)
-        and (dtype is None or r["dtype"] == dtype)
-        and (axis is None or axis in r["axes"])
-        and (shape is None or r["shape"] == shape)
-    ]
+def _summary(record: dict) -> dict:
+    """What a verdict shows beside its parts: means of the per-draw raw numbers."""
+    out = {}
+    for k, v in record.items():
+        numbers = isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v)
+        if numbers and k not in ("eps", "scales"):
+            out[f"mean {k}"] = sum(v) / len(v)
+        elif isinstance(v, float):
+            out[k] = v
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# the guarantee: normlab's FP32-statistics backends never overflow and are within 1 ulp of the
-# reference with the same cast order
+def decide_all(seeds: int = SEEDS, names=None, progress: bool = False) -> list[dict]:
+    """Measure and decide every finding (or those ``names``), in ``FINDINGS``' order; each dict
+    is the verdict with the raw values per draw (``values``) and what its plot needs
+    (``record``)."""
+    from tqdm.auto import tqdm
 
-
-@dataclass
-class Guarantee:
-    checked: list[str]  # "RMSNorm numba/llama", ...
-    violations: list[str]
-    n: int  # records checked
-    fp32_strict_misses: list[str]  # FP32 records over reference + 1 ulp but within the slack
-
-
-def guarantee(result) -> Guarantee:
-    """Check every normlab backend (not the naive code, not torch's ops) with casting
-    llama/gemma, and LayerNorm, against the reference with the same cast order.
-
-    A record passes when its forward output has no inf/NaN where the truth is representable and
-    its error is at most the reference's + 1 ulp, in FP16/BF16 both as ``row_ulp`` (ulps at the
-    row's scale) and elementwise ``max_ulp``. In FP32 output the statistics are no more precise
-    than the output, so two correct FP32 implementations differ by their summation order and
-    ``rsqrt`` rounding: a few ulps at the row's scale (a blocked sum: +0.9; ``1/sqrt``: +1.5),
-    and thousands of elementwise ulps at outputs that cancel to ~0 in ``x̂·w + b``. There
-    ``row_ulp`` may exceed the reference's by ``FP32_SLACK_ULP``; misses of the strict +1 are
-    listed, not failed.
-    """
-    ref = {
-        (case_key(r), r["op"], r["casting"]): r
-        for r in result.records
-        if r["backend"] == "reference"
-    }
-    g = Guarantee([], [], 0, [])
-    for r in result.records:
-        if r["backend"] in ("naive", "torch") or r["casting"] not in GUARANTEED_CASTINGS:
-            continue
-        g.checked.append(f"{OPS[r['op']]} {r['impl']}")
-        g.n += 1
-        name = f"{OPS[r['op']]} {r['impl']} at {_where(r)}"
-        if r["error"]:
-            g.violations.append(f"{name}: raised {r['error']}")
-            continue
-        m, m0 = r["y"], ref[(case_key(r), r["op"], r["casting"])]["y"]
-        if m["nonfinite"]:
-            g.violations.append(f"{name}: {m['nonfinite']} inf/NaN where the truth is finite")
-        fp32 = r["dtype"] == "float32"
-        for k in ("row_ulp",) if fp32 else ("row_ulp", "max_ulp"):
-            got, bound = m[k] or 0.0, (m0[k] or 0.0) + 1
-            msg = f"{name}: {k} {got:.2f} > reference {bound - 1:.2f} + 1"
-            if got > bound + (FP32_SLACK_ULP - 1 if fp32 else 0):
-                g.violations.append(msg)
-            elif got > bound:
-                g.fp32_strict_misses.append(msg)
-    g.checked = sorted(set(g.checked))
-    return g
-
-
-# --------------------------------------------------------------------------------------------
-# generated findings
-
-
-def _naive_scale_finding(records, op: str, dtype: str) -> str:
-    rows = sorted(
-        select(records, op=op, impl="naive", dtype=dtype, axis="scale"), key=lambda r: r["scale"]
-    )
-    name = f"Naive {DTYPE_SHORT[dtype]} {OPS[op]}"
-    if not rows:
-        return f"{name}: not measured in this run."
-    # the reference with the cast order closest to the naive one (llama for RMSNorm)
-    ref_impl = "reference/llama" if op == "rms_norm" else "reference"
-    refs = {r["scale"]: r for r in select(records, op=op, impl=ref_impl, dtype=dtype, axis="scale")}
-    bad = [(r, failure(r.get("y"))) for r in rows if failure(r.get("y"))]
-    inf = [r for r in rows if r.get("y") and r["y"]["nonfinite"]]
-    worst = max(rows, key=lambda r: (r.get("y") or {}).get("max_rel") or 0.0)
-    if not bad:
-        return (
-            f"{name} does not visibly fail anywhere in the scale sweep "
-            f"({rows[0]['scale']:g} … {rows[-1]['scale']:g}): its worst max relative error "
-            f"is {fmt(worst['y']['max_rel'])} (at scale {worst['scale']:g})."
-        )
-    large = [(r, why) for r, why in bad if r["scale"] >= 1.0]
-    small = [r for r, _ in bad if r["scale"] < 1.0]
-    n_large = sum(x["scale"] >= 1.0 for x in rows)
-    if large:
-        r, why = large[0]
-        ref = refs.get(r["scale"])
-        ref_err = fmt(ref["y"]["max_rel"]) if ref and ref.get("y") else "–"
-        text = (
-            f"{name} first visibly fails at input scale {r['scale']:g} ({why}), where the "
-            f"FP32-statistics reference's max relative error is {ref_err}; it is wrong at "
-            f"{len(large)} of the {n_large} scales ≥ 1."
-        )
-    else:
-        text = f"{name} does not visibly fail at any scale ≥ 1 ({n_large} measured)."
-    if small:
-        text += f" At small scales it fails at {_list(x['scale'] for x in small)} ({bad[0][1]})."
-    if inf:
-        text += f" Its forward pass returns inf/NaN first at scale {inf[0]['scale']:g}."
-    elif large:
-        text += " It never returns inf/NaN in the forward pass: the overflow shows as wrong "
-        text += "finite outputs instead."
-    dx_inf = [x for x in rows if x.get("dx") and x["dx"]["nonfinite"]]
-    if dx_inf:
-        text += f" Its dx has inf/NaN at scales {_list(x['scale'] for x in dx_inf)}."
-    return text
-
-
-def _guarantee_finding(result) -> str:
-    g = guarantee(result)
-    if not g.n:
-        return "No normlab backend was checked against the FP32-statistics guarantee."
-    if g.violations:
-        return (
-            f"The guarantee FAILS in {len(g.violations)} of {g.n} checks, e.g. {g.violations[0]}."
-        )
-    text = (
-        f"Guarantee holds for {', '.join(g.checked)} ({g.n} checks): no inf/NaN where the "
-        "float64 truth is representable, and forward error within the same-cast-order "
-        "FP32-statistics reference's + 1 ulp in FP16/BF16"
-    )
-    if not g.fp32_strict_misses:
-        return text + " and FP32."
-    return (
-        text + f"; in FP32 within + {FP32_SLACK_ULP:g} ulp, with {len(g.fp32_strict_misses)} "
-        f"case(s) over + 1 ulp, e.g. {g.fp32_strict_misses[0]}."
-    )
-
-
-def _eps_finding(records, op: str) -> str | None:
-    rows = select(records, op=op, impl="naive", dtype="float32", axis="eps", shape="near_zero")
-    rows = sorted((r for r in rows if r.get("dx")), key=lambda r: r["eps"])
-    if len(rows) < 2:
-        return None
-    lo, hi = rows[0], rows[-1]
-    text = (
-        f"{OPS[op]} on near-zero rows: the true max |dx| grows from "
-        f"{fmt(hi['dx']['truth_max_abs'])} at eps={hi['eps']:g} to "
-        f"{fmt(lo['dx']['truth_max_abs'])} at eps={lo['eps']:g}."
-    )
-    h16 = sorted(
-        select(records, op=op, impl="naive", dtype="float16", axis="eps", shape="near_zero"),
-        key=lambda r: r["eps"],
-    )
-    over = [r for r in h16 if r.get("dx") and r["dx"]["unrepresentable"]]
-    if over:
-        text += (
-            f" In FP16 some true dx exceed {torch.finfo(torch.float16).max:g} "
-            f"for eps ≤ {max(r['eps'] for r in over):g}."
-        )
-    broke = [r for r in h16 if failure(r.get("y")) or (r.get("dx") and r["dx"]["nonfinite"])]
-    if broke:
-        r = broke[0]
-        why = failure(r.get("y")) or f"{r['dx']['nonfinite']} inf/NaN in dx"
-        text += (
-            f" Naive FP16 fails on these rows at eps = {_list(x['eps'] for x in broke)} "
-            f"(at eps={r['eps']:g}: {why})."
-        )
-    elif h16:
-        text += " Naive FP16 stays finite and within 10 % on these rows at every eps."
-    return text
-
-
-def _torch_finding(result) -> str | None:
-    parts = []
-    for op in OPS:
-        mine = [r for r in result.records if r["op"] == op and r["backend"] == "torch"]
-        if not mine:
-            continue
-        refs = [r for r in result.records if r["op"] == op and r["backend"] == "reference"]
-        worst = max((r for r in mine if r.get("y")), key=lambda r: r["y"]["row_ulp"] or 0.0)
-        worst_ref = max_of(r["y"]["row_ulp"] for r in refs if r.get("y"))
-        bad = sum(1 for r in mine if r["error"] or failure(r.get("y")))
-        dx_inf = sum(r["dx"]["nonfinite"] for r in mine if r.get("dx"))
-        parts.append(
-            f"{OPS[op]} worst forward error {fmt(worst['y']['row_ulp'])} ulp at the row's scale "
-            f"({worst['dtype']} {worst['shape']} rows, scale {worst['scale']:g}; normlab "
-            f"reference worst {fmt(worst_ref)}), {bad} visibly failing cases, {dx_inf} inf/NaN "
-            "in dx where the truth is representable"
-        )
-    return ("PyTorch's own ops: " + "; ".join(parts) + ".") if parts else None
-
-
-def findings(result) -> list[str]:
-    """The generated "what this shows" bullets."""
-    out = [_naive_scale_finding(result.records, op, "float16") for op in OPS]
-    out += [_naive_scale_finding(result.records, op, "bfloat16") for op in OPS]
-    out.append(_guarantee_finding(result))
-    out += [t for t in (_eps_finding(result.records, op) for op in OPS) if t]
-    t = _torch_finding(result)
-    return out + ([t] if t else [])
+    wanted = [n for n in FINDINGS if names is None or n in names]
+    out: dict[str, dict] = {}
+    with using_threads(1):  # thousands of tiny ops: thread barriers cost more than the work
+        groups = [(g, fn) for g, fn in GROUPS if set(g) & set(wanted)]
+        for _, fn in tqdm(groups, desc="findings", disable=not progress, leave=False):
+            for name, (values, record) in fn(range(seeds)).items():
+                verdict = FINDINGS[name].decide(values, means=_summary(record))
+                verdict["record"] = record
+                out[name] = verdict
+    return [out[n] for n in wanted]

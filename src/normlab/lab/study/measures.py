@@ -13,6 +13,8 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+from normlab.lab.study.early import EARLY_MEASURES
+
 # What H is, as the rule texts say it.
 H_TEXT = (
     "H = the unigram cross-entropy of the validation bytes under the training bytes' "
@@ -210,56 +212,6 @@ END_MEASURES = {
     ),
 }
 
-UPDATE_WINDOW = 100  # DeepNet's early training: the model update is read over these first steps
-
-
-def _log_update_early(res: dict, matrix: str | None) -> float | None:
-    """ln of the largest model update ‖F(θ_t) − F(θ_0)‖ (RMS over the probe batches' logits)
-    among the probes at steps 1 … ``UPDATE_WINDOW``."""
-    probes = res.get("probes") or {}
-    if res.get("status") != "ok" or "0" not in probes:
-        return None
-    early = [p.get("output_change") for t, p in probes.items() if 0 < int(t) <= UPDATE_WINDOW]
-    early = [v for v in early if isinstance(v, int | float) and v > 0]
-    return _finite(math.log(max(early))) if early else None
-
-
-FIRST_STEPS = 20  # DeepNet's blow-up: the model update and the LayerNorm inputs, steps 1 … 20
-
-
-def _first_steps(res: dict) -> tuple[dict, list[dict]] | None:
-    """The probe at init and those at steps 1 … ``FIRST_STEPS`` (None: a run without them)."""
-    probes = res.get("probes") or {}
-    early = [p for t, p in probes.items() if 0 < int(t) <= FIRST_STEPS]
-    if res.get("status") != "ok" or "0" not in probes or not early:
-        return None
-    return probes["0"], early
-
-
-def _log_update_first(res: dict, matrix: str | None) -> float | None:
-    """ln of the largest model update RMS(F(θ_t) − F(θ_0)) over the probes at steps 1 … 20."""
-    got = _first_steps(res)
-    vals = [p.get("output_change") for p in got[1]] if got else []
-    vals = [v for v in vals if isinstance(v, int | float) and v > 0]
-    return _finite(math.log(max(vals))) if vals else None
-
-
-def _ln_input(p: dict) -> float:
-    """The mean RMS of the residual sums x + f over every sublayer of every block."""
-    return statistics.fmean(_values(p["sum_rms"], "attn") + _values(p["sum_rms"], "mlp"))
-
-
-def _log_ln_input_growth_first(res: dict, matrix: str | None) -> float | None:
-    """ln(the largest mean LayerNorm input RMS over steps 1 … 20 / the one at init)."""
-    got = _first_steps(res)
-    if got is None:
-        return None
-    try:
-        return _finite(math.log(max(_ln_input(p) for p in got[1]) / _ln_input(got[0])))
-    except _MISSING:
-        return None
-
-
 MATCHED_TRAIN_LOSS = 1.75  # nats/byte: a training loss every small-corpus arm passes (block 0)
 
 
@@ -288,24 +240,8 @@ def _train_val_gap(res: dict, matrix: str | None) -> float | None:
     return _gap(res, "final_val_loss", "final_train_loss")
 
 
-# Read from what a run computes on demand (TrainConfig.block_drop_batches, train_slice) and from
-# the model update its probes record.
+# Read from what a run computes on demand (TrainConfig.block_drop_batches, train_slice).
 ON_DEMAND_MEASURES = {
-    "log_update_early": (
-        f"ln of the largest model update RMS(F(x, θ_t) − F(x, θ_0)) of the output logits on the "
-        f"probe batch, over the probes at steps 1 … {UPDATE_WINDOW} (DeepNet's update bound)",
-        _log_update_early,
-    ),
-    "log_update_first20": (
-        f"ln of the largest model update RMS(F(x, θ_t) − F(x, θ_0)) of the output logits on the "
-        f"probe batch over steps 1 … {FIRST_STEPS} (DeepNet's blow-up is in the first steps)",
-        _log_update_first,
-    ),
-    "log_ln_input_growth_first20": (
-        f"ln(largest mean RMS of the LayerNorm inputs x + f over steps 1 … {FIRST_STEPS} / at "
-        "init; the residual sums, the LayerNorm's input under Post-LN and DeepNorm)",
-        _log_ln_input_growth_first,
-    ),
     "gap_at_matched_train_loss": (
         f"val − train loss where the loss on the training bytes first reaches "
         f"{MATCHED_TRAIN_LOSS:g} nats/byte (eval mode, linear between validations; needs "
@@ -395,6 +331,7 @@ MEASURES: dict[str, tuple[str, Callable[[dict, str | None], float | None]]] = {
         _branch_ratio("mlp"),
     ),
     **END_MEASURES,
+    **EARLY_MEASURES,
     **ON_DEMAND_MEASURES,
 }
 
