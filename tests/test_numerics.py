@@ -9,8 +9,8 @@ import torch
 
 from normlab import functional, reference
 from normlab.lab.commands import numerics as numerics_command
-from normlab.lab.numerics import findings as nf
 from normlab.lab.numerics import report as numerics_report
+from normlab.lab.numerics import sentences as ns
 from normlab.lab.numerics import sweep as numerics
 from normlab.lab.numerics.metrics import error_metrics, ulp
 
@@ -32,19 +32,19 @@ def _usable(name: str) -> bool:
 
 
 def test_every_usable_backend_ran_and_was_checked(result):
-    g = nf.guarantee(result)
+    g = ns.guarantee(result)
     expected = ["reference"] + [b for b in ("numba", "triton") if _usable(b)]
     print(f"\nbackends measured: {result.backends}; guarantee checked: {g.checked}")
     for be in expected:
         assert be in result.backends
         for name in (f"RMSNorm {be}/llama", f"RMSNorm {be}/gemma", f"LayerNorm {be}"):
             assert name in g.checked
-    n_cases = len({nf.case_key(r) for r in result.records})
+    n_cases = len({ns.case_key(r) for r in result.records})
     assert g.n == n_cases * 3 * len(expected)  # llama, gemma, LayerNorm per backend per case
 
 
 def test_guarantee_holds_on_reduced_sweep(result):
-    g = nf.guarantee(result)
+    g = ns.guarantee(result)
     assert g.n > 0
     assert not g.violations, "\n".join(g.violations[:20])
 
@@ -61,7 +61,7 @@ def test_guarantee_detects_violations(result):
         if r["backend"] == result.backends[-1] and r["dtype"] == "float16" and r["casting"]
     )
     fp16["y"] = dict(fp16["y"], max_ulp=fp16["y"]["max_ulp"] + 1.5)
-    v = nf.guarantee(bad).violations
+    v = ns.guarantee(bad).violations
     assert any("3 inf/NaN" in m for m in v) and any("max_ulp" in m for m in v), v
 
 
@@ -72,16 +72,16 @@ def _first_fp16_failure(result, op):
         if r["op"] == op and r["impl"] == "naive" and r["dtype"] == "float16"
         and "scale" in r["axes"] and r["scale"] >= 1.0
     ]  # fmt: skip
-    bad = sorted(r["scale"] for r in rows if nf.failure(r["y"]))
+    bad = sorted(r["scale"] for r in rows if ns.failure(r["y"]))
     return bad[0] if bad else None
 
 
 def test_naive_fp16_visibly_fails_and_report_says_where(result):
-    firsts = {op: _first_fp16_failure(result, op) for op in nf.OPS}
+    firsts = {op: _first_fp16_failure(result, op) for op in ns.OPS}
     assert any(s is not None for s in firsts.values()), "naive FP16 never failed"
     md = (result.files and open(result.files["md"]).read()) or ""
     for op, s in firsts.items():
-        text = next(f for f in result.findings if f.startswith(f"Naive FP16 {nf.OPS[op]}"))
+        text = next(f for f in result.findings if f.startswith(f"Naive FP16 {ns.OPS[op]}"))
         if s is None:
             assert "does not visibly fail" in text
         else:
@@ -94,14 +94,14 @@ def test_naive_fp16_visibly_fails_and_report_says_where(result):
 def test_report_says_so_when_naive_does_not_fail(result):
     fake = copy.deepcopy(result)
     good = {
-        (nf.case_key(r), r["op"]): r["y"]
+        (ns.case_key(r), r["op"]): r["y"]
         for r in fake.records
         if r["impl"] in ("reference/llama", "reference")
     }
     for r in fake.records:
         if r["impl"] == "naive":
-            r["y"] = good[(nf.case_key(r), r["op"])]
-    texts = [f for f in nf.findings(fake) if f.startswith("Naive FP16")]
+            r["y"] = good[(ns.case_key(r), r["op"])]
+    texts = [f for f in ns.sentences(fake) if f.startswith("Naive FP16")]
     assert len(texts) == 2
     assert all("does not visibly fail" in t and "first visibly fails" not in t for t in texts)
 
@@ -178,7 +178,7 @@ def test_markdown_regenerates_from_the_json(result):
 # --------------------------------------------------------------------------------------------
 # the articles' statements as findings
 
-from normlab.lab.numerics import statements  # noqa: E402
+from normlab.lab.numerics import findings  # noqa: E402
 from normlab.lab.verdict import Word  # noqa: E402
 from normlab.lab.verdict.finding import Finding, Part  # noqa: E402
 
@@ -198,9 +198,9 @@ def synthetic(finding: Finding, holds: bool, n: int = 6) -> dict[str, list[float
     return out
 
 
-@pytest.mark.parametrize("name", list(statements.FINDINGS))
+@pytest.mark.parametrize("name", list(findings.FINDINGS))
 def test_each_finding_rule_decides_synthetic_measurements(name):
-    f = statements.FINDINGS[name]
+    f = findings.FINDINGS[name]
     assert f.decide(synthetic(f, True))["verdict"] == Word.HOLDS
     v = f.decide(synthetic(f, False))
     assert v["verdict"] == Word.DOES_NOT_HOLD
@@ -210,7 +210,7 @@ def test_each_finding_rule_decides_synthetic_measurements(name):
 
 
 def test_one_part_that_does_not_hold_decides_the_finding():
-    f = statements.FINDINGS["rmsnorm-more-stable"]
+    f = findings.FINDINGS["rmsnorm-more-stable"]
     values = synthetic(f, True)
     values["FP16 overflow scale"] = [-0.46, -0.47, -0.45, -0.46]  # the lab's measurement
     v = f.decide(values)
@@ -231,7 +231,7 @@ def test_a_part_failing_only_at_95_percent_is_inconclusive_after_holm():
 
 
 def test_a_part_without_measurement_is_not_testable_here():
-    f = statements.FINDINGS["rmsnorm-on-sphere"]
+    f = findings.FINDINGS["rmsnorm-on-sphere"]
     v = f.decide({}, untestable={"on the sphere": "no FP32 here"})
     assert v["verdict"] == Word.NOT_TESTABLE
     assert v["parts"][0]["why"] == "no FP32 here"
@@ -240,13 +240,13 @@ def test_a_part_without_measurement_is_not_testable_here():
 
 
 def test_threshold_bisects_to_one_percent():
-    assert statements.threshold(lambda s: s > 257.0, 1.0, 6e4, rising=True) == pytest.approx(
+    assert findings.threshold(lambda s: s > 257.0, 1.0, 6e4, rising=True) == pytest.approx(
         257.0, rel=0.011
     )
-    assert statements.threshold(lambda e: e < 6e-4, 1e-12, 1e-2, rising=False) == pytest.approx(
+    assert findings.threshold(lambda e: e < 6e-4, 1e-12, 1e-2, rising=False) == pytest.approx(
         6e-4, rel=0.011
     )
-    assert statements.threshold(lambda s: False, 1.0, 10.0, rising=True) == 10.0  # clamped
+    assert findings.threshold(lambda s: False, 1.0, 10.0, rising=True) == 10.0  # clamped
 
 
 def test_findings_measured_in_the_reduced_run(result):
@@ -254,7 +254,7 @@ def test_findings_measured_in_the_reduced_run(result):
     naive FP16 RMSNorm overflows at a lower input scale than LayerNorm (x² > 65504 at
     |x| > 256, var > 65504 only at a std of 256), and normalized rows lie on the sphere."""
     by = {v["name"]: v for v in result.verdicts}
-    assert list(by) == list(statements.FINDINGS)
+    assert list(by) == list(findings.FINDINGS)
     parts = {p["part"]: p for p in by["rmsnorm-more-stable"]["parts"]}
     assert parts["FP16 overflow scale"]["verdict"] == Word.DOES_NOT_HOLD
     assert 250 < by["rmsnorm-more-stable"]["means"]["mean RMSNorm overflow scale"] < 265
@@ -281,9 +281,9 @@ def test_findings_measured_in_the_reduced_run(result):
 def test_published_findings_follow_from_their_values():
     """docs/numerics-findings.json: every verdict is what today's rule decides on its values."""
     published = json.loads((Path(__file__).parents[1] / "docs/numerics-findings.json").read_text())
-    assert [v["name"] for v in published] == list(statements.FINDINGS)
+    assert [v["name"] for v in published] == list(findings.FINDINGS)
     for v in published:
-        assert statements.FINDINGS[v["name"]].redecide(v) == v
+        assert findings.FINDINGS[v["name"]].redecide(v) == v
 
 
 # --------------------------------------------------------------------------------------------
@@ -296,7 +296,7 @@ from normlab.lab.numerics import measuring, naive, stability  # noqa: E402
 def test_large_mean_rows_are_in_the_measured_grid():
     """Both precisions get a large-mean part, measured on rows far from 0 whose spread is a few
     of the dtype's gaps: not rounded to a constant, and close together next to their mean."""
-    labels = [label for label, _ in statements.FINDINGS["rmsnorm-more-stable"].parts]
+    labels = [label for label, _ in findings.FINDINGS["rmsnorm-more-stable"].parts]
     assert {"FP16 large-mean rows", "BF16 large-mean rows"} <= set(labels)
     assert min(stability.LARGE_MEANS) >= 1e3 and min(stability.SPREADS) >= 2
     for dt in (torch.float16, torch.bfloat16):
@@ -339,7 +339,7 @@ def test_stable_rmsnorm_is_the_articles_code():
 
 
 def test_stable_rmsnorm_finding_compares_the_two_fixes():
-    f = statements.FINDINGS["stable-rmsnorm"]
+    f = findings.FINDINGS["stable-rmsnorm"]
     rules = dict(f.parts)
     assert rules["FP16 overflow: stable vs naive"].expect == ">0"
     assert {rules[k].expect for k in rules if "all-FP32" in k} == {"≈0"}
@@ -374,10 +374,10 @@ def test_decide_all_measures_a_group_once_and_keeps_the_order(monkeypatch):
             for f in eps_findings.FINDINGS
         }
 
-    groups = tuple((g, fake if "small-eps-explodes" in g else None) for g, _ in statements.GROUPS)
-    monkeypatch.setattr(statements, "GROUPS", groups)
+    groups = tuple((g, fake if "small-eps-explodes" in g else None) for g, _ in findings.GROUPS)
+    monkeypatch.setattr(findings, "GROUPS", groups)
     names = ["small-eps-worse-in-bf16", "small-eps-explodes"]
-    out = statements.decide_all(3, names=names)
+    out = findings.decide_all(3, names=names)
     assert len(calls) == 1 and [v["name"] for v in out] == names[::-1]
     assert out[0]["means"] == {"mean x": 2.0}
 

@@ -15,7 +15,7 @@ import pytest
 from normlab.lab.cli import main
 from normlab.lab.study import rules
 from normlab.lab.study.measures import MEASURES
-from normlab.lab.study.rules import ARM, RULES, SEEDS, Context, Single
+from normlab.lab.study.rules import ARM, RULES, SEEDS, Context, OnePartRule
 from normlab.lab.study.spec import SpecError, parse_spec
 from normlab.lab.study.stats import Results, Seeds, Verdict
 from normlab.lab.verdict import Word, decide_rows
@@ -24,7 +24,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "normlab" / "lab"
 
 
 @dataclass(frozen=True)
-class Below(Single):
+class Below(OnePartRule):
     """Toy: ``arm``'s final validation loss is below ``bar``, per seed ``v = bar − loss``."""
 
     arm: str = field(metadata=ARM)
@@ -136,7 +136,7 @@ def _asks_for_a_kind(node: ast.AST, kinds: set[str]) -> bool:
 
 # A kind's own fields and names (those no other kind has): the ``Rule`` protocol's members and
 # the fields every rule kind has are not a kind's.
-PROTOCOL = {*rules.Rule.__annotations__, *vars(rules.Rule), *vars(rules.Single), "arm", "rule"}
+PROTOCOL = {*rules.Rule.__annotations__, *vars(rules.Rule), *vars(rules.OnePartRule), "arm", "rule"}
 OWN = {
     n
     for cls in RULES.values()
@@ -158,7 +158,7 @@ def _probes_a_kind(node: ast.AST) -> bool:
 
 
 def test_nothing_outside_rules_asks_which_kind_a_rule_is():
-    kinds = {cls.__name__ for cls in RULES.values()} | {"Controlled", "Single"}
+    kinds = {cls.__name__ for cls in RULES.values()} | {"Controlled", "OnePartRule"}
     assert kinds <= set(vars(rules))
     assert {"fast", "stable", "terms", "const_h", "formula", "what"} <= OWN
     found = []

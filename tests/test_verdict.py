@@ -11,7 +11,7 @@ from scipy import stats
 from scipy.stats import mstats
 
 from normlab.lab.bench.findings import COMMUNICATION
-from normlab.lab.numerics.statements import FINDINGS
+from normlab.lab.numerics.findings import FINDINGS
 from normlab.lab.study.rules import Context, Contrast
 from normlab.lab.verdict import (
     Estimate,

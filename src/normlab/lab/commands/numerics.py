@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from normlab.lab.commands import POSITIVE_INT, int_in
-from normlab.lab.numerics.statements import SEEDS
+from normlab.lab.numerics.findings import SEEDS
 from normlab.lab.numerics.sweep import REDUCED, Grid, NumericsOptions, run_numerics, summary
 from normlab.lab.reading import printable
 

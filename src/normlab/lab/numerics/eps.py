@@ -1,7 +1,7 @@
 """000 §7.2 / 003 §十一's "a small eps explodes the gradient, worse in mixed precision" as three
 findings: the explosion itself (float64 truth), and "worse" once per low precision, so that FP16
 and BF16 each get their own verdict (they differ: BF16 has FP32's exponent range). The rules are
-fixed here, before any measurement (see :mod:`normlab.lab.numerics.statements`).
+fixed here, before any measurement (see :mod:`normlab.lab.numerics.findings`).
 """
 
 from __future__ import annotations

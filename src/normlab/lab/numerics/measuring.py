@@ -1,6 +1,6 @@
 """What every numerics finding measures with: the seeded input draws, one implementation's errors
 against the float64 truth, and the threshold search. The findings themselves (their rules and
-measures) are in :mod:`normlab.lab.numerics.statements` and the modules it gathers.
+measures) are in :mod:`normlab.lab.numerics.findings` and the modules it gathers.
 
 "naive" is the articles' code, every step in the input dtype; "FP32 statistics" is normlab's
 float32 reference (RMSNorm with LLaMA's cast order, the closest to the naive one).
@@ -15,9 +15,9 @@ import torch
 from torch import Tensor
 
 from normlab import reference
-from normlab.lab.numerics.findings import failure
 from normlab.lab.numerics.metrics import error_metrics
 from normlab.lab.numerics.naive import forward, naive_layer_norm, naive_rms_norm, truth_of
+from normlab.lab.numerics.sentences import failure
 
 OPS = {"rms_norm": "RMSNorm", "layer_norm": "LayerNorm"}
 LOW = {"float16": "FP16", "bfloat16": "BF16"}
@@ -123,7 +123,7 @@ def threshold(fails: Callable[[float], bool], lo: float, hi: float, rising: bool
 def visibly_fails(
     fn: Callable, op: str, seed: int, dtype: torch.dtype, *, scale: float, eps: float, grad: bool
 ) -> bool:
-    """Whether ``fn`` visibly fails (``findings.failure``) on the draw at ``scale``: in ``y``,
+    """Whether ``fn`` visibly fails (``sentences.failure``) on the draw at ``scale``: in ``y``,
     or in ``y`` or ``dx`` when ``grad``."""
     m = run(fn, op, draw(seed, dtype, scale), eps, grad=grad)
     return failure(m["y"]) is not None or (grad and failure(m["dx"]) is not None)

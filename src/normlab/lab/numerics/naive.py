@@ -1,7 +1,7 @@
 """What ``normlab numerics`` runs beside normlab's backends: the articles' code (the naive
 same-dtype versions, 000 §7.1's ``stable_rmsnorm`` and 001's all-FP32 ``rms_norm``), and the
 float64 truth every implementation is scored against. Shared by the sweep and the
-findings (:mod:`normlab.lab.numerics.statements`)."""
+findings (:mod:`normlab.lab.numerics.findings`)."""
 
 from __future__ import annotations
 

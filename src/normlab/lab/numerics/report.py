@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from normlab.lab.numerics.findings import (
+from normlab.lab.numerics.sentences import (
     DTYPE_SHORT,
     FAIL_REL,
     OPS,
@@ -141,7 +141,7 @@ def finding_plots(result) -> dict[str, bytes]:
 
 def _statements_md(result) -> list[str]:
     from normlab.lab.numerics import tables
-    from normlab.lab.numerics.statements import FINDINGS
+    from normlab.lab.numerics.findings import FINDINGS
 
     if not result.verdicts:
         return []
@@ -208,7 +208,7 @@ def document(result):
 def _statements_blocks(result) -> list:
     from normlab.lab import doc as d
     from normlab.lab.numerics import tables
-    from normlab.lab.numerics.statements import FINDINGS
+    from normlab.lab.numerics.findings import FINDINGS
 
     # The rows are written for Markdown (**verdict**): spans, so the HTML shows them bold.
     rows = tables.table_rows(result.verdicts, FINDINGS)

@@ -1,4 +1,5 @@
-"""The generated "what this shows" of ``normlab numerics`` and the FP32-statistics guarantee.
+"""The generated sentences of ``normlab numerics``'s "what this shows", the FP32-statistics
+guarantee, and what they read of the records (``select``, ``failure``, ``fmt``).
 
 Every sentence is computed from the records, so a run where the naive code does not fail says so
 instead of repeating the articles' claim.
@@ -122,10 +123,10 @@ def guarantee(result) -> Guarantee:
 
 
 # --------------------------------------------------------------------------------------------
-# generated findings
+# the sentences
 
 
-def _naive_scale_finding(records, op: str, dtype: str) -> str:
+def _naive_scale_sentence(records, op: str, dtype: str) -> str:
     rows = sorted(
         select(records, op=op, impl="naive", dtype=dtype, axis="scale"), key=lambda r: r["scale"]
     )
@@ -171,7 +172,7 @@ def _naive_scale_finding(records, op: str, dtype: str) -> str:
     return text
 
 
-def _guarantee_finding(result) -> str:
+def _guarantee_sentence(result) -> str:
     g = guarantee(result)
     if not g.n:
         return "No normlab backend was checked against the FP32-statistics guarantee."
@@ -192,7 +193,7 @@ def _guarantee_finding(result) -> str:
     )
 
 
-def _eps_finding(records, op: str) -> str | None:
+def _eps_sentence(records, op: str) -> str | None:
     rows = select(records, op=op, impl="naive", dtype="float32", axis="eps", shape="near_zero")
     rows = sorted((r for r in rows if r.get("dx")), key=lambda r: r["eps"])
     if len(rows) < 2:
@@ -226,7 +227,7 @@ def _eps_finding(records, op: str) -> str | None:
     return text
 
 
-def _torch_finding(result) -> str | None:
+def _torch_sentence(result) -> str | None:
     parts = []
     for op in OPS:
         mine = [r for r in result.records if r["op"] == op and r["backend"] == "torch"]
@@ -246,11 +247,11 @@ def _torch_finding(result) -> str | None:
     return ("PyTorch's own ops: " + "; ".join(parts) + ".") if parts else None
 
 
-def findings(result) -> list[str]:
+def sentences(result) -> list[str]:
     """The generated "what this shows" bullets."""
-    out = [_naive_scale_finding(result.records, op, "float16") for op in OPS]
-    out += [_naive_scale_finding(result.records, op, "bfloat16") for op in OPS]
-    out.append(_guarantee_finding(result))
-    out += [t for t in (_eps_finding(result.records, op) for op in OPS) if t]
-    t = _torch_finding(result)
+    out = [_naive_scale_sentence(result.records, op, "float16") for op in OPS]
+    out += [_naive_scale_sentence(result.records, op, "bfloat16") for op in OPS]
+    out.append(_guarantee_sentence(result))
+    out += [t for t in (_eps_sentence(result.records, op) for op in OPS) if t]
+    t = _torch_sentence(result)
     return out + ([t] if t else [])

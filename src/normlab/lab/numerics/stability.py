@@ -1,6 +1,6 @@
 """000 §7's stability statements as findings: "RMSNorm is numerically more stable because it
 computes no mean" (7.2) and §7.1's ``stable_rmsnorm`` as the fix, against 001's all-FP32 version.
-The rules are fixed here, before any measurement (see :mod:`normlab.lab.numerics.statements`).
+The rules are fixed here, before any measurement (see :mod:`normlab.lab.numerics.findings`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from collections.abc import Callable
 
 import torch
 
-from normlab.lab.numerics.findings import failure
 from normlab.lab.numerics.measuring import (
     EPS,
     FACTOR_2,
@@ -29,6 +28,7 @@ from normlab.lab.numerics.measuring import (
     visibly_fails,
 )
 from normlab.lab.numerics.naive import fp32_rms_norm, stable_rms_norm
+from normlab.lab.numerics.sentences import failure
 from normlab.lab.verdict.finding import Finding, Part
 
 EPS_RANGE = (1e-12, 1e-2)

@@ -251,9 +251,9 @@ class NumericsResult:
     grid: dict
     device: str
     seconds: float
-    findings: list[str] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)  # the sentences (numerics.json's key)
     files: dict[str, str] = field(default_factory=dict)
-    # the articles' statements decided (``statements.decide_all``): one dict per finding
+    # the articles' statements decided (``findings.decide_all``): one dict per finding
     verdicts: list[dict] = field(default_factory=list)
 
 
@@ -324,14 +324,14 @@ def run_numerics(options: NumericsOptions) -> NumericsResult:
     to its path, for the study report to link)."""
     from normlab.lab.io import write_file
     from normlab.lab.numerics import report
-    from normlab.lab.numerics.findings import findings
-    from normlab.lab.numerics.statements import SEEDS, decide_all
+    from normlab.lab.numerics.findings import SEEDS, decide_all
+    from normlab.lab.numerics.sentences import sentences
 
     grid = options.resolved_grid()
     out = out_dir(options.out)
     backends = None if options.backends is None else list(options.backends)
     result = sweep(grid, device=options.device, backends=backends, quiet=options.quiet)
-    result.findings = findings(result)
+    result.findings = sentences(result)
     seeds = options.seeds if options.seeds is not None else 3 if options.reduced else SEEDS
     if seeds < 0:
         raise UsageError(f"seeds: expected an int >= 0, got {seeds}")

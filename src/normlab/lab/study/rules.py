@@ -9,7 +9,7 @@ of the serial phase instead of seeds.
 A new kind of rule is a dataclass here and a row of ``RULES``: the spec loader builds it from its
 fields (a field's ``metadata["spec"]`` names how its TOML value is checked, see ``spec.py``), and
 the report, plots and pilot read it through the ``Rule`` protocol only: a kind says its own
-words (``subject()``, ``formula_words()``, ...), ``Single`` holds what a kind need not say.
+words (``subject()``, ``formula_words()``, ...), ``OnePartRule`` holds what a kind need not say.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class Rule(Protocol):
     def result_words(self, est: Any) -> str | None: ...  # its own phrase of an effect
 
 
-class Single:
+class OnePartRule:
     """A rule of one part (itself, labelled ""), and the ``Rule`` protocol's defaults: what a
     kind need not say (a field of the same name in the kind says it instead)."""
 
@@ -94,7 +94,7 @@ class Single:
         # default above for its default.
         super().__init_subclass__(**kwargs)
         for name in cls.__dict__.get("__annotations__", {}):
-            if name in Single.__annotations__ and name not in cls.__dict__:
+            if name in OnePartRule.__annotations__ and name not in cls.__dict__:
                 setattr(cls, name, field())
 
     def parts(self) -> tuple[tuple[str, Any], ...]:
@@ -123,7 +123,7 @@ class Single:
 
 
 @dataclass(frozen=True)
-class Contrast(Single):
+class Contrast(OnePartRule):
     """Per seed: ``v = const + const_h·H + Σ coef · measure(arm)``; decided by ``expect``."""
 
     terms: tuple[tuple[float, str, str], ...] = field(metadata=TERMS)  # (coef, arm, measure)
@@ -233,7 +233,7 @@ class Contrast(Single):
 @dataclass(frozen=True)
 class Trains:
     """``arm`` trains: mean final loss below H − ``margin``; read as its contrast otherwise (so
-    not a ``Single``, whose defaults would hide the contrast's)."""
+    not a ``OnePartRule``, whose defaults would hide the contrast's)."""
 
     arm: str = field(metadata=ARM)
     seeds: int = field(metadata=SEEDS)
@@ -241,7 +241,7 @@ class Trains:
     delta: ClassVar[float] = 0.0
     timed: ClassVar[bool] = False
     SIGN: ClassVar[int] = -1  # v = SIGN·(loss − H + margin)
-    parts = Single.parts
+    parts = OnePartRule.parts
 
     def contrast(self) -> Contrast:
         s = self.SIGN
@@ -273,7 +273,7 @@ class Fails(Trains):
 
 
 @dataclass(frozen=True)
-class Timing(Single):
+class Timing(OnePartRule):
     """Per unit of the serial timing phase: ``v = 1 − ms[fast] / ms[slow]`` of ``what``
     (``"norm_ms"``: the norms alone at the models' shapes with normlab's kernels, forward+backward
     per step; ``"torch_norm_ms"``: the same with PyTorch's own ops; ``"step_ms"``: a whole
@@ -356,7 +356,7 @@ class Timing(Single):
 
 
 @dataclass(frozen=True)
-class LRSensitivity(Single):
+class LRSensitivity(OnePartRule):
     """Per seed: ``v = S(unstable) − S(stable)``, the sensitivity the ``stable`` recipe saves
     (S: ``sweeps.sensitivity``, Wortsman et al. 2023)."""
 
@@ -415,12 +415,12 @@ class LRSensitivity(Single):
 @dataclass(frozen=True)
 class Controlled:
     """A part of a compound claim with its own controls: ``rule`` decided, then ``controls``;
-    read as its rule otherwise (so not a ``Single``, whose defaults would hide the rule's)."""
+    read as its rule otherwise (so not a ``OnePartRule``, whose defaults would hide the rule's)."""
 
     rule: Any
     controls: tuple[tuple[str, Any], ...]
     timed: ClassVar[bool] = False
-    parts = Single.parts
+    parts = OnePartRule.parts
 
     def __getattr__(self, name: str) -> Any:  # delta, matrix, expect, seeds, ...: the rule's
         if name.startswith("_") or "rule" not in self.__dict__:  # copy and pickle probe first
