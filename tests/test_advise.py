@@ -14,7 +14,7 @@ from normlab.lab.advise.runner import plan, shipped_config, shipped_configs
 from normlab.lab.advise.twin import SCALES, claim_names, make_twin, scale_of, twin_json
 from normlab.lab.advise.twin_spec import spec_text
 from normlab.lab.cli import main
-from normlab.lab.common import UsageError
+from normlab.lab.errors import UsageError
 from normlab.lab.study.claims import decide_all
 from normlab.lab.study.rules import LRSensitivity
 from normlab.lab.study.runner import StudyResult

@@ -427,7 +427,7 @@ def mutated_specs(draw):
 @settings(max_examples=300, **_FUZZ)
 @given(text=mutated_specs())
 def test_fuzz_spec_files_are_refused_in_one_line(text):
-    from normlab.lab.common import UsageError
+    from normlab.lab.errors import UsageError
     from normlab.lab.limits import check_name, check_study
     from normlab.lab.study.spec import parse_spec
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from normlab.lab.cli import main
-from normlab.lab.common import UsageError
+from normlab.lab.errors import UsageError
 from normlab.lab.study import executors, plan
 from normlab.lab.study.executors import Job, claim_gpu, gpu_assignment, ray_resources, visible_gpus
 from normlab.lab.study.runner import StudyOptions, configure

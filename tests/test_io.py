@@ -15,7 +15,7 @@ import pytest
 from study_procs import start_study
 
 from normlab.lab.cli import main
-from normlab.lab.common import UsageError
+from normlab.lab.errors import UsageError
 from normlab.lab.io import LOCK_FILE, TMP_SUFFIX, atomic_writer, hold, set_aside, write_file
 from normlab.lab.study import spec
 from normlab.lab.study.store import ResultStore

@@ -5,7 +5,7 @@ import types
 
 import pytest
 
-from normlab.lab.common import UsageError
+from normlab.lab.errors import UsageError
 from normlab.lab.study import executors, runner
 from normlab.lab.study.machine import Machine
 from normlab.lab.study.plan import WorkerPlan, cpu_seconds

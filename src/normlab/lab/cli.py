@@ -1,7 +1,7 @@
 """The ``normlab`` command: the top of the import graph. Each subcommand is a module of
 ``normlab.lab.commands`` with ``add_arguments(parser)`` and ``run(args) -> int``; this file lists
 them and turns a user's mistake into one line on stderr and status 2 (the commands and engines
-raise :class:`normlab.lab.common.UsageError`, ``main`` prints it).
+raise :class:`normlab.lab.errors.UsageError`, ``main`` prints it).
 
 The command modules import nothing heavy at their top (matplotlib, scipy and tqdm are imported
 inside functions), so a missing lab extra is reported before anything needs it.
@@ -13,7 +13,8 @@ import argparse
 import sys
 
 from normlab.lab.commands import advise, bench, demo, numerics, study, train
-from normlab.lab.common import UsageError, missing_lab_packages
+from normlab.lab.common import missing_lab_packages
+from normlab.lab.errors import UsageError
 
 # name -> (module, one-line help)
 SUBCOMMANDS = {

@@ -1,5 +1,6 @@
-"""What every lab command shares: the one-line usage error, argument validators, the output
-directory, the training data, and whether the lab's packages are installed.
+"""What every lab command shares: argument validators, the output directory, the training data,
+and whether the lab's packages are installed (the one-line usage error is
+:class:`normlab.lab.errors.UsageError`).
 
 Validators raise ``ValueError`` with a message fit for the user; ``normlab.lab.commands`` turns
 them into argparse types, and engines call them directly on their options.
@@ -11,8 +12,6 @@ import importlib.util
 import sys
 from pathlib import Path
 
-# Defined at the bottom of the lab (the writer and the trainer raise it too); the commands
-# import it from here.
 from normlab.lab.errors import UsageError
 from normlab.lab.reading import INT_MAX, bounded_int, printable
 

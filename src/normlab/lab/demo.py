@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
-from normlab.lab.common import UsageError, positive_int
+from normlab.lab.common import positive_int
+from normlab.lab.errors import UsageError
 
 DTYPES = ("float32", "bfloat16", "float16")
 

@@ -1,6 +1,6 @@
 """The lab's one user-facing error, at the bottom of the lab so that every layer of it (the
-writer and the lock, the trainer, the engines) can raise it; ``normlab.lab.common`` exports it
-to the commands."""
+writer and the lock, the trainer, the engines, the commands) can raise it; every module imports
+it from here."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 that are data, and sizes checked from the configs' arithmetic before anything is allocated.
 
 Validators raise ``ValueError`` (names: the spec loader places the message at its key) or
-:class:`normlab.lab.common.UsageError` (sizes: one line saying what is too big, by how much).
+:class:`normlab.lab.errors.UsageError` (sizes: one line saying what is too big, by how much).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from typing import Any
 
 from normlab.hf_families import FAMILIES, Family
 from normlab.lab.advise.gaps import gaps
-from normlab.lab.common import UsageError
+from normlab.lab.errors import UsageError
 from normlab.lab.reading import check_tree, printable, read_json
 
 _PLACEMENT_SOURCES = {

@@ -20,7 +20,7 @@ from types import SimpleNamespace
 from normlab.lab.advise.hf_config import HFModel
 from normlab.lab.advise.runner import SPEC_FILE, AdviseResult
 from normlab.lab.advise.twin import Alt, Scale, Twin
-from normlab.lab.common import UsageError
+from normlab.lab.errors import UsageError
 from normlab.lab.study.runner import StudyResult
 
 

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import torch
 
-from normlab.lab.common import UsageError, out_dir, positive_int
+from normlab.lab.common import out_dir, positive_int
+from normlab.lab.errors import UsageError
 from normlab.lab.io import write_file
 from normlab.lab.limits import set_threads
 from normlab.lab.render import md_table

@@ -74,7 +74,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from normlab.lab.advise.runner import describe, gaps_text, plan, run_advise
-    from normlab.lab.common import UsageError, load_data
+    from normlab.lab.common import load_data
+    from normlab.lab.errors import UsageError
     from normlab.lab.io import hold
     from normlab.lab.limits import check_study
     from normlab.lab.study.plan import format_plan
@@ -120,7 +121,7 @@ def _redecide(args: argparse.Namespace) -> int:
 
     from normlab.lab.advise import advice
     from normlab.lab.advise.redecide import redecide_advise
-    from normlab.lab.common import UsageError
+    from normlab.lab.errors import UsageError
     from normlab.lab.io import hold, write_file
     from normlab.lab.study.runner import summary, write_reports
 

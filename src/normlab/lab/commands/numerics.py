@@ -37,7 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from normlab.lab.common import UsageError, check_device, out_dir
+    from normlab.lab.common import check_device, out_dir
+    from normlab.lab.errors import UsageError
     from normlab.lab.io import hold
 
     kind = args.device.split(":")[0]

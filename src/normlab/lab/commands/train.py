@@ -228,7 +228,8 @@ def _study_run(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     import contextlib
 
-    from normlab.lab.common import UsageError, check_device, load_data, out_dir
+    from normlab.lab.common import check_device, load_data, out_dir
+    from normlab.lab.errors import UsageError
     from normlab.lab.io import hold, is_main_process
     from normlab.lab.limits import check_run
     from normlab.lab.train.dist_trainer import RunOptions, train_process

@@ -31,7 +31,8 @@ import torch
 from torch import Tensor
 
 from normlab.kernels import registry
-from normlab.lab.common import UsageError, out_dir, positive_int
+from normlab.lab.common import out_dir, positive_int
+from normlab.lab.errors import UsageError
 from normlab.lab.limits import check_rows, using_threads
 from normlab.lab.numerics.metrics import error_metrics
 from normlab.lab.numerics.naive import forward, naive_layer_norm, naive_rms_norm, truth_of

@@ -278,7 +278,7 @@ def write(docs: Path) -> Path:
 
 def check_docs(docs: str) -> Path:
     """``DOCS`` of ``--coverage``, or UsageError where it holds no published data."""
-    from normlab.lab.common import UsageError
+    from normlab.lab.errors import UsageError
 
     if not (Path(docs) / "data").is_dir():
         raise UsageError(

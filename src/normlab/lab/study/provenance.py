@@ -13,7 +13,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from normlab.lab.common import UsageError
+from normlab.lab.errors import UsageError
 from normlab.lab.study.design import Study
 
 

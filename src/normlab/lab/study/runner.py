@@ -21,7 +21,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.common import UsageError, importable
+from normlab.lab.common import importable
+from normlab.lab.errors import UsageError
 from normlab.lab.io import set_aside, write_file
 from normlab.lab.limits import check_threads
 from normlab.lab.study.claims import Claim, Verdict, decide_all

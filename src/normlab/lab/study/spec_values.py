@@ -11,7 +11,7 @@ import types
 import typing
 from typing import Any
 
-from normlab.lab.common import UsageError
+from normlab.lab.errors import UsageError
 
 
 class SpecError(UsageError, ValueError):

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.common import UsageError
+from normlab.lab.errors import UsageError
 from normlab.lab.io import open_append
 from normlab.lab.reading import ReadError, check_strings, loads_json, printable, read_text
 from normlab.lab.train.trainer import TrainConfig, concrete_device
@@ -247,7 +247,7 @@ def saved_config(path: str, run: str | None, seed_index: int):
     itself), ``result.json`` (a run result: its ``config``), a line of a study's
     ``results.jsonl`` (its ``result``'s), or that whole file with ``run`` and ``seed_index``
     picking the line."""
-    from normlab.lab.common import UsageError
+    from normlab.lab.errors import UsageError
     from normlab.lab.reading import ReadError, loads_json, read_text
     from normlab.lab.train.config import TrainConfig
 
