@@ -94,22 +94,21 @@ def check_bound(what: str, value: int, bound: int) -> None:
         )
 
 
-def check_threads(n: int, what: str = "threads") -> int:
+def check_threads(n: int) -> int:
     """``n`` if it is a thread count the lab allows (0: torch's own); else a UsageError."""
     try:
         return bounded_int(0, MAX_THREADS)(n)
     except ValueError as e:
-        raise UsageError(f"{what}: {e}") from None
+        raise UsageError(f"threads: {e}") from None
 
 
-def set_threads(n: int, what: str = "threads") -> int:
+def set_threads(n: int) -> int:
     """Torch's intra-op threads set to ``n`` (0: left as they are), checked first
     (:func:`check_threads`); the Numba kernels follow torch's count. Returns the count before."""
     import torch
 
-    check_threads(n, what)
     before = torch.get_num_threads()
-    if n:
+    if check_threads(n):
         torch.set_num_threads(n)
     return before
 
@@ -117,13 +116,11 @@ def set_threads(n: int, what: str = "threads") -> int:
 @contextmanager
 def using_threads(n: int) -> Iterator[None]:
     """Torch's threads set to ``n`` (:func:`set_threads`) inside the block, restored after."""
-    import torch
-
     before = set_threads(n)
     try:
         yield
     finally:
-        torch.set_num_threads(before)
+        set_threads(before)
 
 
 def machine_memory(device: str = "cpu") -> int | None:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from normlab.lab.common import out_dir, positive_int
+from normlab.lab.common import check_device, out_dir, positive_int
 from normlab.lab.errors import UsageError
 from normlab.lab.io import write_file
 from normlab.lab.limits import set_threads
@@ -263,11 +263,6 @@ def parse_shape(text: str) -> tuple[int, int]:
     return int(m), int(n)
 
 
-class NoDevice(UsageError):
-    """The requested device is not here: a usage error (``normlab bench --device cuda`` on a
-    machine without CUDA prints one line and exits with status 2), raised before any work."""
-
-
 @dataclass(frozen=True)
 class BenchOptions:
     """What ``normlab bench`` times: ``quick`` is :data:`QUICK_SHAPES` and at most 3 repeats;
@@ -304,17 +299,13 @@ def _check(options: BenchOptions) -> None:
 def run_bench(options: BenchOptions) -> Path:
     """Time the matrix, printing each row as it is measured, and write it with
     :func:`write_results` as ``bench_<device>`` under ``options.out`` (created first); returns
-    the table's path. Raises :class:`NoDevice` for ``cuda`` without a CUDA device."""
+    the table's path. A :class:`UsageError` for ``cuda`` without a CUDA device, before any work."""
     import platform
 
     o = options
     _check(o)
     set_threads(o.threads)  # checked before the output directory is created
-    if o.device == "cuda" and not torch.cuda.is_available():
-        raise NoDevice(
-            f"--device cuda: no CUDA device here (torch {torch.__version__}, "
-            "torch.cuda.is_available() is False)"
-        )
+    check_device(o.device)
     out = out_dir(o.out)  # before the timings, not after them
     backend = "triton" if o.device == "cuda" else "numba"
     shapes = tuple(o.shapes) if o.shapes else (QUICK_SHAPES if o.quick else SHAPES)

@@ -110,6 +110,6 @@ def _bench(args: argparse.Namespace) -> int:
         shapes=tuple(args.shapes) if args.shapes else None,
         threads=args.threads,
     )
-    path = run_bench(options)  # NoDevice is a UsageError: one line on stderr, status 2
+    path = run_bench(options)
     print(f"wrote {path} (+ .csv, .json)")
     return 0

@@ -10,7 +10,8 @@ import math
 
 import torch
 
-from normlab.lab.numerics.measuring import LOW, NAIVE, NEAR_ZERO, OPS, draw, run
+from normlab.lab.numerics.measuring import LOW, NAIVE, NEAR_ZERO, draw, run
+from normlab.lab.numerics.sentences import OPS
 from normlab.lab.verdict.finding import Finding, Part
 
 EPS_DEFAULT, EPS_SMALL = 1e-5, 1e-10  # a common default vs a small one

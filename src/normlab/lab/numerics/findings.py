@@ -26,7 +26,6 @@ from normlab.lab.numerics.measuring import (
     HIDDEN,
     LOW,
     NAIVE,
-    OPS,
     ROWS,
     SCALES,
     capped_error,
@@ -34,6 +33,7 @@ from normlab.lab.numerics.measuring import (
     run,
     threshold,
 )
+from normlab.lab.numerics.sentences import OPS
 from normlab.lab.verdict.finding import Finding, Part
 
 __all__ = ["FINDINGS", "ROWS", "HIDDEN", "SEEDS", "decide_all", "threshold"]

@@ -19,7 +19,6 @@ from normlab.lab.numerics.metrics import error_metrics
 from normlab.lab.numerics.naive import forward, naive_layer_norm, naive_rms_norm, truth_of
 from normlab.lab.numerics.sentences import failure
 
-OPS = {"rms_norm": "RMSNorm", "layer_norm": "LayerNorm"}
 LOW = {"float16": "FP16", "bfloat16": "BF16"}
 ROWS, HIDDEN = 16, 1024
 NEAR_ZERO = 1e-4  # the peak |x| of a near-zero row: its statistic is ~1e-9, far below eps

@@ -17,7 +17,6 @@ from normlab.lab.numerics.measuring import (
     LOW,
     NAIVE,
     NEAR_ZERO,
-    OPS,
     SCALE_RANGE,
     capped_error,
     draw,
@@ -28,7 +27,7 @@ from normlab.lab.numerics.measuring import (
     visibly_fails,
 )
 from normlab.lab.numerics.naive import fp32_rms_norm, stable_rms_norm
-from normlab.lab.numerics.sentences import failure
+from normlab.lab.numerics.sentences import OPS, failure
 from normlab.lab.verdict.finding import Finding, Part
 
 EPS_RANGE = (1e-12, 1e-2)
