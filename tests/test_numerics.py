@@ -178,7 +178,7 @@ def test_markdown_regenerates_from_the_json(result):
 # --------------------------------------------------------------------------------------------
 # the articles' statements as findings
 
-from normlab.lab.numerics import findings  # noqa: E402
+from normlab.lab.numerics import findings, measuring  # noqa: E402
 from normlab.lab.verdict import Word  # noqa: E402
 from normlab.lab.verdict.finding import Finding, Part  # noqa: E402
 
@@ -240,13 +240,13 @@ def test_a_part_without_measurement_is_not_testable_here():
 
 
 def test_threshold_bisects_to_one_percent():
-    assert findings.threshold(lambda s: s > 257.0, 1.0, 6e4, rising=True) == pytest.approx(
+    assert measuring.threshold(lambda s: s > 257.0, 1.0, 6e4, rising=True) == pytest.approx(
         257.0, rel=0.011
     )
-    assert findings.threshold(lambda e: e < 6e-4, 1e-12, 1e-2, rising=False) == pytest.approx(
+    assert measuring.threshold(lambda e: e < 6e-4, 1e-12, 1e-2, rising=False) == pytest.approx(
         6e-4, rel=0.011
     )
-    assert findings.threshold(lambda s: False, 1.0, 10.0, rising=True) == 10.0  # clamped
+    assert measuring.threshold(lambda s: False, 1.0, 10.0, rising=True) == 10.0  # clamped
 
 
 def test_findings_measured_in_the_reduced_run(result):
@@ -290,7 +290,7 @@ def test_published_findings_follow_from_their_values():
 # the large-mean rows, stable_rmsnorm and the small eps per precision
 
 from normlab.lab.numerics import eps as eps_findings  # noqa: E402
-from normlab.lab.numerics import measuring, naive, stability  # noqa: E402
+from normlab.lab.numerics import naive, stability  # noqa: E402
 
 
 def test_large_mean_rows_are_in_the_measured_grid():

@@ -26,17 +26,13 @@ from normlab.lab.numerics.measuring import (
     HIDDEN,
     LOW,
     NAIVE,
-    ROWS,
     SCALES,
     capped_error,
     draw,
     run,
-    threshold,
 )
 from normlab.lab.numerics.sentences import OPS
 from normlab.lab.verdict.finding import Finding, Part
-
-__all__ = ["FINDINGS", "ROWS", "HIDDEN", "SEEDS", "decide_all", "threshold"]
 
 SEEDS = 8  # input draws per finding
 
