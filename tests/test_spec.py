@@ -137,7 +137,7 @@ def test_paper_arms_test_each_claim_in_its_sources_setting():
     # DeepNet's update: DeepNorm and Post-LN probed at the same early steps, the same recipe
     for init in ("xavier", "default"):
         dn, post = runs[f"deepnorm-{init}-L24"], runs[f"w0-lr0.001-{init}-post-L24"]
-        assert dn.probe_steps == post.probe_steps and min(s for s in dn.probe_steps if s) <= 100
+        assert dn.probe_steps == post.probe_steps and set(range(21)) <= set(dn.probe_steps)
         assert dn == post.replace(model={"placement": "deepnorm"})
         # DeepNorm vs Pre-LN: each with its source's init, the same warmup
         pre, dnw = runs[f"pre-scaled-{init}-L24-w100"], runs[f"deepnorm-{init}-L24-w100"]
@@ -154,7 +154,10 @@ def test_paper_arms_test_each_claim_in_its_sources_setting():
     # decay on the gains at a budget where it acts, the other weights' decay unchanged
     decay, base = runs["decay-norms"], runs["base"]
     assert decay.lr * decay.norm_weight_decay * decay.steps >= 0.5
-    assert decay == base.replace(decay_norms=True, norm_weight_decay=decay.norm_weight_decay)
+    assert decay == base.replace(
+        decay_norms=True, norm_weight_decay=decay.norm_weight_decay, probe_steps=decay.probe_steps
+    )
+    assert runs["no-final-norm"].probe_steps == base.probe_steps == (0, base.steps)  # the scale
     # regularization: the same small model on the same slice, only the norm differs
     small = runs["small-corpus-layernorm"]
     assert 0 < small.train_slice and small.steps * small.batch_size * small.seq_len >= (
@@ -162,6 +165,11 @@ def test_paper_arms_test_each_claim_in_its_sources_setting():
     )  # many epochs
     for norm in ("batchnorm", "none"):
         assert runs[f"small-corpus-{norm}"] == small.replace(model={"norm": norm})
+    assert small.eval_interval > 0  # the gaps at equal training loss need the curve
+    frozen = runs["small-corpus-batchnorm-frozen"]  # the same BatchNorm without batch noise
+    assert frozen == runs["small-corpus-batchnorm"].replace(freeze_norm_stats=60)
+    # Mix-LN and its rival: one init, suited to the width (not GPT-2's d=768 N(0, 0.02))
+    assert {runs[f"{pl}-L24-warmup"].model.init for pl in ("mix", "pre")} == {"default"}
     claims = {c.name: c for c in p.claims}
     control = claims["no-decay-on-norms"].controls[0][1]
     assert control.delta >= 0.2  # a move of at least 20 % of the gains' initial 1
@@ -425,8 +433,8 @@ def test_fields_the_study_sets_are_refused(tmp_path, capsys):
 
 
 def test_the_fields_not_settable_are_the_field_tables():
-    """The spec loader reads which fields it refuses from the fields' metadata (``setting``)."""
-    assert set(spec._NOT_SETTABLE) == {"seed", "threads", "vocab_size"}
+    """The spec loader reads which fields it refuses from the lab's field table."""
+    assert set(spec.NOT_IN_SPEC) == {"seed", "threads", "vocab_size"}
     assert "seed" not in spec.TRAIN_FIELDS and "vocab_size" not in spec.MODEL_FIELDS
 
 
