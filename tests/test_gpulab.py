@@ -50,15 +50,15 @@ def test_run_key_tells_devices_and_precisions_apart():
         assert run_key(cfg.replace(device="auto"), sha) == run_key(cfg, sha)
 
 
-def test_a_cpu_fp32_run_keys_as_before_device_and_precision_existed():
+def test_a_run_keys_the_fields_set_away_from_their_defaults_and_its_device():
     import hashlib
 
-    cfg = _base().replace(device="cpu")
-    # fields added since
-    later = ("threads", "device", "precision", "norm_weight_decay", "eval_serving")
-    later += ("block_drop_batches", "train_slice", "grad_accum", "eval_lengths")
-    later += ("freeze_norm_stats",)
-    d = {k: v for k, v in cfg.to_dict().items() if k not in later}
+    from normlab.models import TransformerConfig
+
+    model = TransformerConfig(256, 16, 2, 2, norm="layernorm")
+    cfg = TrainConfig(model=model, steps=12, device="cpu", precision="bf16", threads=3)
+    d = {"model": {"vocab_size": 256, "dim": 16, "n_layers": 2, "n_heads": 2, "norm": "layernorm"}}
+    d |= {"steps": 12, "device": "cpu", "precision": "bf16"}  # not threads: speed only
     blob = json.dumps({"config": d, "corpus": "abc"}, sort_keys=True)
     assert run_key(cfg, "abc") == hashlib.sha256(blob.encode()).hexdigest()[:16]
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from normlab.kernels import registry
 from normlab.models.norms import KINDS, NORMS, NormKind, check_option, readers
@@ -37,20 +39,10 @@ _ENDS_IN_NORM = ("post", "deepnorm")
 MAX_SIZE = 2**40
 
 
-def setting(
-    default: Any = dataclasses.MISSING,
-    *,
-    help: str,
-    choices: tuple[str, ...] | None = None,
-    not_in_spec: str = "",
-    option: bool = True,
-) -> Any:
-    """A config field with what the lab needs to know of it, as the field's metadata (the one
-    table ``normlab train``'s options and the study spec loader both read): its ``help`` text,
-    its ``choices``, why a study spec may not set it (``not_in_spec``; empty: a spec may), and
-    whether ``normlab train`` has an ``option`` for it."""
-    meta = {"help": " ".join(help.split()), "choices": choices, "not_in_spec": not_in_spec}
-    return dataclasses.field(default=default, metadata={**meta, "option": option})
+def setting(default: Any = dataclasses.MISSING, *, help: str) -> Any:
+    """A config field with its ``help`` text as the field's metadata (``normlab train``'s
+    options show it). A field's choices are its type, ``Literal[...]`` (:func:`check_fields`)."""
+    return dataclasses.field(default=default, metadata={"help": " ".join(help.split())})
 
 
 def _eps_defaults() -> list[str]:
@@ -62,26 +54,20 @@ def _eps_defaults() -> list[str]:
 class TransformerConfig:
     """A decoder-only Transformer. The four sizes are positional; everything else is keyword."""
 
-    vocab_size: int = setting(
-        not_in_spec="the data's vocabulary (the lab's tokens are bytes)",
-        option=False,
-        help="size of the token vocabulary",
-    )
+    vocab_size: int = setting(help="size of the token vocabulary")
     dim: int = setting(help="model width")
     n_layers: int = setting(help="number of blocks")
     n_heads: int = setting(help="attention heads")
 
-    norm: str = setting(
+    norm: Literal[NORMS] = setting(
         "rmsnorm",
-        choices=NORMS,
         help="Norm kind everywhere in the model: "
         + " | ".join(f"{k.key} ({k.description})" for k in KINDS.values())
         + ".",
     )
 
-    placement: str = setting(
+    placement: Literal[PLACEMENTS] = setting(
         "pre",
-        choices=PLACEMENTS,
         help="Where the norms sit: post ``x = N(x + F(x))``; pre ``x = x + F(N(x))``; sandwich ``x "
         "= x + N_out(F(N_in(x)))``; deepnorm ``x = N(α·x + F(x))`` with β-scaled init; mix "
         "(Mix-LN) post in the first ``max(1, n_layers // 4)`` blocks (none for a 1-layer "
@@ -136,9 +122,8 @@ class TransformerConfig:
         '"xavier" init, where tanh(αx) is neither linear nor saturated).',
     )
 
-    arch: str = setting(
+    arch: Literal[ARCHS] = setting(
         "llama",
-        choices=ARCHS,
         help='"llama": RoPE, SwiGLU MLP, no biases; "gpt2": learned positions, GELU MLP, biases.',
     )
 
@@ -158,9 +143,8 @@ class TransformerConfig:
         help="Biases in the linear layers; None = the arch's default (llama: no, gpt2: yes).",
     )
 
-    init: str = setting(
+    init: Literal[INITS] = setting(
         "xavier",
-        choices=INITS,
         help='Weight init: "xavier" (Xavier-normal linears, embeddings N(0, 1/dim)), "normal" '
         "(N(0, init_std) linears and embeddings, as GPT-2 and the HF Llama family), "
         '"default" (torch\'s own module defaults); biases 0 except under "default" '
@@ -181,9 +165,8 @@ class TransformerConfig:
         "init overflows at init.",
     )
 
-    norm_backend: str = setting(
+    norm_backend: Literal[NORM_BACKENDS] = setting(
         "auto",
-        choices=NORM_BACKENDS,
         help="Kernel backend passed to normlab's RMSNorm/LayerNorm (DyT, ScaleNorm and BatchNorm "
         "have a single eager implementation).",
     )
@@ -202,7 +185,7 @@ class TransformerConfig:
         help="Norm epsilon; None = each norm's default (" + ", ".join(_eps_defaults()) + ").",
     )
 
-    rms_casting: str | None = setting(
+    rms_casting: Literal[RMS_CASTINGS] | None = setting(
         None,
         help='RMSNorm cast order; None = "llama", or "gemma" when norm_backend="torch" (the only '
         "order F.rms_norm implements; both give identical results in FP32).",
@@ -235,12 +218,7 @@ class TransformerConfig:
             raise ValueError(f"dim={self.dim} must be divisible by n_heads={self.n_heads}")
         if self.arch == "llama" and self.head_dim % 2:
             raise ValueError(f"RoPE needs an even head_dim (dim // n_heads), got {self.head_dim}")
-        for f in dataclasses.fields(self):  # norm, placement, arch, init, norm_backend
-            choices, value = f.metadata["choices"], getattr(self, f.name)
-            if choices is not None and value not in choices:
-                raise ValueError(f"{f.name} must be one of {choices}, got {value!r}")
-        if self.rms_casting is not None and self.rms_casting not in RMS_CASTINGS:
-            raise ValueError(f"rms_casting must be None or one of {RMS_CASTINGS}")
+        check_fields(self)
         if self.mlp_ratio is not None and not (
             isinstance(self.mlp_ratio, int | float)
             and not isinstance(self.mlp_ratio, bool)
@@ -262,20 +240,6 @@ class TransformerConfig:
             isinstance(self.eps, (int, float)) and self.eps >= 0 and finite(self.eps)
         ):
             raise ValueError(f"eps must be a finite number >= 0 or None, got {shown(self.eps)}")
-        for name in (
-            "final_norm",
-            "qk_norm",
-            "depth_scaled_norm",
-            "tie_embeddings",
-            "norm_memory_efficient",
-            "batchnorm_causal",
-            "learn_embed_scale",
-        ):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
-        for name in ("bias", "scale_branch_init"):
-            if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{name} must be a bool or None, got {getattr(self, name)!r}")
         if self.depth_scaled_norm and self.placement in ("post", "deepnorm", "reorder"):
             raise ValueError(
                 f"depth_scaled_norm scales the norms on the sublayers' inputs, which "
@@ -298,8 +262,6 @@ class TransformerConfig:
         if not finite(self.norm_offset):
             raise ValueError(f"norm_offset must be finite, got {shown(self.norm_offset)}")
         check_option(self, "norm_offset")
-        if not isinstance(self.scale_embeddings, bool):
-            raise TypeError(f"scale_embeddings must be a bool, got {self.scale_embeddings!r}")
 
     # ---- derived values (the model reads these, never the raw None defaults)
 
@@ -373,3 +335,27 @@ def check_known_fields(cls: type, d: dict[str, Any]) -> None:
     unknown = sorted(set(d) - {f.name for f in dataclasses.fields(cls)})
     if unknown:
         raise ValueError(f"unknown {cls.__name__} field(s): {unknown}")
+
+
+@functools.cache
+def field_types(cls: type) -> dict[str, Any]:
+    """A config dataclass's field types, evaluated (the annotations are strings here)."""
+    return typing.get_type_hints(cls)
+
+
+def check_fields(cfg: Any) -> None:
+    """What a config's field types say of their values, checked in one place for every field:
+    a ``Literal[...]`` field holds one of its values, a ``bool`` field a bool (``| None``: or
+    None)."""
+    for name, hint in field_types(type(cfg)).items():
+        value, args = getattr(cfg, name), typing.get_args(hint)
+        optional = type(None) in args
+        if optional:
+            if value is None:
+                continue
+            (hint,) = (a for a in args if a is not type(None))
+        if typing.get_origin(hint) is Literal and value not in typing.get_args(hint):
+            one_of = f"{'None or ' * optional}one of {typing.get_args(hint)}"
+            raise ValueError(f"{name} must be {one_of}, got {value!r}")
+        if hint is bool and not isinstance(value, bool):
+            raise TypeError(f"{name} must be a bool{' or None' * optional}, got {value!r}")

@@ -2,23 +2,24 @@
 or under ``torchrun``.
 
 Every field of ``TrainConfig`` and ``TransformerConfig`` is an option (generated from the
-fields and their metadata, help text included, so the two never drift apart), applied on top
-of the defaults or of one run of a study preset (``--preset quick --run pre-L24``). Under
-``torchrun --nproc_per_node N`` the run is data-parallel (DDP, or FSDP2 with ``--fsdp``) and
-computes what one process computes on the same global batch.
+fields: their types, defaults and help texts, so the two never drift apart; a value is read by
+the coercer the spec loader uses), applied on top of the defaults or of one run of a study
+preset (``--preset quick --run pre-L24``). Under ``torchrun --nproc_per_node N`` the run is
+data-parallel (DDP, or FSDP2 with ``--fsdp``) and computes what one process computes on the
+same global batch.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import types
 import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from normlab.lab.commands import FLOAT, INT, NON_NEGATIVE_INT, SEED_BLOCK
+from normlab.lab.commands import FLOAT, NON_NEGATIVE_INT, SEED_BLOCK
 from normlab.lab.commands.options import add_set, add_spec
+from normlab.lab.train.fields import NO_OPTION, Expected, coerce
 
 # Sizes for a run without --preset: small LLaMA-style, seconds a step on a laptop CPU.
 _DEFAULT_SIZES = {"dim": 64, "n_layers": 4, "n_heads": 4}
@@ -39,27 +40,24 @@ def _value(v: Any) -> Any:
     return v.value if isinstance(v, _Default) else v
 
 
-def _parse_optional(kind: type):
-    def parse(text: str):
-        if text.lower() == "none":
-            return None
-        if kind is bool:
-            if text.lower() not in ("true", "false"):
-                raise argparse.ArgumentTypeError(f"expected true, false or none, got {text!r}")
-            return text.lower() == "true"
-        return _TYPES.get(kind, kind)(text)
-
-    parse.__name__ = f"{kind.__name__} or none"
-    return parse
-
-
 def _options(cls: type) -> list[dataclasses.Field]:
-    """The fields of a config dataclass that are options (the field table: ``setting``)."""
-    return [f for f in dataclasses.fields(cls) if f.metadata["option"]]
+    """The fields of a config dataclass that are options (all but the lab's ``NO_OPTION``)."""
+    return [f for f in dataclasses.fields(cls) if f.name not in NO_OPTION]
 
 
-# Numbers from the command line: finite, and ints within int64 (counted before int()).
-_TYPES: dict[type, Any] = {float: FLOAT, int: INT}
+def _parser(hint: Any):
+    """An argparse type: a word of the command line as a value of the field type ``hint``, by the
+    coercer the spec loader uses (``normlab.lab.train.fields.coerce``)."""
+
+    def parse(text: str) -> Any:
+        try:
+            return coerce(hint, text, text=True)
+        except Expected as e:
+            raise argparse.ArgumentTypeError(f"expected {e}, got {text!r}") from None
+        except ValueError as e:  # the number parsers' own message: what came, what was expected
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return parse
 
 
 def _add_field(group, f: dataclasses.Field, hint, default: Any) -> None:
@@ -70,13 +68,14 @@ def _add_field(group, f: dataclasses.Field, hint, default: Any) -> None:
         kw["action"] = argparse.BooleanOptionalAction
     elif typing.get_origin(hint) is tuple:
         nargs = "*" if args[-1] is Ellipsis else len(args)
-        kw.update(type=_TYPES.get(args[0], args[0]), nargs=nargs, metavar="X")
-    elif typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
+        kw.update(type=_parser(args[0]), nargs=nargs, metavar="X")
+    elif type(None) in args:
         kind = next(a for a in args if a is not type(None))
-        kw.update(type=_parse_optional(kind), metavar=kind.__name__.upper())
+        kind = type(typing.get_args(kind)[0]) if typing.get_origin(kind) is Literal else kind
+        kw.update(type=_parser(hint), metavar=kind.__name__.upper())
         kw["help"] += " ('none' for None)"
-    else:
-        kw.update(type=_TYPES.get(hint, hint), choices=f.metadata["choices"])
+    else:  # a Literal's values are argparse's choices
+        kw.update(type=_parser(hint), choices=args or None)
     group.add_argument(flag, **kw)
 
 
@@ -84,14 +83,14 @@ def _add_fields(parser: argparse.ArgumentParser) -> None:
     """An option per field of ``TrainConfig`` and ``TransformerConfig``, in a group each."""
     from normlab.lab.train.config import TrainConfig
     from normlab.models import TransformerConfig
+    from normlab.models.config import field_types
 
     for cls, title in ((TrainConfig, "training"), (TransformerConfig, "model")):
         group = parser.add_argument_group(
             f"{title} ({cls.__name__} fields; override --preset, --spec, --config)"
         )
-        hints = typing.get_type_hints(cls)
         for f in _options(cls):
-            _add_field(group, f, hints[f.name], _DEFAULT_SIZES.get(f.name, f.default))
+            _add_field(group, f, field_types(cls)[f.name], _DEFAULT_SIZES.get(f.name, f.default))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -45,10 +45,12 @@ from normlab.lab.reading import (
 )
 from normlab.lab.study.claims import Claim
 from normlab.lab.study.design import Arm, Study
-from normlab.lab.study.spec_claims import ClaimLoader, SpecError, _at, _coerce, _Expected, _show
+from normlab.lab.study.spec_claims import ClaimLoader, SpecError, _at, _show
 from normlab.lab.train.config import TrainConfig
 from normlab.lab.train.data import VOCAB_SIZE
+from normlab.lab.train.fields import NOT_IN_SPEC, Expected, coerce
 from normlab.models import TransformerConfig
+from normlab.models.config import field_types
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -59,20 +61,13 @@ SPECS = "specs"  # the built-in presets' directory, package data of normlab.lab.
 MAX_SPEC_BYTES = 1 << 20  # a spec of a megabyte is a generated one; the presets are ~10 KB
 MAX_DESCRIPTION = 10_000  # characters: --list prints it whole
 
-# Fields a spec may not set, and why (the field table: normlab.models.config.setting).
-_NOT_SETTABLE = {
-    f.name: f.metadata["not_in_spec"]
-    for cls in (TrainConfig, TransformerConfig)
-    for f in dataclasses.fields(cls)
-    if f.metadata["not_in_spec"]
-}
+# The fields a spec may set: all but those the lab's field table keeps for the study.
 TRAIN_FIELDS = tuple(
-    f.name for f in dataclasses.fields(TrainConfig) if f.name not in ("model", *_NOT_SETTABLE)
+    f.name for f in dataclasses.fields(TrainConfig) if f.name not in ("model", *NOT_IN_SPEC)
 )
 MODEL_FIELDS = tuple(
-    f.name for f in dataclasses.fields(TransformerConfig) if f.name not in _NOT_SETTABLE
+    f.name for f in dataclasses.fields(TransformerConfig) if f.name not in NOT_IN_SPEC
 )
-_HINTS = {cls: typing.get_type_hints(cls) for cls in (TrainConfig, TransformerConfig)}  # _coerce
 _REQUIRED_MODEL = ("dim", "n_layers", "n_heads")
 # The arm names a grid is built from draw on both, so no name may mean two fields.
 assert not set(TRAIN_FIELDS) & set(MODEL_FIELDS)
@@ -210,8 +205,8 @@ def apply_overrides(doc: dict, overrides: typing.Sequence[str], source: str) -> 
 
 class _Loader(ClaimLoader):
     def misplaced(self, k: str, path: str, allowed) -> None:
-        if k in _NOT_SETTABLE:
-            self.fail(_at(path, k), f"cannot be set in a spec: {_NOT_SETTABLE[k]}")
+        if k in NOT_IN_SPEC:
+            self.fail(_at(path, k), f"cannot be set in a spec: {NOT_IN_SPEC[k]}")
         if k not in allowed and k in MODEL_FIELDS:
             self.fail(
                 _at(path, k),
@@ -305,8 +300,8 @@ class _Loader(ClaimLoader):
 
     def field(self, cls: type, name: str, v: Any, path: str) -> Any:
         try:
-            return _coerce(_HINTS[cls][name], v)
-        except _Expected as e:
+            return coerce(field_types(cls)[name], v)
+        except Expected as e:
             self.fail(path, f"expected {e}, got {_show(v)}")
 
     def build(self, path: str, make, train: dict, model: dict, axes: dict | None = None):
@@ -363,8 +358,8 @@ class _Loader(ClaimLoader):
                 flat.append((k, x, _at(path, k)))
         out: dict[str, list] = {}
         for key, values, kpath in flat:
-            if key in _NOT_SETTABLE:
-                self.fail(kpath, f"cannot be set in a spec: {_NOT_SETTABLE[key]}")
+            if key in NOT_IN_SPEC:
+                self.fail(kpath, f"cannot be set in a spec: {NOT_IN_SPEC[key]}")
             if key not in TRAIN_FIELDS and key not in MODEL_FIELDS:
                 close = difflib.get_close_matches(key, [*TRAIN_FIELDS, *MODEL_FIELDS], n=1)
                 self.fail(

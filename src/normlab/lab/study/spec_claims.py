@@ -18,7 +18,9 @@ from normlab.lab.limits import MAX_SEEDS, NAME_MAX
 from normlab.lab.study.claims import Claim
 from normlab.lab.study.measures import MEASURES
 from normlab.lab.study.rules import EXPECT, RULES, AnyOf, Controlled, control_kinds
-from normlab.lab.study.spec_values import SpecError, _at, _coerce, _Expected, _show
+from normlab.lab.study.spec_values import SpecError, _at, _show
+from normlab.lab.train.fields import Expected, coerce
+from normlab.models.config import field_types
 
 # ASCII spellings of the two decisions whose symbols are not on a keyboard.
 EXPECT_ALIASES = {"!=0": "≠0", "~0": "≈0"}
@@ -40,7 +42,7 @@ def _field(key: str, cls: type) -> tuple[dataclasses.Field, Any]:
     for c in (cls, *RULES.values()):
         for f in dataclasses.fields(c):
             if f.metadata.get("key", f.name) == key:
-                return f, typing.get_type_hints(c)[f.name]
+                return f, field_types(c)[f.name]
     raise AssertionError(key)
 
 
@@ -95,8 +97,8 @@ class Checks:
 
     def number(self, v: Any, path: str, *, low: float | None = None) -> float:
         try:
-            x = _coerce(float, v)
-        except _Expected as e:
+            x = coerce(float, v)
+        except Expected as e:
             self.fail(path, f"expected {e}, got {_show(v)}")
         if low is not None and x < low:
             self.fail(path, f"expected a number >= {low:g}, got {_show(v)}")
@@ -304,8 +306,8 @@ class ClaimLoader(Checks):
                 self.fail(path, "expected a list of [coef, arm, measure] terms, got " + _show(v))
             return tuple(self.term(t, _at(path, i), arms) for i, t in enumerate(v))
         try:
-            return _coerce(hint, v)
-        except _Expected as e:
+            return coerce(hint, v)
+        except Expected as e:
             self.fail(path, f"expected {e}, got {_show(v)}")
 
     def sweep(self, v: Any, path: str, arms: list[str]) -> tuple[str, ...]:

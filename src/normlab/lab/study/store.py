@@ -2,8 +2,8 @@
 
 A line is written with a single ``write`` on an ``O_APPEND`` descriptor, then ``fsync``: a study
 killed at any moment leaves whole lines only (a torn last line, possible if the machine itself
-dies, is skipped on reading). Runs are keyed by a hash of their config and the corpus, so a run
-is done once whatever preset or name asked for it.
+dies, is skipped on reading). Runs are keyed by a hash of their config (the fields set away from
+their defaults) and the corpus, so a run is done once whatever preset or name asked for it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -20,34 +20,53 @@ from normlab.lab.errors import UsageError
 from normlab.lab.io import open_append
 from normlab.lab.reading import ReadError, check_strings, loads_json, printable, read_text
 from normlab.lab.train.trainer import TrainConfig, concrete_device
+from normlab.models import TransformerConfig
 
 # Fields that change how fast a run goes, not what it computes.
 _SPEED_ONLY = ("threads",)
-# The device, the precision, the norms' own decay, the corpus slice and the evaluations after
-# training (block drop, serving) change the numbers, so they are keyed; but a run at their plain
-# values keys without them, as it did before they existed, so earlier studies' results resume.
-_KEYED_UNLESS = {
-    "device": "cpu",
-    "precision": "fp32",
-    "norm_weight_decay": None,
-    "eval_serving": False,
-    "block_drop_batches": 0,
-    "train_slice": 0,
-    "freeze_norm_stats": 0,
-    "grad_accum": 1,
-    "eval_lengths": [],
-}
+
+
+def _defaults(cls: type) -> dict[str, Any]:
+    """The default of each field of ``cls`` that has one, as ``to_dict`` writes it."""
+    d = {f.name: f.default for f in fields(cls) if f.default is not MISSING}
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+
+_DEFAULTS = {**_defaults(TrainConfig), "model": _defaults(TransformerConfig)}
 
 
 def run_key(cfg: TrainConfig, corpus_sha256: str) -> str:
-    """A run's key: its config (``device="auto"`` resolved to the device here) and corpus."""
-    d = {k: v for k, v in cfg.to_dict().items() if k not in _SPEED_ONLY}
-    d["device"] = concrete_device(d["device"])
-    for k, plain in _KEYED_UNLESS.items():
-        if d[k] == plain:
-            del d[k]
-    blob = json.dumps({"config": d, "corpus": corpus_sha256}, sort_keys=True)
+    """A run's key: the fields its config sets away from their defaults (``device="auto"``
+    resolved to the device here), and its corpus. A field added with a default leaves every
+    earlier run's key as it was."""
+    return _key(cfg.to_dict(), corpus_sha256)
+
+
+def _key(config: dict[str, Any], corpus_sha256: str) -> str:
+    d = {**config, "device": config.get("device", "auto")}
+    if d["device"] == "auto":
+        d["device"] = concrete_device("auto")
+    blob = json.dumps({"config": _changed(d, _DEFAULTS), "corpus": corpus_sha256}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _changed(d: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """The entries of ``d`` away from ``defaults`` (of the model's config: its own such)."""
+    return {
+        k: _changed(v, defaults[k]) if isinstance(v, dict) and k in defaults else v
+        for k, v in d.items()
+        if k not in _SPEED_ONLY and defaults.get(k, MISSING) != v
+    }
+
+
+def _rekeyed(rec: dict[str, Any]) -> dict[str, Any]:
+    """``rec`` under today's key, recomputed from its stored config and corpus: a line written
+    when every field was keyed (before the keys took only the fields set away from their
+    defaults) is found by ``--resume`` and ``--redecide`` all the same."""
+    config, corpus = rec["result"].get("config"), rec.get("corpus_sha256")
+    if isinstance(config, dict) and isinstance(corpus, str):
+        rec["key"] = _key(config, corpus)
+    return rec
 
 
 @dataclass(frozen=True)
@@ -86,7 +105,8 @@ class ResultStore:
         self.path = Path(path)
 
     def load(self, *, results: bool = False) -> dict[str, dict[str, Any]]:
-        """key -> record, the first complete line of each key (later duplicates are ignored).
+        """key -> record, the first complete line of each key (later duplicates are ignored),
+        keyed as :func:`run_key` keys today whatever scheme wrote the line (:func:`_rekeyed`).
         A line that is JSON but not a run's record (no ``key`` or no ``result``: not written by
         the lab, or edited) is a :class:`UsageError` naming it, and so is a line that is not
         JSON, unless it is a record cut short (a crash mid-write), which is skipped."""
@@ -114,7 +134,7 @@ class ResultStore:
                     f"{self.path} line {i}: not a run's record ({problem}); fix or remove that "
                     "line, or start without --resume"
                 )
-            out.setdefault(rec["key"], rec)
+            out.setdefault(_rekeyed(rec)["key"], rec)
         return out
 
     def set_aside_torn_line(self) -> Path | None:

@@ -1,6 +1,7 @@
 """``TrainConfig``: everything that decides a training run's numbers, the single source of truth
-for a run (it round-trips through JSON). Its fields' metadata (``normlab.models.config.setting``)
-is the field table ``normlab train``'s options and the study spec loader both read.
+for a run (it round-trips through JSON). Its fields (their types, defaults and help texts) and
+``TransformerConfig``'s are what ``normlab train``'s options and the study spec loader both read
+(with the lab's own table of them, ``normlab.lab.train.fields``).
 """
 
 from __future__ import annotations
@@ -8,11 +9,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from normlab.lab.train.device import DEVICES, PRECISIONS
 from normlab.models import TransformerConfig
-from normlab.models.config import check_known_fields, setting
+from normlab.models.config import check_fields, check_known_fields, setting
 from normlab.validation import check_real, shown
 
 SCHEDULES = ("constant", "cosine")
@@ -26,7 +27,7 @@ MAX_EVAL_SEQUENCES = 1 << 20
 class TrainConfig:
     """Everything that decides a run's numbers (``threads`` only decides its speed)."""
 
-    model: TransformerConfig = setting(option=False, help="the model's config (TransformerConfig)")
+    model: TransformerConfig = setting(help="the model's config (TransformerConfig)")
     steps: int = setting(150, help="optimizer steps")
     batch_size: int = setting(
         16,
@@ -38,9 +39,8 @@ class TrainConfig:
         0,
         help="Linear warmup from lr/warmup_steps to lr; 0 = none (Post-LN's known failure mode).",
     )
-    schedule: str = setting(
+    schedule: Literal[SCHEDULES] = setting(
         "constant",
-        choices=SCHEDULES,
         help='After warmup: "constant", or "cosine" decay to lr * min_lr_ratio at the last step.',
     )
     min_lr_ratio: float = setting(0.1, help="cosine floor, as a fraction of lr")
@@ -61,11 +61,7 @@ class TrainConfig:
         None,
         help="Clip the global gradient norm; None (the default) so divergence stays visible.",
     )
-    seed: int = setting(
-        0,
-        not_in_spec="the study sets each run's seed (normlab study --seed)",
-        help="model init and data order",
-    )
+    seed: int = setting(0, help="model init and data order")
     eval_interval: int = setting(0, help="Validate every this many steps (0 = only at the end).")
     eval_batches: int = setting(8, help="validation batches per evaluation")
     eval_sequences: int = setting(
@@ -151,19 +147,16 @@ class TrainConfig:
     )
     threads: int = setting(
         0,
-        not_in_spec="the study sets the threads (normlab study --threads, --workers)",
         help="torch intra-op threads for this run; 0 = leave torch's setting alone.",
     )
-    device: str = setting(
+    device: Literal[DEVICES] = setting(
         "auto",
-        choices=DEVICES,
         help='Where the run trains: "cpu", "cuda", or "auto" (CUDA when available, else the CPU); '
         "a study records the concrete one. The norms' kernels follow (Triton on CUDA, Numba on "
         "the CPU), and so do the collectives (nccl on CUDA, gloo on the CPU).",
     )
-    precision: str = setting(
+    precision: Literal[PRECISIONS] = setting(
         "fp32",
-        choices=PRECISIONS,
         help='"fp32"; "bf16": forward under torch.autocast in bfloat16; "fp16": autocast in '
         "float16 with a GradScaler (an overflowed step is skipped, not a divergence).",
     )
@@ -174,13 +167,9 @@ class TrainConfig:
         self.betas = tuple(float(b) for b in self.betas)
         self.probe_steps = tuple(sorted({int(s) for s in self.probe_steps}))
         self.eval_lengths = tuple(sorted({int(n) for n in self.eval_lengths}))
-        for name in ("batch_size", "seq_len", "eval_batches"):
+        for name in ("batch_size", "seq_len", "eval_batches", "probe_batches", "norm_time_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.probe_batches < 1:
-            raise ValueError(f"probe_batches must be >= 1, got {self.probe_batches}")
-        if self.norm_time_every < 1:
-            raise ValueError(f"norm_time_every must be >= 1, got {self.norm_time_every}")
         if self.eval_sequences % self.batch_size:
             raise ValueError(
                 f"eval_sequences ({self.eval_sequences}) must be a multiple of batch_size "
@@ -206,12 +195,7 @@ class TrainConfig:
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.device not in DEVICES:
-            raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        check_fields(self)
         self._check_numbers()
         if self.norm_weight_decay is not None and not (
             self.decay_norms and self.norm_weight_decay >= 0
@@ -277,10 +261,8 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        d["model"] = self.model.to_dict()
-        d["betas"], d["probe_steps"] = list(self.betas), list(self.probe_steps)
-        d["eval_lengths"] = list(self.eval_lengths)
-        return d
+        d = {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}  # JSON's lists
+        return {**d, "model": self.model.to_dict()}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
