@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from normlab.lab.study.claims import decide_all
-from normlab.lab.study.report import claims_json
+from normlab.lab.study.claims_json import claims_json
 from normlab.lab.study.spec import parse_spec
 
 DATA = Path(__file__).parent / "data"

@@ -16,7 +16,7 @@ from normlab.lab.advise.twin_spec import spec_text
 from normlab.lab.cli import main
 from normlab.lab.errors import UsageError
 from normlab.lab.study.claims import decide_all
-from normlab.lab.study.rules import LRSensitivity
+from normlab.lab.study.rules_lr_sensitivity import LRSensitivity
 from normlab.lab.study.runner import StudyResult
 from normlab.lab.study.spec import load_spec
 from normlab.lab.verdict import Word

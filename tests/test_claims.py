@@ -8,18 +8,11 @@ import pytest
 from normlab.lab.study import words
 from normlab.lab.study.claims import Claim, decide_all
 from normlab.lab.study.design import Study
-from normlab.lab.study.rules import (
-    AllOf,
-    AnyOf,
-    Context,
-    Contrast,
-    Controlled,
-    Fails,
-    LRSensitivity,
-    Trains,
-)
+from normlab.lab.study.rules_compound import AllOf, AnyOf, Controlled
+from normlab.lab.study.rules_contrast import Contrast, Fails, Trains
+from normlab.lab.study.rules_lr_sensitivity import LRSensitivity
 from normlab.lab.study.spec_claims import control
-from normlab.lab.study.stats import Seeds
+from normlab.lab.study.stats import Context, Seeds
 from normlab.lab.train.data import VOCAB_SIZE, corpus_from_bytes
 from normlab.lab.verdict import Mean, TrimmedMean, Word
 

@@ -4,7 +4,7 @@ import pytest
 
 from normlab.lab.study.claims import Claim
 from normlab.lab.study.design import SEED_STRIDE, Arm, Run, Study
-from normlab.lab.study.rules import Trains
+from normlab.lab.study.rules_contrast import Trains
 from normlab.lab.train.trainer import TrainConfig
 from normlab.models import TransformerConfig
 

@@ -8,7 +8,8 @@ import pytest
 from normlab.lab.study.claims import Claim, decide_all
 from normlab.lab.study.design import Arm, Study
 from normlab.lab.study.report import format_table, write_reports
-from normlab.lab.study.rules import Contrast, Timing
+from normlab.lab.study.rules_contrast import Contrast
+from normlab.lab.study.rules_timing import Timing
 from normlab.lab.study.spec import load_builtin
 
 EVIL = "<script>alert('x')</script>&"
@@ -136,7 +137,7 @@ def test_missing_and_diverged_runs_do_not_break_the_report(tmp_path, study):
 
 
 def test_claims_json_carries_scope_outcomes_correction_controls_and_the_family(tmp_path, study):
-    from normlab.lab.study.rules import Fails
+    from normlab.lab.study.rules_contrast import Fails
     from normlab.lab.study.spec_claims import control
     from normlab.lab.verdict import Word
 
@@ -191,7 +192,7 @@ def _pieces(md: str) -> list[str]:
 
 def test_quick_report_md_says_the_shared_rules_once_and_stays_short(quick_report):
     from normlab.lab.study.measures import H_TEXT
-    from normlab.lab.study.rules import AllOf
+    from normlab.lab.study.rules_compound import AllOf
     from normlab.lab.verdict import BOUND_TEXT
 
     md = (quick_report / "report.md").read_text()

@@ -10,7 +10,9 @@ import pytest
 
 from normlab.lab.cli import main
 from normlab.lab.study import spec
-from normlab.lab.study.rules import AllOf, AnyOf, Contrast, Fails, Timing, Trains
+from normlab.lab.study.rules_compound import AllOf, AnyOf
+from normlab.lab.study.rules_contrast import Contrast, Fails, Trains
+from normlab.lab.study.rules_timing import Timing
 from normlab.lab.study.spec import load_builtin
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -507,7 +509,7 @@ def test_spec_and_preset_exclude_each_other(capsys):
 
 
 def test_controls_on_claims_and_parts(tmp_path, capsys):
-    from normlab.lab.study.rules import Controlled
+    from normlab.lab.study.rules_compound import Controlled
     from normlab.lab.study.spec_claims import control
 
     text = _edit('label = "rmsnorm trains"', 'label = "rmsnorm trains"\ncontrols = ["layernorm"]')
@@ -531,7 +533,8 @@ def test_controls_on_claims_and_parts(tmp_path, capsys):
 
 
 def test_any_and_measured_controls():
-    from normlab.lab.study.rules import AnyOf, Contrast
+    from normlab.lab.study.rules_compound import AnyOf
+    from normlab.lab.study.rules_contrast import Contrast
     from normlab.lab.study.spec_claims import control
 
     controls = (

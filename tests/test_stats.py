@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from normlab.lab.study.pilot import size_seeds
-from normlab.lab.study.rules import Context, Contrast
+from normlab.lab.study.rules_contrast import Contrast
 from normlab.lab.study.spec import parse_spec
+from normlab.lab.study.stats import Context
 from normlab.lab.study.words import part_text
 from normlab.lab.verdict import TrimmedMean, Word
 

@@ -15,8 +15,11 @@ from study_procs import (
 )
 
 from normlab.lab.study.design import SEED_STRIDE
-from normlab.lab.study.rules import AllOf, AnyOf, Context, Contrast, Fails, Timing, Trains
+from normlab.lab.study.rules_compound import AllOf, AnyOf
+from normlab.lab.study.rules_contrast import Contrast, Fails, Trains
+from normlab.lab.study.rules_timing import Timing
 from normlab.lab.study.spec import builtin_names, load_builtin
+from normlab.lab.study.stats import Context
 from normlab.lab.study.store import ResultStore, RunRecord, find_run, run_key
 from normlab.lab.verdict import Mean, Word
 

@@ -4,8 +4,9 @@ import math
 
 import pytest
 
-from normlab.lab.study.rules import Context, LRSensitivity
+from normlab.lab.study.rules_lr_sensitivity import LRSensitivity
 from normlab.lab.study.spec import SpecError, parse_spec
+from normlab.lab.study.stats import Context
 from normlab.lab.study.sweeps import sensitivity, sweep_name
 from normlab.lab.verdict import Word
 

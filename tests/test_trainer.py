@@ -178,7 +178,7 @@ def test_the_norms_are_timed_on_the_sampled_steps_only(corpus):
 
 
 def test_a_probe_over_several_batches_is_their_mean(corpus):
-    from normlab.lab.train import trainer as T
+    from normlab.lab.train import evaluation as T
 
     assert T._mean_of([{"a": [1.0, 3.0], "b": 2}, {"a": [3.0, 5.0], "b": 4}]) == {
         "a": [2.0, 4.0],

@@ -3,8 +3,11 @@ undecided claim why and what would decide it; the rule in plain words; the scope
 
 from normlab.lab.study import words
 from normlab.lab.study.claims import Claim
-from normlab.lab.study.rules import AllOf, AnyOf, Context, Contrast, Fails, Timing, Trains
+from normlab.lab.study.rules_compound import AllOf, AnyOf
+from normlab.lab.study.rules_contrast import Contrast, Fails, Trains
+from normlab.lab.study.rules_timing import Timing
 from normlab.lab.study.spec_claims import control
+from normlab.lab.study.stats import Context
 
 
 def res(val):

@@ -18,7 +18,8 @@ from typing import Any
 
 from normlab.lab.study import compound
 from normlab.lab.study.claims import Claim, by_design
-from normlab.lab.study.rules import Contrast, Controlled
+from normlab.lab.study.rules_compound import Controlled
+from normlab.lab.study.rules_contrast import Contrast
 from normlab.lab.study.stats import Context, Seeds, Verdict
 from normlab.lab.study.words import compound as parts_of
 from normlab.lab.verdict import Word

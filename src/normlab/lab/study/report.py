@@ -1,29 +1,28 @@
-"""``DIR/report.html`` (self-contained: plots embedded), ``DIR/report.md`` and
-``DIR/claims.json`` (the same verdicts, effects, intervals and n, for programs).
+"""``DIR/report.html`` (self-contained: plots embedded), ``DIR/report.md`` and ``DIR/claims.json``
+(the same verdicts, effects, intervals and n, for programs: ``claims_json.py``).
 
 The report is built once as a document (``normlab.lab.doc``) and rendered to HTML and Markdown.
 Order: the summary (one row per claim: title and source, the verdict, one sentence of what was
 seen, the scope), how verdicts are decided (what every rule shares, said once), then per claim
 its plots, its parts, controls and seeds and its rule in words, the machinery folded away; then
-the arms, their configs and the environment, folded.
+the arms, their configs and the environment, folded (``report_arms.py``).
 """
 
 from __future__ import annotations
 
-import json
-import statistics
 from pathlib import Path
-from typing import Any
 
 from normlab.lab import doc as d
 from normlab.lab.io import write_file
 from normlab.lab.render import md_table
 from normlab.lab.study import words
 from normlab.lab.study.claims import Claim
+from normlab.lab.study.claims_json import family, scope, write_claims
 from normlab.lab.study.claims_page import REPORT_LINK
-from normlab.lab.study.measures import H_TEXT, MEASURES
+from normlab.lab.study.measures import H_TEXT
+from normlab.lab.study.report_arms import arms_section, fmt
 from normlab.lab.study.stats import Verdict
-from normlab.lab.verdict import BOUND_TEXT, CLAIM_WORDS, EXPECT, LEVEL, POWER, Word
+from normlab.lab.verdict import BOUND_TEXT, EXPECT, LEVEL, POWER, Word
 
 _COLORS = {
     Word.HOLDS: "#1a7f37",
@@ -36,90 +35,6 @@ HOW = "how-verdicts-are-decided"  # the anchor of the section every claim links 
 
 def badge(status: str) -> d.Badge:
     return d.Badge(status, _COLORS.get(status, "#57606a"))
-
-
-def scope(preset, claim: Claim) -> list[dict[str, Any]]:
-    """The sizes a claim was tested at, one entry per distinct shape of its arms (a verdict holds
-    at these sizes, not beyond): width, blocks, T, B, steps, tokens seen = steps × B × T (the
-    planned budget: a stalled run stops earlier), init."""
-    configs = {r.name: r.config for r in preset.arms}
-    shapes: dict[tuple, dict[str, Any]] = {}
-    for arm in claim.arms:
-        c = configs[arm]
-        m = c.model
-        key = (m.dim, m.n_layers, c.seq_len, c.batch_size, c.steps, m.init)
-        entry = shapes.setdefault(
-            key,
-            {
-                "d": m.dim,
-                "blocks": m.n_layers,
-                "T": c.seq_len,
-                "B": c.batch_size,
-                "steps": c.steps,
-                "tokens": c.steps * c.batch_size * c.seq_len,
-                "init": m.init,
-                "arms": [],
-            },
-        )
-        entry["arms"].append(arm)
-    return list(shapes.values())
-
-
-def size(preset, claim: Claim) -> str:
-    """The model sizes a claim was tested at: its arms' distinct shapes, in words."""
-    return "; ".join(
-        f"d={s['d']} L={s['blocks']} T={s['T']} B={s['B']} {s['steps']} steps "
-        f"({words.tokens(s['tokens'])} tokens) init={s['init']}"
-        for s in scope(preset, claim)
-    )
-
-
-def family(verdicts) -> dict[str, Any]:
-    """How many claims were decided, at what error rate, within and across claims."""
-    n = len(verdicts)
-    counts = {s: sum(v.status == s for _, v in verdicts) for s in CLAIM_WORDS}
-    held, failed = counts[Word.HOLDS], counts[Word.DOES_NOT_HOLD]
-    alpha = 1 - LEVEL
-    text = (
-        f"{n} claims: {held} hold, {failed} do not hold, {counts[Word.INCONCLUSIVE]} "
-        f"inconclusive, {counts[Word.NOT_TESTABLE]} not testable here. Each claim is decided at "
-        f"{LEVEL:.0%}: the chance that it is called 'holds', or 'does not hold', when that is "
-        f"false is at most {alpha:.0%} (within a compound claim family-wise over its parts, by "
-        f"Holm's step-down; a claim's controls must hold as well). Across the {n} claims there "
-        f"is no correction: by chance alone, up to {alpha * n:.2g} of them (n × {alpha:.0%}) "
-        "may be decided wrongly."
-    )
-    return {
-        "claims": n,
-        "counts": counts,
-        "level": LEVEL,
-        "within_claim": f"family-wise {alpha:.0%} (Holm across the parts of a compound claim)",
-        "across_claims": "no correction",
-        "expected_false_decisions_at_most": alpha * n,
-        "text": text,
-    }
-
-
-def claims_json(preset, verdicts, meta: dict) -> dict[str, Any]:
-    return {
-        "preset": preset.name,
-        "seed_block": meta.get("seed_block", 0),
-        "plateau_h": meta.get("plateau_h"),
-        "family": family(verdicts),
-        "claims": [
-            {
-                "name": c.name,
-                "statement": c.statement,
-                "source": c.source,
-                "rule": c.describe(),
-                "seeds": c.seeds,
-                "size": size(preset, c),
-                "scope": scope(preset, c),
-                **v.to_dict(),
-            }
-            for c, v in verdicts
-        ],
-    }
 
 
 def format_table(preset, verdicts, plateau_h: float | None = None) -> str:
@@ -146,12 +61,6 @@ def _plots(claim: Claim, verdict: Verdict, results, timings, plot_dir: Path) -> 
             write_file(plot_dir / fname, png)
             out.append(d.Figure(title, png, f"plots/{fname}"))
     return out
-
-
-def _fmt(x: Any) -> str:
-    if isinstance(x, float):
-        return f"{x:.4g}"
-    return "–" if x is None else str(x)
 
 
 def _summary(preset, verdicts, meta) -> list[d.Block]:
@@ -307,7 +216,7 @@ def _claim(preset, c: Claim, v: Verdict, figures: list[d.Figure], h) -> d.Sectio
     ]
     why = [("claim", v.why)] + [(f"[{n}]", p.why) for n, p in v.parts]
     why += [(f"control '{label}'", cv.why) for label, cv in controls]
-    means = tuple((k, _fmt(x)) for k, x in v.means.items())
+    means = tuple((k, fmt(x)) for k, x in v.means.items())
     blocks.append(
         d.Details(
             "The numbers behind the verdict",
@@ -323,62 +232,6 @@ def _claim(preset, c: Claim, v: Verdict, figures: list[d.Figure], h) -> d.Sectio
 
 def _seeds(v: Verdict) -> str:
     return v.seeds.text() if v.seeds else "–"
-
-
-def _describe_model(cfg: dict) -> str:
-    m = cfg["model"]
-    return (
-        f"{m['arch']} {m['placement']}-{m['norm']} d={m['dim']} L={m['n_layers']} "
-        f"T={cfg['seq_len']} B={cfg['batch_size']} steps={cfg['steps']} lr={cfg['lr']:g} "
-        f"warmup={cfg['warmup_steps']} init={m['init']}"
-    )
-
-
-def _arm_rows(preset, results) -> list[list[str]]:
-    """One row per arm: seeds, outcome and the mean of the main numbers over its seeds."""
-    rows = []
-    for r in preset.arms:
-        runs = list(results.get(r.name, {}).values())
-        ok = [x for x in runs if x["status"] == "ok"]
-
-        def mean(key: str, runs=ok) -> str:
-            xs = [x["summary"].get(key) for x in runs]
-            xs = [x for x in xs if isinstance(x, int | float)]
-            if not xs:
-                return "–"
-            m = statistics.fmean(xs)
-            return _fmt(m) if len(xs) < 2 else f"{_fmt(m)} ± {_fmt(statistics.stdev(xs))}"
-
-        stalled = sorted(x["stopped_step"] for x in ok if x.get("stopped_step"))
-        stopped = f" ({len(stalled)} stalled at step {stalled[0]})" if stalled else ""
-        rows.append(
-            [
-                r.name,
-                _describe_model(r.config.to_dict()),
-                f"{len(runs)}/{preset.seeds(r.name)}",
-                f"{len(runs) - len(ok)}{stopped}",
-                mean("final_val_loss"),
-                _branch_ratios(runs),
-                mean("step_ms"),
-                mean("cpu_s"),
-            ]
-        )
-    return rows
-
-
-def _branch_ratios(runs: list[dict]) -> str:
-    """ "attn / mlp": the branch share of the variance at init, mean over the arm's seeds."""
-    means = []
-    for key in ("attn_branch_ratio", "mlp_branch_ratio"):
-        xs = [v for v in (MEASURES[key][1](r, None) for r in runs) if v is not None]
-        means.append(f"{statistics.fmean(xs):.2f}" if xs else None)
-    return "–" if None in means else " / ".join(means)
-
-
-ARM_HEADER = (
-    "arm", "model", "seeds", "diverged", "final val loss",
-    "Var f / Var(x+f) at init (attn / mlp)", "ms/step", "CPU s",
-)  # fmt: skip
 
 
 def _summary_line(preset, results, meta) -> str:
@@ -401,37 +254,6 @@ def _summary_line(preset, results, meta) -> str:
     )
 
 
-def _machinery(out: Path, preset, results, meta) -> list[d.Block]:
-    env = {**meta["environment"], **{f"corpus {k}": x for k, x in meta["corpus"].items()}}
-    configs = tuple(
-        d.Details(r.name, (d.Pre(json.dumps(r.config.to_dict(), indent=1), "json"),))
-        for r in preset.arms
-    )
-    if (out / "numerics.html").exists():
-        numerics: d.Inline = (
-            d.Strong("Numerics:"),
-            " ",
-            d.Link("precision and overflow of the norms in FP16/BF16/FP32", "numerics.html"),
-        )
-    else:
-        numerics = (
-            d.Strong("Numerics:"),
-            " not run — ",
-            d.Code(f"normlab numerics --out {out}"),
-            " adds a precision page linked here.",
-        )
-    return [
-        d.Heading(2, "Arms, configs and environment", "arms"),
-        d.Paragraph(numerics, muted=True),
-        d.Details(
-            "Arms: seeds, outcomes and mean numbers",
-            (d.Table(ARM_HEADER, tuple(tuple(r) for r in _arm_rows(preset, results))),),
-        ),
-        d.Details("Configs", configs),
-        d.Details("Environment", (d.Table(("", ""), tuple((k, _fmt(x)) for k, x in env.items())),)),
-    ]
-
-
 def build(out: Path, preset, results, verdicts, meta, figures, lead: d.Raw | None = None):
     """The report as a document: summary first, the shared explanation once, then the claims."""
     h = meta.get("plateau_h")
@@ -451,7 +273,7 @@ def build(out: Path, preset, results, verdicts, meta, figures, lead: d.Raw | Non
     doc.add(d.Heading(2, "Claims", "claims"))
     for c, v in verdicts:
         doc.add(_claim(preset, c, v, figures[c.name], h))
-    doc.add(*_machinery(out, preset, results, meta))
+    doc.add(*arms_section(out, preset, results, meta))
     return doc
 
 
@@ -477,7 +299,4 @@ def write_reports(
     # table, the link to the coverage table).
     write_file(out / "report.html", d.to_html(doc, toc_after=5 + (lead is not None)))
     write_file(out / "report.md", d.to_markdown(doc))
-    write_file(
-        out / "claims.json",
-        json.dumps(claims_json(preset, verdicts, meta), indent=1, ensure_ascii=False),
-    )
+    write_claims(out, preset, verdicts, meta)

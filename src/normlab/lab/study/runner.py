@@ -55,7 +55,7 @@ class StudyOptions:
     tensorboard: Path | None = None  # TensorBoard events per run: DIR/<arm>/seed<i>; None: none
 
     def __post_init__(self) -> None:
-        from normlab.lab.train.trainer import DEVICES, PRECISIONS
+        from normlab.lab.train.device import DEVICES, PRECISIONS
 
         if self.executor not in ("local", "ray"):
             raise UsageError(f"executor: expected local or ray, got {self.executor!r}")

@@ -31,7 +31,8 @@ from normlab.lab.io import open_append, write_file
 from normlab.lab.train import distributed as D
 from normlab.lab.train.config import INT64
 from normlab.lab.train.data import Corpus, RandomBatches
-from normlab.lab.train.trainer import RunResult, StepCallback, TrainConfig, Trainer
+from normlab.lab.train.result import RunResult
+from normlab.lab.train.trainer import StepCallback, TrainConfig, Trainer
 from normlab.models import Transformer
 
 CHECKPOINT, METRICS, RESULT, CONFIG = "checkpoint.pt", "metrics.jsonl", "result.json", "config.json"

@@ -1,20 +1,20 @@
 """The training loop: one run of one model on byte-level data, recorded step by step.
 
-A run is its ``TrainConfig`` (``normlab.lab.train.config``, imported from here too);
-``Trainer`` holds the seams a distributed wrapper overrides — ``build_model``,
-``build_optimizer``, ``train_batches``, ``all_reduce_mean`` and ``log`` — and ``train()`` is the
-one-call entry point. A run that produces a non-finite loss or gradient, or whose loss blows up,
-is stopped and returned with ``status="diverged"``: a result, never an exception.
+A run is its ``TrainConfig`` (``normlab.lab.train.config``, imported from here too) and produces a
+``RunResult`` (``result.py``); ``Trainer`` holds the seams a distributed wrapper overrides —
+``build_model``, ``build_optimizer``, ``train_batches``, ``all_reduce_mean`` and ``log`` — and
+what it measures besides the training loss (validation, probes, the trained model's measures)
+comes from its base, ``evaluation.Evaluation``; ``train()`` is the one-call entry point. A run
+that produces a non-finite loss or gradient, or whose loss blows up, is stopped and returned with
+``status="diverged"``: a result, never an exception.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -24,71 +24,17 @@ from normlab.batchnorm import BatchNorm
 from normlab.lab.limits import set_threads
 from normlab.lab.train.config import TrainConfig
 from normlab.lab.train.data import Corpus, RandomBatches, fixed_batches, validation_set
-from normlab.lab.train.device import (  # noqa: F401 (DEVICES, PRECISIONS: re-exported)
-    DEVICES,
-    PRECISIONS,
-    autocast,
-    concrete_device,
-    device_name,
-)
+from normlab.lab.train.device import autocast, concrete_device, device_name
+from normlab.lab.train.evaluation import Evaluation
 from normlab.lab.train.norm_timer import NormTimer
-from normlab.lab.train.serving import buffers_restored as _buffers_restored
-from normlab.lab.train.serving import probe_set, serving_measures
-from normlab.models import Probes, Transformer, param_groups
-
-
-@dataclass
-class RunResult:
-    """What a run produced. Columns of ``history`` are per step; all floats are finite or None."""
-
-    config: dict[str, Any]
-    status: str = "ok"  # "ok" | "diverged"
-    diverged_step: int | None = None
-    stopped_step: int | None = None  # where the stall rule (TrainConfig.stall_step) stopped it
-    reason: str = ""
-    history: dict[str, list] = field(default_factory=dict)
-    evals: list[dict[str, Any]] = field(default_factory=list)
-    probes: dict[str, dict] = field(default_factory=dict)  # str(step) -> Probes.collect()
-    summary: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return _finite(dataclasses.asdict(self))
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RunResult:
-        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
-
-
-def _mean_of(outs: list[Any]) -> Any:
-    """The elementwise mean of equally shaped probe outputs (dicts, lists, numbers)."""
-    first = outs[0]
-    if len(outs) == 1 or first is None or isinstance(first, bool | str):
-        return first
-    if isinstance(first, dict):
-        return {k: _mean_of([o[k] for o in outs]) for k in first}
-    if isinstance(first, list | tuple):
-        return [_mean_of(list(col)) for col in zip(*outs, strict=True)]
-    if any(o is None for o in outs):
-        return None
-    return sum(float(o) for o in outs) / len(outs)
-
-
-def _finite(x: Any) -> Any:
-    """NaN/Inf -> None, so results stay strict JSON."""
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_finite(v) for v in x]
-    return x
-
+from normlab.lab.train.result import RunResult
+from normlab.models import Transformer, param_groups
 
 StepCallback = Callable[[int, dict[str, float]], None]
 EvalCallback = Callable[[dict[str, Any]], None]  # {"step", "val_loss", ["val_loss_train_mode"]}
 
 
-class Trainer:
+class Trainer(Evaluation):
     """One run. Override the ``build_*``/``train_batches``/``all_reduce_mean``/``log`` seams to
     wrap the model (DDP/FSDP), shard the batches or log elsewhere; the loop stays the same."""
 
@@ -291,115 +237,6 @@ class Trainer:
         )
         return True
 
-    def _probe(
-        self, model: nn.Module, batches: list[tuple[Tensor, Tensor]], step: int | None = None
-    ) -> dict:
-        """Probe a forward+backward on each of ``batches``; every number is the mean over them.
-        Leaves no gradient behind. At a training ``step``, also the model update since step 0."""
-        raw = getattr(model, "module", model)
-        outs = []
-        for i, (x, y) in enumerate(batches):
-            with _buffers_restored(model), Probes(raw) as probes:
-                with self.autocast():
-                    logits = model(x)
-                    loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
-                loss.backward()
-                out = probes.collect()
-            out.update(self._output_change(i, logits, step))
-            outs.append(out)
-            model.zero_grad(set_to_none=True)
-        return _finite(_mean_of(outs))
-
-    def serve(self, model: nn.Module, val: list) -> dict[str, float]:
-        """The serving measures (``normlab.lab.train.serving``) on the trained model."""
-        x, y = probe_set(val, self.cfg.batch_size)
-        return serving_measures(model, x, y, self.cfg.batch_size, self.autocast)
-
-    def _output_change(self, i: int, logits: Tensor, step: int | None) -> dict[str, float]:
-        """DeepNet's model update on the probe batches: ``output_change`` = RMS(F(x, θ_t) −
-        F(x, θ_0)) of the logits on probe batch ``i``, from the probe at step 0 (kept here)."""
-        if step is None:
-            return {}
-        logits = logits.detach().float()
-        if step == 0:
-            self._logits0[i] = logits
-            return {}
-        ref = self._logits0.get(i)
-        if ref is None:
-            return {}
-        return {"output_change": float((logits - ref).pow(2).mean().sqrt())}
-
-    def _validate(self, res: RunResult, model, val, step: int, on_eval) -> None:
-        rec = self._evaluate(model, val, step)
-        res.evals.append(rec)
-        self.log_eval(rec)
-        if on_eval is not None:
-            on_eval(rec)
-
-    @torch.no_grad()
-    def _evaluate(self, model: nn.Module, batches: list, step: int) -> dict[str, Any]:
-        out = {"step": step, "val_loss": self._mean_loss(model, batches, train_mode=False)}
-        if self.cfg.train_slice:  # the gap along the curve, at equal training loss
-            out["train_loss"] = self._train_split_loss(model, len(batches))
-        if self.cfg.eval_train_mode:
-            out["val_loss_train_mode"] = self._mean_loss(model, batches, train_mode=True)
-        return out
-
-    @torch.no_grad()
-    def _mean_loss(self, model: nn.Module, batches: list, *, train_mode: bool) -> float:
-        model.train(train_mode)
-        total = 0.0
-        with _buffers_restored(model) if train_mode else contextlib.nullcontext():
-            for x, y in batches:
-                with self.autocast():
-                    logits = model(x)
-                loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
-                total += float(loss)
-        model.train()
-        return self.all_reduce_mean(total / len(batches))
-
-    # ---- evaluation-only measures of the trained model, by the process that trained it
-
-    def _after_training(self, model: nn.Module, val: list) -> dict[str, Any]:
-        out: dict[str, Any] = self.serve(model, val) if self.cfg.eval_serving else {}
-        if self.cfg.block_drop_batches:
-            out["block_drop_loss"] = self._block_drop(model, val[: self.cfg.block_drop_batches])
-        if self.cfg.train_slice:
-            out["final_train_loss"] = self._train_split_loss(model, len(val))
-        for n in self.cfg.eval_lengths:  # served at another length than trained
-            short = [(x[:, :n], y[:, :n]) for x, y in val]
-            out.setdefault("val_loss_at", {})[str(n)] = self._mean_loss(
-                model, short, train_mode=False
-            )
-            if self.cfg.eval_train_mode:
-                loss = self._mean_loss(model, short, train_mode=True)
-                out.setdefault("val_loss_train_mode_at", {})[str(n)] = loss
-        return out
-
-    @torch.no_grad()
-    def _block_drop(self, model: nn.Module, batches: list) -> list[float]:
-        """Per block, the validation loss on ``batches`` with that block skipped (an identity)
-        minus the loss with every block: how much of the model's work that block does."""
-        blocks = getattr(model, "module", model).blocks
-        full = self._mean_loss(model, batches, train_mode=False)
-        out = []
-        for i in range(len(blocks)):
-            kept, blocks[i] = blocks[i], _Skip()
-            try:
-                out.append(self._mean_loss(model, batches, train_mode=False) - full)
-            finally:
-                blocks[i] = kept
-        return out
-
-    def _train_split_loss(self, model: nn.Module, n_batches: int) -> float:
-        """The loss on the training bytes, in eval mode, on ``n_batches`` batches drawn once with
-        the validation set's seed: the train side of the train–validation gap."""
-        cfg, dev = self.cfg, self.device
-        batches = fixed_batches(self.train_split(), n_batches, cfg.batch_size, cfg.seq_len)
-        return self._mean_loss(
-            model, [(x.to(dev), y.to(dev)) for x, y in batches], train_mode=False
-        )
-
     def _summary(self, res: RunResult, raw: nn.Module, wall_s: float) -> dict[str, Any]:
         h = res.history
         last = max(1, len(h["loss"]) // 10)
@@ -461,10 +298,3 @@ def train(
     """Train one model as ``cfg`` says and return what happened (diverged runs included);
     ``on_step(step, record)`` after each step, ``on_eval(record)`` after each evaluation."""
     return Trainer(cfg, data).run(on_step, on_eval)
-
-
-class _Skip(nn.Module):
-    """A block left out: its input passes through unchanged."""
-
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
-        return x

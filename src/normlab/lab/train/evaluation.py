@@ -1,0 +1,151 @@
+"""What a ``Trainer`` measures of its model besides the training loss: the validation loss along
+the way, the probes at chosen steps, and the evaluation-only measures of the trained model."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from normlab.lab.train.data import fixed_batches
+from normlab.lab.train.result import RunResult, finite
+from normlab.lab.train.serving import buffers_restored, probe_set, serving_measures
+from normlab.models import Probes
+
+
+class Evaluation:
+    """The measuring half of ``Trainer`` (its base): it reads the trainer's ``cfg``, ``device``
+    and seams (``autocast``, ``all_reduce_mean``, ``train_split``, ``log_eval``), and keeps the
+    probe batches' logits at step 0 in its ``_logits0``."""
+
+    def _probe(
+        self, model: nn.Module, batches: list[tuple[Tensor, Tensor]], step: int | None = None
+    ) -> dict:
+        """Probe a forward+backward on each of ``batches``; every number is the mean over them.
+        Leaves no gradient behind. At a training ``step``, also the model update since step 0."""
+        raw = getattr(model, "module", model)
+        outs = []
+        for i, (x, y) in enumerate(batches):
+            with buffers_restored(model), Probes(raw) as probes:
+                with self.autocast():
+                    logits = model(x)
+                    loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+                loss.backward()
+                out = probes.collect()
+            out.update(self._output_change(i, logits, step))
+            outs.append(out)
+            model.zero_grad(set_to_none=True)
+        return finite(_mean_of(outs))
+
+    def serve(self, model: nn.Module, val: list) -> dict[str, float]:
+        """The serving measures (``normlab.lab.train.serving``) on the trained model."""
+        x, y = probe_set(val, self.cfg.batch_size)
+        return serving_measures(model, x, y, self.cfg.batch_size, self.autocast)
+
+    def _output_change(self, i: int, logits: Tensor, step: int | None) -> dict[str, float]:
+        """DeepNet's model update on the probe batches: ``output_change`` = RMS(F(x, θ_t) −
+        F(x, θ_0)) of the logits on probe batch ``i``, from the probe at step 0 (kept here)."""
+        if step is None:
+            return {}
+        logits = logits.detach().float()
+        if step == 0:
+            self._logits0[i] = logits
+            return {}
+        ref = self._logits0.get(i)
+        if ref is None:
+            return {}
+        return {"output_change": float((logits - ref).pow(2).mean().sqrt())}
+
+    def _validate(self, res: RunResult, model, val, step: int, on_eval) -> None:
+        rec = self._evaluate(model, val, step)
+        res.evals.append(rec)
+        self.log_eval(rec)
+        if on_eval is not None:
+            on_eval(rec)
+
+    @torch.no_grad()
+    def _evaluate(self, model: nn.Module, batches: list, step: int) -> dict[str, Any]:
+        out = {"step": step, "val_loss": self._mean_loss(model, batches, train_mode=False)}
+        if self.cfg.train_slice:  # the gap along the curve, at equal training loss
+            out["train_loss"] = self._train_split_loss(model, len(batches))
+        if self.cfg.eval_train_mode:
+            out["val_loss_train_mode"] = self._mean_loss(model, batches, train_mode=True)
+        return out
+
+    @torch.no_grad()
+    def _mean_loss(self, model: nn.Module, batches: list, *, train_mode: bool) -> float:
+        model.train(train_mode)
+        total = 0.0
+        with buffers_restored(model) if train_mode else contextlib.nullcontext():
+            for x, y in batches:
+                with self.autocast():
+                    logits = model(x)
+                loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+                total += float(loss)
+        model.train()
+        return self.all_reduce_mean(total / len(batches))
+
+    # ---- evaluation-only measures of the trained model, by the process that trained it
+
+    def _after_training(self, model: nn.Module, val: list) -> dict[str, Any]:
+        out: dict[str, Any] = self.serve(model, val) if self.cfg.eval_serving else {}
+        if self.cfg.block_drop_batches:
+            out["block_drop_loss"] = self._block_drop(model, val[: self.cfg.block_drop_batches])
+        if self.cfg.train_slice:
+            out["final_train_loss"] = self._train_split_loss(model, len(val))
+        for n in self.cfg.eval_lengths:  # served at another length than trained
+            short = [(x[:, :n], y[:, :n]) for x, y in val]
+            out.setdefault("val_loss_at", {})[str(n)] = self._mean_loss(
+                model, short, train_mode=False
+            )
+            if self.cfg.eval_train_mode:
+                loss = self._mean_loss(model, short, train_mode=True)
+                out.setdefault("val_loss_train_mode_at", {})[str(n)] = loss
+        return out
+
+    @torch.no_grad()
+    def _block_drop(self, model: nn.Module, batches: list) -> list[float]:
+        """Per block, the validation loss on ``batches`` with that block skipped (an identity)
+        minus the loss with every block: how much of the model's work that block does."""
+        blocks = getattr(model, "module", model).blocks
+        full = self._mean_loss(model, batches, train_mode=False)
+        out = []
+        for i in range(len(blocks)):
+            kept, blocks[i] = blocks[i], _Skip()
+            try:
+                out.append(self._mean_loss(model, batches, train_mode=False) - full)
+            finally:
+                blocks[i] = kept
+        return out
+
+    def _train_split_loss(self, model: nn.Module, n_batches: int) -> float:
+        """The loss on the training bytes, in eval mode, on ``n_batches`` batches drawn once with
+        the validation set's seed: the train side of the train–validation gap."""
+        cfg, dev = self.cfg, self.device
+        batches = fixed_batches(self.train_split(), n_batches, cfg.batch_size, cfg.seq_len)
+        return self._mean_loss(
+            model, [(x.to(dev), y.to(dev)) for x, y in batches], train_mode=False
+        )
+
+
+def _mean_of(outs: list[Any]) -> Any:
+    """The elementwise mean of equally shaped probe outputs (dicts, lists, numbers)."""
+    first = outs[0]
+    if len(outs) == 1 or first is None or isinstance(first, bool | str):
+        return first
+    if isinstance(first, dict):
+        return {k: _mean_of([o[k] for o in outs]) for k in first}
+    if isinstance(first, list | tuple):
+        return [_mean_of(list(col)) for col in zip(*outs, strict=True)]
+    if any(o is None for o in outs):
+        return None
+    return sum(float(o) for o in outs) / len(outs)
+
+
+class _Skip(nn.Module):
+    """A block left out: its input passes through unchanged."""
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        return x
