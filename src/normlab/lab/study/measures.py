@@ -113,27 +113,19 @@ def _end(fn: Callable[[dict], float | None]) -> Callable[[dict, str | None], flo
     return measure
 
 
-def _logit_drift(res: dict, matrix: str | None) -> float | None:
-    """ln(logit RMS at the last probe / at step 0): how far training moved the output scale."""
-    probes = res.get("probes") or {}
-    if res.get("status") != "ok" or "0" not in probes or len(probes) < 2:
-        return None
-    try:
-        return _finite(math.log(_at_end(res)["logit_rms"] / probes["0"]["logit_rms"]))
-    except _MISSING:
-        return None
+def _drift(fn: Callable[[dict, dict], float]) -> Callable[[dict, str | None], float | None]:
+    """A measure of what training moved: ``fn(probe at the latest step, probe at step 0)``."""
 
+    def measure(res: dict, matrix: str | None) -> float | None:
+        probes = res.get("probes") or {}
+        if res.get("status") != "ok" or "0" not in probes or len(probes) < 2:
+            return None
+        try:
+            return _finite(fn(_at_end(res), probes["0"]))
+        except _MISSING:
+            return None
 
-def _resid_growth_drift(res: dict, matrix: str | None) -> float | None:
-    """How much training added to the stream's growth across the blocks: ln(growth at the last
-    probe / growth at step 0)."""
-    probes = res.get("probes") or {}
-    if res.get("status") != "ok" or "0" not in probes or len(probes) < 2:
-        return None
-    try:
-        return _finite(_resid_growth(_at_end(res)) - _resid_growth(probes["0"]))
-    except _MISSING:
-        return None
+    return measure
 
 
 def _gap(res: dict, a: str, b: str) -> float | None:
@@ -218,9 +210,9 @@ MATCHED_TRAIN_LOSS = 1.75  # nats/byte: a training loss every small-corpus arm p
 def _gap_at_matched_train_loss(res: dict, matrix: str | None) -> float | None:
     """val − train loss where the training loss (eval mode, on the training bytes) first reaches
     ``MATCHED_TRAIN_LOSS``, linear between the validations around it: the gap at equal fit."""
-    evals = [e for e in res.get("evals") or [] if "train_loss" in e]
     if res.get("status") != "ok":
         return None
+    evals = [e for e in res.get("evals") or [] if "train_loss" in e]
     for a, b in zip(evals, evals[1:], strict=False):
         ta, tb = a["train_loss"], b["train_loss"]
         if ta > MATCHED_TRAIN_LOSS >= tb:
@@ -307,12 +299,12 @@ MEASURES: dict[str, tuple[str, Callable[[dict, str | None], float | None]]] = {
     ),
     "log_logit_rms_drift": (
         "ln(RMS of the output logits at the last probe / at step 0): the output scale's drift",
-        _logit_drift,
+        _drift(lambda end, init: math.log(end["logit_rms"] / init["logit_rms"])),
     ),
     "log_resid_growth_drift": (
         "ln(the stream's growth across the blocks at the last probe / at step 0), the growth "
         "of the residual RMS that training brings",
-        _resid_growth_drift,
+        _drift(lambda end, init: _resid_growth(end) - _resid_growth(init)),
     ),
     "norm_weight_mean": ("mean |gain| of the norms after training", _summary("norm_weight_mean")),
     "log_grad_ratio": ("ln(‖∇‖ of the last block / the first), at init", _log_ratio),

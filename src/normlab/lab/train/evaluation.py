@@ -89,12 +89,14 @@ class Evaluation:
 
     # ---- evaluation-only measures of the trained model, by the process that trained it
 
-    def _after_training(self, model: nn.Module, val: list) -> dict[str, Any]:
+    def _after_training(self, model: nn.Module, val: list, last: dict) -> dict[str, Any]:
+        """``last``: the final validation's record (its loss on the training bytes is the gap's
+        train side, on the same batches: not computed twice)."""
         out: dict[str, Any] = self.serve(model, val) if self.cfg.eval_serving else {}
         if self.cfg.block_drop_batches:
             out["block_drop_loss"] = self._block_drop(model, val[: self.cfg.block_drop_batches])
         if self.cfg.train_slice:
-            out["final_train_loss"] = self._train_split_loss(model, len(val))
+            out["final_train_loss"] = last["train_loss"]
         for n in self.cfg.eval_lengths:  # served at another length than trained
             short = [(x[:, :n], y[:, :n]) for x, y in val]
             out.setdefault("val_loss_at", {})[str(n)] = self._mean_loss(

@@ -176,7 +176,7 @@ class Trainer(Evaluation):
             self._validate(res, model, val, res.stopped_step or cfg.steps, on_eval)
         res.summary = self._summary(res, raw, time.perf_counter() - t_start)
         if res.status == "ok" and cfg.steps:
-            res.summary.update(self._after_training(model, val))
+            res.summary.update(self._after_training(model, val, res.evals[-1]))
         # CPU seconds of this process (all its threads): what a run costs on a busy machine.
         res.summary["cpu_s"] = time.process_time() - cpu_start
         return res
