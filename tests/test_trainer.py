@@ -264,6 +264,8 @@ def test_freeze_norm_stats_trains_batchnorm_on_its_running_statistics_from_that_
         m for m in t.model.modules() if isinstance(m, BatchNorm)), strict=True))  # fmt: skip
     with pytest.raises(ValueError, match="freeze_norm_stats"):
         tiny(freeze_norm_stats=-1)
+    with pytest.raises(ValueError, match="needs model.norm='batchnorm'"):  # it would do nothing
+        tiny(freeze_norm_stats=3)
 
 
 def test_gradient_accumulation_is_the_whole_batch_for_layernorm_not_for_batchnorm(corpus):

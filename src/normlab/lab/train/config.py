@@ -210,6 +210,11 @@ class TrainConfig:
             )
         if any(not 1 <= n <= self.seq_len for n in self.eval_lengths):
             raise ValueError(f"eval_lengths must lie in [1, seq_len={self.seq_len}]")
+        if self.freeze_norm_stats and self.model.norm != "batchnorm":  # else it would do nothing
+            raise ValueError(
+                f"freeze_norm_stats={self.freeze_norm_stats} needs model.norm='batchnorm', got "
+                f"{self.model.norm!r}"
+            )
         if self.train_slice and self.train_slice <= self.seq_len + 1:
             raise ValueError(f"train_slice={self.train_slice} must exceed seq_len + 1")
         if self.seq_len > self.model.max_seq_len:
