@@ -16,7 +16,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from normlab.lab.study.spec import load_builtin
+from normlab.lab.study.spec.parse import load_builtin
 from normlab.lab.train.data import RandomBatches, load_corpus
 from normlab.lab.train.trainer import adamw
 from normlab.models import Transformer, param_groups

@@ -16,7 +16,7 @@ from the CPU seconds the runs themselves reported in that same pass.
 ``--threads``: one training step of the quick preset's baseline recipe (LLaMA, 4 blocks, batch 16
 x 64 tokens, fused AdamW) at each ``--dims`` width and 1, 2, 4, ... threads up to the usable
 CPUs, timed in interleaved rounds; the speed-up over one thread tells which thread count pays for
-a width (``normlab.lab.study.plan.THREADS_BY_DIM``).
+a width (``normlab.lab.study.run.plan.THREADS_BY_DIM``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from normlab.lab.study.machine import cpu_name, usable_cpus
+from normlab.lab.study.run.machine import cpu_name, usable_cpus
 
 SECTION = "## Study scaling (bench_study_scaling.py)"
 # (arm, seeds): every model size of the quick preset, its longest runs included.
@@ -49,9 +49,9 @@ SUBSET = (  # in the preset's own order
 
 def subset_study(subset=SUBSET):
     """The quick preset's ``subset`` arms (name, seeds), on the CPU, with no claims."""
-    from normlab.lab.study.design import Study
-    from normlab.lab.study.runner import configure
-    from normlab.lab.study.spec import load_builtin
+    from normlab.lab.study.run.runner import configure
+    from normlab.lab.study.spec.design import Study
+    from normlab.lab.study.spec.parse import load_builtin
 
     class Subset(Study):
         def seeds(self, arm: str) -> int:
@@ -64,9 +64,9 @@ def subset_study(subset=SUBSET):
 
 def train_phase(study, corpus, workers: int, order: str) -> tuple[float, list[float]]:
     """Wall seconds of the training phase and each run's CPU seconds."""
-    from normlab.lab.study.executors import LocalExecutor
-    from normlab.lab.study.plan import WorkerPlan
-    from normlab.lab.study.runner import StudyOptions, train_runs
+    from normlab.lab.study.run.executors import LocalExecutor
+    from normlab.lab.study.run.plan import WorkerPlan
+    from normlab.lab.study.run.runner import StudyOptions, train_runs
 
     with tempfile.TemporaryDirectory() as out:
         options = StudyOptions(Path(out), workers=workers, threads=1, quiet=True)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The lab's first run on a GPU (docs/gpu.md): the Triton kernel tests, the smoke study on CUDA in
 # bf16, and `normlab study --preset gpu`, each under a time limit, <= 8 minutes in all; then the
-# step times the plan's GPU calibration table (normlab.lab.study.plan.GPU_CALIBRATION) needs.
+# step times the plan's GPU calibration table (normlab.lab.study.run.plan.GPU_CALIBRATION) needs.
 #
 #   bash benchmarks/gpu_lab.sh [OUT]      # from the repository root; OUT default: gpu-lab-out
 #
@@ -43,7 +43,7 @@ stage gpu-preset 330 "$PY" -m normlab study --preset gpu --out "$OUT/gpu"
 # time beside the plan's estimate (fill GPU_CALIBRATION from these; docs/gpu.md).
 "$PY" - "$OUT" <<'PY' | tee "$OUT/calibration.txt"
 import json, sys, pathlib
-from normlab.lab.study.plan import GPU_CALIBRATION, REFERENCE_GPU, gpu_seconds
+from normlab.lab.study.run.plan import GPU_CALIBRATION, REFERENCE_GPU, gpu_seconds
 from normlab.lab.train.trainer import TrainConfig
 out = pathlib.Path(sys.argv[1])
 for study in ("smoke-cuda-bf16", "gpu"):

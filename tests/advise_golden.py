@@ -21,9 +21,9 @@ from normlab.lab.advise.advice import blocks, headline, to_html, to_markdown
 from normlab.lab.advise.runner import shipped_config
 from normlab.lab.advise.twin import SCALES, make_twin
 from normlab.lab.advise.twin_spec import spec_text
-from normlab.lab.study.claims import decide_all
-from normlab.lab.study.runner import StudyResult
-from normlab.lab.study.spec import parse_spec
+from normlab.lab.study.decide.claims import decide_all
+from normlab.lab.study.run.runner import StudyResult
+from normlab.lab.study.spec.parse import parse_spec
 
 GOLDEN = Path(__file__).parent / "data" / "advise"
 SHIPPED = ("llama-3.2-1b.json", "gemma-3-1b.json", "qwen3-0.6b.json")

@@ -22,9 +22,9 @@ import random
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.study.claims import decide_all
-from normlab.lab.study.claims_json import claims_json
-from normlab.lab.study.spec import parse_spec
+from normlab.lab.study.decide.claims import decide_all
+from normlab.lab.study.report.claims_json import claims_json
+from normlab.lab.study.spec.parse import parse_spec
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = DATA / "claims"

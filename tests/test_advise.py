@@ -15,10 +15,10 @@ from normlab.lab.advise.twin import SCALES, claim_names, make_twin, scale_of, tw
 from normlab.lab.advise.twin_spec import spec_text
 from normlab.lab.cli import main
 from normlab.lab.errors import UsageError
-from normlab.lab.study.claims import decide_all
-from normlab.lab.study.rules_lr_sensitivity import LRSensitivity
-from normlab.lab.study.runner import StudyResult
-from normlab.lab.study.spec import load_spec
+from normlab.lab.study.decide.claims import decide_all
+from normlab.lab.study.decide.rules_lr_sensitivity import LRSensitivity
+from normlab.lab.study.run.runner import StudyResult
+from normlab.lab.study.spec.parse import load_spec
 from normlab.lab.verdict import Word
 
 SHIPPED = {"llama": "llama-3.2-1b.json", "qwen3": "qwen3-0.6b.json", "gemma3": "gemma-3-1b.json"}

@@ -7,7 +7,7 @@ import pytest
 from advise_golden import GOLDEN, advice_files, study_dict, twins
 
 from normlab.lab.advise.twin_spec import spec_text
-from normlab.lab.study.spec import parse_spec
+from normlab.lab.study.spec.parse import parse_spec
 
 CASES = {case: (twin, command) for case, twin, command in twins()}
 

@@ -15,7 +15,7 @@ import pytest
 
 from normlab.lab.advise.runner import shipped_config
 from normlab.lab.cli import main
-from normlab.lab.study.spec import load_spec
+from normlab.lab.study.spec.parse import load_spec
 
 SHIPPED = {"llama": "llama-3.2-1b.json", "qwen3": "qwen3-0.6b.json", "gemma3": "gemma-3-1b.json"}
 # Llama's runs at a budget between the presets: smoke's twin, fewer steps, the same seeds.
@@ -186,8 +186,8 @@ def test_a_signal_stops_the_runs_trained_in_this_process(monkeypatch):
     into a failed run: SIGTERM's Interrupted must pass it (it failed one run and went on)."""
     from types import SimpleNamespace
 
-    from normlab.lab.study import executors
-    from normlab.lab.study.runner import Interrupted
+    from normlab.lab.study.run import executors
+    from normlab.lab.study.run.runner import Interrupted
     from normlab.lab.train import trainer
 
     def stopped(*a, **k):

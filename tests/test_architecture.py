@@ -91,6 +91,21 @@ def test_every_module_is_in_a_layer_and_no_import_climbs_one():
     assert not climbs, "\n".join(climbs)
 
 
+# The study's packages by job, each importing only the ones before it (and the lab below).
+STUDY = ("decide", "report", "spec", "run", "published")
+
+
+def test_the_study_packages_import_only_the_ones_before_them():
+    def rank(m):
+        part = m.split(".")[3] if m.startswith("normlab.lab.study.") else None
+        return STUDY.index(part) if part in STUDY else -1
+
+    inside = [m for m in MODULES if m.startswith("normlab.lab.study.")]
+    assert {m.split(".")[3] for m in inside} == set(STUDY)
+    climbs = [f"{m} imports {i}" for m in inside for i in sorted(GRAPH[m]) if rank(i) > rank(m)]
+    assert not climbs, "\n".join(climbs)
+
+
 def test_the_layer_list_is_the_one_docs_show():
     doc = (SRC.parent / "docs" / "development.md").read_text()
     listed = [ln.split("|")[1].strip() for ln in doc.splitlines() if ln.startswith("| L")]
@@ -99,7 +114,7 @@ def test_the_layer_list_is_the_one_docs_show():
 
 def test_the_graph_sees_imports_inside_functions():
     # The runner imports its report inside a function: the graph must hold it.
-    assert "normlab.lab.study.report" in GRAPH["normlab.lab.study.runner"]
+    assert "normlab.lab.study.report" in GRAPH["normlab.lab.study.run.runner"]
 
 
 def test_engines_never_import_the_commands_or_the_cli():

@@ -5,14 +5,14 @@ import math
 
 import pytest
 
-from normlab.lab.study import words
-from normlab.lab.study.claims import Claim, decide_all
-from normlab.lab.study.design import Study
-from normlab.lab.study.rules_compound import AllOf, AnyOf, Controlled
-from normlab.lab.study.rules_contrast import Contrast, Fails, Trains
-from normlab.lab.study.rules_lr_sensitivity import LRSensitivity
-from normlab.lab.study.spec_claims import control
-from normlab.lab.study.stats import Context, Seeds
+from normlab.lab.study.decide.claims import Claim, decide_all
+from normlab.lab.study.decide.rules_compound import AllOf, AnyOf, Controlled
+from normlab.lab.study.decide.rules_contrast import Contrast, Fails, Trains
+from normlab.lab.study.decide.rules_lr_sensitivity import LRSensitivity
+from normlab.lab.study.decide.stats import Context, Seeds
+from normlab.lab.study.report import words
+from normlab.lab.study.spec.claims import control
+from normlab.lab.study.spec.design import Study
 from normlab.lab.train.data import VOCAB_SIZE, corpus_from_bytes
 from normlab.lab.verdict import Mean, TrimmedMean, Word
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from normlab.lab.study.compare import base_name, markdown
+from normlab.lab.study.published.compare import base_name, markdown
 
 
 def _study(tmp_path, name, preset, claims):

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from normlab.lab.study import claims_page, coverage
-from normlab.lab.study.replay import published_design
-from normlab.lab.study.spec import builtin_names, load_builtin
+from normlab.lab.study.published import claims_page, coverage
+from normlab.lab.study.published.replay import published_design
+from normlab.lab.study.spec.parse import builtin_names, load_builtin
 from normlab.lab.verdict import CLAIM_WORDS, Word
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -282,7 +282,7 @@ def test_the_readme_and_every_study_report_link_to_the_table():
 
 
 def test_a_later_rounds_directory_replaces_the_rows_it_ran_again(tmp_path):
-    from normlab.lab.study.coverage import published
+    from normlab.lab.study.published.coverage import published
 
     def write(where, *rows):
         rows = [{"name": n, "verdict": v} for n, v in rows]

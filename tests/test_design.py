@@ -2,9 +2,9 @@
 
 import pytest
 
-from normlab.lab.study.claims import Claim
-from normlab.lab.study.design import SEED_STRIDE, Arm, Run, Study
-from normlab.lab.study.rules_contrast import Trains
+from normlab.lab.study.decide.claims import Claim
+from normlab.lab.study.decide.rules_contrast import Trains
+from normlab.lab.study.spec.design import SEED_STRIDE, Arm, Run, Study
 from normlab.lab.train.trainer import TrainConfig
 from normlab.models import TransformerConfig
 

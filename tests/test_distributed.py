@@ -259,7 +259,7 @@ def test_resume_without_a_checkpoint_starts_afresh(tmp_path, capsys):
 
 def test_options_override_a_preset_run():
     from normlab.lab.commands.train import add_arguments, config_from_args
-    from normlab.lab.study.spec import load_builtin
+    from normlab.lab.study.spec.parse import load_builtin
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

@@ -6,9 +6,9 @@ import re
 from importlib import resources
 from pathlib import Path
 
-from normlab.lab.study.measures import MEASURES
-from normlab.lab.study.plots import PLOTS
-from normlab.lab.study.rules import RULES
+from normlab.lab.study.decide.measures import MEASURES
+from normlab.lab.study.decide.rules import RULES
+from normlab.lab.study.report.plots import PLOTS
 from normlab.models import TransformerConfig
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -30,7 +30,7 @@ def test_spec_md_names_every_measure_plot_rule_and_preset():
     text = (DOCS / "spec.md").read_text()
     presets = [
         Path(p.name).stem
-        for p in resources.files("normlab.lab.study").joinpath("specs").iterdir()
+        for p in resources.files("normlab.lab.study.spec").joinpath("specs").iterdir()
         if p.name.endswith(".toml")
     ]
     assert presets

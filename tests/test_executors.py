@@ -11,10 +11,10 @@ import time
 import pytest
 from study_procs import assert_none_left, needs_proc, sigkill_mid_study
 
-from normlab.lab.study.executors import LocalExecutor, RayExecutor
-from normlab.lab.study.plan import WorkerPlan
-from normlab.lab.study.runner import StudyOptions, train_runs
-from normlab.lab.study.spec import load_builtin
+from normlab.lab.study.run.executors import LocalExecutor, RayExecutor
+from normlab.lab.study.run.plan import WorkerPlan
+from normlab.lab.study.run.runner import StudyOptions, train_runs
+from normlab.lab.study.spec.parse import load_builtin
 from normlab.lab.train.data import load_corpus
 
 ray = pytest.importorskip("ray")
@@ -72,7 +72,7 @@ def test_die_with_a_dead_parent_exits(tmp_path):
         "import os, sys, time\n"
         "pid = os.fork()\n"
         "if pid == 0:\n"
-        "    from normlab.lab.study.executors import die_with\n"
+        "    from normlab.lab.study.run.executors import die_with\n"
         "    die_with(os.getppid())\n"
         f"    open({str(tmp_path / 'armed')!r}, 'w').close()\n"
         "    time.sleep(60)\n"

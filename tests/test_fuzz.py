@@ -429,7 +429,7 @@ def mutated_specs(draw):
 def test_fuzz_spec_files_are_refused_in_one_line(text):
     from normlab.lab.errors import UsageError
     from normlab.lab.limits import check_name, check_study
-    from normlab.lab.study.spec import parse_spec
+    from normlab.lab.study.spec.parse import parse_spec
 
     try:
         study = parse_spec(text, "fuzz.toml")

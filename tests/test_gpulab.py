@@ -13,11 +13,17 @@ import torch
 
 from normlab.lab.cli import main
 from normlab.lab.errors import UsageError
-from normlab.lab.study import executors, plan
-from normlab.lab.study.executors import Job, claim_gpu, gpu_assignment, ray_resources, visible_gpus
-from normlab.lab.study.runner import StudyOptions, configure
-from normlab.lab.study.spec import load_builtin
-from normlab.lab.study.store import run_key
+from normlab.lab.study.run import executors, plan
+from normlab.lab.study.run.executors import (
+    Job,
+    claim_gpu,
+    gpu_assignment,
+    ray_resources,
+    visible_gpus,
+)
+from normlab.lab.study.run.runner import StudyOptions, configure
+from normlab.lab.study.run.store import run_key
+from normlab.lab.study.spec.parse import load_builtin
 from normlab.lab.train.data import load_corpus
 from normlab.lab.train.trainer import TrainConfig, Trainer, train
 

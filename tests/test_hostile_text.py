@@ -13,7 +13,7 @@ from conftest import QUICK_S0, finished_quick_study
 from test_hostile import SPEC, TRAINS, _refused
 
 from normlab.lab.io import LOCK_FILE, hold
-from normlab.lab.study.spec import parse_spec
+from normlab.lab.study.spec.parse import parse_spec
 
 # ---- files of others
 

@@ -17,8 +17,8 @@ from study_procs import start_study
 from normlab.lab.cli import main
 from normlab.lab.errors import UsageError
 from normlab.lab.io import LOCK_FILE, TMP_SUFFIX, atomic_writer, hold, set_aside, write_file
-from normlab.lab.study import spec
-from normlab.lab.study.store import ResultStore
+from normlab.lab.study.run.store import ResultStore
+from normlab.lab.study.spec import parse as spec
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -103,8 +103,8 @@ def test_a_crash_mid_write_leaves_the_old_file_and_the_lock_sweeps_the_temp(tmp_
 
 _CRASH_APPEND = """
 import os, sys
-from normlab.lab.study import spec
-from normlab.lab.study.store import ResultStore
+from normlab.lab.study.spec import parse as spec
+from normlab.lab.study.run.store import ResultStore
 store = ResultStore(sys.argv[1])
 for i in range(3):
     store.append({"key": f"k{i}", "name": "a", "seed_index": i, "result": {"loss": i}})

@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from normlab.lab.study import machine
-from normlab.lab.study.machine import available_memory, cgroup_cpu_quota, usable_cpus
+from normlab.lab.study.run import machine
+from normlab.lab.study.run.machine import available_memory, cgroup_cpu_quota, usable_cpus
 
 GIB = 2**30
 

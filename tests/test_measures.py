@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from normlab.lab.study.measures import MEASURES
-from normlab.lab.study.spec import load_builtin
+from normlab.lab.study.decide.measures import MEASURES
+from normlab.lab.study.spec.parse import load_builtin
 
 
 def run(status="ok", **probes_by_step):
@@ -120,7 +120,7 @@ def test_the_stability_preset_sweeps_every_variant_over_the_same_learning_rates(
 def test_log_grad_trend_fits_every_block_and_matches_the_ratio_on_a_straight_line():
     import math
 
-    from normlab.lab.study.measures import MEASURES
+    from normlab.lab.study.decide.measures import MEASURES
 
     def run(profile):
         return {"status": "ok", "probes": {"0": {"grad_norm": {"m": profile}}}}
@@ -171,7 +171,7 @@ def test_deepnets_measures_read_steps_1_to_20_against_init():
 
 
 def test_the_gap_at_matched_training_loss_interpolates_where_the_fit_first_reaches_the_bar():
-    from normlab.lab.study.measures import MATCHED_TRAIN_LOSS as L
+    from normlab.lab.study.decide.measures import MATCHED_TRAIN_LOSS as L
 
     gap = MEASURES["gap_at_matched_train_loss"][1]
     r = run()

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from normlab.lab.study.spec import parse_spec
+from normlab.lab.study.spec.parse import parse_spec
 from normlab.models import Transformer, TransformerConfig
 from normlab.modules import RMSNorm
 

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from normlab.lab.cli import main
-from normlab.lab.study.pilot import sd_upper, seeds_for, size_seeds
-from normlab.lab.study.spec import load_builtin
+from normlab.lab.study.run.pilot import sd_upper, seeds_for, size_seeds
+from normlab.lab.study.spec.parse import load_builtin
 from normlab.lab.verdict import detectable
 
 

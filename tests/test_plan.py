@@ -5,8 +5,8 @@ from dataclasses import replace
 
 import pytest
 
-from normlab.lab.study.machine import Machine
-from normlab.lab.study.plan import (
+from normlab.lab.study.run.machine import Machine
+from normlab.lab.study.run.plan import (
     MEMORY_SHARE,
     THREADS_BY_DIM,
     WORKER_BYTES,
@@ -20,8 +20,8 @@ from normlab.lab.study.plan import (
     serving_forwards,
     wall_seconds,
 )
-from normlab.lab.study.runner import configure
-from normlab.lab.study.spec import load_builtin
+from normlab.lab.study.run.runner import configure
+from normlab.lab.study.spec.parse import load_builtin
 from normlab.models.config import TransformerConfig
 
 GIB = 2**30

@@ -6,7 +6,7 @@ import types
 import pytest
 
 from normlab.lab import render
-from normlab.lab.study import plots
+from normlab.lab.study.report import plots
 
 
 @pytest.fixture

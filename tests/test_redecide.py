@@ -9,9 +9,9 @@ from conftest import QUICK_S0, finished_quick_study
 
 import normlab
 from normlab.lab.cli import main
-from normlab.lab.study.provenance import record, run_with, study_of
-from normlab.lab.study.redecide import redecide
-from normlab.lab.study.spec import builtin_text, load_builtin, load_spec
+from normlab.lab.study.run.provenance import record, run_with, study_of
+from normlab.lab.study.run.redecide import redecide_study
+from normlab.lab.study.spec.parse import builtin_text, load_builtin, load_spec
 
 
 @pytest.mark.slow  # the smoke study it decides again is trained in a process
@@ -57,7 +57,7 @@ def test_redecide_decides_with_the_stored_design_not_todays_preset(quick_report,
     spec_text = (QUICK_S0 / "spec.toml").read_text()
     assert spec_text != builtin_text("quick"), "the fixture's design must differ from today's"
     out = _stored(finished_quick_study(tmp_path / "q"), spec_text)
-    result = redecide(out)
+    result = redecide_study(out)
     assert result.failed == []  # today's preset has runs this study never had
     assert [c.name for c in result.study.claims] == [
         c.name for c in load_spec(QUICK_S0 / "spec.toml").claims

@@ -9,7 +9,7 @@ from refusal import refused
 import normlab.models.transformer
 from normlab.lab.io import write_file
 from normlab.lab.limits import check_name, format_name
-from normlab.lab.study import spec
+from normlab.lab.study.spec import parse as spec
 
 SPEC = """
 name = "hostile"
@@ -198,7 +198,7 @@ def test_numerics_rows_are_bounded(tmp_path, capsys):
 @pytest.mark.parametrize("label", ["$a_$", r"$\foo$", "5$ and 6$"])
 def test_plot_labels_are_literal_not_mathtext(label):
     from normlab.lab.render import figure, png
-    from normlab.lab.study.plots import _literal
+    from normlab.lab.study.report.plots import _literal
 
     fig, ax = figure()
     ax.plot([0, 1], [0, 1], label=_literal(label))

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from claims_golden import QUICK, quick_results
 
-from normlab.lab.study.claims import decide_all
-from normlab.lab.study.claims_json import claims_json
-from normlab.lab.study.replay import published_design, replay
+from normlab.lab.study.decide.claims import decide_all
+from normlab.lab.study.published.replay import published_design, replay
+from normlab.lab.study.report.claims_json import claims_json
 
 DATA = Path(__file__).resolve().parents[1] / "docs" / "data"
 

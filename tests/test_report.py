@@ -5,12 +5,13 @@ import re
 
 import pytest
 
-from normlab.lab.study.claims import Claim, decide_all
-from normlab.lab.study.design import Arm, Study
-from normlab.lab.study.report import format_table, write_reports
-from normlab.lab.study.rules_contrast import Contrast
-from normlab.lab.study.rules_timing import Timing
-from normlab.lab.study.spec import load_builtin
+from normlab.lab.study.decide.claims import Claim, decide_all
+from normlab.lab.study.decide.rules_contrast import Contrast
+from normlab.lab.study.decide.rules_timing import Timing
+from normlab.lab.study.report.writer import format_table, write_reports
+from normlab.lab.study.run.runner import StudyResult
+from normlab.lab.study.spec.design import Arm, Study
+from normlab.lab.study.spec.parse import load_builtin
 
 EVIL = "<script>alert('x')</script>&"
 
@@ -84,7 +85,7 @@ def test_verdicts_and_table(study):
 
 def test_html_is_self_contained_escaped_and_ordered(tmp_path, study):
     preset, results, meta = study
-    write_reports(tmp_path, preset, results, verdicts_of(preset, results, meta), meta)
+    write_reports(StudyResult(preset, results, verdicts_of(preset, results, meta), meta), tmp_path)
     html = (tmp_path / "report.html").read_text()
     assert "<script>" not in html and "&lt;script&gt;" in html
     imgs = re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", html)
@@ -120,7 +121,7 @@ def test_numerics_page_is_linked_when_present(tmp_path, study):
     preset, results, meta = study
     preset = no_plots(preset)
     (tmp_path / "numerics.html").write_text("<html></html>")
-    write_reports(tmp_path, preset, results, verdicts_of(preset, results, meta), meta)
+    write_reports(StudyResult(preset, results, verdicts_of(preset, results, meta), meta), tmp_path)
     assert 'href="numerics.html"' in (tmp_path / "report.html").read_text()
 
 
@@ -132,13 +133,13 @@ def test_missing_and_diverged_runs_do_not_break_the_report(tmp_path, study):
     results = {"b": {0: diverged}}
     verdicts = decide_all(preset, results, 3.1, {})
     assert [v.status for _, v in verdicts] == ["inconclusive"] * 3
-    write_reports(tmp_path, preset, results, verdicts, meta)
+    write_reports(StudyResult(preset, results, verdicts, meta), tmp_path)
     assert "inconclusive" in (tmp_path / "report.html").read_text()
 
 
 def test_claims_json_carries_scope_outcomes_correction_controls_and_the_family(tmp_path, study):
-    from normlab.lab.study.rules_contrast import Fails
-    from normlab.lab.study.spec_claims import control
+    from normlab.lab.study.decide.rules_contrast import Fails
+    from normlab.lab.study.spec.claims import control
     from normlab.lab.verdict import Word
 
     preset, results, meta = study
@@ -151,7 +152,7 @@ def test_claims_json_carries_scope_outcomes_correction_controls_and_the_family(t
     assert (
         verdicts[-1][1].status == Word.NOT_TESTABLE
     )  # EVIL at 3.0-3.1 does not train below 3.1 - 0.3
-    write_reports(tmp_path, preset, results, verdicts, {**meta, "plateau_h": 3.1})
+    write_reports(StudyResult(preset, results, verdicts, {**meta, "plateau_h": 3.1}), tmp_path)
     doc = json.loads((tmp_path / "claims.json").read_text())
     assert doc["plateau_h"] == 3.1 and doc["family"]["claims"] == 4
     assert doc["family"]["expected_false_decisions_at_most"] == pytest.approx(0.2)
@@ -191,8 +192,8 @@ def _pieces(md: str) -> list[str]:
 
 
 def test_quick_report_md_says_the_shared_rules_once_and_stays_short(quick_report):
-    from normlab.lab.study.measures import H_TEXT
-    from normlab.lab.study.rules_compound import AllOf
+    from normlab.lab.study.decide.measures import H_TEXT
+    from normlab.lab.study.decide.rules_compound import AllOf
     from normlab.lab.verdict import BOUND_TEXT
 
     md = (quick_report / "report.md").read_text()

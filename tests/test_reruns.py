@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from normlab.lab.cli import main
-from normlab.lab.study import spec
+from normlab.lab.study.spec import parse as spec
 from normlab.lab.train.data import fixed_batches, load_corpus
 from normlab.lab.train.dist_trainer import load_model
 from normlab.models import Transformer

@@ -13,11 +13,11 @@ from typing import ClassVar
 import pytest
 
 from normlab.lab.cli import main
-from normlab.lab.study.measures import MEASURES
-from normlab.lab.study.rules import RULES
-from normlab.lab.study.rules_protocol import ARM, SEEDS, OnePartRule, Rule
-from normlab.lab.study.spec import SpecError, parse_spec
-from normlab.lab.study.stats import Context, Results, Seeds, Verdict
+from normlab.lab.study.decide.measures import MEASURES
+from normlab.lab.study.decide.rules import RULES
+from normlab.lab.study.decide.rules_protocol import ARM, SEEDS, OnePartRule, Rule
+from normlab.lab.study.decide.stats import Context, Results, Seeds, Verdict
+from normlab.lab.study.spec.parse import SpecError, parse_spec
 from normlab.lab.verdict import Word, decide_rows
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "normlab" / "lab"
@@ -159,11 +159,13 @@ def _probes_a_kind(node: ast.AST) -> bool:
 
 def test_nothing_outside_rules_asks_which_kind_a_rule_is():
     kinds = {cls.__name__ for cls in RULES.values()} | {"Controlled", "OnePartRule"}
-    assert all(cls.__module__.startswith("normlab.lab.study.rules") for cls in RULES.values())
+    assert all(
+        cls.__module__.startswith("normlab.lab.study.decide.rules") for cls in RULES.values()
+    )
     assert {"fast", "stable", "terms", "const_h", "formula", "what"} <= OWN
     found = []
     for path in sorted(SRC.rglob("*.py")):
-        if path.name.startswith("rules") and path.parent.name == "study":
+        if path.name.startswith("rules") and path.parent.name == "decide":
             continue
         for node in ast.walk(ast.parse(path.read_text("utf-8"))):
             if _asks_for_a_kind(node, kinds) or _probes_a_kind(node):

@@ -6,11 +6,11 @@ import types
 import pytest
 
 from normlab.lab.errors import UsageError
-from normlab.lab.study import executors, runner
-from normlab.lab.study.machine import Machine
-from normlab.lab.study.plan import WorkerPlan, cpu_seconds
-from normlab.lab.study.runner import StudyOptions, configure, train_runs
-from normlab.lab.study.spec import load_builtin
+from normlab.lab.study.run import executors, runner
+from normlab.lab.study.run.machine import Machine
+from normlab.lab.study.run.plan import WorkerPlan, cpu_seconds
+from normlab.lab.study.run.runner import StudyOptions, configure, train_runs
+from normlab.lab.study.spec.parse import load_builtin
 
 
 class _Counting(runner.Progress):
@@ -141,7 +141,7 @@ def test_train_runs_plans_from_the_machine_when_not_given(tmp_path, monkeypatch)
     """Without a plan, the runs to do and this (faked) machine decide it, and the executor is
     made with its workers."""
     monkeypatch.setattr(
-        "normlab.lab.study.machine.this_machine", lambda cuda=False: Machine(16, 64 * 2**30)
+        "normlab.lab.study.run.machine.this_machine", lambda cuda=False: Machine(16, 64 * 2**30)
     )
     made = {}
     rec = _Recording()

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from normlab.lab.cli import main
-from normlab.lab.study import spec
-from normlab.lab.study.rules_compound import AllOf, AnyOf
-from normlab.lab.study.rules_contrast import Contrast, Fails, Trains
-from normlab.lab.study.rules_timing import Timing
-from normlab.lab.study.spec import load_builtin
+from normlab.lab.study.decide.rules_compound import AllOf, AnyOf
+from normlab.lab.study.decide.rules_contrast import Contrast, Fails, Trains
+from normlab.lab.study.decide.rules_timing import Timing
+from normlab.lab.study.spec import parse as spec
+from normlab.lab.study.spec.parse import load_builtin
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = (ROOT / "docs" / "spec.md").read_text()
@@ -509,8 +509,8 @@ def test_spec_and_preset_exclude_each_other(capsys):
 
 
 def test_controls_on_claims_and_parts(tmp_path, capsys):
-    from normlab.lab.study.rules_compound import Controlled
-    from normlab.lab.study.spec_claims import control
+    from normlab.lab.study.decide.rules_compound import Controlled
+    from normlab.lab.study.spec.claims import control
 
     text = _edit('label = "rmsnorm trains"', 'label = "rmsnorm trains"\ncontrols = ["layernorm"]')
     text = text.replace('rule = "all_of"\n', 'rule = "all_of"\ncontrols = [{ arm = "rmsnorm", '
@@ -533,9 +533,9 @@ def test_controls_on_claims_and_parts(tmp_path, capsys):
 
 
 def test_any_and_measured_controls():
-    from normlab.lab.study.rules_compound import AnyOf
-    from normlab.lab.study.rules_contrast import Contrast
-    from normlab.lab.study.spec_claims import control
+    from normlab.lab.study.decide.rules_compound import AnyOf
+    from normlab.lab.study.decide.rules_contrast import Contrast
+    from normlab.lab.study.spec.claims import control
 
     controls = (
         'controls = [{ any = ["rmsnorm", "layernorm"], expect = "trains" }, { label = "gains '

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from normlab.lab.study.pilot import size_seeds
-from normlab.lab.study.rules_contrast import Contrast
-from normlab.lab.study.spec import parse_spec
-from normlab.lab.study.stats import Context
-from normlab.lab.study.words import part_text
+from normlab.lab.study.decide.rules_contrast import Contrast
+from normlab.lab.study.decide.stats import Context
+from normlab.lab.study.report.words import part_text
+from normlab.lab.study.run.pilot import size_seeds
+from normlab.lab.study.spec.parse import parse_spec
 from normlab.lab.verdict import TrimmedMean, Word
 
 # Seven models whose gap is about 0.1 and one that blew up: the plain mean's interval is wide.

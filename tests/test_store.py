@@ -9,8 +9,8 @@ import json
 
 from conftest import QUICK_S0
 
-from normlab.lab.study import store
-from normlab.lab.study.store import ResultStore, run_key
+from normlab.lab.study.run import store
+from normlab.lab.study.run.store import ResultStore, run_key
 from normlab.lab.train.config import TrainConfig
 from normlab.models import TransformerConfig
 

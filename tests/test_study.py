@@ -14,13 +14,13 @@ from study_procs import (
     wait_for_lines,
 )
 
-from normlab.lab.study.design import SEED_STRIDE
-from normlab.lab.study.rules_compound import AllOf, AnyOf
-from normlab.lab.study.rules_contrast import Contrast, Fails, Trains
-from normlab.lab.study.rules_timing import Timing
-from normlab.lab.study.spec import builtin_names, load_builtin
-from normlab.lab.study.stats import Context
-from normlab.lab.study.store import ResultStore, RunRecord, find_run, run_key
+from normlab.lab.study.decide.rules_compound import AllOf, AnyOf
+from normlab.lab.study.decide.rules_contrast import Contrast, Fails, Trains
+from normlab.lab.study.decide.rules_timing import Timing
+from normlab.lab.study.decide.stats import Context
+from normlab.lab.study.run.store import ResultStore, RunRecord, find_run, run_key
+from normlab.lab.study.spec.design import SEED_STRIDE
+from normlab.lab.study.spec.parse import builtin_names, load_builtin
 from normlab.lab.verdict import Mean, Word
 
 V = 256  # vocabulary of the byte models: a diverged run scores ln V

@@ -4,10 +4,10 @@ import math
 
 import pytest
 
-from normlab.lab.study.rules_lr_sensitivity import LRSensitivity
-from normlab.lab.study.spec import SpecError, parse_spec
-from normlab.lab.study.stats import Context
-from normlab.lab.study.sweeps import sensitivity, sweep_name
+from normlab.lab.study.decide.rules_lr_sensitivity import LRSensitivity
+from normlab.lab.study.decide.stats import Context
+from normlab.lab.study.decide.sweeps import sensitivity, sweep_name
+from normlab.lab.study.spec.parse import SpecError, parse_spec
 from normlab.lab.verdict import Word
 
 V = 256
@@ -79,7 +79,7 @@ def test_a_spec_names_its_sweeps_by_glob():
 
 
 def test_the_cap_is_the_loss_at_init():
-    from normlab.lab.study.sweeps import init_loss
+    from normlab.lab.study.decide.sweeps import init_loss
 
     def run(val, first=None, status="ok"):
         r = res(val, status)

@@ -1,6 +1,6 @@
 """The serial timing phase's design, without timing anything real: ABBA rounds."""
 
-from normlab.lab.study import timing
+from normlab.lab.study.run import timing
 
 
 class _FakeArm:

@@ -12,8 +12,8 @@ from scipy.stats import mstats
 
 from normlab.lab.bench.findings import COMMUNICATION
 from normlab.lab.numerics.findings import FINDINGS
-from normlab.lab.study.rules_contrast import Contrast
-from normlab.lab.study.stats import Context
+from normlab.lab.study.decide.rules_contrast import Contrast
+from normlab.lab.study.decide.stats import Context
 from normlab.lab.verdict import (
     Estimate,
     Mean,

@@ -1,13 +1,13 @@
 """A verdict in words: the summary's sentence carries the numbers that matter, and for an
 undecided claim why and what would decide it; the rule in plain words; the scope, short."""
 
-from normlab.lab.study import words
-from normlab.lab.study.claims import Claim
-from normlab.lab.study.rules_compound import AllOf, AnyOf
-from normlab.lab.study.rules_contrast import Contrast, Fails, Trains
-from normlab.lab.study.rules_timing import Timing
-from normlab.lab.study.spec_claims import control
-from normlab.lab.study.stats import Context
+from normlab.lab.study.decide.claims import Claim
+from normlab.lab.study.decide.rules_compound import AllOf, AnyOf
+from normlab.lab.study.decide.rules_contrast import Contrast, Fails, Trains
+from normlab.lab.study.decide.rules_timing import Timing
+from normlab.lab.study.decide.stats import Context
+from normlab.lab.study.report import words
+from normlab.lab.study.spec.claims import control
 
 
 def res(val):

@@ -4,7 +4,7 @@ the process, fsync, rename), never through a symlink and never over a backup.
 
 ``results.jsonl`` and ``metrics.jsonl`` are appended instead (one ``write`` per line, on a
 descriptor opened with ``O_NOFOLLOW``): a crash mid-line leaves a torn last line, which
-``--resume`` sets aside (``normlab.lab.study.store``).
+``--resume`` sets aside (``normlab.lab.study.run.store``).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from normlab.lab.advise.bottom import bottom_line, missing_runs
 from normlab.lab.advise.ranking import Quality, Ranking, Speed, Stability, rank
 from normlab.lab.advise.twin import AS_GOOD, BEATS, FASTER, STABLER, Twin, claim_name, twin_params
 from normlab.lab.render import html_table, md_table
-from normlab.lab.study.runner import StudyResult
+from normlab.lab.study.run import StudyResult
 from normlab.lab.verdict import Estimate, Word
 
 # ("h", level offset, text) | ("p", text) | ("table", header, rows) | ("ul", items)

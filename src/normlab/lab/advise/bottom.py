@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from normlab.lab.advise.ranking import Ranking
 from normlab.lab.advise.twin import Twin, plural
-from normlab.lab.study.runner import StudyResult
+from normlab.lab.study.run import StudyResult
 from normlab.lab.verdict import Word
 
 Block = tuple

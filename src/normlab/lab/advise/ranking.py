@@ -12,10 +12,8 @@ import statistics
 from dataclasses import dataclass
 
 from normlab.lab.advise.twin import Twin, claim_name
-from normlab.lab.study.measures import MEASURES
-from normlab.lab.study.rules_contrast import Contrast
-from normlab.lab.study.runner import StudyResult
-from normlab.lab.study.stats import Context
+from normlab.lab.study.decide import MEASURES, Context, Contrast
+from normlab.lab.study.run import StudyResult
 from normlab.lab.verdict import Estimate, Mean
 
 _LOSS = MEASURES["final_val_loss"][1]

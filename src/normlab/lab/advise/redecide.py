@@ -21,7 +21,7 @@ from normlab.lab.advise.hf_config import HFModel
 from normlab.lab.advise.runner import SPEC_FILE, AdviseResult
 from normlab.lab.advise.twin import Alt, Scale, Twin
 from normlab.lab.errors import UsageError
-from normlab.lab.study.runner import StudyResult
+from normlab.lab.study.run import StudyResult
 
 
 @dataclass
@@ -78,9 +78,9 @@ def redecide_advise(
     twin = twin_from_json(doc, f"{flag}: {out / 'twin.json'}")
     spec = out / str(doc.get("spec_file") or SPEC_FILE)
     if (out / "study.json").exists():
-        from normlab.lab.study.redecide import redecide
+        from normlab.lab.study.run import redecide_study
 
-        result = redecide(out, device=device, precision=precision)
+        result = redecide_study(out, device=device, precision=precision)
     else:
         result = _unfinished(out, spec, data, device, precision)
     _check_twin(twin, result.study, flag)
@@ -99,11 +99,9 @@ def _check_twin(twin: Twin, study, flag: str) -> None:
 def _unfinished(out: Path, spec: Path, data, device, precision) -> StudyResult:
     """An advise stopped before its study finished (no study.json): its runs so far, decided."""
     from normlab.lab.common import load_data
-    from normlab.lab.study.claims import decide_all
-    from normlab.lab.study.design import SEED_STRIDE
-    from normlab.lab.study.runner import configure, environment
-    from normlab.lab.study.spec import load_spec
-    from normlab.lab.study.store import ResultStore, run_key
+    from normlab.lab.study.decide import decide_all
+    from normlab.lab.study.run import ResultStore, configure, environment, run_key
+    from normlab.lab.study.spec import SEED_STRIDE, load_spec
 
     flag = f"--redecide {out}"
     if not spec.is_file():

@@ -14,7 +14,8 @@ from importlib import resources
 from pathlib import Path
 
 from normlab.lab.io import unused_name, write_file
-from normlab.lab.study.runner import StudyOptions, StudyResult, run_study, write_reports
+from normlab.lab.study.report import write_reports
+from normlab.lab.study.run import StudyOptions, StudyResult, run_study
 
 SPEC_FILE = "advise-spec.toml"
 
@@ -116,9 +117,9 @@ def write_spec(out: Path, text: str) -> Path:
 
 def run_advise(p: Plan, study, options: StudyOptions, corpus) -> AdviseResult:
     """Write ``OUT/advise-spec.toml`` and ``twin.json``, run ``study`` (``p.study()``, the study
-    that spec file describes, as ``normlab.lab.study.runner.configure`` returns it), write the
+    that spec file describes, as ``normlab.lab.study.run.runner.configure`` returns it), write the
     reports led by the advice and ``OUT/advice.md``. Raises
-    ``normlab.lab.study.runner.Interrupted`` on a signal."""
+    ``normlab.lab.study.run.runner.Interrupted`` on a signal."""
     from normlab.lab.advise import advice
     from normlab.lab.advise.twin import twin_json
 

@@ -78,8 +78,7 @@ def run(args: argparse.Namespace) -> int:
     from normlab.lab.errors import UsageError
     from normlab.lab.io import hold
     from normlab.lab.limits import check_study
-    from normlab.lab.study.plan import format_plan
-    from normlab.lab.study.runner import Interrupted, summary
+    from normlab.lab.study.run import Interrupted, format_plan, summary
 
     if args.redecide:
         return _redecide(args)
@@ -123,7 +122,8 @@ def _redecide(args: argparse.Namespace) -> int:
     from normlab.lab.advise.redecide import redecide_advise
     from normlab.lab.errors import UsageError
     from normlab.lab.io import hold, write_file
-    from normlab.lab.study.runner import summary, write_reports
+    from normlab.lab.study.report import write_reports
+    from normlab.lab.study.run import summary
 
     # What would choose another twin or run anything: the design is DIR's, as it ran.
     given = [f for f, v in (("--hf-config", args.hf_config), ("--preset", args.preset),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from normlab.lab.commands import SEED_BLOCK, int_in
 from normlab.lab.limits import MAX_THREADS
-from normlab.lab.study.runner import Interrupted, StudyOptions
+from normlab.lab.study.run import Interrupted, StudyOptions
 from normlab.lab.train.device import DEVICES, PRECISIONS
 
 MAX_WORKERS = 1024  # processes: a million would be started before any run
@@ -101,7 +101,7 @@ def add_run_options(p: argparse.ArgumentParser, *, out: str, listed: str) -> Non
 def configured(study, args: argparse.Namespace):
     """``study`` on ``--device`` in ``--precision``; without ``--list``, a UsageError now if it
     needs CUDA and there is none (before the output directory or the data)."""
-    from normlab.lab.study.runner import checks_device, configure
+    from normlab.lab.study.run import checks_device, configure
 
     check = not args.list and checks_device(args.executor, args.address)
     return configure(study, args.device, args.precision, check=check)

@@ -1,5 +1,5 @@
 """``normlab study``: a built-in preset or a user's spec file through the study's runner
-(``normlab.lab.study.runner``), then the reports; or a mode that prints or writes and exits
+(``normlab.lab.study.run.runner``), then the reports; or a mode that prints or writes and exits
 (``--print-spec``, ``--compare``, ``--coverage``, ``--redecide``, ``--list``, ``--size-seeds``),
 each the work of a module of ``normlab.lab.study``."""
 
@@ -17,11 +17,11 @@ from normlab.lab.commands.options import (
     report_failed,
     study_options,
 )
-from normlab.lab.study.runner import Interrupted
+from normlab.lab.study.run import Interrupted
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from normlab.lab.study.claims_page import HELP as coverage_help
+    from normlab.lab.study.published.claims_page import HELP as coverage_help
     from normlab.lab.study.spec import builtin_names
 
     names = builtin_names()
@@ -79,8 +79,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from normlab.lab.errors import UsageError
     from normlab.lab.limits import check_study
-    from normlab.lab.study import compare, pilot, redecide, results, spec
-    from normlab.lab.study.plan import format_plan
+    from normlab.lab.study.published import compare, results
+    from normlab.lab.study.run import format_plan, pilot, redecide
+    from normlab.lab.study.spec import parse as spec
 
     if args.print_spec:
         print(spec.builtin_text(args.print_spec), end="")
@@ -115,7 +116,8 @@ def _train(study, args: argparse.Namespace) -> int:
     """The study trained and decided, its reports written and summed up."""
     from normlab.lab.common import load_data
     from normlab.lab.io import hold
-    from normlab.lab.study.runner import run_study, summary, write_reports
+    from normlab.lab.study.report import write_reports
+    from normlab.lab.study.run import run_study, summary
 
     options = study_options(args)
     with hold(options.out, "study"):  # one process per output directory, before any work

@@ -185,7 +185,7 @@ def _base_config(args: argparse.Namespace):
                 "--config is a run's whole config: --set and --seed-block go with "
                 "--preset or --spec"
             )
-        from normlab.lab.study.store import saved_config
+        from normlab.lab.study.run import saved_config
 
         return saved_config(args.config, args.run, _value(args.seed_index))
     if args.preset is None and args.spec is None:
@@ -202,8 +202,8 @@ def _base_config(args: argparse.Namespace):
 def _study_run(args: argparse.Namespace):
     """The config the study of ``--preset``/``--spec`` (with ``--set``) trains for ``--run``
     under ``--seed-index`` in ``--seed-block``: its ``Study.runs(block)`` entry, seed included."""
-    from normlab.lab.study import spec
-    from normlab.lab.study.store import find_run
+    from normlab.lab.study.run import find_run
+    from normlab.lab.study.spec import parse as spec
 
     if args.spec is not None:
         study, what = spec.load_spec(args.spec, args.overrides), f"spec {args.spec}"

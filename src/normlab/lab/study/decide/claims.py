@@ -1,0 +1,79 @@
+"""Claims are data: a statement, where it comes from, the rule that decides it (``rules``), the
+controls that must hold for it to be testable in the study's setting, and its plots. Results are
+``RunResult.to_dict()`` dicts, grouped ``arm -> {seed index: result}`` (``stats.Results``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from normlab.lab.study.decide.compound import controls_text, with_controls
+from normlab.lab.study.decide.rules import Context, Rule
+from normlab.lab.study.decide.stats import Results, Verdict
+from normlab.lab.verdict import LEVEL, Word
+
+__all__ = ["Claim", "Verdict", "decide_all"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the articles (or of later work), tested by one rule on named arms."""
+
+    name: str
+    statement: str
+    source: str
+    rule: Rule
+    plots: tuple[str, ...] = ("loss", "seeds")
+    # (label, rule): what must hold in the same setting for the claim to be testable there
+    controls: tuple[tuple[str, Any], ...] = ()
+    # Why the design cannot test the claim as its source states it (a recipe the lab cannot run
+    # within budget): the verdict is then "not testable here" whatever the runs show.
+    not_testable: str = ""
+
+    @property
+    def arms(self) -> tuple[str, ...]:
+        extra = tuple(a for _, c in self.controls for a in c.arms())
+        return tuple(dict.fromkeys(self.rule.arms() + extra))
+
+    @property
+    def seeds(self) -> int:
+        return self.rule.seeds
+
+    @property
+    def timed(self) -> bool:
+        return self.rule.timed
+
+    def describe(self) -> str:
+        """The rule as the report states it, with the claim's controls."""
+        return self.rule.describe() + controls_text(self.controls)
+
+    def decide(self, results: Results, ctx: Context) -> Verdict:
+        return with_controls(self.rule.decide(results, ctx), self.controls, results, ctx)
+
+
+def decide_all(study, results: Results, plateau_h: float, timings: dict | None = None):
+    """Every claim of ``study`` decided on ``results``: ``[(claim, verdict), ...]``; ``plateau_h``
+    is H (``Corpus.unigram_val_xent()``: the validation bytes' unigram cross-entropy)."""
+    ctx = Context(plateau_h, timings or {})
+    return [(c, by_design(study, c, c.decide(results, ctx))) for c in study.claims]
+
+
+def by_design(study, claim: Claim, v: Verdict) -> Verdict:
+    """``v``, or "not testable here" where the claim says why its design cannot test it
+    (``Claim.not_testable``) or where ``study`` runs too few seeds for any interval of a
+    part of ``claim`` (``Study.without_interval``) and nothing decided it: no outcome of its
+    runs could, which "inconclusive" (more of the same would decide it) would hide. Seeds
+    missing from a run directory leave a claim inconclusive: the design could decide it."""
+    if claim.not_testable:
+        why = f"{claim.not_testable} (its own result, not decided on: {v.why})"
+        return dataclasses.replace(v, status=Word.NOT_TESTABLE, why=why)
+    if v.status != Word.INCONCLUSIVE or not study.without_interval(claim):
+        return v
+    n = min(study.seeds(a) for a in claim.rule.arms())
+    why = (
+        f"the study runs {n} seed(s) of an arm, too few for any {LEVEL:.0%} interval: the "
+        f"design cannot decide the claim, whatever its runs show (its own result, not decided "
+        f"on: {v.why})"
+    )
+    return dataclasses.replace(v, status=Word.NOT_TESTABLE, why=why)

@@ -1,0 +1,282 @@
+"""``docs/claims.md``, the page: every statement of the three source articles with where the lab
+decides it and its headline (``coverage``: the statements and how a headline is decided),
+rendered from the published verdicts; ``normlab study --coverage`` writes it with the results
+page (``results``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from normlab.lab.io import write_file
+from normlab.lab.render import md_table
+from normlab.lab.study.published.compare import effect_text
+from normlab.lab.study.published.coverage import (
+    HEADLINES,
+    NOT_DECIDED,
+    Catalogue,
+    Decision,
+    Published,
+    Statement,
+    finding_verdict,
+    load,
+    scope,
+    split_ref,
+    status,
+    tests_decide,
+)
+from normlab.lab.verdict import CLAIM_WORDS, Word
+from normlab.lab.verdict.finding import interval_text
+
+
+def _claim_line(ref: str, cat: Catalogue, verdicts) -> str:
+    preset, name = split_ref(ref)
+    c = verdicts.get(preset, {}).get(name)
+    if c is None and preset in verdicts:
+        return f"{preset} `{name}`: {NOT_RUN} ({_report(preset, cat)})"
+    if c is None:
+        return f"{preset} `{name}`: {_unpublished(preset, cat)}"
+    line = f"{preset} `{name}`: **{c['verdict']}**, {effect_text(c)}; at {scope(c)}"
+    # Why a compound claim is undecided (which parts), or which control failed.
+    if c["verdict"] not in (Word.HOLDS, Word.DOES_NOT_HOLD) and (
+        c.get("parts") or c.get("controls")
+    ):
+        line += f" ({c['why']})"
+    return line
+
+
+UNPUBLISHED = "published as prose only; claims.json arrives when rerun"
+NOT_RUN = "not run yet: added to the preset after its published study"
+
+
+def _report(preset: str, cat: Catalogue) -> str:
+    """A link to the preset's published report."""
+    return _link(cat.reports[preset]["report"])
+
+
+def _link(target: str) -> str:
+    """A Markdown link to a docs/ page (and section), named by the page."""
+    return f"[{target.partition('#')[0]}]({target})"
+
+
+def _unpublished(preset: str, cat: Catalogue) -> str:
+    return f"{cat.reports[preset].get('unpublished', UNPUBLISHED)} ({_report(preset, cat)})"
+
+
+def _finding_line(s: Statement, ref: str, cat: Catalogue, pub: Published) -> str:
+    """The finding's verdict with every part's (or the named parts') effect and interval."""
+    command, name = split_ref(ref)
+    where = cat.findings[command]
+    report = _link(where["report"])
+    f = pub.finding(ref)
+    if f is None:
+        return f"{command} finding `{name}`: not in {where['data']} ({report})"
+    parts = [p for p in f["parts"] if not s.parts or p["part"] in s.parts]
+    ns = {p.get("n") for p in parts}
+    shown = "; ".join(_part(p, len(ns) > 1) for p in parts)
+    if len(ns) == 1 and None not in ns:
+        shown += f" (n={ns.pop()} each)"
+    if not s.parts:
+        return f"{command} finding `{name}`: **{f['verdict']}**; {shown}; {report}"
+    return (
+        f"{command} finding `{name}`, the parts this statement is about: "
+        f"**{finding_verdict(s, f)}**; {shown}; the whole finding: {f['verdict']}, {report}"
+    )
+
+
+def _part(p: dict, with_n: bool) -> str:
+    """``label +0.52 [+0.50, +0.54] holds`` (with ``, n=8`` where the parts' n differ)."""
+    if p.get("effect") is None:
+        return f"{p['part']}: {p['verdict']} ({p['why']})"
+    text = interval_text(p)
+    return f"{p['part']} {text if with_n else text.rpartition(', n=')[0]} {p['verdict']}"
+
+
+def _where(s: Statement, cat: Catalogue, pub: Published) -> str:
+    lines = [_claim_line(ref, cat, pub.claims) for ref in s.claims]
+    lines += [_finding_line(s, ref, cat, pub) for ref in s.findings]
+    lines += [f"*related, not the headline:* {_claim_line(r, cat, pub.claims)}" for r in s.related]
+    for t in s.tests:
+        if tests_decide(s):
+            lines.append(f"test `{t}` (passes in CI): **{s.by_test}**")
+        else:
+            lines.append(f"also checked by the test `{t}`")
+    if s.note:
+        lines.append(f"*Note:* {s.note}")
+    return "<br>".join(lines) or "–"
+
+
+def _status(s: Statement, d: Decision) -> str:
+    """The headline, with how many claims and findings said each word where they differ."""
+    parts = f" ({', '.join(f'{n} {w}' for w, n in d.counts)})" if len(d.counts) > 1 else ""
+    if d.status in HEADLINES:
+        return f"**{d.status}**{parts}"
+    short = NOT_DECIDED[d.status][0]
+    why = f" — {s.why}" if s.why and d.status == s.reason else ""
+    return f"not decided: {short}{parts}{why}"
+
+
+# --------------------------------------------------------------------------------------------
+# the page
+
+
+def render(docs: Path) -> str:
+    """``docs/claims.md``: the summary, the published studies, one table per article, and the
+    preset claims that go beyond the articles."""
+    cat = load()
+    pub = Published.read(docs, cat)
+    decisions = {s.id: status(s, pub) for s in cat.statements}
+    md = [
+        "# The articles' statements and what the lab decided",
+        "",
+        "Every statement of the three source articles (000 *LayerNorm vs RMSNorm*, 001 "
+        "*RMSNorm*, 003 *BatchNorm, LayerNorm, RMSNorm, Pre-LN/Post-LN*), paraphrased, with "
+        "where the lab decides it and the verdict its published study measured: effect [95 % "
+        "interval], n, and the sizes it was tested at (a verdict holds at those sizes, not "
+        "beyond); for a `numerics`/`bench` finding, each part's effect [95 % interval], n and "
+        "verdict. How a verdict is decided: [study.md](study.md#how-a-verdict-is-decided); a "
+        "finding: [numerics.md](numerics.md#the-articles-statements-decided).",
+        "",
+        "A statement's headline is decided by the claims and findings that test it *as the "
+        "article states it* (its size, measure and setting): it **holds** only if every one of "
+        "them holds, **does not hold** only if none does, is **mixed** if some hold and some do "
+        "not, and is not decided while any is inconclusive (the row shows every one's verdict). "
+        "No correction across a statement's claims is needed: a headline that needs all of them "
+        "to agree is an intersection-union test, each at 95 %. A claim at another size or with "
+        "another measure is listed as *related*, never as the headline.",
+        "",
+        "Generated by `normlab study --coverage` from the statements "
+        "(`src/normlab/lab/study/statements.toml`) and the published verdicts "
+        "(`docs/data/<preset>/claims.json`, `docs/numerics-findings.json`, "
+        "`docs/bench-findings.json`): edit those, not this file.",
+        "",
+        "## Summary",
+        "",
+        *_summary(cat, decisions),
+        "",
+        "## Published studies and findings",
+        "",
+        _studies(cat, pub.claims),
+        "",
+        _findings(cat, pub.findings),
+        "",
+    ]
+    for article, info in cat.articles.items():
+        rows = [
+            [
+                info["sections"][s.section],
+                s.statement,
+                _status(s, decisions[s.id]),
+                _where(s, cat, pub),
+            ]
+            for s in cat.statements
+            if s.article == article
+        ]
+        md += [
+            f"## {article}: {info['title']}",
+            "",
+            md_table(["section", "statement (our paraphrase)", "status", "where decided"], rows),
+            "",
+        ]
+    md += [
+        "## Claims beyond the articles",
+        "",
+        "Preset claims from later papers, decided by the lab though no statement of the articles "
+        "names them:",
+        "",
+        md_table(
+            ["claim: verdict", "from"],
+            [[_claim_line(ref, cat, pub.claims), src] for ref, src in cat.beyond.items()],
+        ),
+    ]
+    return "\n".join(md) + "\n"
+
+
+def _summary(cat: Catalogue, decisions: dict[str, Decision]) -> list[str]:
+    n = len(cat.statements)
+    per = Counter(s.article for s in cat.statements)
+    status = Counter(d.status for d in decisions.values())
+    decided = [d for d in decisions.values() if d.status in HEADLINES]
+    by = Counter(d.by for d in decided)
+    mixed = status[Word.MIXED]
+    mixed = f", {mixed} mixed (some claims hold, others do not)" if mixed else ""
+    sources = ", ".join(f"{by[k]} {words}" for k, words in DECIDED_BY.items() if by[k])
+    out = [
+        f"**{n} statements** ({', '.join(f'{a}: {per[a]}' for a in cat.articles)}).",
+        "",
+        f"- **{len(decided)} decided**: **{status[Word.HOLDS]} hold**, "
+        f"**{status[Word.DOES_NOT_HOLD]} do not hold**{mixed}; {sources}.",
+        f"- **{n - len(decided)} not decided**:",
+    ]
+    for k, (_, words) in NOT_DECIDED.items():
+        if status[k]:
+            out.append(f"  - {status[k]}: {words}")
+        if k == "not-testable-here":
+            whys = Counter(s.why for s in cat.statements if decisions[s.id].status == k)
+            out += [f"    - {n}: {why}" for why, n in whys.items()]
+    return out
+
+
+# What decided a statement (``Decision.by``), in the summary's words.
+DECIDED_BY = {
+    "claim": "by a preset claim's published verdict",
+    "finding": "by a numerics/bench finding's published verdict",
+    "claim and finding": "by both",
+    "test": "by a library test alone",
+}
+
+
+def _counts(verdicts) -> str:
+    counts = Counter(v["verdict"] for v in verdicts)
+    return ", ".join(f"{k} {counts[k]}" for k in CLAIM_WORDS if counts[k])
+
+
+def _studies(cat: Catalogue, verdicts) -> str:
+    from normlab.lab.study.spec import load_builtin
+
+    rows = []
+    for preset in cat.reports:
+        n = len(load_builtin(preset).claims)
+        if preset in verdicts:
+            data = f"`data/{preset}/claims.json`: {_counts(verdicts[preset].values())}"
+        else:
+            data = _unpublished(preset, cat)
+        rows.append([f"`{preset}`", n, _report(preset, cat), data])
+    return md_table(["preset", "claims", "report", "verdicts as data"], rows)
+
+
+def _findings(cat: Catalogue, findings) -> str:
+    """The op-level findings ``normlab numerics`` and ``normlab bench --findings`` published."""
+    rows = []
+    for command, where in cat.findings.items():
+        got = findings.get(command, {})
+        data = f"`{where['data']}`: {_counts(got.values())}" if got else "not published"
+        rows.append([f"`{command}`", len(got), _link(where["report"]), data])
+    return md_table(["command", "findings", "report", "verdicts as data"], rows)
+
+
+HELP = (
+    "write DOCS/claims.md and the results page DOCS/results.md, .html with its forest plot "
+    "(default: docs, run from the repository's root): which statements of the source articles "
+    "the lab decides, with the verdicts published in DOCS/data/<preset>/claims.json and "
+    "DOCS/numerics-findings.json, DOCS/bench-findings.json; and exit"
+)
+
+
+def write(docs: Path) -> Path:
+    """Write ``docs/claims.md``; returns its path."""
+    path = docs / "claims.md"
+    write_file(path, render(docs))
+    return path
+
+
+def check_docs(docs: str) -> Path:
+    """``DOCS`` of ``--coverage``, or UsageError where it holds no published data."""
+    from normlab.lab.errors import UsageError
+
+    if not (Path(docs) / "data").is_dir():
+        raise UsageError(
+            f"--coverage {docs}: no {Path(docs) / 'data'} directory; run from the repository's "
+            "root or name its docs/ directory"
+        )
+    return Path(docs)

@@ -1,0 +1,135 @@
+"""A published ``claims.json`` decided again from the per-seed values it stores, without its runs:
+for a study whose runs are not at hand when the verdict rule changes.
+
+Every claim of ``study`` (the design that wrote the file) is decided by the claim machinery
+itself: each leaf rule (a contrast, a timing, a sensitivity, a threshold) is replaced by a
+contrast of the same claim form, δ and statistic over one stand-in arm whose per-seed value is
+the stored ``v``, so the statistic, the rule, Holm across a compound's parts and the design's
+"not testable here" are today's. The controls keep their published verdicts (they store no
+values); the means and seed outcomes are the published ones. A seed whose measure was bounded
+stores only one end of its range, so a file with bounded seeds is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from normlab.lab.study.decide import (
+    Claim,
+    Context,
+    Contrast,
+    Controlled,
+    Seeds,
+    Verdict,
+    by_design,
+    compound,
+    compound_parts,
+)
+from normlab.lab.verdict import Word
+
+MEASURE = "final_val_loss"  # the stand-in arm's one measure: the stored v
+
+
+@dataclasses.dataclass(frozen=True)
+class _Stored:
+    """A control as published: its verdict, not decided again."""
+
+    status: Word
+    why: str
+
+    def decide(self, results, ctx) -> Verdict:
+        return Verdict(self.status, self.why)
+
+
+def _stand_in(key: str, rule, entry: dict, results: dict) -> Contrast:
+    """A contrast of ``rule``'s claim form, δ and statistic over one arm whose per-seed value
+    is the ``v`` ``entry`` stores (added to ``results``)."""
+    values = entry.get("values") or []
+    arm = f"v:{key}"
+    results[arm] = {i: {"status": "ok", "summary": {MEASURE: v}} for i, v in enumerate(values)}
+    terms = ((1, arm, MEASURE),)
+    return Contrast(terms, rule.expect, rule.delta, max(len(values), 1), trim=rule.trim)
+
+
+def _stored(controls, entry: dict) -> tuple[tuple[str, _Stored], ...]:
+    published = {c["control"]: c for c in entry.get("controls") or []}
+    missing = [label for label, _ in controls if label not in published]
+    if missing:
+        raise ValueError(f"no published verdict of the control(s) {missing}")
+    return tuple(
+        (label, _Stored(Word(published[label]["verdict"]), published[label]["why"]))
+        for label, _ in controls
+    )
+
+
+def _seeds(d: dict | None) -> Seeds | None:
+    if not d:
+        return None
+    kinds = ("diverged", "stalled", "bounded", "unpaired")
+    return Seeds(tuple(range(d["n"])), *(tuple(d.get(f"{k}_seeds", ())) for k in kinds))
+
+
+def _published_view(v: Verdict, entry: dict) -> Verdict:
+    """``v`` with the means and seed outcomes the study published (the stand-ins have none)."""
+    parts = {p["part"]: p for p in entry.get("parts") or []}
+    return dataclasses.replace(
+        v,
+        means=entry.get("means") or {},
+        seeds=_seeds(entry.get("seed_outcomes")),
+        parts=tuple((label, _published_view(pv, parts[label])) for label, pv in v.parts),
+        controls=tuple(
+            (label, dataclasses.replace(c, seeds=_seeds(pub.get("seed_outcomes"))))
+            for (label, c), pub in zip(v.controls, entry.get("controls") or [], strict=False)
+        ),
+    )
+
+
+def _decide(claim: Claim, entry: dict, ctx: Context) -> Verdict:
+    """``claim`` decided on stand-ins of its leaf rules, its controls as published."""
+    results: dict[str, dict[int, dict]] = {}
+    split = compound_parts(claim.rule)
+    if split is None:
+        v = _stand_in(claim.name, claim.rule, entry, results).decide(results, ctx)
+    else:
+        stored = {p["part"]: p for p in entry["parts"]}
+        members = tuple(
+            (
+                label,
+                Controlled(
+                    _stand_in(f"{claim.name}/{label}", rule, stored[label], results),
+                    _stored(rule.controls, stored[label]),
+                ),
+            )
+            for label, rule in split[0]
+        )
+        v = compound.decide_parts(members, claim.rule.TARGET, results, ctx)
+    return compound.with_controls(v, _stored(claim.controls, entry), results, ctx)
+
+
+def published_design(docs: Path, preset: str):
+    """The design that decided ``docs/data/<preset>/claims.json``: the ``spec.toml`` stored
+    beside it (today's preset may have changed since), else today's built-in preset."""
+    from normlab.lab.study.spec import load_builtin, parse_spec
+
+    path = docs / "data" / preset / "spec.toml"
+    if path.is_file():
+        return parse_spec(path.read_text("utf-8"), str(path), default_name=preset)
+    return load_builtin(preset)
+
+
+def replay(study, doc: dict[str, Any]) -> list[tuple[Claim, Verdict]]:
+    """Every claim of ``study`` decided again from ``doc`` (a ``claims.json`` it wrote)."""
+    entries = {c["name"]: c for c in doc["claims"]}
+    ctx = Context(doc.get("plateau_h"))
+    out = []
+    for claim in study.claims:
+        entry = entries.get(claim.name)
+        if entry is None:
+            raise ValueError(f"{claim.name}: not in the published claims.json")
+        if (entry.get("seed_outcomes") or {}).get("bounded"):
+            raise ValueError(f"{claim.name}: a bounded seed stores one end of its range only")
+        v = _published_view(_decide(claim, entry, ctx), entry)
+        out.append((claim, by_design(study, claim, v)))
+    return out

@@ -1,0 +1,298 @@
+"""``DIR/report.html`` (self-contained: plots embedded), ``DIR/report.md`` and ``DIR/claims.json``
+(the same verdicts, effects, intervals and n, for programs: ``claims_json.py``).
+
+The report is built once as a document (``normlab.lab.doc``) and rendered to HTML and Markdown.
+Order: the summary (one row per claim: title and source, the verdict, one sentence of what was
+seen, the scope), how verdicts are decided (what every rule shares, said once), then per claim
+its plots, its parts, controls and seeds and its rule in words, the machinery folded away; then
+the arms, their configs and the environment, folded (``report_arms.py``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from normlab.lab import doc as d
+from normlab.lab.io import write_file
+from normlab.lab.render import md_table
+from normlab.lab.study.decide import H_TEXT, Claim, Verdict, rules_of
+from normlab.lab.study.report import words
+from normlab.lab.study.report.arms import arms_section, fmt
+from normlab.lab.study.report.claims_json import family, scope, write_claims
+from normlab.lab.verdict import BOUND_TEXT, EXPECT, LEVEL, POWER, Word
+
+_COLORS = {
+    Word.HOLDS: "#1a7f37",
+    Word.DOES_NOT_HOLD: "#cf222e",
+    Word.INCONCLUSIVE: "#9a6700",
+    Word.NOT_TESTABLE: "#57606a",
+}
+HOW = "how-verdicts-are-decided"  # the anchor of the section every claim links to
+
+# One line in every study report: the report lives outside the repository.
+REPORT_LINK = (
+    "Which statements of the three source articles the claims of every preset decide, with "
+    "their published verdicts: docs/claims.md in the normlab repository."
+)
+
+
+def badge(status: str) -> d.Badge:
+    return d.Badge(status, _COLORS.get(status, "#57606a"))
+
+
+def format_table(preset, verdicts, plateau_h: float | None = None) -> str:
+    """The summary as a Markdown table: what a study prints at its end."""
+    rows = [
+        [f"**{c.name}**", f"**{v.status}**", words.sentence(c, v, plateau_h)] for c, v in verdicts
+    ]
+    return md_table(["claim", "verdict", "what was seen"], rows)
+
+
+# --------------------------------------------------------------------------------------------
+# the document
+
+
+def _plots(claim: Claim, verdict: Verdict, results, timings, plot_dir: Path) -> list[d.Figure]:
+    from normlab.lab.study.report.plots import PLOTS
+
+    out = []
+    for kind in claim.plots:
+        title, fn = PLOTS[kind]
+        png = fn(results, claim, verdict, timings)
+        if png is not None:
+            fname = f"{claim.name}-{kind}.png"
+            write_file(plot_dir / fname, png)
+            out.append(d.Figure(title, png, f"plots/{fname}"))
+    return out
+
+
+def _summary(preset, verdicts, meta) -> list[d.Block]:
+    h = meta.get("plateau_h")
+    rows = tuple(
+        (
+            # the statement in words leads; the claim's id links to its section
+            (
+                c.statement,
+                " ",
+                d.Link(c.name, f"#{c.name}"),
+                " ",
+                d.Muted(words.short_source(c.source)),
+            ),
+            (badge(v.status),),
+            (
+                words.sentence(c, v, h),
+                " ",
+                d.Muted(words.short_scope(scope(preset, c))),
+            ),
+        )
+        for c, v in verdicts
+    )
+    return [
+        d.Heading(2, "Summary", "summary"),
+        d.Table(("statement (claim)", "verdict", "what the lab saw (scope)"), rows, cls="summary"),
+        d.Paragraph(
+            (
+                REPORT_LINK,
+                " The words used here (δ, n, interval, Holm, not testable here): ",
+                d.Link("glossary", "#glossary"),
+                ".",
+            ),
+            muted=True,
+        ),
+    ]
+
+
+def _how(verdicts, meta) -> list[d.Block]:
+    """What every rule shares, said once."""
+    fam = family(verdicts)
+    h = meta.get("plateau_h")
+    alpha = 1 - LEVEL
+    items = [
+        "Pairing: seed i gives every arm the same data order and, where the shapes agree, the "
+        "same initial weights, so arms are compared seed by seed: a rule computes one value v "
+        "per seed from the runs of that seed.",
+        f"Seeds are never dropped silently: {BOUND_TEXT}.",
+        f"The statistic: the mean of v over the n paired seeds with a {LEVEL:.0%} Student-t "
+        f"interval (scipy.stats), and the detectable effect at n: the true effect n seeds find "
+        f"with {POWER:.0%} power. δ is the smallest effect that matters, fixed before the runs. "
+        "A rule whose seeds have heavy tails (a BatchNorm model that blows up in eval mode) says "
+        "so in its spec and uses the 20 % trimmed mean with Yuen's interval instead, or, where "
+        "even that is moved by the tails, the median with its distribution-free interval (the "
+        "order statistics the sign test inverts).",
+        f"The decision, by what the claim expects. Directed (>0 or <0): {EXPECT['>0']}. "
+        f"Differs (≠0): {EXPECT['≠0']}. As good as (≈0): {EXPECT['≈0']}.",
+        f"Compound claims correct their looks by Holm's step-down: with m parts not yet "
+        f"confirmed, each is tested with its interval at 1 − {alpha:.0%}/m; those that reach the "
+        "decision are confirmed, m shrinks, and the rest are tested again. 'All of' holds iff "
+        "every part holds (each at 95 %) and does not hold iff some part does not after Holm; "
+        "'any of' is the reverse. A part that reaches a decision alone but not after the "
+        "correction is inconclusive, and says so.",
+        "Controls: 'X fails' means something only where a recipe trains in the same setting. "
+        f"If a claim's control does not hold, the verdict is '{Word.NOT_TESTABLE}' with the "
+        "control's result as the reason, never 'does not hold'. So is a claim the study runs "
+        "too few seeds for to have any interval (one; a median under 6): no outcome of its "
+        "runs could decide it.",
+        "Timing claims are decided over fresh processes of a serial phase after the training "
+        "(one after the other, nothing else of the study running; in each, interleaved ABBA "
+        "rounds, the process's value the median of its rounds), not over seeds: the 20 % "
+        "trimmed mean over processes with Yuen's interval, so the interval covers run-to-run "
+        "variation and a stalled process moves neither.",
+        f"Error rates: {fam['text']}",
+        "Scope: every verdict holds at the size it was found at (width d, blocks, tokens seen "
+        "= steps × B × T), not beyond.",
+    ]
+    if h is not None:
+        items.insert(
+            4, f"H = {h:.3f} nats/byte, the plateau bar of the 'fails'/'trains' rules: {H_TEXT}."
+        )
+    glossary = tuple((d.Strong(t), ": ", *d.from_markdown(x)) for t, x in words.GLOSSARY)
+    return [
+        d.Heading(2, "How verdicts are decided", HOW),
+        d.Items(tuple(items)),
+        d.Heading(2, "Glossary", "glossary"),
+        d.Items(glossary),
+    ]
+
+
+def _estimate_row(label: str, rule, v: Verdict) -> tuple:
+    e = v.estimate
+    return (
+        label or "–",
+        (badge(v.status),),
+        words.interval(e),
+        str(e.n) if e else "–",
+        f"{rule.delta:.3g}",
+        f"{e.mde:.3g}" if e and e.mde is not None else "–",
+        v.correction or "–",
+    )
+
+
+PARTS_HEADER = ("part", "verdict", "effect [95 % interval]", "n", "δ", "detectable at n", "Holm")
+
+
+def _claim(preset, c: Claim, v: Verdict, figures: list[d.Figure], h) -> d.Section:
+    rules = rules_of(c.rule)
+    parts = v.parts or (("", v),)
+    blocks: list[d.Block] = [
+        d.Heading(2, (c.name, " ", badge(v.status)), c.name),
+        d.Paragraph((c.statement, " ", d.Muted(f"— {c.source}"))),
+        d.Paragraph((d.Strong("Seen:"), " ", words.sentence(c, v, h))),
+        *figures,
+        d.Table(
+            PARTS_HEADER,
+            tuple(
+                _estimate_row(label, rule, pv)
+                for (label, rule), (_, pv) in zip(rules, parts, strict=True)
+            ),
+        ),
+    ]
+    controls = list(v.controls) + [
+        (f"[{n}] {lab}", cv) for n, p in v.parts for lab, cv in p.controls
+    ]
+    if controls:
+        rows = tuple(
+            (label, (badge(cv.status),), words.interval(cv.estimate), _seeds(cv))
+            for label, cv in controls
+        )
+        blocks.append(d.Table(("control", "verdict", "effect [95 % interval]", "seeds"), rows))
+    seeds = v.seeds.text() if v.seeds else "decided over timing rounds, not seeds"
+    blocks.append(
+        d.Paragraph(
+            (
+                d.Strong("Seeds:"),
+                f" {seeds}; {c.seeds} per arm. ",
+                d.Strong("Tested at:"),
+                f" {words.compact_size(scope(preset, c))}.",
+            )
+        )
+    )
+    lines, text = words.rule_words(c)
+    blocks += [
+        d.Paragraph(
+            (
+                d.Strong("Rule (fixed before the runs):"),
+                f" {text} ",
+                d.Link("How verdicts are decided", f"#{HOW}"),
+            )
+        ),  # fmt: skip
+        d.Items(tuple(lines)),
+    ]
+    why = [("claim", v.why)] + [(f"[{n}]", p.why) for n, p in v.parts]
+    why += [(f"control '{label}'", cv.why) for label, cv in controls]
+    means = tuple((k, fmt(x)) for k, x in v.means.items())
+    blocks.append(
+        d.Details(
+            "The numbers behind the verdict",
+            (
+                d.Table(("what", "why"), tuple(why)),
+                d.Table(("mean over the paired seeds", "value"), means),
+                *([d.Paragraph(f"Correction: {v.correction}.")] if v.correction else []),
+            ),
+        )
+    )
+    return d.Section(c.name, tuple(blocks))
+
+
+def _seeds(v: Verdict) -> str:
+    return v.seeds.text() if v.seeds else "–"
+
+
+def _summary_line(preset, results, meta) -> str:
+    n = sum(map(len, results.values()))
+    cpu = [x["summary"].get("cpu_s") for arm in results.values() for x in arm.values()]
+    cpu_s = f" ({sum(cpu):.0f} CPU s in the runs)" if cpu and None not in cpu else ""
+    reused = meta.get("reused_runs") or 0
+    again = f"; {reused} run(s) reused from an earlier invocation (--resume)" if reused else ""
+    decided = meta.get("decided_again")
+    decided = (
+        f" Decided again from its results on {decided} with "
+        f"{meta.get('decided_with', 'its spec')} (nothing retrained)."
+        if decided
+        else ""
+    )
+    return (
+        f"{preset.description}. {n}/{len(preset.runs())} runs (seed block "
+        f"{meta.get('seed_block', 0)}), {meta['wall_s']:.0f} s wall{cpu_s}{again}, finished "
+        f"{meta['finished']}.{decided}"
+    )
+
+
+def build(out: Path, preset, results, verdicts, meta, figures, lead: d.Raw | None = None):
+    """The report as a document: summary first, the shared explanation once, then the claims."""
+    h = meta.get("plateau_h")
+    doc = d.Document(f"normlab study: {preset.name}")
+    env = meta["environment"]
+    doc.add(
+        d.Heading(1, ("normlab study: ", d.Code(preset.name))),
+        d.Paragraph(
+            f"{_summary_line(preset, results, meta)} On {env['cpu']} ({env['threads']} threads, "
+            f"{env['workers']} worker(s)); torch {env['torch']}, numba {env['numba']}.",
+            muted=True,
+        ),
+    )
+    if lead is not None:
+        doc.add(lead)
+    doc.add(*_summary(preset, verdicts, meta), *_how(verdicts, meta))
+    doc.add(d.Heading(2, "Claims", "claims"))
+    for c, v in verdicts:
+        doc.add(_claim(preset, c, v, figures[c.name], h))
+    doc.add(*arms_section(out, preset, results, meta))
+    return doc
+
+
+def write_reports(result, out: Path, *, lead_md: str = "", lead_html: str = "") -> None:
+    """``OUT/report.html``, ``report.md`` and ``claims.json`` of a finished study (a
+    ``run.StudyResult``: its study, results, verdicts and meta); ``lead_md``/``lead_html``
+    (``normlab advise``'s advice) open the reports, right after their title."""
+    preset, results, verdicts, meta = result.study, result.results, result.verdicts, result.meta
+    plot_dir = out / "plots"
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    timings = meta.get("timings") or {}
+    figures = {c.name: _plots(c, v, results, timings, plot_dir) for c, v in verdicts}
+    lead = d.Raw(lead_html, lead_md) if lead_md or lead_html else None
+    doc = build(out, preset, results, verdicts, meta, figures, lead)
+    # The contents stand after the title, the meta line, any lead and the summary (heading,
+    # table, the link to the coverage table).
+    write_file(out / "report.html", d.to_html(doc, toc_after=5 + (lead is not None)))
+    write_file(out / "report.md", d.to_markdown(doc))
+    write_claims(out, preset, verdicts, meta)

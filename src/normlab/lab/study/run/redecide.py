@@ -1,0 +1,95 @@
+"""Decide a finished study again without training: its runs from ``DIR/results.jsonl``, its H
+and timing rounds from ``DIR/study.json`` (nothing is re-timed), its arms and claims from the
+spec ``study.json`` stores (``provenance``: the design that ran, never today's preset) or from
+``--spec FILE``, with the overrides it recorded. ``normlab study --redecide DIR`` then rewrites
+``claims.json`` and the reports; ``study.json`` and the results stay as they are.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from normlab.lab.errors import UsageError
+from normlab.lab.study.decide import decide_all
+from normlab.lab.study.report import write_reports
+from normlab.lab.study.run.provenance import run_with, study_of
+from normlab.lab.study.run.runner import StudyResult, summary
+from normlab.lab.study.spec import Study
+
+
+def load_meta(out: Path) -> dict:
+    from normlab.lab.reading import read_json
+    from normlab.lab.study.run.store import check_study_json
+
+    path = out / "study.json"  # bounded and checked: a tampered file is one line, not a crash
+    meta = read_json(path, f"--redecide {out}: cannot read {path}")
+    return check_study_json(meta, f"--redecide {path}", complete=False)
+
+
+def _resolved(study: Study, meta: dict, device: str | None, precision: str | None) -> Study:
+    """``study`` on the device it ran on (an arm's ``auto``: the recorded device, not this
+    machine's) in ``precision``, so its runs' keys are those the study wrote."""
+    ran_on = (meta.get("environment") or {}).get("device", "cpu")
+    arms = []
+    for a in study.arms:
+        dev = device or a.config.device
+        dev = ran_on if dev == "auto" else dev
+        cfg = a.config.replace(device=dev, precision=precision or a.config.precision)
+        arms.append(replace(a, config=cfg))
+    return replace(study, arms=tuple(arms))
+
+
+def redecide_study(
+    out: Path,
+    *,
+    spec_file: str | None = None,
+    device: str | None = None,
+    precision: str | None = None,
+) -> StudyResult:
+    """The verdicts of the finished study in ``out``, from its recorded runs and timings.
+    ``device``/``precision``: what the study was run with (``--device``/``--precision``), where
+    ``study.json`` does not record it; its runs are found by the same keys it wrote them under."""
+    from normlab.lab.study.run.store import ResultStore, check_study_json, run_key
+
+    meta = load_meta(out)
+    ran_device, ran_precision = run_with(meta)
+    study = study_of(meta, str(out / "study.json"), spec_file)
+    check_study_json(meta, f"--redecide {out / 'study.json'}")
+    study = _resolved(study, meta, device or ran_device, precision or ran_precision)
+    records = ResultStore(out / "results.jsonl").load(results=True)
+    sha = meta["corpus"]["sha256"]
+    results: dict[str, dict[int, dict]] = {}
+    runs = study.runs(meta.get("seed_block", 0))
+    for r in runs:
+        rec = records.get(run_key(r.config, sha))
+        if rec is not None:
+            results.setdefault(r.arm, {})[r.index] = rec["result"]
+    found = sum(map(len, results.values()))
+    if not found:
+        raise UsageError(
+            f"--redecide {out}: none of the study's {len(runs)} runs is in results.jsonl (a "
+            "different spec, --set, --device or --precision than the study ran with?)"
+        )
+    verdicts = decide_all(study, results, meta["plateau_h"], meta.get("timings") or {})
+    missing = [r.label for r in runs if r.index not in results.get(r.arm, {})]
+    design = f"the spec {spec_file}" if spec_file else "the spec study.json stores"
+    now = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    shown = {**meta, "decided_again": now, "decided_with": design}
+    return StudyResult(study, results, verdicts, shown, missing)
+
+
+def main(
+    out: Path, spec_file: str | None, device: str | None, precision: str | None, quiet: bool
+) -> int:
+    """``normlab study --redecide DIR``: :func:`redecide`, then ``claims.json`` and the reports
+    rewritten and the claim table printed; 1 if runs are missing from ``results.jsonl``."""
+    result = redecide_study(out, spec_file=spec_file, device=device, precision=precision)
+    write_reports(result, out)
+    if not quiet:
+        print(summary(result, out))
+    if result.failed:
+        print(f"runs missing from {out / 'results.jsonl'}: {result.failed}", file=sys.stderr)
+    return result.exit_code

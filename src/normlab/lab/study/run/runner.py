@@ -1,0 +1,375 @@
+"""The study's engine: train a study's runs, time its timing arms, decide its claims.
+
+``run_study(study, options, corpus)`` is what ``normlab study`` and ``normlab advise`` both
+call. Runs go to ``OUT/results.jsonl`` as they finish (``normlab.lab.study.run.store``); with
+``resume`` the runs already there are skipped, so a killed study loses at most the runs in
+progress. The runs go longest first to as many worker processes as the machine holds, each
+with the threads its model's width pays for (``normlab.lab.study.run.plan.plan_workers``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from normlab.lab.common import importable
+from normlab.lab.errors import UsageError
+from normlab.lab.io import set_aside, write_file
+from normlab.lab.limits import check_threads
+from normlab.lab.study.decide import Claim, Results, Verdict, decide_all
+from normlab.lab.study.run.provenance import record
+from normlab.lab.study.spec import SEED_STRIDE, Run, Study
+
+# The serial timing phase: fresh processes (as many as the timing claims ask, 8 by default), one
+# after the other, each timing TIMING_ROUNDS ABBA rounds (timing.py). The process is the unit the
+# timing interval is over: a run-to-run effect (where a process's memory and threads land) shows
+# between processes, not between the rounds of one.
+TIMING_ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class StudyOptions:
+    """How a study runs (``normlab study``'s and ``normlab advise``'s shared options)."""
+
+    out: Path
+    seed: int = 0  # the seed block S: runs use seeds SEED_STRIDE * S + i
+    data: str | None = None  # the training file; None: the standard library's *.py files
+    resume: bool = False
+    workers: int = 0  # runs trained at once; 0: as many as the machine holds (plan_workers)
+    threads: int = 0  # torch threads of every run; 0: each run's width's own (run_threads)
+    executor: str = "local"  # or "ray"
+    address: str | None = None  # the Ray cluster to join; None: a local instance
+    quiet: bool = False
+    device: str | None = None  # every arm's device (auto, cpu, cuda); None: the spec's own
+    precision: str | None = None  # every arm's precision (fp32, bf16, fp16); None: the spec's
+    tensorboard: Path | None = None  # TensorBoard events per run: DIR/<arm>/seed<i>; None: none
+
+    def __post_init__(self) -> None:
+        from normlab.lab.train.device import DEVICES, PRECISIONS
+
+        if self.executor not in ("local", "ray"):
+            raise UsageError(f"executor: expected local or ray, got {self.executor!r}")
+        for what, value, known in (
+            ("device", self.device, DEVICES),
+            ("precision", self.precision, PRECISIONS),
+        ):
+            if value is not None and value not in known:
+                raise UsageError(f"{what}: expected one of {', '.join(known)}, got {value!r}")
+        if self.tensorboard is not None:
+            from normlab.lab.train.tblog import tensorboard_available
+
+            if not tensorboard_available():
+                raise UsageError(
+                    "--tensorboard needs the tensorboard package: pip install tensorboard "
+                    '(or "normlab[lab]")'
+                )
+        if self.workers < 0:
+            raise UsageError(f"workers: expected an int >= 0, got {self.workers}")
+        check_threads(self.threads)
+
+
+@dataclass
+class StudyResult:
+    """A finished study: its results, verdicts, what ``study.json`` holds, the runs that raised."""
+
+    study: Study
+    results: Results
+    verdicts: list[tuple[Claim, Verdict]]
+    meta: dict[str, Any]
+    failed: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """1 if a run raised (it is not recorded; ``resume`` retries it), else 0."""
+        return 1 if self.failed else 0
+
+
+class Interrupted(BaseException):
+    """The study was stopped by a signal; ``code`` is the exit status (128 + signal). Not an
+    ``Exception``, as ``KeyboardInterrupt`` is not: a run trained in this process (``--workers
+    1``) turns its exceptions into a failed run, and SIGTERM then failed one run and went on."""
+
+    def __init__(self, code: int):
+        super().__init__(code)
+        self.code = code
+
+
+def _raise_on_sigterm(signum, frame) -> None:
+    raise Interrupted(128 + signum)
+
+
+def configure(
+    study: Study, device: str | None = None, precision: str | None = None, *, check: bool = True
+) -> Study:
+    """``study`` with every arm on ``device`` in ``precision`` (None: the arm's own), and
+    ``"auto"`` resolved to the device here (``cpu`` or ``cuda``), so a run's key and record say
+    where it ran. ``check``: a :class:`UsageError` if an arm needs CUDA and there is none (before
+    any work); ``normlab study --list`` plans a CUDA study on any machine."""
+    from normlab.lab.common import check_device
+    from normlab.lab.train.trainer import concrete_device
+
+    arms = []
+    for a in study.arms:
+        dev = device or a.config.device
+        if dev == "auto":
+            dev = concrete_device(dev)
+        if check:
+            check_device(dev, "--device" if device else f"arm {a.name}: device")
+        cfg = a.config.replace(device=dev, precision=precision or a.config.precision)
+        arms.append(replace(a, config=cfg))
+    return replace(study, arms=tuple(arms))
+
+
+def checks_device(executor: str, address: str | None) -> bool:
+    """Whether CUDA must be here: not for a Ray cluster joined by address (its nodes train)."""
+    return not (executor == "ray" and address)
+
+
+def study_device(study: Study) -> str:
+    """``cuda`` if any arm of a configured study trains there, else ``cpu``."""
+    return "cuda" if any(a.config.device == "cuda" for a in study.arms) else "cpu"
+
+
+def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
+    """Train ``study``'s runs, time its timing arms, write ``OUT/study.json`` and decide the
+    claims. ``study`` is as :func:`configure` returns it (its commands configure it once, with
+    ``options.device`` and ``options.precision``). Raises :class:`Interrupted` on SIGTERM or
+    Ctrl-C (finished runs are kept)."""
+    out = options.out
+    t0 = time.time()
+    signal.signal(signal.SIGTERM, _raise_on_sigterm)
+    try:
+        results, failed, reused, plan = train_runs(study, corpus, options)
+        t_train = time.time() - t0
+        # Timed with the threads the training runs of those arms had: the setting the claim is
+        # about, and one thread cannot stall in a thread barrier when something else takes a
+        # core.
+        timings = run_timing(study, corpus, options.seed, plan, options.quiet)
+    except KeyboardInterrupt:
+        raise Interrupted(130) from None
+    meta = {
+        "preset": study.name,
+        "description": study.description,
+        "seed_block": options.seed,
+        "corpus": corpus.describe(),
+        "environment": environment(plan, study_device(study)),
+        "wall_s": time.time() - t0,
+        "train_wall_s": t_train,
+        "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "failed_runs": failed,
+        "reused_runs": reused,
+        "timings": timings,
+        "plateau_h": corpus.unigram_val_xent(),  # H of the "fails"/"trains" rules
+        **record(study, options.device, options.precision),  # the design --redecide rebuilds
+    }
+    write_file(out / "study.json", json.dumps(meta, indent=2))
+    verdicts = decide_all(study, results, meta["plateau_h"], timings)
+    return StudyResult(study, results, verdicts, meta, failed)
+
+
+def summary(result: StudyResult, out: Path) -> str:
+    """The claim table and where the reports are: what a command prints at the end."""
+    from normlab.lab.study.report import format_table
+
+    n = sum(map(len, result.results.values()))
+    table = format_table(result.study, result.verdicts, result.meta.get("plateau_h"))
+    return (
+        f"{table}\n\n{n} runs in "
+        f"{result.meta['wall_s']:.0f} s -> {out / 'report.html'}, {out / 'report.md'}, "
+        f"{out / 'claims.json'}"
+    )
+
+
+def _executor(options: StudyOptions, workers: int):
+    from normlab.lab.study.run.executors import make_executor
+
+    if options.executor == "ray" and not importable("ray"):
+        raise UsageError('--executor ray needs Ray: pip install "normlab[ray]"')
+    return make_executor(options.executor, workers=workers, address=options.address)
+
+
+def run_timing(study: Study, corpus, seed: int, plan, quiet: bool) -> dict:
+    """The serial phase: time the arms of the study's timing claims in fresh processes, one at
+    a time, nothing else of the study running (the training workers have exited), with the most
+    threads the ``plan`` gives a run of those arms.
+
+    ``arm -> {"step_ms", "norm_ms", "torch_norm_ms": one value per round, "process": the
+    index of the process that timed each round}``.
+    """
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    from normlab.lab.study.run.timing import time_arms
+
+    timed = [c for c in study.claims if c.timed]
+    arms = list(dict.fromkeys(a for c in timed for a in c.arms))
+    if not arms:
+        return {}
+    processes = max(c.rule.processes for c in timed)
+    by_name = {a.name: a.config for a in study.arms}
+    configs = {a: by_name[a].replace(seed=SEED_STRIDE * seed) for a in arms}
+    threads = max(plan.threads_for(c) for c in configs.values())
+    out: dict[str, dict[str, list]] = {a: {} for a in arms}
+    bar = Progress(processes, quiet, unit="process", desc="timing (serial)")
+    try:
+        for p in range(processes):
+            # a fresh spawned process each time (fork after torch started threads can deadlock)
+            with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
+                got = pool.submit(
+                    time_arms, configs, corpus, rounds=TIMING_ROUNDS, threads=threads
+                ).result()
+            for a, keys in got.items():
+                for k, xs in keys.items():
+                    out[a].setdefault(k, []).extend(xs)
+                out[a].setdefault("process", []).extend([p] * TIMING_ROUNDS)
+            bar.step()
+    finally:
+        bar.close()
+    return out
+
+
+def environment(plan, device: str = "cpu") -> dict[str, Any]:
+    """What the study ran on, and its ``plan`` (workers, and the most threads a run had)."""
+    import numba
+    import torch
+
+    from normlab.lab.study.run.machine import cpu_name, usable_cpus
+
+    gpus = {}
+    if device == "cuda":
+        gpus = {
+            "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
+            "cuda": torch.version.cuda,
+        }
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numba": numba.__version__,
+        "platform": platform.platform(),
+        "cpu": cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "usable_cpus": usable_cpus(),
+        "threads": plan.threads,
+        "workers": plan.workers,
+        "workers_limit": plan.limit,
+        "device": device,
+        **gpus,
+    }
+
+
+def train_runs(study: Study, corpus, options: StudyOptions, plan=None, executor=None, *,
+               order: Callable[[list[Run]], list[Run]] | None = None):  # fmt: skip
+    """Train the runs (arm x seed) that ``OUT/results.jsonl`` lacks, in ``order`` (default:
+    longest first, :func:`normlab.lab.study.run.plan.longest_first`), each with the threads the
+    ``plan`` gives it (default: ``plan_workers``' for the runs to do here) on ``executor``
+    (default: the options', with the plan's workers). Returns ``arm -> {seed index: result}``,
+    the labels of runs that raised, how many results were reused from an earlier invocation,
+    and the plan."""
+    from normlab.lab.study.run.executors import Job, steps_taken
+    from normlab.lab.study.run.plan import longest_first, plan_workers
+    from normlab.lab.study.run.store import ResultStore, RunRecord, run_key
+
+    store = _open_store(ResultStore(options.out / "results.jsonl"), options)
+    done = store.load(results=True)  # a hand-edited line stops here, not in the verdicts
+    runs = study.runs(options.seed)
+    keys = {r.label: run_key(r.config, corpus.sha256) for r in runs}
+    todo = [r for r in runs if keys[r.label] not in done]
+    plan = plan or plan_workers([r.config for r in todo], None, options.workers, options.threads)
+    executor = executor or _executor(options, plan.workers)
+    todo = [replace(r, config=r.config.replace(threads=plan.threads_for(r.config))) for r in todo]
+    todo = (order or longest_first)(todo)
+    total = sum(max(1, r.config.steps) for r in todo)
+    bar = Progress(total, options.quiet, runs=(len(runs) - len(todo), len(runs)))
+    failed: list[str] = []
+
+    def finish(run: Run, result: dict | None, err: str | None) -> None:
+        if err is not None:
+            failed.append(run.label)
+            bar.write(f"run {run.label} raised: {err}")
+        else:
+            key, seed = keys[run.label], run.config.seed
+            rec = RunRecord(key, run.arm, run.index, seed, study.name, corpus.sha256, result)
+            store.append(rec.to_dict())
+            done[key] = rec.to_dict()
+        bar.run_done(max(1, run.config.steps) - steps_taken(result))  # a diverged run stops early
+
+    tb = None if options.tensorboard is None else str(Path(options.tensorboard).resolve())
+    cuda = any(r.config.device == "cuda" for r in todo)
+    job = Job(options.data, corpus.sha256, plan.threads, cuda=cuda, tensorboard=tb)
+    executor.run(todo, job, corpus, on_step=bar.step, on_done=finish)
+    bar.close()
+    results: dict = {}
+    for r in runs:
+        if keys[r.label] in done:
+            results.setdefault(r.arm, {})[r.index] = done[keys[r.label]]["result"]
+    return results, failed, len(runs) - len(todo), plan
+
+
+def _open_store(store, options: StudyOptions):
+    """The results file, continued (``resume``: a torn last line set aside) or started anew
+    (an old one renamed, never overwritten)."""
+    if options.resume and (torn := store.set_aside_torn_line()) is not None and not options.quiet:
+        print(f"a torn last line of {store.path.name} (a crash mid-write) was moved to {torn}")
+    if not options.resume and store.path.exists():
+        old = set_aside(store.path, "results", ".jsonl")  # a new name: no backup overwritten
+        if not options.quiet:
+            print(f"previous results moved to {old} (use --resume to continue them)")
+    return store
+
+
+class Progress:
+    """One bar over ``total`` units (the training steps of all pending runs, or timing rounds);
+    with ``runs=(done, all)``, the runs counter in its label."""
+
+    def __init__(
+        self,
+        total: int,
+        quiet: bool,
+        *,
+        unit: str = "step",
+        desc: str | None = None,
+        runs: tuple[int, int] | None = None,
+    ):
+        self.n_done, self.n_runs = runs or (0, 0)
+        self._lock = threading.Lock()
+        self.bar = None
+        if not quiet:
+            from tqdm import tqdm
+
+            label = desc if runs is None else self._desc()
+            self.bar = tqdm(total=total, unit=unit, dynamic_ncols=True, desc=label)
+
+    def _desc(self) -> str:
+        return f"runs {self.n_done}/{self.n_runs}"
+
+    def step(self, n: int = 1) -> None:
+        if self.bar is not None:
+            with self._lock:
+                self.bar.update(n)
+
+    def run_done(self, steps_left: int) -> None:
+        with self._lock:
+            self.n_done += 1
+            if self.bar is not None:
+                self.bar.update(max(0, steps_left))
+                self.bar.set_description(self._desc())
+
+    def write(self, msg: str) -> None:
+        if self.bar is not None:
+            self.bar.write(msg)
+        else:
+            print(msg, file=sys.stderr)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

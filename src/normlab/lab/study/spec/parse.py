@@ -1,0 +1,390 @@
+"""Studies as data: a study spec file (TOML) becomes a ``Study``, its arms and its claims.
+
+The format is described for users in ``docs/spec.md``; the built-in presets are spec files in
+``specs/`` next to this module, read by the same loader. In short::
+
+    name, description
+    [base]           a TrainConfig's fields; [base.model] a TransformerConfig's
+    [[arms]]         name (a pattern: "{field}" is the arm's value of that field), overrides of
+                     the base (model fields under model), and optionally axes: a grid, one arm
+                     per combination, the first axis varying slowest
+    [[claims]]       name, statement, source, plots, rule = contrast | all_of | any_of | fails |
+                     trains | timing | lr_sensitivity and that rule's parameters; an all_of's
+                     or any_of's [[claims.parts]] take the parameters they do not set from
+                     their claim; controls (on a claim or a part): arms that must train (or
+                     fail) in the same setting, else the verdict is "not testable here"
+
+A spec is checked whole before anything runs. A mistake is one ``SpecError`` whose message is
+``FILE: key.path: what was expected``: values are checked against the dataclasses' field types
+here (TOML has its own types, and a string where an int belongs must not reach the trainer),
+and the dataclasses' own validation decides the rest (ranges, choices, shapes), its message
+placed at the key that caused it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import itertools
+import re
+import sys
+import typing
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from normlab.lab.limits import MAX_ARMS, NAME_MAX, format_name, grid_size
+from normlab.lab.reading import (
+    ReadError,
+    check_strings,
+    check_text,
+    check_tree,
+    loads_toml,
+    printable,
+    read_text,
+)
+from normlab.lab.study.decide import Claim
+from normlab.lab.study.spec.claims import ClaimLoader, SpecError, _at, _show
+from normlab.lab.study.spec.design import Arm, Study
+from normlab.lab.train.config import TrainConfig
+from normlab.lab.train.data import VOCAB_SIZE
+from normlab.lab.train.fields import NOT_IN_SPEC, Expected, coerce
+from normlab.models import TransformerConfig
+from normlab.models.config import field_types
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the same parser, before it joined the standard library
+    import tomli as tomllib
+
+SPECS = "specs"  # the built-in presets' directory, package data of normlab.lab.study
+MAX_SPEC_BYTES = 1 << 20  # a spec of a megabyte is a generated one; the presets are ~10 KB
+MAX_DESCRIPTION = 10_000  # characters: --list prints it whole
+
+# The fields a spec may set: all but those the lab's field table keeps for the study.
+TRAIN_FIELDS = tuple(
+    f.name for f in dataclasses.fields(TrainConfig) if f.name not in ("model", *NOT_IN_SPEC)
+)
+MODEL_FIELDS = tuple(
+    f.name for f in dataclasses.fields(TransformerConfig) if f.name not in NOT_IN_SPEC
+)
+_REQUIRED_MODEL = ("dim", "n_layers", "n_heads")
+# The arm names a grid is built from draw on both, so no name may mean two fields.
+assert not set(TRAIN_FIELDS) & set(MODEL_FIELDS)
+
+
+# --------------------------------------------------------------------------------------------
+# entry points
+
+
+def builtin_names() -> list[str]:
+    """The built-in presets: the spec files shipped in the package."""
+    return sorted(
+        p.name.removesuffix(".toml")
+        for p in resources.files("normlab.lab.study.spec").joinpath(SPECS).iterdir()
+        if p.name.endswith(".toml")
+    )
+
+
+def builtin_text(name: str) -> str:
+    """The TOML of a built-in preset, to copy and edit (``normlab study --print-spec NAME``)."""
+    if name not in builtin_names():
+        raise SpecError(f"no built-in preset {name!r}; built-in: {', '.join(builtin_names())}")
+    return (
+        resources.files("normlab.lab.study.spec").joinpath(SPECS, f"{name}.toml").read_text("utf-8")
+    )
+
+
+def load_builtin(name: str, overrides: typing.Sequence[str] = ()) -> Study:
+    """A built-in preset, with ``overrides`` (``KEY=VALUE``, see :func:`apply_overrides`)."""
+    text = builtin_text(name)
+    return parse_spec(text, f"{SPECS}/{name}.toml", default_name=name, overrides=overrides)
+
+
+def load_spec(path: str | Path, overrides: typing.Sequence[str] = ()) -> Study:
+    """Read and check the spec file ``path``, ``overrides`` (``KEY=VALUE``) applied to its
+    document first; every mistake is a ``SpecError``."""
+    p = Path(path)
+    try:
+        text = read_text(p, str(path), limit=MAX_SPEC_BYTES)
+    except ReadError as e:
+        raise SpecError(str(e)) from None
+    return parse_spec(text, str(path), default_name=p.stem, overrides=overrides)
+
+
+def parse_spec(
+    text: str,
+    source: str,
+    *,
+    default_name: str = "study",
+    overrides: typing.Sequence[str] = (),
+) -> Study:
+    """The ``Study`` a spec's text describes, ``overrides`` applied to its document before it
+    is checked; ``source`` names it in error messages."""
+    try:
+        doc = check_strings(loads_toml(text, source), source)
+    except ReadError as e:
+        raise SpecError(str(e)) from None
+    overrides = tuple(o.strip() for o in overrides)
+    apply_overrides(doc, overrides, source)
+    study = _Loader(source).study(doc, default_name)
+    return dataclasses.replace(study, overrides=overrides, spec_text=text)
+
+
+# --------------------------------------------------------------------------------------------
+# overrides: normlab study --set KEY=VALUE
+
+_SEGMENT = re.compile(r"([A-Za-z0-9_-]+)((?:\[\d+\])*)")
+
+
+def parse_override(text: str, source: str = "--set") -> tuple[list[str | int], Any]:
+    """``KEY=VALUE`` as its path and value. ``KEY`` is a dotted path into the spec document
+    (``base.steps``, ``base.model.dim``, ``arms[1].lr`` or ``arms.1.lr``); ``VALUE`` a TOML
+    value (``50``, ``1e-3``, ``true``, ``[0.9, 0.95]``, ``"pre"``), else the text as a string
+    (``rmsnorm``)."""
+    key, eq, value = text.partition("=")
+    key, value = key.strip(), value.strip()
+    if not eq or not key:
+        raise SpecError(
+            f"{source}: --set {printable(text)}: expected KEY=VALUE, e.g. base.steps=50"
+        )
+    path: list[str | int] = []
+    for part in key.split("."):
+        m = _SEGMENT.fullmatch(part)
+        if m is None:
+            raise SpecError(
+                f"{source}: --set {printable(text)}: {printable(part)!r} is not a key; expected a "
+                "dotted path like base.model.dim or arms[0].lr"
+            )
+        name, indices = m.groups()
+        path.append(int(name) if name.isdigit() else name)
+        path += [int(i) for i in re.findall(r"\d+", indices)]
+    try:
+        doc = tomllib.loads(f"v = {value}")
+        parsed = doc["v"] if list(doc) == ["v"] else value
+    except tomllib.TOMLDecodeError:
+        parsed = value
+    except RecursionError:  # 800 nested brackets: tomllib recurses once per level
+        raise SpecError(f"{source}: --set {printable(text)}: nested too deep") from None
+    try:
+        check_strings(check_tree(parsed, f"{source}: --set {printable(key)}"), source)
+    except ReadError as e:
+        raise SpecError(str(e)) from None
+    return path, parsed
+
+
+def apply_overrides(doc: dict, overrides: typing.Sequence[str], source: str) -> None:
+    """Set each ``KEY=VALUE`` of ``overrides`` in the spec document ``doc`` (in order; tables
+    on the way are created), before the document is checked: a key the spec format does not
+    know is then the same ``SpecError`` the file would give."""
+    for text in overrides:
+        path, value = parse_override(text, source)
+        node: Any = doc
+        where = ""
+        for i, key in enumerate(path):
+            last = i == len(path) - 1
+            if isinstance(key, int):
+                if not isinstance(node, list) or not 0 <= key < len(node):
+                    n = len(node) if isinstance(node, list) else 0
+                    what = f"a list of {n}" if isinstance(node, list) else "not a list"
+                    raise SpecError(
+                        f"{source}: {where or 'the spec'}: --set {printable(text)}: {what}"
+                    )
+            elif not isinstance(node, dict):
+                raise SpecError(
+                    f"{source}: {where}: --set {printable(text)}: {where} is not a table"
+                )
+            if last:
+                node[key] = value
+            else:
+                node = node.setdefault(key, {}) if isinstance(key, str) else node[key]
+            where = _at(where, key)
+
+
+# --------------------------------------------------------------------------------------------
+# the loader
+
+
+class _Loader(ClaimLoader):
+    def misplaced(self, k: str, path: str, allowed) -> None:
+        if k in NOT_IN_SPEC:
+            self.fail(_at(path, k), f"cannot be set in a spec: {NOT_IN_SPEC[k]}")
+        if k not in allowed and k in MODEL_FIELDS:
+            self.fail(
+                _at(path, k),
+                f"a model field: set it in the model table ({k} under {_at(path, 'model')})",
+            )
+        if k not in allowed and k in TRAIN_FIELDS:
+            self.fail(_at(path, k), "a training field: set it beside the model table, not in it")
+
+    # ---- the study
+
+    def study(self, doc: dict, default_name: str) -> Study:
+        self.keys(
+            doc,
+            "",
+            ("name", "description", "base", "arms", "claims"),
+            required=("base", "arms", "claims"),
+        )
+        name = self.text(self.string(doc.get("name", default_name), "name"), "name", NAME_MAX)
+        desc = doc.get("description", "")
+        if not isinstance(desc, str):
+            self.fail("description", f"expected a string, got {_show(desc)}")
+        self.text(desc, "description", MAX_DESCRIPTION)
+        base = self.base(self.table(doc["base"], "base"))
+        self.count_arms(doc["arms"])
+        runs: list[Arm] = []
+        where: dict[str, str] = {}  # arm -> the entry that made it
+        for i, entry in enumerate(self.tables(doc["arms"], "arms", "[[arms]]")):
+            for run in self.arms(entry, _at("arms", i), base):
+                if run.name in where:
+                    self.fail(
+                        _at(_at("arms", i), "name"),
+                        f"arm {run.name!r} is already made by {where[run.name]}",
+                    )
+                where[run.name] = _at("arms", i)
+                runs.append(run)
+        arms = [r.name for r in runs]
+        claims: list[Claim] = []
+        for i, entry in enumerate(self.tables(doc["claims"], "claims", "[[claims]]")):
+            claim = self.claim(entry, _at("claims", i), arms)
+            if claim.name in {c.name for c in claims}:
+                self.fail(_at(_at("claims", i), "name"), f"claim {claim.name!r} appears twice")
+            claims.append(claim)
+        return Study(name, desc, tuple(runs), tuple(claims))
+
+    def text(self, v: str, path: str, limit: int) -> str:
+        """``v`` if it is printable (newlines and tabs aside) and at most ``limit`` long: it
+        reaches a terminal, ``study.json`` and the Markdown report."""
+        try:
+            check_text(v, "", limit, newlines=path != "name")
+        except ValueError as e:
+            self.fail(path, str(e).removeprefix(": "))
+        return v
+
+    def count_arms(self, entries: Any) -> None:
+        """The arms every ``[[arms]]`` entry's grid makes, together, within :data:`MAX_ARMS`:
+        counted from the axes' lengths before any arm is made."""
+        if not isinstance(entries, list):
+            return  # tables() says what is wrong
+        total = 0
+        for i, e in enumerate(entries):
+            axes = e.get("axes") if isinstance(e, dict) else None
+            if not isinstance(axes, dict):
+                total += 1
+                continue
+            model = axes.get("model")
+            flat = [*model.values()] if isinstance(model, dict) else []
+            flat += [v for k, v in axes.items() if k != "model"]
+            n = grid_size(len(v) if isinstance(v, list) else 1 for v in flat)
+            if n > MAX_ARMS:
+                self.fail(_at(_at("arms", i), "axes"), f"{n:,} arms; the lab allows {MAX_ARMS:,}")
+            total += n
+        if total > MAX_ARMS:
+            self.fail("arms", f"{total:,} arms; the lab allows {MAX_ARMS:,} in a study")
+
+    # ---- configs
+
+    def overrides(self, d: dict, path: str) -> tuple[dict, dict]:
+        """The training and model field values set in ``d`` (its keys already checked)."""
+        train = {
+            k: self.field(TrainConfig, k, v, _at(path, k))
+            for k, v in d.items()
+            if k in TRAIN_FIELDS
+        }
+        model = {}
+        if "model" in d:
+            mpath = _at(path, "model")
+            m = self.table(d["model"], mpath)
+            self.keys(m, mpath, MODEL_FIELDS, config=True)
+            model = {k: self.field(TransformerConfig, k, v, _at(mpath, k)) for k, v in m.items()}
+        return train, model
+
+    def field(self, cls: type, name: str, v: Any, path: str) -> Any:
+        try:
+            return coerce(field_types(cls)[name], v)
+        except Expected as e:
+            self.fail(path, f"expected {e}, got {_show(v)}")
+
+    def build(self, path: str, make, train: dict, model: dict, axes: dict | None = None):
+        """``make()``, with the dataclasses' own ValueError/TypeError placed at the key that
+        set the field their message names first (the table itself when it names none)."""
+        try:
+            return make()
+        except (ValueError, TypeError) as e:
+            msg = str(e)
+            keys = {k: _at(path, k) for k in train}
+            keys.update({k: _at(_at(path, "model"), k) for k in model})
+            keys.update({k: _at(_at(path, "axes"), k) for k in axes or {}})
+            hits = [(m.start(), k) for k in keys if (m := re.search(rf"\b{k}\b", msg))]
+            at = keys[min(hits)[1]] if hits else path
+            if axes:
+                msg += " (at " + ", ".join(f"{k} = {_show(v)}" for k, v in axes.items()) + ")"
+            self.fail(at, msg)
+
+    def base(self, d: dict) -> TrainConfig:
+        self.keys(d, "base", (*TRAIN_FIELDS, "model"), required=("model",), config=True)
+        train, model = self.overrides(d, "base")
+        for k in _REQUIRED_MODEL:
+            if k not in model:
+                self.fail(_at("base.model", k), "missing (required: the model's size)")
+        make = lambda: TrainConfig(model=TransformerConfig(VOCAB_SIZE, **model), **train)  # noqa: E731
+        return self.build("base", make, train, model)
+
+    def arms(self, d: dict, path: str, base: TrainConfig) -> list[Arm]:
+        allowed = ("name", "axes", "model", *TRAIN_FIELDS)
+        self.keys(d, path, allowed, required=("name",), config=True)
+        pattern = self.string(d["name"], _at(path, "name"))
+        train, model = self.overrides(d, path)
+        axes = self.axes(d.get("axes", {}), _at(path, "axes"), train, model)
+        n = grid_size(map(len, axes.values()))
+        if n > MAX_ARMS:  # before a single arm is made
+            self.fail(_at(path, "axes"), f"{n:,} arms; the lab allows {MAX_ARMS:,} in a study")
+        runs = []
+        for combo in itertools.product(*axes.values()):
+            point = dict(zip(axes, combo, strict=True))
+            t = {**train, **{k: v for k, v in point.items() if k in TRAIN_FIELDS}}
+            m = {**model, **{k: v for k, v in point.items() if k in MODEL_FIELDS}}
+            cfg = self.build(path, lambda t=t, m=m: base.replace(model=m, **t), train, model, point)
+            runs.append(Arm(self.arm_name(pattern, cfg, _at(path, "name")), cfg))
+        return runs
+
+    def axes(self, v: Any, path: str, train: dict, model: dict) -> dict[str, list]:
+        """Axis name -> its values; ``model.n_layers`` and ``n_layers`` are the same axis."""
+        flat = []  # (name, values, key path), in the order written: it orders the arms
+        for k, x in self.table(v, path).items():
+            if k == "model":
+                mpath = _at(path, "model")
+                flat += [(mk, mx, _at(mpath, mk)) for mk, mx in self.table(x, mpath).items()]
+            else:
+                flat.append((k, x, _at(path, k)))
+        out: dict[str, list] = {}
+        for key, values, kpath in flat:
+            if key in NOT_IN_SPEC:
+                self.fail(kpath, f"cannot be set in a spec: {NOT_IN_SPEC[key]}")
+            if key not in TRAIN_FIELDS and key not in MODEL_FIELDS:
+                close = difflib.get_close_matches(key, [*TRAIN_FIELDS, *MODEL_FIELDS], n=1)
+                self.fail(
+                    kpath,
+                    "not a training or model field"
+                    + (f"; did you mean {close[0]!r}?" if close else ""),
+                )
+            if key in train or key in model or key in out:
+                self.fail(kpath, f"{key} is set twice (as an axis and beside it)")
+            if not isinstance(values, list) or not values:
+                self.fail(kpath, f"expected a non-empty list of values, got {_show(values)}")
+            cls = TrainConfig if key in TRAIN_FIELDS else TransformerConfig
+            out[key] = [self.field(cls, key, x, _at(kpath, j)) for j, x in enumerate(values)]
+        return out
+
+    def arm_name(self, pattern: str, cfg: TrainConfig, path: str) -> str:
+        """The arm's name: ``pattern``'s fields replaced by the config's values (names are data:
+        ``normlab.lab.limits.format_name``)."""
+        fields = {
+            **cfg.model.to_dict(),
+            **{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name != "model"},
+        }
+        try:
+            return format_name(pattern, fields)
+        except ValueError as e:
+            self.fail(path, str(e))
