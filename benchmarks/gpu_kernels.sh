@@ -52,7 +52,7 @@ PY
 cat "$RUN/device.txt"
 
 # -m "not slow": the slow test compiles for sm_90 where no GPU is; here every test compiles.
-stage tests 120 "$PY" -m pytest tests/test_triton_gpu.py tests/test_gpu_bench.py -q -m "not slow"
+stage tests 120 "$PY" -m pytest tests/kernels/test_triton_gpu.py tests/lab/bench/test_gpu_bench.py -q -m "not slow"
 stage bench 410 "$PY" benchmarks/gpu_bench.py --out "$RUN" --sweep --memory \
     --sweep-budget-s 130 --budget-s 230
 

@@ -33,7 +33,7 @@ for i in range(torch.cuda.device_count()):
     print(i, torch.cuda.get_device_name(i))
 PY
 
-stage triton-tests 75 "$PY" -m pytest tests/test_triton_gpu.py -q -x
+stage triton-tests 75 "$PY" -m pytest tests/kernels/test_triton_gpu.py -q -x
 stage smoke-cuda-bf16 75 "$PY" -m normlab study --preset smoke --device cuda --precision bf16 \
     --out "$OUT/smoke-cuda-bf16" --quiet
 "$PY" -m normlab study --preset gpu --list >"$OUT/gpu-plan.txt" 2>&1

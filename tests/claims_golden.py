@@ -8,9 +8,10 @@
   read), its ``study.json`` (the timing rounds and H), the quick preset of that commit
   (``spec.toml``) and the ``claims.json`` it was decided into.
 
-tests/test_claims_golden.py checks that today's code decides them into the same file, byte for
-byte. Regenerate the made-up cases (``PYTHONPATH=src python tests/claims_golden.py``) only when
-the verdicts are meant to change, and say so in the commit; ``quick-s0`` is a stored study.
+tests/lab/study/test_claims_golden.py checks that today's code decides them into the same
+file, byte for byte. Regenerate the made-up cases (``PYTHONPATH=src python
+tests/claims_golden.py``) only when the verdicts are meant to change, and say so in the commit;
+``quick-s0`` is a stored study.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ from normlab.testing import TOLERANCES, assert_kernel_close
 
 # Every backend that can run here except "torch" (which implements only one cast order).
 BACKENDS = [b for b in F.available_backends() if b != "torch"]
-SLOW = {"triton"}  # the Triton interpreter: small shapes only (tests/test_triton_gpu.py has more)
+# the Triton interpreter: small shapes only (tests/kernels/test_triton_gpu.py has more)
+SLOW = {"triton"}
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 
 

@@ -119,7 +119,8 @@ def build(dtype, shape, kw, device):
 
 def check(op, backend, x, kw, device, scale=1.0):
     """``op`` on ``backend`` against the reference at x's dtype and at float64, forward and
-    every gradient, with the rules of tests/test_numba_cpu.py and tests/test_triton_gpu.py."""
+    every gradient, with the rules of tests/kernels/test_numba_cpu.py and
+    tests/kernels/test_triton_gpu.py."""
     # Gradients scale with rstd, so inputs of scale s get cotangents of scale s (sqrt(eps) for
     # constant rows, whose rstd is 1/sqrt(eps)): the absolute atol of the tolerance table is
     # meant for O(1) values, and is below an ulp of the large gradients of small inputs.
@@ -130,7 +131,7 @@ def check(op, backend, x, kw, device, scale=1.0):
     h_dtype = kw["residual"].dtype if "residual" in kw else x.dtype
     # casting="none" in half precision is the naive all-half eager code; the Triton kernel
     # reproduces its forward roundings but not the per-step rounding of its autograd (see
-    # tests/test_triton_gpu.py's check): outputs get 3x the tolerance of the half dtype the
+    # tests/kernels/test_triton_gpu.py's check): outputs get 3x the tolerance of the half dtype the
     # code rounds to (also when an FP32 weight promotes y), gradients only the error bound.
     naive_half = kw.get("casting") == "none" and h_dtype != F32
     if op == "rms_norm" and "weight" in kw and kw["casting"] != "gemma" and not naive_half:

@@ -3,7 +3,7 @@ many parameters it has, which config fields it reads, its default eps, the buffe
 position, and its one-line description. ``NORMS`` (the field's choices), the field's help text,
 ``make_norm``, the size model (``normlab.models.size``) and the config's checks of options that
 only some kinds read all come from ``KINDS``; docs/models.md's table of norm kinds lists the same
-rows (tests/test_norm_kinds.py checks every row builds, sizes and is documented)."""
+rows (tests/models/test_norm_kinds.py checks every row builds, sizes and is documented)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ lower bound on the memory one training step needs, and :func:`run_bytes`, the es
 training run's peak memory that the lab checks before anything is allocated
 (``normlab.lab.limits``) and plans its workers with. ``Transformer.num_params()`` of the built
 model equals :func:`param_count`; :func:`run_bytes` is within 25 % of the measured peak RSS of
-short runs over a grid of small configs (tests/test_size.py)."""
+short runs over a grid of small configs (tests/models/test_size.py)."""
 
 from __future__ import annotations
 

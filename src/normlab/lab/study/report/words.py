@@ -268,7 +268,8 @@ def short_source(source: str) -> str:
 
 
 # The words a report and docs/study.md use, each said once: (term, meaning); the report renders
-# them as its glossary, and the docs' glossary is the same list (tests/test_results.py).
+# them as its glossary, and the docs' glossary is the same list
+# (tests/lab/study/published/test_results.py).
 GLOSSARY = (
     (
         "seed",

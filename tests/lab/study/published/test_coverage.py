@@ -18,7 +18,7 @@ from normlab.lab.study.published.replay import published_design
 from normlab.lab.study.spec.parse import builtin_names, load_builtin
 from normlab.lab.verdict import CLAIM_WORDS, Word
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[4]
 DOCS = ROOT / "docs"
 CAT = coverage.load()
 PUBLISHED = coverage.Published.read(DOCS, CAT)

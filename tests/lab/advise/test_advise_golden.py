@@ -1,4 +1,4 @@
-"""normlab advise against its golden outputs (tests/advise_golden.py): the spec it writes parses to
+"""normlab advise against its golden outputs (advise_golden.py): the spec it writes parses to
 the same study, and the advice from the same results is the same text, byte for byte."""
 
 from __future__ import annotations

@@ -3,9 +3,10 @@ scale (and a GPT-2, whose recipe is a LayerNorm's): the spec the twin's study wa
 (``spec.toml``), and the advice written from made-up results of that study (``advice.md``, the
 report's lead as ``lead.md`` and ``lead.html``, the terminal's ``headline.md``; and advice.md
 from odder results, ``advice-*.md``).
-tests/test_advise_golden.py checks that today's code writes a spec that parses to the same study
-and the same advice, byte for byte. Regenerate (``PYTHONPATH=src python tests/advise_golden.py``)
-only when the study or the advice is meant to change, and say so in the commit.
+tests/lab/advise/test_advise_golden.py checks that today's code writes a spec that parses to
+the same study and the same advice, byte for byte. Regenerate
+(``PYTHONPATH=src python tests/lab/advise/advise_golden.py``) only when the study or the advice
+is meant to change, and say so in the commit.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from normlab.lab.study.decide.claims import decide_all
 from normlab.lab.study.run.runner import StudyResult
 from normlab.lab.study.spec.parse import parse_spec
 
-GOLDEN = Path(__file__).parent / "data" / "advise"
+GOLDEN = Path(__file__).parents[2] / "data" / "advise"
 SHIPPED = ("llama-3.2-1b.json", "gemma-3-1b.json", "qwen3-0.6b.json")
 GPT2 = {
     "model_type": "gpt2",

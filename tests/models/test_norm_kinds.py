@@ -19,7 +19,7 @@ from normlab.models.layers import make_norm
 from normlab.models.norms import KINDS, NormKind
 from normlab.models.size import norm_params
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 BASE = {"vocab_size": 32, "dim": 16, "n_layers": 1, "n_heads": 2, "max_seq_len": 16}
 # A value away from the base config's for every field some kind reads: a new option needs one.
 CHANGED = {

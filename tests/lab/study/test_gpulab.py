@@ -192,7 +192,7 @@ def test_gpu_preset_lists_anywhere_with_an_estimate_not_a_measurement(capsys, mo
     total = float(text.split("in bf16, estimated ", 1)[1].split(" s ", 1)[0])
     # The one GPU call runs the preset as a stage of benchmarks/gpu_lab.sh under its own time
     # limit: the estimate (start-up included) leaves that limit a 5 % margin.
-    script = (Path(__file__).parents[1] / "benchmarks" / "gpu_lab.sh").read_text()
+    script = (Path(__file__).parents[3] / "benchmarks" / "gpu_lab.sh").read_text()
     limit = int(re.search(r"^stage gpu-preset (\d+) ", script, re.M).group(1))
     assert total <= 0.95 * limit
 

@@ -14,7 +14,7 @@ from normlab.lab.study.decide.claims import decide_all
 from normlab.lab.study.published.replay import published_design, replay
 from normlab.lab.study.report.claims_json import claims_json
 
-DATA = Path(__file__).resolve().parents[1] / "docs" / "data"
+DATA = Path(__file__).resolve().parents[4] / "docs" / "data"
 
 
 def _replayed(study, doc: dict) -> dict:

@@ -10,7 +10,7 @@ from pathlib import Path
 from normlab.lab import doc as d
 from normlab.lab.study.published import coverage, results
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[4]
 DOCS = ROOT / "docs"
 BASE64 = re.compile(r"base64,[A-Za-z0-9+/=]+")
 

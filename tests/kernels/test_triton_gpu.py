@@ -407,7 +407,7 @@ def test_the_backward_grid_fits_the_registers(tmp_path):
     from pathlib import Path
 
     pytest.importorskip("triton.backends.nvidia")
-    script = Path(__file__).parents[1] / "benchmarks" / "triton_registers.py"
+    script = Path(__file__).parents[2] / "benchmarks" / "triton_registers.py"
     env = _compile_env()
     # A cache of its own: the registers counted are those of this compile, not of an entry
     # another test compiled under other settings.

@@ -19,7 +19,7 @@ if not normlab.functional.get_backend("triton").supports(torch.device(DEVICE)):
     pytest.skip("needs a GPU or TRITON_INTERPRET=1", allow_module_level=True)
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning:triton.runtime.interpreter")
 
-_path = Path(__file__).parents[1] / "benchmarks" / "gpu_bench.py"
+_path = Path(__file__).parents[3] / "benchmarks" / "gpu_bench.py"
 _spec = importlib.util.spec_from_file_location("gpu_bench", _path)
 gpu_bench = sys.modules["gpu_bench"] = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gpu_bench)

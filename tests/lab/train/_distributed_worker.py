@@ -1,4 +1,4 @@
-"""Run by tests/test_distributed.py under ``torchrun --nproc_per_node 2``; not a test module.
+"""Run by test_distributed.py under ``torchrun --nproc_per_node 2``; not a test module.
 
 ``_distributed_worker.py checks OUT_DIR [ARGS...]``: each rank computes its share of the BatchNorm
 and the FSDP2 cases and saves what it saw to ``OUT_DIR/checks.rank{r}.pt``; the test recomputes

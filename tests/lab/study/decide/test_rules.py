@@ -20,7 +20,7 @@ from normlab.lab.study.decide.stats import Context, Results, Seeds, Verdict
 from normlab.lab.study.spec.parse import SpecError, parse_spec
 from normlab.lab.verdict import Word, decide_rows
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "normlab" / "lab"
+SRC = Path(__file__).resolve().parents[4] / "src" / "normlab" / "lab"
 
 
 @dataclass(frozen=True)

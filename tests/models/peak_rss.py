@@ -1,6 +1,6 @@
 """Run as a script: train each config of ``argv[1]`` (a JSON list of ``TrainConfig`` dicts) in
 this process and print, one JSON line each, its peak RSS over the RSS before it (Linux: the
-peak is reset through ``/proc/self/clear_refs`` before each run). tests/test_size.py compares
+peak is reset through ``/proc/self/clear_refs`` before each run). tests/models/test_size.py compares
 it with ``normlab.models.size.run_bytes``."""
 
 import ctypes

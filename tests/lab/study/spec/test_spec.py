@@ -15,7 +15,7 @@ from normlab.lab.study.decide.rules_timing import Timing
 from normlab.lab.study.spec import parse as spec
 from normlab.lab.study.spec.parse import load_builtin
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[4]
 DOC = (ROOT / "docs" / "spec.md").read_text()
 EXAMPLE = re.search(r"```toml\n(.*?)```", DOC, re.S).group(1)  # the worked example
 
