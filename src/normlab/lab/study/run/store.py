@@ -114,13 +114,12 @@ class ResultStore:
         if not self.path.exists():
             return out
         text = read_text(self.path, errors="replace")  # a torn line may end mid-character
-        lines = text.split("\n")
-        for i, line in enumerate(lines, 1):
+        for i, line in enumerate(text.split("\n"), 1):
             if not line.strip():
                 continue
+            where = f"{self.path} line {i}"
             try:
                 # control characters too: names and reasons reach terminals and reports
-                where = f"{self.path} line {i}"
                 rec = check_strings(loads_json(line, where), where)
             except ReadError as e:
                 if _torn(line):
@@ -147,34 +146,31 @@ class ResultStore:
             return None
         cut = data.rfind(b"\n") + 1
         torn = self.path.with_name(self.path.name + ".torn")
-        fd = open_append(torn)
-        try:
-            os.write(fd, data[cut:] + b"\n")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _append_line(torn, data[cut:] + b"\n")
         with open(self.path, "r+b") as f:
             f.truncate(cut)
         return torn
 
     def append(self, record: dict[str, Any]) -> None:
-        line = (json.dumps(record, allow_nan=False, separators=(",", ":")) + "\n").encode()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = open_append(self.path)
-        try:
-            self._ensure_line_start(fd)
-            n = os.write(fd, line)
-            if n != len(line):  # regular files write all or fail; say so if not
-                raise OSError(f"short write to {self.path}: {n} of {len(line)} bytes")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        line = json.dumps(record, allow_nan=False, separators=(",", ":")) + "\n"
+        _append_line(self.path, line.encode())
 
-    def _ensure_line_start(self, fd: int) -> None:
+
+def _append_line(path: Path, line: bytes) -> None:
+    """``line`` appended to ``path`` in one ``write`` on a line of its own, then fsynced."""
+    fd = open_append(path)
+    try:
         # After a torn write the file may not end in a newline: start a fresh line.
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             os.write(fd, b"\n")
+        n = os.write(fd, line)
+        if n != len(line):  # regular files write all or fail; say so if not
+            raise OSError(f"short write to {path}: {n} of {len(line)} bytes")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _torn(line: str) -> bool:
@@ -206,10 +202,8 @@ def record_problem(rec: Any, results: bool = True) -> str | None:
     its ``result`` must have the fields the verdicts read, so a line edited by hand (``result:
     {}``, ``summary: [1, 2]``) stops ``--resume`` and ``--redecide`` with its line number
     instead of failing inside the verdicts."""
-    if not isinstance(rec, dict) or not isinstance(rec.get("key"), str):
-        return 'expected a JSON object with "key" and a "result" object'
-    res = rec.get("result")
-    if not isinstance(res, dict):
+    res = rec.get("result") if isinstance(rec, dict) else None
+    if not isinstance(res, dict) or not isinstance(rec.get("key"), str):
         return 'expected a JSON object with "key" and a "result" object'
     if not results:
         return None
@@ -243,19 +237,20 @@ def check_study_json(meta: Any, where: str, *, complete: bool = True) -> dict:
     bad_corpus = not isinstance(corpus, dict) or not isinstance(corpus.get("sha256"), str)
     if bad_corpus and (complete or "corpus" in meta):
         raise UsageError(f"{where}: corpus: expected an object with the corpus's sha256")
-    for k in ("environment", "timings", "run_with"):
-        if meta.get(k) is not None and not isinstance(meta[k], dict):
-            raise UsageError(f"{where}: {k}: expected a JSON object, got {_val(meta[k])}")
-    for k in ("overrides", "failed_runs"):
-        if meta.get(k) is not None and not isinstance(meta[k], list):
-            raise UsageError(f"{where}: {k}: expected a list, got {_val(meta[k])}")
+    for k, kind in _META_TYPES.items():
+        if meta.get(k) is not None and not isinstance(meta[k], kind):
+            raise UsageError(f"{where}: {k}: expected {_KINDS[kind]}, got {_val(meta[k])}")
     block = meta.get("seed_block", 0)
     if isinstance(block, bool) or not isinstance(block, int) or not 0 <= block <= 10**14:
         raise UsageError(f"{where}: seed_block: expected an int in [0, 10**14], got {_val(block)}")
-    for k in ("preset", "spec", "description"):
-        if meta.get(k) is not None and not isinstance(meta[k], str):
-            raise UsageError(f"{where}: {k}: expected a string, got {_val(meta[k])}")
     return meta
+
+
+# The optional keys of study.json, and their JSON types.
+_META_TYPES = dict.fromkeys(("environment", "timings", "run_with"), dict)
+_META_TYPES |= dict.fromkeys(("overrides", "failed_runs"), list)
+_META_TYPES |= dict.fromkeys(("preset", "spec", "description"), str)
+_KINDS = {dict: "a JSON object", list: "a list", str: "a string"}
 
 
 def _val(v: Any) -> str:
@@ -267,10 +262,6 @@ def saved_config(path: str, run: str | None, seed_index: int):
     itself), ``result.json`` (a run result: its ``config``), a line of a study's
     ``results.jsonl`` (its ``result``'s), or that whole file with ``run`` and ``seed_index``
     picking the line."""
-    from normlab.lab.errors import UsageError
-    from normlab.lab.reading import ReadError, loads_json, read_text
-    from normlab.lab.train.config import TrainConfig
-
     try:
         text = read_text(path, "")
     except ReadError as e:  # no such file, a directory, a FIFO, too big, not UTF-8
@@ -281,9 +272,8 @@ def saved_config(path: str, run: str | None, seed_index: int):
         if "not valid JSON" not in str(e):
             raise
         # JSON lines: a study's results.jsonl, each line bounded and checked the same way
-        lines = text.splitlines()
         docs = []
-        for i, ln in enumerate(lines, 1):
+        for i, ln in enumerate(text.splitlines(), 1):
             if not ln.strip():
                 continue
             try:
