@@ -69,12 +69,10 @@ def install(counter: Counter) -> None:
 
         setattr(dist, name, counted)
 
-    one = lambda t, *a, **k: [t]  # noqa: E731
     for name in ("all_reduce", "broadcast", "reduce"):
-        wrap(name, None, one)
-    wrap("all_gather", None, lambda out, t, *a, **k: [t])
-    wrap("all_gather_into_tensor", None, lambda out, t, *a, **k: [t])
-    wrap("reduce_scatter_tensor", None, lambda out, t, *a, **k: [t])
+        wrap(name, None, lambda t, *a, **k: [t])
+    for name in ("all_gather", "all_gather_into_tensor", "reduce_scatter_tensor"):
+        wrap(name, None, lambda out, t, *a, **k: [t])
     wrap("_broadcast_coalesced", "buffers", lambda pg, ts, *a, **k: list(ts))
 
 

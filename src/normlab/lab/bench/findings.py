@@ -118,10 +118,10 @@ class FindingsOptions:
 
 def decide_ratio(o: FindingsOptions, log=print) -> list[dict]:
     """One finding per implementation from one interleaved measurement of them all."""
-    values, record = ratio.measure(o.sizes, o.rounds, o.impls, o.device, log=log)
+    values, median_ms = ratio.measure(o.sizes, o.rounds, o.impls, o.device, log=log)
     out = []
     for impl in o.impls:
-        ms = {op: record["median_ms"][f"{impl} {op}"] for op in ("rms_norm", "layer_norm")}
+        ms = {op: median_ms[f"{impl} {op}"] for op in ("rms_norm", "layer_norm")}
         means = {
             f"median ms {op} d={d}": t
             for op, ts in ms.items()
@@ -155,12 +155,12 @@ def decide_counts(counts: dict) -> dict:
             total(a, "bytes") / total(b, "bytes") - 1 for a, b in zip(bn, ln, strict=True)
         ],
     }
-    means = {}
-    for norm, steps in counts["norms"].items():
-        for key in ("calls", "bytes"):
-            for kind in comm.KINDS:
-                xs = [s[key][kind] for s in steps]
-                means[f"{norm} {key} {kind}"] = sum(xs) / len(xs)
+    means = {
+        f"{norm} {key} {kind}": sum(s[key][kind] for s in steps) / len(steps)
+        for norm, steps in counts["norms"].items()
+        for key in ("calls", "bytes")
+        for kind in comm.KINDS
+    }
     untestable = {}
     if counts.get("world_size", 1) < 2:
         untestable = {p: "one process: nothing to communicate" for p, _ in COMMUNICATION.parts}
@@ -178,28 +178,24 @@ def run_findings(options: FindingsOptions, log=print) -> Path:
         raise UsageError(f"findings: unknown {bad}; kinds {list(KINDS)}, impls {ratio.IMPLS}")
     set_threads(o.threads)
     out = out_dir(o.out)
-    verdicts, files = [], []
+    head = f"normlab bench --findings: torch {torch.__version__}, "
+    head += platform.processor() or platform.machine()
+    verdicts, tail = [], []
     if "ratio" in o.kinds:
         verdicts += decide_ratio(o, log)
+        head += f"; timings: {torch.get_num_threads()} threads, {o.rounds} interleaved rounds"
+        tail += ["Work per row, counted from the articles' code (`normlab.lab.bench.work`):", ""]
+        tail += [md_table(WORK_HEADER, work_rows())]
         png = ratio.ratio_plot(verdicts)
         if png:
             write_file(out / "bench-ratio-vs-d.png", png)
-            files.append("bench-ratio-vs-d.png")
+            tail.append("\n![bench-ratio-vs-d.png](bench-ratio-vs-d.png)")
     if "comm" in o.kinds:
         verdicts.append(decide_comm(o, out))
-    rules = {f.name: f for f in all_findings(o.sizes, o.impls)}
-    where = platform.processor() or platform.machine()
-    head = f"normlab bench --findings: torch {torch.__version__}, {where}"
-    if "ratio" in o.kinds:
-        head += f"; timings: {torch.get_num_threads()} threads, {o.rounds} interleaved rounds"
-    if "comm" in o.kinds:
         head += f"; communication: {o.steps} training steps of {comm.MODEL}"
+    rules = {f.name: f for f in all_findings(o.sizes, o.impls)}
     text = ["# normlab bench: the articles' cost statements, decided", "", head, ""]
-    text += [tables.markdown(verdicts, rules)]
-    if "ratio" in o.kinds:
-        text += ["Work per row, counted from the articles' code (`normlab.lab.bench.work`):", ""]
-        text += [md_table(WORK_HEADER, work_rows())]
-    text += [f"\n![{f}]({f})" for f in files]
+    text += [tables.markdown(verdicts, rules), *tail]
     write_file(out / "bench_findings.md", "\n".join(text) + "\n")
     write_file(out / "bench-findings.json", json.dumps(verdicts, indent=1, allow_nan=False))
     return out / "bench_findings.md"

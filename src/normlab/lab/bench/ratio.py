@@ -11,10 +11,11 @@ thrown far by one stalled batch the way a plain ratio is.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import torch
+
+from normlab.lab.bench.runner import seconds_per_call
 
 SIZES = (64, 128, 256, 512, 1024, 2048, 4096)
 ELEMENTS = 1 << 20  # rows x d per call: 4 MB of FP32 input at every d
@@ -47,12 +48,10 @@ def contenders(d: int, impls=IMPLS, device: str = "cpu") -> dict[tuple[str, str]
             fns[impl, "layer_norm"] = lambda: normlab.layer_norm(x, w, b, 1e-5, backend=backend)
         elif impl == "eager":
             fns.update({(impl, op): fn for op, fn in eager.items()})
-        elif impl == "compile":
+        else:  # compile (run_findings refuses any other impl)
             torch._dynamo.reset()  # one lambda per op for every d: fresh caches, no limit hit
             for op, fn in eager.items():
                 fns[impl, op] = torch.compile(fn, dynamic=False)
-        else:
-            raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
     return fns
 
 
@@ -65,27 +64,19 @@ def interleaved(
     order = list(fns)
     with torch.no_grad():  # the warm-up too: a compiled function is guarded on grad mode
         for key, fn in fns.items():
-            fn()  # compile / warm up
-            sync()
-            t0 = time.perf_counter()
-            fn()
-            sync()
-            number[key] = max(1, int(BATCH_S / max(time.perf_counter() - t0, 1e-7)))
+            seconds_per_call(fn, 1, sync)  # compile / warm up
+            number[key] = max(1, int(BATCH_S / max(seconds_per_call(fn, 1, sync), 1e-7)))
         for r in range(rounds):
             for key in order if r % 2 == 0 else order[::-1]:
-                t0 = time.perf_counter()
-                for _ in range(number[key]):
-                    fns[key]()
-                sync()
-                out[key].append((time.perf_counter() - t0) / number[key])
+                out[key].append(seconds_per_call(fns[key], number[key], sync))
     return out
 
 
 def measure(
     sizes=SIZES, rounds: int = ROUNDS, impls=IMPLS, device: str = "cpu", log=print
 ) -> tuple[dict[str, list[float]], dict]:
-    """Per ``"<impl> d=<d>"`` the round values ``ln(t_ln / t_rms)``, and a record of the
-    median milliseconds per (impl, op, d) for the table and the plot."""
+    """Per ``"<impl> d=<d>"`` the round values ``ln(t_ln / t_rms)``, and per ``"<impl> <op>"``
+    the median milliseconds at each size."""
     import math
     import statistics
 
@@ -106,12 +97,7 @@ def measure(
                 for i in impls
             )
         )
-    return values, {
-        "sizes": list(sizes),
-        "impls": list(impls),
-        "median_ms": ms,
-        "rows_x_d": ELEMENTS,
-    }
+    return values, ms
 
 
 def ratio_plot(findings: list[dict]) -> bytes | None:

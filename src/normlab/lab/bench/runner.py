@@ -70,23 +70,24 @@ def time_ms(
     """
     number, round_s = {}, 0.0
     for name, fn in fns.items():
-        fn()
-        sync()
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        once = time.perf_counter() - t0
+        seconds_per_call(fn, 1, sync)  # warm up
+        once = seconds_per_call(fn, 1, sync)
         number[name] = max(1, min(2000, int(3e-3 / max(once, 1e-7))))
         round_s += number[name] * once
     best = dict.fromkeys(fns, float("inf"))
     for _ in range(repeat if round_s > 20e-3 else 4 * repeat):
         for name, fn in fns.items():
-            t0 = time.perf_counter()
-            for _ in range(number[name]):
-                fn()
-            sync()
-            best[name] = min(best[name], (time.perf_counter() - t0) / number[name])
+            best[name] = min(best[name], seconds_per_call(fn, number[name], sync))
     return {name: 1e3 * t for name, t in best.items()}
+
+
+def seconds_per_call(fn: Callable[[], object], number: int, sync: Callable[[], None]) -> float:
+    """Wall seconds per call of ``fn`` over ``number`` calls in a row, synced at the end."""
+    t0 = time.perf_counter()
+    for _ in range(number):
+        fn()
+    sync()
+    return (time.perf_counter() - t0) / number
 
 
 def _case(op: str, x, w, b, r, backend: str | None):
@@ -178,7 +179,6 @@ def run_matrix(
     ops=OPS,
     dtypes=DTYPES,
     shapes=SHAPES,
-    modes=("fwd", "fwd+bwd"),
     repeat: int = 5,
     compile: bool = True,
     log: Callable[[str], None] = print,
@@ -196,7 +196,7 @@ def run_matrix(
             w = 1 + 0.1 * torch.randn(n, device=device, dtype=dtype, generator=g)
             b = 0.1 * torch.randn(n, device=device, dtype=dtype, generator=g)
             for op in ops:
-                for mode in modes:
+                for mode in ("fwd", "fwd+bwd"):
                     res = _time_case(op, mode, (x, w, b, r), backend, repeat, compile, sync)
                     log(format_table([res], header=not results))
                     results.append(res)
@@ -228,31 +228,6 @@ def format_table(results: list[Result], header: bool = True) -> str:
     ]
     text = md_table([title for _, title, _ in _COLUMNS], rows)
     return text if header else "\n".join(text.splitlines()[2:])
-
-
-def write_results(
-    results: list[Result], out_dir: str | Path, name: str, preamble: str = ""
-) -> Path:
-    """Write ``name.md`` (table and chart), ``name.csv``, ``name.json`` and ``name.png`` (bars
-    of % of limit and speed-ups, :func:`normlab.lab.bench.chart.bench_chart`) under ``out_dir``."""
-    from normlab.lab.bench.chart import bench_chart
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    rows = [asdict(r) for r in results]
-    png = bench_chart(rows)
-    chart = ""
-    if png is not None:
-        write_file(out / f"{name}.png", png)
-        chart = f"\n![{name}]({name}.png)\n"
-    write_file(out / f"{name}.md", preamble + format_table(results) + "\n" + chart)
-    buf = io.StringIO(newline="")
-    writer = csv.DictWriter(buf, fieldnames=[fl.name for fl in fields(Result)])
-    writer.writeheader()
-    writer.writerows(rows)
-    write_file(out / f"{name}.csv", buf.getvalue())
-    write_file(out / f"{name}.json", json.dumps(rows, indent=1))
-    return out / f"{name}.md"
 
 
 def parse_shape(text: str) -> tuple[int, int]:
@@ -297,10 +272,14 @@ def _check(options: BenchOptions) -> None:
 
 
 def run_bench(options: BenchOptions) -> Path:
-    """Time the matrix, printing each row as it is measured, and write it with
-    :func:`write_results` as ``bench_<device>`` under ``options.out`` (created first); returns
-    the table's path. A :class:`UsageError` for ``cuda`` without a CUDA device, before any work."""
+    """Time the matrix, printing each row as it is measured, and write ``bench_<device>.md``
+    (the table and the chart), ``.csv``, ``.json`` and ``.png`` (bars of % of limit and
+    speed-ups, :func:`normlab.lab.bench.chart.bench_chart`) under ``options.out`` (created
+    first); returns the table's path. A :class:`UsageError` for ``cuda`` without a CUDA device,
+    before any work."""
     import platform
+
+    from normlab.lab.bench.chart import bench_chart
 
     o = options
     _check(o)
@@ -320,8 +299,22 @@ def run_bench(options: BenchOptions) -> Path:
         compile=o.compile,
     )
     where = torch.cuda.get_device_name() if o.device == "cuda" else platform.processor()
+    name = f"bench_{o.device}"
+    rows = [asdict(r) for r in results]
+    png = bench_chart(rows)
+    chart = ""
+    if png is not None:
+        write_file(out / f"{name}.png", png)
+        chart = f"\n![{name}]({name}.png)\n"
     preamble = (
         f"normlab bench --device {o.device}: backend {backend}, torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads, {where or platform.machine()}\n\n"
     )
-    return write_results(results, out, f"bench_{o.device}", preamble)
+    write_file(out / f"{name}.md", preamble + format_table(results) + "\n" + chart)
+    buf = io.StringIO(newline="")
+    writer = csv.DictWriter(buf, fieldnames=[fl.name for fl in fields(Result)])
+    writer.writeheader()
+    writer.writerows(rows)
+    write_file(out / f"{name}.csv", buf.getvalue())
+    write_file(out / f"{name}.json", json.dumps(rows, indent=1))
+    return out / f"{name}.md"

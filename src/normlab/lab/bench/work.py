@@ -27,9 +27,6 @@ class Work:
     per_element: int  # operations per element of the row
     ops: tuple[str, ...]  # what was counted, in graph order
 
-    def text(self) -> str:
-        return f"{self.passes} pass(es), {self.per_element} operations per element"
-
 
 def count(op: str, d: int = 64) -> Work:
     """The articles' ``op`` (``"rms_norm"`` or ``"layer_norm"``, every step in the input dtype:
