@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch import Tensor, nn
+from torch import nn
 
 from normlab.lab.errors import UsageError
 from normlab.lab.io import open_append, write_file
@@ -91,9 +90,8 @@ class DistributedTrainer(Trainer):
     # ---- seams of Trainer
 
     def build_model(self) -> nn.Module:
-        model = super().build_model().to(self.info.device)
-        blocks = getattr(model, "blocks", ())
-        return D.wrap(model, self.info, fsdp=self.opts.fsdp, blocks=blocks)
+        model = super().build_model()  # on this rank's device
+        return D.wrap(model, self.info, fsdp=self.opts.fsdp, blocks=getattr(model, "blocks", ()))
 
     def build_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
         self.optimizer = opt = super().build_optimizer(model)
@@ -101,12 +99,13 @@ class DistributedTrainer(Trainer):
             D.load_full_state(model, opt, self._ckpt["model"], self._ckpt["optim"])
         return opt
 
-    def train_batches(self) -> Iterator[tuple[Tensor, Tensor]]:
+    def train_batches(self) -> RandomBatches:
+        # Every rank evaluates the whole validation set (the base's ``eval_batches``): the probes
+        # then see what one process sees, and all_reduce_mean of identical numbers is the number.
         cfg, info = self.cfg, self.info
-        local = cfg.batch_size // info.world_size
         it = RandomBatches(
             self.train_split(),
-            local,
+            cfg.batch_size // info.world_size,
             cfg.seq_len,
             seed=cfg.seed,
             rank=info.rank,
@@ -114,13 +113,7 @@ class DistributedTrainer(Trainer):
         )
         for _ in range(self._start):  # the stream is seeded: replay it up to the checkpoint
             next(it)
-        return ((x.to(info.device), y.to(info.device)) for x, y in it)
-
-    def eval_batches(self) -> list[tuple[Tensor, Tensor]]:
-        # Every rank evaluates the whole validation set: the probes then see what one process
-        # sees, and all_reduce_mean of identical numbers is the number itself.
-        dev = self.info.device
-        return [(x.to(dev), y.to(dev)) for x, y in super().eval_batches()]
+        return it
 
     def all_reduce_mean(self, value: float) -> float:
         t = torch.tensor(value, dtype=torch.float64, device=self.info.device)

@@ -19,6 +19,8 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
+from normlab.lab.train.device import concrete_device
+
 
 @dataclass(frozen=True)
 class DistInfo:
@@ -47,26 +49,17 @@ def backend_for(device: torch.device) -> str:
     return "nccl" if device.type == "cuda" else "gloo"
 
 
-def resolve_device(name: str, local_rank: int = 0) -> torch.device:
-    """``"auto"`` is CUDA when available, else the CPU; each rank gets its own GPU."""
-    if name not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {name!r}")
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError("device='cuda' but torch.cuda.is_available() is False")
-        return torch.device("cuda", local_rank % torch.cuda.device_count())
-    return torch.device("cpu")
-
-
 def setup(device: str = "auto", timeout_s: float = 300.0) -> DistInfo:
     """Join the job torchrun started (``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``MASTER_ADDR``), or
     describe a lone process. ``timeout_s`` bounds every collective, so a rank that died turns a
     hang into an error on the others."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
-    dev = resolve_device(device, local_rank)
+    dev = torch.device(concrete_device(device))  # each rank gets its own GPU
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError("device='cuda' but torch.cuda.is_available() is False")
+        dev = torch.device("cuda", local_rank % torch.cuda.device_count())
     if world == 1:
         return DistInfo(device=dev)
     if dev.type == "cuda":
@@ -111,25 +104,6 @@ def wrap(model: nn.Module, info: DistInfo, *, fsdp: bool, blocks: Iterable[nn.Mo
 
     ids = [info.device.index] if info.device.type == "cuda" else None
     return DistributedDataParallel(model, device_ids=ids)
-
-
-def unwrap(model: nn.Module) -> nn.Module:
-    """The user's module under a DDP wrapper (FSDP2 shards in place and needs no unwrapping)."""
-    return getattr(model, "module", model)
-
-
-def shard_batch(t: Tensor, info: DistInfo) -> Tensor:
-    """This rank's rows of a global batch ``t`` of shape ``(B, ...)`` -> ``(B/N, ...)``."""
-    if not info.distributed:
-        return t
-    b = t.shape[0]
-    if b % info.world_size:
-        raise ValueError(
-            f"batch_size={b} must be divisible by the number of processes ({info.world_size}) "
-            "so every rank gets an equal share of the global batch"
-        )
-    n = b // info.world_size
-    return t[info.rank * n : (info.rank + 1) * n]
 
 
 def mean_over_ranks(x: Tensor, info: DistInfo) -> Tensor:
