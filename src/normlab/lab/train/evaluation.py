@@ -39,11 +39,6 @@ class Evaluation:
             model.zero_grad(set_to_none=True)
         return finite(_mean_of(outs))
 
-    def serve(self, model: nn.Module, val: list) -> dict[str, float]:
-        """The serving measures (``normlab.lab.train.serving``) on the trained model."""
-        x, y = probe_set(val, self.cfg.batch_size)
-        return serving_measures(model, x, y, self.cfg.batch_size, self.autocast)
-
     def _output_change(self, i: int, logits: Tensor, step: int | None) -> dict[str, float]:
         """DeepNet's model update on the probe batches: ``output_change`` = RMS(F(x, θ_t) −
         F(x, θ_0)) of the logits on probe batch ``i``, from the probe at step 0 (kept here)."""
@@ -92,7 +87,10 @@ class Evaluation:
     def _after_training(self, model: nn.Module, val: list, last: dict) -> dict[str, Any]:
         """``last``: the final validation's record (its loss on the training bytes is the gap's
         train side, on the same batches: not computed twice)."""
-        out: dict[str, Any] = self.serve(model, val) if self.cfg.eval_serving else {}
+        out: dict[str, Any] = {}
+        if self.cfg.eval_serving:  # normlab.lab.train.serving
+            x, y = probe_set(val, self.cfg.batch_size)
+            out.update(serving_measures(model, x, y, self.cfg.batch_size, self.autocast))
         if self.cfg.block_drop_batches:
             out["block_drop_loss"] = self._block_drop(model, val[: self.cfg.block_drop_batches])
         if self.cfg.train_slice:

@@ -183,33 +183,24 @@ class Trainer(Evaluation):
 
     def train_step(self, x, y, opt, scaler, params, timer: NormTimer | None):
         """Forward (the norms timed by ``timer``) and backward, the gradients unscaled and
-        clipped: (the ranks' mean loss, the gradient norm, the forward's end time)."""
+        clipped: (the ranks' mean loss, the gradient norm, the last forward's end time).
+
+        With ``grad_accum`` k > 1 the batch runs as k micro-batches, as a user's accumulation
+        loop (BatchNorm sees B / k at a time), each loss weighted 1/k so the summed gradients
+        are the whole batch's mean."""
         k = self.cfg.grad_accum
-        if k > 1:  # micro-batches, as a user's accumulation loop: BatchNorm sees B / k at a time
-            loss, t1 = self._accumulate(x.chunk(k), y.chunk(k), scaler, timer)
-        else:
+        total = 0.0
+        for xb, yb in zip(x.chunk(k), y.chunk(k), strict=True):
             with timer or contextlib.nullcontext(), self.autocast():
-                logits = self.model(x)  # (B, T, V)
-                loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+                logits = self.model(xb)  # (B / k, T, V)
+                loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), yb.flatten())
             t1 = time.perf_counter()
-            scaler.scale(loss).backward()
+            scaler.scale(loss / k).backward()
+            total = total + loss.detach().cpu() / k  # on the CPU: the recorded losses' sums
         scaler.unscale_(opt)  # a no-op unless fp16: the clip and the rule see true gradients
         max_norm = float("inf") if self.cfg.grad_clip is None else self.cfg.grad_clip
         gnorm = float(torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True))
-        return self.all_reduce_mean(float(loss.detach())), gnorm, t1
-
-    def _accumulate(self, xs, ys, scaler, timer) -> tuple[Tensor, float]:
-        """Forward and backward of each micro-batch, its loss weighted 1/k so the summed
-        gradients are the whole batch's mean: (the batch's mean loss, the last forward's end)."""
-        total = torch.zeros(())
-        for x, y in zip(xs, ys, strict=True):
-            with timer or contextlib.nullcontext(), self.autocast():
-                logits = self.model(x)  # (B / k, T, V)
-                loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
-            t1 = time.perf_counter()
-            scaler.scale(loss / len(xs)).backward()
-            total = total + loss.detach().cpu() / len(xs)
-        return total, t1
+        return self.all_reduce_mean(float(total)), gnorm, t1
 
     def _diverged(self, res: RunResult, step: int, loss: float, gnorm: float, scaler) -> bool:
         """The divergence rule on a step, before the optimizer applies it; says why in ``res``."""
