@@ -39,23 +39,24 @@ class Link:
 
 
 @dataclass(frozen=True)
-class Strong:
+class _Text:
     text: str
 
 
-@dataclass(frozen=True)
-class Code:
-    text: str
+class Strong(_Text):
+    """Bold."""
 
 
-@dataclass(frozen=True)
-class Em:
-    text: str
+class Code(_Text):
+    """Code: monospaced."""
 
 
-@dataclass(frozen=True)
-class Muted:
-    text: str
+class Em(_Text):
+    """Emphasis: italic."""
+
+
+class Muted(_Text):
+    """Secondary text (a source, a note): grey in HTML, emphasis in Markdown."""
 
 
 Span = str | Badge | Link | Strong | Em | Code | Muted
@@ -63,7 +64,7 @@ Inline = Span | Sequence[Span]
 
 
 def _spans(x: Inline) -> tuple[Span, ...]:
-    return (x,) if isinstance(x, str | Badge | Link | Strong | Em | Code | Muted) else tuple(x)
+    return (x,) if isinstance(x, Span) else tuple(x)
 
 
 _MARKED = re.compile(r"\*\*(.+?)\*\*|`([^`]+)`")
@@ -218,6 +219,16 @@ section{page-break-before:auto}}
 _EXPONENT = re.compile(r"\d[\d.]*e[-+]\d+")
 
 
+# The text spans' markup: (opening, closing) in HTML, the mark on both sides in Markdown.
+_HTML_TAGS = {
+    Strong: ("<b>", "</b>"),
+    Em: ("<i>", "</i>"),
+    Code: ("<code>", "</code>"),
+    Muted: ('<span class="src">', "</span>"),
+}
+_MD_MARKS = {Strong: "**", Em: "*", Code: "`", Muted: "*"}
+
+
 def _html_inline(x: Inline, *, cell: bool = False) -> str:
     out = []
     for s in _spans(x):
@@ -229,14 +240,9 @@ def _html_inline(x: Inline, *, cell: bool = False) -> str:
             out.append(f'<span class="v" style="background:{s.color}">{escape(s.word)}</span>')
         elif isinstance(s, Link):
             out.append(f'<a href="{escape(s.href)}">{escape(s.text)}</a>')
-        elif isinstance(s, Strong):
-            out.append(f"<b>{escape(s.text)}</b>")
-        elif isinstance(s, Em):
-            out.append(f"<i>{escape(s.text)}</i>")
-        elif isinstance(s, Code):
-            out.append(f"<code>{escape(s.text)}</code>")
         else:
-            out.append(f'<span class="src">{escape(s.text)}</span>')
+            start, end = _HTML_TAGS[type(s)]
+            out.append(f"{start}{escape(s.text)}{end}")
     return "".join(out)
 
 
@@ -304,14 +310,8 @@ def _md_inline(x: Inline) -> str:
             out.append(f"**{s.word}**")
         elif isinstance(s, Link):
             out.append(f"[{s.text}]({s.href})")
-        elif isinstance(s, Strong):
-            out.append(f"**{s.text}**")
-        elif isinstance(s, Em):
-            out.append(f"*{s.text}*")
-        elif isinstance(s, Code):
-            out.append(f"`{s.text}`")
         else:
-            out.append(f"*{s.text}*")
+            out.append(f"{_MD_MARKS[type(s)]}{s.text}{_MD_MARKS[type(s)]}")
     return "".join(out)
 
 

@@ -5,6 +5,7 @@ advise``), how they become the runner's options, and the options that pick a spe
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -108,22 +109,18 @@ def configured(study, args: argparse.Namespace):
 
 
 def study_options(args: argparse.Namespace) -> StudyOptions:
-    """The parsed run options as the runner's options, the output directory created."""
+    """The parsed run options as the runner's options (each its field's name), the output
+    directory created."""
     from normlab.lab.common import out_dir
 
     return StudyOptions(
         out=out_dir(args.out),
-        seed=args.seed,
-        data=args.data,
-        resume=args.resume,
-        workers=args.workers,
-        threads=args.threads,
-        executor=args.executor,
-        address=args.address,
-        quiet=args.quiet,
-        device=args.device,
-        precision=args.precision,
         tensorboard=None if args.tensorboard is None else Path(args.tensorboard),
+        **{
+            f.name: getattr(args, f.name)
+            for f in dataclasses.fields(StudyOptions)
+            if f.name not in ("out", "tensorboard")
+        },
     )
 
 
