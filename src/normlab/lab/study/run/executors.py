@@ -19,6 +19,9 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from normlab.lab.common import importable
+from normlab.lab.errors import UsageError
+
 OnDone = Callable[[Any, dict | None, str | None], None]  # (run, result, error)
 OnStep = Callable[[int], None]
 
@@ -313,6 +316,8 @@ def _ray_run(
 
 
 def make_executor(name: str, *, workers: int, address: str | None = None) -> Executor:
-    if name == "ray":
-        return RayExecutor(address, workers)
-    return LocalExecutor(workers)
+    if name == "local":
+        return LocalExecutor(workers)
+    if not importable("ray"):
+        raise UsageError('--executor ray needs Ray: pip install "normlab[ray]"')
+    return RayExecutor(address, workers)

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from normlab.lab.errors import UsageError
 from normlab.lab.study.decide import decide_all
 from normlab.lab.study.report import write_reports
 from normlab.lab.study.run.provenance import run_with, study_of
-from normlab.lab.study.run.runner import StudyResult, summary
-from normlab.lab.study.spec import Study
+from normlab.lab.study.run.runner import StudyResult, configure, summary
 
 
 def load_meta(out: Path) -> dict:
@@ -27,19 +25,6 @@ def load_meta(out: Path) -> dict:
     path = out / "study.json"  # bounded and checked: a tampered file is one line, not a crash
     meta = read_json(path, f"--redecide {out}: cannot read {path}")
     return check_study_json(meta, f"--redecide {path}", complete=False)
-
-
-def _resolved(study: Study, meta: dict, device: str | None, precision: str | None) -> Study:
-    """``study`` on the device it ran on (an arm's ``auto``: the recorded device, not this
-    machine's) in ``precision``, so its runs' keys are those the study wrote."""
-    ran_on = (meta.get("environment") or {}).get("device", "cpu")
-    arms = []
-    for a in study.arms:
-        dev = device or a.config.device
-        dev = ran_on if dev == "auto" else dev
-        cfg = a.config.replace(device=dev, precision=precision or a.config.precision)
-        arms.append(replace(a, config=cfg))
-    return replace(study, arms=tuple(arms))
 
 
 def redecide_study(
@@ -58,7 +43,11 @@ def redecide_study(
     ran_device, ran_precision = run_with(meta)
     study = study_of(meta, str(out / "study.json"), spec_file)
     check_study_json(meta, f"--redecide {out / 'study.json'}")
-    study = _resolved(study, meta, device or ran_device, precision or ran_precision)
+    # an arm's "auto" is the device the study ran on, not this machine's: its runs' keys
+    ran_on = (meta.get("environment") or {}).get("device", "cpu")
+    study = configure(
+        study, device or ran_device, precision or ran_precision, check=False, auto=ran_on
+    )
     records = ResultStore(out / "results.jsonl").load(results=True)
     sha = meta["corpus"]["sha256"]
     results: dict[str, dict[int, dict]] = {}

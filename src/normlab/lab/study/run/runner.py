@@ -21,7 +21,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.common import importable
 from normlab.lab.errors import UsageError
 from normlab.lab.io import set_aside, write_file
 from normlab.lab.limits import check_threads
@@ -108,12 +107,17 @@ def _raise_on_sigterm(signum, frame) -> None:
 
 
 def configure(
-    study: Study, device: str | None = None, precision: str | None = None, *, check: bool = True
+    study: Study,
+    device: str | None = None,
+    precision: str | None = None,
+    *,
+    check: bool = True,
+    auto: str | None = None,
 ) -> Study:
     """``study`` with every arm on ``device`` in ``precision`` (None: the arm's own), and
-    ``"auto"`` resolved to the device here (``cpu`` or ``cuda``), so a run's key and record say
-    where it ran. ``check``: a :class:`UsageError` if an arm needs CUDA and there is none (before
-    any work); ``normlab study --list`` plans a CUDA study on any machine."""
+    ``"auto"`` resolved to ``auto`` (None: the device here, ``cpu`` or ``cuda``), so a run's key
+    and record say where it ran. ``check``: a :class:`UsageError` if an arm needs CUDA and there
+    is none (before any work); ``normlab study --list`` plans a CUDA study on any machine."""
     from normlab.lab.common import check_device
     from normlab.lab.train.trainer import concrete_device
 
@@ -121,7 +125,7 @@ def configure(
     for a in study.arms:
         dev = device or a.config.device
         if dev == "auto":
-            dev = concrete_device(dev)
+            dev = auto or concrete_device(dev)
         if check:
             check_device(dev, "--device" if device else f"arm {a.name}: device")
         cfg = a.config.replace(device=dev, precision=precision or a.config.precision)
@@ -144,7 +148,6 @@ def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
     claims. ``study`` is as :func:`configure` returns it (its commands configure it once, with
     ``options.device`` and ``options.precision``). Raises :class:`Interrupted` on SIGTERM or
     Ctrl-C (finished runs are kept)."""
-    out = options.out
     t0 = time.time()
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
     try:
@@ -171,7 +174,7 @@ def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
         "plateau_h": corpus.unigram_val_xent(),  # H of the "fails"/"trains" rules
         **record(study, options.device, options.precision),  # the design --redecide rebuilds
     }
-    write_file(out / "study.json", json.dumps(meta, indent=2))
+    write_file(options.out / "study.json", json.dumps(meta, indent=2))
     verdicts = decide_all(study, results, meta["plateau_h"], timings)
     return StudyResult(study, results, verdicts, meta, failed)
 
@@ -187,14 +190,6 @@ def summary(result: StudyResult, out: Path) -> str:
         f"{result.meta['wall_s']:.0f} s -> {out / 'report.html'}, {out / 'report.md'}, "
         f"{out / 'claims.json'}"
     )
-
-
-def _executor(options: StudyOptions, workers: int):
-    from normlab.lab.study.run.executors import make_executor
-
-    if options.executor == "ray" and not importable("ray"):
-        raise UsageError('--executor ray needs Ray: pip install "normlab[ray]"')
-    return make_executor(options.executor, workers=workers, address=options.address)
 
 
 def run_timing(study: Study, corpus, seed: int, plan, quiet: bool) -> dict:
@@ -275,7 +270,7 @@ def train_runs(study: Study, corpus, options: StudyOptions, plan=None, executor=
     (default: the options', with the plan's workers). Returns ``arm -> {seed index: result}``,
     the labels of runs that raised, how many results were reused from an earlier invocation,
     and the plan."""
-    from normlab.lab.study.run.executors import Job, steps_taken
+    from normlab.lab.study.run.executors import Job, make_executor, steps_taken
     from normlab.lab.study.run.plan import longest_first, plan_workers
     from normlab.lab.study.run.store import ResultStore, RunRecord, run_key
 
@@ -285,7 +280,8 @@ def train_runs(study: Study, corpus, options: StudyOptions, plan=None, executor=
     keys = {r.label: run_key(r.config, corpus.sha256) for r in runs}
     todo = [r for r in runs if keys[r.label] not in done]
     plan = plan or plan_workers([r.config for r in todo], None, options.workers, options.threads)
-    executor = executor or _executor(options, plan.workers)
+    if executor is None:
+        executor = make_executor(options.executor, workers=plan.workers, address=options.address)
     todo = [replace(r, config=r.config.replace(threads=plan.threads_for(r.config))) for r in todo]
     todo = (order or longest_first)(todo)
     total = sum(max(1, r.config.steps) for r in todo)
