@@ -11,9 +11,8 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
-from typing import Any
 
-from normlab.lab.study.decide.early import EARLY_MEASURES
+from normlab.lab.study.decide.early import EARLY_MEASURES, finite
 
 # What H is, as the rule texts say it.
 H_TEXT = (
@@ -33,21 +32,21 @@ def _loss(name: str) -> Callable[[dict, str | None], float | None]:
     def measure(res: dict, matrix: str | None) -> float | None:
         if res.get("status") == "diverged":
             return math.log(res["config"]["model"]["vocab_size"])  # a uniform guess
-        return _finite(res.get("summary", {}).get(name))
+        return finite(res.get("summary", {}).get(name))
 
     return measure
 
 
 def _summary(name: str) -> Callable[[dict, str | None], float | None]:
     def measure(res: dict, matrix: str | None) -> float | None:
-        return None if res.get("status") != "ok" else _finite(res.get("summary", {}).get(name))
+        return None if res.get("status") != "ok" else finite(res.get("summary", {}).get(name))
 
     return measure
 
 
-def grad_profile(res: dict | None, matrix: str | None, step: int = 0) -> list[float]:
-    """Per-block gradient norms from the probe at ``step`` (a matrix, or whole blocks)."""
-    probe = (res or {}).get("probes", {}).get(str(step)) or {}
+def grad_profile(res: dict, matrix: str | None) -> list[float]:
+    """Per-block gradient norms from the probe at init (a matrix, or whole blocks)."""
+    probe = res.get("probes", {}).get("0") or {}
     if matrix is None:
         prof = probe.get("grad_norm_block") or []
     else:
@@ -86,7 +85,7 @@ def _branch_ratio(sublayer: str) -> Callable[[dict, str | None], float | None]:
         probe = (res.get("probes") or {}).get("0") or {}
         vals = (probe.get("branch_ratio") or {}).get(sublayer) or []
         ok = vals and all(isinstance(v, int | float) for v in vals)
-        return _finite(statistics.fmean(vals)) if ok else None
+        return finite(statistics.fmean(vals)) if ok else None
 
     return measure
 
@@ -100,15 +99,16 @@ def _at_end(res: dict) -> dict:
 _MISSING = (KeyError, TypeError, ValueError, ZeroDivisionError)  # a probe missing or not finite
 
 
-def _end(fn: Callable[[dict], float | None]) -> Callable[[dict, str | None], float | None]:
+def _end(fn: Callable[[dict], float]) -> Callable[[dict, str | None], float | None]:
+    """A measure of the probe at the latest step: ``fn(probe)``."""
+
     def measure(res: dict, matrix: str | None) -> float | None:
         if res.get("status") != "ok":
             return None
         try:
-            v = fn(_at_end(res))
+            return finite(fn(_at_end(res)))
         except _MISSING:
             return None
-        return _finite(v)
 
     return measure
 
@@ -118,12 +118,9 @@ def _drift(fn: Callable[[dict, dict], float]) -> Callable[[dict, str | None], fl
 
     def measure(res: dict, matrix: str | None) -> float | None:
         probes = res.get("probes") or {}
-        if res.get("status") != "ok" or "0" not in probes or len(probes) < 2:
+        if "0" not in probes or len(probes) < 2:
             return None
-        try:
-            return _finite(fn(_at_end(res), probes["0"]))
-        except _MISSING:
-            return None
+        return _end(lambda end: fn(end, probes["0"]))(res, matrix)
 
     return measure
 
@@ -150,7 +147,7 @@ def _abs_gap_short(res: dict, matrix: str | None) -> float | None:
     if res.get("status") != "ok" or not at or not train_at:
         return None
     n = min(at, key=int)
-    x, y = _finite(at[n]), _finite(train_at.get(n))
+    x, y = finite(at[n]), finite(train_at.get(n))
     return None if x is None or y is None else abs(x - y)
 
 
@@ -217,7 +214,7 @@ def _gap_at_matched_train_loss(res: dict, matrix: str | None) -> float | None:
         ta, tb = a["train_loss"], b["train_loss"]
         if ta > MATCHED_TRAIN_LOSS >= tb:
             w = (ta - MATCHED_TRAIN_LOSS) / (ta - tb)
-            return _finite(a["val_loss"] + w * (b["val_loss"] - a["val_loss"]) - MATCHED_TRAIN_LOSS)
+            return finite(a["val_loss"] + w * (b["val_loss"] - a["val_loss"]) - MATCHED_TRAIN_LOSS)
     return None
 
 
@@ -225,7 +222,7 @@ def _block_drop_mean(res: dict, matrix: str | None) -> float | None:
     drops = res.get("summary", {}).get("block_drop_loss") if res.get("status") == "ok" else None
     if not drops or any(not isinstance(v, int | float) for v in drops):
         return None
-    return _finite(statistics.fmean(drops))
+    return finite(statistics.fmean(drops))
 
 
 def _train_val_gap(res: dict, matrix: str | None) -> float | None:
@@ -326,7 +323,3 @@ MEASURES: dict[str, tuple[str, Callable[[dict, str | None], float | None]]] = {
     **EARLY_MEASURES,
     **ON_DEMAND_MEASURES,
 }
-
-
-def _finite(v: Any) -> float | None:
-    return float(v) if isinstance(v, int | float) and math.isfinite(v) else None
