@@ -64,15 +64,7 @@ NOT_DECIDED = {
     "not-studied": ("not studied yet", "not studied yet: a claim could decide it, none does"),
     "no-statement": ("no statement", "no statement: the heading is empty in the article"),
 }
-COMPUTED = (
-    Word.INCONCLUSIVE,
-    Word.NOT_TESTABLE,
-    "related-only",
-    "prose-only",
-    "not-run",
-    "pending",
-)
-REASONS = tuple(k for k in NOT_DECIDED if k not in COMPUTED)
+REASONS = tuple(NOT_DECIDED)[6:]  # the first six are computed from the data
 
 
 @dataclass(frozen=True)
@@ -223,11 +215,7 @@ def split_ref(ref: str) -> tuple[str, str]:
 
 def scope(c: dict) -> str:
     """The sizes a claim was tested at, shapes merged: ``d=64 L=6/12/24 T=64 B=16 …``."""
-    keys = (("d", "d"), ("L", "blocks"), ("T", "T"), ("B", "B"), ("steps", "steps"))
-    keys += (("init", "init"),)
-    parts = []
-    for label, key in keys:
-        values = dict.fromkeys(str(s[key]) for s in c.get("scope", ()))
-        if values:
-            parts.append(f"{label}={'/'.join(values)}")
-    return " ".join(parts)
+    keys = {"d": "d", "L": "blocks", "T": "T", "B": "B", "steps": "steps", "init": "init"}
+    shapes = c.get("scope", ())
+    values = {label: dict.fromkeys(str(s[k]) for s in shapes) for label, k in keys.items()}
+    return " ".join(f"{label}={'/'.join(v)}" for label, v in values.items() if v)
