@@ -19,17 +19,10 @@ from normlab.lab.study.decide import rules_of
 from normlab.lab.study.published import claims_page, coverage
 from normlab.lab.study.published.compare import effects
 from normlab.lab.study.published.replay import published_design
-from normlab.lab.study.report import unit_of
+from normlab.lab.study.report import COLORS, badge, unit_of
 from normlab.lab.verdict import DECIDED, Word, signed
 
 FOREST = "img/results-forest.png"
-COLORS = {
-    Word.HOLDS: "#1a7f37",
-    Word.DOES_NOT_HOLD: "#cf222e",
-    Word.MIXED: "#8250df",
-    Word.INCONCLUSIVE: "#9a6700",
-    Word.NOT_TESTABLE: "#57606a",
-}
 
 
 @dataclass(frozen=True)
@@ -190,11 +183,9 @@ def _seen(s, pub, designs: dict[str, dict]) -> str:
 
 
 def _row(s, decision, pub, cat, designs: dict[str, dict]) -> tuple:
-    word = decision.status
-    badge = d.Badge(str(word), COLORS.get(word, "#57606a"))
     where = cat.articles[s.article]["sections"][s.section]
     source = d.Link(f"{s.article} · {where}", f"claims.md#{_anchor(s.article, cat)}")
-    return (s.statement, badge, _seen(s, pub, designs), source)
+    return (s.statement, badge(decision.status), _seen(s, pub, designs), source)
 
 
 def _anchor(article: str, cat) -> str:

@@ -3,6 +3,6 @@
 
 from normlab.lab.study.report.plots import PLOTS
 from normlab.lab.study.report.words import unit_of
-from normlab.lab.study.report.writer import format_table, write_reports
+from normlab.lab.study.report.writer import COLORS, badge, format_table, write_reports
 
-__all__ = ["format_table", "PLOTS", "unit_of", "write_reports"]
+__all__ = ["badge", "COLORS", "format_table", "PLOTS", "unit_of", "write_reports"]
