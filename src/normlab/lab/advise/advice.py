@@ -13,15 +13,14 @@ import json
 import math
 from html import escape
 
-from normlab.lab.advise.bottom import bottom_line, missing_runs
+from normlab.lab.advise.bottom import Block, bottom_line, missing_runs
 from normlab.lab.advise.ranking import Quality, Ranking, Speed, Stability, rank
 from normlab.lab.advise.twin import AS_GOOD, BEATS, FASTER, STABLER, Twin, claim_name, twin_params
 from normlab.lab.render import html_table, md_table
 from normlab.lab.study.run import StudyResult
 from normlab.lab.verdict import Estimate, Word
 
-# ("h", level offset, text) | ("p", text) | ("table", header, rows) | ("ul", items)
-Block = tuple
+Claim = tuple[str, str]  # an arm's claim status (its field in ranking's Arm*), what it says
 
 
 def fmt_params(n: float) -> str:
@@ -31,14 +30,15 @@ def fmt_params(n: float) -> str:
     return str(int(n))
 
 
-def _verdict(wins: tuple[str, list[str]], no_wins: str, losses: tuple[str, list[str]]) -> str:
-    """A dimension's verdict: "what: labels" for the alternatives that beat the recipe (or
-    ``no_wins``), then the same for those the recipe holds its own against, if any."""
-    (win, won), (loss, lost) = wins, losses
-    parts = [f"{win}: {', '.join(won)}" if won else no_wins]
-    if lost:
-        parts.append(f"{loss}: {', '.join(lost)}")
-    return "; ".join(parts)
+def _verdict(arms, label: dict[str, str], win: Claim, no_wins: str, loss: Claim) -> str:
+    """A dimension's verdict: "what: labels" for the alternatives whose claim ``win`` holds (or
+    ``no_wins``), then the same for the claim ``loss``, if it holds for any."""
+
+    def holds(attr: str, what: str) -> str:
+        got = [label[x.arm] for x in arms if getattr(x, attr) == Word.HOLDS]
+        return f"{what}: {', '.join(got)}" if got else ""
+
+    return "; ".join(x for x in (holds(*win) or no_wins, holds(*loss)) if x)
 
 
 def _est(e: Estimate | None, pct: bool = False) -> str:
@@ -66,9 +66,8 @@ def blocks(twin: Twin, result: StudyResult) -> list[Block]:
         *_speed_blocks(r.speed),
         *_scale_blocks(twin),
         *_caveats(twin),
-        *bottom_line(
-            twin, r, label, len(result.failed)
-        ),  # the last word: keep, switch, or cannot tell
+        # the last word: keep, switch, or cannot tell
+        *bottom_line(twin, r, label, len(result.failed)),
     ]
 
 
@@ -114,20 +113,16 @@ def _best(dim: Quality | Stability, label: dict[str, str], none: str, mean: str)
     """The summary's "lowest mean here" cell and its "vs the recipe" cell."""
     if (b := dim.best) is None:
         return [none, "–"]
-    return [
-        f"{label[b.arm]} ({mean.format(b.mean)})",
-        "–" if b.arm == "recipe" else _est(b.vs_recipe),
-    ]
+    return [f"{label[b.arm]} ({mean.format(b.mean)})", _est(b.vs_recipe)]  # the recipe's: None
 
 
 def _quality_row(twin: Twin, q: Quality, label: dict[str, str]) -> list[str]:
     verdict = _verdict(
-        (f"beat the recipe by ≥ {BEATS}", [label[x.arm] for x in q.arms if x.beats == Word.HOLDS]),
+        q.arms,
+        label,
+        ("beats", f"beat the recipe by ≥ {BEATS}"),
         f"no alternative beats the recipe by ≥ {BEATS}",
-        (
-            f"the recipe is at least as good as (within {AS_GOOD})",
-            [label[x.arm] for x in q.arms if x.as_good == Word.HOLDS],
-        ),
+        ("as_good", f"the recipe is at least as good as (within {AS_GOOD})"),
     )
     what = f"Quality (final validation loss at lr {twin.scale.lr:g}, nats/byte)"
     return [what, *_best(q, label, "no finished runs", "mean loss {:.4f} nats/byte"), verdict]
@@ -135,15 +130,11 @@ def _quality_row(twin: Twin, q: Quality, label: dict[str, str]) -> list[str]:
 
 def _stability_row(twin: Twin, st: Stability, label: dict[str, str]) -> list[str]:
     verdict = _verdict(
-        (
-            f"less LR-sensitive than the recipe by ≥ {STABLER}",
-            [label[x.arm] for x in st.arms if x.alt_stabler == Word.HOLDS],
-        ),
+        st.arms,
+        label,
+        ("alt_stabler", f"less LR-sensitive than the recipe by ≥ {STABLER}"),
         f"no alternative is less LR-sensitive than the recipe by ≥ {STABLER}",
-        (
-            "the recipe is less LR-sensitive than",
-            [label[x.arm] for x in st.arms if x.recipe_stabler == Word.HOLDS],
-        ),
+        ("recipe_stabler", "the recipe is less LR-sensitive than"),
     )
     what = f"Stability (LR sensitivity over lr {', '.join(f'{x:g}' for x in twin.scale.sweep)})"
     return [what, *_best(st, label, "no finished sweeps", "LR sensitivity {:.4f}"), verdict]
@@ -166,17 +157,10 @@ def _quality_blocks(twin: Twin, q: Quality, label: dict[str, str]) -> list[Block
     change = {
         a.arm: ", ".join(f"{k} = {json.dumps(v)}" for k, v in a.model.items()) for a in twin.alts
     }
+    # The recipe's row: no change, no estimate, no claims ("–" each).
     rows = [
-        [label[x.arm], "–", _mean(x.mean, x.n), "–", "–", "–"]
-        if x.arm == "recipe"
-        else [
-            label[x.arm],
-            change[x.arm],
-            _mean(x.mean, x.n),
-            _est(x.vs_recipe),
-            x.as_good,
-            x.beats,
-        ]
+        [label[x.arm], change.get(x.arm, "–"), _mean(x.mean, x.n), _est(x.vs_recipe)]
+        + [x.as_good, x.beats]
         for x in q.arms
     ]
     header = [
@@ -204,7 +188,7 @@ def _stability_blocks(twin: Twin, st: Stability | None, label: dict[str, str]) -
         [
             label[x.arm],
             _mean(x.mean, x.n),
-            "–" if x.arm == "recipe" else _est(x.vs_recipe),
+            _est(x.vs_recipe),  # the recipe's: None, "–"
             "–" if x.best_lr is None else f"{x.best_lr[0]:g} ({x.best_lr[1]:.4f})",
             x.recipe_stabler,
             x.alt_stabler,

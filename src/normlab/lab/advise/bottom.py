@@ -9,6 +9,7 @@ from normlab.lab.advise.twin import Twin, plural
 from normlab.lab.study.run import StudyResult
 from normlab.lab.verdict import Word
 
+# ("h", level offset, text) | ("p", text) | ("table", header, rows) | ("ul", items)
 Block = tuple
 
 
