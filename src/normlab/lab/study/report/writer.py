@@ -21,9 +21,10 @@ from normlab.lab.study.report.arms import arms_section, fmt
 from normlab.lab.study.report.claims_json import family, scope, write_claims
 from normlab.lab.verdict import BOUND_TEXT, EXPECT, LEVEL, POWER, Word
 
-_COLORS = {
+COLORS = {
     Word.HOLDS: "#1a7f37",
     Word.DOES_NOT_HOLD: "#cf222e",
+    Word.MIXED: "#8250df",  # a statement's headline (the results page)
     Word.INCONCLUSIVE: "#9a6700",
     Word.NOT_TESTABLE: "#57606a",
 }
@@ -37,7 +38,7 @@ REPORT_LINK = (
 
 
 def badge(status: str) -> d.Badge:
-    return d.Badge(status, _COLORS.get(status, "#57606a"))
+    return d.Badge(status, COLORS.get(status, "#57606a"))
 
 
 def format_table(preset, verdicts, plateau_h: float | None = None) -> str:
