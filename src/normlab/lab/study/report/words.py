@@ -13,13 +13,11 @@ import math
 from typing import Any
 
 from normlab.lab.study.decide import compound_parts, rules_of
-from normlab.lab.verdict import EXPECT, MEDIAN, Word
+from normlab.lab.verdict import EXPECT, MEDIAN, Word, signed
 
 
-def _f(x: float, digits: int = 3) -> str:
-    if not math.isfinite(x):
-        return "−∞" if x < 0 else "+∞"
-    return f"{x:+.{digits}f}".replace("-", "−")
+def _f(x: float) -> str:
+    return signed(x).replace("-", "−")
 
 
 def interval(est) -> str:
@@ -273,61 +271,44 @@ def short_source(source: str) -> str:
 GLOSSARY = (
     (
         "seed",
-        (
-            "one training run's random draws (data order, init); seed i gives every arm the same "
-            "draws where the shapes agree, so arms are compared seed by seed (paired)."
-        ),
+        "one training run's random draws (data order, init); seed i gives every arm the same "
+        "draws where the shapes agree, so arms are compared seed by seed (paired).",
     ),
     (
         "seed block",
-        (
-            "the seeds a study runs, `--seed S` picks block S (disjoint from every other block), "
-            "so a study can be repeated on seeds that did not shape its design."
-        ),
+        "the seeds a study runs, `--seed S` picks block S (disjoint from every other block), "
+        "so a study can be repeated on seeds that did not shape its design.",
     ),
     (
         "n",
-        (
-            "how many paired seeds (or, for a timing claim, timing processes) an effect is "
-            "estimated from."
-        ),
+        "how many paired seeds (or, for a timing claim, timing processes) an effect is "
+        "estimated from.",
     ),
-    (
-        "interval",
-        ("the 95 % confidence interval of the effect; every verdict is read off it."),
-    ),
+    ("interval", "the 95 % confidence interval of the effect; every verdict is read off it."),
     (
         "δ",
-        (
-            "the smallest effect that matters, fixed in the spec before the runs (0.02 nats/byte "
-            "for quality, 5 % for time, ln 1.2 for gradient ratios, 0 for thresholds)."
-        ),
+        "the smallest effect that matters, fixed in the spec before the runs (0.02 nats/byte "
+        "for quality, 5 % for time, ln 1.2 for gradient ratios, 0 for thresholds).",
     ),
     (
         "median, trimmed mean",
-        (
-            "statistics a rule may choose before its runs where a few seeds blow up: the 20 % "
-            "trimmed mean with Yuen's interval, or the median with its distribution-free interval"
-            " (6 seeds at least)."
-        ),
+        "statistics a rule may choose before its runs where a few seeds blow up: the 20 % "
+        "trimmed mean with Yuen's interval, or the median with its distribution-free interval"
+        " (6 seeds at least).",
     ),
     (
         "Holm",
-        (
-            "the step-down correction across a compound claim's parts (or a finding's), so that "
-            '"some part does not hold" is wrong by chance at most 5 % of the time.'
-        ),
+        "the step-down correction across a compound claim's parts (or a finding's), so that "
+        '"some part does not hold" is wrong by chance at most 5 % of the time.',
     ),
     (
         "not testable here",
-        (
-            "no outcome of these runs could decide the claim, for one of two reasons: a control "
-            "(a recipe that must train in the same setting) did not show what it must, or the "
-            "study runs too few seeds for any interval (one; a median under 6)."
-        ),
+        "no outcome of these runs could decide the claim, for one of two reasons: a control "
+        "(a recipe that must train in the same setting) did not show what it must, or the "
+        "study runs too few seeds for any interval (one; a median under 6).",
     ),
     (
         "inconclusive",
-        ("the interval straddles an edge of ±δ; more seeds of the same design could decide it."),
+        "the interval straddles an edge of ±δ; more seeds of the same design could decide it.",
     ),
 )
