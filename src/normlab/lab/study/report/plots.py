@@ -155,22 +155,10 @@ def _probe_lines(results, claim, key: str, *, logy: bool, ylabel: str, matrix=No
 
 def grad_blocks(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | None:
     matrix = _matrix(claim)
-    if matrix:
-        return _probe_lines(
-            results,
-            claim,
-            "grad_norm",
-            logy=True,
-            matrix=matrix,
-            ylabel=f"‖∇ {matrix}‖ per block (geometric mean, log)",
-        )
-    return _probe_lines(
-        results,
-        claim,
-        "grad_norm_block",
-        logy=True,
-        ylabel="block gradient norm (geometric mean, log)",
-    )
+    key = "grad_norm" if matrix else "grad_norm_block"
+    what = f"‖∇ {matrix}‖ per block" if matrix else "block gradient norm"
+    ylabel = f"{what} (geometric mean, log)"
+    return _probe_lines(results, claim, key, logy=True, matrix=matrix, ylabel=ylabel)
 
 
 def residual_rms(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | None:
