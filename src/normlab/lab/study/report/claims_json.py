@@ -23,31 +23,22 @@ def scope(preset, claim: Claim) -> list[dict[str, Any]]:
     for arm in claim.arms:
         c = configs[arm]
         m = c.model
-        key = (m.dim, m.n_layers, c.seq_len, c.batch_size, c.steps, m.init)
-        entry = shapes.setdefault(
-            key,
-            {
-                "d": m.dim,
-                "blocks": m.n_layers,
-                "T": c.seq_len,
-                "B": c.batch_size,
-                "steps": c.steps,
-                "tokens": c.steps * c.batch_size * c.seq_len,
-                "init": m.init,
-                "arms": [],
-            },
-        )
-        entry["arms"].append(arm)
+        shape = {
+            "d": m.dim,
+            "blocks": m.n_layers,
+            "T": c.seq_len,
+            "B": c.batch_size,
+            "steps": c.steps,
+            "tokens": c.steps * c.batch_size * c.seq_len,
+            "init": m.init,
+        }
+        shapes.setdefault(tuple(shape.values()), {**shape, "arms": []})["arms"].append(arm)
     return list(shapes.values())
 
 
 def size(preset, claim: Claim) -> str:
     """The model sizes a claim was tested at: its arms' distinct shapes, in words."""
-    return "; ".join(
-        f"d={s['d']} L={s['blocks']} T={s['T']} B={s['B']} {s['steps']} steps "
-        f"({words.tokens(s['tokens'])} tokens) init={s['init']}"
-        for s in scope(preset, claim)
-    )
+    return "; ".join(words.compact_size([s]) for s in scope(preset, claim))
 
 
 def family(verdicts) -> dict[str, Any]:
