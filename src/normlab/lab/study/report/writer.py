@@ -19,6 +19,7 @@ from normlab.lab.study.decide import H_TEXT, Claim, Verdict, rules_of
 from normlab.lab.study.report import words
 from normlab.lab.study.report.arms import arms_section, fmt
 from normlab.lab.study.report.claims_json import family, scope, write_claims
+from normlab.lab.study.report.plots import PLOTS
 from normlab.lab.verdict import BOUND_TEXT, EXPECT, LEVEL, POWER, Word
 
 COLORS = {
@@ -54,8 +55,6 @@ def format_table(preset, verdicts, plateau_h: float | None = None) -> str:
 
 
 def _plots(claim: Claim, verdict: Verdict, results, timings, plot_dir: Path) -> list[d.Figure]:
-    from normlab.lab.study.report.plots import PLOTS
-
     out = []
     for kind in claim.plots:
         title, fn = PLOTS[kind]
@@ -258,11 +257,17 @@ def _summary_line(preset, results, meta) -> str:
     )
 
 
-def build(out: Path, preset, results, verdicts, meta, figures, lead: d.Raw | None = None):
-    """The report as a document: summary first, the shared explanation once, then the claims."""
-    h = meta.get("plateau_h")
-    doc = d.Document(f"normlab study: {preset.name}")
+def write_reports(result, out: Path, *, lead_md: str = "", lead_html: str = "") -> None:
+    """``OUT/report.html``, ``report.md`` and ``claims.json`` of a finished study (a
+    ``run.StudyResult``: its study, results, verdicts and meta); ``lead_md``/``lead_html``
+    (``normlab advise``'s advice) open the reports, right after their title. The report is one
+    document: summary first, the shared explanation once, then the claims."""
+    preset, results, verdicts, meta = result.study, result.results, result.verdicts, result.meta
+    plot_dir = out / "plots"
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    timings = meta.get("timings") or {}
     env = meta["environment"]
+    doc = d.Document(f"normlab study: {preset.name}")
     doc.add(
         d.Heading(1, ("normlab study: ", d.Code(preset.name))),
         d.Paragraph(
@@ -271,27 +276,15 @@ def build(out: Path, preset, results, verdicts, meta, figures, lead: d.Raw | Non
             muted=True,
         ),
     )
+    lead = d.Raw(lead_html, lead_md) if lead_md or lead_html else None
     if lead is not None:
         doc.add(lead)
     doc.add(*_summary(preset, verdicts, meta), *_how(verdicts, meta))
     doc.add(d.Heading(2, "Claims", "claims"))
     for c, v in verdicts:
-        doc.add(_claim(preset, c, v, figures[c.name], h))
+        figures = _plots(c, v, results, timings, plot_dir)
+        doc.add(_claim(preset, c, v, figures, meta.get("plateau_h")))
     doc.add(*arms_section(out, preset, results, meta))
-    return doc
-
-
-def write_reports(result, out: Path, *, lead_md: str = "", lead_html: str = "") -> None:
-    """``OUT/report.html``, ``report.md`` and ``claims.json`` of a finished study (a
-    ``run.StudyResult``: its study, results, verdicts and meta); ``lead_md``/``lead_html``
-    (``normlab advise``'s advice) open the reports, right after their title."""
-    preset, results, verdicts, meta = result.study, result.results, result.verdicts, result.meta
-    plot_dir = out / "plots"
-    plot_dir.mkdir(parents=True, exist_ok=True)
-    timings = meta.get("timings") or {}
-    figures = {c.name: _plots(c, v, results, timings, plot_dir) for c, v in verdicts}
-    lead = d.Raw(lead_html, lead_md) if lead_md or lead_html else None
-    doc = build(out, preset, results, verdicts, meta, figures, lead)
     # The contents stand after the title, the meta line, any lead and the summary (heading,
     # table, the link to the coverage table).
     write_file(out / "report.html", d.to_html(doc, toc_after=5 + (lead is not None)))
