@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from normlab.lab.study.decide.compound import controls_text, with_controls
-from normlab.lab.study.decide.rules import Context, Rule
-from normlab.lab.study.decide.stats import Results, Verdict
+from normlab.lab.study.decide.rules_protocol import Rule
+from normlab.lab.study.decide.stats import Context, Results, Verdict
 from normlab.lab.verdict import LEVEL, Word
 
 __all__ = ["Claim", "Verdict", "decide_all"]

@@ -16,15 +16,10 @@ and pilot read it through the ``Rule`` protocol only: a kind says its own words 
 
 from __future__ import annotations
 
-# Not in the table but imported from here by claims.py (Context, Rule) and spec_claims.py
-# (Controlled, EXPECT), modules this split left alone.
-from normlab.lab.study.decide.rules_compound import AllOf, AnyOf, Controlled  # noqa: F401
+from normlab.lab.study.decide.rules_compound import AllOf, AnyOf
 from normlab.lab.study.decide.rules_contrast import Contrast, Fails, Trains
 from normlab.lab.study.decide.rules_lr_sensitivity import LRSensitivity
-from normlab.lab.study.decide.rules_protocol import Rule  # noqa: F401
 from normlab.lab.study.decide.rules_timing import Timing
-from normlab.lab.study.decide.stats import Context  # noqa: F401
-from normlab.lab.verdict import EXPECT  # noqa: F401
 
 # The kinds a spec's ``rule = "..."`` names, in the order its messages list them.
 RULES: dict[str, type] = {

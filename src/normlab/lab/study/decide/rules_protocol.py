@@ -107,5 +107,4 @@ def compound_parts(rule) -> tuple[tuple[tuple[str, Any], ...], bool] | None:
 
 def rules_of(rule) -> list[tuple[str, Any]]:
     """A rule's parts, or the rule itself as its one part (label "")."""
-    c = compound_parts(rule)
-    return list(c[0] if c else (("", rule),))
+    return list(rule.parts())
