@@ -125,9 +125,12 @@ def rank(twin: Twin, result: StudyResult) -> Ranking:
     )
 
 
-def mean_loss(results, arm: str) -> tuple[float | None, int]:
-    xs = [x for r in results.get(arm, {}).values() if (x := _LOSS(r, None)) is not None]
+def _mean(xs: list[float]) -> tuple[float | None, int]:
     return (statistics.fmean(xs) if xs else None), len(xs)
+
+
+def mean_loss(results, arm: str) -> tuple[float | None, int]:
+    return _mean([x for r in results.get(arm, {}).values() if (x := _LOSS(r, None)) is not None])
 
 
 def paired(results, a: str, b: str) -> Estimate:
@@ -137,12 +140,11 @@ def paired(results, a: str, b: str) -> Estimate:
 
 
 def quality(twin: Twin, results, decided: Decided) -> Quality:
-    losses = {a: mean_loss(results, a) for a in ["recipe", *[a.arm for a in twin.alts]]}
-    arms = [ArmQuality("recipe", *losses["recipe"], None, NONE, NONE)]
+    arms = [ArmQuality("recipe", *mean_loss(results, "recipe"), None, NONE, NONE)]
     for a in twin.alts:
         est = paired(results, a.arm, "recipe")
         status = decided.status("as_good", a.arm), decided.status("beats", a.arm)
-        arms.append(ArmQuality(a.arm, *losses[a.arm], est, *status))
+        arms.append(ArmQuality(a.arm, *mean_loss(results, a.arm), est, *status))
     return Quality(tuple(arms))
 
 
@@ -150,42 +152,28 @@ def stability(twin: Twin, results, decided: Decided) -> Stability | None:
     swept = [a.arm for a in twin.alts if a.swept]
     if not swept:
         return None
+
+    def arm(name: str, rule, sweep, vs_recipe: Estimate | None, *status: str) -> ArmStability:
+        sens = _mean([s_i for s_i, _ in rule.per_seed(results, sweep).values()])
+        return ArmStability(name, *sens, vs_recipe, _best_lr(results, sweep), *status)
+
     # Each sweep as the "recipe stabler" claims have it: the recipe's is their stable one.
-    rules = {arm: decided("stabler", arm)[0].rule for arm in swept}
-    sweeps = {"recipe": (rules[swept[0]], rules[swept[0]].stable)}
-    sweeps |= {arm: (rule, rule.unstable) for arm, rule in rules.items()}
-    sens = {}
-    for arm, (rule, sweep) in sweeps.items():
-        xs = [s_i for s_i, _ in rule.per_seed(results, sweep).values()]
-        sens[arm] = (statistics.fmean(xs) if xs else None), len(xs)
-    arms = [
-        ArmStability(
-            "recipe", *sens["recipe"], None, _best_lr(results, sweeps["recipe"][1]), NONE, NONE
-        )
-    ]
-    for arm in swept:
-        arms.append(
-            ArmStability(
-                arm,
-                *sens[arm],
-                decided("stabler", arm)[1].estimate,
-                _best_lr(results, sweeps[arm][1]),
-                decided.status("stabler", arm),
-                decided.status("stabler_alt", arm),
-            )
-        )
+    claims = {a: decided("stabler", a) for a in swept}
+    first = claims[swept[0]][0].rule
+    arms = [arm("recipe", first, first.stable, None, NONE, NONE)]
+    for a, (claim, v) in claims.items():
+        status = v.status, decided.status("stabler_alt", a)
+        arms.append(arm(a, claim.rule, claim.rule.unstable, v.estimate, *status))
     return Stability(tuple(arms))
 
 
 def _best_lr(results, sweep) -> tuple[float, float] | None:
-    """(lr, mean loss) of the sweep's arm with the lowest mean final loss."""
-    best = None
-    for arm in sweep:
-        runs = list(results.get(arm, {}).values())
-        m, _ = mean_loss(results, arm)
-        if runs and m is not None and (best is None or m < best[1]):
-            best = (runs[0]["config"]["lr"], m)
-    return best
+    """(lr, mean loss) of the sweep's arm with the lowest mean final loss (the first on a tie)."""
+    means = [(arm, m) for arm in sweep if (m := mean_loss(results, arm)[0]) is not None]
+    if not means:
+        return None
+    arm, m = min(means, key=lambda x: x[1])
+    return next(iter(results[arm].values()))["config"]["lr"], m
 
 
 def speed(timings: dict, decided: Decided) -> Speed | None:
@@ -202,12 +190,9 @@ def speed(timings: dict, decided: Decided) -> Speed | None:
             for k in ("norm_ms", "torch_norm_ms", "step_ms")
         ]
         arms.append(ArmSpeed(what, arm, *med))
-    e = norm[1].estimate
-    faster = None
-    if e is not None and e.effect is not None and e.lo > 0:
-        faster = "RMSNorm"
-    elif e is not None and e.effect is not None and e.hi < 0:
-        faster = "LayerNorm"
+    e, faster = norm[1].estimate, None
+    if e is not None and e.effect is not None:
+        faster = "RMSNorm" if e.lo > 0 else "LayerNorm" if e.hi < 0 else None
     return Speed(
         tuple(arms),
         faster,
