@@ -83,9 +83,15 @@ def flops(cfg: TrainConfig) -> float:
     dense = (4 * m.dim * m.dim + mlp) * m.n_layers + m.dim * m.vocab_size
     attn = 2 * m.n_layers * cfg.seq_len * m.dim  # per token: scores and weighted values
     fwd = 2 * (dense + attn) * tokens
+    return 3 * fwd * (cfg.steps + len(cfg.probe_steps)) + fwd * forward_passes(cfg)
+
+
+def forward_passes(cfg: TrainConfig) -> float:
+    """Forward-only passes of one batch: the validation set's (twice with ``eval_train_mode``)
+    and the serving measures' (:func:`serving_forwards`)."""
     batches = cfg.val_sequences // cfg.batch_size
     evals = batches * (2 if cfg.eval_train_mode else 1) if cfg.steps else 0
-    return 3 * fwd * (cfg.steps + len(cfg.probe_steps)) + fwd * (evals + serving_forwards(cfg))
+    return evals + serving_forwards(cfg)
 
 
 def serving_forwards(cfg: TrainConfig) -> float:
@@ -215,9 +221,7 @@ def launches(cfg: TrainConfig) -> float:
     """Kernel launches of one run: a training step's for each step and probe, a third of one
     (forward only) for each batch of the validation set (``eval_sequences`` where set)."""
     per_step = cfg.model.n_layers * KERNELS_PER_BLOCK + KERNELS_PER_STEP
-    batches = cfg.val_sequences // cfg.batch_size
-    evals = batches * (2 if cfg.eval_train_mode else 1) if cfg.steps else 0
-    return per_step * (cfg.steps + len(cfg.probe_steps) + (evals + serving_forwards(cfg)) / 3)
+    return per_step * (cfg.steps + len(cfg.probe_steps) + forward_passes(cfg) / 3)
 
 
 def gpu_seconds(cfg: TrainConfig, cal: GpuCalibration) -> float:
@@ -247,12 +251,6 @@ def calibration(name: str | None) -> tuple[str, GpuCalibration, str]:
     return name, cal, f"{where}; {how}"
 
 
-def _here_gpu() -> str | None:
-    import torch
-
-    return torch.cuda.get_device_name() if torch.cuda.is_available() else None
-
-
 def _seeds(preset, claim) -> str:
     if claim.timed:
         return "timed"
@@ -273,6 +271,8 @@ def format_plan(
     """The plan as text; ``how`` is the option that chose the study (default ``--preset``);
     ``workers``/``threads`` as ``--workers``/``--threads`` give them (0: from ``machine``,
     default this one)."""
+    import torch
+
     from normlab.lab.study.run.machine import this_machine
 
     tasks = preset.runs(seed_block)
@@ -281,25 +281,19 @@ def format_plan(
     wp = plan_workers([t.config for t in tasks], machine, workers, threads)
     how_run = wp.describe([t.config for t in tasks], machine.cpus)
     if cuda:
-        gpu, cal, note = calibration(_here_gpu())
+        gpu, cal, note = calibration(
+            torch.cuda.get_device_name() if torch.cuda.is_available() else None
+        )
         cost, unit = (lambda cfg: gpu_seconds(cfg, cal)), "est. GPU s"
     else:
         cost, unit = cpu_seconds, "est. CPU s"
     rows, total = [], 0.0
     for r in preset.arms:
-        n = preset.seeds(r.name)
+        n, m = preset.seeds(r.name), r.config.model
         est = n * cost(r.config)
         total += est
-        m = r.config.model
-        rows.append(
-            [
-                r.name,
-                n,
-                f"{m.arch} {m.placement}-{m.norm} d={m.dim} L={m.n_layers}",
-                r.config.steps,
-                f"{est:.0f}",
-            ]
-        )
+        model = f"{m.arch} {m.placement}-{m.norm} d={m.dim} L={m.n_layers}"
+        rows.append([r.name, n, model, r.config.steps, f"{est:.0f}"])
     runs = f"{len(preset.arms)} arms, {len(tasks)} runs (seeds {seed_block * 10_000} + i)"
     if cuda:
         precisions = "/".join(sorted({a.config.precision for a in preset.arms}))
