@@ -128,11 +128,6 @@ class Twin:
     def name(self) -> str:
         return f"{self.hf.family.name} ({self.hf.name})"
 
-    def sweep_arms(self, arm: str) -> list[str]:
-        """The arm names (globs) of ``arm``'s learning-rate sweep: itself at the recipe's
-        learning rate, the grid arms at the others."""
-        return [arm, f"{arm}-lr*"]
-
 
 def scale_of(preset: str, seeds: int | None = None, steps: int | None = None) -> Scale:
     """``SCALES[preset]`` with ``seeds`` and ``steps`` (``--seeds``, ``--steps``; None: the

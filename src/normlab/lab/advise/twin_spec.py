@@ -4,21 +4,11 @@ comments that say what each section tests."""
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from normlab.lab.advise import toml_writer
-from normlab.lab.advise.twin import (
-    AS_GOOD,
-    BEATS,
-    FASTER,
-    LOSS,
-    STABLER,
-    Scale,
-    Twin,
-    claim_name,
-)
+from normlab.lab.advise.twin import AS_GOOD, BEATS, FASTER, LOSS, STABLER, Scale, Twin, claim_name
 
 
 @dataclass
@@ -27,53 +17,39 @@ class SpecDoc:
     ``toml_writer.dumps`` takes them)."""
 
     doc: dict[str, Any]
-    header: str = ""
-    comments: dict[tuple, str] = dataclasses.field(default_factory=dict)
+    comments: dict[tuple, str] = field(default_factory=dict)
 
-    def claim(self, data: dict[str, Any], comment: str = "") -> None:
-        """Add a claim; ``comment`` goes above it (a section's first claim says what follows)."""
-        claims = self.doc.setdefault("claims", [])
-        if comment:
-            self.comments[("claims", len(claims))] = comment
-        claims.append(data)
-
-    def arm(self, data: dict[str, Any], comment: str = "") -> None:
-        arms = self.doc.setdefault("arms", [])
-        if comment:
-            self.comments[("arms", len(arms))] = comment
-        arms.append(data)
-
-    def text(self) -> str:
-        return toml_writer.dumps(self.doc, header=self.header, comments=self.comments)
+    def add(self, section: str, items: list[dict[str, Any]], comment: str) -> None:
+        """Append ``items`` to the array of tables ``section`` ("arms", "claims"), with
+        ``comment`` above the first: it says what follows."""
+        entries = self.doc.setdefault(section, [])
+        self.comments[(section, len(entries))] = comment
+        entries += items
 
 
 def spec_text(twin: Twin, command: str) -> str:
-    """The study spec of ``twin`` (TOML, docs/spec.md); ``command`` made it."""
-    return spec_doc(twin, command).text()
-
-
-def spec_doc(twin: Twin, command: str) -> SpecDoc:
-    """The study spec of ``twin`` as data: its base (the recipe), arms and claims."""
+    """The study spec of ``twin`` (TOML, docs/spec.md): its base (the recipe), arms and claims;
+    ``command`` made it."""
     hf, s = twin.hf, twin.scale
     spec = SpecDoc(
         {
             "name": "advise-" + hf.model_type,
             "description": f"{twin.name} vs its alternatives, twin at {s.name} scale",
-        },
-        header=(
-            f"{command}\n"
-            f"{twin.name}: the model's recipe against the alternatives, on a scaled-down twin\n"
-            f"({s.name}: {s.about}).\n"
-            "A study spec (docs/spec.md): edit it and rerun it with normlab study --spec FILE.\n"
-            "The comments say where each value came from."
-        ),
+        }
+    )
+    header = (
+        f"{command}\n"
+        f"{twin.name}: the model's recipe against the alternatives, on a scaled-down twin\n"
+        f"({s.name}: {s.about}).\n"
+        "A study spec (docs/spec.md): edit it and rerun it with normlab study --spec FILE.\n"
+        "The comments say where each value came from."
     )
     _base(spec, twin)
     _arms(spec, twin)
     _quality_claims(spec, twin)
     _speed_claims(spec, twin)
     _stability_claims(spec, twin)
-    return spec
+    return toml_writer.dumps(spec.doc, header=header, comments=spec.comments)
 
 
 def _base(spec: SpecDoc, twin: Twin) -> None:
@@ -96,25 +72,30 @@ def _arms(spec: SpecDoc, twin: Twin) -> None:
     """The recipe, each alternative (the placements as one axis), and the learning-rate
     sweeps of those that decide stability."""
     s = twin.scale
-    spec.arm({"name": "recipe"}, "The recipe itself, then one change at a time.")
     placements = [a for a in twin.alts if a.kind == "placement"]
-    for a in twin.alts:
-        if a.kind != "placement":
-            spec.arm({"name": a.arm, "model": a.model})
-    spec.arm({"name": "{placement}", "axes": {"placement": [a.arm for a in placements]}})
-    others = _other_lrs(s)
-    if not others:
+    changes = [a for a in twin.alts if a.kind != "placement"]
+    arms = [{"name": "recipe"}, *({"name": a.arm, "model": a.model} for a in changes)]
+    arms.append({"name": "{placement}", "axes": {"placement": [a.arm for a in placements]}})
+    spec.add("arms", arms, "The recipe itself, then one change at a time.")
+    lrs = _other_lrs(s)
+    if not lrs:
         return
-    spec.arm(
-        {"name": "recipe-lr{lr:g}", "axes": {"lr": others}},
+    swept = [a.arm for a in placements if a.swept]
+    sweeps = [
+        {"name": "recipe-lr{lr:g}", "axes": {"lr": lrs}},
+        {"name": "{placement}-lr{lr:g}", "axes": {"placement": swept, "lr": lrs}},
+        *(
+            {"name": a.arm + "-lr{lr:g}", "model": a.model, "axes": {"lr": lrs}}
+            for a in changes
+            if a.swept
+        ),
+    ]
+    spec.add(
+        "arms",
+        sweeps,
         "Learning-rate sweeps (stability): the arms above are their points at the "
         f"recipe's lr {s.lr:g}.",
     )
-    swept = [a.arm for a in placements if a.swept]
-    spec.arm({"name": "{placement}-lr{lr:g}", "axes": {"placement": swept, "lr": others}})
-    for a in twin.alts:
-        if a.swept and a.kind != "placement":
-            spec.arm({"name": a.arm + "-lr{lr:g}", "model": a.model, "axes": {"lr": others}})
 
 
 def _other_lrs(s: Scale) -> list[float]:
@@ -122,29 +103,18 @@ def _other_lrs(s: Scale) -> list[float]:
     return [lr for lr in s.sweep if lr != s.lr]
 
 
-def _who(twin: Twin) -> str:
-    return f"{twin.hf.family.name}'s recipe ({twin.recipe_label()})"
-
-
-def _source(twin: Twin) -> str:
-    return f"normlab advise: {twin.hf.name}"
-
-
 def _quality_claims(spec: SpecDoc, twin: Twin) -> None:
     """At the recipe's learning rate: the recipe at least as good as each alternative, and
     each alternative better than the recipe."""
-    s, who = twin.scale, _who(twin)
-    comment = (
-        f"---- quality at lr {s.lr:g}: the recipe at least as good as each alternative "
-        f"(within {AS_GOOD} nats/byte), and each alternative better by {BEATS}"
-    )
+    s, who, source = twin.scale, _who(twin), f"normlab advise: {twin.hf.name}"
+    claims = []
     for a in twin.alts:
-        spec.claim(
+        claims += [
             {
                 "name": claim_name("as_good", a.arm),
                 "statement": f"{who} trains at least as well as {a.label}: its final validation "
                 f"loss is at most {AS_GOOD} nats/byte above that of {a.label}.",
-                "source": _source(twin),
+                "source": source,
                 "rule": "contrast",
                 "terms": [[1, a.arm, LOSS], [-1, "recipe", LOSS]],
                 "const": AS_GOOD,
@@ -152,25 +122,29 @@ def _quality_claims(spec: SpecDoc, twin: Twin) -> None:
                 "delta": 0.0,
                 "seeds": s.seeds,
             },
-            comment,
-        )
-        comment = ""
-        spec.comments[("claims", len(spec.doc["claims"]) - 1, "const")] = (
-            "the margin: it holds if loss(recipe) < loss(alternative) + margin"
-        )
-        spec.claim(
             {
                 "name": claim_name("beats", a.arm),
                 "statement": f"{a.label} beats {who}: a final validation loss lower by at "
                 f"least {BEATS} nats/byte.",
-                "source": _source(twin),
+                "source": source,
                 "rule": "contrast",
                 "terms": [[1, "recipe", LOSS], [-1, a.arm, LOSS]],
                 "expect": ">0",
                 "delta": BEATS,
                 "seeds": s.seeds,
-            }
-        )
+            },
+        ]
+    spec.add(
+        "claims",
+        claims,
+        f"---- quality at lr {s.lr:g}: the recipe at least as good as each alternative "
+        f"(within {AS_GOOD} nats/byte), and each alternative better by {BEATS}",
+    )
+    for i, claim in enumerate(spec.doc["claims"]):
+        if "const" in claim:
+            spec.comments[("claims", i, "const")] = (
+                "the margin: it holds if loss(recipe) < loss(alternative) + margin"
+            )
 
 
 def _speed_claims(spec: SpecDoc, twin: Twin) -> None:
@@ -186,47 +160,33 @@ def _speed_claims(spec: SpecDoc, twin: Twin) -> None:
         "slow": slow,
         "delta": FASTER,
     }
-    spec.claim(
-        {
-            "name": claim_name("faster"),
-            "statement": "In the twin, RMSNorm spends less time in the norms than LayerNorm "
-            "(normlab's kernels, forward and backward, at the shapes the model gives them).",
-            **timing,
-        },
-        "---- speed, timed after the training in a serial phase",
+    norms = (
+        "In the twin, RMSNorm spends less time in the norms than LayerNorm (normlab's kernels, "
+        "forward and backward, at the shapes the model gives them)."
     )
-    spec.claim(
-        {
-            "name": claim_name("faster_step"),
-            "statement": "In the twin, a whole training step is faster with RMSNorm than with "
-            "LayerNorm.",
-            **timing,
-            "what": "step_ms",
-        }
-    )
+    step = "In the twin, a whole training step is faster with RMSNorm than with LayerNorm."
+    claims = [
+        {"name": claim_name("faster"), "statement": norms, **timing},
+        {"name": claim_name("faster_step"), "statement": step, **timing, "what": "step_ms"},
+    ]
+    spec.add("claims", claims, "---- speed, timed after the training in a serial phase")
 
 
 def _stability_claims(spec: SpecDoc, twin: Twin) -> None:
     """For each swept alternative, both directions: the recipe is the less LR-sensitive, or
     the alternative is."""
-    s = twin.scale
+    s, who = twin.scale, _who(twin)
     if not _other_lrs(s):
         return
-    comment = (
-        "---- stability: LR sensitivity over lr "
-        + ", ".join(f"{x:g}" for x in s.sweep)
-        + " (Wortsman et al. 2023)"
-    )
     span = f"(learning rates {s.sweep[0]:g} to {s.sweep[-1]:g})"
-    for a in twin.alts:
-        if not a.swept:
-            continue
-        mine, theirs = twin.sweep_arms("recipe"), twin.sweep_arms(a.arm)
-        for kind, (x, y), (stable, unstable) in (
-            ("stabler", (_who(twin), a.label), (mine, theirs)),
-            ("stabler_alt", (a.label, _who(twin)), (theirs, mine)),
+    claims = []
+    for a in (a for a in twin.alts if a.swept):
+        mine, theirs = _sweep("recipe"), _sweep(a.arm)
+        for kind, x, y, stable, unstable in (
+            ("stabler", who, a.label, mine, theirs),
+            ("stabler_alt", a.label, who, theirs, mine),
         ):
-            spec.claim(
+            claims.append(
                 {
                     "name": claim_name(kind, a.arm),
                     "statement": f"{x} is less sensitive to the learning rate than {y} {span}.",
@@ -237,7 +197,18 @@ def _stability_claims(spec: SpecDoc, twin: Twin) -> None:
                     "unstable": unstable,
                     "delta": STABLER,
                     "seeds": s.seeds,
-                },
-                comment,
+                }
             )
-            comment = ""
+    lrs = ", ".join(f"{x:g}" for x in s.sweep)
+    comment = f"---- stability: LR sensitivity over lr {lrs} (Wortsman et al. 2023)"
+    spec.add("claims", claims, comment)
+
+
+def _who(twin: Twin) -> str:
+    return f"{twin.hf.family.name}'s recipe ({twin.recipe_label()})"
+
+
+def _sweep(arm: str) -> list[str]:
+    """The arm names (globs) of ``arm``'s learning-rate sweep: itself at the recipe's learning
+    rate, the grid arms at the others."""
+    return [arm, f"{arm}-lr*"]
