@@ -26,13 +26,13 @@ EXPECT_ALIASES = {"!=0": "≠0", "~0": "≈0"}
 
 
 def _params(kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """A rule kind's (required, optional) parameters: its dataclass fields, by whether they
-    have a default, and what a compound passes on to its parts."""
+    """A rule kind's required parameters (its dataclass fields without a default) and all it
+    takes: its fields, then what a compound passes on to its parts."""
     fields = dataclasses.fields(RULES[kind])
     key = lambda f: f.metadata.get("key", f.name)  # noqa: E731
     req = tuple(key(f) for f in fields if f.default is f.default_factory is dataclasses.MISSING)
-    opt = tuple(key(f) for f in fields if key(f) not in req)
-    return req, opt + getattr(RULES[kind], "SHARED", ())
+    opt = (*(key(f) for f in fields if key(f) not in req), *getattr(RULES[kind], "SHARED", ()))
+    return req, (*req, *opt)
 
 
 def _field(key: str, cls: type) -> tuple[dataclasses.Field, Any]:
@@ -114,12 +114,7 @@ class Checks:
 class ClaimLoader(Checks):
     def claim(self, d: dict, path: str, arms: list[str]) -> Claim:
         kind = self.rule_kind(d, path)
-        self.keys(
-            d,
-            path,
-            (*_CLAIM_KEYS, *_params(kind)[0], *_params(kind)[1]),
-            required=("name", "statement"),
-        )
+        self.keys(d, path, (*_CLAIM_KEYS, *_params(kind)[1]), required=("name", "statement"))
         name = self.string(d["name"], _at(path, "name"))
         if not _CLAIM_NAME.fullmatch(name) or len(name) > NAME_MAX:
             self.fail(
@@ -183,9 +178,7 @@ class ClaimLoader(Checks):
         if kind not in control_kinds():
             kinds = " or ".join(_show(k) for k in control_kinds())
             self.fail(_at(path, "rule"), f"a control's rule is {kinds}, got {_show(kind)}")
-        self.keys(
-            c, path, ("label", "rule", *_params(kind)[0], *_params(kind)[1]), required=("label",)
-        )
+        self.keys(c, path, ("label", "rule", *_params(kind)[1]), required=("label",))
         label = self.string(c["label"], _at(path, "label"))
         return label, self.rule(kind, c, path, arms, {"seeds": (seeds, path)})
 
@@ -213,24 +206,19 @@ class ClaimLoader(Checks):
         parameters, for its parts) where ``d`` does not set them; each checked as its dataclass
         field says (``metadata["spec"]``, else by its type)."""
         cls = RULES[kind]
-        req, opt = _params(kind)
-        own = {k: (v, _at(path, k)) for k, v in d.items() if k in (*req, *opt)}
-        params = {**{k: x for k, x in inherited.items() if k in (*req, *opt)}, **own}
+        req, known = _params(kind)
+        own = {k: (v, _at(path, k)) for k, v in d.items() if k in known}
+        params = {**{k: x for k, x in inherited.items() if k in known}, **own}
         for k in req:
             if k not in params:
                 self.fail(_at(path, k), "missing (required by the rule " + f"{kind!r})")
-        fields = {f.metadata.get("key", f.name): f for f in dataclasses.fields(cls)}
-        get = {}
-        for k, (v, p) in params.items():
-            f, hint = _field(k, cls)
-            if f.metadata.get("spec") != "parts":
-                get[k] = self.param(f.metadata.get("spec"), f, hint, v, p, arms)
+        get = {k: self.param(k, cls, v, p, arms) for k, (v, p) in params.items() if k != "parts"}
         self.distinct_arms(get, params, kind)
-        for k, (v, p) in params.items():  # a compound's parts, once its own parameters pass
-            if _field(k, cls)[0].metadata.get("spec") == "parts":
-                get[k] = self.parts(v, p, arms, params)
+        if "parts" in params:  # a compound's parts (PARTS), once its own parameters pass
+            get["parts"] = self.parts(*params["parts"], arms, params)
+        fields = {f.metadata.get("key", f.name): f.name for f in dataclasses.fields(cls)}
         try:
-            return cls(**{fields[k].name: x for k, x in get.items() if k in fields})
+            return cls(**{fields[k]: x for k, x in get.items() if k in fields})
         except (ValueError, TypeError) as e:
             self.fail(path, str(e))
 
@@ -243,7 +231,7 @@ class ClaimLoader(Checks):
             pkind = self.rule_kind(part, ppath)
             if "parts" in _params(pkind)[0]:
                 self.fail(_at(ppath, "rule"), f"a part cannot itself be {pkind}")
-            allowed = ("label", "rule", "controls", *_params(pkind)[0], *_params(pkind)[1])
+            allowed = ("label", "rule", "controls", *_params(pkind)[1])
             self.keys(part, ppath, allowed, required=("label",))
             label = self.string(part["label"], _at(ppath, "label"))
             if label in labels:
@@ -274,8 +262,11 @@ class ClaimLoader(Checks):
                 params["processes"][1], f"{n:,} is more than the {MAX_SEEDS:,} the lab allows"
             )
 
-    def param(self, spec: str | None, f, hint: Any, v: Any, path: str, arms: list[str]) -> Any:
-        """One rule parameter, checked as its field's ``spec`` says (None: by its type)."""
+    def param(self, key: str, cls: type, v: Any, path: str, arms: list[str]) -> Any:
+        """Parameter ``key`` of rule ``cls``, checked as its field's ``metadata["spec"]`` says
+        (none: by its type)."""
+        f, hint = _field(key, cls)
+        spec = f.metadata.get("spec")
         if spec == "count":
             return self.count(v, path)
         if spec == "delta":
