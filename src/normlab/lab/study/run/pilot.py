@@ -38,10 +38,7 @@ def seeds_for(sd: float, target: float, cap: int) -> int | None:
     even ``cap`` seeds do not reach it."""
     if sd == 0:
         return 2
-    for n in range(2, cap + 1):
-        if detectable(sd, n) <= target:
-            return n
-    return None
+    return next((n for n in range(2, cap + 1) if detectable(sd, n) <= target), None)
 
 
 @dataclass(frozen=True)
@@ -83,29 +80,13 @@ def size_seeds(study: Study, pilot: dict[str, Any], cap: int = 16) -> list[SeedP
 def format_plans(plans: list[SeedPlan], cap: int) -> str:
     from normlab.lab.render import text_table
 
-    rows = [
-        [
-            p.claim,
-            p.part or "–",
-            p.pilot_n,
-            f"{p.sd:.3g}",
-            f"{p.sd_upper:.3g}",
-            f"{p.target:.3g}",
-            p.current,
-            p.needed if p.needed is not None else f"> {cap}",
-        ]
-        for p in plans
-    ]
-    header = [
-        "claim",
-        "part",
-        "pilot n",
-        "sd",
-        "sd (80 % upper)",
-        "δ (target)",
-        "seeds now",
-        "needed",
-    ]
+    rows = []
+    for p in plans:
+        spreads = [f"{x:.3g}" for x in (p.sd, p.sd_upper, p.target)]
+        needed = p.needed if p.needed is not None else f"> {cap}"
+        rows.append([p.claim, p.part or "–", p.pilot_n, *spreads, p.current, needed])
+    header = ["claim", "part", "pilot n", "sd", "sd (80 % upper)", "δ (target)", "seeds now",
+              "needed"]  # fmt: skip
     return text_table(header, rows)
 
 
