@@ -99,13 +99,11 @@ def _torch_equivalent(mod: nn.Module) -> Callable[[Tensor], Tensor] | None:
     return None
 
 
-def _time(
-    fns: Sequence[Callable[[], None]], reps: int, device: torch.device | None = None
-) -> float:
+def _time(fns: Sequence[Callable[[], None]], reps: int, device: torch.device) -> float:
     """The fastest of ``reps`` passes over ``fns``, in milliseconds: other load on the machine
     only ever adds time, so the fastest pass is the least disturbed measurement. On a CUDA
     ``device``, each pass is timed by CUDA events recorded before and after its launches."""
-    if device is not None and device.type == "cuda":
+    if device.type == "cuda":
         return _time_cuda(fns, reps, device)
     out = []
     for _ in range(reps):
@@ -140,7 +138,6 @@ def time_arms(
     steps: int = 3,
     reps: int = 5,
     threads: int = 0,
-    on_round: Callable[[], None] | None = None,
 ) -> dict[str, dict[str, list[float]]]:
     """``arm -> {"step_ms", "norm_ms", "torch_norm_ms": one value per round}``."""
     set_threads(threads)
@@ -165,6 +162,4 @@ def time_arms(
             for name in arms:
                 for key, xs in got[name].items():
                     out[name][key].append(sum(xs) / len(xs))
-            if on_round is not None:
-                on_round()
     return out
