@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from normlab.lab.io import write_file
 from normlab.lab.render import md_table
 from normlab.lab.study.published.compare import effect_text
 from normlab.lab.study.published.coverage import (
@@ -261,22 +260,3 @@ HELP = (
     "the lab decides, with the verdicts published in DOCS/data/<preset>/claims.json and "
     "DOCS/numerics-findings.json, DOCS/bench-findings.json; and exit"
 )
-
-
-def write(docs: Path) -> Path:
-    """Write ``docs/claims.md``; returns its path."""
-    path = docs / "claims.md"
-    write_file(path, render(docs))
-    return path
-
-
-def check_docs(docs: str) -> Path:
-    """``DOCS`` of ``--coverage``, or UsageError where it holds no published data."""
-    from normlab.lab.errors import UsageError
-
-    if not (Path(docs) / "data").is_dir():
-        raise UsageError(
-            f"--coverage {docs}: no {Path(docs) / 'data'} directory; run from the repository's "
-            "root or name its docs/ directory"
-        )
-    return Path(docs)

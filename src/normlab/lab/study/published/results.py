@@ -10,17 +10,19 @@ Built by ``normlab study --coverage`` from the same published data as ``claims.m
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from normlab.lab import doc as d
+from normlab.lab.errors import UsageError
 from normlab.lab.io import write_file
 from normlab.lab.study.decide import rules_of
 from normlab.lab.study.published import claims_page, coverage
 from normlab.lab.study.published.compare import effects
 from normlab.lab.study.published.replay import published_design
 from normlab.lab.study.report import COLORS, badge, unit_of
-from normlab.lab.verdict import DECIDED, Word, signed
+from normlab.lab.verdict import DECIDED, signed
 
 FOREST = "img/results-forest.png"
 
@@ -166,48 +168,41 @@ def _seen(s, pub, designs: dict[str, dict]) -> str:
         u = f" {u}" if (u := unit_of(rule)) else ""
         return f"{preset}{part}: {interval}{u}, n={est.n}, at {size}"
     for ref in s.findings:
-        f = pub.finding(ref)
-        if f is None:
-            continue
+        f = pub.finding(ref) or {"parts": []}
         parts = [p for p in f["parts"] if (not s.parts or p["part"] in s.parts) and "n" in p]
         if parts:
-            p = parts[0]
-            more = (
-                f" (+{len(parts) - 1} more part{'s' if len(parts) > 2 else ''})"
-                if len(parts) > 1
-                else ""
-            )
+            p, k = parts[0], len(parts) - 1
+            more = f" (+{k} more part{'s' if k > 1 else ''})" if k else ""
             interval = f"{signed(p['effect'])} [{signed(p.get('lo'))}, {signed(p.get('hi'))}]"
             return f"{ref.partition(':')[0]} ({p['part']}): {interval}, n={p['n']}{more}"
     return "checked by a library test (in CI)"
-
-
-def _row(s, decision, pub, cat, designs: dict[str, dict]) -> tuple:
-    where = cat.articles[s.article]["sections"][s.section]
-    source = d.Link(f"{s.article} · {where}", f"claims.md#{_anchor(s.article, cat)}")
-    return (s.statement, badge(decision.status), _seen(s, pub, designs), source)
-
-
-def _anchor(article: str, cat) -> str:
-    """GitHub's anchor of the article's heading in claims.md."""
-    import re
-
-    title = f"{article}: {cat.articles[article]['title']}".lower()
-    return re.sub(r"[^\w\- ]", "", title).replace(" ", "-")
 
 
 def document(docs: Path) -> d.Document:
     cat = coverage.load()
     pub = coverage.Published.read(docs, cat)
     designs = _designs(docs, pub)
-    status = {s.id: coverage.status(s, pub) for s in cat.statements}
-    decided = [s for s in cat.statements if status[s.id].status in coverage.HEADLINES]
+    status = {s.id: coverage.status(s, pub).status for s in cat.statements}
+    decided = [s for s in cat.statements if status[s.id] in coverage.HEADLINES]
     tested = [
         s
         for s in cat.statements
-        if s not in decided and coverage.evidence(s, pub) and status[s.id].status != s.reason
+        if s not in decided and coverage.evidence(s, pub) and status[s.id] != s.reason
     ]
-    header = ("statement (our paraphrase)", "verdict", "what was seen, at what size", "source")
+
+    def table(statements) -> d.Table:
+        """One row per statement; its source links the article's heading in claims.md (the
+        anchor GitHub gives it)."""
+        rows = []
+        for s in statements:
+            title = f"{s.article}: {cat.articles[s.article]['title']}".lower()
+            anchor = re.sub(r"[^\w\- ]", "", title).replace(" ", "-")
+            where = cat.articles[s.article]["sections"][s.section]
+            source = d.Link(f"{s.article} · {where}", f"claims.md#{anchor}")
+            rows.append((s.statement, badge(status[s.id]), _seen(s, pub, designs), source))
+        header = ("statement (our paraphrase)", "verdict", "what was seen, at what size", "source")
+        return d.Table(header, tuple(rows), cls="summary")
+
     doc = d.Document("What the lab found")
     doc.add(
         d.Heading(1, "What the lab found: the articles' statements, decided"),
@@ -222,17 +217,13 @@ def document(docs: Path) -> d.Document:
                 ".",
             )
         ),
-        d.Table(
-            header, tuple(_row(s, status[s.id], pub, cat, designs) for s in decided), cls="summary"
-        ),
+        table(decided),
         d.Heading(2, "Tested, not decided", id="tested-not-decided"),
         d.Paragraph(
             "A claim or finding tests these, but the evidence is inconclusive, not testable "
             "here, or tests another size or measure (each row of claims.md says which)."
         ),
-        d.Table(
-            header, tuple(_row(s, status[s.id], pub, cat, designs) for s in tested), cls="summary"
-        ),
+        table(tested),
         d.Heading(2, "Every decided claim in one figure", id="forest"),
         d.Figure(
             "every decided claim against its ±δ band",
@@ -256,8 +247,15 @@ def write(docs: Path) -> list[Path]:
 
 
 def main(docs: str) -> int:
-    """``normlab study --coverage [DOCS]``: ``claims.md``, then the results page built on it."""
-    root = claims_page.check_docs(docs)
-    for path in [claims_page.write(root), *write(root)]:
+    """``normlab study --coverage [DOCS]``: ``claims.md``, then the results page built on it;
+    UsageError where ``DOCS`` holds no published data."""
+    root = Path(docs)
+    if not (root / "data").is_dir():
+        raise UsageError(
+            f"--coverage {docs}: no {root / 'data'} directory; run from the repository's "
+            "root or name its docs/ directory"
+        )
+    write_file(root / "claims.md", claims_page.render(root))
+    for path in [root / "claims.md", *write(root)]:
         print(path)
     return 0
