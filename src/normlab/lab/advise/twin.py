@@ -178,10 +178,9 @@ def make_twin(hf: HFModel, preset: str | Scale) -> Twin:
         ),
     }
     fields.update(hf.recipe)
-    for f in dataclasses.fields(TransformerConfig):
-        if f.name not in fields:
-            fields[f.name] = (f.default, "the lab's default")
-    fields = {f.name: fields[f.name] for f in dataclasses.fields(TransformerConfig)}
+    # Every field, in TransformerConfig's order; those neither scaled nor the recipe's: defaults.
+    order = dataclasses.fields(TransformerConfig)
+    fields = {f.name: fields.get(f.name, (f.default, "the lab's default")) for f in order}
     steps_why, warmup_why = preset, f"{preset}: a linear warmup, as these models train"
     if s.steps != base.steps:
         steps_why = f"--steps ({preset}: {base.steps})"
@@ -195,26 +194,20 @@ def make_twin(hf: HFModel, preset: str | Scale) -> Twin:
         "schedule": ("cosine", "a cosine decay, as these models train"),
         "eval_batches": (s.eval_batches, preset),
     }
-    rec = {k: v for k, (v, _) in fields.items()}
-    alts: list[Alt] = []
+    rec, swept = {k: v for k, (v, _) in fields.items()}, bool(s.sweep)
     other = "layernorm" if rec["norm"] == "rmsnorm" else "rmsnorm"
     change: dict[str, Any] = {"norm": other}
     if rec.get("norm_offset"):  # (1 + w) is an RMSNorm's; the LayerNorm arm has a plain gain
         change["norm_offset"] = 0.0
-    alts.append(Alt(other, NORMS[other], "norm", change, False))
-    for p in PLACEMENTS:
-        if p != rec["placement"]:
-            alts.append(Alt(p, PLACEMENTS[p], "placement", {"placement": p}, bool(s.sweep)))
+    alts = [Alt(other, NORMS[other], "norm", change, False)]
+    alts += [
+        Alt(p, label, "placement", {"placement": p}, swept)
+        for p, label in PLACEMENTS.items()
+        if p != rec["placement"]
+    ]
     qk = not rec["qk_norm"]
-    alts.append(
-        Alt(
-            "qk-norm" if qk else "no-qk-norm",
-            "QK-norm" if qk else "no QK-norm",
-            "qk",
-            {"qk_norm": qk},
-            bool(s.sweep),
-        )
-    )
+    qk_arm, qk_label = ("qk-norm", "QK-norm") if qk else ("no-qk-norm", "no QK-norm")
+    alts.append(Alt(qk_arm, qk_label, "qk", {"qk_norm": qk}, swept))
     twin = Twin(hf, s, fields, train, alts)
     twin.config()  # a config the dataclasses reject fails here, before anything is written
     return twin
@@ -241,15 +234,6 @@ def claim_name(kind: str, arm: str = "") -> str:
     return CLAIM_NAMES[kind].format(arm=arm)
 
 
-def claim_names(twin: Twin) -> dict[str, str]:
-    """What each claim of the spec answers ("kind:arm", or "kind" for speed) -> its name."""
-    names = {}
-    for a in twin.alts:
-        kinds = ("as_good", "beats", *(("stabler", "stabler_alt") if a.swept else ()))
-        names.update({f"{k}:{a.arm}": claim_name(k, a.arm) for k in kinds})
-    return names | {k: claim_name(k) for k in ("faster", "faster_step")}
-
-
 def twin_params(twin: Twin) -> tuple[int, int]:
     """The twin's parameter count: all, and in its blocks (from its config: nothing built)."""
     from normlab.models.size import param_count
@@ -259,8 +243,6 @@ def twin_params(twin: Twin) -> tuple[int, int]:
 
 
 def twin_json(twin: Twin) -> dict[str, Any]:
-    import dataclasses
-
     all_p, block_p = twin_params(twin)
     return {
         "hf_config": twin.hf.name,
