@@ -22,7 +22,9 @@ from torch import Tensor
 VOCAB_SIZE = 256
 # The split takes every k-th chunk for validation rather than the tail, so both halves see
 # every file family (the stdlib sorted by name would put only ``z*.py`` in a tail split).
-_CHUNK, _MIN_CHUNK = 4096, 64
+_CHUNK, _MIN_CHUNK, VAL_EVERY = 4096, 64, 10
+# The validation set's draw: every run is evaluated on the same bytes.
+_EVAL_SEED = 1234
 
 
 def stdlib_files() -> list[Path]:
@@ -88,24 +90,22 @@ def read_bytes(path: str | os.PathLike | None = None) -> tuple[bytes, str]:
     return p.read_bytes(), str(p)
 
 
-def load_corpus(path: str | os.PathLike | None = None, *, val_every: int = 10) -> Corpus:
+def load_corpus(path: str | os.PathLike | None = None) -> Corpus:
     """Read ``path`` (or the stdlib corpus when ``None``) as bytes and split it
     (:func:`corpus_from_bytes`)."""
-    return corpus_from_bytes(*read_bytes(path), val_every=val_every)
+    return corpus_from_bytes(*read_bytes(path))
 
 
-def corpus_from_bytes(raw: bytes, source: str, *, val_every: int = 10) -> Corpus:
-    """Split ``raw``: every ``val_every``-th chunk of (up to) 4096 bytes goes to validation, the
+def corpus_from_bytes(raw: bytes, source: str) -> Corpus:
+    """Split ``raw``: every ``VAL_EVERY``-th chunk of (up to) 4096 bytes goes to validation, the
     rest to training."""
-    if val_every < 2:
-        raise ValueError(f"val_every must be >= 2, got {val_every}")
     # Small files get smaller chunks so that they still have several validation chunks.
-    chunk = max(_MIN_CHUNK, min(_CHUNK, len(raw) // (4 * val_every)))
-    if len(raw) < 2 * chunk * val_every:
-        raise ValueError(f"corpus too small ({len(raw)} bytes); need >= {2 * chunk * val_every}")
+    chunk = max(_MIN_CHUNK, min(_CHUNK, len(raw) // (4 * VAL_EVERY)))
+    if len(raw) < 2 * chunk * VAL_EVERY:
+        raise ValueError(f"corpus too small ({len(raw)} bytes); need >= {2 * chunk * VAL_EVERY}")
     data = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
     is_val = torch.zeros(math.ceil(len(raw) / chunk), dtype=torch.bool)
-    is_val[val_every - 1 :: val_every] = True
+    is_val[VAL_EVERY - 1 :: VAL_EVERY] = True
     byte_is_val = is_val.repeat_interleave(chunk)[: len(raw)]
     return Corpus(
         train=data[~byte_is_val].clone(),
@@ -156,14 +156,14 @@ class RandomBatches:
         return chunk[:, :-1], chunk[:, 1:]  # (B, T) inputs, (B, T) next-byte targets
 
 
-def fixed_batches(data: Tensor, n: int, batch_size: int, seq_len: int, *, seed: int = 1234):
+def fixed_batches(data: Tensor, n: int, batch_size: int, seq_len: int):
     """``n`` batches drawn once with a fixed seed: every run is evaluated on the same bytes."""
-    it = RandomBatches(data, batch_size, seq_len, seed=seed)
+    it = RandomBatches(data, batch_size, seq_len, seed=_EVAL_SEED)
     return [next(it) for _ in range(n)]
 
 
-def validation_set(data: Tensor, n: int, batch_size: int, seq_len: int, *, seed: int = 1234):
+def validation_set(data: Tensor, n: int, batch_size: int, seq_len: int):
     """``n`` sequences drawn once with a fixed seed, split into batches of ``batch_size``: the
     same bytes for every batch size that divides ``n``."""
-    x, y = next(RandomBatches(data, n, seq_len, seed=seed))  # (n, T)
+    x, y = next(RandomBatches(data, n, seq_len, seed=_EVAL_SEED))  # (n, T)
     return list(zip(x.split(batch_size), y.split(batch_size), strict=True))

@@ -9,7 +9,6 @@ node and change the time being measured.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 from torch import nn
 
@@ -22,17 +21,14 @@ class NormTimer:
     def __init__(self, model: nn.Module):
         self.seconds = 0.0
         self._t0 = 0.0
-        self._modules = list(self.norm_modules(model))
+        self._modules = self.norm_modules(model)
         self._handles = []
 
     @staticmethod
-    def norm_modules(model: nn.Module) -> Iterator[nn.Module]:
+    def norm_modules(model: nn.Module) -> list[nn.Module]:
         if hasattr(model, "norm_modules"):
-            yield from model.norm_modules()
-            return
-        for mod in model.modules():
-            if isinstance(mod, ANY_NORM):
-                yield mod
+            return list(model.norm_modules())
+        return [mod for mod in model.modules() if isinstance(mod, ANY_NORM)]
 
     @staticmethod
     def norm_weights(model: nn.Module) -> list:

@@ -84,15 +84,13 @@ def serving_measures(
     y: Tensor,
     batch_size: int,
     autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
-    *,
-    seed: int = 0,
 ) -> dict[str, float]:
-    """The measures of the module docstring on probes ``x``, targets ``y`` (both (n, T));
-    ``seed`` draws the padded mates' lengths. Leaves the model in train mode, its buffers as
+    """The measures of the module docstring on probes ``x``, targets ``y`` (both (n, T)); the
+    padded mates' lengths drawn with seed 0. Leaves the model in train mode, its buffers as
     they were."""
     n, t = x.shape
     perm = layout_b(n, batch_size)
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(0)
     lengths = torch.randint(1, t, (n,), generator=gen).to(x.device)  # 1 ... T-1
     lengths[::batch_size] = t  # slot 0 of every batch: the probe, kept whole
     keep = torch.arange(t, device=x.device) < lengths[:, None]  # (n, T) True = real token

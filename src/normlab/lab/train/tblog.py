@@ -72,7 +72,8 @@ class TensorBoardLog:
             _scalar(self.writer, tag, record.get(k), record["step"])
 
     def finish(self, summary: dict[str, Any]) -> None:
-        """The run's config as hparams, with its final losses as the metrics; then close."""
+        """The run's config as hparams, with its final losses as the metrics (the caller then
+        closes the log, as after a run that raised)."""
         from torch.utils.tensorboard.summary import hparams
 
         metrics = {
@@ -87,7 +88,6 @@ class TensorBoardLog:
             fw.add_summary(s, steps)
         for k, v in metrics.items():
             self.writer.add_scalar(k, v, steps)
-        self.close()
 
     def close(self) -> None:
         self.writer.close()
