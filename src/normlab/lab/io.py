@@ -66,12 +66,9 @@ def fsync_dir(path: str | os.PathLike) -> None:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return
-    try:
+    with contextlib.suppress(OSError):
         os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    os.close(fd)
 
 
 def open_append(path: str | os.PathLike) -> int:

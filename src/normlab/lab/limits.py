@@ -194,13 +194,9 @@ def check_run(cfg, what: str) -> None:
 def _has_cuda(device: str) -> bool:
     """Whether a run on ``device`` gets CUDA: ``cuda`` planned anywhere (its machine is asked
     when it runs), ``auto`` where this machine has it, never ``cpu``."""
-    if device == "cuda":
-        return True
-    if device == "cpu":
-        return False
     import torch
 
-    return torch.cuda.is_available()
+    return device == "cuda" or (device == "auto" and torch.cuda.is_available())
 
 
 def check_study(study) -> None:

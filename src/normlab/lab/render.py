@@ -103,18 +103,11 @@ def legend(ax, *, title: str | None = None, among=None, inside: int = LEGEND_INS
         return
     kw = {"fontsize": FONT, "title": title, "title_fontsize": FONT, "framealpha": 0.9}
     if len(entries) <= inside:
-        ax.legend(list(entries.values()), list(entries), loc="best", **kw)
-        return
-    ncol = 1 if len(entries) <= 12 else 2
-    ax.legend(
-        list(entries.values()),
-        list(entries),
-        loc="upper left",
-        bbox_to_anchor=(1.02, 1.0),
-        borderaxespad=0.0,
-        ncol=ncol,
-        **kw,
-    )
+        kw["loc"] = "best"
+    else:
+        ncol = 1 if len(entries) <= 12 else 2
+        kw.update(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, ncol=ncol)
+    ax.legend(list(entries.values()), list(entries), **kw)
 
 
 def whole_ticks(axis) -> None:
@@ -168,8 +161,8 @@ def _plain_ticks(ax, axis) -> None:
     if axis.get_scale() == "log":
         if lo > 0 and hi / lo < MIN_RATIO:
             mid = math.sqrt(lo * hi)
-            widen(*_ordered(mid / math.sqrt(MIN_RATIO), mid * math.sqrt(MIN_RATIO), inverted))
             lo, hi = mid / math.sqrt(MIN_RATIO), mid * math.sqrt(MIN_RATIO)
+            widen(*_ordered(lo, hi, inverted))
         default = type(axis.get_major_locator()) is ticker.LogLocator
         if default and lo > 0 and hi / lo < SHORT_LOG:
             # Within a factor 4 the log ticks are one or two: a 0.55 … 1.8 axis read 0.6 and 1.

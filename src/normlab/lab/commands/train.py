@@ -160,15 +160,12 @@ def config_from_args(args: argparse.Namespace):
     from normlab.lab.train.config import TrainConfig
     from normlab.models import TransformerConfig
 
-    base = _base_config(args)
-    given = {k: v for k, v in vars(args).items() if not isinstance(v, _Default)}
-    model_fields = {f.name for f in _options(TransformerConfig)}
-    train_fields = {f.name for f in _options(TrainConfig)}
-    model = {k: v for k, v in given.items() if k in model_fields}
-    train = {
-        k: tuple(v) if isinstance(v, list) else v for k, v in given.items() if k in train_fields
-    }
-    return base.replace(model=model, **train)
+    def given(cls: type) -> dict[str, Any]:  # the fields given on the command line
+        values = {f.name: getattr(args, f.name) for f in _options(cls)}
+        return {k: v for k, v in values.items() if not isinstance(v, _Default)}
+
+    # argparse gives a tuple field a list: TrainConfig makes it a tuple
+    return _base_config(args).replace(model=given(TransformerConfig), **given(TrainConfig))
 
 
 def _base_config(args: argparse.Namespace):
@@ -237,13 +234,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         cfg = config_from_args(args)
-    except UsageError:  # a spec's or a saved config's own one-line message
-        raise
-    except (ValueError, TypeError) as e:
-        raise UsageError(f"bad run config: {e}") from e
-    if args.tensorboard is not None and not tensorboard_available():
-        raise UsageError("--tensorboard needs the tensorboard package: pip install tensorboard")
-    try:
+        if args.tensorboard is not None and not tensorboard_available():
+            raise UsageError("--tensorboard needs the tensorboard package: pip install tensorboard")
         check_device(cfg.device)
         # Recorded (config.json, the checkpoint) as the device it runs on, never "auto".
         cfg = cfg.replace(device=concrete_device(cfg.device))
@@ -255,6 +247,8 @@ def run(args: argparse.Namespace) -> int:
             log_every=args.log_every,
             tensorboard=None if args.tensorboard is None else Path(args.tensorboard),
         )
+    except UsageError:  # a spec's or a saved config's own one-line message
+        raise
     except (ValueError, TypeError) as e:  # the dataclasses' validation of the options' values
         raise UsageError(f"bad run config: {e}") from e
     check_run(cfg, "the run")  # sizes, from the config's arithmetic: before anything is built
