@@ -69,7 +69,7 @@ def measure(seeds: range) -> dict[str, tuple[dict[str, list[float]], dict]]:
     of ``small-eps-explodes``."""
     vals = {f.name: {p: [] for p, _ in f.parts} for f in FINDINGS}
     records: dict[str, dict] = {f.name: {} for f in FINDINGS}
-    curves: dict[str, list[list[float]]] = {}  # "<op> <dtype>" -> per eps, per seed
+    curves: dict[str, list[list[float]]] = {}  # "<op> <dtype>" -> per seed, per eps
     for s in seeds:
         wrong: dict[tuple[str, str], dict[float, float]] = {}
         for op, name in OPS.items():
@@ -77,13 +77,10 @@ def measure(seeds: range) -> dict[str, tuple[dict[str, list[float]], dict]]:
                 inputs = draw(s, getattr(torch, dt), NEAR_ZERO)
                 ms = {e: run(NAIVE[op], op, inputs, e, grad=True) for e in EPSS}
                 wrong[op, dt] = {e: m["dx_wrong"] for e, m in ms.items()}
-                for i, e in enumerate(EPSS):
-                    c = curves.setdefault(f"{name} {dt}", [[] for _ in EPSS])
-                    c[i].append(ms[e]["dx_wrong"])
+                curves.setdefault(f"{name} {dt}", []).append(list(wrong[op, dt].values()))
                 if dt == "float32":
-                    c = curves.setdefault(f"{name} truth", [[] for _ in EPSS])
-                    for i, m in enumerate(ms.values()):
-                        c[i].append(m["dx_max"])
+                    truth = [m["dx_max"] for m in ms.values()]
+                    curves.setdefault(f"{name} truth", []).append(truth)
                     grow = ms[EPS_SMALL]["dx_max"] / ms[EPS_DEFAULT]["dx_max"]
                     vals[EXPLODES.name][f"{name}: true max|dx| grows"].append(math.log10(grow))
             for dt, short in LOW.items():
@@ -96,5 +93,5 @@ def measure(seeds: range) -> dict[str, tuple[dict[str, list[float]], dict]]:
                         records[f].setdefault(k, []).append(w)
     rec = records[EXPLODES.name]
     rec["eps"] = list(EPSS)
-    rec["curves"] = {k: [sum(v) / len(v) for v in c] for k, c in curves.items()}
+    rec["curves"] = {k: [sum(c) / len(c) for c in zip(*v, strict=True)] for k, v in curves.items()}
     return {name: (vals[name], records[name]) for name in vals}

@@ -101,7 +101,7 @@ FINDINGS: dict[str, Finding] = {
 
 def _fp32_stats(seeds: range, record: dict) -> dict[str, list[float]]:
     vals: dict[str, list[float]] = {p: [] for p, _ in FINDINGS["fp32-statistics-needed"].parts}
-    curves: dict[str, list[list[float]]] = {}
+    curves: dict[str, list[list[float]]] = {}  # per draw, per scale
     for s in seeds:
         for op, name in OPS.items():
             for dt, short in LOW.items():
@@ -113,13 +113,12 @@ def _fp32_stats(seeds: range, record: dict) -> dict[str, list[float]]:
                     ]
                     worst[impl] = max(errs)
                     record.setdefault(f"{name} {short} {impl} worst error", []).append(max(errs))
-                    c = curves.setdefault(f"{name} {short} {impl}", [[] for _ in SCALES])
-                    for i, e in enumerate(errs):
-                        c[i].append(e)
+                    curves.setdefault(f"{name} {short} {impl}", []).append(errs)
                 ratio = worst["naive"] / worst["FP32 statistics"]
                 vals[f"{name} {short}"].append(math.log10(ratio))
     record["scales"] = list(SCALES)
-    record["curves"] = {k: [max(v) for v in c] for k, c in curves.items()}
+    # per scale, the worst over the draws
+    record["curves"] = {k: [max(c) for c in zip(*errs, strict=True)] for k, errs in curves.items()}
     return vals
 
 

@@ -12,18 +12,14 @@ import torch
 from torch import Tensor
 
 
-def _ulp(t: np.ndarray, dtype: torch.dtype) -> np.ndarray:
+def ulp(t: np.ndarray, dtype: torch.dtype) -> np.ndarray:
+    """The spacing of ``dtype`` at ``|t|`` (float64): ``2^floor(log2|t|) * eps`` for normal
+    values; below the smallest normal (zero included) the fixed subnormal spacing
+    ``tiny * eps``, the gap between neighbouring subnormals."""
     fi = torch.finfo(dtype)
     a = np.abs(t)
     _, e = np.frexp(a)  # a = m * 2^e, m in [0.5, 1)
     return np.where(a < fi.tiny, fi.tiny * fi.eps, np.ldexp(fi.eps, e - 1))
-
-
-def ulp(truth: Tensor, dtype: torch.dtype) -> Tensor:
-    """The spacing of ``dtype`` at ``|truth|`` (float64): ``2^floor(log2|t|) * eps`` for normal
-    values; below the smallest normal (zero included) the fixed subnormal spacing
-    ``tiny * eps``, the gap between neighbouring subnormals."""
-    return torch.from_numpy(_ulp(truth.detach().double().cpu().numpy(), dtype))
 
 
 def _stats(v: np.ndarray) -> tuple[float | None, float | None]:
@@ -59,8 +55,8 @@ def error_metrics(actual: Tensor, truth: Tensor) -> dict:
         row_max = np.where(rep, ta, 0.0).max(-1, keepdims=True)  # (rows, 1)
         scale = np.where(row_max > 0, row_max, 1.0)  # an all-zero truth row: absolute error
         max_rel, mean_rel = _stats((err / scale)[fin])
-        max_ulp, mean_ulp = _stats(err[fin] / _ulp(t[fin], actual.dtype))
-        row_ulp = float((err.max(-1, keepdims=True) / _ulp(scale, actual.dtype)).max())
+        max_ulp, mean_ulp = _stats(err[fin] / ulp(t[fin], actual.dtype))
+        row_ulp = float((err.max(-1, keepdims=True) / ulp(scale, actual.dtype)).max())
         zeroed = fin & (ta >= 0.01 * row_max) & (t != 0) & (a == 0)
     return {
         "n": int(rep.sum()),

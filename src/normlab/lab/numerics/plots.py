@@ -33,6 +33,13 @@ def _log_axes(ax, op: str, dt: str, xlabel: str, ylabel: str) -> None:
     ax.set(xscale="log", yscale="log", title=title, xlabel=xlabel, ylabel=ylabel)
 
 
+def _curve(ax, k: int, impl: str, xs, ys, bad_xs, bad_ys) -> None:
+    """The ``k``-th implementation's line, and its inf/NaN points as crosses in its colour."""
+    (line,) = ax.plot(xs, ys, STYLES[k % len(STYLES)], marker=".", label=impl)
+    if bad_xs:
+        ax.plot(bad_xs, bad_ys, "x", color=line.get_color(), markersize=9)
+
+
 def error_vs_scale(result) -> bytes | None:
     """Forward max relative error vs input scale, one line per implementation; inf/NaN drawn as
     crosses at ``INF_LEVEL``. Returns a PNG, or None when nothing was swept."""
@@ -48,10 +55,8 @@ def error_vs_scale(result) -> bytes | None:
             ys = [
                 INF_LEVEL if r["y"]["nonfinite"] else max(r["y"]["max_rel"] or 0, 1e-9) for r in pts
             ]
-            (line,) = ax.plot(xs, ys, STYLES[k % len(STYLES)], marker=".", label=impl)
-            bad = [(x, y) for x, y, r in zip(xs, ys, pts, strict=True) if r["y"]["nonfinite"]]
-            if bad:
-                ax.plot(*zip(*bad, strict=True), "x", color=line.get_color(), markersize=9)
+            bad = [x for x, r in zip(xs, pts, strict=True) if r["y"]["nonfinite"]]
+            _curve(ax, k, impl, xs, ys, bad, [INF_LEVEL] * len(bad))
             drawn = True
         ax.axhline(INF_LEVEL, color="grey", lw=0.5)
         _log_axes(ax, op, dt, "input scale (max |x| per row)", "forward max rel. error")
@@ -82,14 +87,11 @@ def grad_vs_eps(result) -> bytes | None:
         top = 3 * max(truth)
         for k, impl in enumerate(impls):
             pts = [r for r in recs if r["impl"] == impl]
-            ok = [(r["eps"], r["dx"]["max_abs"]) for r in pts if r["dx"]["max_abs"]]
+            ok = [r for r in pts if r["dx"]["max_abs"]]
             if ok:
-                (line,) = ax.plot(
-                    *zip(*ok, strict=True), STYLES[k % len(STYLES)], marker=".", label=impl
-                )
+                xs, ys = [r["eps"] for r in ok], [r["dx"]["max_abs"] for r in ok]
                 bad = [r["eps"] for r in pts if r["dx"]["nonfinite"]]
-                if bad:
-                    ax.plot(bad, [top] * len(bad), "x", color=line.get_color(), markersize=9)
+                _curve(ax, k, impl, xs, ys, bad, [top] * len(bad))
             drawn = True
         if dt == "float16":
             ax.axhline(65504, color="red", lw=0.7, ls=":", label="FP16 max")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 from normlab.lab.numerics.sentences import (
     DTYPE_SHORT,
@@ -14,28 +15,40 @@ from normlab.lab.numerics.sentences import (
     max_of,
     select,
 )
-from normlab.lab.render import md_table, text_table
+from normlab.lab.render import md_table
 
 # --------------------------------------------------------------------------------------------
 # tables
 
-SUMMARY_HEADER = [
-    "op",
-    "implementation",
-    "dtype",
-    "cases",
-    "fwd max rel",
-    "fwd mean rel",
-    "fwd max ulp",
-    "fwd row ulp",
-    "fwd inf/NaN",
-    "fwd zeroed",
-    "dx max rel",
-    "dx inf/NaN",
-    "dw max rel",
-    "dw inf/NaN",
-    "raised",
-]
+
+def _worst(output: str, key: str) -> Callable[[dict], str]:
+    return lambda m: fmt(max_of(x[key] for x in m[output]))
+
+
+def _total(output: str, key: str) -> Callable[[dict], str]:
+    return lambda m: str(sum(x[key] for x in m[output]))
+
+
+def _mean_rel(m: dict) -> str:
+    means = [x["mean_rel"] for x in m["y"] if x["mean_rel"] is not None]
+    return fmt(sum(means) / len(means) if means else None)
+
+
+# The summary's metric columns: title -> its cell from the metrics of one (op, impl, dtype),
+# each output's over the cases (``{"y": [...], "dx": [...], "dw": [...]}``).
+METRIC_COLUMNS: dict[str, Callable[[dict], str]] = {
+    "fwd max rel": _worst("y", "max_rel"),
+    "fwd mean rel": _mean_rel,
+    "fwd max ulp": _worst("y", "max_ulp"),
+    "fwd row ulp": _worst("y", "row_ulp"),
+    "fwd inf/NaN": _total("y", "nonfinite"),
+    "fwd zeroed": _total("y", "zeroed"),
+    "dx max rel": _worst("dx", "max_rel"),
+    "dx inf/NaN": _total("dx", "nonfinite"),
+    "dw max rel": _worst("dw", "max_rel"),
+    "dw inf/NaN": _total("dw", "nonfinite"),
+}
+SUMMARY_HEADER = ["op", "implementation", "dtype", "cases", *METRIC_COLUMNS, "raised"]
 
 
 def summary_rows(result) -> list[list[str]]:
@@ -46,36 +59,16 @@ def summary_rows(result) -> list[list[str]]:
     rows = []
     for (op, impl, dt), recs in groups.items():
         m = {k: [r[k] for r in recs if r.get(k)] for k in ("y", "dx", "dw")}
-        means = [x["mean_rel"] for x in m["y"] if x["mean_rel"] is not None]
-        rows.append(
-            [
-                OPS[op],
-                impl,
-                DTYPE_SHORT[dt],
-                str(len(recs)),
-                fmt(max_of(x["max_rel"] for x in m["y"])),
-                fmt(sum(means) / len(means) if means else None),
-                fmt(max_of(x["max_ulp"] for x in m["y"])),
-                fmt(max_of(x["row_ulp"] for x in m["y"])),
-                str(sum(x["nonfinite"] for x in m["y"])),
-                str(sum(x["zeroed"] for x in m["y"])),
-                fmt(max_of(x["max_rel"] for x in m["dx"])),
-                str(sum(x["nonfinite"] for x in m["dx"])),
-                fmt(max_of(x["max_rel"] for x in m["dw"])),
-                str(sum(x["nonfinite"] for x in m["dw"])),
-                str(sum(1 for r in recs if r["error"] or r["grad_error"])),
-            ]
-        )
+        cells = [cell(m) for cell in METRIC_COLUMNS.values()]
+        raised = sum(1 for r in recs if r["error"] or r["grad_error"])
+        rows.append([OPS[op], impl, DTYPE_SHORT[dt], str(len(recs)), *cells, str(raised)])
     return rows
 
 
-def scale_table(
-    result, op: str, dtype: str, scales: tuple[float, ...] | None = None
-) -> tuple[list[str], list[list[str]]]:
+def scale_table(result, op: str, dtype: str) -> tuple[list[str], list[list[str]]]:
     """Forward max relative error vs input scale, one column per implementation; a failing
     cell says how (``inf×k``: k inf/NaN outputs, ``0×k``: k outputs flushed to zero)."""
     recs = select(result.records, op=op, dtype=dtype, axis="scale")
-    recs = [r for r in recs if scales is None or r["scale"] in scales]
     impls = list(dict.fromkeys(r["impl"] for r in recs))
     cells: dict[float, dict[str, str]] = defaultdict(dict)
     for r in recs:
@@ -91,10 +84,6 @@ def scale_table(
         cells[r["scale"]][r["impl"]] = cell
     rows = [[f"{s:g}"] + [cells[s].get(i, "") for i in impls] for s in sorted(cells)]
     return ["scale"] + impls, rows
-
-
-def terminal_table(result) -> str:
-    return text_table(SUMMARY_HEADER, summary_rows(result))
 
 
 DEFINITIONS = [

@@ -54,7 +54,7 @@ def _where(r: dict) -> str:
 
 
 def select(records, *, op, impl=None, dtype=None, axis=None, shape=None) -> list[dict]:
-    out = [
+    return [
         r
         for r in records
         if r["op"] == op
@@ -63,7 +63,6 @@ def select(records, *, op, impl=None, dtype=None, axis=None, shape=None) -> list
         and (axis is None or axis in r["axes"])
         and (shape is None or r["shape"] == shape)
     ]
-    return out
 
 
 # --------------------------------------------------------------------------------------------

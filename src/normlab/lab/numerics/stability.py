@@ -206,8 +206,7 @@ def measure_stable(seeds: range, record: dict) -> dict[str, list[float]]:
             inputs = draw(s, getattr(torch, dt))
             err = {}
             for k in ("stable", "all-FP32"):
-                m = run(STABLE_FNS[k], "rms_norm", inputs, EPS)["y"]
-                err[k] = capped_error(m)
+                err[k] = capped_error(run(STABLE_FNS[k], "rms_norm", inputs, EPS)["y"])
                 record.setdefault(f"{k} {short} error at scale 1", []).append(err[k])
             ratio = err["stable"] / err["all-FP32"]
             vals[f"{short} error: stable vs all-FP32"].append(math.log10(ratio))

@@ -258,12 +258,6 @@ class NumericsResult:
     verdicts: list[dict] = field(default_factory=list)
 
 
-def load_result(path: str | Path) -> NumericsResult:
-    """A :class:`NumericsResult` back from its ``numerics.json`` (to render it again)."""
-    with open(path) as f:
-        return NumericsResult(**json.load(f))
-
-
 def sweep(
     grid: Grid, *, device: str = "cpu", backends: list[str] | None = None, quiet: bool = False
 ) -> NumericsResult:
@@ -355,11 +349,12 @@ def run_numerics(options: NumericsOptions) -> NumericsResult:
 def summary(result: NumericsResult, *, table: bool = True) -> str:
     """What ``normlab numerics`` prints: the terminal table and the findings (unless ``table`` is
     false), then one line of cases, backends, time and files."""
-    from normlab.lab.numerics import report
+    from normlab.lab.numerics.report import SUMMARY_HEADER, summary_rows
+    from normlab.lab.render import text_table
 
     lines = []
     if table:
-        lines += [report.terminal_table(result), "\nWhat this shows:"]
+        lines += [text_table(SUMMARY_HEADER, summary_rows(result)), "\nWhat this shows:"]
         lines += [f"- {f}" for f in result.findings]
         if result.verdicts:
             lines.append("\nThe articles' statements, decided:")

@@ -15,7 +15,7 @@ def table_rows(findings: Sequence[Mapping[str, Any]], rules: Mapping[str, Findin
     """One row per part of every finding (the finding's name and verdict on its first row)."""
     rows = []
     for f in findings:
-        deltas = dict((label, r.delta) for label, r in rules[f["name"]].parts)
+        deltas = {label: r.delta for label, r in rules[f["name"]].parts}
         for i, p in enumerate(f["parts"]):
             rows.append(
                 [
@@ -53,6 +53,4 @@ def markdown(findings: Sequence[Mapping[str, Any]], rules: Mapping[str, Finding]
 
 
 def _show(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.3g}"
-    return str(v)
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
