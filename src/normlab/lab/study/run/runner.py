@@ -325,7 +325,8 @@ def _open_store(store, options: StudyOptions):
 
 class Progress:
     """One bar over ``total`` units (the training steps of all pending runs, or timing rounds);
-    with ``runs=(done, all)``, the runs counter in its label."""
+    with ``runs=(done, all)``, the runs counter in its label. ``quiet``: no bar (a disabled
+    one), and the messages to stderr."""
 
     def __init__(
         self,
@@ -336,36 +337,32 @@ class Progress:
         desc: str | None = None,
         runs: tuple[int, int] | None = None,
     ):
-        self.n_done, self.n_runs = runs or (0, 0)
-        self._lock = threading.Lock()
-        self.bar = None
-        if not quiet:
-            from tqdm import tqdm
+        from tqdm import tqdm
 
-            label = desc if runs is None else self._desc()
-            self.bar = tqdm(total=total, unit=unit, dynamic_ncols=True, desc=label)
+        self.n_done, self.n_runs = runs or (0, 0)
+        self.quiet = quiet
+        self._lock = threading.Lock()
+        label = desc if runs is None else self._desc()
+        self.bar = tqdm(total=total, unit=unit, dynamic_ncols=True, desc=label, disable=quiet)
 
     def _desc(self) -> str:
         return f"runs {self.n_done}/{self.n_runs}"
 
     def step(self, n: int = 1) -> None:
-        if self.bar is not None:
-            with self._lock:
-                self.bar.update(n)
+        with self._lock:
+            self.bar.update(n)
 
     def run_done(self, steps_left: int) -> None:
         with self._lock:
             self.n_done += 1
-            if self.bar is not None:
-                self.bar.update(max(0, steps_left))
-                self.bar.set_description(self._desc())
+            self.bar.update(max(0, steps_left))
+            self.bar.set_description(self._desc())
 
     def write(self, msg: str) -> None:
-        if self.bar is not None:
-            self.bar.write(msg)
-        else:
+        if self.quiet:
             print(msg, file=sys.stderr)
+        else:
+            self.bar.write(msg)
 
     def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+        self.bar.close()
