@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from normlab.lab.common import importable
 from normlab.lab.errors import UsageError
@@ -69,10 +69,6 @@ def gpu_assignment(workers: int, gpus: list[str]) -> list[str | None]:
     if not gpus:
         return [None] * workers
     return [gpus[i % len(gpus)] for i in range(workers)]
-
-
-class Executor(Protocol):
-    def run(self, runs: list, job: Job, corpus, *, on_step: OnStep, on_done: OnDone) -> None: ...
 
 
 def steps_taken(result: dict | None) -> int:
@@ -179,9 +175,7 @@ def _pump(queue, on_step: OnStep) -> None:
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(
-    data_path, sha256: str, threads: int, queue, driver_pid: int, gpu_ids=None
-) -> None:
+def _init_worker(data_path, sha256: str, threads: int, queue, driver_pid: int, gpu_ids) -> None:
     claim_gpu(gpu_ids)  # before torch is imported (set_threads imports it)
     from normlab.lab.limits import set_threads
     from normlab.lab.train.data import load_corpus
@@ -217,9 +211,8 @@ def die_with(parent_pid: int) -> None:
     if sys.platform.startswith("linux"):
         import ctypes
 
-        pr_set_pdeathsig = 1
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if os.getppid() != parent_pid:  # the parent died before the signal was armed
         os._exit(1)
 
@@ -315,7 +308,9 @@ def _ray_run(
     return train_one(TrainConfig.from_dict(cfg_dict), corpus, lambda n: None, tensorboard)
 
 
-def make_executor(name: str, *, workers: int, address: str | None = None) -> Executor:
+def make_executor(name: str, *, workers: int, address: str | None = None):
+    """``name``'s executor (local or ray): an object whose ``run(runs, job, corpus, *, on_step,
+    on_done)`` trains the runs."""
     if name == "local":
         return LocalExecutor(workers)
     if not importable("ray"):
