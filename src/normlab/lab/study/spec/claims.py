@@ -51,8 +51,8 @@ _CONTROL_EXAMPLE = '[{arm = "pre-L24", expect = "trains"}]'
 _CLAIM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # it names the report's plot files
 
 
-class Checks:
-    """The shapes of a spec's values, each failing with the key path."""
+class ClaimLoader:
+    """The shapes of a spec's values, each failing with the key path, and its claims."""
 
     def misplaced(self, key: str, path: str, allowed) -> None:
         """Fails if config field ``key`` is one a spec cannot set here."""
@@ -94,11 +94,15 @@ class Checks:
             self.fail(path, f"expected a non-empty string, got {_show(v)}")
         return v
 
-    def number(self, v: Any, path: str, *, low: float | None = None) -> float:
+    def coerced(self, hint: Any, v: Any, path: str) -> Any:
+        """``v`` as a config field of type ``hint`` takes it (``coerce``)."""
         try:
-            x = coerce(float, v)
+            return coerce(hint, v)
         except Expected as e:
             self.fail(path, f"expected {e}, got {_show(v)}")
+
+    def number(self, v: Any, path: str, *, low: float | None = None) -> float:
+        x = self.coerced(float, v, path)
         if low is not None and x < low:
             self.fail(path, f"expected a number >= {low:g}, got {_show(v)}")
         return x
@@ -110,8 +114,6 @@ class Checks:
             self.fail(path, f"{v:,} is more than the {high:,} the lab allows")
         return v
 
-
-class ClaimLoader(Checks):
     def claim(self, d: dict, path: str, arms: list[str]) -> Claim:
         kind = self.rule_kind(d, path)
         self.keys(d, path, (*_CLAIM_KEYS, *_params(kind)[1]), required=("name", "statement"))
@@ -295,10 +297,7 @@ class ClaimLoader(Checks):
             if not isinstance(v, list) or not v:
                 self.fail(path, "expected a list of [coef, arm, measure] terms, got " + _show(v))
             return tuple(self.term(t, _at(path, i), arms) for i, t in enumerate(v))
-        try:
-            return coerce(hint, v)
-        except Expected as e:
-            self.fail(path, f"expected {e}, got {_show(v)}")
+        return self.coerced(hint, v, path)
 
     def sweep(self, v: Any, path: str, arms: list[str]) -> tuple[str, ...]:
         if isinstance(v, str):
