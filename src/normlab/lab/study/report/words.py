@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from normlab.lab.study.decide import compound_parts, rules_of
-from normlab.lab.verdict import EXPECT, MEDIAN, Word, signed
+from normlab.lab.verdict import CLAIM_WORDS, EXPECT, MEDIAN, Word, signed
 
 
 def _f(x: float) -> str:
@@ -27,13 +27,6 @@ def interval(est) -> str:
     return f"{_f(est.effect)} [{_f(est.lo)}, {_f(est.hi)}]"
 
 
-def _needed(est, delta: float) -> int | None:
-    """Seeds at which the detectable effect would reach δ, scaled as 1/√n (an estimate)."""
-    if est is None or est.mde is None or not delta > 0:
-        return None
-    return math.ceil(est.n * (est.mde / delta) ** 2)
-
-
 def _why_undecided(v, rule) -> str:
     """Why a rule's verdict is inconclusive, and what would decide it, in words."""
     est, delta = v.estimate, rule.delta
@@ -44,8 +37,9 @@ def _why_undecided(v, rule) -> str:
         return f"no interval on n={n} (too few seeds, or a measure undefined in every run)"
     units = rule.unit
     if est.mde is not None and est.mde > delta and delta > 0:
-        need, unit = _needed(est, delta), units
-        more = f"about {need:,} {unit}" if need <= 1000 else f"over 1,000 {unit}"
+        # the seeds at which the detectable effect would reach δ, scaled as 1/√n (an estimate)
+        need = math.ceil(est.n * (est.mde / delta) ** 2)
+        more = f"about {need:,} {units}" if need <= 1000 else f"over 1,000 {units}"
         mde, d = rule.sizes(est.mde, delta)
         return f"this n detects only {mde} against δ={d}: {more} would decide it"
     if est.lo > 0 or est.hi < 0:
@@ -140,18 +134,14 @@ def sentence(claim, v, h: float | None) -> str:
             f"The control '{label}' did not hold: {seen}. This setting cannot show the "
             "claim; one where the control holds would decide it."
         )
-    unbounded = [e.n for _, pv in _own(claim.rule, v) if _unbounded(e := pv.estimate)]
+    own = v.parts if compound_parts(claim.rule) else [("", v)]
+    unbounded = [e.n for _, pv in own if _unbounded(e := pv.estimate)]
     if unbounded:  # claims.by_design
         return (
             f"{out} With n={min(unbounded)} no interval exists: this study cannot decide the "
             "claim whatever its runs show; more seeds would."
         )
     return out
-
-
-def _own(rule, v) -> list[tuple[str, Any]]:
-    """``(label, verdict)`` of each part of ``v`` (``v`` itself for a rule of one part)."""
-    return list(v.parts) if compound_parts(rule) else [("", v)]
 
 
 def _unbounded(est) -> bool:
@@ -174,13 +164,13 @@ def _seen(claim, v, h: float | None) -> str:
         return part_text("", claim.rule, v, h) + "."
     parts, some = c
     rows = [(label, rule, pv) for (label, rule), (_, pv) in zip(parts, v.parts, strict=True)]
+    # the parts that made the verdict: the ones that agree with it, the undecided ones
+    # otherwise; all of them where every part had to hold
     key = {
-        Word.HOLDS: (lambda s: s == Word.HOLDS) if some else (lambda s: True),
-        Word.DOES_NOT_HOLD: lambda s: s == Word.DOES_NOT_HOLD,
-        Word.INCONCLUSIVE: lambda s: s not in (Word.HOLDS, Word.DOES_NOT_HOLD),
-        Word.NOT_TESTABLE: lambda s: s in (Word.NOT_TESTABLE, Word.INCONCLUSIVE),
-    }[v.status]
-    shown = [r for r in rows if key(r[2].status)]
+        Word.HOLDS: {Word.HOLDS} if some else set(CLAIM_WORDS),
+        Word.DOES_NOT_HOLD: {Word.DOES_NOT_HOLD},
+    }.get(v.status, {Word.INCONCLUSIVE, Word.NOT_TESTABLE})
+    shown = [r for r in rows if r[2].status in key]
     rest = [r for r in rows if r not in shown]
     limit = 3
     texts = [part_text(label, rule, pv, h) for label, rule, pv in shown[:limit]]
