@@ -28,7 +28,7 @@ def _describe_model(cfg: dict) -> str:
     )
 
 
-def _arm_rows(preset, results) -> list[list[str]]:
+def _arm_rows(preset, results) -> list[tuple[str, ...]]:
     """One row per arm: seeds, outcome and the mean of the main numbers over its seeds."""
     rows = []
     for r in preset.arms:
@@ -46,7 +46,7 @@ def _arm_rows(preset, results) -> list[list[str]]:
         stalled = sorted(x["stopped_step"] for x in ok if x.get("stopped_step"))
         stopped = f" ({len(stalled)} stalled at step {stalled[0]})" if stalled else ""
         rows.append(
-            [
+            (
                 r.name,
                 _describe_model(r.config.to_dict()),
                 f"{len(runs)}/{preset.seeds(r.name)}",
@@ -55,7 +55,7 @@ def _arm_rows(preset, results) -> list[list[str]]:
                 _branch_ratios(runs),
                 mean("step_ms"),
                 mean("cpu_s"),
-            ]
+            )
         )
     return rows
 
@@ -84,24 +84,17 @@ def arms_section(out: Path, preset, results, meta) -> list[d.Block]:
         for r in preset.arms
     )
     if (out / "numerics.html").exists():
-        numerics: d.Inline = (
-            d.Strong("Numerics:"),
-            " ",
-            d.Link("precision and overflow of the norms in FP16/BF16/FP32", "numerics.html"),
-        )
+        link = d.Link("precision and overflow of the norms in FP16/BF16/FP32", "numerics.html")
+        numerics: d.Inline = (" ", link)
     else:
-        numerics = (
-            d.Strong("Numerics:"),
-            " not run — ",
-            d.Code(f"normlab numerics --out {out}"),
-            " adds a precision page linked here.",
-        )
+        run = d.Code(f"normlab numerics --out {out}")
+        numerics = (" not run — ", run, " adds a precision page linked here.")
     return [
         d.Heading(2, "Arms, configs and environment", "arms"),
-        d.Paragraph(numerics, muted=True),
+        d.Paragraph((d.Strong("Numerics:"), *numerics), muted=True),
         d.Details(
             "Arms: seeds, outcomes and mean numbers",
-            (d.Table(ARM_HEADER, tuple(tuple(r) for r in _arm_rows(preset, results))),),
+            (d.Table(ARM_HEADER, tuple(_arm_rows(preset, results))),),
         ),
         d.Details("Configs", configs),
         d.Details("Environment", (d.Table(("", ""), tuple((k, fmt(x)) for k, x in env.items())),)),
