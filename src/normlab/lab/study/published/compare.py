@@ -17,15 +17,12 @@ from normlab.lab.reading import check_strings, check_text, read_json
 from normlab.lab.render import md_table
 from normlab.lab.verdict import Estimate
 
-VARIANT_SUFFIXES = ("-default-init",)
+VARIANT_SUFFIX = "-default-init"
 SCOPE_KEYS = ("d", "blocks", "T", "B", "steps", "init")  # what a sign change may come from
 
 
 def base_name(name: str) -> str:
-    for suffix in VARIANT_SUFFIXES:
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return name
+    return name.removesuffix(VARIANT_SUFFIX)
 
 
 def load(dirs: list[Path]) -> list[dict[str, Any]]:
