@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from normlab.lab.errors import UsageError
-from normlab.lab.reading import INT_MAX, bounded_int, printable
+from normlab.lab.reading import bounded_int
 
 # What `pip install "normlab[lab]"` adds; the library itself never imports these.
 LAB_PACKAGES = ("matplotlib", "tqdm", "scipy") + (("tomli",) if sys.version_info < (3, 11) else ())
@@ -31,24 +31,8 @@ def missing_lab_packages() -> list[str]:
     return [name for name in LAB_PACKAGES if not importable(name)]
 
 
-def int_at_least(low: int, text: str | int) -> int:
-    """``text`` as an int >= ``low``; ``ValueError`` with the user's value otherwise."""
-    what = f"an int >= {low}"
-    try:
-        value = bounded_int(-INT_MAX - 1)(text)  # digits counted first: 10**400 is refused fast
-    except ValueError:
-        raise ValueError(f"expected {what}, got {printable(str(text), 30)!r}") from None
-    if value < low:
-        raise ValueError(f"expected {what}, got {value}")
-    return value
-
-
-def positive_int(text: str | int) -> int:
-    return int_at_least(1, text)
-
-
-def non_negative_int(text: str | int) -> int:
-    return int_at_least(0, text)
+# ``text`` as an int >= 1 (>= 0); ``ValueError`` with the user's value otherwise.
+positive_int, non_negative_int = bounded_int(1), bounded_int(0)
 
 
 def out_dir(path: str | Path, flag: str = "--out") -> Path:

@@ -203,14 +203,13 @@ def read_json(path: str | os.PathLike, what: str | None = None) -> Any:
 def bounded_int(low: int, high: int = INT_MAX):
     """An argparse type: an int in [``low``, ``high``]; the digits are counted before ``int()``
     so ``10**400`` is refused as fast as ``-1``."""
+    if high < INT_MAX:
+        what = f"an int in [{low:,}, {high:,}]"
+    else:
+        what = "an int within 64 bits" if low == -INT_MAX - 1 else f"an int >= {low}"
 
     def parse(text: str) -> int:
         t = str(text).strip()
-        what = (
-            "an int within 64 bits"
-            if (low, high) == (-INT_MAX - 1, INT_MAX)
-            else (f"an int in [{low:,}, {high:,}]")
-        )
         if len(t.lstrip("+-")) > _INT_DIGITS or not t.lstrip("+-").isdigit():
             raise ValueError(f"expected {what}, got {printable(t, 30)!r}")
         v = int(t)
