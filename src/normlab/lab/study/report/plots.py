@@ -58,12 +58,8 @@ def loss_curves(results: Results, claim: Claim, verdict: Verdict, timings) -> by
         ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.15, lw=0)
         vals = [e for r in runs for e in r["evals"] if e.get("val_loss") is not None]
         if vals:
-            ax.scatter(
-                [e["step"] for e in vals],
-                [e["val_loss"] for e in vals],
-                s=10,
-                color=line.get_color(),
-            )
+            xy = [e["step"] for e in vals], [e["val_loss"] for e in vals]
+            ax.scatter(*xy, s=10, color=line.get_color())
     ax.set_xlabel("step")
     ax.set_ylabel("train loss (nats/byte)")
     ax.set_title("mean and range over seeds; dots: validation loss", fontsize=8)
@@ -132,13 +128,8 @@ def _probe_lines(results, claim, key: str, *, logy: bool, ylabel: str, matrix=No
             if logy:
                 mean, lo, hi = ([math.exp(v) for v in s] for s in (mean, lo, hi))
             xs = range(len(mean))
-            (line,) = ax.plot(
-                xs,
-                mean,
-                label=_literal(f"{arm} @ step {step} (n={len(rows)})"),
-                lw=1.3,
-                ls="-" if step == "0" else "--",
-            )
+            label = _literal(f"{arm} @ step {step} (n={len(rows)})")
+            (line,) = ax.plot(xs, mean, label=label, lw=1.3, ls="-" if step == "0" else "--")
             ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.12, lw=0)
             drawn = True
     if not drawn:
@@ -190,9 +181,8 @@ def speed(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | 
             off = 0.2 * (k - (len(keys) - 1) / 2) * 2
             label = {"norm_ms": "normlab", "torch_norm_ms": "PyTorch ops", "step_ms": "step"}[key]
             ax.barh([i + off for i in y], med, height=0.35, xerr=err, label=label, capsize=2)
-        ax.set_yticks(
-            list(y), [_literal(x) for x in arms] if ax is a else [""] * len(arms), fontsize=8
-        )
+        labels = [_literal(x) for x in arms] if ax is a else [""] * len(arms)
+        ax.set_yticks(list(y), labels, fontsize=8)
         legend(ax)
     a.set_xlabel("norms, fwd+bwd ms per step")
     b.set_xlabel("training step ms")
