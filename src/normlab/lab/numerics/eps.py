@@ -10,9 +10,9 @@ import math
 
 import torch
 
-from normlab.lab.numerics.measuring import LOW, NAIVE, NEAR_ZERO, draw, run
+from normlab.lab.numerics.measuring import LOW, NAIVE, NEAR_ZERO, draw, part, run
 from normlab.lab.numerics.sentences import OPS
-from normlab.lab.verdict.finding import Finding, Part
+from normlab.lab.verdict.finding import Finding
 
 EPS_DEFAULT, EPS_SMALL = 1e-5, 1e-10  # a common default vs a small one
 EPSS = (1e-12, 1e-10, 1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2)  # the plotted eps range
@@ -22,14 +22,11 @@ EXPLODES = Finding(
     "A small eps makes 1/sqrt(var + eps) and the gradient explode.",
     "000 §7.2, 003 §十一",
     tuple(
-        (
+        part(
             f"{name}: true max|dx| grows",
-            Part(
-                f"log10(max|dx| at eps={EPS_SMALL:g} / at eps={EPS_DEFAULT:g}), float64 "
-                f"truth, rows peaking at {NEAR_ZERO:g} (statistic ≈ 1e-9)",
-                ">0",
-                1.0,
-            ),
+            f"log10(max|dx| at eps={EPS_SMALL:g} / at eps={EPS_DEFAULT:g}), float64 truth, rows "
+            f"peaking at {NEAR_ZERO:g} (statistic ≈ 1e-9)",
+            delta=1.0,
         )
         for name in OPS.values()
     ),
@@ -43,16 +40,12 @@ def _worse(dtype: str) -> Finding:
         f"With a small eps the gradient is worse in {short} mixed precision than in FP32.",
         "000 §7.2, 003 §十一",
         tuple(
-            (
+            part(
                 f"{name} {short}: worse than FP32",
-                Part(
-                    f"W({short}) − W(FP32) at eps={EPS_SMALL:g}, W = the fraction of dx "
-                    "entries of the naive op that are inf/NaN or off by ≥ 10 % of the row's "
-                    "max |dx| (a true dx beyond the dtype's range counts), rows peaking at "
-                    f"{NEAR_ZERO:g}",
-                    ">0",
-                    0.01,
-                ),
+                f"W({short}) − W(FP32) at eps={EPS_SMALL:g}, W = the fraction of dx entries of "
+                "the naive op that are inf/NaN or off by ≥ 10 % of the row's max |dx| (a true "
+                f"dx beyond the dtype's range counts), rows peaking at {NEAR_ZERO:g}",
+                delta=0.01,
             )
             for name in OPS.values()
         ),

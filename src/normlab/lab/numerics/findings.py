@@ -21,7 +21,6 @@ from normlab.lab.numerics import eps as eps_findings
 from normlab.lab.numerics import stability
 from normlab.lab.numerics.measuring import (
     EPS,
-    FACTOR_2,
     FP32_STATS,
     HIDDEN,
     LOW,
@@ -29,10 +28,11 @@ from normlab.lab.numerics.measuring import (
     SCALES,
     capped_error,
     draw,
+    part,
     run,
 )
 from normlab.lab.numerics.sentences import OPS
-from normlab.lab.verdict.finding import Finding, Part
+from normlab.lab.verdict.finding import Finding
 
 SEEDS = 8  # input draws per finding
 
@@ -44,15 +44,11 @@ FP32_NEEDED = Finding(
     "Under FP16/BF16 the statistics must be computed in FP32.",
     "000 §7.1, 001",
     tuple(
-        (
+        part(
             f"{name} {short}",
-            Part(
-                "log10(E_naive / E_fp32), E = the worst forward max relative error over "
-                f"input scales {', '.join(f'{s:g}' for s in SCALES)} (inf/NaN or "
-                "flushed outputs count as 1)",
-                ">0",
-                FACTOR_2,
-            ),
+            "log10(E_naive / E_fp32), E = the worst forward max relative error over input "
+            f"scales {', '.join(f'{s:g}' for s in SCALES)} (inf/NaN or flushed outputs count "
+            "as 1)",
         )
         for name in OPS.values()
         for short in LOW.values()
@@ -65,21 +61,16 @@ SPHERE = Finding(
     "little inside it.",
     "001",
     (
-        (
+        part(
             "on the sphere",
-            Part(
-                f"max over rows of |‖x̂‖/√d − 1|, FP32, ordinary rows of scale 1, eps={EPS:g}",
-                "≈0",
-                1e-3,
-            ),
+            f"max over rows of |‖x̂‖/√d − 1|, FP32, ordinary rows of scale 1, eps={EPS:g}",
+            "≈0",
+            1e-3,
         ),
-        (
+        part(
             "inside with eps",
-            Part(
-                f"mean over rows of 1 − ‖x̂‖/√d, FP32, rows with mean(x²) = 100·eps (eps={EPS:g})",
-                ">0",
-                1e-3,
-            ),
+            f"mean over rows of 1 − ‖x̂‖/√d, FP32, rows with mean(x²) = 100·eps (eps={EPS:g})",
+            delta=1e-3,
         ),
     ),
 )

@@ -18,6 +18,7 @@ from normlab import reference
 from normlab.lab.numerics.metrics import error_metrics
 from normlab.lab.numerics.naive import forward, naive_layer_norm, naive_rms_norm, truth_of
 from normlab.lab.numerics.sentences import failure
+from normlab.lab.verdict.finding import Part
 
 LOW = {"float16": "FP16", "bfloat16": "BF16"}
 ROWS, HIDDEN = 16, 1024
@@ -32,6 +33,12 @@ FP32_STATS: dict[str, Callable] = {
     "rms_norm": lambda x, w, b, eps: reference.rms_norm(x, w, eps, casting="llama"),
     "layer_norm": lambda x, w, b, eps: reference.layer_norm(x, w, b, eps),
 }
+
+
+def part(label: str, what: str, expect: str = ">0", delta: float = FACTOR_2) -> tuple[str, Part]:
+    """A finding's part ``label``: per draw ``v`` = ``what``, decided as ``expect`` against
+    ``delta`` (by default: a log10 ratio that must exceed a factor of 2)."""
+    return label, Part(what, expect, delta)
 
 
 def draw(

@@ -12,7 +12,6 @@ import torch
 
 from normlab.lab.numerics.measuring import (
     EPS,
-    FACTOR_2,
     FP32_STATS,
     LOW,
     NAIVE,
@@ -22,13 +21,14 @@ from normlab.lab.numerics.measuring import (
     draw,
     draw_shifted,
     overflow_scale,
+    part,
     run,
     threshold,
     visibly_fails,
 )
 from normlab.lab.numerics.naive import fp32_rms_norm, stable_rms_norm
 from normlab.lab.numerics.sentences import OPS, failure
-from normlab.lab.verdict.finding import Finding, Part
+from normlab.lab.verdict.finding import Finding
 
 EPS_RANGE = (1e-12, 1e-2)
 # Rows with a large mean and a small spread, the case 000 §7.2's argument is about: LayerNorm
@@ -49,47 +49,31 @@ MORE_STABLE = Finding(
     "RMSNorm is numerically more stable than LayerNorm because it computes no mean.",
     "000 §7.2",
     (
-        (
+        part(
             "FP16 overflow scale",
-            Part(
-                "log10(s_RMSNorm / s_LayerNorm), s = the smallest input scale (largest "
-                "|x| of a row, searched over 1 … 6e4 to 1 %) at which the naive FP16 op "
-                "visibly fails (inf/NaN, outputs flushed to 0, or max rel. error ≥ 10 %)",
-                ">0",
-                FACTOR_2,
-            ),
+            "log10(s_RMSNorm / s_LayerNorm), s = the smallest input scale (largest |x| of a row, "
+            "searched over 1 … 6e4 to 1 %) at which the naive FP16 op visibly fails (inf/NaN, "
+            "outputs flushed to 0, or max rel. error ≥ 10 %)",
         ),
-        (
+        part(
             "FP16 near-zero rows",
-            Part(
-                "log10(e_LayerNorm / e_RMSNorm), e = the largest eps (searched over "
-                "1e-12 … 1e-2 to 1 %) at which the naive FP16 op visibly fails in y or dx "
-                f"on rows peaking at {NEAR_ZERO:g}",
-                ">0",
-                FACTOR_2,
-            ),
+            "log10(e_LayerNorm / e_RMSNorm), e = the largest eps (searched over 1e-12 … 1e-2 to "
+            f"1 %) at which the naive FP16 op visibly fails in y or dx on rows peaking at "
+            f"{NEAR_ZERO:g}",
         ),
-        (
+        part(
             "FP16 error at scale 1",
-            Part(
-                "log10(err_LayerNorm / err_RMSNorm), err = the naive FP16 forward's max "
-                "relative error on ordinary rows of scale 1",
-                ">0",
-                FACTOR_2,
-            ),
+            "log10(err_LayerNorm / err_RMSNorm), err = the naive FP16 forward's max relative "
+            "error on ordinary rows of scale 1",
         ),
-    )
-    + tuple(
-        (
-            f"{short} large-mean rows",
-            Part(
+        *(
+            part(
+                f"{short} large-mean rows",
                 f"log10(E_LayerNorm / E_RMSNorm), E = the naive {short} forward's max relative "
                 f"error (a visible failure counts as 1), the worst over {_GRID}",
-                ">0",
-                FACTOR_2,
-            ),
-        )
-        for short in LOW.values()
+            )
+            for short in LOW.values()
+        ),
     ),
 )
 
@@ -100,31 +84,21 @@ STABLE = Finding(
     "version does.",
     "000 §7.1, 001",
     (
-        (
+        part(
             "FP16 overflow: stable vs naive",
-            Part(
-                "log10(s_stable / s_naive), s = the smallest input scale (searched over 1 … 6e4 "
-                "to 1 %; 6e4 if none) at which the FP16 RMSNorm visibly fails in y or dx",
-                ">0",
-                FACTOR_2,
-            ),
+            "log10(s_stable / s_naive), s = the smallest input scale (searched over 1 … 6e4 to "
+            "1 %; 6e4 if none) at which the FP16 RMSNorm visibly fails in y or dx",
         ),
-        (
-            "FP16 overflow: stable vs all-FP32",
-            Part("log10(s_all-FP32 / s_stable), s as above", "≈0", FACTOR_2),
-        ),
-    )
-    + tuple(
-        (
-            f"{short} error: stable vs all-FP32",
-            Part(
+        part("FP16 overflow: stable vs all-FP32", "log10(s_all-FP32 / s_stable), s as above", "≈0"),
+        *(
+            part(
+                f"{short} error: stable vs all-FP32",
                 f"log10(err_stable / err_all-FP32), err = the {short} forward's max relative "
                 "error on ordinary rows of scale 1",
                 "≈0",
-                FACTOR_2,
-            ),
-        )
-        for short in LOW.values()
+            )
+            for short in LOW.values()
+        ),
     ),
 )
 
