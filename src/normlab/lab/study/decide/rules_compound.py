@@ -16,8 +16,9 @@ from normlab.lab.verdict import Word
 
 @dataclass(frozen=True)
 class Controlled:
-    """A part of a compound claim with its own controls: ``rule`` decided, then ``controls``;
-    read as its rule otherwise (so not a ``OnePartRule``, whose defaults would hide the rule's)."""
+    """A part of a compound claim with its own controls: ``rule`` decided (``decide()`` is the
+    rule's: the compound applies the controls), then ``controls``; read as its rule otherwise
+    (so not a ``OnePartRule``, whose defaults would hide the rule's)."""
 
     rule: Any
     controls: tuple[tuple[str, Any], ...]
@@ -36,9 +37,6 @@ class Controlled:
 
     def describe(self) -> str:
         return self.rule.describe() + compound.controls_text(self.controls)
-
-    def decide(self, results: Results, ctx: Context) -> Verdict:
-        return self.rule.decide(results, ctx)  # the controls are applied by the compound
 
 
 @dataclass(frozen=True)

@@ -134,14 +134,13 @@ def _signed_sum(terms: list[tuple[float, str]]) -> str:
 
 @dataclass(frozen=True)
 class Trains:
-    """``arm`` trains: mean final loss below H − ``margin``; read as its contrast otherwise (so
-    not a ``OnePartRule``, whose defaults would hide the contrast's)."""
+    """``arm`` trains: mean final loss below H − ``margin``; read as its contrast otherwise
+    (``arms()``, ``describe()``, ``decide()``, ``delta``, ...; so not a ``OnePartRule``, whose
+    defaults would hide the contrast's)."""
 
     arm: str = field(metadata=ARM)
     seeds: int = field(metadata=SEEDS)
     margin: float = 0.3
-    delta: ClassVar[float] = 0.0
-    timed: ClassVar[bool] = False
     SIGN: ClassVar[int] = -1  # v = SIGN·(loss − H + margin)
     parts = OnePartRule.parts
 
@@ -155,15 +154,6 @@ class Trains:
         if name.startswith("_") or "arm" not in self.__dict__:  # copy and pickle probe first
             raise AttributeError(name)
         return getattr(self.contrast(), name)
-
-    def arms(self) -> tuple[str, ...]:
-        return (self.arm,)
-
-    def describe(self) -> str:
-        return self.contrast().describe()
-
-    def decide(self, results: Results, ctx: Context) -> Verdict:
-        return self.contrast().decide(results, ctx)
 
 
 @dataclass(frozen=True)

@@ -61,9 +61,7 @@ class LRSensitivity(OnePartRule):
         # small S too, so the best loss is shown beside it.
         means: dict[str, float | None] = {}
         for sweep, per in ((self.stable, s), (self.unstable, u)):
-            name = sweep_name(sweep)
-            means[f"S[{name}]"] = statistics.fmean(x[1] for x in per.values()) if per else None
-            means[f"best loss[{name}]"] = (
-                statistics.fmean(x[2] for x in per.values()) if per else None
-            )
+            for key, j in (("S", 1), ("best loss", 2)):
+                xs = [x[j] for x in per.values()]
+                means[f"{key}[{sweep_name(sweep)}]"] = statistics.fmean(xs) if xs else None
         return Verdict(status, why, est, means=means, seeds=Seeds.of(results, self.arms(), bounded))
