@@ -239,14 +239,7 @@ def environment(plan, device: str = "cpu") -> dict[str, Any]:
 
     from normlab.lab.study.run.machine import cpu_name, usable_cpus
 
-    gpus = {}
-    if device == "cuda":
-        gpus = {
-            "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
-            "cuda": torch.version.cuda,
-        }
-
-    return {
+    env = {
         "python": platform.python_version(),
         "torch": torch.__version__,
         "numba": numba.__version__,
@@ -258,8 +251,11 @@ def environment(plan, device: str = "cpu") -> dict[str, Any]:
         "workers": plan.workers,
         "workers_limit": plan.limit,
         "device": device,
-        **gpus,
     }
+    if device == "cuda":
+        env["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        env["cuda"] = torch.version.cuda
+    return env
 
 
 def train_runs(study: Study, corpus, options: StudyOptions, plan=None, executor=None, *,
