@@ -18,15 +18,6 @@ from normlab.lab.study.run.provenance import run_with, study_of
 from normlab.lab.study.run.runner import StudyResult, configure, summary
 
 
-def load_meta(out: Path) -> dict:
-    from normlab.lab.reading import read_json
-    from normlab.lab.study.run.store import check_study_json
-
-    path = out / "study.json"  # bounded and checked: a tampered file is one line, not a crash
-    meta = read_json(path, f"--redecide {out}: cannot read {path}")
-    return check_study_json(meta, f"--redecide {path}", complete=False)
-
-
 def redecide_study(
     out: Path,
     *,
@@ -37,12 +28,15 @@ def redecide_study(
     """The verdicts of the finished study in ``out``, from its recorded runs and timings.
     ``device``/``precision``: what the study was run with (``--device``/``--precision``), where
     ``study.json`` does not record it; its runs are found by the same keys it wrote them under."""
+    from normlab.lab.reading import read_json
     from normlab.lab.study.run.store import ResultStore, check_study_json, run_key
 
-    meta = load_meta(out)
+    path = out / "study.json"  # bounded and checked: a tampered file is one line, not a crash
+    meta = read_json(path, f"--redecide {out}: cannot read {path}")
+    check_study_json(meta, f"--redecide {path}", complete=False)
     ran_device, ran_precision = run_with(meta)
-    study = study_of(meta, str(out / "study.json"), spec_file)
-    check_study_json(meta, f"--redecide {out / 'study.json'}")
+    study = study_of(meta, str(path), spec_file)
+    check_study_json(meta, f"--redecide {path}")
     # an arm's "auto" is the device the study ran on, not this machine's: its runs' keys
     ran_on = (meta.get("environment") or {}).get("device", "cpu")
     study = configure(
