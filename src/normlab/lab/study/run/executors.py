@@ -76,6 +76,15 @@ def steps_taken(result: dict | None) -> int:
     return (result or {}).get("summary", {}).get("steps_done", 0)
 
 
+def _outcome(get: Callable[[], tuple]) -> tuple[dict | None, str | None]:
+    """What ``get`` returns (a run's result and error), or its exception as the error: the
+    process or Ray task that trained the run died."""
+    try:
+        return get()
+    except Exception as e:
+        return None, f"{type(e).__name__}: {e}"
+
+
 def train_one(
     cfg, corpus, on_step: OnStep, tensorboard: str | None = None
 ) -> tuple[dict | None, str | None]:
@@ -148,11 +157,7 @@ class LocalExecutor:
             while pending:
                 finished, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for f in finished:
-                    try:
-                        result, err = f.result()
-                    except Exception as e:  # the worker process itself died
-                        result, err = None, f"{type(e).__name__}: {e}"
-                    on_done(futures[f], result, err)
+                    on_done(futures[f], *_outcome(f.result))
         except BaseException:
             # Interrupted: the runs in progress are abandoned, not waited for. The pool's
             # workers are this process's only multiprocessing children. A worker killed inside
@@ -270,10 +275,7 @@ class RayExecutor:
                 while pending:
                     ready, pending = ray.wait(pending, num_returns=1)
                     for ref in ready:
-                        try:
-                            result, err = ray.get(ref)
-                        except Exception as e:  # the task's worker died
-                            result, err = None, f"{type(e).__name__}: {e}"
+                        result, err = _outcome(lambda ref=ref: ray.get(ref))
                         # A Ray task reports no steps as it trains: its bar moves by the steps
                         # it took when it ends, and on_done adds those a run that stopped early
                         # skipped, so every run counts its configured steps once.

@@ -127,8 +127,7 @@ class ResultStore:
                 raise UsageError(
                     f"{e}; fix or remove that line, or start without --resume"
                 ) from None
-            problem = record_problem(rec, results)
-            if problem:
+            if problem := record_problem(rec, results):
                 raise UsageError(
                     f"{self.path} line {i}: not a run's record ({problem}); fix or remove that "
                     "line, or start without --resume"
