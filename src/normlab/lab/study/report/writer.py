@@ -66,30 +66,18 @@ def _plots(claim: Claim, verdict: Verdict, results, timings, plot_dir: Path) -> 
     return out
 
 
-def _summary(preset, verdicts, meta) -> list[d.Block]:
-    h = meta.get("plateau_h")
-    rows = tuple(
-        (
-            # the statement in words leads; the claim's id links to its section
-            (
-                c.statement,
-                " ",
-                d.Link(c.name, f"#{c.name}"),
-                " ",
-                d.Muted(words.short_source(c.source)),
-            ),
-            (badge(v.status),),
-            (
-                words.sentence(c, v, h),
-                " ",
-                d.Muted(words.short_scope(scope(preset, c))),
-            ),
-        )
-        for c, v in verdicts
-    )
+def _summary(preset, verdicts, h: float | None) -> list[d.Block]:
+    rows = []
+    for c, v in verdicts:
+        # the statement in words leads; the claim's id links to its section
+        source = d.Muted(words.short_source(c.source))
+        statement = (c.statement, " ", d.Link(c.name, f"#{c.name}"), " ", source)
+        seen = (words.sentence(c, v, h), " ", d.Muted(words.short_scope(scope(preset, c))))
+        rows.append((statement, (badge(v.status),), seen))
+    header = ("statement (claim)", "verdict", "what the lab saw (scope)")
     return [
         d.Heading(2, "Summary", "summary"),
-        d.Table(("statement (claim)", "verdict", "what the lab saw (scope)"), rows, cls="summary"),
+        d.Table(header, tuple(rows), cls="summary"),
         d.Paragraph(
             (
                 REPORT_LINK,
@@ -102,10 +90,9 @@ def _summary(preset, verdicts, meta) -> list[d.Block]:
     ]
 
 
-def _how(verdicts, meta) -> list[d.Block]:
+def _how(verdicts, h: float | None) -> list[d.Block]:
     """What every rule shares, said once."""
     fam = family(verdicts)
-    h = meta.get("plateau_h")
     alpha = 1 - LEVEL
     items = [
         "Pairing: seed i gives every arm the same data order and, where the shapes agree, the "
@@ -171,20 +158,14 @@ PARTS_HEADER = ("part", "verdict", "effect [95 % interval]", "n", "δ", "detecta
 
 
 def _claim(preset, c: Claim, v: Verdict, figures: list[d.Figure], h) -> d.Section:
-    rules = rules_of(c.rule)
-    parts = v.parts or (("", v),)
+    parts = zip(rules_of(c.rule), v.parts or (("", v),), strict=True)
+    estimates = tuple(_estimate_row(label, rule, pv) for (label, rule), (_, pv) in parts)
     blocks: list[d.Block] = [
         d.Heading(2, (c.name, " ", badge(v.status)), c.name),
         d.Paragraph((c.statement, " ", d.Muted(f"— {c.source}"))),
         d.Paragraph((d.Strong("Seen:"), " ", words.sentence(c, v, h))),
         *figures,
-        d.Table(
-            PARTS_HEADER,
-            tuple(
-                _estimate_row(label, rule, pv)
-                for (label, rule), (_, pv) in zip(rules, parts, strict=True)
-            ),
-        ),
+        d.Table(PARTS_HEADER, estimates),
     ]
     controls = list(v.controls) + [
         (f"[{n}] {lab}", cv) for n, p in v.parts for lab, cv in p.controls
@@ -196,27 +177,12 @@ def _claim(preset, c: Claim, v: Verdict, figures: list[d.Figure], h) -> d.Sectio
         )
         blocks.append(d.Table(("control", "verdict", "effect [95 % interval]", "seeds"), rows))
     seeds = v.seeds.text() if v.seeds else "decided over timing rounds, not seeds"
-    blocks.append(
-        d.Paragraph(
-            (
-                d.Strong("Seeds:"),
-                f" {seeds}; {c.seeds} per arm. ",
-                d.Strong("Tested at:"),
-                f" {words.compact_size(scope(preset, c))}.",
-            )
-        )
-    )
+    tested = (d.Strong("Tested at:"), f" {words.compact_size(scope(preset, c))}.")
+    blocks.append(d.Paragraph((d.Strong("Seeds:"), f" {seeds}; {c.seeds} per arm. ", *tested)))
     lines, text = words.rule_words(c)
-    blocks += [
-        d.Paragraph(
-            (
-                d.Strong("Rule (fixed before the runs):"),
-                f" {text} ",
-                d.Link("How verdicts are decided", f"#{HOW}"),
-            )
-        ),  # fmt: skip
-        d.Items(tuple(lines)),
-    ]
+    how = d.Link("How verdicts are decided", f"#{HOW}")
+    rule = (d.Strong("Rule (fixed before the runs):"), f" {text} ", how)
+    blocks += [d.Paragraph(rule), d.Items(tuple(lines))]
     why = [("claim", v.why)] + [(f"[{n}]", p.why) for n, p in v.parts]
     why += [(f"control '{label}'", cv.why) for label, cv in controls]
     means = tuple((k, fmt(x)) for k, x in v.means.items())
@@ -265,7 +231,7 @@ def write_reports(result, out: Path, *, lead_md: str = "", lead_html: str = "") 
     preset, results, verdicts, meta = result.study, result.results, result.verdicts, result.meta
     plot_dir = out / "plots"
     plot_dir.mkdir(parents=True, exist_ok=True)
-    timings = meta.get("timings") or {}
+    timings, h = meta.get("timings") or {}, meta.get("plateau_h")
     env = meta["environment"]
     doc = d.Document(f"normlab study: {preset.name}")
     doc.add(
@@ -279,11 +245,11 @@ def write_reports(result, out: Path, *, lead_md: str = "", lead_html: str = "") 
     lead = d.Raw(lead_html, lead_md) if lead_md or lead_html else None
     if lead is not None:
         doc.add(lead)
-    doc.add(*_summary(preset, verdicts, meta), *_how(verdicts, meta))
+    doc.add(*_summary(preset, verdicts, h), *_how(verdicts, h))
     doc.add(d.Heading(2, "Claims", "claims"))
     for c, v in verdicts:
         figures = _plots(c, v, results, timings, plot_dir)
-        doc.add(_claim(preset, c, v, figures, meta.get("plateau_h")))
+        doc.add(_claim(preset, c, v, figures, h))
     doc.add(*arms_section(out, preset, results, meta))
     # The contents stand after the title, the meta line, any lead and the summary (heading,
     # table, the link to the coverage table).
