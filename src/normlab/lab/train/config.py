@@ -21,6 +21,8 @@ INT64 = 2**63 - 1
 # Validation sequences of a run: 1M sequences of 64 bytes is 64 MB of text, beyond any corpus
 # the lab trains on; a larger count would loop for hours before the size check could help.
 MAX_EVAL_SEQUENCES = 1 << 20
+# The int fields with an upper bound, and the bound.
+_HIGHS = {"steps": INT64, "seed": INT64, "threads": 4096, "eval_sequences": MAX_EVAL_SEQUENCES}
 
 
 @dataclass
@@ -243,13 +245,7 @@ class TrainConfig:
             check_real("grad_clip", self.grad_clip, low=0, high=1e12, low_open=True)
         if self.norm_weight_decay is not None:
             check_real("norm_weight_decay", self.norm_weight_decay, low=0, high=1e3)
-        highs = {
-            "steps": INT64,
-            "seed": INT64,
-            "threads": 4096,
-            "eval_sequences": MAX_EVAL_SEQUENCES,
-        }
-        for name, high in highs.items():
+        for name, high in _HIGHS.items():
             if not getattr(self, name) <= high:
                 raise ValueError(f"{name} must be <= {high:,}, got {shown(getattr(self, name))}")
         if self.val_sequences > MAX_EVAL_SEQUENCES or self.probe_batches > MAX_EVAL_SEQUENCES:

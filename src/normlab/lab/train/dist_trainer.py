@@ -249,18 +249,12 @@ def _config_diff(saved: dict, wanted: dict, prefix: str = "") -> str:
     return "; ".join(out)
 
 
-def _records(history: dict[str, list], evals: list[dict] = ()) -> list[dict]:
-    """``metrics.jsonl``'s lines: a step's record per step, each evaluation before the step of
-    its number (it ran before that update), as the live run writes them."""
-    cols = list(history)
-    steps = [dict(zip(cols, row, strict=True)) for row in zip(*history.values(), strict=True)]
-    pending = sorted(evals, key=lambda e: e["step"])
-    out = []
-    for rec in steps:
-        while pending and pending[0]["step"] <= rec["step"]:
-            out.append(pending.pop(0))
-        out.append(rec)
-    return out + pending
+def _records(history: dict[str, list], evals: list[dict]) -> list[dict]:
+    """``metrics.jsonl``'s lines: a step's record per step (the ones with a ``loss``), each
+    evaluation before the step of its number (it ran before that update), as the live run
+    writes them."""
+    steps = [dict(zip(history, row, strict=True)) for row in zip(*history.values(), strict=True)]
+    return sorted(steps + evals, key=lambda r: (r["step"], "loss" in r))
 
 
 def load_model(path: str | Path, *, device: str = "cpu") -> Transformer:

@@ -30,15 +30,6 @@ class NormTimer:
             return list(model.norm_modules())
         return [mod for mod in model.modules() if isinstance(mod, ANY_NORM)]
 
-    @staticmethod
-    def norm_weights(model: nn.Module) -> list:
-        """The gain parameters of the norms (what weight decay on norms would shrink)."""
-        return [
-            m.weight
-            for m in NormTimer.norm_modules(model)
-            if getattr(m, "weight", None) is not None
-        ]
-
     def _pre(self, mod, args) -> None:
         self._t0 = time.perf_counter()
 

@@ -234,7 +234,12 @@ class Trainer(Evaluation):
         final = res.evals[-1] if res.evals and res.status == "ok" else {}
         # Skip the first steps' timings: they include one-off allocation and kernel compiles.
         skip = min(len(h["step_ms"]) // 5, 10)
-        norm_w = [_whole(p).detach().float().abs().mean() for p in NormTimer.norm_weights(raw)]
+        # the norms' gains (what weight decay on norms would shrink)
+        norm_w = [
+            _whole(m.weight).detach().float().abs().mean()
+            for m in NormTimer.norm_modules(raw)
+            if getattr(m, "weight", None) is not None
+        ]
         return {
             "final_val_loss": final.get("val_loss"),
             "final_val_loss_train_mode": final.get("val_loss_train_mode"),
