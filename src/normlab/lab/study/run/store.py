@@ -185,15 +185,9 @@ def _torn(line: str) -> bool:
 
 
 # The fields of a run's result the verdicts read, and their JSON types.
-_RESULT_FIELDS = {
-    "config": dict,
-    "status": str,
-    "reason": str,
-    "history": dict,
-    "evals": list,
-    "probes": dict,
-    "summary": dict,
-}
+_RESULT_FIELDS = dict(
+    config=dict, status=str, reason=str, history=dict, evals=list, probes=dict, summary=dict
+)
 
 
 def record_problem(rec: Any, results: bool = True) -> str | None:
@@ -281,15 +275,14 @@ def saved_config(path: str, run: str | None, seed_index: int):
                 raise UsageError(f"--config {path}: not JSON ({e})") from None
     if not docs:
         raise UsageError(f"--config {path}: the file is empty")
+    doc = docs[0]
     if len(docs) > 1 or run is not None:  # a study's results: pick the run
-        hit = find_run(docs, run, seed_index)
-        if hit is None:
+        doc = find_run(docs, run, seed_index)
+        if doc is None:
             raise UsageError(
                 f"--config {path}: no run {run!r} with seed index {seed_index} in it "
                 "(a study's results.jsonl: give --run NAME [--seed-index I])"
             )
-        docs = [hit]
-    (doc,) = docs
     doc = doc.get("result", doc) if isinstance(doc, dict) else doc
     doc = doc.get("config", doc) if isinstance(doc, dict) else doc
     if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):

@@ -51,12 +51,8 @@ class _Arm:
 
     def _norm_inputs(self) -> list[tuple[nn.Module, torch.Size, torch.dtype]]:
         seen: list[tuple[nn.Module, torch.Size, torch.dtype]] = []
-        hooks = [
-            m.register_forward_pre_hook(
-                lambda m, args: seen.append((m, args[0].shape, args[0].dtype))
-            )
-            for m in self.model.norm_modules()
-        ]
+        record = lambda m, args: seen.append((m, args[0].shape, args[0].dtype))
+        hooks = [m.register_forward_pre_hook(record) for m in self.model.norm_modules()]
         with torch.no_grad(), self.autocast():
             self.model(self.x)
         for h in hooks:
