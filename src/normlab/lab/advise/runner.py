@@ -18,17 +18,17 @@ from normlab.lab.study.report import write_reports
 from normlab.lab.study.run import StudyOptions, StudyResult, run_study
 
 SPEC_FILE = "advise-spec.toml"
+_CONFIGS = resources.files("normlab.lab.advise").joinpath("configs")
 
 
 def shipped_configs() -> list[str]:
     """The example config.json files shipped in the package (configs/)."""
-    root = resources.files("normlab.lab.advise").joinpath("configs")
-    return sorted(p.name for p in root.iterdir() if p.name.endswith(".json"))
+    return sorted(p.name for p in _CONFIGS.iterdir() if p.name.endswith(".json"))
 
 
 def shipped_config(name: str) -> str:
     """The path of a shipped example config (e.g. ``llama-3.2-1b.json``)."""
-    return str(resources.files("normlab.lab.advise").joinpath("configs", name))
+    return str(_CONFIGS.joinpath(name))
 
 
 @dataclass
@@ -38,7 +38,6 @@ class Plan:
     twin: object  # normlab.lab.advise.twin.Twin
     command: str  # the command line that reproduces it
     spec_text: str
-    params: tuple[int, int]  # the twin's parameters: all, and in its blocks
 
     def study(self):
         from normlab.lab.study.spec import parse_spec
@@ -50,7 +49,7 @@ def plan(hf_config: str, scale: str, seeds: int | None = None, steps: int | None
     """``hf_config`` (a path, or the name of a shipped example) at the twin scale ``scale``,
     with ``seeds`` and ``steps`` in place of the scale's (None: its own)."""
     from normlab.lab.advise import hf_config as hf_reader
-    from normlab.lab.advise.twin import make_twin, scale_of, twin_params
+    from normlab.lab.advise.twin import make_twin, scale_of
     from normlab.lab.advise.twin_spec import spec_text
 
     path = hf_config
@@ -59,16 +58,17 @@ def plan(hf_config: str, scale: str, seeds: int | None = None, steps: int | None
     twin = make_twin(hf_reader.read(path), scale_of(scale, seeds, steps))
     command = f"normlab advise --hf-config {twin.hf.name} --preset {scale}"
     command += "".join(f" --{k} {v}" for k, v in (("seeds", seeds), ("steps", steps)) if v)
-    return Plan(twin, command, spec_text(twin, command), twin_params(twin))
+    return Plan(twin, command, spec_text(twin, command))
 
 
-def describe(twin, params: tuple[int, int]) -> str:
+def describe(twin) -> str:
     """The twin as text: its scale, every field with its source."""
     from normlab.lab.advise.advice import fmt_params, ratio
+    from normlab.lab.advise.twin import twin_params
     from normlab.lab.render import text_table
 
     hf, s, sz = twin.hf, twin.scale, twin.hf.sizes
-    m = twin.config().model
+    m, params = twin.config().model, twin_params(twin)
     lines = [
         f"{twin.name}: {twin.recipe_label()}; twin at {s.name} scale ({s.about})",
         f"  width {m.dim} (model {sz['hidden']}, {ratio(sz['hidden'], m.dim)}), depth "
@@ -130,8 +130,15 @@ def run_advise(p: Plan, study, options: StudyOptions, corpus) -> AdviseResult:
     doc = {**twin_json(p.twin), "spec_file": spec_path.name}
     write_file(out / "twin.json", json.dumps(doc, indent=1, ensure_ascii=False))
     result = run_study(study, options, corpus)
-    bl = advice.blocks(p.twin, result)
-    write_file(out / "advice.md", advice.to_markdown(bl, top=1))
-    lead_md, lead_html = advice.to_markdown(bl, top=2), advice.to_html(bl, top=2)
-    write_reports(result, out, lead_md=lead_md, lead_html=lead_html)
-    return AdviseResult(result, bl, spec_path)
+    r = AdviseResult(result, advice.blocks(p.twin, result), spec_path)
+    write_advice(r, out)
+    return r
+
+
+def write_advice(r: AdviseResult, out: Path) -> None:
+    """``OUT/advice.md``, and the study's reports led by the advice."""
+    from normlab.lab.advise import advice
+
+    write_file(out / "advice.md", advice.to_markdown(r.blocks, top=1))
+    lead_md, lead_html = advice.to_markdown(r.blocks, top=2), advice.to_html(r.blocks, top=2)
+    write_reports(r.study, out, lead_md=lead_md, lead_html=lead_html)

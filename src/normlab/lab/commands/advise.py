@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     study = configured(p.study(), args)  # --device cuda without CUDA stops here, before any work
     check_study(study)  # sizes, from the configs' arithmetic: before anything is allocated
     if not args.quiet or args.list:
-        print(describe(p.twin, p.params), end="\n\n")
+        print(describe(p.twin), end="\n\n")
     # What the twin leaves out is printed even with --quiet: no difference may go unsaid.
     print(gaps_text(p.twin), end="\n\n")
     if args.list:
@@ -118,11 +118,10 @@ def _redecide(args: argparse.Namespace) -> int:
     """``--redecide DIR``: the advice, reports and claims.json rebuilt from DIR's files."""
     from pathlib import Path
 
-    from normlab.lab.advise import advice
     from normlab.lab.advise.redecide import redecide_advise
+    from normlab.lab.advise.runner import write_advice
     from normlab.lab.errors import UsageError
-    from normlab.lab.io import hold, write_file
-    from normlab.lab.study.report import write_reports
+    from normlab.lab.io import hold
     from normlab.lab.study.run import summary
 
     # What would choose another twin or run anything: the design is DIR's, as it ran.
@@ -137,9 +136,7 @@ def _redecide(args: argparse.Namespace) -> int:
     # Every refusal comes before anything is written; the lock then keeps a running advise out.
     r = redecide_advise(out, data=args.data, device=args.device, precision=args.precision)
     with hold(out, "advise", "--redecide"):
-        write_file(out / "advice.md", advice.to_markdown(r.blocks, top=1))
-        lead_md, lead_html = advice.to_markdown(r.blocks, top=2), advice.to_html(r.blocks, top=2)
-        write_reports(r.study, out, lead_md=lead_md, lead_html=lead_html)
+        write_advice(r, out)
     if not args.quiet:
         print(f"{summary(r.study, out)}\n\n{r.headline}\n\n-> {out / 'advice.md'}")
     if r.study.failed:
