@@ -27,6 +27,7 @@ from normlab.lab.common import out_dir
 from normlab.lab.errors import UsageError
 from normlab.lab.io import write_file
 from normlab.lab.limits import set_threads
+from normlab.lab.numerics.measuring import part
 from normlab.lab.render import md_table
 from normlab.lab.verdict.finding import Finding, Part
 
@@ -80,22 +81,16 @@ COMMUNICATION = Finding(
     "BatchNorm's global statistics cost communication in distributed training.",
     "003 §七",
     (
-        (
+        part(
             "collectives per step",
-            Part(
-                "collectives(BatchNorm) − collectives(LayerNorm) in one DDP training step "
-                "(gloo, 2 processes, the same model otherwise)",
-                ">0",
-                1.0,
-            ),
+            "collectives(BatchNorm) − collectives(LayerNorm) in one DDP training step (gloo, 2 "
+            "processes, the same model otherwise)",
+            delta=1.0,
         ),
-        (
+        part(
             "bytes per step",
-            Part(
-                "bytes(BatchNorm) / bytes(LayerNorm) − 1 sent per rank in one training step",
-                ">0",
-                0.05,
-            ),
+            "bytes(BatchNorm) / bytes(LayerNorm) − 1 sent per rank in one training step",
+            delta=0.05,
         ),
     ),
     unit="training step",

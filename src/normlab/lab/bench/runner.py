@@ -115,23 +115,16 @@ def _case(op: str, x, w, b, r, backend: str | None):
 def _runner(fn, mode: str, x, w, b, r):
     """A no-argument callable doing one forward (no grad) or one forward+backward."""
     if mode == "fwd":
-
-        def fwd():
-            with torch.no_grad():
-                return fn(x, w, b, r)
-
-        return fwd
+        return torch.no_grad()(lambda: fn(x, w, b, r))
     leaves = [t.detach().requires_grad_(True) for t in (x, w, b, r)]
-    out = fn(*leaves)
-    outs = out if isinstance(out, tuple) else (out,)
-    grads = [torch.randn_like(o) for o in outs]
+    grads = [torch.randn_like(o) for o in _outputs(fn, leaves)]
+    return lambda: torch.autograd.grad(_outputs(fn, leaves), leaves, grads, allow_unused=True)
 
-    def fwd_bwd():
-        out = fn(*leaves)
-        outs = out if isinstance(out, tuple) else (out,)
-        return torch.autograd.grad(outs, leaves, grads, allow_unused=True)
 
-    return fwd_bwd
+def _outputs(fn, args) -> tuple:
+    """``fn(*args)`` as a tuple (the fused ops return two tensors, the others one)."""
+    out = fn(*args)
+    return out if isinstance(out, tuple) else (out,)
 
 
 def _time_case(
