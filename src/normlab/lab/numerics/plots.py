@@ -104,17 +104,17 @@ def grad_vs_eps(result) -> bytes | None:
 # the findings' plots (from the verdicts' records, so they show what was decided)
 
 
-def _verdict(verdicts, name: str) -> dict | None:
-    return next((v for v in verdicts if v["name"] == name), None)
+def _record(verdicts, name: str) -> dict | None:
+    """The record of the verdict ``name``; None when it was not decided or has none."""
+    return next((v.get("record") for v in verdicts if v["name"] == name), None)
 
 
 def finding_error_vs_scale(verdicts) -> bytes | None:
     """fp32-statistics-needed: the worst forward error over the draws vs input scale, naive
     (in-dtype statistics) against FP32 statistics, one panel per op and dtype."""
-    v = _verdict(verdicts, "fp32-statistics-needed")
-    if v is None or not v.get("record"):
+    rec = _record(verdicts, "fp32-statistics-needed")
+    if not rec:
         return None
-    rec = v["record"]
     fig, axes = render.figure(1, 4, figsize=(14, 3.4), squeeze=False)
     panels = [(o, d) for o in OPS.values() for d in ("FP16", "BF16")]
     for ax, (op, dt) in zip(axes[0], panels, strict=True):
@@ -132,10 +132,9 @@ def finding_error_vs_scale(verdicts) -> bytes | None:
 def finding_grad_vs_eps(verdicts) -> bytes | None:
     """small-eps-explodes: the true max |dx| on near-zero rows vs eps (left), and the fraction
     of the naive op's dx that is wrong per dtype (right)."""
-    v = _verdict(verdicts, "small-eps-explodes")
-    if v is None or not v.get("record"):
+    rec = _record(verdicts, "small-eps-explodes")
+    if not rec:
         return None
-    rec = v["record"]
     fig, (a, b) = render.figure(1, 2, figsize=(10, 3.6))
     for k, op in enumerate(OPS.values()):
         a.plot(rec["eps"], rec["curves"][f"{op} truth"], STYLES[k], marker=".", label=op)

@@ -36,7 +36,6 @@ from normlab.lab.errors import UsageError
 from normlab.lab.limits import check_rows, using_threads
 from normlab.lab.numerics.metrics import error_metrics
 from normlab.lab.numerics.naive import forward, naive_layer_norm, naive_rms_norm, truth_of
-from normlab.reference import CASTINGS
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 SHAPES = ("ordinary", "outlier", "constant", "near_zero")
@@ -49,22 +48,8 @@ class Grid:
     """The sweep. ``scale`` is the largest ``|x|`` of each row (so 6e4 still fits in FP16)."""
 
     dtypes: tuple[str, ...] = ("float16", "bfloat16", "float32")
-    scales: tuple[float, ...] = (
-        1e-4,
-        1e-3,
-        1e-2,
-        0.1,
-        1.0,
-        10.0,
-        100.0,
-        200.0,
-        300.0,
-        1e3,
-        3e3,
-        1e4,
-        3e4,
-        6e4,
-    )
+    scales: tuple[float, ...] = (1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0,
+                                 200.0, 300.0, 1e3, 3e3, 1e4, 3e4, 6e4)  # fmt: skip
     hiddens: tuple[int, ...] = (64, 256, 1024, 4096, 16384)
     shapes: tuple[str, ...] = SHAPES
     shape_scales: tuple[float, ...] = (1.0, 1e3)
@@ -124,9 +109,9 @@ def build_cases(grid: Grid) -> list[Case]:
     cases: dict[tuple, Case] = {}
     for axis, kw in raw:
         c = replace(base, **kw)
-        old = cases.get(c.key)
-        axes = old.axes if old else ()
-        cases[c.key] = replace(c, axes=axes + ((axis,) if axis not in axes else ()))
+        c = cases.setdefault(c.key, c)
+        if axis not in c.axes:
+            cases[c.key] = replace(c, axes=(*c.axes, axis))
     return list(cases.values())
 
 
@@ -188,7 +173,7 @@ def usable_backends(device: str = "cpu") -> tuple[list[str], dict[str, str]]:
     return ok, skipped
 
 
-def build_impls(backends: list[str], kernel_castings: tuple[str, ...] = CASTINGS) -> list[Impl]:
+def build_impls(backends: list[str], kernel_castings: tuple[str, ...]) -> list[Impl]:
     from normlab import functional as F
 
     def rms(be: str, c: str) -> Callable:
@@ -288,8 +273,8 @@ def sweep(
 
 @dataclass(frozen=True)
 class NumericsOptions:
-    """What ``normlab numerics`` runs: the grid (``grid``, else :data:`REDUCED` when
-    ``reduced``, else the full :class:`Grid`; ``rows`` overrides its rows per case), where, on
+    """What ``normlab numerics`` runs: the grid (:data:`REDUCED` when ``reduced``, else the
+    full :class:`Grid`; ``rows`` overrides its rows per case), where, on
     which backends (``None``: every usable one) and where the files go."""
 
     out: str | Path = "./normlab-out/numerics"
@@ -298,11 +283,10 @@ class NumericsOptions:
     device: str = "cpu"
     backends: tuple[str, ...] | None = None
     quiet: bool = False  # no progress bar
-    grid: Grid | None = None
     seeds: int | None = None  # input draws per finding; None: SEEDS (3 when reduced); 0: none
 
     def resolved_grid(self) -> Grid:
-        grid = self.grid or (REDUCED if self.reduced else Grid())
+        grid = REDUCED if self.reduced else Grid()
         if self.rows is None:
             return grid
         try:
