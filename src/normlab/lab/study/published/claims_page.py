@@ -161,22 +161,14 @@ def render(docs: Path) -> str:
         "",
     ]
     for article, info in cat.articles.items():
+        section = info["sections"]
         rows = [
-            [
-                info["sections"][s.section],
-                s.statement,
-                _status(s, decisions[s.id]),
-                _where(s, cat, pub),
-            ]
+            [section[s.section], s.statement, _status(s, decisions[s.id]), _where(s, cat, pub)]
             for s in cat.statements
             if s.article == article
         ]
-        md += [
-            f"## {article}: {info['title']}",
-            "",
-            md_table(["section", "statement (our paraphrase)", "status", "where decided"], rows),
-            "",
-        ]
+        table = md_table(["section", "statement (our paraphrase)", "status", "where decided"], rows)
+        md += [f"## {article}: {info['title']}", "", table, ""]
     md += [
         "## Claims beyond the articles",
         "",
