@@ -94,17 +94,11 @@ def _decide(claim: Claim, entry: dict, ctx: Context) -> Verdict:
         v = _stand_in(claim.name, claim.rule, entry, results).decide(results, ctx)
     else:
         stored = {p["part"]: p for p in entry["parts"]}
-        members = tuple(
-            (
-                label,
-                Controlled(
-                    _stand_in(f"{claim.name}/{label}", rule, stored[label], results),
-                    _stored(rule.controls, stored[label]),
-                ),
-            )
-            for label, rule in split[0]
-        )
-        v = compound.decide_parts(members, claim.rule.TARGET, results, ctx)
+        members = []
+        for label, rule in split[0]:
+            stand_in = _stand_in(f"{claim.name}/{label}", rule, stored[label], results)
+            members.append((label, Controlled(stand_in, _stored(rule.controls, stored[label]))))
+        v = compound.decide_parts(tuple(members), claim.rule.TARGET, results, ctx)
     return compound.with_controls(v, _stored(claim.controls, entry), results, ctx)
 
 
