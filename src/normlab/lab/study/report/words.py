@@ -126,9 +126,9 @@ def sentence(claim, v, h: float | None) -> str:
     out = _seen(claim, v, h)
     if v.status != Word.NOT_TESTABLE:
         return out
-    bad = [(label, c) for label, c in v.controls if c.status != Word.HOLDS]
+    bad = next(((label, c) for label, c in v.controls if c.status != Word.HOLDS), None)
     if bad:
-        label, c = bad[0]
+        label, c = bad
         seen = _control_text(dict(claim.controls).get(label), c, h)
         return (
             f"The control '{label}' did not hold: {seen}. This setting cannot show the "

@@ -186,16 +186,13 @@ def _claim(preset, c: Claim, v: Verdict, figures: list[d.Figure], h) -> d.Sectio
     why = [("claim", v.why)] + [(f"[{n}]", p.why) for n, p in v.parts]
     why += [(f"control '{label}'", cv.why) for label, cv in controls]
     means = tuple((k, fmt(x)) for k, x in v.means.items())
-    blocks.append(
-        d.Details(
-            "The numbers behind the verdict",
-            (
-                d.Table(("what", "why"), tuple(why)),
-                d.Table(("mean over the paired seeds", "value"), means),
-                *([d.Paragraph(f"Correction: {v.correction}.")] if v.correction else []),
-            ),
-        )
-    )
+    numbers = [
+        d.Table(("what", "why"), tuple(why)),
+        d.Table(("mean over the paired seeds", "value"), means),
+    ]
+    if v.correction:
+        numbers.append(d.Paragraph(f"Correction: {v.correction}."))
+    blocks.append(d.Details("The numbers behind the verdict", tuple(numbers)))
     return d.Section(c.name, tuple(blocks))
 
 
