@@ -43,20 +43,19 @@ def decide_parts(members, target: Word, results: Results, ctx) -> Verdict:
     plain = [rule.decide(results, sub.at(level)) for rule in rules]
     decide_at = lambda j, lvl: rules[j].decide(results, sub.at(lvl)).status  # noqa: E731
     fixed = correct([(v.status, v.why) for v in plain], decide_at, target, level)
-    verdicts = []
-    for j, (v, (word, why, note)) in enumerate(zip(plain, fixed, strict=True)):
+    parts = []
+    for (name, rule), v, (word, why, note) in zip(members, plain, fixed, strict=True):
         v = dataclasses.replace(v, status=word, why=why, correction=note) if note else v
-        verdicts.append(with_controls(v, rules[j].controls, results, sub))
+        parts.append((name, with_controls(v, rule.controls, results, sub)))
     confirmed = sum(note.startswith("confirmed") for _, _, note in fixed)
     correction = (
         f"Holm step-down over the {k} parts for '{target}' (family-wise {1 - level:.0%}): "
         f"{confirmed} confirmed"
     )
-    parts = tuple((name, v) for (name, _), v in zip(members, verdicts, strict=True))
     why = "; ".join(f"{name}: {v.status}" for name, v in parts)
     means = {key: x for _, v in parts for key, x in v.means.items()}
     seeds = None
     for _, v in parts:
         seeds = v.seeds.merge(seeds) if v.seeds else seeds
     status = combine(target, [v.status for _, v in parts])
-    return Verdict(status, why, None, parts, means, seeds, correction)
+    return Verdict(status, why, None, tuple(parts), means, seeds, correction)

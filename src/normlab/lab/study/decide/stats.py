@@ -128,6 +128,7 @@ class Verdict:
     controls: tuple[tuple[str, Verdict], ...] = ()  # what the controls showed
 
     def to_dict(self) -> dict[str, Any]:
+        shown = ("verdict", "why", "seed_outcomes")  # of a control
         return {
             "verdict": self.status,
             "why": self.why,
@@ -136,13 +137,7 @@ class Verdict:
             "seed_outcomes": self.seeds.to_dict() if self.seeds else None,
             "correction": self.correction,
             "controls": [
-                {
-                    "control": name,
-                    "verdict": v.status,
-                    "why": v.why,
-                    "seed_outcomes": v.seeds.to_dict() if v.seeds else None,
-                }
-                for name, v in self.controls
+                {"control": name} | {k: v.to_dict()[k] for k in shown} for name, v in self.controls
             ],
             "parts": [{"part": name, **v.to_dict()} for name, v in self.parts],
         }

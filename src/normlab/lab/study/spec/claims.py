@@ -227,7 +227,7 @@ class ClaimLoader:
     def parts(self, v: Any, path: str, arms: list[str], params: dict) -> tuple:
         """A compound claim's [[claims.parts]]: (label, rule) pairs, each part taking the
         parameters it does not set from its claim (``params``)."""
-        parts, labels = [], set()
+        parts: list[tuple[str, Any]] = []
         for i, part in enumerate(self.tables(v, path, "[[claims.parts]]")):
             ppath = _at(path, i)
             pkind = self.rule_kind(part, ppath)
@@ -236,11 +236,9 @@ class ClaimLoader:
             allowed = ("label", "rule", "controls", *_params(pkind)[1])
             self.keys(part, ppath, allowed, required=("label",))
             label = self.string(part["label"], _at(ppath, "label"))
-            if label in labels:
+            if label in dict(parts):
                 self.fail(_at(ppath, "label"), f"label {label!r} appears twice")
-            labels.add(label)
-            shared = {k: x for k, x in params.items() if k != "parts"}
-            rule = self.rule(pkind, part, ppath, arms, shared)
+            rule = self.rule(pkind, part, ppath, arms, params)  # its kind takes no parts
             if "controls" in part:
                 cpath = _at(ppath, "controls")
                 rule = Controlled(rule, self.controls(part["controls"], cpath, arms, rule.seeds))
@@ -276,11 +274,8 @@ class ClaimLoader:
         if spec == "expect":
             e = EXPECT_ALIASES.get(v, v) if isinstance(v, str) else v
             if not isinstance(e, str) or e not in EXPECT:
-                self.fail(
-                    path,
-                    f"expected one of {', '.join(map(_show, EXPECT))} (or "
-                    f'"!=0", "~0"), got {_show(v)}',
-                )
+                wanted = ", ".join(map(_show, EXPECT))
+                self.fail(path, f'expected one of {wanted} (or "!=0", "~0"), got {_show(v)}')
             return e
         if spec == "name":
             return self.string(v, path)

@@ -69,6 +69,7 @@ MODEL_FIELDS = tuple(
     f.name for f in dataclasses.fields(TransformerConfig) if f.name not in NOT_IN_SPEC
 )
 _REQUIRED_MODEL = ("dim", "n_layers", "n_heads")
+_TABLES = ("base", "arms", "claims")  # a spec's required tables
 # The arm names a grid is built from draw on both, so no name may mean two fields.
 assert not set(TRAIN_FIELDS) & set(MODEL_FIELDS)
 
@@ -218,12 +219,7 @@ class _Loader(ClaimLoader):
     # ---- the study
 
     def study(self, doc: dict, default_name: str) -> Study:
-        self.keys(
-            doc,
-            "",
-            ("name", "description", "base", "arms", "claims"),
-            required=("base", "arms", "claims"),
-        )
+        self.keys(doc, "", ("name", "description", *_TABLES), required=_TABLES)
         name = self.text(self.string(doc.get("name", default_name), "name"), "name", NAME_MAX)
         desc = doc.get("description", "")
         if not isinstance(desc, str):
