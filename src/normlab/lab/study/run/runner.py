@@ -106,14 +106,8 @@ def _raise_on_sigterm(signum, frame) -> None:
     raise Interrupted(128 + signum)
 
 
-def configure(
-    study: Study,
-    device: str | None = None,
-    precision: str | None = None,
-    *,
-    check: bool = True,
-    auto: str | None = None,
-) -> Study:
+def configure(study: Study, device: str | None = None, precision: str | None = None, *,
+              check: bool = True, auto: str | None = None) -> Study:  # fmt: skip
     """``study`` with every arm on ``device`` in ``precision`` (None: the arm's own), and
     ``"auto"`` resolved to ``auto`` (None: the device here, ``cpu`` or ``cuda``), so a run's key
     and record say where it ran. ``check``: a :class:`UsageError` if an arm needs CUDA and there
@@ -185,11 +179,8 @@ def summary(result: StudyResult, out: Path) -> str:
 
     n = sum(map(len, result.results.values()))
     table = format_table(result.study, result.verdicts, result.meta.get("plateau_h"))
-    return (
-        f"{table}\n\n{n} runs in "
-        f"{result.meta['wall_s']:.0f} s -> {out / 'report.html'}, {out / 'report.md'}, "
-        f"{out / 'claims.json'}"
-    )
+    reports = ", ".join(str(out / f) for f in ("report.html", "report.md", "claims.json"))
+    return f"{table}\n\n{n} runs in {result.meta['wall_s']:.0f} s -> {reports}"
 
 
 def run_timing(study: Study, corpus, seed: int, plan, quiet: bool) -> dict:
