@@ -10,6 +10,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+# The config keys of dropout probabilities, across the families.
+_DROPOUTS = ("attention_dropout", "attention_probs_dropout_prob", "hidden_dropout_prob")
+_DROPOUTS += ("attn_pdrop", "resid_pdrop", "embd_pdrop", "hidden_dropout", "resid_dropout")
+
 
 def _num(v: Any) -> str:
     return f"{v:g}" if isinstance(v, int | float) and not isinstance(v, bool) else json.dumps(v)
@@ -22,9 +26,9 @@ def gaps(r, s: dict[str, int]) -> list[str]:
     if fam.arch == "llama":
         out += _attention(r, s)
         act, src = r.get("hidden_act", "silu")
-        if fam.act_key:  # Gemma's MLP reads hidden_activation, hidden_act only where it is null
-            act2, src2 = r.get(fam.act_key)
-            act, src = (act2, src2) if act2 is not None else (act, src)
+        # Gemma's MLP reads hidden_activation, hidden_act only where it is null
+        if fam.act_key and r.get(fam.act_key)[0] is not None:
+            act, src = r.get(fam.act_key)
         if act != "silu":
             out.append(
                 f"{src} = {act}: a gated MLP with that activation; the twin's is SwiGLU (silu)"
@@ -43,20 +47,7 @@ def gaps(r, s: dict[str, int]) -> list[str]:
         for key in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn"):
             if r.cfg.get(key):
                 out.append(f"{p}{key} = true: the twin's attention is plain softmax(q·kᵀ/√d)·v")
-    drops = [
-        key
-        for key in (
-            "attention_dropout",
-            "attention_probs_dropout_prob",
-            "hidden_dropout_prob",
-            "attn_pdrop",
-            "resid_pdrop",
-            "embd_pdrop",
-            "hidden_dropout",
-            "resid_dropout",
-        )
-        if isinstance(r.cfg.get(key), int | float) and r.cfg[key] > 0
-    ]
+    drops = [k for k in _DROPOUTS if isinstance(r.cfg.get(k), int | float) and r.cfg[k] > 0]
     if drops:
         vals = ", ".join(f"{p}{key} = {_num(r.cfg[key])}" for key in drops)
         out.append(f"dropout ({vals}): the twin trains without dropout")

@@ -29,6 +29,10 @@ _PLACEMENT_SOURCES = {
     "post": "a norm after each residual add, N(x + F(x)) (attention.output.LayerNorm, "
     "output.LayerNorm)",
 }
+_ARCH_SOURCES = {
+    "gpt2": "learned positions, GELU MLP, biases",
+    "llama": "RoPE, gated MLP, no biases",
+}
 _FINAL_NORM_SOURCES = {
     "llama": "model.norm before the head",
     "gpt2": "ln_f before the head",
@@ -123,10 +127,7 @@ class _Reader:
 
     def optional(self, key: str, default: int) -> int:
         """``key``'s positive int, or ``default`` where it is absent or null."""
-        v, _ = self.get(key)
-        if v is None:
-            return default
-        return self.positive(key)[0]
+        return default if self.get(key)[0] is None else self.positive(key)[0]
 
     def model(self) -> HFModel:
         sizes, ffn_src = self.sizes()
@@ -160,98 +161,54 @@ class _Reader:
         }
         return sizes, ffn_src
 
+    def number(self, key: str, default: Any, ok, expected: str) -> tuple[float, str]:
+        """``key``'s number as a float, and its source; ``ok(value)`` false is a UsageError
+        saying it ``expected``."""
+        v, src = self.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not ok(v):
+            raise UsageError(f"{self.where}: {src}: expected {expected}, got {_shown(v)}")
+        return float(v), src
+
     def recipe(self, sizes: dict[str, int], ffn_src: str) -> dict[str, tuple[Any, str]]:
         """The twin's recipe: each setting with its source (the file's key or the family's)."""
         fam, mt, k = self.fam, self.model_type, self.fam.keys
         tie, tie_src = self.get("tie_word_embeddings", fam.tie_default)
         if not isinstance(tie, bool):  # "no" must not read as tied
             raise UsageError(f"{self.where}: {tie_src}: expected true or false, got {_shown(tie)}")
-        eps, eps_src = self.get(k["eps"], fam.eps_default)
-        if isinstance(eps, bool) or not isinstance(eps, int | float) or not 0 <= eps < 1:
-            raise UsageError(
-                f"{self.where}: {eps_src}: expected a number in [0, 1), got {_shown(eps)}"
-            )
-        on = f"model_type {mt}: "
-        norm_src = on + fam.norm_class
+        eps = self.number(k["eps"], fam.eps_default, lambda x: 0 <= x < 1, "a number in [0, 1)")
+        on, norm_src = f"model_type {mt}: ", f"model_type {mt}: {fam.norm_class}"
+        qk = "no q/k norm"
+        if fam.qk_norm:
+            qk = "q_norm/k_norm over " + ("the q/k projections" if mt == "olmo2" else "head_dim")
         recipe: dict[str, tuple[Any, str]] = {
-            "arch": (
-                fam.arch,
-                on
-                + (
-                    "learned positions, GELU MLP, biases"
-                    if fam.arch == "gpt2"
-                    else "RoPE, gated MLP, no biases"
-                ),
-            ),
+            "arch": (fam.arch, on + _ARCH_SOURCES[fam.arch]),
             "norm": (fam.norm, norm_src),
-            "placement": (
-                fam.placement,
-                on + _PLACEMENT_SOURCES[fam.placement],
-            ),
-            "qk_norm": (
-                fam.qk_norm,
-                on
-                + (
-                    (
-                        "q_norm/k_norm over the q/k projections"
-                        if mt == "olmo2"
-                        else "q_norm/k_norm over head_dim"
-                    )
-                    if fam.qk_norm
-                    else "no q/k norm"
-                ),
-            ),  # fmt: skip
+            "placement": (fam.placement, on + _PLACEMENT_SOURCES[fam.placement]),
+            "qk_norm": (fam.qk_norm, on + qk),
             "final_norm": (True, on + _FINAL_NORM_SOURCES.get(mt, _FINAL_NORM_SOURCES[fam.arch])),
-            "eps": (float(eps), eps_src),
+            "eps": eps,
         }
         if fam.norm == "rmsnorm":
-            recipe["rms_casting"] = (
-                fam.casting,
-                norm_src
-                + (
-                    ": (1 + w) applied in FP32, then cast"
-                    if fam.offset
-                    else ": normalised and × w in FP32, then cast"
-                    if fam.casting == "gemma"
-                    else ": normalised in FP32, cast to the input dtype, then × w"
-                ),
-            )
-            recipe["norm_offset"] = (
-                fam.offset,
-                norm_src
-                + (
-                    ": output × (1 + weight), the weight stored around 0"
-                    if fam.offset
-                    else ": output × weight"
-                ),
-            )
-        recipe["scale_embeddings"] = (
-            fam.scale_embeddings,
-            on + ("embeddings × √hidden_size" if fam.scale_embeddings else "embeddings unscaled"),
-        )
-        recipe["tie_embeddings"] = (bool(tie), tie_src)
+            cast = ": normalised in FP32, cast to the input dtype, then × w"
+            if fam.offset:
+                cast = ": (1 + w) applied in FP32, then cast"
+            elif fam.casting == "gemma":
+                cast = ": normalised and × w in FP32, then cast"
+            gain = "(1 + weight), the weight stored around 0" if fam.offset else "weight"
+            recipe["rms_casting"] = (fam.casting, norm_src + cast)
+            recipe["norm_offset"] = (fam.offset, f"{norm_src}: output × {gain}")
+        scaled = "embeddings × √hidden_size" if fam.scale_embeddings else "embeddings unscaled"
+        recipe["scale_embeddings"] = (fam.scale_embeddings, on + scaled)
+        recipe["tie_embeddings"] = (tie, tie_src)
         recipe["mlp_ratio"] = (sizes["ffn"] / sizes["hidden"], ffn_src)
-        recipe.update(self.init())
+        # The family's _init_weights: every linear and embedding N(0, initializer_range), biases
+        # 0; GPT-2 also scales its residual projections (c_proj) by 1/√(2·n_layer).
+        how, gpt2 = f"model_type {mt}: transformers' _init_weights", fam.arch == "gpt2"
+        std = self.number("initializer_range", 0.02, lambda x: 0 < x < 1e3, "a number > 0")
+        branch = "no residual-projection scaling"
+        if gpt2:
+            branch = "c_proj (attention and MLP outputs) × 1/√(2·n_layer)"
+        recipe["init"] = ("normal", f"{how}: linears and embeddings N(0, initializer_range)")
+        recipe["init_std"] = std
+        recipe["scale_branch_init"] = (gpt2, f"{how}: {branch}")
         return recipe
-
-    def init(self) -> dict[str, tuple[Any, str]]:
-        """The family's ``_init_weights``: every linear and embedding N(0, initializer_range),
-        biases 0; GPT-2 also scales its residual projections (c_proj) by 1/√(2·n_layer)."""
-        std, src = self.get("initializer_range", 0.02)
-        if isinstance(std, bool) or not isinstance(std, int | float) or not 0 < std < 1e3:
-            raise UsageError(f"{self.where}: {src}: expected a number > 0, got {_shown(std)}")
-        how = f"model_type {self.model_type}: transformers' _init_weights"
-        gpt2 = self.fam.arch == "gpt2"
-        return {
-            "init": ("normal", f"{how}: linears and embeddings N(0, initializer_range)"),
-            "init_std": (float(std), src),
-            "scale_branch_init": (
-                gpt2,
-                f"{how}: "
-                + (
-                    "c_proj (attention and MLP outputs) × 1/√(2·n_layer)"
-                    if gpt2
-                    else "no residual-projection scaling"
-                ),
-            ),
-        }
