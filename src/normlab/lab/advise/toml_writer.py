@@ -13,7 +13,6 @@ Comments are kept apart from the data, keyed by path: ``comments[("base",)]`` go
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -41,11 +40,7 @@ def value(v: Any) -> str:
     if isinstance(v, int):
         return str(v)
     if isinstance(v, float):
-        if math.isnan(v):
-            return "nan"
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        return repr(v)  # Python's shortest round-trip form is valid TOML (1e-05, 0.001)
+        return repr(v)  # Python's shortest round-trip form is valid TOML (1e-05, 0.001, inf, nan)
     if isinstance(v, str):
         # JSON's escapes are those of a TOML basic string, but for DEL, which TOML forbids.
         return json.dumps(v, ensure_ascii=False).replace("\x7f", "\\u007f")
