@@ -40,15 +40,14 @@ def bottom_line(twin: Twin, r: Ranking, label: dict[str, str], missing: int = 0)
     m, s = twin.config().model, twin.scale
     size = f"a d={m.dim}, {m.n_layers}-block twin, {s.steps} steps, {plural(s.seeds, 'seed')}"
     stab = {a.arm: a for a in (r.stability.arms if r.stability else ())}
-    better, worse, open_ = [], set(), []
+    better, open_ = [], []
     for a in r.quality.arms[1:]:
         st = stab.get(a.arm)
         wins = a.beats == Word.HOLDS or (st is not None and st.alt_stabler == Word.HOLDS)
         # decided no better: the recipe at least as good, or the alternative short of δ
         loses = (a.beats != Word.HOLDS and a.as_good == Word.HOLDS) or a.beats == Word.DOES_NOT_HOLD
-        if st is not None and st.recipe_stabler == Word.HOLDS:
-            worse.add(a.arm)
-        if wins and a.arm not in worse:
+        worse = st is not None and st.recipe_stabler == Word.HOLDS
+        if wins and not worse:
             better.append(a.arm)
         elif not loses:
             open_.append(a.arm)

@@ -97,27 +97,17 @@ class Ranking:
     speed: Speed | None  # None: the study has no timing claim
 
 
-class Decided:
-    """The study's verdicts, found by what each claim answers (``twin.CLAIM_NAMES``)."""
-
-    def __init__(self, verdicts) -> None:
-        self.by_name = {c.name: (c, v) for c, v in verdicts}
-
-    def get(self, kind: str, arm: str = ""):
-        """(claim, verdict), or None where the study has no such claim."""
-        return self.by_name.get(claim_name(kind, arm))
-
-    def __call__(self, kind: str, arm: str = ""):
-        """(claim, verdict) of a claim the study must have."""
-        return self.by_name[claim_name(kind, arm)]
+class Decided(dict):
+    """The study's (claim, verdict) pairs by claim name: what each answers (``twin.claim_name``)."""
 
     def status(self, kind: str, arm: str = "") -> str:
-        got = self.get(kind, arm)
+        """The status of the claim, NONE where the study has no such claim."""
+        got = self.get(claim_name(kind, arm))
         return got[1].status if got else NONE
 
 
 def rank(twin: Twin, result: StudyResult) -> Ranking:
-    decided = Decided(result.verdicts)
+    decided = Decided((c.name, (c, v)) for c, v in result.verdicts)
     return Ranking(
         quality(twin, result.results, decided),
         stability(twin, result.results, decided),
@@ -158,7 +148,7 @@ def stability(twin: Twin, results, decided: Decided) -> Stability | None:
         return ArmStability(name, *sens, vs_recipe, _best_lr(results, sweep), *status)
 
     # Each sweep as the "recipe stabler" claims have it: the recipe's is their stable one.
-    claims = {a: decided("stabler", a) for a in swept}
+    claims = {a: decided[claim_name("stabler", a)] for a in swept}
     first = claims[swept[0]][0].rule
     arms = [arm("recipe", first, first.stable, None, NONE, NONE)]
     for a, (claim, v) in claims.items():
@@ -178,10 +168,10 @@ def _best_lr(results, sweep) -> tuple[float, float] | None:
 
 def speed(timings: dict, decided: Decided) -> Speed | None:
     """RMSNorm's arm against LayerNorm's in the serial timing phase."""
-    norm = decided.get("faster")
+    norm = decided.get(claim_name("faster"))
     if not norm:
         return None
-    step = decided.get("faster_step")
+    step = decided.get(claim_name("faster_step"))
     arms = []
     for arm, what in ((norm[0].rule.fast, "RMSNorm"), (norm[0].rule.slow, "LayerNorm")):
         t = timings.get(arm) or {}
