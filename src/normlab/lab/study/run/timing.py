@@ -31,6 +31,9 @@ from normlab.models import Transformer, param_groups
 from normlab.modules import LayerNorm, RMSNorm
 
 WARMUP_ROUNDS = 2
+# Passes per measurement, the fastest of which counts: whole training steps, and the norms'.
+STEP_REPS = 3
+NORM_REPS = 5
 
 
 class _Arm:
@@ -127,13 +130,7 @@ def _time_cuda(fns: Sequence[Callable[[], None]], reps: int, device: torch.devic
 
 
 def time_arms(
-    configs: dict[str, TrainConfig],
-    corpus: Corpus,
-    *,
-    rounds: int = 7,
-    steps: int = 3,
-    reps: int = 5,
-    threads: int = 0,
+    configs: dict[str, TrainConfig], corpus: Corpus, *, rounds: int = 7, threads: int = 0
 ) -> dict[str, dict[str, list[float]]]:
     """``arm -> {"step_ms", "norm_ms", "torch_norm_ms": one value per round}``."""
     set_threads(threads)
@@ -149,11 +146,11 @@ def time_arms(
         got = {n: {k: [] for k in out[n]} for n in arms}
         for name in order:
             arm, (ours, theirs) = arms[name], calls[name]
-            got[name]["step_ms"].append(_time([arm.step], steps, arm.device))
+            got[name]["step_ms"].append(_time([arm.step], STEP_REPS, arm.device))
             # ours and PyTorch's in alternating order too, for the same reason
             pair = (("norm_ms", ours), ("torch_norm_ms", theirs))
             for key, fns in pair if len(got[name]["norm_ms"]) == 0 else reversed(pair):
-                got[name][key].append(_time(fns, reps, arm.device))
+                got[name][key].append(_time(fns, NORM_REPS, arm.device))
         if r >= WARMUP_ROUNDS:
             for name in arms:
                 for key, xs in got[name].items():
