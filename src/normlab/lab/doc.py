@@ -273,18 +273,14 @@ def _html_block(b: Block) -> str:
     raise TypeError(f"not a block: {b!r}")
 
 
-def toc(doc: Document) -> list[tuple[str, str]]:
-    """(id, text) of every ``h2`` with an anchor, in order."""
-    return [
-        (b.id, plain(b.text, badges=False))
+def to_html(doc: Document, *, toc_after: int = 0) -> str:
+    """The page; the table of contents (every ``h2`` with an anchor, in order) stands after the
+    first ``toc_after`` blocks."""
+    links = " · ".join(
+        f'<a href="#{escape(b.id)}">{escape(plain(b.text, badges=False))}</a>'
         for b in walk(doc.blocks)
         if isinstance(b, Heading) and b.level == 2 and b.id
-    ]
-
-
-def to_html(doc: Document, *, toc_after: int = 0) -> str:
-    """The page; the table of contents stands after the first ``toc_after`` blocks."""
-    links = " · ".join(f'<a href="#{escape(i)}">{escape(t)}</a>' for i, t in toc(doc))
+    )
     nav = f'<nav class="toc"><b>Contents:</b> {links}</nav>' if links else ""
     parts = [_html_block(b) for b in doc.blocks]
     parts.insert(min(toc_after, len(parts)), nav)

@@ -139,11 +139,11 @@ def machine_memory(device: str = "cpu") -> int | None:
 
 
 def fmt_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if n < 1024 or unit == "PiB":
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024:
             return f"{n:.3g} {unit}"
         n /= 1024
-    raise AssertionError
+    return f"{n:.3g} PiB"
 
 
 # Bytes per element of a numerics case at its widest: the input in each dtype, its float64

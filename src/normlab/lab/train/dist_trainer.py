@@ -102,15 +102,7 @@ class DistributedTrainer(Trainer):
     def train_batches(self) -> RandomBatches:
         # Every rank evaluates the whole validation set (the base's ``eval_batches``): the probes
         # then see what one process sees, and all_reduce_mean of identical numbers is the number.
-        cfg, info = self.cfg, self.info
-        it = RandomBatches(
-            self.train_split(),
-            cfg.batch_size // info.world_size,
-            cfg.seq_len,
-            seed=cfg.seed,
-            rank=info.rank,
-            world_size=info.world_size,
-        )
+        it = super().train_batches(self.info.rank, self.info.world_size)
         for _ in range(self._start):  # the stream is seeded: replay it up to the checkpoint
             next(it)
         return it
@@ -131,8 +123,8 @@ class DistributedTrainer(Trainer):
         done = self._ckpt["result"]
         res.history, res.evals, res.probes = done["history"], done["evals"], done["probes"]
         if self.info.is_main:  # drop the lines a killed run logged after its checkpoint
-            lines = [json.dumps(r) for r in _records(res.history, res.evals)]
-            write_file(self.out / METRICS, "".join(f"{line}\n" for line in lines))
+            lines = "".join(json.dumps(r) + "\n" for r in _records(res.history, res.evals))
+            write_file(self.out / METRICS, lines)
         return self._start
 
     def log(self, step: int, record: dict[str, float]) -> None:

@@ -42,13 +42,10 @@ class Evaluation:
     def _output_change(self, i: int, logits: Tensor, step: int | None) -> dict[str, float]:
         """DeepNet's model update on the probe batches: ``output_change`` = RMS(F(x, θ_t) −
         F(x, θ_0)) of the logits on probe batch ``i``, from the probe at step 0 (kept here)."""
-        if step is None:
-            return {}
         logits = logits.detach().float()
         if step == 0:
             self._logits0[i] = logits
-            return {}
-        ref = self._logits0.get(i)
+        ref = self._logits0.get(i) if step else None  # none at step 0, or outside training
         if ref is None:
             return {}
         return {"output_change": float((logits - ref).pow(2).mean().sqrt())}

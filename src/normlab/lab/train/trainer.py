@@ -67,9 +67,17 @@ class Trainer(Evaluation):
         n = self.cfg.train_slice
         return self.data.train[:n] if n else self.data.train
 
-    def train_batches(self):
+    def train_batches(self, rank: int = 0, world_size: int = 1) -> RandomBatches:
+        """The training stream of process ``rank`` of ``world_size``: its share of each global
+        batch."""
+        cfg = self.cfg
         return RandomBatches(
-            self.train_split(), self.cfg.batch_size, self.cfg.seq_len, seed=self.cfg.seed
+            self.train_split(),
+            cfg.batch_size // world_size,
+            cfg.seq_len,
+            seed=cfg.seed,
+            rank=rank,
+            world_size=world_size,
         )
 
     def eval_batches(self) -> list[tuple[Tensor, Tensor]]:
