@@ -95,11 +95,10 @@ def _where(s: Statement, cat: Catalogue, pub: Published) -> str:
     lines = [_claim_line(ref, cat, pub.claims) for ref in s.claims]
     lines += [_finding_line(s, ref, cat, pub) for ref in s.findings]
     lines += [f"*related, not the headline:* {_claim_line(r, cat, pub.claims)}" for r in s.related]
-    for t in s.tests:
-        if tests_decide(s):
-            lines.append(f"test `{t}` (passes in CI): **{s.by_test}**")
-        else:
-            lines.append(f"also checked by the test `{t}`")
+    if tests_decide(s):
+        lines += [f"test `{t}` (passes in CI): **{s.by_test}**" for t in s.tests]
+    else:
+        lines += [f"also checked by the test `{t}`" for t in s.tests]
     if s.note:
         lines.append(f"*Note:* {s.note}")
     return "<br>".join(lines) or "–"

@@ -30,14 +30,12 @@ def load(dirs: list[Path]) -> list[dict[str, Any]]:
     paths = [Path(d) / "claims.json" for d in dirs]
     # Every file read first, so that a hostile string is named before another file's flaws.
     docs = [_read(path) if path.is_file() else None for path in paths]
-    out = []
     for d, path, doc in zip(dirs, paths, docs, strict=True):
         if doc is None:
             raise FileNotFoundError(f"{path}: no claims.json (is {d} a study's output directory?)")
         _check(doc, path)
         doc["label"] = f"{doc['preset']} (--seed {doc.get('seed_block', 0)})"
-        out.append(doc)
-    return out
+    return docs
 
 
 def _read(path: Path) -> Any:

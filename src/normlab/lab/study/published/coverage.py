@@ -103,8 +103,7 @@ def load() -> Catalogue:
         e = dict(e)
         found = e.pop("finding", ())
         e["findings"] = (found,) if isinstance(found, str) else tuple(found)
-        for key in ("claims", "related", "tests", "parts"):
-            e[key] = tuple(e.get(key, ()))
+        e.update({k: tuple(e.get(k, ())) for k in ("claims", "related", "tests", "parts")})
         entries.append(Statement(**e))
     return Catalogue(
         doc["articles"], doc["reports"], doc["findings"], doc["beyond"], tuple(entries)
