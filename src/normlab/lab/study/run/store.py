@@ -96,8 +96,7 @@ def find_run(records: Iterable[Any], name: str | None, seed_index: int) -> Any:
             return r.get("name"), r.get("seed_index")
         return getattr(r, "arm", None), getattr(r, "index", None)
 
-    hits = [r for r in records if ident(r) == (name, seed_index)]
-    return hits[-1] if hits else None
+    return next((r for r in reversed(list(records)) if ident(r) == (name, seed_index)), None)
 
 
 class ResultStore:
