@@ -4,12 +4,12 @@ returns the rows."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
+from normlab.lab.bench.runner import seconds_per_call
 from normlab.lab.common import positive_int
 from normlab.lab.errors import UsageError
 
@@ -29,14 +29,6 @@ class DemoRow:
     backend: str
     max_abs_err: float
     ms: float
-
-
-def _time(fn, repeat: int = 5) -> float:
-    fn()
-    t0 = time.perf_counter()
-    for _ in range(repeat):
-        fn()
-    return (time.perf_counter() - t0) / repeat
 
 
 def _check(options: DemoOptions) -> None:
@@ -79,7 +71,8 @@ def run_demo(options: DemoOptions, log: Callable[[str], None] = print) -> list[D
     for op, call in calls.items():
         for be in backends:
             err = (call(be).double() - truth[op]).abs().max().item()
-            ms = 1e3 * _time(lambda be=be, call=call: call(be))
+            # the call above was the warm-up
+            ms = 1e3 * seconds_per_call(lambda be=be, call=call: call(be), 5)
             log(f"{op:<11} {be:<10} {err:>12.3e} {ms:>8.2f}")
             rows.append(DemoRow(op, be, err, ms))
     return rows

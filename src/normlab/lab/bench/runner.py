@@ -81,7 +81,9 @@ def time_ms(
     return {name: 1e3 * t for name, t in best.items()}
 
 
-def seconds_per_call(fn: Callable[[], object], number: int, sync: Callable[[], None]) -> float:
+def seconds_per_call(
+    fn: Callable[[], object], number: int, sync: Callable[[], None] = lambda: None
+) -> float:
     """Wall seconds per call of ``fn`` over ``number`` calls in a row, synced at the end."""
     t0 = time.perf_counter()
     for _ in range(number):

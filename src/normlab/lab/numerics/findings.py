@@ -115,14 +115,13 @@ def _fp32_stats(seeds: range, record: dict) -> dict[str, list[float]]:
 
 def _sphere(seeds: range, record: dict) -> dict[str, list[float]]:
     vals: dict[str, list[float]] = {"on the sphere": [], "inside with eps": []}
-    d = HIDDEN
     for s in seeds:
         x, *_ = draw(s, torch.float32)
-        r = reference.rms_norm(x, None, EPS).norm(dim=-1) / math.sqrt(d)
+        r = reference.rms_norm(x, None, EPS).norm(dim=-1) / math.sqrt(HIDDEN)
         vals["on the sphere"].append(float((r - 1).abs().max()))
         ms = x.double().pow(2).mean(-1, keepdim=True)
         small = (x.double() * torch.sqrt(100 * EPS / ms)).float()  # mean(x²) = 100·eps
-        r = reference.rms_norm(small, None, EPS).norm(dim=-1).double() / math.sqrt(d)
+        r = reference.rms_norm(small, None, EPS).norm(dim=-1).double() / math.sqrt(HIDDEN)
         vals["inside with eps"].append(float((1 - r).mean()))
     record["predicted 1 − ‖x̂‖/√d at mean(x²) = 100·eps"] = 1 - math.sqrt(100 / 101)
     return vals

@@ -128,35 +128,27 @@ def finding_plots(result) -> dict[str, bytes]:
     return {k: v for k, v in pngs.items() if v}
 
 
-def _statements_md(result) -> list[str]:
-    from normlab.lab.numerics import tables
-    from normlab.lab.numerics.findings import FINDINGS
-
-    if not result.verdicts:
-        return []
-    return ["## The articles' statements, decided", "", tables.markdown(result.verdicts, FINDINGS)]
+def _scale_tables(result):
+    """``(op and dtype, header, rows)`` of the :func:`scale_table` of every op and dtype."""
+    for op in OPS:
+        for dt in result.grid["dtypes"]:
+            yield (f"{OPS[op]} {DTYPE_SHORT[dt]}", *scale_table(result, op, dt))
 
 
 def markdown(result) -> str:
+    from normlab.lab.numerics import tables
+    from normlab.lab.numerics.findings import FINDINGS
+
     out = ["# normlab numerics", "", *_header_text(result), ""]
-    out += _statements_md(result)
-    out += ["## What this shows", ""]
-    out += [f"- {f}" for f in result.findings]
-    out += [
-        "",
-        "## Summary (worst case over the sweep)",
-        "",
-        md_table(SUMMARY_HEADER, summary_rows(result)),
-    ]
-    for op in OPS:
-        for dt in result.grid["dtypes"]:
-            header, rows = scale_table(result, op, dt)
-            out += [
-                "",
-                f"## {OPS[op]} {DTYPE_SHORT[dt]}: forward max relative error vs input scale",
-                "",
-                md_table(header, rows),
-            ]
+    if result.verdicts:
+        decided = tables.markdown(result.verdicts, FINDINGS)
+        out += ["## The articles' statements, decided", "", decided]
+    summary = md_table(SUMMARY_HEADER, summary_rows(result))
+    out += ["## What this shows", "", *(f"- {f}" for f in result.findings), ""]
+    out += ["## Summary (worst case over the sweep)", "", summary]
+    for what, header, rows in _scale_tables(result):
+        title = f"## {what}: forward max relative error vs input scale"
+        out += ["", title, "", md_table(header, rows)]
     out += ["", "## Definitions", ""] + [f"- {d}" for d in DEFINITIONS]
     return "\n".join(out) + "\n"
 
@@ -183,13 +175,9 @@ def document(result):
     ):
         if png:
             page.add(d.Heading(2, title, f"sweep-{name}"), d.Figure(title, png, ""))
-    for op in OPS:
-        for dt in result.grid["dtypes"]:
-            header, rows = scale_table(result, op, dt)
-            page.add(
-                d.Heading(2, f"{OPS[op]} {DTYPE_SHORT[dt]}: forward max relative error vs scale"),
-                d.Table(tuple(header), tuple(map(tuple, rows))),
-            )
+    for what, header, rows in _scale_tables(result):
+        title = f"{what}: forward max relative error vs scale"
+        page.add(d.Heading(2, title), d.Table(tuple(header), tuple(map(tuple, rows))))
     page.add(d.Heading(2, "Definitions", "definitions"), d.Items(tuple(DEFINITIONS)))
     return page
 

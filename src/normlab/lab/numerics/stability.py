@@ -135,11 +135,10 @@ def measure_more_stable(seeds: range, record: dict) -> dict[str, list[float]]:
             record.setdefault(f"{name} largest failing eps", []).append(eps[op])
             record.setdefault(f"{name} FP16 error at scale 1", []).append(err[op])
         for dt, short in LOW.items():
-            metrics = large_mean_metrics(s, getattr(torch, dt))
+            dtype = getattr(torch, dt)
+            metrics = large_mean_metrics(s, dtype)
             # what LayerNorm's cancellation costs: the same rows with FP32 statistics
-            ref = large_mean_metrics(
-                s, getattr(torch, dt), {"layer_norm": FP32_STATS["layer_norm"]}
-            )
+            ref = large_mean_metrics(s, dtype, {"layer_norm": FP32_STATS["layer_norm"]})
             key = f"LayerNorm FP32 statistics {short} large-mean worst error"
             record.setdefault(key, []).append(max(capped_error(m) for m in ref["layer_norm"]))
             errs = {op: [capped_error(m) for m in ms] for op, ms in metrics.items()}
