@@ -330,32 +330,27 @@ def _caveats(twin: Twin) -> list[Block]:
 
 
 def to_markdown(bl: list[Block], top: int = 1) -> str:
-    out = []
-    for b in bl:
-        if b[0] == "h":
-            out += ["#" * (top + b[1]) + " " + b[2], ""]
-        elif b[0] == "p":
-            out += [b[1], ""]
-        elif b[0] == "table":
-            out += [md_table(b[1], b[2]), ""]
-        elif b[0] == "ul":
-            out += [*(f"- {x}" for x in b[1]), ""]
-    return "\n".join(out).rstrip() + "\n"
+    md = {
+        "h": lambda level, text: "#" * (top + level) + " " + text,
+        "p": lambda text: text,
+        "table": md_table,
+        "ul": lambda items: "\n".join(f"- {x}" for x in items),
+    }
+    return "\n\n".join(md[kind](*args) for kind, *args in bl).rstrip() + "\n"
 
 
 def to_html(bl: list[Block], top: int = 1) -> str:
-    out = []
-    for b in bl:
-        if b[0] == "h":
-            n = min(6, top + b[1])
-            out.append(f"<h{n}>{escape(b[2])}</h{n}>")
-        elif b[0] == "p":
-            out.append(f"<p>{escape(b[1])}</p>")
-        elif b[0] == "table":
-            out.append(html_table(b[1], b[2]))
-        elif b[0] == "ul":
-            out.append("<ul>" + "".join(f"<li>{escape(str(x))}</li>" for x in b[1]) + "</ul>")
-    return "<section>" + "\n".join(out) + "</section>"
+    def h(level: int, text: str) -> str:
+        n = min(6, top + level)
+        return f"<h{n}>{escape(text)}</h{n}>"
+
+    html = {
+        "h": h,
+        "p": lambda text: f"<p>{escape(text)}</p>",
+        "table": html_table,
+        "ul": lambda items: "<ul>" + "".join(f"<li>{escape(str(x))}</li>" for x in items) + "</ul>",
+    }
+    return "<section>" + "\n".join(html[kind](*args) for kind, *args in bl) + "</section>"
 
 
 def headline(bl: list[Block]) -> str:

@@ -183,11 +183,5 @@ def speed(timings: dict, decided: Decided) -> Speed | None:
     e, faster = norm[1].estimate, None
     if e is not None and e.effect is not None:
         faster = "RMSNorm" if e.lo > 0 else "LayerNorm" if e.hi < 0 else None
-    return Speed(
-        tuple(arms),
-        faster,
-        e,
-        step[1].estimate if step else None,
-        norm[1].status,
-        step[1].status if step else NONE,
-    )
+    step_estimate, step_status = (step[1].estimate, step[1].status) if step else (None, NONE)
+    return Speed(tuple(arms), faster, e, step_estimate, norm[1].status, step_status)
