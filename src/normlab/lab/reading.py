@@ -11,6 +11,7 @@ digits) become the same one-line :class:`UsageError`.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -72,20 +73,19 @@ def check_strings(doc: Any, source: str) -> Any:
     stack: list[tuple[Any, str]] = [(doc, "")]
     while stack:
         v, where = stack.pop()
-        if isinstance(v, str) and _control(v, True) is not None:
-            bad = _control(v, True)
+        bad = _control(v, True) if isinstance(v, str) else None
+        if bad is not None:
             at = where or "a value"
             raise ReadError(f"{source}: {at}: the control character {bad!r} is not allowed")
         if isinstance(v, dict):
             for k, x in v.items():
-                path = f"{where}.{printable(k, 40)}" if where else printable(k, 40)
                 bad = _control(k, False)
                 if bad is not None:
                     key = json.dumps(k)[:60]
                     raise ReadError(
                         f"{source}: the key {key}: the control character {bad!r} is not allowed"
                     )
-                stack.append((x, path))
+                stack.append((x, f"{where}.{printable(k, 40)}" if where else printable(k, 40)))
         elif isinstance(v, list):
             stack.extend((x, f"{where}[{i}]") for i, x in enumerate(v))
     return doc
@@ -140,15 +140,10 @@ def _refuse_constant(name: str) -> Any:
 def loads_json(text: str, source: str) -> Any:
     """``text`` as checked JSON (:func:`check_tree`); ``NaN``/``Infinity``, ints beyond 64 bits
     and numbers beyond float range are refused. A :class:`ReadError` naming ``source``."""
-    try:
-        doc = json.loads(
-            text, parse_int=_parse_int, parse_constant=_refuse_constant, parse_float=_float
-        )
-    except RecursionError:
-        raise ReadError(f"{source}: nested more than {MAX_DEPTH} deep") from None
-    except ValueError as e:  # JSONDecodeError is one
-        raise ReadError(f"{source}: not valid JSON ({printable(str(e), 120)})") from None
-    return check_tree(doc, source)
+    json_loads = functools.partial(
+        json.loads, parse_int=_parse_int, parse_constant=_refuse_constant, parse_float=_float
+    )
+    return _loads(json_loads, text, source, "not valid JSON ({})")
 
 
 def _float(text: str) -> float:
@@ -160,12 +155,18 @@ def _float(text: str) -> float:
 
 def loads_toml(text: str, source: str) -> dict:
     """``text`` as checked TOML (:func:`check_tree`; ``inf`` and ``nan`` are refused)."""
+    return _loads(tomllib.loads, text, source, "not valid TOML: {}")
+
+
+def _loads(parse, text: str, source: str, invalid: str) -> Any:
+    """``parse(text)`` checked (:func:`check_tree`); the parser's failure, a deep nesting's
+    included, as a :class:`ReadError` (``invalid`` with the parser's message)."""
     try:
-        doc = tomllib.loads(text)
+        doc = parse(text)
     except RecursionError:
         raise ReadError(f"{source}: nested more than {MAX_DEPTH} deep") from None
-    except (tomllib.TOMLDecodeError, ValueError) as e:
-        raise ReadError(f"{source}: not valid TOML: {printable(str(e), 120)}") from None
+    except ValueError as e:  # JSONDecodeError and TOMLDecodeError are ones
+        raise ReadError(f"{source}: {invalid.format(printable(str(e), 120))}") from None
     return check_tree(doc, source)
 
 

@@ -108,8 +108,7 @@ class DistributedTrainer(Trainer):
         return it
 
     def all_reduce_mean(self, value: float) -> float:
-        t = torch.tensor(value, dtype=torch.float64, device=self.info.device)
-        return float(D.mean_over_ranks(t, self.info))
+        return D.mean_over_ranks(value, self.info)
 
     def any_rank(self, flag: bool) -> bool:
         return D.any_rank(flag, self.info)
@@ -294,9 +293,7 @@ def run_training(
 
 
 def _mode(opts: RunOptions, info: D.DistInfo, *, none: str) -> str:
-    if not info.distributed:
-        return none
-    return "fsdp" if opts.fsdp else "ddp"
+    return ("fsdp" if opts.fsdp else "ddp") if info.distributed else none
 
 
 def train_process(

@@ -17,7 +17,7 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-from torch import Tensor, nn
+from torch import nn
 
 from normlab.lab.train.device import concrete_device
 
@@ -28,7 +28,6 @@ class DistInfo:
 
     rank: int = 0
     world_size: int = 1
-    local_rank: int = 0
     device: torch.device = torch.device("cpu")
     owns_group: bool = False  # setup() started the process group, so teardown() ends it
 
@@ -65,13 +64,13 @@ def setup(device: str = "auto", timeout_s: float = 300.0) -> DistInfo:
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     if dist.is_initialized():  # the caller runs the group (e.g. a test harness)
-        return DistInfo(rank, world, local_rank, dev)
+        return DistInfo(rank, world, dev)
     dist.init_process_group(
         backend_for(dev),
         timeout=timedelta(seconds=timeout_s),
         device_id=dev if dev.type == "cuda" else None,
     )
-    return DistInfo(rank, world, local_rank, dev, owns_group=True)
+    return DistInfo(rank, world, dev, owns_group=True)
 
 
 def teardown(info: DistInfo) -> None:
@@ -106,14 +105,14 @@ def wrap(model: nn.Module, info: DistInfo, *, fsdp: bool, blocks: Iterable[nn.Mo
     return DistributedDataParallel(model, device_ids=ids)
 
 
-def mean_over_ranks(x: Tensor, info: DistInfo) -> Tensor:
-    """The mean of a per-rank scalar (a loss) over the ranks, as a detached tensor on every
-    rank: with equal shares this is the global batch's loss, the number a single process logs."""
-    x = x.detach().clone()
-    if info.distributed:
-        dist.all_reduce(x, op=dist.ReduceOp.SUM)  # gloo has no AVG
-        x /= info.world_size
-    return x
+def mean_over_ranks(value: float, info: DistInfo) -> float:
+    """The mean of a per-rank number (a loss) over the ranks, on every rank (in float64): with
+    equal shares this is the global batch's loss, the number a single process logs."""
+    if not info.distributed:
+        return value
+    t = torch.tensor(value, dtype=torch.float64, device=info.device)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)  # gloo has no AVG
+    return float(t / info.world_size)
 
 
 def any_rank(flag: bool, info: DistInfo) -> bool:
