@@ -3,6 +3,7 @@ import math
 import os
 import signal
 import time
+from dataclasses import asdict
 
 import pytest
 from scipy import stats
@@ -220,7 +221,7 @@ def test_store_appends_whole_lines_and_skips_torn_ones(tmp_path):
 def test_find_run_picks_the_last_record_of_an_arm_and_seed(tmp_path):
     store = ResultStore(tmp_path / "results.jsonl")
     for key, name, index, x in (("k1", "a", 0, 1), ("k2", "a", 1, 2), ("k3", "a", 1, 3)):
-        store.append(RunRecord(key, name, index, index, "s", "sha", {"x": x}).to_dict())
+        store.append(asdict(RunRecord(key, name, index, index, "s", "sha", {"x": x})))
     records = list(store.load().values())
     assert find_run(records, "a", 1)["result"] == {"x": 3}
     assert find_run(records, "a", 2) is None and find_run(records, "b", 0) is None

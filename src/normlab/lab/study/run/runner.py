@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -282,8 +282,8 @@ def train_runs(study: Study, corpus, options: StudyOptions, plan=None, executor=
         else:
             key, seed = keys[run.label], run.config.seed
             rec = RunRecord(key, run.arm, run.index, seed, study.name, corpus.sha256, result)
-            store.append(rec.to_dict())
-            done[key] = rec.to_dict()
+            done[key] = asdict(rec)
+            store.append(done[key])
         bar.run_done(max(1, run.config.steps) - steps_taken(result))  # a diverged run stops early
 
     tb = None if options.tensorboard is None else str(Path(options.tensorboard).resolve())

@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -82,14 +82,11 @@ class RunRecord:
     corpus_sha256: str
     result: dict[str, Any]  # RunResult.to_dict()
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def find_run(records: Iterable[Any], name: str | None, seed_index: int) -> Any:
     """The last of ``records`` that is arm ``name``'s run under seed index ``seed_index`` (None
     if none is): a study's planned runs (``design.Run``), or the lines of a results.jsonl
-    (``RunRecord.to_dict()``; a line that is not a record is skipped)."""
+    (``asdict(RunRecord)``; a line that is not a record is skipped)."""
 
     def ident(r: Any) -> tuple:
         if isinstance(r, dict):
