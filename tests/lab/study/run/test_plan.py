@@ -106,8 +106,6 @@ def test_workers_and_threads_override(quick):
     assert plan == WorkerPlan(5, 3, "cores", fixed=True)
     assert {plan.threads_for(c) for c in _wide(quick, 2048)} == {3}
     assert plan_workers(configs, m, workers=2, threads=2) == WorkerPlan(2, 2, "--workers", True)
-    with pytest.raises(ValueError, match="workers"):
-        plan_workers(configs, m, workers=-1)
 
 
 def test_threads_for_stays_within_the_workers_share(quick):

@@ -64,8 +64,6 @@ def gpu_assignment(workers: int, gpus: list[str]) -> list[str | None]:
     """``CUDA_VISIBLE_DEVICES`` for each of ``workers`` worker processes: worker i gets GPU
     ``gpus[i % len(gpus)]`` alone (one worker per GPU when ``workers == len(gpus)``; more share
     round-robin); no GPUs: None for every worker (the environment is left alone)."""
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
     if not gpus:
         return [None] * workers
     return [gpus[i % len(gpus)] for i in range(workers)]

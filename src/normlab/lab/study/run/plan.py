@@ -186,8 +186,6 @@ def plan_workers(
     at the widest run's threads, no more than the runs, than the available memory holds at the
     largest run's estimate (:func:`host_memory`), nor, on CUDA, :data:`WORKERS_PER_GPU` per GPU.
     With ``workers`` given, a run's threads stay within the worker's share of the CPUs."""
-    if workers < 0 or threads < 0:
-        raise ValueError(f"workers and threads must be >= 0, got {workers}, {threads}")
     if machine is None:
         from normlab.lab.study.run import machine as here
 
