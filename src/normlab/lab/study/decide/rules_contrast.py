@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from normlab.lab.study.decide import stats
 from normlab.lab.study.decide.measures import H_TEXT, MEASURES
 from normlab.lab.study.decide.rules_protocol import (
     ARM,
@@ -96,15 +96,31 @@ class Contrast(OnePartRule):
         return MEASURES[m][1](results[arm][i], self.matrix)
 
     def rows(self, results: Results, ctx: Context) -> tuple[list, Seeds]:
-        """Per paired seed the range ``(lo, hi)`` of ``v`` (equal unless a measure is undefined),
-        and what became of the seeds."""
+        """Per paired seed the range ``(lo, hi)`` of ``v`` (equal ends unless a measure is
+        undefined: then anywhere from the smallest to the largest value of that measure seen in
+        the terms' arms, ±∞ if none), and what became of the seeds."""
         if self.const_h and ctx.plateau_h is None:
             raise ValueError("this rule reads H: decide it with a Context(plateau_h=...)")
         base = self.const + (self.const_h * ctx.plateau_h if self.const_h else 0.0)
         paired = Seeds.of(results, self.arms()).paired
-        value = lambda a, i, m: self._measure(results, a, i, m)  # noqa: E731
-        rows, bounded = stats.term_rows(self.terms, value, paired, base)
-        return rows, Seeds.of(results, self.arms(), bounded)
+        observed: dict[str, list[float]] = {}
+        for m in dict.fromkeys(t[2] for t in self.terms):
+            xs = (self._measure(results, a, i, m) for a in self.arms() for i in paired)
+            observed[m] = [x for x in xs if x is not None]
+        rows, bounded = [], []
+        for i in paired:
+            lo = hi = base
+            for c, a, m in self.terms:
+                x = self._measure(results, a, i, m)
+                if x is None:
+                    bounded.append(i)
+                    seen = observed[m]
+                    ends = (c * min(seen), c * max(seen)) if seen else (-math.inf, math.inf)
+                else:
+                    ends = (c * x, c * x)
+                lo, hi = lo + min(ends), hi + max(ends)
+            rows.append((lo, hi))
+        return rows, Seeds.of(results, self.arms(), sorted(set(bounded)))
 
     def values(self, results: Results, ctx: Context) -> list[float]:
         """Per paired seed, ``v`` (an undefined measure at the end least favourable to holds)."""

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from normlab.lab.study.decide import stats
 from normlab.lab.study.decide.measures import TIMINGS
 from normlab.lab.study.decide.rules_protocol import ARM, DELTA, OnePartRule
 from normlab.lab.study.decide.stats import Context, Results, Verdict
@@ -85,13 +86,37 @@ class Timing(OnePartRule):
         )
 
     def units(self, timings: Mapping[str, Any]) -> list[float]:
-        """``v`` per process (the median of its rounds), or per round without process ids."""
-        return stats.saved_per_process(timings, self.what, self.fast, self.slow)
+        """``v`` per process (the median of its rounds), or per round where the timings do not
+        say which process timed it."""
+        a, b = (timings.get(arm, {}).get(self.what) or [] for arm in self.arms())
+        v = [1 - x / y if y > 0 else math.nan for x, y in zip(a, b, strict=False)]
+        procs = timings.get(self.fast, {}).get("process")
+        if not procs:
+            return [x for x in v if not math.isnan(x)]
+        by: dict[int, list[float]] = {}
+        for p, x in zip(procs, v, strict=False):
+            if not math.isnan(x):
+                by.setdefault(p, []).append(x)
+        return [statistics.median(xs) for _, xs in sorted(by.items())]
+
+    def medians(self, timings: Mapping[str, Any]) -> dict[str, float | None]:
+        """Per arm the median round of ``what``, of the other norm timing and of the step, and
+        the norms' share of a training step."""
+        beside = "norm_ms" if self.what == "torch_norm_ms" else "torch_norm_ms"
+        means: dict[str, float | None] = {}
+        for arm in self.arms():
+            t = timings.get(arm, {})
+            for key in (self.what, beside, "step_ms"):
+                xs = t.get(key) or []
+                means[f"{key}[{arm}]"] = statistics.median(xs) if xs else None
+            if t.get("norm_ms") and t.get("step_ms"):  # the norms' share of a training step
+                means[f"norm share[{arm}]"] = statistics.median(
+                    n / s for n, s in zip(t["norm_ms"], t["step_ms"], strict=True)
+                )
+        return means
 
     def decide(self, results: Results, ctx: Context) -> Verdict:
         timings = ctx.timings or {}
         est = statistic(self.trim).estimate(self.units(timings), ctx.level)
         status, why = decide(">0", est, self.delta)
-        return Verdict(
-            status, why, est, means=stats.timing_medians(timings, self.what, self.arms())
-        )
+        return Verdict(status, why, est, means=self.medians(timings))

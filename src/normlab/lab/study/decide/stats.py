@@ -1,6 +1,6 @@
 """What a study's rules share besides the verdict engine (``normlab.lab.verdict``, which holds
 the statistics, the rule and Holm): what became of the seeds, a claim's verdict with its parts and
-controls, the context a rule is decided in, and the timing rounds' units.
+controls, and the context a rule is decided in.
 
 No seed is left out silently. A seed index that some arm of a rule lacks is *unpaired*: it
 enters neither the values nor the displayed means, and is counted. A run whose measure is
@@ -12,9 +12,7 @@ favourable one, so an unstable seed helps neither verdict.
 from __future__ import annotations
 
 import dataclasses
-import math
-import statistics
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,36 +20,6 @@ from normlab.lab.verdict import LEVEL, Estimate, Word
 
 # arm -> seed index -> RunResult dict (``RunResult.to_dict()``)
 Results = Mapping[str, Mapping[int, dict[str, Any]]]
-
-
-def term_rows(
-    terms, value: Callable[[str, int, str], float | None], paired: list[int], base: float
-) -> tuple[list[tuple[float, float]], list[int]]:
-    """Per seed of ``paired`` the range ``(lo, hi)`` of ``base + Σ coef · value(arm, i, m)``
-    over ``terms`` ``(coef, arm, m)`` (equal ends unless a value is undefined, None: then
-    anywhere from the smallest to the largest ``m`` seen in the terms' arms, ±∞ if none), and
-    the seeds with an undefined value."""
-    arms = dict.fromkeys(a for _, a, _ in terms)
-    observed: dict[str, list[float]] = {}
-    for m in dict.fromkeys(t[2] for t in terms):
-        xs = (value(a, i, m) for a in arms for i in paired)
-        observed[m] = [x for x in xs if x is not None]
-    rows, bounded = [], []
-    for i in paired:
-        lo = hi = base
-        for c, a, m in terms:
-            x = value(a, i, m)
-            if x is None:
-                bounded.append(i)
-                if not observed[m]:
-                    lo, hi = -math.inf, math.inf
-                    continue
-                ends = (c * min(observed[m]), c * max(observed[m]))
-                lo, hi = lo + min(ends), hi + max(ends)
-            else:
-                lo, hi = lo + c * x, hi + c * x
-        rows.append((lo, hi))
-    return rows, sorted(set(bounded))
 
 
 # --------------------------------------------------------------------------------------------
@@ -144,7 +112,7 @@ class Verdict:
 
 
 # --------------------------------------------------------------------------------------------
-# timings and the context of a decision
+# the context of a decision
 
 
 @dataclass(frozen=True)
@@ -161,35 +129,3 @@ class Context:
 
     def nominal(self) -> Context:
         return self.at(self.level if self.nominal_level is None else self.nominal_level)
-
-
-def saved_per_process(timings: Mapping[str, Any], what: str, fast: str, slow: str) -> list[float]:
-    """``1 − what[fast] / what[slow]`` per timing process (the median of its rounds), or per
-    round where the timings do not say which process timed it."""
-    a, b = (timings.get(arm, {}).get(what) or [] for arm in (fast, slow))
-    v = [1 - x / y if y > 0 else math.nan for x, y in zip(a, b, strict=False)]
-    procs = timings.get(fast, {}).get("process")
-    if not procs:
-        return [x for x in v if not math.isnan(x)]
-    by: dict[int, list[float]] = {}
-    for p, x in zip(procs, v, strict=False):
-        if not math.isnan(x):
-            by.setdefault(p, []).append(x)
-    return [statistics.median(xs) for _, xs in sorted(by.items())]
-
-
-def timing_medians(timings: Mapping[str, Any], what: str, arms) -> dict[str, float | None]:
-    """Per arm the median round of ``what``, of the other norm timing and of the step, and the
-    norms' share of a training step."""
-    means: dict[str, float | None] = {}
-    for arm in arms:
-        t = timings.get(arm, {})
-        beside = "norm_ms" if what == "torch_norm_ms" else "torch_norm_ms"
-        for key in (what, beside, "step_ms"):
-            xs = t.get(key) or []
-            means[f"{key}[{arm}]"] = statistics.median(xs) if xs else None
-        if t.get("norm_ms") and t.get("step_ms"):  # the norms' share of a training step
-            means[f"norm share[{arm}]"] = statistics.median(
-                n / s for n, s in zip(t["norm_ms"], t["step_ms"], strict=True)
-            )
-    return means
