@@ -24,6 +24,7 @@ from normlab.lab.errors import UsageError
 
 OnDone = Callable[[Any, dict | None, str | None], None]  # (run, result, error)
 OnStep = Callable[[int], None]
+Outcome = tuple[dict | None, str | None]  # a run's result, or the error it raised
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def steps_taken(result: dict | None) -> int:
     return (result or {}).get("summary", {}).get("steps_done", 0)
 
 
-def _outcome(get: Callable[[], tuple]) -> tuple[dict | None, str | None]:
+def _outcome(get: Callable[[], Outcome]) -> Outcome:
     """What ``get`` returns (a run's result and error), or its exception as the error: the
     process or Ray task that trained the run died."""
     try:
@@ -83,9 +84,7 @@ def _outcome(get: Callable[[], tuple]) -> tuple[dict | None, str | None]:
         return None, f"{type(e).__name__}: {e}"
 
 
-def train_one(
-    cfg, corpus, on_step: OnStep, tensorboard: str | None = None
-) -> tuple[dict | None, str | None]:
+def train_one(cfg, corpus, on_step: OnStep, tensorboard: str | None = None) -> Outcome:
     """One run; an exception becomes an error string, so a bug in one run loses no other.
     ``tensorboard``: the run's TensorBoard directory (:func:`run_logdir`), or None."""
     from normlab.lab.train.trainer import train
@@ -201,7 +200,7 @@ def claim_gpu(gpu_ids) -> str | None:
     return gpu
 
 
-def _worker_run(cfg_dict: dict, tensorboard: str | None = None) -> tuple[dict | None, str | None]:
+def _worker_run(cfg_dict: dict, tensorboard: str | None = None) -> Outcome:
     from normlab.lab.train.trainer import TrainConfig
 
     cfg = TrainConfig.from_dict(cfg_dict)
@@ -295,9 +294,7 @@ def ray_resources(job: Job) -> dict[str, int]:
     return {"num_cpus": job.threads, "num_gpus": 1 if job.cuda else 0}
 
 
-def _ray_run(
-    cfg_dict: dict, data, tensorboard: str | None = None
-) -> tuple[dict | None, str | None]:
+def _ray_run(cfg_dict: dict, data, tensorboard: str | None = None) -> Outcome:
     from normlab.lab.train.data import corpus_from_bytes
     from normlab.lab.train.trainer import TrainConfig
 
