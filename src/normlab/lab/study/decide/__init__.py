@@ -4,14 +4,13 @@ through the verdict engine."""
 from normlab.lab.study.decide.claims import Claim, by_design, decide_all
 from normlab.lab.study.decide.measures import H_TEXT, MEASURES
 from normlab.lab.study.decide.rules import RULES, control_kinds
-from normlab.lab.study.decide.rules_compound import AllOf, AnyOf, Controlled
+from normlab.lab.study.decide.rules_compound import AnyOf, Controlled
 from normlab.lab.study.decide.rules_contrast import Contrast
 from normlab.lab.study.decide.rules_protocol import compound_parts, rules_of
 from normlab.lab.study.decide.stats import Context, Results, Seeds, Verdict
 from normlab.lab.study.decide.sweeps import sweep_name
 
 __all__ = [
-    "AllOf",
     "AnyOf",
     "by_design",
     "Claim",

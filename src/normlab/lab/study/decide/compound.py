@@ -4,8 +4,9 @@ the verdict engine's Holm step-down (``normlab.lab.verdict.holm``), and a claim'
 from __future__ import annotations
 
 import dataclasses
+import functools
 
-from normlab.lab.study.decide.stats import Results, Verdict
+from normlab.lab.study.decide.stats import Results, Seeds, Verdict
 from normlab.lab.verdict import LEVEL, Word, combine, correct
 
 
@@ -54,8 +55,7 @@ def decide_parts(members, target: Word, results: Results, ctx) -> Verdict:
     )
     why = "; ".join(f"{name}: {v.status}" for name, v in parts)
     means = {key: x for _, v in parts for key, x in v.means.items()}
-    seeds = None
-    for _, v in parts:
-        seeds = v.seeds.merge(seeds) if v.seeds else seeds
+    found = [v.seeds for _, v in parts if v.seeds]
+    seeds = functools.reduce(Seeds.merge, found) if found else None
     status = combine(target, [v.status for _, v in parts])
     return Verdict(status, why, None, tuple(parts), means, seeds, correction)

@@ -38,9 +38,7 @@ class Timing(OnePartRule):
             raise ValueError(f"what must be one of {tuple(TIMINGS)}, got {self.what!r}")
         if not self.delta >= 0:
             raise ValueError(f"delta must be >= 0, got {self.delta}")
-        if isinstance(self.processes, bool) or not (
-            isinstance(self.processes, int) and self.processes >= 1
-        ):
+        if type(self.processes) is not int or self.processes < 1:  # a bool is not a count
             raise ValueError(f"processes must be an int >= 1, got {self.processes!r}")
 
     def arms(self) -> tuple[str, ...]:

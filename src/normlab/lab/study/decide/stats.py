@@ -55,9 +55,7 @@ class Seeds:
             tuple(paired), where("diverged"), where("stalled"), tuple(bounded), tuple(unpaired)
         )
 
-    def merge(self, other: Seeds | None) -> Seeds:
-        if other is None:
-            return self
+    def merge(self, other: Seeds) -> Seeds:
         u = lambda a, b: tuple(sorted(set(a) | set(b)))  # noqa: E731
         f = dataclasses.fields(self)
         return Seeds(*(u(getattr(self, x.name), getattr(other, x.name)) for x in f))

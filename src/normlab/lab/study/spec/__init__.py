@@ -2,9 +2,7 @@
 
 from normlab.lab.study.spec.design import SEED_STRIDE, Run, Study
 from normlab.lab.study.spec.parse import (
-    SpecError,
     builtin_names,
-    builtin_text,
     load_builtin,
     load_spec,
     parse_spec,
@@ -12,12 +10,10 @@ from normlab.lab.study.spec.parse import (
 
 __all__ = [
     "builtin_names",
-    "builtin_text",
     "load_builtin",
     "load_spec",
     "parse_spec",
     "Run",
     "SEED_STRIDE",
-    "SpecError",
     "Study",
 ]
