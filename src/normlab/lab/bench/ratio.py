@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import torch
 
-from normlab.lab.bench.runner import seconds_per_call
+from normlab.lab.bench.runner import norm_call, seconds_per_call
 
 SIZES = (64, 128, 256, 512, 1024, 2048, 4096)
 ELEMENTS = 1 << 20  # rows x d per call: 4 MB of FP32 input at every d
@@ -25,33 +25,21 @@ BATCH_S = 2e-3
 
 
 def contenders(d: int, impls=IMPLS, device: str = "cpu") -> dict[tuple[str, str], Callable]:
-    """``(impl, op) -> no-argument forward`` on ``ELEMENTS // d`` FP32 rows of ``d``."""
-    import torch.nn.functional as F
-
-    import normlab
-
+    """``(impl, op) -> no-argument forward`` on ``ELEMENTS // d`` FP32 rows of ``d``, the ops
+    as ``normlab bench`` times them (:func:`normlab.lab.bench.runner.norm_call`)."""
     g = torch.Generator(device=device).manual_seed(d)
     x = torch.randn(max(1, ELEMENTS // d), d, generator=g, device=device)
     w = 1 + 0.1 * torch.randn(d, generator=g, device=device)
     b = 0.1 * torch.randn(d, generator=g, device=device)
     backend = "triton" if device == "cuda" else "numba"
-    eager = {
-        "rms_norm": lambda: F.rms_norm(x, (d,), w, 1e-6),
-        "layer_norm": lambda: F.layer_norm(x, (d,), w, b, 1e-5),
-    }
     fns: dict[tuple[str, str], Callable] = {}
     for impl in impls:
-        if impl == "normlab":
-            fns[impl, "rms_norm"] = lambda: normlab.rms_norm(
-                x, w, 1e-6, casting="gemma", backend=backend
-            )
-            fns[impl, "layer_norm"] = lambda: normlab.layer_norm(x, w, b, 1e-5, backend=backend)
-        elif impl == "eager":
-            fns.update({(impl, op): fn for op, fn in eager.items()})
-        else:  # compile (run_findings refuses any other impl)
+        if impl == "compile":
             torch._dynamo.reset()  # one lambda per op for every d: fresh caches, no limit hit
-            for op, fn in eager.items():
-                fns[impl, op] = torch.compile(fn, dynamic=False)
+        for op in ("rms_norm", "layer_norm"):
+            call = norm_call(op, d, backend if impl == "normlab" else None)
+            fn = lambda call=call: call(x, w, b, None)
+            fns[impl, op] = torch.compile(fn, dynamic=False) if impl == "compile" else fn
     return fns
 
 

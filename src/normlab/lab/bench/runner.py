@@ -92,13 +92,13 @@ def seconds_per_call(
     return (time.perf_counter() - t0) / number
 
 
-def _case(op: str, x, w, b, r, backend: str | None):
-    """A closure computing ``op`` with normlab (``backend``) or torch's own ops (``None``)."""
+def norm_call(op: str, n: int, backend: str | None) -> Callable:
+    """``(x, w, b, r) -> op`` on rows of ``n`` with normlab (``backend``) or torch's own ops
+    (``None``)."""
     import torch.nn.functional as F
 
     import normlab
 
-    n = x.shape[-1]
     if backend is None:
         if op == "rms_norm":
             return lambda x, w, b, r: F.rms_norm(x, (n,), w, 1e-6)
@@ -135,22 +135,22 @@ def _time_case(
     """One :class:`Result`: ``op`` in ``mode`` on ``tensors`` (x, w, b, r), normlab's
     ``backend`` against ``copy_``, torch eager and (``compile``) ``torch.compile``."""
     x, w, b, r = tensors
+    m, n = x.shape
     dst = torch.empty_like(x)
     fns = {
         "copy": lambda: dst.copy_(x),
-        "ours": _runner(_case(op, x, w, b, r, backend), mode, x, w, b, r),
-        "eager": _runner(_case(op, x, w, b, r, None), mode, x, w, b, r),
+        "ours": _runner(norm_call(op, n, backend), mode, x, w, b, r),
+        "eager": _runner(norm_call(op, n, None), mode, x, w, b, r),
     }
     if compile:
         torch._dynamo.reset()
-        fn = torch.compile(_case(op, x, w, b, r, None), dynamic=False)
+        fn = torch.compile(norm_call(op, n, None), dynamic=False)
         fns["compile"] = _runner(fn, mode, x, w, b, r)
     ms = time_ms(fns, repeat, sync)
     t_ours, t_eager, t_comp = ms["ours"], ms["eager"], ms.get("compile")
     nbytes = x.numel() * x.element_size()
     copy_gbps = 2 * nbytes / ms["copy"] / 1e6
     gbps = TENSORS[(mode, op.startswith("fused"))] * nbytes / t_ours / 1e6
-    m, n = x.shape
     return Result(
         op=op,
         dtype=str(x.dtype).removeprefix("torch."),
@@ -214,15 +214,13 @@ _COLUMNS = (
 
 def format_table(results: list[Result], header: bool = True) -> str:
     """Markdown table rows of ``results`` (with the header line unless ``header=False``)."""
-    rows = [
-        [
-            "-" if getattr(r, key) is None else fmt.format(getattr(r, key))
-            for key, _, fmt in _COLUMNS
-        ]
-        for r in results
-    ]
+    rows = [[_cell(getattr(r, key), fmt) for key, _, fmt in _COLUMNS] for r in results]
     text = md_table([title for _, title, _ in _COLUMNS], rows)
     return text if header else "\n".join(text.splitlines()[2:])
+
+
+def _cell(value, fmt: str) -> str:
+    return "-" if value is None else fmt.format(value)
 
 
 def parse_shape(text: str) -> tuple[int, int]:
