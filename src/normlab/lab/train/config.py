@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from normlab.lab.train.device import DEVICES, PRECISIONS
 from normlab.models import TransformerConfig
-from normlab.models.config import check_fields, check_known_fields, setting
+from normlab.models.config import check_fields, check_known_fields, field_types, setting
 from normlab.validation import check_real, shown
 
 SCHEDULES = ("constant", "cosine")
@@ -21,6 +21,9 @@ INT64 = 2**63 - 1
 # Validation sequences of a run: 1M sequences of 64 bytes is 64 MB of text, beyond any corpus
 # the lab trains on; a larger count would loop for hours before the size check could help.
 MAX_EVAL_SEQUENCES = 1 << 20
+# The int fields that must be >= 1; the others must be >= 0, but seed (any int64) and grad_accum
+# (checked against batch_size).
+_POSITIVE = ("batch_size", "seq_len", "eval_batches", "probe_batches", "norm_time_every")
 # The int fields with an upper bound, and the bound.
 _HIGHS = {"steps": INT64, "seed": INT64, "threads": 4096, "eval_sequences": MAX_EVAL_SEQUENCES}
 
@@ -169,9 +172,10 @@ class TrainConfig:
         self.betas = tuple(float(b) for b in self.betas)
         self.probe_steps = tuple(sorted({int(s) for s in self.probe_steps}))
         self.eval_lengths = tuple(sorted({int(n) for n in self.eval_lengths}))
-        for name in ("batch_size", "seq_len", "eval_batches", "probe_batches", "norm_time_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name, hint in field_types(type(self)).items():
+            low = 1 if name in _POSITIVE else 0
+            if hint is int and name not in ("seed", "grad_accum") and getattr(self, name) < low:
+                raise ValueError(f"{name} must be >= {low}, got {getattr(self, name)}")
         if self.eval_sequences % self.batch_size:
             raise ValueError(
                 f"eval_sequences ({self.eval_sequences}) must be a multiple of batch_size "
@@ -184,19 +188,6 @@ class TrainConfig:
                 f"sequences (it regroups blocks of batch_size batches), got {n_val}: raise "
                 "eval_sequences or eval_batches"
             )
-        for name in (
-            "steps",
-            "warmup_steps",
-            "eval_interval",
-            "stall_step",
-            "threads",
-            "eval_sequences",
-            "block_drop_batches",
-            "train_slice",
-            "freeze_norm_stats",
-        ):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         check_fields(self)
         self._check_numbers()
         if self.norm_weight_decay is not None and not (

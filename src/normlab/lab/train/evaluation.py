@@ -50,21 +50,18 @@ class Evaluation:
             return {}
         return {"output_change": float((logits - ref).pow(2).mean().sqrt())}
 
-    def _validate(self, res: RunResult, model, val, step: int, on_eval) -> None:
-        rec = self._evaluate(model, val, step)
+    @torch.no_grad()
+    def _validate(self, res: RunResult, model: nn.Module, val: list, step: int, on_eval) -> None:
+        """An evaluation at ``step``: its record into ``res.evals``, the log and ``on_eval``."""
+        rec = {"step": step, "val_loss": self._mean_loss(model, val, train_mode=False)}
+        if self.cfg.train_slice:  # the gap along the curve, at equal training loss
+            rec["train_loss"] = self._train_split_loss(model, len(val))
+        if self.cfg.eval_train_mode:
+            rec["val_loss_train_mode"] = self._mean_loss(model, val, train_mode=True)
         res.evals.append(rec)
         self.log_eval(rec)
         if on_eval is not None:
             on_eval(rec)
-
-    @torch.no_grad()
-    def _evaluate(self, model: nn.Module, batches: list, step: int) -> dict[str, Any]:
-        out = {"step": step, "val_loss": self._mean_loss(model, batches, train_mode=False)}
-        if self.cfg.train_slice:  # the gap along the curve, at equal training loss
-            out["train_loss"] = self._train_split_loss(model, len(batches))
-        if self.cfg.eval_train_mode:
-            out["val_loss_train_mode"] = self._mean_loss(model, batches, train_mode=True)
-        return out
 
     @torch.no_grad()
     def _mean_loss(self, model: nn.Module, batches: list, *, train_mode: bool) -> float:

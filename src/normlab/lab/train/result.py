@@ -25,10 +25,6 @@ class RunResult:
     def to_dict(self) -> dict[str, Any]:
         return finite(dataclasses.asdict(self))
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RunResult:
-        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
-
 
 def finite(x: Any) -> Any:
     """NaN/Inf -> None, so results stay strict JSON."""
