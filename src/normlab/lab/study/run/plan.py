@@ -18,10 +18,11 @@ replaces them with fitted values and sets ``measured`` (docs/gpu.md says how).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from normlab.lab.render import text_table
+from normlab.lab.study.run import machine as host
 from normlab.lab.study.run.machine import Machine
 from normlab.lab.train.serving import BATCH1_SEQUENCES, n_probes
 from normlab.lab.train.trainer import TrainConfig
@@ -133,17 +134,12 @@ def host_memory(cfg: TrainConfig) -> int:
     return run_memory(cfg.model, cfg.batch_size, cfg.seq_len)
 
 
-def run_cost(cfg: TrainConfig) -> float:
-    """A run's estimated seconds, what the runs are ordered by: on its GPU model's calibration
-    for a CUDA run (the reference GPU's if this one has none), else CPU seconds at one thread."""
-    if cfg.device == "cuda":
-        return gpu_seconds(cfg, GPU_CALIBRATION[REFERENCE_GPU])
-    return cpu_seconds(cfg)
-
-
-def longest_first(runs: Iterable, cost: Callable[[TrainConfig], float] = run_cost) -> list:
+def longest_first(runs: Iterable) -> list:
     """``runs`` by estimated cost, longest first (ties keep their order): the longest runs then
-    start first and the last to finish are short ones, so the workers end together."""
+    start first and the last to finish are short ones, so the workers end together. A CUDA
+    run's cost is the reference GPU's estimate, another's its CPU seconds at one thread."""
+    ref = GPU_CALIBRATION[REFERENCE_GPU]
+    cost = lambda cfg: gpu_seconds(cfg, ref) if cfg.device == "cuda" else cpu_seconds(cfg)
     return sorted(runs, key=lambda r: -cost(r.config))
 
 
@@ -186,10 +182,8 @@ def plan_workers(
     at the widest run's threads, no more than the runs, than the available memory holds at the
     largest run's estimate (:func:`host_memory`), nor, on CUDA, :data:`WORKERS_PER_GPU` per GPU.
     With ``workers`` given, a run's threads stay within the worker's share of the CPUs."""
-    if machine is None:
-        from normlab.lab.study.run import machine as here
-
-        machine = here.this_machine(cuda=any(c.device == "cuda" for c in configs))
+    cuda = any(c.device == "cuda" for c in configs)
+    machine = machine or host.this_machine(cuda)
     wanted = threads or min(max(map(run_threads, configs), default=1), machine.cpus)
     if workers:
         return WorkerPlan(workers, threads or min(wanted, max(1, machine.cpus // workers)),
@@ -200,7 +194,7 @@ def plan_workers(
         (int(machine.memory * MEMORY_SHARE // per_run), "memory"),
         (len(configs), "runs"),
     ]
-    if any(c.device == "cuda" for c in configs):
+    if cuda:
         bounds.append((WORKERS_PER_GPU * max(1, machine.gpus), "GPUs"))
     n, limit = min(bounds, key=lambda b: b[0])
     return WorkerPlan(max(1, n), wanted, limit, bool(threads))
@@ -271,11 +265,9 @@ def format_plan(
     default this one)."""
     import torch
 
-    from normlab.lab.study.run.machine import this_machine
-
     tasks = preset.runs(seed_block)
     cuda = any(a.config.device == "cuda" for a in preset.arms)
-    machine = machine or this_machine(cuda)
+    machine = machine or host.this_machine(cuda)
     wp = plan_workers([t.config for t in tasks], machine, workers, threads)
     how_run = wp.describe([t.config for t in tasks], machine.cpus)
     if cuda:
