@@ -194,6 +194,8 @@ def run_timing(study: Study, corpus, seed: int, plan, quiet: bool) -> dict:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
+    from tqdm import tqdm
+
     from normlab.lab.study.run.timing import time_arms
 
     timed = [c for c in study.claims if c.timed]
@@ -205,7 +207,9 @@ def run_timing(study: Study, corpus, seed: int, plan, quiet: bool) -> dict:
     configs = {a: by_name[a].replace(seed=SEED_STRIDE * seed) for a in arms}
     threads = max(plan.threads_for(c) for c in configs.values())
     out: dict[str, dict[str, list]] = {a: {} for a in arms}
-    bar = Progress(processes, quiet, unit="process", desc="timing (serial)")
+    bar = tqdm(
+        total=processes, unit="process", dynamic_ncols=True, desc="timing (serial)", disable=quiet
+    )
     try:
         for p in range(processes):
             # a fresh spawned process each time (fork after torch started threads can deadlock)
@@ -217,7 +221,7 @@ def run_timing(study: Study, corpus, seed: int, plan, quiet: bool) -> dict:
                 for k, xs in keys.items():
                     out[a].setdefault(k, []).extend(xs)
                 out[a].setdefault("process", []).extend([p] * TIMING_ROUNDS)
-            bar.step()
+            bar.update()
     finally:
         bar.close()
     return out
@@ -311,26 +315,19 @@ def _open_store(store, options: StudyOptions):
 
 
 class Progress:
-    """One bar over ``total`` units (the training steps of all pending runs, or timing rounds);
-    with ``runs=(done, all)``, the runs counter in its label. ``quiet``: no bar (a disabled
-    one), and the messages to stderr."""
+    """The training phase's bar over ``total`` steps (those of all pending runs), with the runs
+    counter ``runs=(done, all)`` in its label. ``quiet``: no bar (a disabled one), and the
+    messages to stderr."""
 
-    def __init__(
-        self,
-        total: int,
-        quiet: bool,
-        *,
-        unit: str = "step",
-        desc: str | None = None,
-        runs: tuple[int, int] | None = None,
-    ):
+    def __init__(self, total: int, quiet: bool, runs: tuple[int, int]):
         from tqdm import tqdm
 
-        self.n_done, self.n_runs = runs or (0, 0)
+        self.n_done, self.n_runs = runs
         self.quiet = quiet
         self._lock = threading.Lock()
-        label = desc if runs is None else self._desc()
-        self.bar = tqdm(total=total, unit=unit, dynamic_ncols=True, desc=label, disable=quiet)
+        self.bar = tqdm(
+            total=total, unit="step", dynamic_ncols=True, desc=self._desc(), disable=quiet
+        )
 
     def _desc(self) -> str:
         return f"runs {self.n_done}/{self.n_runs}"
