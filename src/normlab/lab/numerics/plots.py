@@ -9,22 +9,20 @@ INF_LEVEL = 1e2  # where inf/NaN points are drawn on a log axis of relative erro
 STYLES = ("-", "--", ":", "-.")
 
 
-def _panels(result):
-    """A figure with one row of axes per op and one column per dtype, ``(ax, op, dtype)`` for
-    each panel, and the rows of axes."""
+def _sweep_figure(result, draw_panel, legend_title: str) -> bytes | None:
+    """One row of panels per op and one column per dtype, each drawn by ``draw_panel(ax, op,
+    dtype)`` (true when it drew a curve), and one legend per row (its implementations are the
+    same in every dtype) beside the row's last panel: six legends over the curves hid what they
+    label. A PNG, or None when no panel drew a curve."""
     dtypes = result.grid["dtypes"]
     fig, axes = render.figure(
         len(OPS), len(dtypes), figsize=(4.2 * len(dtypes), 7.0), squeeze=False
     )
     panels = [(axes[i][j], op, dt) for i, op in enumerate(OPS) for j, dt in enumerate(dtypes)]
-    return fig, panels, [list(row) for row in axes]
-
-
-def _row_legends(rows, title: str) -> None:
-    """One legend per row of panels (its implementations are the same in every dtype), beside
-    the row's last panel: six legends over the curves hid what they label."""
-    for row in rows:
-        render.legend(row[-1], title=title, among=row, inside=0)
+    drawn = [draw_panel(*panel) for panel in panels]
+    for row in axes:
+        render.legend(row[-1], title=legend_title, among=list(row), inside=0)
+    return render.png(fig, dpi=80) if any(drawn) else None
 
 
 def _log_axes(ax, op: str, dt: str, xlabel: str, ylabel: str) -> None:
@@ -43,13 +41,12 @@ def _curve(ax, k: int, impl: str, xs, ys, bad_xs, bad_ys) -> None:
 def error_vs_scale(result) -> bytes | None:
     """Forward max relative error vs input scale, one line per implementation; inf/NaN drawn as
     crosses at ``INF_LEVEL``. Returns a PNG, or None when nothing was swept."""
-    fig, panels, rows = _panels(result)
-    drawn = False
-    for ax, op, dt in panels:
-        recs = sorted(
-            select(result.records, op=op, dtype=dt, axis="scale"), key=lambda r: r["scale"]
-        )
-        for k, impl in enumerate(dict.fromkeys(r["impl"] for r in recs)):
+
+    def panel(ax, op: str, dt: str) -> bool:
+        recs = select(result.records, op=op, dtype=dt, axis="scale")
+        recs = sorted(recs, key=lambda r: r["scale"])
+        impls = list(dict.fromkeys(r["impl"] for r in recs))
+        for k, impl in enumerate(impls):
             pts = [r for r in recs if r["impl"] == impl and r.get("y")]
             xs = [r["scale"] for r in pts]
             ys = [
@@ -57,30 +54,23 @@ def error_vs_scale(result) -> bytes | None:
             ]
             bad = [x for x, r in zip(xs, pts, strict=True) if r["y"]["nonfinite"]]
             _curve(ax, k, impl, xs, ys, bad, [INF_LEVEL] * len(bad))
-            drawn = True
         ax.axhline(INF_LEVEL, color="grey", lw=0.5)
         _log_axes(ax, op, dt, "input scale (max |x| per row)", "forward max rel. error")
-    _row_legends(rows, f"x at {INF_LEVEL:g} = inf/NaN")
-    return render.png(fig, dpi=80) if drawn else None
+        return bool(impls)
+
+    return _sweep_figure(result, panel, f"x at {INF_LEVEL:g} = inf/NaN")
 
 
 def grad_vs_eps(result) -> bytes | None:
     """max |dx| vs eps on near-zero rows: the float64 truth and every implementation (finite
     values only; inf/NaN drawn as crosses above the truth). Returns a PNG or None."""
-    fig, panels, rows = _panels(result)
-    drawn = False
-    for ax, op, dt in panels:
-        recs = sorted(
-            (
-                r
-                for r in select(result.records, op=op, dtype=dt, axis="eps", shape="near_zero")
-                if r.get("dx")
-            ),
-            key=lambda r: r["eps"],
-        )
+
+    def panel(ax, op: str, dt: str) -> bool:
+        recs = select(result.records, op=op, dtype=dt, axis="eps", shape="near_zero")
+        recs = sorted((r for r in recs if r.get("dx")), key=lambda r: r["eps"])
         impls = list(dict.fromkeys(r["impl"] for r in recs))
         if not impls:
-            continue
+            return False
         first = [r for r in recs if r["impl"] == impls[0]]
         truth = [r["dx"]["truth_max_abs"] or 0 for r in first]
         ax.plot([r["eps"] for r in first], truth, "k-", lw=3, alpha=0.3, label="float64 truth")
@@ -92,12 +82,12 @@ def grad_vs_eps(result) -> bytes | None:
                 xs, ys = [r["eps"] for r in ok], [r["dx"]["max_abs"] for r in ok]
                 bad = [r["eps"] for r in pts if r["dx"]["nonfinite"]]
                 _curve(ax, k, impl, xs, ys, bad, [top] * len(bad))
-            drawn = True
         if dt == "float16":
             ax.axhline(65504, color="red", lw=0.7, ls=":", label="FP16 max")
         _log_axes(ax, op, dt, "eps", "max |dx| (near-zero rows)")
-    _row_legends(rows, "x at top = inf/NaN in dx")
-    return render.png(fig, dpi=80) if drawn else None
+        return True
+
+    return _sweep_figure(result, panel, "x at top = inf/NaN in dx")
 
 
 # --------------------------------------------------------------------------------------------
