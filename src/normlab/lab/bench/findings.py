@@ -106,7 +106,6 @@ class FindingsOptions:
     sizes: tuple[int, ...] = ratio.SIZES
     impls: tuple[str, ...] = ratio.IMPLS
     rounds: int = ratio.ROUNDS
-    steps: int = comm.STEPS
     device: str = "cpu"
     threads: int = 0  # torch's (and so normlab's) threads for the timings; 0: torch's default
 
@@ -131,7 +130,7 @@ def decide_ratio(o: FindingsOptions, log=print) -> list[dict]:
 def decide_comm(o: FindingsOptions, out: Path) -> dict:
     """Run the torchrun job; a job that cannot run here makes the finding not testable."""
     try:
-        counts = comm.launch(out / "comm_counts.json", o.steps)
+        counts = comm.launch(out / "comm_counts.json")
     except (RuntimeError, OSError, TimeoutError) as e:
         why = f"the torchrun job did not run here: {str(e).splitlines()[0]}"
         return COMMUNICATION.decide({}, untestable={p: why for p, _ in COMMUNICATION.parts})
@@ -140,15 +139,11 @@ def decide_comm(o: FindingsOptions, out: Path) -> dict:
 
 def decide_counts(counts: dict) -> dict:
     """The communication finding from the per-step counts the torchrun job wrote."""
-    bn, ln = counts["norms"]["batchnorm"], counts["norms"]["layernorm"]
-    total = lambda s, k: sum(s[k].values())  # noqa: E731
+    steps = list(zip(counts["norms"]["batchnorm"], counts["norms"]["layernorm"], strict=True))
+    total = lambda step, key: sum(step[key].values())
     values = {
-        "collectives per step": [
-            total(a, "calls") - total(b, "calls") for a, b in zip(bn, ln, strict=True)
-        ],
-        "bytes per step": [
-            total(a, "bytes") / total(b, "bytes") - 1 for a, b in zip(bn, ln, strict=True)
-        ],
+        "collectives per step": [total(bn, "calls") - total(ln, "calls") for bn, ln in steps],
+        "bytes per step": [total(bn, "bytes") / total(ln, "bytes") - 1 for bn, ln in steps],
     }
     means = {
         f"{norm} {key} {kind}": sum(s[key][kind] for s in steps) / len(steps)
@@ -187,7 +182,7 @@ def run_findings(options: FindingsOptions, log=print) -> Path:
             tail.append("\n![bench-ratio-vs-d.png](bench-ratio-vs-d.png)")
     if "comm" in o.kinds:
         verdicts.append(decide_comm(o, out))
-        head += f"; communication: {o.steps} training steps of {comm.MODEL}"
+        head += f"; communication: {comm.STEPS} training steps of {comm.MODEL}"
     rules = {f.name: f for f in all_findings(o.sizes, o.impls)}
     text = ["# normlab bench: the articles' cost statements, decided", "", head, ""]
     text += [tables.markdown(verdicts, rules), *tail]

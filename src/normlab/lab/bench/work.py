@@ -33,14 +33,13 @@ def count(op: str, d: int = 64) -> Work:
     ``normlab.lab.numerics.naive``) traced on rows of ``d``."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from normlab.lab.numerics.naive import naive_layer_norm, naive_rms_norm
+    from normlab.lab.numerics.measuring import NAIVE
 
-    fns = {"rms_norm": naive_rms_norm, "layer_norm": naive_layer_norm}
-    if op not in fns:
-        raise ValueError(f"op must be one of {tuple(fns)}, got {op!r}")
+    if op not in NAIVE:
+        raise ValueError(f"op must be one of {tuple(NAIVE)}, got {op!r}")
     rows = 3  # ≠ d, so a row-shaped output cannot be mistaken for another shape
     x, w, b = torch.randn(rows, d), torch.ones(d), torch.zeros(d)
-    fn = fns[op]
+    fn = NAIVE[op]
     graph = make_fx(lambda x, w, b: fn(x, w, b if op == "layer_norm" else None, 1e-5))(x, w, b)
     passes = per_element = 0
     ops = []
