@@ -87,13 +87,10 @@ def from_markdown(text: str) -> tuple[Span, ...]:
 
 def plain(x: Inline, *, badges: bool = True) -> str:
     """The text a reader sees, without markup (``badges=False``: without the badges' words)."""
-    out = []
-    for s in _spans(x):
-        if isinstance(s, Badge):
-            out.append(s.word if badges else "")
-        else:
-            out.append(s if isinstance(s, str) else s.text)
-    return "".join(out).strip()
+    return "".join(
+        (s.word if badges else "") if isinstance(s, Badge) else getattr(s, "text", s)
+        for s in _spans(x)
+    ).strip()
 
 
 # --------------------------------------------------------------------------------------------
@@ -325,8 +322,7 @@ def _md_block(b: Block) -> list[str]:
         return [f"- {_md_inline(i)}" for i in b.items] + [""]
     if isinstance(b, Table):
         rows = [b.header, ["---"] * len(b.header), *b.rows]
-        lines = ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
-        return [*lines, ""]
+        return ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows] + [""]
     if isinstance(b, Figure):
         return [f"![{b.title}]({b.path})", ""]
     if isinstance(b, Details):

@@ -134,8 +134,6 @@ class RandomBatches:
         rank: int = 0,
         world_size: int = 1,
     ):
-        if batch_size < 1 or seq_len < 1:
-            raise ValueError(f"batch_size and seq_len must be >= 1, got {batch_size}, {seq_len}")
         if not 0 <= rank < world_size:
             raise ValueError(f"rank must be in [0, world_size), got {rank}, {world_size}")
         if data.numel() <= seq_len + 1:

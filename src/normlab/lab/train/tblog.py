@@ -77,10 +77,9 @@ class TensorBoardLog:
         from torch.utils.tensorboard.summary import hparams
 
         metrics = {
-            "hparam/final_val_loss": summary.get("final_val_loss"),
-            "hparam/train_loss_last": summary.get("train_loss_last"),
+            f"hparam/{k}": float("nan") if summary.get(k) is None else float(summary[k])
+            for k in ("final_val_loss", "train_loss_last")
         }
-        metrics = {k: float("nan") if v is None else float(v) for k, v in metrics.items()}
         exp, ssi, sei = hparams(flat_hparams(self.config), metrics)
         steps = int(summary.get("steps_done") or 0)
         fw = self.writer._get_file_writer()  # the run's own event file, not a subdirectory

@@ -128,9 +128,8 @@ class Trainer(Evaluation):
             raise ValueError(
                 f"probe_batches={cfg.probe_batches} but the validation set has {len(val)} batches"
             )
-        res = RunResult(config=cfg.to_dict())
         cols = ("step", "loss", "grad_norm", "lr", "tokens_per_s", "step_ms", "fwd_ms", "norm_ms")
-        res.history = {c: [] for c in cols}
+        res = RunResult(config=cfg.to_dict(), history={c: [] for c in cols})
         params = [p for p in model.parameters() if p.requires_grad]
         timer = NormTimer(raw)
         start = self.resume(res)
