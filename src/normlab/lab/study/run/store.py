@@ -134,9 +134,7 @@ class ResultStore:
     def set_aside_torn_line(self) -> Path | None:
         """Move a torn last line (a crash mid-write: no newline at the end) out of the file into
         ``results.jsonl.torn``; returns where it went, or None when the file ends whole."""
-        if not self.path.exists():
-            return None
-        data = self.path.read_bytes()
+        data = self.path.read_bytes() if self.path.exists() else b""
         if not data or data.endswith(b"\n"):
             return None
         cut = data.rfind(b"\n") + 1
