@@ -50,8 +50,7 @@ def redecide_study(
         rec = records.get(run_key(r.config, sha))
         if rec is not None:
             results.setdefault(r.arm, {})[r.index] = rec["result"]
-    found = sum(map(len, results.values()))
-    if not found:
+    if not results:
         raise UsageError(
             f"--redecide {out}: none of the study's {len(runs)} runs is in results.jsonl (a "
             "different spec, --set, --device or --precision than the study ran with?)"
