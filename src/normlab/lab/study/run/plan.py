@@ -305,6 +305,7 @@ def format_plan(
             f"plan: {how_run}; runs longest first",
         ]
     sets = "".join(f" --set {o}" for o in preset.overrides)
+    claims = [[c.name, _seeds(preset, c), ", ".join(c.arms)] for c in preset.claims]
     lines = [
         f"normlab study {how or '--preset ' + preset.name}{sets} --seed {seed_block}: "
         f"{preset.description}",
@@ -313,9 +314,6 @@ def format_plan(
         "",
         text_table(["arm", "seeds", "model", "steps", unit], rows),
         "",
-        text_table(
-            ["claim", "seeds", "arms"],
-            [[c.name, _seeds(preset, c), ", ".join(c.arms)] for c in preset.claims],
-        ),
+        text_table(["claim", "seeds", "arms"], claims),
     ]
     return "\n".join(lines)
