@@ -143,19 +143,18 @@ def parse_override(text: str, source: str = "--set") -> tuple[list[str | int], A
     (``base.steps``, ``base.model.dim``, ``arms[1].lr`` or ``arms.1.lr``); ``VALUE`` a TOML
     value (``50``, ``1e-3``, ``true``, ``[0.9, 0.95]``, ``"pre"``), else the text as a string
     (``rmsnorm``)."""
+    at = f"{source}: --set {printable(text)}"
     key, eq, value = text.partition("=")
     key, value = key.strip(), value.strip()
     if not eq or not key:
-        raise SpecError(
-            f"{source}: --set {printable(text)}: expected KEY=VALUE, e.g. base.steps=50"
-        )
+        raise SpecError(f"{at}: expected KEY=VALUE, e.g. base.steps=50")
     path: list[str | int] = []
     for part in key.split("."):
         m = _SEGMENT.fullmatch(part)
         if m is None:
             raise SpecError(
-                f"{source}: --set {printable(text)}: {printable(part)!r} is not a key; expected a "
-                "dotted path like base.model.dim or arms[0].lr"
+                f"{at}: {printable(part)!r} is not a key; expected a dotted path like "
+                "base.model.dim or arms[0].lr"
             )
         name, indices = m.groups()
         path.append(int(name) if name.isdigit() else name)
@@ -166,7 +165,7 @@ def parse_override(text: str, source: str = "--set") -> tuple[list[str | int], A
     except tomllib.TOMLDecodeError:
         parsed = value
     except RecursionError:  # 800 nested brackets: tomllib recurses once per level
-        raise SpecError(f"{source}: --set {printable(text)}: nested too deep") from None
+        raise SpecError(f"{at}: nested too deep") from None
     try:
         check_strings(check_tree(parsed, f"{source}: --set {printable(key)}"), source)
     except ReadError as e:
@@ -180,19 +179,16 @@ def apply_overrides(doc: dict, overrides: typing.Sequence[str], source: str) -> 
     know is then the same ``SpecError`` the file would give."""
     for text in overrides:
         path, value = parse_override(text, source)
+        shown = f"--set {printable(text)}"
         node: Any = doc
         where = ""
         for i, key in enumerate(path):
             if isinstance(key, int):
                 if not isinstance(node, list) or not 0 <= key < len(node):
                     what = f"a list of {len(node)}" if isinstance(node, list) else "not a list"
-                    raise SpecError(
-                        f"{source}: {where or 'the spec'}: --set {printable(text)}: {what}"
-                    )
+                    raise SpecError(f"{source}: {where or 'the spec'}: {shown}: {what}")
             elif not isinstance(node, dict):
-                raise SpecError(
-                    f"{source}: {where}: --set {printable(text)}: {where} is not a table"
-                )
+                raise SpecError(f"{source}: {where}: {shown}: {where} is not a table")
             if i == len(path) - 1:
                 node[key] = value
             else:
@@ -259,14 +255,10 @@ class _Loader(ClaimLoader):
     def count_arms(self, entries: Any) -> None:
         """The arms every ``[[arms]]`` entry's grid makes, together, within :data:`MAX_ARMS`:
         counted from the axes' lengths before any arm is made."""
-        if not isinstance(entries, list):
-            return  # tables() says what is wrong
         total = 0
-        for i, e in enumerate(entries):
+        for i, e in enumerate(entries if isinstance(entries, list) else []):  # else: tables()
             axes = e.get("axes") if isinstance(e, dict) else None
-            if not isinstance(axes, dict):
-                total += 1
-                continue
+            axes = axes if isinstance(axes, dict) else {}  # no grid: one arm
             model = axes.get("model")
             flat = [*model.values()] if isinstance(model, dict) else []
             flat += [v for k, v in axes.items() if k != "model"]
@@ -352,11 +344,8 @@ class _Loader(ClaimLoader):
                 self.fail(kpath, f"cannot be set in a spec: {NOT_IN_SPEC[key]}")
             if key not in TRAIN_FIELDS and key not in MODEL_FIELDS:
                 close = difflib.get_close_matches(key, [*TRAIN_FIELDS, *MODEL_FIELDS], n=1)
-                self.fail(
-                    kpath,
-                    "not a training or model field"
-                    + (f"; did you mean {close[0]!r}?" if close else ""),
-                )
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                self.fail(kpath, f"not a training or model field{hint}")
             if key in train or key in model or key in out:
                 self.fail(kpath, f"{key} is set twice (as an axis and beside it)")
             if not isinstance(values, list) or not values:
