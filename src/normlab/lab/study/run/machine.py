@@ -9,6 +9,7 @@ limit wins. The paths are parameters so the tests can fake a machine.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import platform
@@ -83,13 +84,9 @@ def cgroup_cpu_quota(root: str = CGROUP_ROOT, cgroup: str = SELF_CGROUP) -> floa
 
 def cpu_name() -> str:
     """The processor's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return cpu
+    with contextlib.suppress(OSError, StopIteration), open("/proc/cpuinfo") as f:
+        return next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    return platform.processor() or platform.machine()
 
 
 def usable_cpus(root: str = CGROUP_ROOT, cgroup: str = SELF_CGROUP) -> int:
