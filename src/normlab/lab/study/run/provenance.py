@@ -78,6 +78,5 @@ def study_of(meta: dict, source: str, spec_file: str | None = None) -> Study:
 def run_with(meta: dict) -> tuple[str | None, str | None]:
     """The ``--device`` and ``--precision`` the study in ``meta`` ran with (None: not given,
     or not recorded)."""
-    given = meta.get("run_with")
-    given = given if isinstance(given, dict) else {}
+    given = meta.get("run_with") or {}  # an object or absent: check_study_json
     return given.get("device"), given.get("precision")
