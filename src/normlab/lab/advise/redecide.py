@@ -57,11 +57,7 @@ def twin_from_json(doc: dict, where: str) -> Twin:
 
 
 def redecide_advise(
-    out: Path,
-    *,
-    data: str | None = None,
-    device: str | None = None,
-    precision: str | None = None,
+    out: Path, *, data: str | None, device: str | None, precision: str | None
 ) -> AdviseResult:
     """The advise in ``out`` decided again from its files (nothing trained, nothing written);
     ``data``/``device``/``precision``: the advise's ``--data``, ``--device``, ``--precision``,
@@ -82,7 +78,7 @@ def redecide_advise(
 
         result = redecide_study(out, device=device, precision=precision)
     else:
-        result = _unfinished(out, spec, data, device, precision)
+        result = _unfinished(out, spec, flag, data, device, precision)
     _check_twin(twin, result.study, flag)
     return AdviseResult(result, advice.blocks(twin, result), spec)
 
@@ -96,14 +92,13 @@ def _check_twin(twin: Twin, study, flag: str) -> None:
         raise UsageError(f"{flag}: the study's recipe arm is not the twin twin.json records")
 
 
-def _unfinished(out: Path, spec: Path, data, device, precision) -> StudyResult:
+def _unfinished(out: Path, spec: Path, flag: str, data, device, precision) -> StudyResult:
     """An advise stopped before its study finished (no study.json): its runs so far, decided."""
     from normlab.lab.common import load_data
     from normlab.lab.study.decide import decide_all
     from normlab.lab.study.run import ResultStore, configure, environment, run_key
     from normlab.lab.study.spec import SEED_STRIDE, load_spec
 
-    flag = f"--redecide {out}"
     if not spec.is_file():
         raise UsageError(f"{flag}: no study.json and no {spec.name}: not an advise's directory")
     study = load_spec(spec)
@@ -123,18 +118,16 @@ def _unfinished(out: Path, spec: Path, data, device, precision) -> StudyResult:
     # pair under which the most of the study's runs are found.
     ids = [(r.get("seed"), r.get("seed_index")) for r in records.values()]
     blocks = {(s - i) // SEED_STRIDE for s, i in ids if isinstance(s, int) and isinstance(i, int)}
-    blocks = blocks or {0}
     best = (-1, None, 0, {}, "cpu")
     for dev in [device] if device else ["cpu", "cuda"]:
         configured = configure(study, dev, precision, check=False)
-        for block in sorted(blocks):
+        for block in sorted(blocks or {0}):
             found = {}
             for r in configured.runs(block):
-                rec = records.get(run_key(r.config, corpus.sha256))
-                if rec is not None:
+                if (rec := records.get(run_key(r.config, corpus.sha256))) is not None:
                     found.setdefault(r.arm, {})[r.index] = rec["result"]
-            if sum(map(len, found.values())) > best[0]:
-                best = (sum(map(len, found.values())), configured, block, found, dev)
+            if (n := sum(map(len, found.values()))) > best[0]:
+                best = (n, configured, block, found, dev)
     n, study, block, results, dev = best
     if not n:
         raise UsageError(
