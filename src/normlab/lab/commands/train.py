@@ -25,12 +25,12 @@ from normlab.lab.train.fields import NO_OPTION, Expected, coerce
 _DEFAULT_SIZES = {"dim": 64, "n_layers": 4, "n_heads": 4}
 
 
+@dataclasses.dataclass(frozen=True)
 class _Default:
     """A default that prints as its value in ``--help`` but tells "not given" from "given the
     default value", so only the options on the command line override a preset run."""
 
-    def __init__(self, value: Any):
-        self.value = value
+    value: Any
 
     def __str__(self) -> str:
         return str(self.value)

@@ -91,12 +91,10 @@ class Evaluation:
             out["final_train_loss"] = last["train_loss"]
         for n in self.cfg.eval_lengths:  # served at another length than trained
             short = [(x[:, :n], y[:, :n]) for x, y in val]
-            out.setdefault("val_loss_at", {})[str(n)] = self._mean_loss(
-                model, short, train_mode=False
-            )
-            if self.cfg.eval_train_mode:
-                loss = self._mean_loss(model, short, train_mode=True)
-                out.setdefault("val_loss_train_mode_at", {})[str(n)] = loss
+            for key, train in (("val_loss_at", False), ("val_loss_train_mode_at", True)):
+                if not train or self.cfg.eval_train_mode:
+                    loss = self._mean_loss(model, short, train_mode=train)
+                    out.setdefault(key, {})[str(n)] = loss
         return out
 
     @torch.no_grad()
