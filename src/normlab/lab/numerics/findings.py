@@ -174,6 +174,5 @@ def decide_all(seeds: int = SEEDS, names=None, progress: bool = False) -> list[d
         for _, fn in tqdm(groups, desc="findings", disable=not progress, leave=False):
             for name, (values, record) in fn(range(seeds)).items():
                 verdict = FINDINGS[name].decide(values, means=_summary(record))
-                verdict["record"] = record
-                out[name] = verdict
+                out[name] = verdict | {"record": record}
     return [out[n] for n in wanted]

@@ -113,9 +113,9 @@ def threshold(fails: Callable[[float], bool], lo: float, hi: float, rising: bool
     """Where ``fails`` switches on ``[lo, hi]``, bisected in log space to 1 %: for ``rising``
     the smallest value that fails, else the largest. Clamped to the range when it does not
     switch inside it."""
-    if rising and fails(lo) or not rising and not fails(lo):
+    if fails(lo) == rising:
         return lo
-    if rising and not fails(hi) or not rising and fails(hi):
+    if fails(hi) != rising:
         return hi
     while hi / lo > 1.01:
         mid = math.sqrt(lo * hi)

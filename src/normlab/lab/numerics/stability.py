@@ -192,5 +192,4 @@ def measure_stable(seeds: range, record: dict) -> dict[str, list[float]]:
     return vals
 
 
-FINDINGS = (MORE_STABLE, STABLE)
 MEASURES = {MORE_STABLE.name: measure_more_stable, STABLE.name: measure_stable}

@@ -15,18 +15,10 @@ def table_rows(findings: Sequence[Mapping[str, Any]], rules: Mapping[str, Findin
     """One row per part of every finding (the finding's name and verdict on its first row)."""
     rows = []
     for f in findings:
-        deltas = {label: r.delta for label, r in rules[f["name"]].parts}
+        deltas = {label: f"{r.delta:.3g}" for label, r in rules[f["name"]].parts}
         for i, p in enumerate(f["parts"]):
-            rows.append(
-                [
-                    f["name"] if i == 0 else "",
-                    f"**{f['verdict']}**" if i == 0 else "",
-                    p["part"],
-                    p["verdict"],
-                    interval_text(p),
-                    f"{deltas[p['part']]:.3g}",
-                ]
-            )
+            lead = [f["name"], f"**{f['verdict']}**"] if i == 0 else ["", ""]
+            rows.append([*lead, p["part"], p["verdict"], interval_text(p), deltas[p["part"]]])
     return rows
 
 
