@@ -8,12 +8,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from normlab.lab.study.decide.compound import controls_text, with_controls
+from normlab.lab.study.decide.compound import control_arms, controls_text, with_controls
 from normlab.lab.study.decide.rules_protocol import Rule
 from normlab.lab.study.decide.stats import Context, Results, Verdict
 from normlab.lab.verdict import LEVEL, Word
-
-__all__ = ["Claim", "Verdict", "decide_all"]
 
 
 @dataclass(frozen=True)
@@ -33,8 +31,7 @@ class Claim:
 
     @property
     def arms(self) -> tuple[str, ...]:
-        extra = tuple(a for _, c in self.controls for a in c.arms())
-        return tuple(dict.fromkeys(self.rule.arms() + extra))
+        return control_arms(self.rule, self.controls)
 
     @property
     def seeds(self) -> int:

@@ -10,6 +10,11 @@ from normlab.lab.study.decide.stats import Results, Seeds, Verdict
 from normlab.lab.verdict import LEVEL, Word, combine, correct
 
 
+def control_arms(rule, controls) -> tuple[str, ...]:
+    """``rule``'s arms, then its controls' (each once)."""
+    return tuple(dict.fromkeys(rule.arms() + tuple(a for _, c in controls for a in c.arms())))
+
+
 def controls_text(controls) -> str:
     if not controls:
         return ""

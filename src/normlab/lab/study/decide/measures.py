@@ -20,12 +20,6 @@ H_TEXT = (
     "frequencies (add-one smoothed): the validation loss of a model that learned only byte "
     "frequencies"
 )
-# what -> what it is (the serial timing phase, ``normlab.lab.study.run.timing``)
-TIMINGS = {
-    "norm_ms": "the norms alone at the models' shapes, forward+backward, ms per step",
-    "step_ms": "a whole training step, ms",
-    "torch_norm_ms": "PyTorch's own F.rms_norm/F.layer_norm at the same shapes, ms per step",
-}
 
 
 def _loss(name: str) -> Callable[[dict, str | None], float | None]:

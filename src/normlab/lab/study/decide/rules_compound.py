@@ -31,9 +31,7 @@ class Controlled:
         return getattr(self.__dict__["rule"], name)
 
     def arms(self) -> tuple[str, ...]:
-        return tuple(
-            dict.fromkeys(self.rule.arms() + tuple(a for _, c in self.controls for a in c.arms()))
-        )
+        return compound.control_arms(self.rule, self.controls)
 
     def describe(self) -> str:
         return self.rule.describe() + compound.controls_text(self.controls)

@@ -9,10 +9,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from normlab.lab.study.decide.measures import TIMINGS
 from normlab.lab.study.decide.rules_protocol import ARM, DELTA, OnePartRule
 from normlab.lab.study.decide.stats import Context, Results, Verdict
 from normlab.lab.verdict import EXPECT, LEVEL, decide, statistic
+
+# what -> what it is (the serial timing phase, ``normlab.lab.study.run.timing``)
+TIMINGS = {
+    "norm_ms": "the norms alone at the models' shapes, forward+backward, ms per step",
+    "step_ms": "a whole training step, ms",
+    "torch_norm_ms": "PyTorch's own F.rms_norm/F.layer_norm at the same shapes, ms per step",
+}
 
 
 @dataclass(frozen=True)
