@@ -157,12 +157,12 @@ def _plain_ticks(ax, axis) -> None:
     is_x = axis is ax.xaxis
     lo, hi = sorted(ax.get_xlim() if is_x else ax.get_ylim())
     widen = ax.set_xlim if is_x else ax.set_ylim
-    inverted = axis.get_inverted()
+    inverted = bool(axis.get_inverted())  # numpy's bool, which sorted() refuses
     if axis.get_scale() == "log":
         if lo > 0 and hi / lo < MIN_RATIO:
             mid = math.sqrt(lo * hi)
             lo, hi = mid / math.sqrt(MIN_RATIO), mid * math.sqrt(MIN_RATIO)
-            widen(*_ordered(lo, hi, inverted))
+            widen(*sorted((lo, hi), reverse=inverted))
         default = type(axis.get_major_locator()) is ticker.LogLocator
         if default and lo > 0 and hi / lo < SHORT_LOG:
             # Within a factor 4 the log ticks are one or two: a 0.55 … 1.8 axis read 0.6 and 1.
@@ -185,12 +185,8 @@ def _plain_ticks(ax, axis) -> None:
         size = max(abs(lo), abs(hi))
         if size > 0 and hi - lo < MIN_SPAN * size:
             mid, half = (lo + hi) / 2, MIN_SPAN * size / 2
-            widen(*_ordered(mid - half, mid + half, inverted))
+            widen(*sorted((mid - half, mid + half), reverse=inverted))
         axis.set_major_formatter(_formatters()[0]())
-
-
-def _ordered(a: float, b: float, inverted: bool) -> tuple[float, float]:
-    return (b, a) if inverted else (a, b)
 
 
 def _wrap_labels(fig, ax) -> None:
