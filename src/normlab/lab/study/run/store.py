@@ -43,9 +43,7 @@ def run_key(cfg: TrainConfig, corpus_sha256: str) -> str:
 
 
 def _key(config: dict[str, Any], corpus_sha256: str) -> str:
-    d = {**config, "device": config.get("device", "auto")}
-    if d["device"] == "auto":
-        d["device"] = concrete_device("auto")
+    d = {**config, "device": concrete_device(config.get("device", "auto"))}
     blob = json.dumps({"config": _changed(d, _DEFAULTS), "corpus": corpus_sha256}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
