@@ -167,34 +167,6 @@ def _resid_growth(p: dict) -> float:
     return math.log(rms[-1] / rms[0])
 
 
-END_MEASURES = {
-    "log_attn_logit_max_end": (
-        "ln(largest attention logit over the layers), end of training",
-        _end(lambda p: math.log(max(_values(p, "attn_logit_max")))),
-    ),
-    "log_logit_rms_end": (
-        "ln(RMS of the output logits), end of training",
-        _end(lambda p: math.log(p["logit_rms"])),
-    ),
-    "log_resid_growth_end": (
-        "ln(residual RMS after the last block / after the first), end of training",
-        _end(_resid_growth),
-    ),
-    "log_massive_end": (
-        "ln(max over blocks of max|h| / median|h|), end of training",
-        _end(lambda p: math.log(max(_values(p, "massive")))),
-    ),
-    "log_grad_spread_end": (
-        "ln(max/min over blocks of the block gradient norm), end of training",
-        _end(_grad_spread),
-    ),
-    "deep_cos_end": (
-        "mean cosine between consecutive blocks' outputs over the last quarter of blocks, end "
-        "of training (near 1: the deep blocks change the stream little)",
-        _end(_deep_cos),
-    ),
-}
-
 MATCHED_TRAIN_LOSS = 1.75  # nats/byte: a training loss every small-corpus arm passes (block 0)
 
 
@@ -222,26 +194,6 @@ def _block_drop_mean(res: dict, matrix: str | None) -> float | None:
 def _train_val_gap(res: dict, matrix: str | None) -> float | None:
     return _gap(res, "final_val_loss", "final_train_loss")
 
-
-# Read from what a run computes on demand (TrainConfig.block_drop_batches, train_slice).
-ON_DEMAND_MEASURES = {
-    "gap_at_matched_train_loss": (
-        f"val − train loss where the loss on the training bytes first reaches "
-        f"{MATCHED_TRAIN_LOSS:g} nats/byte (eval mode, linear between validations; needs "
-        "train_slice and eval_interval): the gap at equal fit",
-        _gap_at_matched_train_loss,
-    ),
-    "block_drop_mean": (
-        "mean over blocks of the validation loss increase when that one block is skipped (needs "
-        "block_drop_batches): how much work each block does",
-        _block_drop_mean,
-    ),
-    "train_val_gap": (
-        "final val loss − final loss on the training bytes (eval mode; needs train_slice): the "
-        "generalization gap",
-        _train_val_gap,
-    ),
-}
 
 # name -> (what it is, how it is read from a run)
 MEASURES: dict[str, tuple[str, Callable[[dict, str | None], float | None]]] = {
@@ -313,7 +265,48 @@ MEASURES: dict[str, tuple[str, Callable[[dict, str | None], float | None]]] = {
         "Var f / Var(x + f) of the MLP sublayers at init, mean over blocks",
         _branch_ratio("mlp"),
     ),
-    **END_MEASURES,
+    # the probe at the latest step (``_end``)
+    "log_attn_logit_max_end": (
+        "ln(largest attention logit over the layers), end of training",
+        _end(lambda p: math.log(max(_values(p, "attn_logit_max")))),
+    ),
+    "log_logit_rms_end": (
+        "ln(RMS of the output logits), end of training",
+        _end(lambda p: math.log(p["logit_rms"])),
+    ),
+    "log_resid_growth_end": (
+        "ln(residual RMS after the last block / after the first), end of training",
+        _end(_resid_growth),
+    ),
+    "log_massive_end": (
+        "ln(max over blocks of max|h| / median|h|), end of training",
+        _end(lambda p: math.log(max(_values(p, "massive")))),
+    ),
+    "log_grad_spread_end": (
+        "ln(max/min over blocks of the block gradient norm), end of training",
+        _end(_grad_spread),
+    ),
+    "deep_cos_end": (
+        "mean cosine between consecutive blocks' outputs over the last quarter of blocks, end "
+        "of training (near 1: the deep blocks change the stream little)",
+        _end(_deep_cos),
+    ),
     **EARLY_MEASURES,
-    **ON_DEMAND_MEASURES,
+    # read from what a run computes on demand (TrainConfig.block_drop_batches, train_slice)
+    "gap_at_matched_train_loss": (
+        f"val − train loss where the loss on the training bytes first reaches "
+        f"{MATCHED_TRAIN_LOSS:g} nats/byte (eval mode, linear between validations; needs "
+        "train_slice and eval_interval): the gap at equal fit",
+        _gap_at_matched_train_loss,
+    ),
+    "block_drop_mean": (
+        "mean over blocks of the validation loss increase when that one block is skipped (needs "
+        "block_drop_batches): how much work each block does",
+        _block_drop_mean,
+    ),
+    "train_val_gap": (
+        "final val loss − final loss on the training bytes (eval mode; needs train_slice): the "
+        "generalization gap",
+        _train_val_gap,
+    ),
 }
