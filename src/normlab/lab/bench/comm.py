@@ -76,29 +76,24 @@ def install(counter: Counter) -> None:
     wrap("_broadcast_coalesced", "buffers", lambda pg, ts, *a, **k: list(ts))
 
 
-def _hook(counter: Counter):
+def _train(norm: str, info, counter: Counter, steps: int) -> list[dict]:
+    import torch.nn.functional as F
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-    def hook(state, bucket):
+    from normlab.lab.train import distributed as D
+    from normlab.models import Transformer, TransformerConfig
+
+    def hook(state, bucket):  # DDP's own all-reduce, its collectives counted as gradients
         counter.in_hook = True
         try:
             return default_hooks.allreduce_hook(state, bucket)
         finally:
             counter.in_hook = False
 
-    return hook
-
-
-def _train(norm: str, info, counter: Counter, steps: int) -> list[dict]:
-    import torch.nn.functional as F
-
-    from normlab.lab.train import distributed as D
-    from normlab.models import Transformer, TransformerConfig
-
     torch.manual_seed(0)
     model = Transformer(TransformerConfig(256, 64, 2, 4, norm=norm, max_seq_len=64))
     ddp = D.wrap(model, info, fsdp=False, blocks=model.blocks)
-    ddp.register_comm_hook(None, _hook(counter))
+    ddp.register_comm_hook(None, hook)
     opt = torch.optim.AdamW(ddp.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(1000 + info.rank)
     per_step = []

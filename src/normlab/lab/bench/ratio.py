@@ -70,7 +70,7 @@ def measure(
 
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     values: dict[str, list[float]] = {}
-    ms: dict[str, dict[str, list[float]]] = {}
+    ms: dict[str, list[float]] = {}
     for d in sizes:
         times = interleaved(contenders(d, impls, device), rounds, sync)
         for impl in impls:
@@ -78,13 +78,8 @@ def measure(
             values[f"{impl} d={d}"] = [math.log(b / a) for a, b in zip(rms, ln, strict=True)]
             for op, ts in (("rms_norm", rms), ("layer_norm", ln)):
                 ms.setdefault(f"{impl} {op}", []).append(1e3 * statistics.median(ts))
-        log(
-            f"d={d}: "
-            + ", ".join(
-                f"{i} t_rms/t_ln {math.exp(-statistics.median(values[f'{i} d={d}'])):.2f}"
-                for i in impls
-            )
-        )
+        shown = {i: math.exp(-statistics.median(values[f"{i} d={d}"])) for i in impls}
+        log(f"d={d}: " + ", ".join(f"{i} t_rms/t_ln {r:.2f}" for i, r in shown.items()))
     return values, ms
 
 
@@ -102,19 +97,19 @@ def ratio_plot(findings: list[dict]) -> bytes | None:
     sizes = timed[0]["record"]["sizes"]
     for k, finding in enumerate(timed):
         impl, parts = finding["record"]["impl"], {p["part"]: p for p in finding["parts"]}
-        xs, ys, lo, hi = [], [], [], []
+        xs, ys, below, above = [], [], [], []  # the interval's ends as distances from y
         for d in finding["record"]["sizes"]:
             p = parts.get(f"d={d}")
             if p is None or p.get("effect") is None:
                 continue
+            y = math.exp(-p["effect"])  # t_rms / t_ln
             xs.append(d)
-            ys.append(math.exp(-p["effect"]))  # t_rms / t_ln
-            lo.append(math.exp(-p["hi"]) if p.get("hi") is not None else ys[-1])
-            hi.append(math.exp(-p["lo"]) if p.get("lo") is not None else ys[-1])
+            ys.append(y)
+            below.append(y - math.exp(-p["hi"]) if p.get("hi") is not None else 0.0)
+            above.append(math.exp(-p["lo"]) - y if p.get("lo") is not None else 0.0)
         if xs:
-            err = [[y - a for y, a in zip(ys, lo, strict=True)]]
-            err.append([b - y for y, b in zip(ys, hi, strict=True)])
-            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=impl, ls="-:"[k % 2])
+            yerr = [below, above]
+            ax.errorbar(xs, ys, yerr=yerr, marker="o", capsize=3, label=impl, ls="-:"[k % 2])
     ax.axhline(1, color="k", lw=0.8)
     ax.set(xscale="log", yscale="log", xlabel="hidden size d")
     ax.set_ylabel("time RMSNorm / time LayerNorm (log)")

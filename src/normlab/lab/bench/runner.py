@@ -282,15 +282,7 @@ def run_bench(options: BenchOptions) -> Path:
     backend = "triton" if o.device == "cuda" else "numba"
     shapes = tuple(o.shapes) if o.shapes else (QUICK_SHAPES if o.quick else SHAPES)
     repeat = min(o.repeat, 3) if o.quick else o.repeat
-    results = run_matrix(
-        o.device,
-        backend,
-        ops=o.ops,
-        dtypes=o.dtypes,
-        shapes=shapes,
-        repeat=repeat,
-        compile=o.compile,
-    )
+    results = run_matrix(o.device, backend, o.ops, o.dtypes, shapes, repeat, o.compile)
     where = torch.cuda.get_device_name() if o.device == "cuda" else platform.processor()
     name = f"bench_{o.device}"
     rows = [asdict(r) for r in results]

@@ -72,12 +72,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _findings(args: argparse.Namespace) -> int:
-    impls = tuple(i for i in IMPLS if i != "compile" or not args.no_compile)
     options = FindingsOptions(
         out=args.out,
         kinds=tuple(k for k in args.findings.split(",") if k),
         sizes=(64, 1024, 4096) if args.quick else SIZES,
-        impls=impls,
+        impls=tuple(i for i in IMPLS if i != "compile" or not args.no_compile),
         rounds=min(args.rounds, 7) if args.quick else args.rounds,
         device=args.device,
         threads=args.threads,
