@@ -204,10 +204,7 @@ def _study_run(args: argparse.Namespace):
 
     if args.spec is not None:
         study, what = spec.load_spec(args.spec, args.overrides), f"spec {args.spec}"
-    else:
-        names = spec.builtin_names()
-        if args.preset not in names:
-            raise ValueError(f"--preset must be one of {names}, got {args.preset!r}")
+    else:  # an unknown preset is the spec loader's one-line error
         study, what = spec.load_builtin(args.preset, args.overrides), f"preset {args.preset!r}"
     arms = [a.name for a in study.arms]
     if args.run not in arms:

@@ -189,10 +189,8 @@ class TrainConfig:
                 "eval_sequences or eval_batches"
             )
         check_fields(self)
-        self._check_numbers()
-        if self.norm_weight_decay is not None and not (
-            self.decay_norms and self.norm_weight_decay >= 0
-        ):
+        self._check_numbers()  # a negative norm_weight_decay among them
+        if self.norm_weight_decay is not None and not self.decay_norms:
             raise ValueError(
                 f"norm_weight_decay={self.norm_weight_decay!r} needs decay_norms=True and a "
                 "value >= 0 (None: the norms decay with weight_decay)"
