@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -244,7 +244,7 @@ class NumericsResult:
 
 
 def sweep(
-    grid: Grid, *, device: str = "cpu", backends: list[str] | None = None, quiet: bool = False
+    grid: Grid, *, device: str = "cpu", backends: Sequence[str] | None = None, quiet: bool = False
 ) -> NumericsResult:
     """Run every implementation on every case of ``grid``; no files written."""
     from tqdm.auto import tqdm
@@ -308,8 +308,7 @@ def run_numerics(options: NumericsOptions) -> NumericsResult:
 
     grid = options.resolved_grid()
     out = out_dir(options.out)
-    backends = None if options.backends is None else list(options.backends)
-    result = sweep(grid, device=options.device, backends=backends, quiet=options.quiet)
+    result = sweep(grid, device=options.device, backends=options.backends, quiet=options.quiet)
     result.findings = sentences(result)
     seeds = options.seeds if options.seeds is not None else 3 if options.reduced else SEEDS
     if seeds < 0:
