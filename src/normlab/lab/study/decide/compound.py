@@ -44,10 +44,9 @@ def decide_parts(members, target: Word, results: Results, ctx) -> Verdict:
     context's level, Holm's step-down over the parts for ``target`` (the decision one part
     suffices for is the other's: all must reach it), then each part's own controls."""
     level, k = ctx.level, len(members)
-    sub = dataclasses.replace(ctx, nominal_level=ctx.nominal().level)
-    rules = [rule for _, rule in members]
-    plain = [rule.decide(results, sub.at(level)) for rule in rules]
-    decide_at = lambda j, lvl: rules[j].decide(results, sub.at(lvl)).status  # noqa: E731
+    sub = dataclasses.replace(ctx, nominal_level=ctx.nominal().level)  # at ``level``
+    plain = [rule.decide(results, sub) for _, rule in members]
+    decide_at = lambda j, lvl: members[j][1].decide(results, sub.at(lvl)).status  # noqa: E731
     fixed = correct([(v.status, v.why) for v in plain], decide_at, target, level)
     parts = []
     for (name, rule), v, (word, why, note) in zip(members, plain, fixed, strict=True):

@@ -66,8 +66,7 @@ class Seeds:
 
     def text(self) -> str:
         """ "1 of 3 seeds diverged, 0 stalled" and what else a reader must know."""
-        n = self.n
-        out = f"{len(self.diverged)} of {n} seeds diverged, {len(self.stalled)} stalled"
+        out = f"{len(self.diverged)} of {self.n} seeds diverged, {len(self.stalled)} stalled"
         if self.bounded:
             out += f"; {len(self.bounded)} with an undefined measure, bounded"
         if self.unpaired:

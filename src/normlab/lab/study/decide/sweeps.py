@@ -59,8 +59,7 @@ def sweep_ranges(
     for i in seeds:
         losses = [loss(results[a][i], None) for a in sweep]
         cap = init_loss([results[a][i] for a in sweep])
-        known = [x for x in losses if x is not None]
-        best = min(known) if known else cap
+        best = min((x for x in losses if x is not None), default=cap)
         lo = sensitivity([best if x is None else x for x in losses], cap)
         out[i] = (lo, sensitivity([cap if x is None else x for x in losses], cap), best)
     return out
