@@ -15,6 +15,7 @@ import sysconfig
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 from torch import Tensor
@@ -41,10 +42,7 @@ class Corpus:
     sha256: str
     source: str
     n_bytes: int
-
-    @property
-    def vocab_size(self) -> int:
-        return VOCAB_SIZE
+    vocab_size: ClassVar[int] = VOCAB_SIZE
 
     def unigram_entropy(self) -> float:
         """Entropy (nats) of the training bytes' frequencies: the loss of a model that learned
