@@ -29,7 +29,7 @@ from normlab.lab.io import write_file
 from normlab.lab.limits import set_threads
 from normlab.lab.numerics.measuring import part
 from normlab.lab.render import md_table
-from normlab.lab.verdict.finding import Finding, Part
+from normlab.lab.verdict.finding import Finding
 
 WORK_DELTA = -math.log(0.95)  # RMSNorm must save at least 5 % of LayerNorm's time to count
 KINDS = ("ratio", "comm")
@@ -47,16 +47,12 @@ def rmsnorm_faster(impl: str, sizes=ratio.SIZES) -> Finding:
         f"RMSNorm's forward takes less time than LayerNorm's, in {IMPL_WORDS[impl]}.",
         "000 §3.3, §4.2; 001; 003 §八",
         tuple(
-            (
+            part(
                 f"d={d}",
-                Part(
-                    "ln(t_LayerNorm / t_RMSNorm) per interleaved round at this d (forward, FP32, "
-                    f"{ratio.ELEMENTS} elements per call); δ: RMSNorm saves 5 % of LayerNorm's "
-                    "time",
-                    ">0",
-                    WORK_DELTA,
-                    trim=0.2,
-                ),
+                "ln(t_LayerNorm / t_RMSNorm) per interleaved round at this d (forward, FP32, "
+                f"{ratio.ELEMENTS} elements per call); δ: RMSNorm saves 5 % of LayerNorm's time",
+                delta=WORK_DELTA,
+                trim=0.2,
             )
             for d in sizes
         ),

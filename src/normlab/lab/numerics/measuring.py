@@ -35,10 +35,13 @@ FP32_STATS: dict[str, Callable] = {
 }
 
 
-def part(label: str, what: str, expect: str = ">0", delta: float = FACTOR_2) -> tuple[str, Part]:
-    """A finding's part ``label``: per draw ``v`` = ``what``, decided as ``expect`` against
-    ``delta`` (by default: a log10 ratio that must exceed a factor of 2)."""
-    return label, Part(what, expect, delta)
+def part(
+    label: str, what: str, expect: str = ">0", delta: float = FACTOR_2, trim: float = 0.0
+) -> tuple[str, Part]:
+    """A finding's part ``label``: per repetition ``v`` = ``what``, decided as ``expect`` against
+    ``delta`` (by default: a log10 ratio that must exceed a factor of 2) on the statistic
+    ``trim`` names (``Part``)."""
+    return label, Part(what, expect, delta, trim)
 
 
 def draw(
