@@ -107,11 +107,11 @@ class ClaimLoader:
             self.fail(path, f"expected a number >= {low:g}, got {_show(v)}")
         return x
 
-    def count(self, v: Any, path: str, high: int = MAX_SEEDS) -> int:
+    def count(self, v: Any, path: str) -> int:
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             self.fail(path, f"expected an int >= 1, got {_show(v)}")
-        if v > high:
-            self.fail(path, f"{v:,} is more than the {high:,} the lab allows")
+        if v > MAX_SEEDS:
+            self.fail(path, f"{v:,} is more than the {MAX_SEEDS:,} the lab allows")
         return v
 
     def claim(self, d: dict, path: str, arms: list[str]) -> Claim:
@@ -256,11 +256,8 @@ class ClaimLoader:
                 why = f"the rule {kind!r} compares two different arms"
                 self.fail(params[k][1], f"{_show(v)} is also {seen[v]}: {why}")
             seen[v] = k
-        n = get.get("processes", 0)
-        if n > MAX_SEEDS:  # timing processes run one after the other
-            self.fail(
-                params["processes"][1], f"{n:,} is more than the {MAX_SEEDS:,} the lab allows"
-            )
+        if get.get("processes", 0) > MAX_SEEDS:  # timing processes run one after the other
+            self.count(get["processes"], params["processes"][1])  # fails: more than allowed
 
     def param(self, key: str, cls: type, v: Any, path: str, arms: list[str]) -> Any:
         """Parameter ``key`` of rule ``cls``, checked as its field's ``metadata["spec"]`` says

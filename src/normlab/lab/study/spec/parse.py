@@ -114,11 +114,7 @@ def load_spec(path: str | Path, overrides: typing.Sequence[str] = ()) -> Study:
 
 
 def parse_spec(
-    text: str,
-    source: str,
-    *,
-    default_name: str = "study",
-    overrides: typing.Sequence[str] = (),
+    text: str, source: str, *, default_name: str = "study", overrides: typing.Sequence[str] = ()
 ) -> Study:
     """The ``Study`` a spec's text describes, ``overrides`` applied to its document before it
     is checked; ``source`` names it in error messages."""
@@ -202,15 +198,13 @@ def apply_overrides(doc: dict, overrides: typing.Sequence[str], source: str) -> 
 
 class _Loader(ClaimLoader):
     def misplaced(self, k: str, path: str, allowed) -> None:
+        at, model = _at(path, k), _at(path, "model")
         if k in NOT_IN_SPEC:
-            self.fail(_at(path, k), f"cannot be set in a spec: {NOT_IN_SPEC[k]}")
+            self.fail(at, f"cannot be set in a spec: {NOT_IN_SPEC[k]}")
         if k not in allowed and k in MODEL_FIELDS:
-            self.fail(
-                _at(path, k),
-                f"a model field: set it in the model table ({k} under {_at(path, 'model')})",
-            )
+            self.fail(at, f"a model field: set it in the model table ({k} under {model})")
         if k not in allowed and k in TRAIN_FIELDS:
-            self.fail(_at(path, k), "a training field: set it beside the model table, not in it")
+            self.fail(at, "a training field: set it beside the model table, not in it")
 
     # ---- the study
 
@@ -226,13 +220,11 @@ class _Loader(ClaimLoader):
         runs: list[Arm] = []
         where: dict[str, str] = {}  # arm -> the entry that made it
         for i, entry in enumerate(self.tables(doc["arms"], "arms", "[[arms]]")):
-            for run in self.arms(entry, _at("arms", i), base):
-                if run.name in where:
-                    self.fail(
-                        _at(_at("arms", i), "name"),
-                        f"arm {run.name!r} is already made by {where[run.name]}",
-                    )
-                where[run.name] = _at("arms", i)
+            at = _at("arms", i)
+            for run in self.arms(entry, at, base):
+                if made := where.get(run.name):
+                    self.fail(_at(at, "name"), f"arm {run.name!r} is already made by {made}")
+                where[run.name] = at
                 runs.append(run)
         arms = [r.name for r in runs]
         claims: list[Claim] = []
@@ -273,11 +265,8 @@ class _Loader(ClaimLoader):
 
     def overrides(self, d: dict, path: str) -> tuple[dict, dict]:
         """The training and model field values set in ``d`` (its keys already checked)."""
-        train = {
-            k: self.field(TrainConfig, k, v, _at(path, k))
-            for k, v in d.items()
-            if k in TRAIN_FIELDS
-        }
+        train = {k: v for k, v in d.items() if k in TRAIN_FIELDS}
+        train = {k: self.field(TrainConfig, k, v, _at(path, k)) for k, v in train.items()}
         model = {}
         if "model" in d:
             mpath = _at(path, "model")
