@@ -59,13 +59,12 @@ class Contrast(OnePartRule):
     def subject(self) -> str:
         """ "pre-L6 − post-L6 (final val loss)", "pre: + a − b", else the formula."""
         measures = list(dict.fromkeys(m for _, _, m in self.terms))
-        arms = self.arms()
         if len(measures) == 1:
             out = _signed_sum([(c, a) for c, a, _ in self.terms])
             return f"{out} ({measures[0].replace('_', ' ')})"
-        if len(arms) == 1:
+        if len(self.arms()) == 1:
             ms = [f"{'−' if c < 0 else '+'} {m.replace('_', ' ')}" for c, _, m in self.terms]
-            return f"{arms[0]}: {' '.join(ms).removeprefix('+ ')}"
+            return f"{self.arms()[0]}: {' '.join(ms).removeprefix('+ ')}"
         return self.formula()
 
     def formula_words(self) -> str:

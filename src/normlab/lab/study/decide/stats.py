@@ -45,15 +45,13 @@ class Seeds:
     @classmethod
     def of(cls, results: Results, arms: tuple[str, ...], bounded=()) -> Seeds:
         have = [set(results.get(a, {})) for a in arms]
-        paired = sorted(set.intersection(*have)) if have else []
-        unpaired = sorted(set.union(*have) - set(paired)) if have else []
+        paired = tuple(sorted(set.intersection(*have))) if have else ()
+        unpaired = tuple(sorted(set.union(*have) - set(paired))) if have else ()
 
         def where(state: str) -> tuple[int, ...]:
             return tuple(i for i in paired if any(_state(results[a][i]) == state for a in arms))
 
-        return cls(
-            tuple(paired), where("diverged"), where("stalled"), tuple(bounded), tuple(unpaired)
-        )
+        return cls(paired, where("diverged"), where("stalled"), tuple(bounded), unpaired)
 
     def merge(self, other: Seeds) -> Seeds:
         u = lambda a, b: tuple(sorted(set(a) | set(b)))  # noqa: E731
