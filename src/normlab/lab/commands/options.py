@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 from normlab.lab.commands import SEED_BLOCK, int_in
+from normlab.lab.common import out_dir
 from normlab.lab.limits import MAX_THREADS
-from normlab.lab.study.run import Interrupted, StudyOptions
+from normlab.lab.study.run import Interrupted, StudyOptions, checks_device, configure
 from normlab.lab.train.device import DEVICES, PRECISIONS
 
 MAX_WORKERS = 1024  # processes: a million would be started before any run
@@ -102,8 +103,6 @@ def add_run_options(p: argparse.ArgumentParser, *, out: str, listed: str) -> Non
 def configured(study, args: argparse.Namespace):
     """``study`` on ``--device`` in ``--precision``; without ``--list``, a UsageError now if it
     needs CUDA and there is none (before the output directory or the data)."""
-    from normlab.lab.study.run import checks_device, configure
-
     check = not args.list and checks_device(args.executor, args.address)
     return configure(study, args.device, args.precision, check=check)
 
@@ -111,8 +110,6 @@ def configured(study, args: argparse.Namespace):
 def study_options(args: argparse.Namespace) -> StudyOptions:
     """The parsed run options as the runner's options (each its field's name), the output
     directory created."""
-    from normlab.lab.common import out_dir
-
     return StudyOptions(
         out=out_dir(args.out),
         tensorboard=None if args.tensorboard is None else Path(args.tensorboard),

@@ -17,14 +17,19 @@ from normlab.lab.commands.options import (
     report_failed,
     study_options,
 )
-from normlab.lab.study.run import Interrupted
+from normlab.lab.common import load_data
+from normlab.lab.errors import UsageError
+from normlab.lab.io import hold
+from normlab.lab.limits import check_study
+from normlab.lab.study.report import write_reports
+from normlab.lab.study.run import Interrupted, format_plan, redecide, run_study, summary
+from normlab.lab.study.spec import parse as spec
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from normlab.lab.study.published.claims_page import HELP as coverage_help
-    from normlab.lab.study.spec import builtin_names
 
-    names = builtin_names()
+    names = spec.builtin_names()
     which = p.add_mutually_exclusive_group()
     which.add_argument(
         "--preset",
@@ -77,11 +82,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from normlab.lab.errors import UsageError
-    from normlab.lab.limits import check_study
     from normlab.lab.study.published import compare, results
-    from normlab.lab.study.run import format_plan, pilot, redecide
-    from normlab.lab.study.spec import parse as spec
+    from normlab.lab.study.run import pilot
 
     if args.print_spec:
         print(spec.builtin_text(args.print_spec), end="")
@@ -114,11 +116,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _train(study, args: argparse.Namespace) -> int:
     """The study trained and decided, its reports written and summed up."""
-    from normlab.lab.common import load_data
-    from normlab.lab.io import hold
-    from normlab.lab.study.report import write_reports
-    from normlab.lab.study.run import run_study, summary
-
     options = study_options(args)
     with hold(options.out, "study"):  # one process per output directory, before any work
         corpus = load_data(args.data)

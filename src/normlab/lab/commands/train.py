@@ -12,6 +12,7 @@ same global batch.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import typing
 from pathlib import Path
@@ -19,7 +20,18 @@ from typing import Any, Literal
 
 from normlab.lab.commands import FLOAT, NON_NEGATIVE_INT, SEED_BLOCK
 from normlab.lab.commands.options import add_set, add_spec
+from normlab.lab.common import check_device, load_data, out_dir
+from normlab.lab.errors import UsageError
+from normlab.lab.io import hold, is_main_process
+from normlab.lab.limits import check_run
+from normlab.lab.study.run import find_run, saved_config
+from normlab.lab.study.spec import parse as spec
+from normlab.lab.train.config import TrainConfig
+from normlab.lab.train.data import VOCAB_SIZE
+from normlab.lab.train.device import concrete_device
 from normlab.lab.train.fields import NO_OPTION, Expected, coerce
+from normlab.models import TransformerConfig
+from normlab.models.config import field_types
 
 # Sizes for a run without --preset: small LLaMA-style, seconds a step on a laptop CPU.
 _DEFAULT_SIZES = {"dim": 64, "n_layers": 4, "n_heads": 4}
@@ -81,10 +93,6 @@ def _add_field(group, f: dataclasses.Field, hint, default: Any) -> None:
 
 def _add_fields(parser: argparse.ArgumentParser) -> None:
     """An option per field of ``TrainConfig`` and ``TransformerConfig``, in a group each."""
-    from normlab.lab.train.config import TrainConfig
-    from normlab.models import TransformerConfig
-    from normlab.models.config import field_types
-
     for cls, title in ((TrainConfig, "training"), (TransformerConfig, "model")):
         group = parser.add_argument_group(
             f"{title} ({cls.__name__} fields; override --preset, --spec, --config)"
@@ -157,8 +165,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace):
     """The run's ``TrainConfig``: the preset's, spec's or saved run (or the defaults) with the
     given options."""
-    from normlab.lab.train.config import TrainConfig
-    from normlab.models import TransformerConfig
 
     def given(cls: type) -> dict[str, Any]:  # the fields given on the command line
         values = {f.name: getattr(args, f.name) for f in _options(cls)}
@@ -170,10 +176,6 @@ def config_from_args(args: argparse.Namespace):
 
 def _base_config(args: argparse.Namespace):
     """What the options override: a saved run's config, a study's run, or the defaults."""
-    from normlab.lab.train.config import TrainConfig
-    from normlab.lab.train.data import VOCAB_SIZE
-    from normlab.models import TransformerConfig
-
     block_given = not isinstance(args.seed_block, _Default)
     seeds = block_given or not isinstance(args.seed_index, _Default)
     if args.config is not None:
@@ -182,8 +184,6 @@ def _base_config(args: argparse.Namespace):
                 "--config is a run's whole config: --set and --seed-block go with "
                 "--preset or --spec"
             )
-        from normlab.lab.study.run import saved_config
-
         return saved_config(args.config, args.run, _value(args.seed_index))
     if args.preset is None and args.spec is None:
         if args.run is not None or args.overrides or seeds:
@@ -199,9 +199,6 @@ def _base_config(args: argparse.Namespace):
 def _study_run(args: argparse.Namespace):
     """The config the study of ``--preset``/``--spec`` (with ``--set``) trains for ``--run``
     under ``--seed-index`` in ``--seed-block``: its ``Study.runs(block)`` entry, seed included."""
-    from normlab.lab.study.run import find_run
-    from normlab.lab.study.spec import parse as spec
-
     if args.spec is not None:
         study, what = spec.load_spec(args.spec, args.overrides), f"spec {args.spec}"
     else:  # an unknown preset is the spec loader's one-line error
@@ -219,15 +216,8 @@ def _study_run(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    import contextlib
-
-    from normlab.lab.common import check_device, load_data, out_dir
-    from normlab.lab.errors import UsageError
-    from normlab.lab.io import hold, is_main_process
-    from normlab.lab.limits import check_run
-    from normlab.lab.train.dist_trainer import RunOptions, train_process
+    from normlab.lab.train.dist_trainer import RunOptions, train_process  # torch.distributed
     from normlab.lab.train.tblog import tensorboard_available
-    from normlab.lab.train.trainer import concrete_device
 
     try:
         cfg = config_from_args(args)
