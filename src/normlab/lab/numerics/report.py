@@ -189,12 +189,10 @@ def _statements_blocks(result) -> list:
 
     # The rows are written for Markdown (**verdict**): spans, so the HTML shows them bold.
     rows = tables.table_rows(result.verdicts, FINDINGS)
+    cells = tuple(tuple(d.from_markdown(str(c)) for c in r) for r in rows)
     out = [
         d.Heading(2, "The articles' statements, decided", "statements"),
-        d.Table(
-            tuple(tables.FINDINGS_HEADER),
-            tuple(tuple(d.from_markdown(str(c)) for c in r) for r in rows),
-        ),
+        d.Table(tuple(tables.FINDINGS_HEADER), cells),
     ]
     for v in result.verdicts:
         text = (d.Strong(v["name"]), ": ", d.Em(v["statement"]), f" ({v['source']}) — ")

@@ -127,9 +127,8 @@ def guarantee(result) -> Guarantee:
 
 
 def _naive_scale_sentence(records, op: str, dtype: str) -> str:
-    rows = sorted(
-        select(records, op=op, impl="naive", dtype=dtype, axis="scale"), key=lambda r: r["scale"]
-    )
+    rows = select(records, op=op, impl="naive", dtype=dtype, axis="scale")
+    rows = sorted(rows, key=lambda r: r["scale"])
     name = f"Naive {DTYPE_SHORT[dtype]} {OPS[op]}"
     if not rows:
         return f"{name}: not measured in this run."
@@ -204,10 +203,8 @@ def _eps_sentence(records, op: str) -> str | None:
         f"{fmt(hi['dx']['truth_max_abs'])} at eps={hi['eps']:g} to "
         f"{fmt(lo['dx']['truth_max_abs'])} at eps={lo['eps']:g}."
     )
-    h16 = sorted(
-        select(records, op=op, impl="naive", dtype="float16", axis="eps", shape="near_zero"),
-        key=lambda r: r["eps"],
-    )
+    h16 = select(records, op=op, impl="naive", dtype="float16", axis="eps", shape="near_zero")
+    h16 = sorted(h16, key=lambda r: r["eps"])
     over = [r for r in h16 if r.get("dx") and r["dx"]["unrepresentable"]]
     if over:
         text += (

@@ -343,9 +343,8 @@ def summary(result: NumericsResult, *, table: bool = True) -> str:
             lines.append("\nThe articles' statements, decided:")
             lines += [f"- {v['name']}: {v['verdict']}" for v in result.verdicts]
     n = len({(r["dtype"], r["scale"], r["hidden"], r["shape"], r["eps"]) for r in result.records})
-    files = result.files
     lines.append(
         f"{n} cases, backends {', '.join(result.backends)}, {result.seconds:.0f} s -> "
-        f"{files['md']}, {files['html']}, {files['json']}"
+        f"{result.files['md']}, {result.files['html']}, {result.files['json']}"
     )
     return "\n".join(lines)
