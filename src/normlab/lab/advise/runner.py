@@ -91,13 +91,7 @@ def gaps_text(twin) -> str:
 class AdviseResult:
     study: StudyResult
     blocks: list  # the advice (normlab.lab.advise.advice.blocks)
-    spec: Path | None = None  # the spec file that ran (OUT/advise-spec.toml or one beside it)
-
-    @property
-    def headline(self) -> str:
-        from normlab.lab.advise.advice import headline
-
-        return headline(self.blocks)
+    spec: Path  # the spec file that ran (OUT/advise-spec.toml or one beside it)
 
 
 def write_spec(out: Path, text: str) -> Path:

@@ -73,6 +73,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from normlab.lab.advise.advice import headline
     from normlab.lab.advise.runner import describe, gaps_text, plan, run_advise
     from normlab.lab.common import load_data
     from normlab.lab.errors import UsageError
@@ -92,8 +93,8 @@ def run(args: argparse.Namespace) -> int:
     # What the twin leaves out is printed even with --quiet: no difference may go unsaid.
     print(gaps_text(p.twin), end="\n\n")
     if args.list:
-        plan = format_plan(study, args.seed, workers=args.workers, threads=args.threads)
-        listed = plan.split("\n", 1)[1]
+        listed = format_plan(study, args.seed, workers=args.workers, threads=args.threads)
+        listed = listed.split("\n", 1)[1]  # the plan without its title line
         print(f"{p.command} --seed {args.seed}: the study (written to DIR/{SPEC_FILE})\n{listed}")
         return 0
     options = study_options(args)
@@ -108,8 +109,8 @@ def run(args: argparse.Namespace) -> int:
     report_failed(result.study.failed)
     if not options.quiet:
         print(
-            f"\n{result.headline}\n\n-> {options.out / 'advice.md'}; edit and rerun the study: "
-            f"normlab study --spec {result.spec or options.out / SPEC_FILE}"
+            f"\n{headline(result.blocks)}\n\n-> {options.out / 'advice.md'}; edit and rerun the "
+            f"study: normlab study --spec {result.spec}"
         )
     return result.study.exit_code
 
@@ -118,6 +119,7 @@ def _redecide(args: argparse.Namespace) -> int:
     """``--redecide DIR``: the advice, reports and claims.json rebuilt from DIR's files."""
     from pathlib import Path
 
+    from normlab.lab.advise.advice import headline
     from normlab.lab.advise.redecide import redecide_advise
     from normlab.lab.advise.runner import write_advice
     from normlab.lab.errors import UsageError
@@ -125,9 +127,8 @@ def _redecide(args: argparse.Namespace) -> int:
     from normlab.lab.study.run import summary
 
     # What would choose another twin or run anything: the design is DIR's, as it ran.
-    given = [f for f, v in (("--hf-config", args.hf_config), ("--preset", args.preset),
-             ("--seeds", args.seeds), ("--steps", args.steps), ("--list", args.list),
-             ("--resume", args.resume)) if v]  # fmt: skip
+    names = ("hf_config", "preset", "seeds", "steps", "list", "resume")
+    given = [f"--{k.replace('_', '-')}" for k in names if getattr(args, k)]
     if given:
         raise UsageError(
             f"--redecide reads the twin and its study from DIR: not with {', '.join(given)}"
@@ -138,7 +139,7 @@ def _redecide(args: argparse.Namespace) -> int:
     with hold(out, "advise", "--redecide"):
         write_advice(r, out)
     if not args.quiet:
-        print(f"{summary(r.study, out)}\n\n{r.headline}\n\n-> {out / 'advice.md'}")
+        print(f"{summary(r.study, out)}\n\n{headline(r.blocks)}\n\n-> {out / 'advice.md'}")
     if r.study.failed:
         print(f"runs missing from {out / 'results.jsonl'}: {r.study.failed}", file=sys.stderr)
     return r.study.exit_code
