@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from normlab.lab.study.decide.rules_protocol import DELTA, EXPECT_KEY, SEEDS, SWEEP, OnePartRule
 from normlab.lab.study.decide.stats import Context, Results, Seeds, Verdict
-from normlab.lab.study.decide.sweeps import S_TEXT, sweep_name, sweep_ranges, sweeps_text
-from normlab.lab.verdict import EXPECT, check_rule, decide_rows
+from normlab.lab.study.decide.sweeps import S_TEXT, sweep_name, sweep_ranges
+from normlab.lab.verdict import EXPECT, LEVEL, check_rule, decide_rows
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,17 @@ class LRSensitivity(OnePartRule):
         return tuple(dict.fromkeys(self.stable + self.unstable))
 
     def describe(self) -> str:
-        text = sweeps_text(self.stable, self.unstable, self.seeds)
-        return f"{text}; {EXPECT[self.expect]} (δ = {self.delta:.3g})."
+        return (
+            f"per seed, v = S({', '.join(self.unstable)}) − S({', '.join(self.stable)}), "
+            "S = the LR sensitivity of a learning-rate sweep (mean over its learning rates of "
+            "min(final val loss, ℓ0) − the sweep's best final val loss, ℓ0 the loss at init: "
+            "the first step's training loss, at most ln V; a diverged run scores ℓ0); mean over "
+            f"{self.seeds} paired seeds, {LEVEL:.0%} Student-t interval; a seed "
+            "index some arm of either sweep lacks is unpaired: left out of v and of the means, "
+            "and counted; a run without a final loss is bounded (its loss anywhere from the "
+            "sweep's best to ℓ0): 'holds' is decided on the end least favourable to it, 'does "
+            f"not hold' on the most favourable; {EXPECT[self.expect]} (δ = {self.delta:.3g})."
+        )
 
     def subject(self) -> str:
         return f"LR sensitivity S({sweep_name(self.unstable)}) − S({sweep_name(self.stable)})"

@@ -19,7 +19,6 @@ import math
 from collections.abc import Iterable, Sequence
 
 from normlab.lab.study.decide.measures import MEASURES
-from normlab.lab.verdict import LEVEL
 
 S_TEXT = (
     "S: the LR sensitivity of a sweep, the mean over its learning rates of min(final "
@@ -63,18 +62,3 @@ def sweep_ranges(
         lo = sensitivity([best if x is None else x for x in losses], cap)
         out[i] = (lo, sensitivity([cap if x is None else x for x in losses], cap), best)
     return out
-
-
-def sweeps_text(stable: Sequence[str], unstable: Sequence[str], seeds: int) -> str:
-    """How ``rules.LRSensitivity`` compares two sweeps, in words (its decision left to add)."""
-    return (
-        f"per seed, v = S({', '.join(unstable)}) − S({', '.join(stable)}), "
-        "S = the LR sensitivity of a learning-rate sweep (mean over its learning rates of "
-        "min(final val loss, ℓ0) − the sweep's best final val loss, ℓ0 the loss at init: "
-        "the first step's training loss, at most ln V; a diverged run scores ℓ0); mean over "
-        f"{seeds} paired seeds, {LEVEL:.0%} Student-t interval; a seed "
-        "index some arm of either sweep lacks is unpaired: left out of v and of the means, "
-        "and counted; a run without a final loss is bounded (its loss anywhere from the "
-        "sweep's best to ℓ0): 'holds' is decided on the end least favourable to it, 'does "
-        "not hold' on the most favourable"
-    )
