@@ -55,7 +55,12 @@ class Evaluation:
         """An evaluation at ``step``: its record into ``res.evals``, the log and ``on_eval``."""
         rec = {"step": step, "val_loss": self._mean_loss(model, val, train_mode=False)}
         if self.cfg.train_slice:  # the gap along the curve, at equal training loss
-            rec["train_loss"] = self._train_split_loss(model, len(val))
+            # on the training bytes, in eval mode, as many batches drawn once with the
+            # validation set's seed: the train side of the train-validation gap
+            cfg, dev = self.cfg, self.device
+            train = fixed_batches(self.train_split(), len(val), cfg.batch_size, cfg.seq_len)
+            train = [(x.to(dev), y.to(dev)) for x, y in train]
+            rec["train_loss"] = self._mean_loss(model, train, train_mode=False)
         if self.cfg.eval_train_mode:
             rec["val_loss_train_mode"] = self._mean_loss(model, val, train_mode=True)
         res.evals.append(rec)
@@ -111,15 +116,6 @@ class Evaluation:
             finally:
                 blocks[i] = kept
         return out
-
-    def _train_split_loss(self, model: nn.Module, n_batches: int) -> float:
-        """The loss on the training bytes, in eval mode, on ``n_batches`` batches drawn once with
-        the validation set's seed: the train side of the train–validation gap."""
-        cfg, dev = self.cfg, self.device
-        batches = fixed_batches(self.train_split(), n_batches, cfg.batch_size, cfg.seq_len)
-        return self._mean_loss(
-            model, [(x.to(dev), y.to(dev)) for x, y in batches], train_mode=False
-        )
 
 
 def _mean_of(outs: list[Any]) -> Any:
