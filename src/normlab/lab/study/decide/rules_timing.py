@@ -94,9 +94,7 @@ class Timing(OnePartRule):
         say which process timed it."""
         a, b = (timings.get(arm, {}).get(self.what) or [] for arm in self.arms())
         v = [1 - x / y if y > 0 else math.nan for x, y in zip(a, b, strict=False)]
-        procs = timings.get(self.fast, {}).get("process")
-        if not procs:
-            return [x for x in v if not math.isnan(x)]
+        procs = timings.get(self.fast, {}).get("process") or range(len(v))  # none: each round
         by: dict[int, list[float]] = {}
         for p, x in zip(procs, v, strict=False):
             if not math.isnan(x):

@@ -54,9 +54,8 @@ class Seeds:
         return cls(paired, where("diverged"), where("stalled"), tuple(bounded), unpaired)
 
     def merge(self, other: Seeds) -> Seeds:
-        u = lambda a, b: tuple(sorted(set(a) | set(b)))  # noqa: E731
-        f = dataclasses.fields(self)
-        return Seeds(*(u(getattr(self, x.name), getattr(other, x.name)) for x in f))
+        names = [f.name for f in dataclasses.fields(self)]
+        return Seeds(*(tuple(sorted({*getattr(self, n), *getattr(other, n)})) for n in names))
 
     @property
     def n(self) -> int:

@@ -59,8 +59,7 @@ class Study:
         if len(set(names)) != len(names):
             raise ValueError(f"study {self.name}: duplicate arm names")
         for c in self.claims:
-            missing = set(c.arms) - set(names)
-            if missing:
+            if missing := set(c.arms) - set(names):
                 raise ValueError(f"claim {c.name!r} needs arms not in the study: {missing}")
 
     def seeds(self, arm: str) -> int:
