@@ -142,7 +142,9 @@ class Trainer(Evaluation):
             if step == cfg.steps:
                 break
             if cfg.freeze_norm_stats and step == max(cfg.freeze_norm_stats, start):
-                _freeze_batchnorms(raw)
+                for m in raw.modules():  # from now on, normalize with the running statistics
+                    if isinstance(m, BatchNorm):
+                        m.frozen = True
             x, y = (t.to(dev, non_blocking=True) for t in next(batches))
             lr = cfg.lr_at(step)
             for g in opt.param_groups:
@@ -263,13 +265,6 @@ class Trainer(Evaluation):
             "precision": self.cfg.precision,
             "wall_s": wall_s,
         }
-
-
-def _freeze_batchnorms(model: nn.Module) -> None:
-    """From now on every BatchNorm of ``model`` normalizes with its running statistics, frozen."""
-    for m in model.modules():
-        if isinstance(m, BatchNorm):
-            m.frozen = True
 
 
 def adamw(params, cfg: TrainConfig) -> torch.optim.AdamW:
