@@ -99,7 +99,7 @@ class Trainer(Evaluation):
         return 0
 
     def log(self, step: int, record: dict[str, float]) -> None:
-        pass
+        """A step's record, once ``res.history`` has it (before ``on_step`` sees it)."""
 
     def log_eval(self, record: dict[str, Any]) -> None:
         """An evaluation's record, as ``res.evals`` gets it."""
