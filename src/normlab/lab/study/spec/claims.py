@@ -1,8 +1,11 @@
 """The claims of a study spec: ``[[claims]]``, their rules, parts and controls, checked whole
-(the rest of the document is ``spec.py``'s). A rule is built from its dataclass's fields
-(``rules.RULES``): required where the field has no default, each value checked as its
-``metadata["spec"]`` says, else by its type as a config field is (``spec_values``: a mistake is
-one ``SpecError`` whose message is ``FILE: key.path: what was expected``).
+(the rest of the document is ``parse.py``'s), and the value checks both share. A rule is built
+from its dataclass's fields (``rules.RULES``): required where the field has no default, each
+value checked as its ``metadata["spec"]`` says, else by its type as a config field is (by the
+lab's one coercer of config values, ``normlab.lab.train.fields.coerce``).
+
+A mistake is one ``SpecError`` whose message is ``FILE: key.path: what was expected``; a key is
+shown escaped and a value as TOML writes it, so a message is one line whatever the spec holds.
 """
 
 from __future__ import annotations
@@ -10,16 +13,46 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import fnmatch
+import json
 import re
 import typing
 from typing import Any
 
+from normlab.lab.errors import UsageError
 from normlab.lab.limits import MAX_SEEDS, NAME_MAX
 from normlab.lab.study.decide import MEASURES, RULES, AnyOf, Claim, Controlled, control_kinds
-from normlab.lab.study.spec.values import SpecError, _at, _show
 from normlab.lab.train.fields import Expected, coerce
 from normlab.lab.verdict import EXPECT
 from normlab.models.config import field_types
+
+
+class SpecError(UsageError, ValueError):
+    """A study spec that cannot run; the message is ``FILE: key.path: what was expected``."""
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{1,100}")
+
+
+def _at(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    if not _PLAIN_KEY.fullmatch(key):  # a quoted TOML key: escaped, so a message is one line
+        key = json.dumps(key if len(key) <= 60 else key[:60] + "...")
+    return f"{path}.{key}" if path else key
+
+
+def _show(v: Any) -> str:
+    """A value as it is written in TOML, for messages."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):  # escaped: a message is one line, whatever the value holds
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, dict):
+        return "a table"
+    if isinstance(v, list):
+        return "[" + ", ".join(_show(x) for x in v) + "]"
+    return repr(v)
+
 
 # ASCII spellings of the two decisions whose symbols are not on a keyboard.
 EXPECT_ALIASES = {"!=0": "≠0", "~0": "≈0"}

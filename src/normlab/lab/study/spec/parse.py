@@ -61,13 +61,15 @@ SPECS = "specs"  # the built-in presets' directory, package data of normlab.lab.
 MAX_SPEC_BYTES = 1 << 20  # a spec of a megabyte is a generated one; the presets are ~10 KB
 MAX_DESCRIPTION = 10_000  # characters: --list prints it whole
 
-# The fields a spec may set: all but those the lab's field table keeps for the study.
-TRAIN_FIELDS = tuple(
-    f.name for f in dataclasses.fields(TrainConfig) if f.name not in ("model", *NOT_IN_SPEC)
-)
-MODEL_FIELDS = tuple(
-    f.name for f in dataclasses.fields(TransformerConfig) if f.name not in NOT_IN_SPEC
-)
+
+def _settable(cls: type, *but: str) -> tuple[str, ...]:
+    """The fields of ``cls`` a spec may set: all but ``but`` and those the lab's field table
+    keeps for the study."""
+    return tuple(f.name for f in dataclasses.fields(cls) if f.name not in (*but, *NOT_IN_SPEC))
+
+
+TRAIN_FIELDS = _settable(TrainConfig, "model")  # the model's own: MODEL_FIELDS
+MODEL_FIELDS = _settable(TransformerConfig)
 _REQUIRED_MODEL = ("dim", "n_layers", "n_heads")
 _TABLES = ("base", "arms", "claims")  # a spec's required tables
 # The arm names a grid is built from draw on both, so no name may mean two fields.
