@@ -49,12 +49,9 @@ class Contrast(OnePartRule):
         return tuple(dict.fromkeys(a for _, a, _ in self.terms))
 
     def formula(self) -> str:
-        terms = [(c, f"{m}[{a}]") for c, a, m in self.terms]
-        if self.const_h:
-            terms.insert(0, (self.const_h, "H"))
-        if self.const:
-            terms.append((self.const, ""))
-        return _signed_sum(terms)
+        h = [(self.const_h, "H")] if self.const_h else []
+        const = [(self.const, "")] if self.const else []
+        return _signed_sum(h + [(c, f"{m}[{a}]") for c, a, m in self.terms] + const)
 
     def subject(self) -> str:
         """ "pre-L6 − post-L6 (final val loss)", "pre: + a − b", else the formula."""
@@ -130,8 +127,7 @@ class Contrast(OnePartRule):
         status, why, est = decide_rows(self.expect, rows, self.delta, ctx.level, self.trim)
         means = {}
         for _, a, m in self.terms:
-            xs = [self._measure(results, a, i, m) for i in seeds.paired]
-            xs = [x for x in xs if x is not None]
+            xs = [x for i in seeds.paired if (x := self._measure(results, a, i, m)) is not None]
             means[f"{m}[{a}]"] = sum(xs) / len(xs) if xs else None
         return Verdict(status, why, est, means=means, seeds=seeds)
 
