@@ -118,7 +118,6 @@ class Timing(OnePartRule):
         return means
 
     def decide(self, results: Results, ctx: Context) -> Verdict:
-        timings = ctx.timings or {}
-        est = statistic(self.trim).estimate(self.units(timings), ctx.level)
+        est = statistic(self.trim).estimate(self.units(ctx.timings), ctx.level)
         status, why = decide(">0", est, self.delta)
-        return Verdict(status, why, est, means=self.medians(timings))
+        return Verdict(status, why, est, means=self.medians(ctx.timings))

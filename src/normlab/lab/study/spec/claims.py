@@ -134,6 +134,13 @@ class ClaimLoader:
         except Expected as e:
             self.fail(path, f"expected {e}, got {_show(v)}")
 
+    def plain(self, d: dict, key: str, path: str) -> str:
+        """``d[key]``, a string ("" where it is not set)."""
+        v = d.get(key, "")
+        if not isinstance(v, str):
+            self.fail(_at(path, key), f"expected a string, got {_show(v)}")
+        return v
+
     def number(self, v: Any, path: str, *, low: float | None = None) -> float:
         x = self.coerced(float, v, path)
         if low is not None and x < low:
@@ -158,9 +165,7 @@ class ClaimLoader:
                 f"the report's plot files), got {_show(name)}",
             )
         statement = self.string(d["statement"], _at(path, "statement"))
-        source = d.get("source", "")
-        if not isinstance(source, str):
-            self.fail(_at(path, "source"), f"expected a string, got {_show(source)}")
+        source = self.plain(d, "source", path)
         kw = {}
         if "plots" in d:
             kw["plots"] = self.plots(d["plots"], _at(path, "plots"))

@@ -213,10 +213,7 @@ class _Loader(ClaimLoader):
     def study(self, doc: dict, default_name: str) -> Study:
         self.keys(doc, "", ("name", "description", *_TABLES), required=_TABLES)
         name = self.text(self.string(doc.get("name", default_name), "name"), "name", NAME_MAX)
-        desc = doc.get("description", "")
-        if not isinstance(desc, str):
-            self.fail("description", f"expected a string, got {_show(desc)}")
-        self.text(desc, "description", MAX_DESCRIPTION)
+        desc = self.text(self.plain(doc, "description", ""), "description", MAX_DESCRIPTION)
         base = self.base(self.table(doc["base"], "base"))
         self.count_arms(doc["arms"])
         runs: list[Arm] = []
