@@ -122,17 +122,18 @@ def _drift(fn: Callable[[dict, dict], float]) -> Callable[[dict, str | None], fl
     return measure
 
 
-def _gap(res: dict, a: str, b: str) -> float | None:
-    """summary[a] − summary[b] of a run that finished (None where either is missing)."""
-    x, y = _summary(a)(res, None), _summary(b)(res, None)
-    return None if x is None or y is None else x - y
+def _gap(a: str, b: str, size: bool = False) -> Callable[[dict, str | None], float | None]:
+    """summary[a] − summary[b] of a run that finished (None where either is missing); ``size``:
+    its absolute value, a "differs" read per model, so gaps of opposite sign in different seeds
+    do not cancel."""
 
+    def measure(res: dict, matrix: str | None) -> float | None:
+        x, y = _summary(a)(res, None), _summary(b)(res, None)
+        if x is None or y is None:
+            return None
+        return abs(x - y) if size else x - y
 
-def _abs_gap(res: dict, matrix: str | None) -> float | None:
-    """|final val loss (running statistics) − final val loss (batch statistics)|: a "differs"
-    read per model, so gaps of opposite sign in different seeds do not cancel."""
-    gap = _gap(res, "final_val_loss", "final_val_loss_train_mode")
-    return None if gap is None else abs(gap)
+    return measure
 
 
 def _abs_gap_short(res: dict, matrix: str | None) -> float | None:
@@ -194,10 +195,6 @@ def _block_drop_mean(res: dict, matrix: str | None) -> float | None:
     return finite(statistics.fmean(drops))
 
 
-def _train_val_gap(res: dict, matrix: str | None) -> float | None:
-    return _gap(res, "final_val_loss", "final_train_loss")
-
-
 # DeepNet's measures of early training (Wang et al. 2022): the model update
 # ‖F(x, θ_t) − F(x, θ_0)‖ and the LayerNorm inputs, read from the probes a run takes in its first
 # steps (``probe_steps``; ``Probes`` records ``output_change`` and ``sum_rms``).
@@ -256,7 +253,7 @@ MEASURES: dict[str, tuple[str, Callable[[dict, str | None], float | None]]] = {
     ),
     "abs_train_eval_gap": (
         "|final val loss in eval mode − in train mode| (running vs batch statistics)",
-        _abs_gap,
+        _gap("final_val_loss", "final_val_loss_train_mode", size=True),
     ),
     "abs_train_eval_gap_short": (
         "the same gap on the validation sequences cut to the run's shortest eval_lengths (served "
@@ -371,6 +368,6 @@ MEASURES: dict[str, tuple[str, Callable[[dict, str | None], float | None]]] = {
     "train_val_gap": (
         "final val loss − final loss on the training bytes (eval mode; needs train_slice): the "
         "generalization gap",
-        _train_val_gap,
+        _gap("final_val_loss", "final_train_loss"),
     ),
 }
