@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -93,12 +92,11 @@ class Timing(OnePartRule):
         """``v`` per process (the median of its rounds), or per round where the timings do not
         say which process timed it."""
         a, b = (timings.get(arm, {}).get(self.what) or [] for arm in self.arms())
-        v = [1 - x / y if y > 0 else math.nan for x, y in zip(a, b, strict=False)]
-        procs = timings.get(self.fast, {}).get("process") or range(len(v))  # none: each round
+        procs = timings.get(self.fast, {}).get("process") or range(len(a))  # none: each round
         by: dict[int, list[float]] = {}
-        for p, x in zip(procs, v, strict=False):
-            if not math.isnan(x):
-                by.setdefault(p, []).append(x)
+        for p, x, y in zip(procs, a, b, strict=False):
+            if y > 0:
+                by.setdefault(p, []).append(1 - x / y)
         return [statistics.median(xs) for _, xs in sorted(by.items())]
 
     def medians(self, timings: Mapping[str, Any]) -> dict[str, float | None]:
