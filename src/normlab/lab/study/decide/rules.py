@@ -9,9 +9,9 @@ rounds of the serial phase instead of seeds.
 A new kind of rule is a dataclass that follows ``rules_protocol.Rule``, in the module of its
 family (``rules_contrast``, ``rules_timing``, ``rules_lr_sensitivity``, ``rules_compound``) or a
 new one, and a row of ``RULES``: the spec loader builds it from its fields (a field's
-``metadata["spec"]`` names how its TOML value is checked, see ``spec.py``), and the report, plots
-and pilot read it through the ``Rule`` protocol only: a kind says its own words (``subject()``,
-``formula_words()``, ...), ``OnePartRule`` holds what a kind need not say.
+``metadata["spec"]`` names how its TOML value is checked, see ``spec.claims``), and the report,
+plots and pilot read it through the ``Rule`` protocol only: a kind says its own words
+(``subject()``, ``formula_words()``, ...), ``OnePartRule`` holds what a kind need not say.
 """
 
 from __future__ import annotations

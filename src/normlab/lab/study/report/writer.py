@@ -5,7 +5,7 @@ The report is built once as a document (``normlab.lab.doc``) and rendered to HTM
 Order: the summary (one row per claim: title and source, the verdict, one sentence of what was
 seen, the scope), how verdicts are decided (what every rule shares, said once), then per claim
 its plots, its parts, controls and seeds and its rule in words, the machinery folded away; then
-the arms, their configs and the environment, folded (``report_arms.py``).
+the arms, their configs and the environment, folded (``arms.py``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What a study is made of: arms (``Arm``: a name and a ``TrainConfig``), the claims over them
 (``normlab.lab.study.decide.claims``), together a ``Study``, and the training runs it expands to
-(``Run``: an arm under one seed). Studies are written as spec files (``spec.py``); the built-in
+(``Run``: an arm under one seed). Studies are written as spec files (``parse.py``); the built-in
 presets are spec files too."""
 
 from __future__ import annotations
