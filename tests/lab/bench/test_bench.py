@@ -169,6 +169,20 @@ def test_batchnorm_communication_under_torchrun(tmp_path):
     assert bf.decide_counts(counts)["parts"][0]["verdict"] == Word.INCONCLUSIVE  # n=1: no interval
 
 
+def test_a_torchrun_job_that_hangs_makes_the_communication_finding_not_testable(
+    monkeypatch, tmp_path
+):
+    import subprocess
+
+    def hangs(path, **kw):
+        raise subprocess.TimeoutExpired(["torchrun"], comm.TIMEOUT_S)
+
+    monkeypatch.setattr(comm, "launch", hangs)
+    got = bf.decide_comm(None, tmp_path)
+    assert {p["verdict"] for p in got["parts"]} == {Word.NOT_TESTABLE}
+    assert all("timed out" in p["why"] for p in got["parts"]), got
+
+
 def test_published_findings_follow_from_their_values():
     """docs/bench-findings.json: every verdict is what today's rule decides on its values."""
     path = Path(__file__).parents[3] / "docs/bench-findings.json"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import platform
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,7 +128,7 @@ def decide_comm(o: FindingsOptions, out: Path) -> dict:
     """Run the torchrun job; a job that cannot run here makes the finding not testable."""
     try:
         counts = comm.launch(out / "comm_counts.json")
-    except (RuntimeError, OSError, TimeoutError) as e:
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:  # a job hung past TIMEOUT_S
         why = f"the torchrun job did not run here: {str(e).splitlines()[0]}"
         return COMMUNICATION.decide({}, untestable={p: why for p, _ in COMMUNICATION.parts})
     return decide_counts(counts)
