@@ -78,7 +78,7 @@ def test_verdicts_and_table(study):
     preset, results, meta = study
     verdicts = verdicts_of(preset, results, meta)
     assert [v.status for _, v in verdicts] == ["holds", "holds", "holds"]
-    table = format_table(preset, verdicts)
+    table = format_table(verdicts)
     assert table.count("\n") == 4 and "**holds**" in table and "n=2" in table
     assert "3 timing units" in table  # the timing claim: decided over rounds, not seeds
 

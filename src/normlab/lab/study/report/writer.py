@@ -42,7 +42,7 @@ def badge(status: str) -> d.Badge:
     return d.Badge(status, COLORS.get(status, "#57606a"))
 
 
-def format_table(preset, verdicts, plateau_h: float | None = None) -> str:
+def format_table(verdicts, plateau_h: float | None = None) -> str:
     """The summary as a Markdown table: what a study prints at its end."""
     rows = [
         [f"**{c.name}**", f"**{v.status}**", words.sentence(c, v, plateau_h)] for c, v in verdicts

@@ -178,7 +178,7 @@ def summary(result: StudyResult, out: Path) -> str:
     from normlab.lab.study.report import format_table
 
     n = sum(map(len, result.results.values()))
-    table = format_table(result.study, result.verdicts, result.meta.get("plateau_h"))
+    table = format_table(result.verdicts, result.meta.get("plateau_h"))
     reports = ", ".join(str(out / f) for f in ("report.html", "report.md", "claims.json"))
     return f"{table}\n\n{n} runs in {result.meta['wall_s']:.0f} s -> {reports}"
 
