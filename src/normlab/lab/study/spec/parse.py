@@ -44,7 +44,8 @@ from normlab.lab.reading import (
     read_text,
 )
 from normlab.lab.study.decide import Claim
-from normlab.lab.study.spec.claims import ClaimLoader, SpecError, _at, _show
+from normlab.lab.study.spec.checks import Checks, SpecError, key_at, show
+from normlab.lab.study.spec.claims import ClaimLoader
 from normlab.lab.study.spec.design import Arm, Study
 from normlab.lab.train.config import TrainConfig
 from normlab.lab.train.data import VOCAB_SIZE
@@ -126,7 +127,7 @@ def parse_spec(
         raise SpecError(str(e)) from None
     overrides = tuple(o.strip() for o in overrides)
     apply_overrides(doc, overrides, source)
-    study = _Loader(source).study(doc, default_name)
+    study = _StudyLoader(source).study(doc, default_name)
     return dataclasses.replace(study, overrides=overrides, spec_text=text)
 
 
@@ -191,46 +192,58 @@ def apply_overrides(doc: dict, overrides: typing.Sequence[str], source: str) -> 
                 node[key] = value
             else:
                 node = node.setdefault(key, {}) if isinstance(key, str) else node[key]
-            where = _at(where, key)
+            where = key_at(where, key)
 
 
 # --------------------------------------------------------------------------------------------
 # the loader
 
 
-class _Loader(ClaimLoader):
+class _StudyLoader:
+    """A spec's study: its base, arms and their grids, and its claims (``ClaimLoader``), checked
+    with ``check``."""
+
+    def __init__(self, source: str):
+        self.check = Checks(source)
+        self.claims = ClaimLoader(self.check)
+
     def misplaced(self, k: str, path: str, allowed) -> None:
-        at, model = _at(path, k), _at(path, "model")
+        """Fails if config field ``k`` is one a spec cannot set here."""
+        at, model = key_at(path, k), key_at(path, "model")
         if k in NOT_IN_SPEC:
-            self.fail(at, f"cannot be set in a spec: {NOT_IN_SPEC[k]}")
+            self.check.fail(at, f"cannot be set in a spec: {NOT_IN_SPEC[k]}")
         if k not in allowed and k in MODEL_FIELDS:
-            self.fail(at, f"a model field: set it in the model table ({k} under {model})")
+            self.check.fail(at, f"a model field: set it in the model table ({k} under {model})")
         if k not in allowed and k in TRAIN_FIELDS:
-            self.fail(at, "a training field: set it beside the model table, not in it")
+            self.check.fail(at, "a training field: set it beside the model table, not in it")
 
     # ---- the study
 
     def study(self, doc: dict, default_name: str) -> Study:
-        self.keys(doc, "", ("name", "description", *_TABLES), required=_TABLES)
-        name = self.text(self.string(doc.get("name", default_name), "name"), "name", NAME_MAX)
-        desc = self.text(self.plain(doc, "description", ""), "description", MAX_DESCRIPTION)
-        base = self.base(self.table(doc["base"], "base"))
+        self.check.keys(doc, "", ("name", "description", *_TABLES), required=_TABLES)
+        name = self.text(self.check.string(doc.get("name", default_name), "name"), "name", NAME_MAX)
+        desc = self.text(self.check.plain(doc, "description", ""), "description", MAX_DESCRIPTION)
+        base = self.base(self.check.table(doc["base"], "base"))
         self.count_arms(doc["arms"])
         runs: list[Arm] = []
         where: dict[str, str] = {}  # arm -> the entry that made it
-        for i, entry in enumerate(self.tables(doc["arms"], "arms", "[[arms]]")):
-            at = _at("arms", i)
+        for i, entry in enumerate(self.check.tables(doc["arms"], "arms", "[[arms]]")):
+            at = key_at("arms", i)
             for run in self.arms(entry, at, base):
                 if made := where.get(run.name):
-                    self.fail(_at(at, "name"), f"arm {run.name!r} is already made by {made}")
+                    self.check.fail(
+                        key_at(at, "name"), f"arm {run.name!r} is already made by {made}"
+                    )
                 where[run.name] = at
                 runs.append(run)
         arms = [r.name for r in runs]
         claims: list[Claim] = []
-        for i, entry in enumerate(self.tables(doc["claims"], "claims", "[[claims]]")):
-            claim = self.claim(entry, _at("claims", i), arms)
+        for i, entry in enumerate(self.check.tables(doc["claims"], "claims", "[[claims]]")):
+            claim = self.claims.claim(entry, key_at("claims", i), arms)
             if claim.name in {c.name for c in claims}:
-                self.fail(_at(_at("claims", i), "name"), f"claim {claim.name!r} appears twice")
+                self.check.fail(
+                    key_at(key_at("claims", i), "name"), f"claim {claim.name!r} appears twice"
+                )
             claims.append(claim)
         return Study(name, desc, tuple(runs), tuple(claims))
 
@@ -240,7 +253,7 @@ class _Loader(ClaimLoader):
         try:
             check_text(v, "", limit, newlines=path != "name")
         except ValueError as e:
-            self.fail(path, str(e).removeprefix(": "))
+            self.check.fail(path, str(e).removeprefix(": "))
         return v
 
     def count_arms(self, entries: Any) -> None:
@@ -255,27 +268,29 @@ class _Loader(ClaimLoader):
             flat += [v for k, v in axes.items() if k != "model"]
             n = grid_size(len(v) if isinstance(v, list) else 1 for v in flat)
             if n > MAX_ARMS:
-                self.fail(_at(_at("arms", i), "axes"), f"{n:,} arms; the lab allows {MAX_ARMS:,}")
+                self.check.fail(
+                    key_at(key_at("arms", i), "axes"), f"{n:,} arms; the lab allows {MAX_ARMS:,}"
+                )
             total += n
         if total > MAX_ARMS:
-            self.fail("arms", f"{total:,} arms; the lab allows {MAX_ARMS:,} in a study")
+            self.check.fail("arms", f"{total:,} arms; the lab allows {MAX_ARMS:,} in a study")
 
     # ---- configs
 
     def overrides(self, d: dict, path: str) -> tuple[dict, dict]:
         """The training and model field values set in ``d`` (its keys already checked)."""
         train = {k: v for k, v in d.items() if k in TRAIN_FIELDS}
-        train = {k: self.field(TrainConfig, k, v, _at(path, k)) for k, v in train.items()}
+        train = {k: self.field(TrainConfig, k, v, key_at(path, k)) for k, v in train.items()}
         model = {}
         if "model" in d:
-            mpath = _at(path, "model")
-            m = self.table(d["model"], mpath)
-            self.keys(m, mpath, MODEL_FIELDS, config=True)
-            model = {k: self.field(TransformerConfig, k, v, _at(mpath, k)) for k, v in m.items()}
+            mpath = key_at(path, "model")
+            m = self.check.table(d["model"], mpath)
+            self.check.keys(m, mpath, MODEL_FIELDS, misplaced=self.misplaced)
+            model = {k: self.field(TransformerConfig, k, v, key_at(mpath, k)) for k, v in m.items()}
         return train, model
 
     def field(self, cls: type, name: str, v: Any, path: str) -> Any:
-        return self.coerced(field_types(cls)[name], v, path)
+        return self.check.coerced(field_types(cls)[name], v, path)
 
     def build(self, path: str, make, train: dict, model: dict, axes: dict | None = None):
         """``make()``, with the dataclasses' own ValueError/TypeError placed at the key that
@@ -284,62 +299,66 @@ class _Loader(ClaimLoader):
             return make()
         except (ValueError, TypeError) as e:
             msg = str(e)
-            keys = {k: _at(path, k) for k in train}
-            keys.update({k: _at(_at(path, "model"), k) for k in model})
-            keys.update({k: _at(_at(path, "axes"), k) for k in axes or {}})
+            keys = {k: key_at(path, k) for k in train}
+            keys.update({k: key_at(key_at(path, "model"), k) for k in model})
+            keys.update({k: key_at(key_at(path, "axes"), k) for k in axes or {}})
             hits = [(m.start(), k) for k in keys if (m := re.search(rf"\b{k}\b", msg))]
             at = keys[min(hits)[1]] if hits else path
             if axes:
-                msg += " (at " + ", ".join(f"{k} = {_show(v)}" for k, v in axes.items()) + ")"
-            self.fail(at, msg)
+                msg += " (at " + ", ".join(f"{k} = {show(v)}" for k, v in axes.items()) + ")"
+            self.check.fail(at, msg)
 
     def base(self, d: dict) -> TrainConfig:
-        self.keys(d, "base", (*TRAIN_FIELDS, "model"), required=("model",), config=True)
+        self.check.keys(
+            d, "base", (*TRAIN_FIELDS, "model"), required=("model",), misplaced=self.misplaced
+        )
         train, model = self.overrides(d, "base")
         for k in _REQUIRED_MODEL:
             if k not in model:
-                self.fail(_at("base.model", k), "missing (required: the model's size)")
+                self.check.fail(key_at("base.model", k), "missing (required: the model's size)")
         make = lambda: TrainConfig(model=TransformerConfig(VOCAB_SIZE, **model), **train)  # noqa: E731
         return self.build("base", make, train, model)
 
     def arms(self, d: dict, path: str, base: TrainConfig) -> list[Arm]:
         allowed = ("name", "axes", "model", *TRAIN_FIELDS)
-        self.keys(d, path, allowed, required=("name",), config=True)
-        pattern = self.string(d["name"], _at(path, "name"))
+        self.check.keys(d, path, allowed, required=("name",), misplaced=self.misplaced)
+        pattern = self.check.string(d["name"], key_at(path, "name"))
         train, model = self.overrides(d, path)
-        axes = self.axes(d.get("axes", {}), _at(path, "axes"), train, model)
+        axes = self.axes(d.get("axes", {}), key_at(path, "axes"), train, model)
         runs = []  # count_arms has kept their number within MAX_ARMS
         for combo in itertools.product(*axes.values()):
             point = dict(zip(axes, combo, strict=True))
             t = {**train, **{k: v for k, v in point.items() if k in TRAIN_FIELDS}}
             m = {**model, **{k: v for k, v in point.items() if k in MODEL_FIELDS}}
             cfg = self.build(path, lambda t=t, m=m: base.replace(model=m, **t), train, model, point)
-            runs.append(Arm(self.arm_name(pattern, cfg, _at(path, "name")), cfg))
+            runs.append(Arm(self.arm_name(pattern, cfg, key_at(path, "name")), cfg))
         return runs
 
     def axes(self, v: Any, path: str, train: dict, model: dict) -> dict[str, list]:
         """Axis name -> its values; ``model.n_layers`` and ``n_layers`` are the same axis."""
         flat = []  # (name, values, key path), in the order written: it orders the arms
-        for k, x in self.table(v, path).items():
+        for k, x in self.check.table(v, path).items():
             if k == "model":
-                mpath = _at(path, "model")
-                flat += [(mk, mx, _at(mpath, mk)) for mk, mx in self.table(x, mpath).items()]
+                mpath = key_at(path, "model")
+                flat += [
+                    (mk, mx, key_at(mpath, mk)) for mk, mx in self.check.table(x, mpath).items()
+                ]
             else:
-                flat.append((k, x, _at(path, k)))
+                flat.append((k, x, key_at(path, k)))
         out: dict[str, list] = {}
         for key, values, kpath in flat:
             if key in NOT_IN_SPEC:
-                self.fail(kpath, f"cannot be set in a spec: {NOT_IN_SPEC[key]}")
+                self.check.fail(kpath, f"cannot be set in a spec: {NOT_IN_SPEC[key]}")
             if key not in TRAIN_FIELDS and key not in MODEL_FIELDS:
                 close = difflib.get_close_matches(key, [*TRAIN_FIELDS, *MODEL_FIELDS], n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
-                self.fail(kpath, f"not a training or model field{hint}")
+                self.check.fail(kpath, f"not a training or model field{hint}")
             if key in train or key in model or key in out:
-                self.fail(kpath, f"{key} is set twice (as an axis and beside it)")
+                self.check.fail(kpath, f"{key} is set twice (as an axis and beside it)")
             if not isinstance(values, list) or not values:
-                self.fail(kpath, f"expected a non-empty list of values, got {_show(values)}")
+                self.check.fail(kpath, f"expected a non-empty list of values, got {show(values)}")
             cls = TrainConfig if key in TRAIN_FIELDS else TransformerConfig
-            out[key] = [self.field(cls, key, x, _at(kpath, j)) for j, x in enumerate(values)]
+            out[key] = [self.field(cls, key, x, key_at(kpath, j)) for j, x in enumerate(values)]
         return out
 
     def arm_name(self, pattern: str, cfg: TrainConfig, path: str) -> str:
@@ -352,4 +371,4 @@ class _Loader(ClaimLoader):
         try:
             return format_name(pattern, fields)
         except ValueError as e:
-            self.fail(path, str(e))
+            self.check.fail(path, str(e))
