@@ -25,6 +25,7 @@ from normlab.lab.errors import UsageError
 OnDone = Callable[[Any, dict | None, str | None], None]  # (run, result, error)
 OnStep = Callable[[int], None]
 Outcome = tuple[dict | None, str | None]  # a run's result, or the error it raised
+PR_SET_PDEATHSIG = 1  # prctl's option: a signal for this process when its parent dies
 
 
 @dataclass(frozen=True)
@@ -214,7 +215,7 @@ def die_with(parent_pid: int) -> None:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:  # the parent died before the signal was armed
         os._exit(1)
 
