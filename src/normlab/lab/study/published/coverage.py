@@ -82,6 +82,7 @@ class Statement:
     reason: str = ""  # a key of REASONS
     why: str = ""
     note: str = ""
+    scale: str = ""  # a scale the statement speaks of that the lab does not reach, in words
 
 
 @dataclass(frozen=True)
