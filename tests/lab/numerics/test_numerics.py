@@ -108,8 +108,9 @@ def test_report_says_so_when_naive_does_not_fail(result):
 
 def test_output_files_are_self_contained(result):
     page = open(result.files["html"]).read()
-    # the sweep's two plots and the findings' two (error vs scale, gradient vs eps)
-    assert page.count("data:image/png;base64,") == 4
+    # the sweep's two plots and the findings' three (LayerNorm vs RMSNorm inside the range,
+    # error vs scale, gradient vs eps)
+    assert page.count("data:image/png;base64,") == 5
     assert "http://" not in page and "https://" not in page
     data = json.load(open(result.files["json"]))
     assert len(data["records"]) == len(result.records) and data["findings"] == result.findings
