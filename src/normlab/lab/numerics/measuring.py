@@ -93,6 +93,13 @@ def draw(
     return tuple(t.to(dtype) for t in (x, w, b, dy))
 
 
+def _standardized(seed: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """:func:`draw`'s float64 rows at zero mean and unit standard deviation, with its w, b, dy."""
+    x, w, b, dy = draw(seed, torch.float64)
+    z = (x - x.mean(-1, keepdim=True)) / x.std(-1, unbiased=False, keepdim=True)
+    return z, w, b, dy
+
+
 def spacing(v: float, dtype: torch.dtype) -> float:
     """The gap between ``dtype``'s neighbours at ``v`` > 0 (a normal number): ``2^floor(log2 v)
     · eps``."""
@@ -109,9 +116,8 @@ def draw_shifted(
     rounds the row to a constant (then the truth is LayerNorm's β and nothing cancels); u puts
     each row's mean off the dtype's grid, as a data row's mean almost always is (a mean the
     dtype holds exactly, such as 1e3 in FP16, is not rounded and so does not cancel)."""
-    x, w, b, dy = draw(seed, torch.float64)
-    z = (x - x.mean(-1, keepdim=True)) / x.std(-1, unbiased=False, keepdim=True)
-    u = torch.rand(x.shape[0], 1, generator=torch.Generator().manual_seed(104729 + seed))
+    z, w, b, dy = _standardized(seed)
+    u = torch.rand(z.shape[0], 1, generator=torch.Generator().manual_seed(104729 + seed))
     gap = spacing(mean, dtype)
     x = mean + u.double() * gap + spread_ulps * gap * z
     return tuple(t.to(dtype) for t in (x, w, b, dy))
@@ -122,8 +128,7 @@ def draw_near_constant(
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """:func:`draw`'s rows as ``x = mean + sd·z`` (z at unit standard deviation), rounded to
     ``dtype``: near-constant rows, where σ² + ε is small and the mean is not."""
-    x, w, b, dy = draw(seed, torch.float64)
-    z = (x - x.mean(-1, keepdim=True)) / x.std(-1, unbiased=False, keepdim=True)
+    z, w, b, dy = _standardized(seed)
     return tuple(t.to(dtype) for t in (mean + sd * z, w, b, dy))
 
 
@@ -152,9 +157,7 @@ def wrong_fraction(actual: Tensor, truth: Tensor) -> float:
 
 def capped_error(m: dict) -> float:
     """A forward's max relative error in [1e-8, 1]: a visible failure counts as 1."""
-    if m["nonfinite"] or m["zeroed"] or m["max_rel"] is None:
-        return 1.0
-    return min(max(m["max_rel"], 1e-8), 1.0)
+    return 1.0 if m["zeroed"] else in_range_error(m)
 
 
 def in_range_error(m: dict) -> float:
