@@ -5,12 +5,14 @@ the measures of 000 §7 checked against direct computations on one draw (the in-
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
 
 from normlab import reference
-from normlab.lab.numerics import findings, measuring, naive, overflow, stability
+from normlab.lab.numerics import findings, measuring, naive, overflow, stability, tables
+from normlab.lab.render import md_table
 from normlab.lab.verdict import Word
 from normlab.lab.verdict.finding import Finding, Part
 
@@ -234,3 +236,24 @@ def test_fp32_statistics_fix_layer_norms_fp16_overflow():
     rules = dict(overflow.STABLE.parts)
     assert {r.expect for r in rules.values()} == {">0"}
     assert all(r.expect == "≈0" for _, r in overflow.PARITY.parts)
+
+
+# --------------------------------------------------------------------------------------------
+# the published page
+
+
+def test_numerics_md_table_is_the_published_findings():
+    """docs/numerics.md's findings table is the one the command writes from the published JSON,
+    so no verdict on the page is written by hand; the JSON names block 9 and today's designs."""
+    docs = Path(__file__).parents[3] / "docs"
+    published = json.loads((docs / "numerics-findings.json").read_text())
+    page = (docs / "numerics.md").read_text()
+    begin = page.index("<!-- generated from numerics-findings.json")
+    table = page[page.index("\n", begin) + 1 : page.index("<!-- end of the generated table")]
+    assert (
+        table.strip()
+        == md_table(tables.FINDINGS_HEADER, tables.table_rows(published, findings.FINDINGS)).strip()
+    )
+    for v in published:
+        assert v["seed_block"] == 9 and v["seeds"] == list(measuring.seeds_of(9, 8))
+        assert v["design"] == findings.FINDINGS[v["name"]].design(), v["name"]
