@@ -29,9 +29,19 @@ else:
 
 DOCS = Path("docs")
 SPECS = ("src/normlab/lab/study/specs", "src/normlab/lab/study/spec/specs")
-STATEMENTS = ("src/normlab/lab/study/statements.toml", "src/normlab/lab/study/published/statements.toml")
+STATEMENTS = (
+    "src/normlab/lab/study/statements.toml",
+    "src/normlab/lab/study/published/statements.toml",
+)
 # Published studies without a study.json: the commit their runs ran at (docs/data/README.md).
 RAN_AT = {"paper": "feb256b", "deep": "388c39c"}
+# The findings files: the commit that fixed the designs they publish, before their data began.
+# numerics: af7122b registered 000 §7's findings before seed block 9's draws (its message says
+# so); the other findings' rules were fixed earlier and kept. bench: the last change of
+# bench/findings.py before the measurement published in 1c02a3b; the later edits of that file
+# (#63) reorganized its code without changing a part (the published designs are today's).
+FINDINGS_FIXED_AT = {"numerics": "af7122b", "bench": "1c02a3b~1"}
+FINDINGS = {"numerics": "numerics-findings.json", "bench": "bench-findings.json"}
 
 
 def git(*args: str) -> str:
@@ -59,7 +69,9 @@ def designs(reg: Registry) -> None:
     for commit in history(*SPECS):
         when = utc(commit)
         for d in SPECS:
-            names = git("ls-tree", "--name-only", f"{commit}:{d}").split() if show(commit, d) else []
+            names = (
+                git("ls-tree", "--name-only", f"{commit}:{d}").split() if show(commit, d) else []
+            )
             for name in (n for n in names if n.endswith(".toml")):
                 text = show(commit, f"{d}/{name}")
                 preset = name.removesuffix(".toml")
@@ -113,12 +125,33 @@ def data(reg: Registry) -> None:
         reg.data[path.parent.name] = Data(doc["preset"], doc["seed_block"], utc(commit), commit)
 
 
+def findings(reg: Registry) -> None:
+    for command, name in FINDINGS.items():
+        fixed = git(
+            "log",
+            "-1",
+            "--first-parent",
+            "--format=%H",
+            FINDINGS_FIXED_AT[command],
+            "--",
+            "src/normlab/lab/numerics",
+            "src/normlab/lab/bench/findings.py",
+        ).strip()
+        when = utc(fixed)
+        doc = json.loads((DOCS / name).read_text("utf-8"))
+        for f in doc:
+            reg.stamp("designs", f"{command}:{f['name']}", fingerprint(f["design"]), when, fixed)
+        block = doc[0].get("seed_block", 0)
+        reg.data[command] = Data(command, block, when, fixed)  # measured after its design
+
+
 def main() -> None:
     reg = Registry()
     designs(reg)
     published_designs(reg)
     plans(reg)
     data(reg)
+    findings(reg)
     reg.write(DOCS)
     n = sum(map(len, reg.designs.values())), sum(map(len, reg.plans.values()))
     print(f"{n[0]} design versions, {n[1]} plan versions, {len(reg.data)} data directories")

@@ -250,7 +250,7 @@ def _at_init(fn: Callable[[dict], float]) -> Callable[[dict, str | None], float 
     return measure
 
 
-def _log_spread(values: list[float]) -> float:
+def _log_max_over_min(values: list[float]) -> float:
     return math.log(max(values) / min(values))
 
 
@@ -409,7 +409,7 @@ MEASURES: dict[str, tuple[str, Callable[[dict, str | None], float | None]]] = {
     "log_logit_rms_spread": (
         "ln(max / min of the logits' RMS over the probes taken during training, steps ≥ 1): how "
         "much the output scale moves while the model trains",
-        _over_training(lambda ps: _log_spread([float(p["logit_rms"]) for p in ps])),
+        _over_training(lambda ps: _log_max_over_min([float(p["logit_rms"]) for p in ps])),
     ),
     # 000 §5.2's gradient ∂loss/∂x_l of each block's input x_l (Probes.input_grad_norm)
     "log_input_grad_min": (
