@@ -380,3 +380,14 @@ def test_a_design_is_confirmatory_only_if_fixed_before_its_data_on_a_fresh_block
     again = reg.standing("designs", "quick:c", "b", "quick-again")
     assert not again.confirmatory and "earlier run of quick on seed block 5" in again.why
     assert not reg.standing("designs", "quick:c", "a", "nowhere").confirmatory
+
+
+def test_every_design_and_plan_is_registered_as_it_stands_today():
+    """A changed claim design, statement plan or finding design must be registered (normlab
+    study --register) in the commit that changes it, before any run of it."""
+    from normlab.lab.study.published.registry import unregistered
+
+    missing = unregistered(Registry.read(DOCS), DOCS)
+    assert not missing, (
+        f"run `normlab study --register` and commit docs/data/registry.json: {missing}"
+    )
