@@ -58,10 +58,7 @@ def rival_standard(cat: Catalogue, pub: Published) -> list[str]:
             if row is None:
                 shown = "not published"
             else:
-                ran = _design(pub.docs / "data" / row.where)
-                old = next((c for c in ran.claims if c.name == claim.name), None)
-                met = rivals.standard(ran, old) if old else "not in its design"
-                shown = f"{row.entry['verdict']} ({row.where}: {met})"
+                shown = f"{row.entry['verdict']} ({row.where}: {_met(pub, row.where, claim.name)})"
             rows.append([f"{preset} `{claim.name}`", kind, shown])
     return [md_table(["claim", "the standard its design meets", "published verdict"], rows)]
 
@@ -76,3 +73,12 @@ def changes(cat: Catalogue, decisions: dict[str, Decision], docs: Path) -> list[
     ]
     head = [f"before ({before['commit']})", "now"]
     return [md_table(["id", "statement (our paraphrase)", *head], rows)]
+
+
+def _met(pub: Published, where: str, name: str) -> str:
+    """The standard the design stored beside a published study met for claim ``name``."""
+    if not (pub.docs / "data" / where / "spec.toml").is_file():
+        return "its design is not stored beside it"
+    ran = _design(pub.docs / "data" / where)
+    old = next((c for c in ran.claims if c.name == name), None)
+    return rivals.standard(ran, old) if old else "not in its design"
