@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import platform
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, cached_property
 
 # Calls with fewer elements than this use OLD: they are bound by the per-call overhead, which no
 # choice here changes, and they never pay for tuning.
@@ -60,8 +60,11 @@ class Launch:
         share."""
         return f"{'pipe' if self.pipelined else '2pass'}/c{self.chunks_per_cpu}/t{self.threads:g}"
 
-    def chunks(self, cpus: int) -> int:
-        """Chunks per call on a machine of ``cpus`` CPUs (before capping at the row count)."""
+    @cached_property
+    def chunks(self) -> int:
+        """Chunks per call on this machine (before capping at the row count); cached, as
+        launchers read it on every call."""
+        cpus = cpu_count()
         return self.chunks_per_cpu * cpus if self.chunks_per_cpu else max(16, 2 * cpus)
 
 
@@ -126,6 +129,7 @@ def cpu_info() -> tuple[str, frozenset[str]]:
     return model or platform.processor() or platform.machine() or "unknown", flags
 
 
+@cache
 def cpu_count() -> int:
     return os.cpu_count() or 1
 

@@ -112,7 +112,7 @@ def _chunks(m: int, launch: Launch) -> tuple[int, int]:
     """``(chunks, rows per chunk)``: the unit of parallel work and of the dweight/dbias partial
     sums. They depend on the machine and the launch choice only (not on the thread count), so
     results are bitwise reproducible."""
-    nch = min(m, launch.chunks(choices.cpu_count()))
+    nch = min(m, launch.chunks)
     per = -(-m // nch)
     return -(-m // per), per
 

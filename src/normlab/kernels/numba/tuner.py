@@ -13,8 +13,13 @@ on the same CPU model and normlab version, look the pick up.
 - The old choice (:data:`~normlab.kernels.numba.choices.OLD`) stays unless a candidate's median
   beats it by more than :data:`KEEP_OLD_WITHIN`: a pick that moves on noise alone would change
   the last bits of results from one tuning to the next for nothing.
+- Not on a busy machine: with a load average above :data:`BUSY_LOAD` per CPU the candidates
+  would be timed against the load of the moment (fewer threads win on an oversubscribed
+  machine, and would stay picked once it is quiet), so the process runs the shipped choice and
+  caches nothing; a later process tunes.
 - ``NORMLAB_TUNE=0``: no timing and no cache; the shipped table
-  (:func:`~normlab.kernels.numba.choices.shipped`) or the old choices.
+  (:func:`~normlab.kernels.numba.choices.shipped`) or the old choices. ``NORMLAB_TUNE=always``:
+  tune even on a busy machine (the benchmarks, the tests).
 """
 
 from __future__ import annotations
@@ -27,12 +32,21 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 
 from normlab.kernels.numba import tune_cache
-from normlab.kernels.numba.choices import MIN_ELEMENTS, OLD, Launch, candidates, key, shipped
+from normlab.kernels.numba.choices import (
+    MIN_ELEMENTS,
+    OLD,
+    Launch,
+    candidates,
+    cpu_count,
+    key,
+    shipped,
+)
 from normlab.kernels.numba.tune_cache import Timed, Tuned
 
 TUNE_ELEMENTS = 1 << 22
 KEEP_OLD_WITHIN = 0.03
 DEFAULT_BUDGET_S = 0.25
+BUSY_LOAD = 1.5  # load average per CPU above which timings are not trusted
 
 # A no-argument call of the launcher of ``op`` under a given launch choice, on inputs made once.
 Calls = Callable[[str, str, int], Callable[[Launch], Callable[[], object]]]
@@ -42,9 +56,19 @@ _forced: dict[str, Launch] | None = None
 _lock = threading.RLock()
 
 
-def enabled() -> bool:
-    """Whether tuning is on (``NORMLAB_TUNE`` is not ``0``)."""
-    return os.environ.get("NORMLAB_TUNE", "1").strip() != "0"
+def mode() -> str:
+    """``NORMLAB_TUNE``: ``"0"`` (off), ``"always"`` (even on a busy machine), else ``"1"``."""
+    value = os.environ.get("NORMLAB_TUNE", "1").strip().lower()
+    return value if value in ("0", "always") else "1"
+
+
+def busy() -> bool:
+    """Whether the 1-minute load average exceeds :data:`BUSY_LOAD` per CPU (False where the
+    platform has no load average)."""
+    try:
+        return os.getloadavg()[0] > BUSY_LOAD * cpu_count()
+    except (AttributeError, OSError):
+        return False
 
 
 def budget_s() -> float:
@@ -75,14 +99,15 @@ def _resolve(k: str, op: str, dtype: str, calls: Calls, parallel: bool) -> Launc
     with _lock:  # one tuning at a time in a process; a second thread then finds the pick
         if k in _memo:
             return _memo[k]
-        if not enabled():
+        on = mode()
+        if on == "0":
             pick = shipped(k, op)
         else:
             path = tune_cache.cache_file()
             hit = tune_cache.load(path).get(k)
             if hit is not None:
                 pick = hit.pick
-            elif not parallel:
+            elif not parallel or (on != "always" and busy()):
                 pick = shipped(k, op)
             else:
                 tuned = tune(k, calls(op, dtype, int(k.rsplit("/", 1)[1])), candidates(op))
