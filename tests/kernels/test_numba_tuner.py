@@ -88,13 +88,17 @@ def test_first_large_call_tunes_and_the_pick_is_within_5_percent_of_the_best(fre
     tuned = tune_cache.load(fresh)["rms_fwd/float32/1024"]
     assert [t.launch for t in tuned.timed] == list(choices.candidates("rms_fwd"))
     rounds = {len(t.seconds) for t in tuned.timed}
-    assert len(rounds) == 1 and rounds.pop() >= 1
+    assert len(rounds) == 1 and next(iter(rounds)) >= 1
     best = min(_median(t) for t in tuned.timed)
     pick = next(t for t in tuned.timed if t.launch == tuned.pick)
     assert _median(pick) <= 1.05 * best
-    # the budget bounds the timing: every round but the last started within it
+    # the budget bounds the timing: every round but the last started within it (the first
+    # round runs whatever the budget)
     last_round = sum(t.seconds[-1] for t in tuned.timed)
-    assert sum(sum(t.seconds) for t in tuned.timed) - last_round <= tuned.budget_s
+    assert (
+        next(iter(rounds)) == 1
+        or sum(sum(t.seconds) for t in tuned.timed) - last_round <= tuned.budget_s
+    )
     assert first_call_s < 30  # a generous bound: the budget plus making inputs, on a busy machine
     # a second call, and a second process's lookup, use the cached pick
     assert numba_launch._launch("rms_fwd", x, None) == tuned.pick
