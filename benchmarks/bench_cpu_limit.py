@@ -6,14 +6,16 @@ docs/benchmarks.md, "CPU kernels against copy_, per machine class".
 
 First the tuner picks the launch choices of every key the table needs (in a temporary cache,
 ``--tune-budget`` seconds per key: more than a user's first call spends, for a steadier pick);
-they are printed, as a ``choices.SHIPPED`` entry for this machine class too. Then, per op, dtype,
-hidden size and mode (forward; forward+backward), ``copy_`` of the input, normlab with the tuned
-choices, normlab with the old choices (``choices.OLD``) and torch eager run in interleaved
-rounds in this one process: each round times a batch (>= 20 ms) of each in turn, the order
-reversed every other round, so a load spike of a shared machine lands on one round of each.
-Per round, % of copy_ = (tensors x bytes / t_normlab) / (2 x bytes / t_copy) (tensors: 2 for a
-forward, 5 for forward+backward; runner.TENSORS) and eager x = t_eager / t_normlab; the table
-gives each one's median over the rounds and its spread (min-max).
+they are printed, as a ``choices.SHIPPED`` entry for this machine class too. On a busy machine
+the tuner does what it does for a user there, nothing (the shipped choices run), unless
+``--tune-always``: picks timed against others' load are no picks for a quiet machine. Then, per
+op, dtype, hidden size and mode (forward; forward+backward), ``copy_`` of the input, normlab
+with the tuned choices, normlab with the old choices (``choices.OLD``) and torch eager run in
+interleaved rounds in this one process: each round times a batch (>= 20 ms) of each in turn,
+the order reversed every other round, so a load spike of a shared machine lands on one round of
+each. Per round, % of copy_ = (tensors x bytes / t_normlab) / (2 x bytes / t_copy) (tensors: 2
+for a forward, 5 for forward+backward; runner.TENSORS) and eager x = t_eager / t_normlab; the
+table gives each one's median over the rounds and its spread (min-max).
 """
 
 from __future__ import annotations
@@ -188,7 +190,16 @@ def targets(cases: list[Case]) -> list[str]:
     return out
 
 
-def header(args, load: tuple[float, float]) -> str:
+def _command() -> str:
+    """This run's command line, without ``--json PATH`` (a path of this machine)."""
+    argv = sys.argv[1:]
+    if "--json" in argv:
+        i = argv.index("--json")
+        argv = argv[:i] + argv[i + 2 :]
+    return " ".join(["python benchmarks/bench_cpu_limit.py", *argv])
+
+
+def header(args, load: tuple[float, float], tuned: str) -> str:
     model, flags = choices.cpu_info()
     shown = " ".join(f for f in FLAGS if f in flags) or "-"
     today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
@@ -196,9 +207,8 @@ def header(args, load: tuple[float, float]) -> str:
         f"Measured {today} on {model} ({choices.cpu_count()} CPUs, class "
         f"`{choices.machine_class()}`; flags: {shown}); torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads, Numba layer `{numba_threading_layer()}`; "
-        f"{args.rounds} rounds, {args.elements} elements per tensor, tuning budget "
-        f"{args.tune_budget} s per key; load average {load[0]:.1f} before, {load[1]:.1f} after.\n"
-        f"Command: `python benchmarks/bench_cpu_limit.py {' '.join(sys.argv[1:])}`."
+        f"{args.rounds} rounds, {args.elements} elements per tensor; {tuned}; load average "
+        f"{load[0]:.1f} before, {load[1]:.1f} after.\nCommand: `{_command()}`."
     )
 
 
@@ -211,12 +221,12 @@ def numba_threading_layer() -> str:
         return "-"
 
 
-def tune(hidden, dtypes, budget: float) -> list[str]:
+def tune(hidden, dtypes, budget: float, always: bool) -> list[str]:
     """Tune every key of the table (in a fresh temporary cache); the picks as lines of a
     ``choices.SHIPPED`` entry."""
     os.environ["NORMLAB_TUNE_DIR"] = tempfile.mkdtemp(prefix="normlab-bench-tune-")
     os.environ["NORMLAB_TUNE_BUDGET_S"] = str(budget)
-    os.environ["NORMLAB_TUNE"] = "always"  # a busy machine tunes too: the header has its load
+    os.environ["NORMLAB_TUNE"] = "always" if always else "1"
     tuner.reset()
     lines = []
     for dtype in dtypes:
@@ -251,6 +261,7 @@ def main() -> int:
     p.add_argument("--elements", type=int, default=1 << 25, help="elements per tensor")
     p.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
     p.add_argument("--tune-budget", type=float, default=1.0, help="tuning seconds per key")
+    p.add_argument("--tune-always", action="store_true", help="tune on a busy machine too")
     p.add_argument("--no-eager", action="store_true", help="skip torch eager (the slowest)")
     p.add_argument("--quick", action="store_true", help="9 rounds, hidden 4096, 2**23 elements")
     p.add_argument("--write-docs", type=Path, help="put the table in this Markdown file")
@@ -262,7 +273,11 @@ def main() -> int:
         p.error("--rounds: at least 9")
     dtypes = [getattr(torch, d) for d in args.dtypes]
     load0 = os.getloadavg()[0]
-    shipped = tune(args.hidden, dtypes, args.tune_budget)
+    if args.tune_always or not tuner.busy():
+        tuned = f"tuned {args.tune_budget:g} s per key" + (" on a busy machine" * tuner.busy())
+    else:
+        tuned = "not tuned (a busy machine): the shipped choices ran"
+    shipped = tune(args.hidden, dtypes, args.tune_budget, args.tune_always)
     cases = []
     for dtype in dtypes:
         for n in args.hidden:
@@ -272,7 +287,7 @@ def main() -> int:
                                          not args.no_eager))  # fmt: skip
                     print(table(cases[-1:]).splitlines()[-1], flush=True)
     load = (load0, os.getloadavg()[0])
-    block = "\n\n".join([header(args, load), table(cases), "\n".join(targets(cases))])
+    block = "\n\n".join([header(args, load, tuned), table(cases), "\n".join(targets(cases))])
     print(f"\n{block}\n\nchoices.SHIPPED[{choices.machine_class()!r}] = {{")
     print("\n".join(shipped) + "\n}")
     if args.json:
