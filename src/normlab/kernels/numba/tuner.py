@@ -29,6 +29,7 @@ import os
 import statistics
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 
 from normlab.kernels.numba import tune_cache
@@ -36,6 +37,7 @@ from normlab.kernels.numba.choices import (
     MIN_ELEMENTS,
     OLD,
     Launch,
+    bucket,
     candidates,
     cpu_count,
     key,
@@ -91,11 +93,11 @@ def choice(op: str, dtype: str, elements: int, n: int, calls: Calls, parallel: b
     k = key(op, dtype, n)
     hit = _memo.get(k)
     if hit is None:
-        hit = _resolve(k, op, dtype, calls, parallel)
+        hit = _resolve(k, op, dtype, bucket(n), calls, parallel)
     return hit
 
 
-def _resolve(k: str, op: str, dtype: str, calls: Calls, parallel: bool) -> Launch:
+def _resolve(k: str, op: str, dtype: str, n: int, calls: Calls, parallel: bool) -> Launch:
     with _lock:  # one tuning at a time in a process; a second thread then finds the pick
         if k in _memo:
             return _memo[k]
@@ -110,7 +112,7 @@ def _resolve(k: str, op: str, dtype: str, calls: Calls, parallel: bool) -> Launc
             elif not parallel or (on != "always" and busy()):
                 pick = shipped(k, op)
             else:
-                tuned = tune(k, calls(op, dtype, int(k.rsplit("/", 1)[1])), candidates(op))
+                tuned = tune(k, calls(op, dtype, n), candidates(op))
                 _save(path, tuned)
                 pick = tuned.pick
         _memo[k] = pick
@@ -121,8 +123,6 @@ def _save(path, tuned: Tuned) -> None:
     try:
         tune_cache.store(path, {tuned.key: tuned})
     except OSError as e:  # a read-only cache: the pick still holds for this process
-        import warnings
-
         warnings.warn(f"normlab: cannot write the kernel tuning cache {path} ({e})", stacklevel=3)
 
 
