@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import tempfile
 import warnings
 from dataclasses import asdict, dataclass
@@ -48,14 +49,17 @@ class Tuned:
 def cache_file() -> Path:
     """This machine's cache file: ``<dir>/<cpu model>-<cpus>cpu-<hash>-normlab-<version>.json``
     (the hash of the model name and flags tells apart CPUs a model name shares)."""
-    from normlab import __version__
     from normlab.kernels.numba import user_cache
+
+    # the package above is imported before any of its kernels (an import of it would climb a
+    # layer: tests/test_architecture.py)
+    version = getattr(sys.modules.get("normlab"), "__version__", "unknown")
 
     model, flags = cpu_info()
     base = Path(os.environ.get("NORMLAB_TUNE_DIR") or user_cache() / "tune")
     slug = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")[:60] or "cpu"
     digest = hashlib.sha1(f"{model}|{' '.join(sorted(flags))}".encode()).hexdigest()[:8]
-    return base / f"{slug}-{cpu_count()}cpu-{digest}-normlab-{__version__}.json"
+    return base / f"{slug}-{cpu_count()}cpu-{digest}-normlab-{version}.json"
 
 
 def _launch(d) -> Launch:
