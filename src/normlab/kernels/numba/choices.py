@@ -19,8 +19,9 @@ The choices, and why each can matter on one CPU and not on another:
 - ``threads``: the share of torch's threads the kernel runs on: on a machine whose memory
   bandwidth saturates before its cores do, fewer threads move the same bytes.
 
-The bfloat16 conversion is not a choice: the bit-exact round to nearest even is the one path
-every machine has (hardware conversions, where a CPU has them, flush subnormals).
+The bfloat16 conversion is not a choice: the integer round to nearest even is exact on every
+machine, while AVX512-BF16's ``vcvtneps2bf16`` flushes subnormals to zero (torch keeps them), and
+a conversion path of its own would be compiled code of its own: a first use would compile it.
 """
 
 from __future__ import annotations
