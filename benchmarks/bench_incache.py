@@ -1,15 +1,16 @@
-"""Is the CPU forward kernel compute- or memory-bound? Its cost per element with the data in cache
-against the DRAM budget per element that ``copy_`` allows.
+"""Is a CPU kernel compute- or memory-bound? Its cost per element with the data in cache against
+the DRAM budget per element that ``copy_`` allows, for the forward and the backward, each with
+both row loops (pipelined and two-pass: ``normlab.kernels.numba.choices``).
 
     python benchmarks/bench_incache.py [--repeat 9]
 
-- in cache: the forward of RMSNorm / LayerNorm on one thread, ``(256, 4096)`` rows (4 MB in
+- in cache: the launchers of RMSNorm / LayerNorm on one thread, ``(256, 4096)`` rows (4 MB in
   float32: L3-resident; the launch, ~20 us, is 5 % of a call), ns per element;
-- DRAM budget: a large forward moves 2 tensors (read ``x``, write ``y``); at the bandwidth of
-  ``copy_`` on a 32M-element tensor (measured in the same run) each of the T threads may spend
-  ``T * 2 * itemsize / (copy_ bytes/s)`` per element. A kernel whose in-cache cost approaches
-  that budget cannot reach ``copy_`` speed: its arithmetic and its memory traffic would have to
-  overlap perfectly.
+- DRAM budget: a large forward moves 2 tensors (read ``x``, write ``y``), a backward 3 (read
+  ``h`` and ``dy``, write ``dx``); at the bandwidth of ``copy_`` on a 32M-element tensor
+  (measured in the same run) each of the T threads may spend ``T * tensors * itemsize /
+  (copy_ bytes/s)`` per element. A kernel whose in-cache cost approaches that budget cannot
+  reach ``copy_`` speed: its arithmetic and its memory traffic would have to overlap perfectly.
 """
 
 import argparse
@@ -17,10 +18,36 @@ import sys
 
 import torch
 
-import normlab
+from normlab.kernels.numba import launch as L
+from normlab.kernels.numba.choices import Launch
 from normlab.lab.bench.runner import time_ms
 
 SMALL, LARGE = (256, 4096), (8192, 4096)
+LOOPS = {"pipe": Launch(pipelined=True), "2pass": Launch(pipelined=False)}
+
+
+def calls(dtype: torch.dtype) -> dict:
+    """``"<op> <loop>" -> no-argument launcher call`` on :data:`SMALL` rows."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(*SMALL, generator=g).to(dtype)
+    dy = torch.randn(*SMALL, generator=g).to(dtype)
+    n = SMALL[1]
+    w, b = torch.ones(n, dtype=dtype), torch.zeros(n, dtype=dtype)
+    _, _, rstd = L.rms_fwd(x, w, None, 1e-6, 0.0, "gemma", True, dtype)
+    _, _, mean, lstd = L.ln_fwd(x, w, b, None, 1e-5)
+    out = {}
+    for name, c in LOOPS.items():
+        out |= {
+            f"rms_fwd {name}": lambda c=c: L.rms_fwd(
+                x, w, None, 1e-6, 0.0, "gemma", True, dtype, c
+            ),
+            f"ln_fwd {name}": lambda c=c: L.ln_fwd(x, w, b, None, 1e-5, c),
+            f"rms_bwd {name}": lambda c=c: L.rms_bwd(
+                dy, None, x, w, rstd, 1e-6, 0.0, "gemma", True, c
+            ),
+            f"ln_bwd {name}": lambda c=c: L.ln_bwd(dy, None, x, w, mean, lstd, True, c),
+        }
+    return out
 
 
 def main() -> int:
@@ -29,33 +56,23 @@ def main() -> int:
     args = p.parse_args()
     threads = torch.get_num_threads()
     print(f"torch {torch.__version__}, {threads} threads for copy_, 1 thread in cache\n")
-    print("| dtype | copy_ GB/s | DRAM budget ns/elem/thread | rms_norm in cache | "
-          "layer_norm in cache |")  # fmt: skip
-    print("|---|---|---|---|---|")
+    head = ["dtype", "copy_ GB/s", "budget fwd", "budget bwd"]
+    keys = [f"{op} {loop}" for op in ("rms_fwd", "ln_fwd", "rms_bwd", "ln_bwd") for loop in LOOPS]
+    print("| " + " | ".join(head + keys) + " |\n|" + "---|" * (len(head) + len(keys)))
     for dtype in (torch.float32, torch.bfloat16):
         big = torch.randn(*LARGE, dtype=dtype)
         dst = torch.empty_like(big)
         copy_ms = time_ms({"copy": lambda: dst.copy_(big)}, args.repeat)["copy"]  # noqa: B023
         gbps = 2 * big.numel() * big.element_size() / copy_ms / 1e6
-        budget = threads * 2 * big.element_size() / gbps  # ns per element per thread
-
-        x = torch.randn(*SMALL, dtype=dtype)
-        w, b = torch.ones(SMALL[1], dtype=dtype), torch.zeros(SMALL[1], dtype=dtype)
+        budget = [threads * k * big.element_size() / gbps for k in (2, 3)]  # ns/elem/thread
         torch.set_num_threads(1)  # normlab's kernels follow torch's thread count
         try:
-            with torch.no_grad():
-                ms = time_ms(
-                    {
-                        "rms": lambda: normlab.rms_norm(x, w, casting="gemma"),  # noqa: B023
-                        "ln": lambda: normlab.layer_norm(x, w, b),  # noqa: B023
-                    },
-                    args.repeat,
-                )
+            ms = time_ms(calls(dtype), args.repeat)
         finally:
             torch.set_num_threads(threads)
-        ns = {k: 1e6 * v / x.numel() for k, v in ms.items()}
-        print(f"| {str(dtype).removeprefix('torch.')} | {gbps:.1f} | {budget:.2f} | "
-              f"{ns['rms']:.2f} | {ns['ln']:.2f} |")  # fmt: skip
+        ns = [1e6 * ms[k] / (SMALL[0] * SMALL[1]) for k in keys]
+        cells = [str(dtype).removeprefix("torch."), f"{gbps:.1f}", *(f"{v:.2f}" for v in budget)]
+        print("| " + " | ".join(cells + [f"{v:.2f}" for v in ns]) + " |")
     return 0
 
 

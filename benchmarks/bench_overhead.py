@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 import normlab
+from normlab.kernels.numba import backward as B
 from normlab.kernels.numba import kernels as K
 from normlab.kernels.numba import launch as L
 from normlab.lab.bench.runner import time_ms
@@ -81,18 +82,20 @@ def kernels_only(x: Tensor, w: Tensor, b: Tensor, dy: Tensor):
     dx = torch.empty_like(x)
     wf, bf = L._vec(w, n), L._vec(b, n, missing=0.0)  # the float32 vectors the kernels read
     dw, db = torch.empty(n), torch.empty(n)
-    nch, per = L._chunks(m)
+    fc, bc = L._launch("ln_fwd", x, None), L._launch("ln_bwd", x, None)  # the launchers' choices
+    (nch, per), (bch, bper) = L._chunks(m, fc), L._chunks(m, bc)
     tag, xp = L._TAG[x.dtype], x.data_ptr()
     fwd = (m, n, xp, n, xp, n, xp, y.data_ptr(), wf.data_ptr(), bf.data_ptr(), mean.data_ptr(),
            rstd.data_ptr(), 1e-5, False, tag, tag)  # fmt: skip
     bwd = (m, n, dy.data_ptr(), n, xp, n, xp, n, wf.data_ptr(), mean.data_ptr(),
-           rstd.data_ptr(), dx.data_ptr(), False, tag, tag)  # fmt: skip
+           rstd.data_ptr(), dx.data_ptr(), False, tag, tag, L._store_tag(dx, wf))  # fmt: skip
 
     alive = (x, y, mean, rstd, wf, bf, dy, dx)  # the kernels get addresses, not tensors
 
     def run():
-        L._run(K.ln_fwd, K.ln_fwd_par, m, n, nch, per, fwd)
-        L._run(K.ln_bwd, K.ln_bwd_par, m, n, nch, per, n, bwd, dw.data_ptr(), db.data_ptr())
+        L._run(K.ln_fwd, K.ln_fwd_par, fc, m, n, nch, per, fc.pipelined, fwd)
+        outs = (dw.data_ptr(), db.data_ptr())
+        L._run(B.ln_bwd, B.ln_bwd_par, bc, m, n, bch, bper, bc.pipelined, n, bwd, *outs)
         return alive
 
     return run

@@ -14,6 +14,15 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _kernel_tuning_cache(tmp_path_factory):
+    """The Numba kernels' launch-choice tuner (normlab.kernels.numba.tuner) caches its picks
+    under the user's cache directory: in the tests, under a temporary one (subprocesses inherit
+    it), with a small timing budget per key."""
+    os.environ.setdefault("NORMLAB_TUNE_DIR", str(tmp_path_factory.mktemp("tune")))
+    os.environ.setdefault("NORMLAB_TUNE_BUDGET_S", "0.05")
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """torch on one intra-op thread for a module of tiny-tensor tests."""

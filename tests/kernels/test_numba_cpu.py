@@ -209,7 +209,7 @@ def test_forked_child_runs_serially(monkeypatch):
     monkeypatch.setitem(numba_launch._par, "started", True)
     monkeypatch.setitem(numba_launch._par, "ok", True)
     numba_launch._after_fork_in_child()
-    assert numba_launch._threads(4096, 4096, numba_launch.N_CHUNKS) == 0
+    assert numba_launch._threads(4096, 4096, 16) == 0
     x, w, b, r = make_inputs((160, 1024), F32)
     check("rms_norm", x, weight=w, residual=r)
 
@@ -317,3 +317,14 @@ def test_buffer_pool_keeps_at_most_its_budget(monkeypatch):
     del alive
     normlab.rms_norm(x, backend="numba")
     assert pooled() == kept  # a kept buffer, now free, was handed out: no new one
+
+
+@pytest.mark.parametrize("op", ["rms_norm", "layer_norm"])
+def test_bf16_backward_keeps_a_float32_weight_nan(op):
+    # The bfloat16 dx is stored without the NaN case only when the FP32 weight holds no NaN or
+    # inf; a payload-carrying NaN there must make every dx a NaN, not an inf or -0.
+    x, w, _, _ = make_inputs((64, 1024), BF16, wdtype=F32)  # a large call: the lean store
+    w[3] = torch.tensor([0x7FFFFFFF], dtype=torch.int32).view(F32)
+    x.requires_grad_(True)
+    getattr(normlab, op)(x, w, backend="numba").float().sum().backward()
+    assert x.grad.isnan().all()

@@ -21,8 +21,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from normlab.kernels.numba import buffer_pool
+from normlab.kernels.numba import backward as B
+from normlab.kernels.numba import backward_y as BY
+from normlab.kernels.numba import buffer_pool, choices, tuner
 from normlab.kernels.numba import kernels as K
+from normlab.kernels.numba.choices import Launch
 from normlab.reference import residual_add
 
 F16, BF16, F32 = torch.float16, torch.bfloat16, torch.float32
@@ -30,9 +33,6 @@ _TAG = {F32: np.float32(0), BF16: np.uint16(0)}  # what the kernels specialize o
 
 # Below this many elements one thread is faster: waking a second one costs more than it saves.
 PAR_MIN_ELEMENTS = 1 << 15
-# Fixed work chunks: the unit of parallel work and of the dweight/dbias partial sums. They depend
-# on the machine only (not on the thread count), so gradients are bitwise reproducible.
-N_CHUNKS = max(16, 2 * (os.cpu_count() or 1))
 # Threading layers whose hand-off is cheap and that are safe to enter from several Python
 # threads; with Numba's fallback "workqueue" (a slow hand-off, not thread-safe) the kernels run
 # serially.
@@ -108,10 +108,22 @@ def _vec(
     return c
 
 
-def _chunks(m: int) -> tuple[int, int]:
-    nch = min(m, N_CHUNKS)
+def _chunks(m: int, launch: Launch) -> tuple[int, int]:
+    """``(chunks, rows per chunk)``: the unit of parallel work and of the dweight/dbias partial
+    sums. They depend on the machine and the launch choice only (not on the thread count), so
+    results are bitwise reproducible."""
+    nch = min(m, launch.chunks)
     per = -(-m // nch)
     return -(-m // per), per
+
+
+def _launch(op: str, x: Tensor, launch: Launch | None) -> Launch:
+    """The launch choice of a call on rows like ``x``: ``launch``, else the tuner's."""
+    if launch is not None:
+        return launch
+    m, n = x.shape
+    dtype = "bfloat16" if x.dtype == BF16 else "float32"
+    return tuner.choice(op, dtype, m * n, n, _tuning_calls, _par["ok"])
 
 
 def _after_fork_in_child() -> None:
@@ -123,22 +135,23 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _threads(m: int, n: int, nch: int) -> int:
-    """Threads for an ``(m, n)`` call: torch's count, or 1 for small tensors; 0 where Numba's
-    pool must not be entered: in a forked child of a process that started it and with a slow or
-    thread-unsafe threading layer."""
+def _threads(m: int, n: int, nch: int, share: float = 1.0) -> int:
+    """Threads for an ``(m, n)`` call: ``share`` of torch's count, or 1 for small tensors; 0
+    where Numba's pool must not be entered: in a forked child of a process that started it and
+    with a slow or thread-unsafe threading layer."""
     if not _par["ok"]:
         return 0
     if m * n < PAR_MIN_ELEMENTS:
         return 1
-    return max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS, nch))
+    k = min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS, nch)
+    return max(1, int(k * share))
 
 
-def _run(serial, par, m: int, n: int, nch: int, *args) -> None:
+def _run(serial, par, launch: Launch, m: int, n: int, nch: int, *args) -> None:
     """``par(nch, *args)`` over Numba's threads (one thread for small tensors: the OpenMP driver
     then costs little more than a plain call, and compiling only it, not its twin too, shortens
     the cold compile), or its one-thread twin ``serial`` where the pool must not be used."""
-    k = _threads(m, n, nch)
+    k = _threads(m, n, nch, launch.threads)
     if k == 0:
         serial(nch, *args)
         return
@@ -188,38 +201,40 @@ def _fwd_inputs(x: Tensor, residual: Tensor | None):
     return xa, _arg(residual), _empty(x.shape, residual.dtype), None
 
 
-def rms_fwd(x, weight, residual, eps, offset, casting, eps_inside, out_dtype):
+def rms_fwd(x, weight, residual, eps, offset, casting, eps_inside, out_dtype, launch=None):
     """RMSNorm forward launcher: ``(y, h | None, rstd)``."""
     m, n = x.shape
+    launch = _launch("rms_fwd", x, launch)
     (xk, xp, xs), (rk, rp, rs), h, h_keep = _fwd_inputs(x, residual)
     y = _empty((m, n), F32 if out_dtype == F16 else out_dtype)
     rstd = torch.empty(m, dtype=F32)
     g = _vec(weight, n, offset, casting=casting)
-    nch, per = _chunks(m)
+    nch, per = _chunks(m, launch)
     h_dtype = x.dtype if residual is None else residual.dtype
     hp = xp if h is None else h.data_ptr()
     ptrs = (xp, xs, rp, rs, hp, y.data_ptr(), g.data_ptr(), rstd.data_ptr())
     tags = (_TAG[xk.dtype], _TAG[rk.dtype], _TAG[y.dtype], _q_tag(casting, h_dtype))
     args = (m, n, *ptrs, eps, eps_inside, h is not None, *tags)
-    _run(K.rms_fwd, K.rms_fwd_par, m, n, nch, per, args)
+    _run(K.rms_fwd, K.rms_fwd_par, launch, m, n, nch, per, launch.pipelined, args)
     y = y if y.dtype == out_dtype else y.to(out_dtype)
     return y, h if h_keep is None else h_keep, rstd
 
 
-def ln_fwd(x, weight, bias, residual, eps):
+def ln_fwd(x, weight, bias, residual, eps, launch=None):
     """LayerNorm forward launcher: ``(y, h | None, mean, rstd)``."""
     m, n = x.shape
+    launch = _launch("ln_fwd", x, launch)
     (xk, xp, xs), (rk, rp, rs), h, h_keep = _fwd_inputs(x, residual)
     h_dtype = x.dtype if residual is None else residual.dtype
     y = _empty((m, n), rk.dtype)  # h's dtype (float32 for float16)
     mean, rstd = torch.empty(m, dtype=F32), torch.empty(m, dtype=F32)
     w, b = _vec(weight, n), _vec(bias, n, missing=0.0)
-    nch, per = _chunks(m)
+    nch, per = _chunks(m, launch)
     hp = xp if h is None else h.data_ptr()
     ptrs = (xp, xs, rp, rs, hp, y.data_ptr(), w.data_ptr(), b.data_ptr())
     stats = (mean.data_ptr(), rstd.data_ptr())
     args = (m, n, *ptrs, *stats, eps, h is not None, _TAG[xk.dtype], _TAG[rk.dtype])
-    _run(K.ln_fwd, K.ln_fwd_par, m, n, nch, per, args)
+    _run(K.ln_fwd, K.ln_fwd_par, launch, m, n, nch, per, launch.pipelined, args)
     y = y if y.dtype == h_dtype else y.to(h_dtype)
     return y, h if h_keep is None else h_keep, mean, rstd
 
@@ -237,31 +252,45 @@ def _addr(t: Tensor | None) -> int:
     return 0 if t is None else t.data_ptr()
 
 
-def rms_bwd(dy, dh, h, weight, rstd, eps, offset, casting, eps_inside):
+def _store_tag(dx: Tensor, g: Tensor) -> np.generic:
+    """How a backward stores ``dx`` (:mod:`~normlab.kernels.numba.backward`): bfloat16 without
+    the NaN case when the FP32 gain holds no NaN or infinity, else exactly."""
+    if dx.dtype == BF16 and B.nan_free(g.data_ptr(), g.numel()):
+        return _TAG[BF16]
+    return _TAG[F32]
+
+
+def rms_bwd(dy, dh, h, weight, rstd, eps, offset, casting, eps_inside, launch=None):
     """RMSNorm backward launcher: ``(dh_total, dweight | None)``."""
     m, n = h.shape
+    launch = _launch("rms_bwd", h, launch)
     (dyk, dyp, dys), (_, dhp, dhs), (hk, hp, hs), dx = _bwd_inputs(dy, dh, h)
     g = _vec(weight, n, offset, casting=casting)
     dw = None if weight is None else torch.empty(n, dtype=F32)
     ptrs = (dyp, dys, dhp, dhs, hp, hs, g.data_ptr(), rstd.data_ptr(), dx.data_ptr())
     flags = (eps, eps_inside, dh is not None, dw is not None)
-    args = (m, n, *ptrs, *flags, _TAG[dyk.dtype], _TAG[hk.dtype], _q_tag(casting, h.dtype))
-    nch, per = _chunks(m)
-    _run(K.rms_bwd, K.rms_bwd_par, m, n, nch, per, 0 if dw is None else n, args, _addr(dw))
+    tags = (_TAG[dyk.dtype], _TAG[hk.dtype], _q_tag(casting, h.dtype), _store_tag(dx, g))
+    args = (m, n, *ptrs, *flags, *tags)
+    nch, per = _chunks(m, launch)
+    nw = n if dw is not None or launch.pipelined else 0  # the partial sums' width
+    _run(B.rms_bwd, B.rms_bwd_par, launch, m, n, nch, per, launch.pipelined, nw, args, _addr(dw))
     return dx if dx.dtype == h.dtype else dx.to(h.dtype), dw
 
 
-def ln_bwd(dy, dh, h, weight, mean, rstd, has_bias):
+def ln_bwd(dy, dh, h, weight, mean, rstd, has_bias, launch=None):
     """LayerNorm backward launcher: ``(dh_total, dweight | None, dbias | None)``."""
     m, n = h.shape
+    launch = _launch("ln_bwd", h, launch)
     (dyk, dyp, dys), (_, dhp, dhs), (hk, hp, hs), dx = _bwd_inputs(dy, dh, h)
     w = _vec(weight, n)
     dw = None if weight is None else torch.empty(n, dtype=F32)
     db = torch.empty(n, dtype=F32) if has_bias else None
     ptrs = (dyp, dys, dhp, dhs, hp, hs, w.data_ptr(), mean.data_ptr(), rstd.data_ptr())
-    args = (m, n, *ptrs, dx.data_ptr(), dh is not None, _TAG[dyk.dtype], _TAG[hk.dtype])
-    nch, per = _chunks(m)
-    _run(K.ln_bwd, K.ln_bwd_par, m, n, nch, per, n, args, _addr(dw), _addr(db))
+    tags = (_TAG[dyk.dtype], _TAG[hk.dtype], _store_tag(dx, w))
+    args = (m, n, *ptrs, dx.data_ptr(), dh is not None, *tags)
+    nch, per = _chunks(m, launch)
+    out = (_addr(dw), _addr(db))
+    _run(B.ln_bwd, B.ln_bwd_par, launch, m, n, nch, per, launch.pipelined, n, args, *out)
     return dx if dx.dtype == h.dtype else dx.to(h.dtype), dw, db
 
 
@@ -280,9 +309,10 @@ def _y_inputs(dy: Tensor, dh: Tensor | None, y: Tensor, h_dtype: torch.dtype):
     return dya, dha, ya, dx
 
 
-def rms_bwd_y(dy, dh, y, weight, rstd, eps, offset, casting, eps_inside, h_dtype):
+def rms_bwd_y(dy, dh, y, weight, rstd, eps, offset, casting, eps_inside, h_dtype, launch=None):
     """Memory-efficient RMSNorm backward launcher, from the output ``y``."""
     m, n = y.shape
+    launch = _launch("rms_bwd_y", y, launch)
     (dyk, dyp, dys), (_, dhp, dhs), (yk, yp, ys), dx = _y_inputs(dy, dh, y, h_dtype)
     g = _vec(weight, n, offset, casting=casting)
     gi = _inverse(g)
@@ -291,14 +321,16 @@ def rms_bwd_y(dy, dh, y, weight, rstd, eps, offset, casting, eps_inside, h_dtype
     flags = (eps_inside, dh is not None, dw is not None)
     tags = (_TAG[dyk.dtype], _TAG[yk.dtype], _TAG[dx.dtype], _q_tag(casting, h_dtype))
     args = (m, n, *ptrs, dx.data_ptr(), *flags, *tags)
-    nch, per = _chunks(m)
-    _run(K.rms_bwd_y, K.rms_bwd_y_par, m, n, nch, per, 0 if dw is None else n, args, _addr(dw))
+    nch, per = _chunks(m, launch)
+    nw = 0 if dw is None else n
+    _run(BY.rms_bwd_y, BY.rms_bwd_y_par, launch, m, n, nch, per, nw, args, _addr(dw))
     return dx if dx.dtype == h_dtype else dx.to(h_dtype), dw
 
 
-def ln_bwd_y(dy, dh, y, weight, bias, rstd, h_dtype):
+def ln_bwd_y(dy, dh, y, weight, bias, rstd, h_dtype, launch=None):
     """Memory-efficient LayerNorm backward launcher, from the output ``y``."""
     m, n = y.shape
+    launch = _launch("ln_bwd_y", y, launch)
     (dyk, dyp, dys), (_, dhp, dhs), (yk, yp, ys), dx = _y_inputs(dy, dh, y, h_dtype)
     w, b = _vec(weight, n), _vec(bias, n, missing=0.0)
     wi = _inverse(w)
@@ -307,6 +339,34 @@ def ln_bwd_y(dy, dh, y, weight, bias, rstd, h_dtype):
     ptrs = (dyp, dys, dhp, dhs, yp, ys, w.data_ptr(), b.data_ptr(), wi.data_ptr())
     args = (m, n, *ptrs, rstd.data_ptr(), dx.data_ptr(), dh is not None)
     args = (*args, _TAG[dyk.dtype], _TAG[yk.dtype], _TAG[dx.dtype])
-    nch, per = _chunks(m)
-    _run(K.ln_bwd_y, K.ln_bwd_y_par, m, n, nch, per, n, args, _addr(dw), _addr(db))
+    nch, per = _chunks(m, launch)
+    _run(BY.ln_bwd_y, BY.ln_bwd_y_par, launch, m, n, nch, per, n, args, _addr(dw), _addr(db))
     return dx if dx.dtype == h_dtype else dx.to(h_dtype), dw, db
+
+
+def _tuning_calls(op: str, dtype: str, n: int):
+    """For the tuner: ``launch -> no-argument call`` of the launcher of ``op`` on inputs of
+    :data:`~normlab.kernels.numba.tuner.TUNE_ELEMENTS` elements in rows of ``n``, made once
+    (a ramp, cheaper to make than random numbers; the kernels' speed does not depend on values)."""
+    dt = BF16 if dtype == "bfloat16" else F32
+    ramp = torch.linspace(-2.0, 2.0, n)
+    x = ramp.expand(max(1, tuner.TUNE_ELEMENTS // n), n).to(dt, copy=True)
+    dy = x.flip(1)
+    w, b = torch.ones(n, dtype=dt), torch.zeros(n, dtype=dt)
+    old = choices.OLD
+    if op.startswith("rms"):
+        y, _, rstd = rms_fwd(x, w, None, 1e-6, 0.0, "gemma", True, dt, launch=old["rms_fwd"])
+        calls = {
+            "rms_fwd": lambda c: rms_fwd(x, w, None, 1e-6, 0.0, "gemma", True, dt, launch=c),
+            "rms_bwd": lambda c: rms_bwd(dy, None, x, w, rstd, 1e-6, 0.0, "gemma", True, c),
+            "rms_bwd_y": lambda c: rms_bwd_y(dy, None, y, w, rstd, 1e-6, 0.0, "gemma", True, dt, c),
+        }
+    else:
+        y, _, mean, rstd = ln_fwd(x, w, b, None, 1e-5, launch=old["ln_fwd"])
+        calls = {
+            "ln_fwd": lambda c: ln_fwd(x, w, b, None, 1e-5, launch=c),
+            "ln_bwd": lambda c: ln_bwd(dy, None, x, w, mean, rstd, True, launch=c),
+            "ln_bwd_y": lambda c: ln_bwd_y(dy, None, y, w, b, rstd, dt, launch=c),
+        }
+    run = calls[op]
+    return lambda launch: lambda: run(launch)

@@ -1,0 +1,332 @@
+"""Numba CPU kernels: the backward of RMSNorm and LayerNorm from the saved input, and the drivers
+of every backward (layout and conventions: :mod:`normlab.kernels.numba.kernels`).
+
+A row's backward needs a row reduction (pass 1: dot products, and the dweight/dbias partial
+sums) before its ``dx`` (pass 2). ``pipe`` (a launch choice) fuses pass 2 of row ``i`` with
+pass 1 of row ``i + 1``, so the next row streams in from memory while this one's ``dx`` is
+stored, as the forward does; without it, pass 2 re-reads the row from L1/L2.
+
+``st`` is the store tag of ``dx``: the bfloat16 tag when the FP32 weight holds no NaN or
+infinity (checked by the launcher), which drops the NaN case from the bfloat16 store as the
+forward does (:func:`~normlab.kernels.numba.bf16.from_f32_of`), else a float32 zero (the exact
+store).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from normlab.kernels.numba.bf16 import from_f32_of, round_to, rows, to_f32, vec
+from normlab.kernels.numba.kernels import _F0, _F1, _JIT, _JIT_NO_FMA, _nan_free
+
+
+@njit(**_JIT)
+def nan_free(gp, n):
+    """Whether the float32 vector at ``gp`` holds no NaN nor infinity (the launcher's check)."""
+    return _nan_free(vec(gp, n), n)
+
+
+@njit(inline="always")
+def _rms_dot(hr, dyr, acc, n, rs_, g, has_w, qt):
+    """``sum(g * dy * xhat)`` over the row, adding ``dy * q(xhat)`` to ``acc`` if ``has_w``."""
+    dot = _F0
+    if has_w:
+        for j in range(n):
+            xh, gy = to_f32(hr[j]) * rs_, to_f32(dyr[j])
+            acc[j] += gy * round_to(xh, qt)
+            dot += gy * g[j] * xh
+    else:
+        for j in range(n):
+            dot += to_f32(dyr[j]) * g[j] * (to_f32(hr[j]) * rs_)
+    return dot
+
+
+@njit(inline="always")
+def _rms_k(dot, inv_n, rs_, eps, eps_inside):
+    """The coefficient of ``xhat`` in ``dh``: ``rstd * c`` (eps inside) or ``c / rms``."""
+    cbar = dot * inv_n
+    if eps_inside:
+        return rs_ * cbar
+    rms = _F1 / rs_ - np.float32(eps)
+    return cbar / rms if rms > _F0 else _F0
+
+
+@njit(inline="always")
+def _rms_dx(hr, dyr, dhr, dxr, n, rs_, k, g, has_dh, ht, st):
+    """``dh`` of one row (pass 2)."""
+    if has_dh:
+        for j in range(n):
+            v = rs_ * (to_f32(dyr[j]) * g[j]) - k * (to_f32(hr[j]) * rs_)
+            dxr[j] = from_f32_of(v + to_f32(dhr[j]), ht, st)
+    else:
+        for j in range(n):
+            v = rs_ * (to_f32(dyr[j]) * g[j]) - k * (to_f32(hr[j]) * rs_)
+            dxr[j] = from_f32_of(v, ht, st)
+
+
+@njit(inline="always")
+def _rms_dx_next(hr, dyr, dhr, dxr, n, rs_, k, g, has_dh, ht, st, nxt):
+    """:func:`_rms_dx` of one row fused with :func:`_rms_dot` of the next, whose dot it returns;
+    ``nxt = (h row, dy row, rstd, acc, qt)``; always adds to ``acc``."""
+    hn, dyn, rn, acc, qt = nxt
+    dot = _F0
+    if has_dh:
+        for j in range(n):
+            v = rs_ * (to_f32(dyr[j]) * g[j]) - k * (to_f32(hr[j]) * rs_)
+            dxr[j] = from_f32_of(v + to_f32(dhr[j]), ht, st)
+            xh, gy = to_f32(hn[j]) * rn, to_f32(dyn[j])
+            acc[j] += gy * round_to(xh, qt)
+            dot += gy * g[j] * xh
+    else:
+        for j in range(n):
+            v = rs_ * (to_f32(dyr[j]) * g[j]) - k * (to_f32(hr[j]) * rs_)
+            dxr[j] = from_f32_of(v, ht, st)
+            xh, gy = to_f32(hn[j]) * rn, to_f32(dyn[j])
+            acc[j] += gy * round_to(xh, qt)
+            dot += gy * g[j] * xh
+    return dot
+
+
+@njit(**_JIT)
+def _rms_bwd_rows(
+    c0,
+    c1,
+    per,
+    pipe,
+    dw,
+    m,
+    n,
+    dyp,
+    dys,
+    dhp,
+    dhs,
+    hp,
+    hs,
+    gp,
+    rstdp,
+    dxp,
+    eps,
+    eps_inside,
+    has_dh,
+    has_w,
+    dyt,
+    ht,
+    qt,
+    st,
+):
+    r"""RMSNorm backward of chunks ``[c0, c1)``, with :math:`\hat x = h\,\mathrm{rstd}`,
+    :math:`\hat g = g \odot dy` and :math:`c = \overline{\hat g \hat x}`:
+
+    .. math::
+        dh = \mathrm{rstd}\,\hat g - k\,\hat x + dh_{in},\quad
+        k = \mathrm{rstd}\,c \;(\epsilon \text{ inside}) \text{ or } c / \sqrt{\overline{h^2}},
+        \quad dw_{\text{chunk}} \mathrel{+}= dy \odot q(\hat x)
+
+    (the rounding ``q`` of the llama cast order passes gradients straight through). With
+    ``pipe`` the partial sums ``dw`` are accumulated whether or not ``has_w`` (N wide).
+    """
+    dy, dh, h = rows(dyp, m, dys, dyt), rows(dhp, m, dhs, ht), rows(hp, m, hs, ht)
+    dx, g, rstd = rows(dxp, m, n, ht), vec(gp, n), vec(rstdp, m)
+    inv_n = _F1 / np.float32(n)
+    for c in range(c0, c1):
+        acc = dw[c]
+        acc[:] = _F0
+        i0, i1 = c * per, min(m, (c + 1) * per)
+        dot = _F0
+        if pipe and i0 < i1:
+            dot = _rms_dot(h[i0], dy[i0], acc, n, rstd[i0], g, True, qt)
+        for i in range(i0, i1):
+            hr, dyr, dhr, dxr, rs_ = h[i], dy[i], dh[i], dx[i], rstd[i]
+            if not pipe:
+                dot = _rms_dot(hr, dyr, acc, n, rs_, g, has_w, qt)
+            k = _rms_k(dot, inv_n, rs_, eps, eps_inside)
+            if pipe and i + 1 < i1:
+                nxt = (h[i + 1], dy[i + 1], rstd[i + 1], acc, qt)
+                dot = _rms_dx_next(hr, dyr, dhr, dxr, n, rs_, k, g, has_dh, ht, st, nxt)
+            else:
+                _rms_dx(hr, dyr, dhr, dxr, n, rs_, k, g, has_dh, ht, st)
+
+
+@njit(inline="always")
+def _ln_sums(hr, dyr, accw, accb, w, mu, rs_, n):
+    """Pass 1 of a LayerNorm row: ``(sum xhat, sum w dy, sum w dy xhat)``, and ``dy * xhat``,
+    ``dy`` added to the partial sums."""
+    s0 = s1 = s2 = _F0
+    for j in range(n):
+        xh, gy = (to_f32(hr[j]) - mu) * rs_, to_f32(dyr[j])
+        accw[j] += gy * xh
+        accb[j] += gy
+        gw = gy * w[j]
+        s0 += xh
+        s1 += gw
+        s2 += gw * xh
+    return s0, s1, s2
+
+
+@njit(inline="always")
+def _ln_coefs(sums, inv_n):
+    """``(a, bb)`` of ``dh = rstd (w dy - a - xhat bb)`` from the row's pass-1 sums.
+
+    The formula assumes mean(xhat) = 0, but the FP32 mean is rounded, which shifts every xhat by
+    the same rstd-amplified amount; centring xhat on its computed mean m0 cancels that shift
+    (eager autograd does it through the mean's own gradient)."""
+    s0, s1, s2 = sums
+    m0 = s0 * inv_n
+    bb = s2 * inv_n - m0 * (s1 * inv_n)
+    return s1 * inv_n - m0 * bb, bb
+
+
+@njit(inline="always")
+def _ln_dx(hr, dyr, dhr, dxr, n, mu, rs_, coefs, w, has_dh, ht, st):
+    """``dh`` of one LayerNorm row (pass 2)."""
+    a, bb = coefs
+    if has_dh:
+        for j in range(n):
+            xh = (to_f32(hr[j]) - mu) * rs_
+            v = rs_ * (to_f32(dyr[j]) * w[j] - a - xh * bb)
+            dxr[j] = from_f32_of(v + to_f32(dhr[j]), ht, st)
+    else:
+        for j in range(n):
+            xh = (to_f32(hr[j]) - mu) * rs_
+            dxr[j] = from_f32_of(rs_ * (to_f32(dyr[j]) * w[j] - a - xh * bb), ht, st)
+
+
+@njit(inline="always")
+def _ln_dx_next(hr, dyr, dhr, dxr, n, mu, rs_, coefs, w, has_dh, ht, st, nxt):
+    """:func:`_ln_dx` of one row fused with :func:`_ln_sums` of the next, whose sums it
+    returns; ``nxt = (h row, dy row, mean, rstd, accw, accb)``."""
+    hn, dyn, mn, rn, accw, accb = nxt
+    a, bb = coefs
+    s0 = s1 = s2 = _F0
+    for j in range(n):
+        xh = (to_f32(hr[j]) - mu) * rs_
+        v = rs_ * (to_f32(dyr[j]) * w[j] - a - xh * bb)
+        if has_dh:  # loop-invariant: unswitched by LLVM
+            v += to_f32(dhr[j])
+        dxr[j] = from_f32_of(v, ht, st)
+        xn, gy = (to_f32(hn[j]) - mn) * rn, to_f32(dyn[j])
+        accw[j] += gy * xn
+        accb[j] += gy
+        gw = gy * w[j]
+        s0 += xn
+        s1 += gw
+        s2 += gw * xn
+    return s0, s1, s2
+
+
+@njit(**_JIT_NO_FMA)
+def _ln_bwd_rows(
+    c0,
+    c1,
+    per,
+    pipe,
+    dw,
+    db,
+    m,
+    n,
+    dyp,
+    dys,
+    dhp,
+    dhs,
+    hp,
+    hs,
+    wp,
+    meanp,
+    rstdp,
+    dxp,
+    has_dh,
+    dyt,
+    ht,
+    st,
+):
+    r"""LayerNorm backward of chunks ``[c0, c1)``, with :math:`\hat x = (h-\mu)\,\mathrm{rstd}`
+    and :math:`\hat g = w \odot dy`:
+
+    .. math::
+        dh = \mathrm{rstd}\,(\hat g - \overline{\hat g} - \hat x\,\overline{\hat g \hat x})
+        + dh_{in},\quad dw_{\text{chunk}} \mathrel{+}= dy \odot \hat x,\quad
+        db_{\text{chunk}} \mathrel{+}= dy
+
+    with :math:`\hat x` centred on its computed mean in the two row means
+    (:func:`_ln_coefs`). Built without FMA contraction (``_JIT_NO_FMA``).
+    """
+    dy, dh, h = rows(dyp, m, dys, dyt), rows(dhp, m, dhs, ht), rows(hp, m, hs, ht)
+    dx, w = rows(dxp, m, n, ht), vec(wp, n)
+    mean, rstd = vec(meanp, m), vec(rstdp, m)
+    inv_n = _F1 / np.float32(n)
+    for c in range(c0, c1):
+        accw, accb = dw[c], db[c]
+        accw[:] = _F0
+        accb[:] = _F0
+        i0, i1 = c * per, min(m, (c + 1) * per)
+        sums = (_F0, _F0, _F0)
+        if pipe and i0 < i1:
+            sums = _ln_sums(h[i0], dy[i0], accw, accb, w, mean[i0], rstd[i0], n)
+        for i in range(i0, i1):
+            hr, dyr, dhr, dxr, mu, rs_ = h[i], dy[i], dh[i], dx[i], mean[i], rstd[i]
+            if not pipe:
+                sums = _ln_sums(hr, dyr, accw, accb, w, mu, rs_, n)
+            coefs = _ln_coefs(sums, inv_n)
+            if pipe and i + 1 < i1:
+                nxt = (h[i + 1], dy[i + 1], mean[i + 1], rstd[i + 1], accw, accb)
+                sums = _ln_dx_next(hr, dyr, dhr, dxr, n, mu, rs_, coefs, w, has_dh, ht, st, nxt)
+            else:
+                _ln_dx(hr, dyr, dhr, dxr, n, mu, rs_, coefs, w, has_dh, ht, st)
+
+
+# Drivers: what the launcher calls, once per op. They run the row kernels over all chunks, on
+# this thread or on Numba's threads (static schedule: each thread gets a contiguous run of
+# chunks), own the chunk partial sums of dweight/dbias and reduce them in chunk order.
+
+
+@njit(inline="always")
+def _reduce(parts, outp):
+    """``out = parts.sum(0)`` in chunk order (FP32) into the vector at ``outp`` (0: none).
+
+    Plain loops, no array expressions: in a ``parallel=True`` driver each of those becomes a
+    parallel region of its own, each a thread hand-off that a small tensor pays for."""
+    if outp == 0:
+        return
+    out = vec(outp, parts.shape[1])
+    for j in range(out.size):
+        out[j] = parts[0, j]
+    for c in range(1, parts.shape[0]):
+        for j in range(out.size):
+            out[j] += parts[c, j]
+
+
+@njit(**_JIT)
+def rms_bwd(nch, per, pipe, nw, args, dwo):
+    """RMSNorm backward of all chunks on this thread; ``dweight`` (``nw`` = N or 0: the partial
+    sums' width) to ``dwo`` (0: not wanted)."""
+    dw = np.empty((nch, max(nw, 1)), np.float32)
+    _rms_bwd_rows(0, nch, per, pipe, dw, *args)
+    _reduce(dw, dwo)
+
+
+@njit(parallel=True, **_JIT)
+def rms_bwd_par(nch, per, pipe, nw, args, dwo):
+    dw = np.empty((nch, max(nw, 1)), np.float32)
+    for c in prange(nch):
+        _rms_bwd_rows(c, c + 1, per, pipe, dw, *args)
+    _reduce(dw, dwo)
+
+
+@njit(**_JIT)
+def ln_bwd(nch, per, pipe, n, args, dwo, dbo):
+    """LayerNorm backward of all chunks on this thread; ``dweight``/``dbias`` to ``dwo``/``dbo``
+    (0: not wanted)."""
+    dw, db = np.empty((nch, n), np.float32), np.empty((nch, n), np.float32)
+    _ln_bwd_rows(0, nch, per, pipe, dw, db, *args)
+    _reduce(dw, dwo)
+    _reduce(db, dbo)
+
+
+@njit(parallel=True, **_JIT)
+def ln_bwd_par(nch, per, pipe, n, args, dwo, dbo):
+    dw, db = np.empty((nch, n), np.float32), np.empty((nch, n), np.float32)
+    for c in prange(nch):
+        _ln_bwd_rows(c, c + 1, per, pipe, dw, db, *args)
+    _reduce(dw, dwo)
+    _reduce(db, dbo)

@@ -1,0 +1,168 @@
+"""Launch choices of the Numba kernels: what a launcher may vary without changing the formula.
+
+A :class:`Launch` is passed to every launcher (``launch=``); without one, the launcher asks
+:func:`normlab.kernels.numba.tuner.choice`, which returns the tuner's pick for the call's key
+``(op, dtype, hidden-size bucket)`` on this CPU, or :data:`OLD` (the choices the kernels had
+before there was a tuner) for calls too small for the choice to matter. Every choice is a
+runtime argument of the same compiled kernels: trying one compiles nothing.
+
+The choices, and why each can matter on one CPU and not on another:
+
+- ``pipelined``: the forward fuses the stores of row ``i`` with the reads of row ``i + 1`` (the
+  DRAM reads overlap the arithmetic), or makes two passes per row (fewer live registers and
+  streams per loop); the backward the same for its two passes. Which wins depends on how many
+  streams the core's prefetchers follow and how costly the bfloat16 conversions are.
+- ``chunks_per_cpu``: rows are cut into this many chunks per CPU (0: the old
+  ``max(16, 2 * cpus)``). Fewer chunks restart the pipelined loop less often and keep fewer
+  dweight partial sums; more balance the threads better. A function of the machine, never of
+  the thread count, so results stay bitwise identical for any thread count.
+- ``threads``: the share of torch's threads the kernel runs on: on a machine whose memory
+  bandwidth saturates before its cores do, fewer threads move the same bytes.
+
+The bfloat16 conversion is not a choice: the integer round to nearest even is exact on every
+machine, while AVX512-BF16's ``vcvtneps2bf16`` flushes subnormals to zero (torch keeps them), and
+a conversion path of its own would be compiled code of its own: a first use would compile it.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass, replace
+from functools import cache, cached_property
+
+# Calls with fewer elements than this use OLD: they are bound by the per-call overhead, which no
+# choice here changes, and they never pay for tuning.
+MIN_ELEMENTS = 1 << 20
+BUCKETS = tuple(1 << k for k in range(7, 16))  # hidden sizes 128 .. 32768; larger rows: the last
+
+
+@dataclass(frozen=True, order=True)
+class Launch:
+    """How a launcher runs a kernel (see the module docstring for each field)."""
+
+    pipelined: bool
+    chunks_per_cpu: int = 0
+    threads: float = 1.0
+
+    def __post_init__(self):
+        if not isinstance(self.pipelined, bool):
+            raise TypeError(f"pipelined must be a bool, got {self.pipelined!r}")
+        if not isinstance(self.chunks_per_cpu, int) or not 0 <= self.chunks_per_cpu <= 64:
+            raise ValueError(
+                f"chunks_per_cpu must be an int in [0, 64], got {self.chunks_per_cpu!r}"
+            )
+        if not isinstance(self.threads, (int, float)) or not 0 < self.threads <= 1:
+            raise ValueError(f"threads must be a share in (0, 1], got {self.threads!r}")
+
+    @property
+    def name(self) -> str:
+        """A short label: ``pipe`` or ``2pass``, chunks per CPU (``c0``: the old rule), thread
+        share."""
+        return f"{'pipe' if self.pipelined else '2pass'}/c{self.chunks_per_cpu}/t{self.threads:g}"
+
+    @cached_property
+    def chunks(self) -> int:
+        """Chunks per call on this machine (before capping at the row count); cached, as
+        launchers read it on every call."""
+        cpus = cpu_count()
+        return self.chunks_per_cpu * cpus if self.chunks_per_cpu else max(16, 2 * cpus)
+
+
+# The launchers and their choices before the tuner: the forward pipelined, the backwards two-pass
+# (the memory-efficient ones have no pipelined form).
+FWD_OPS = ("rms_fwd", "ln_fwd")
+PIPE_BWD_OPS = ("rms_bwd", "ln_bwd")
+OPS = (*FWD_OPS, *PIPE_BWD_OPS, "rms_bwd_y", "ln_bwd_y")
+OLD = {op: Launch(pipelined=op in FWD_OPS) for op in OPS}
+
+
+# A smaller share of the threads is tried only from this many CPUs up: where the memory
+# bandwidth may saturate before the cores do. On a 2-core VM the bfloat16 kernels are compute
+# bound, and one thread, picked there by a tuning that ran against other processes' load, made
+# the bfloat16 forward clearly slower once measured again (docs/benchmarks.md has the figures).
+THREAD_SHARE_MIN_CPUS = 8
+
+
+def candidates(op: str, cpus: int | None = None) -> tuple[Launch, ...]:
+    """What the tuner times for ``op`` on a machine of ``cpus`` CPUs (this one if None): the old
+    choice first, then one change at a time, and both kernel-side changes together."""
+    old = OLD[op]
+    out = [old, replace(old, chunks_per_cpu=1)]
+    if op not in ("rms_bwd_y", "ln_bwd_y"):
+        flip = replace(old, pipelined=not old.pipelined)
+        out += [flip, replace(flip, chunks_per_cpu=1)]
+    if (cpu_count() if cpus is None else cpus) >= THREAD_SHARE_MIN_CPUS:
+        out.append(replace(old, threads=0.5))
+    return tuple(out)
+
+
+def every_candidate() -> tuple[Launch, ...]:
+    """Every launch choice any op may run on any machine (what the accuracy tests run each
+    kernel with)."""
+    many = THREAD_SHARE_MIN_CPUS
+    return tuple(sorted({c for op in OPS for c in candidates(op, many)}))
+
+
+def bucket(n: int) -> int:
+    """The hidden-size bucket of rows of ``n``: the power of two >= n, within :data:`BUCKETS`."""
+    b = 1 << max(0, n - 1).bit_length()
+    return min(max(b, BUCKETS[0]), BUCKETS[-1])
+
+
+def key(op: str, dtype: str, n: int) -> str:
+    """The tuning key of a call: ``"<op>/<dtype>/<bucket>"``; dtype is the rows' storage
+    (``float32`` or ``bfloat16``: float16 runs through float32)."""
+    return f"{op}/{dtype}/{bucket(n)}"
+
+
+# ---- the machine ---------------------------------------------------------------------------
+
+
+@cache
+def cpu_info() -> tuple[str, frozenset[str]]:
+    """``(model name, flags)`` of this CPU: ``/proc/cpuinfo`` on Linux, else what ``platform``
+    says (no flags)."""
+    model, flags = "", frozenset()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                name, _, value = line.partition(":")
+                name = name.strip()
+                if name == "model name" and not model:
+                    model = value.strip()
+                elif name in ("flags", "Features") and not flags:
+                    flags = frozenset(value.split())
+                if model and flags:
+                    break
+    except OSError:
+        pass
+    return model or platform.processor() or platform.machine() or "unknown", flags
+
+
+@cache
+def cpu_count() -> int:
+    return os.cpu_count() or 1
+
+
+def machine_class() -> str:
+    """The machine class of the shipped table: vendor and vector ISA (``intel-avx512-amx``,
+    ``intel-avx512``, ``intel-avx2``, ``amd-avx512``, ``amd-avx2``, else ``other``)."""
+    model, flags = cpu_info()
+    vendor = "intel" if "intel" in model.lower() else "amd" if "amd" in model.lower() else ""
+    if not vendor or "avx2" not in flags:
+        return "other"
+    if "avx512f" not in flags:
+        return f"{vendor}-avx2"
+    return f"{vendor}-avx512-amx" if "amx_tile" in flags else f"{vendor}-avx512"
+
+
+# The shipped table: per machine class, the picks measured there (`python
+# benchmarks/bench_cpu_limit.py --tune-budget 2` prints this machine's); keys absent here, and
+# every key of an unlisted class, run OLD. What is used with NORMLAB_TUNE=0.
+SHIPPED: dict[str, dict[str, Launch]] = {}
+
+
+def shipped(k: str, op: str) -> Launch:
+    """The shipped choice for key ``k`` (of ``op``) on this machine's class, else OLD."""
+    return SHIPPED.get(machine_class(), {}).get(k, OLD[op])

@@ -1,0 +1,179 @@
+"""The launch-choice tuner: on the first large call of a key ``(op, dtype, hidden-size bucket)``
+on a CPU, time the candidates of :func:`~normlab.kernels.numba.choices.candidates`, keep the
+fastest and cache it (:mod:`normlab.kernels.numba.tune_cache`); later calls, and later processes
+on the same CPU model and normlab version, look the pick up.
+
+- The candidates are timed on inputs of their own (``2**22`` elements of the bucket's hidden
+  size, out of the private caches), serially and interleaved: each round runs every candidate
+  once, the order reversed every other round, so a load spike of a shared machine lands on a
+  round of every candidate rather than on one. A candidate's time is its median over rounds.
+- A fixed budget per key (``NORMLAB_TUNE_BUDGET_S``, default 0.25 s) bounds the warm-up calls
+  and the rounds (at least one); the first warm-up call is not counted: it compiles the kernels
+  if they are not yet, which the user's call would have paid anyway.
+- The old choice (:data:`~normlab.kernels.numba.choices.OLD`) stays unless a candidate's median
+  beats it by more than :data:`KEEP_OLD_WITHIN`: a pick that moves on noise alone would change
+  the last bits of results from one tuning to the next for nothing.
+- Not on a busy machine: with a load average above :data:`BUSY_LOAD` per CPU the candidates
+  would be timed against the load of the moment (fewer threads win on an oversubscribed
+  machine, and would stay picked once it is quiet), so the process runs the shipped choice and
+  caches nothing; a later process tunes.
+- ``NORMLAB_TUNE=0``: no timing and no cache; the shipped table
+  (:func:`~normlab.kernels.numba.choices.shipped`) or the old choices. ``NORMLAB_TUNE=always``:
+  tune even on a busy machine (the benchmarks, the tests).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+
+from normlab.kernels.numba import tune_cache
+from normlab.kernels.numba.choices import (
+    MIN_ELEMENTS,
+    OLD,
+    Launch,
+    bucket,
+    candidates,
+    cpu_count,
+    key,
+    shipped,
+)
+from normlab.kernels.numba.tune_cache import Timed, Tuned
+
+TUNE_ELEMENTS = 1 << 22
+KEEP_OLD_WITHIN = 0.03
+DEFAULT_BUDGET_S = 0.25
+BUSY_LOAD = 1.5  # load average per CPU above which timings are not trusted
+
+# A no-argument call of the launcher of ``op`` under a given launch choice, on inputs made once.
+Calls = Callable[[str, str, int], Callable[[Launch], Callable[[], object]]]
+
+_memo: dict[str, Launch] = {}  # key -> the choice this process runs
+_forced: dict[str, Launch] | None = None
+_lock = threading.RLock()
+
+
+def mode() -> str:
+    """``NORMLAB_TUNE``: ``"0"`` (off), ``"always"`` (even on a busy machine), else ``"1"``."""
+    value = os.environ.get("NORMLAB_TUNE", "1").strip().lower()
+    return value if value in ("0", "always") else "1"
+
+
+def busy() -> bool:
+    """Whether the 1-minute load average exceeds :data:`BUSY_LOAD` per CPU (False where the
+    platform has no load average)."""
+    try:
+        return os.getloadavg()[0] > BUSY_LOAD * cpu_count()
+    except (AttributeError, OSError):
+        return False
+
+
+def budget_s() -> float:
+    """Seconds of timing per key (``NORMLAB_TUNE_BUDGET_S``, default 0.25)."""
+    try:
+        return max(0.0, float(os.environ.get("NORMLAB_TUNE_BUDGET_S", DEFAULT_BUDGET_S)))
+    except ValueError:
+        return DEFAULT_BUDGET_S
+
+
+def choice(op: str, dtype: str, elements: int, n: int, calls: Calls, parallel: bool) -> Launch:
+    """The launch choice for a call of ``op`` on ``elements`` elements in rows of ``n``:
+    forced (:func:`forced`), OLD below :data:`~normlab.kernels.numba.choices.MIN_ELEMENTS`,
+    else this key's pick (tuned now on a miss when tuning is on and ``parallel``: Numba's pool
+    may be used, so the candidates would run as later calls do)."""
+    if _forced is not None:
+        return _forced.get(op, OLD[op])
+    if elements < MIN_ELEMENTS:
+        return OLD[op]
+    k = key(op, dtype, n)
+    hit = _memo.get(k)
+    if hit is None:
+        hit = _resolve(k, op, dtype, bucket(n), calls, parallel)
+    return hit
+
+
+def _resolve(k: str, op: str, dtype: str, n: int, calls: Calls, parallel: bool) -> Launch:
+    with _lock:  # one tuning at a time in a process; a second thread then finds the pick
+        if k in _memo:
+            return _memo[k]
+        on = mode()
+        if on == "0":
+            pick = shipped(k, op)
+        else:
+            path = tune_cache.cache_file()
+            hit = tune_cache.load(path).get(k)
+            if hit is not None:
+                pick = hit.pick
+            elif not parallel or (on != "always" and busy()):
+                pick = shipped(k, op)
+            else:
+                tuned = tune(k, calls(op, dtype, n), candidates(op))
+                _save(path, tuned)
+                pick = tuned.pick
+        _memo[k] = pick
+        return pick
+
+
+def _save(path, tuned: Tuned) -> None:
+    try:
+        tune_cache.store(path, {tuned.key: tuned})
+    except OSError as e:  # a read-only cache: the pick still holds for this process
+        warnings.warn(f"normlab: cannot write the kernel tuning cache {path} ({e})", stacklevel=3)
+
+
+def tune(
+    k: str, call: Callable[[Launch], Callable[[], object]], cands, budget: float | None = None
+) -> Tuned:
+    """Time ``cands`` (the first is the old choice) for key ``k`` within ``budget`` seconds
+    (:func:`budget_s` if None) and pick one (:func:`pick`)."""
+    budget = budget_s() if budget is None else budget
+    runs = [call(c) for c in cands]
+    runs[0]()  # a compile if one is due (the call would have paid it): outside the budget
+    t_end = time.perf_counter() + budget
+    for run in runs[1:]:  # warm-up: page faults of the outputs
+        run()
+    seconds: list[list[float]] = [[] for _ in cands]
+    order = list(range(len(cands)))
+    r = 0
+    while r == 0 or time.perf_counter() < t_end:
+        for i in order if r % 2 == 0 else order[::-1]:
+            t0 = time.perf_counter()
+            runs[i]()
+            seconds[i].append(time.perf_counter() - t0)
+        r += 1
+    timed = tuple(Timed(c, tuple(s)) for c, s in zip(cands, seconds, strict=True))
+    return Tuned(k, pick(timed), timed, budget)
+
+
+def pick(timed: tuple[Timed, ...]) -> Launch:
+    """The candidate of least median time, unless the old one (the first) is within
+    :data:`KEEP_OLD_WITHIN` of it."""
+    medians = [statistics.median(t.seconds) for t in timed]
+    best = min(range(len(timed)), key=medians.__getitem__)
+    if medians[0] <= (1 + KEEP_OLD_WITHIN) * medians[best]:
+        return timed[0].launch
+    return timed[best].launch
+
+
+@contextlib.contextmanager
+def forced(choices: Mapping[str, Launch]) -> Iterator[None]:
+    """Run every call of the ops in ``choices`` with that choice (the others with OLD) while the
+    block runs, whatever their size: what the tests and benchmarks use to run one candidate."""
+    global _forced
+    with _lock:
+        before, _forced = _forced, dict(choices)
+    try:
+        yield
+    finally:
+        _forced = before
+
+
+def reset() -> None:
+    """Forget this process's picks (the next large call of each key looks it up again)."""
+    with _lock:
+        _memo.clear()

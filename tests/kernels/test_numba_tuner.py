@@ -1,0 +1,192 @@
+"""The Numba kernels' launch choices and their tuner: every candidate is as accurate as the
+default (the checks of test_numba_cpu.py, on small shapes), the tuner's pick, its cache (corrupt
+files, two processes at once) and NORMLAB_TUNE=0."""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from kernel_checks import make_inputs
+from test_numba_cpu import check
+
+import normlab
+from normlab.kernels.numba import choices, tune_cache, tuner
+from normlab.kernels.numba import launch as numba_launch
+from normlab.kernels.numba.choices import OLD, OPS, Launch
+
+BF16, F32 = torch.bfloat16, torch.float32
+BIG = (1024, 1024)  # choices.MIN_ELEMENTS: the smallest call that is tuned
+
+
+@pytest.mark.parametrize("cand", choices.every_candidate(), ids=lambda c: c.name)
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
+def test_every_candidate_passes_the_accuracy_checks(cand, dtype):
+    # (37, 123): 16 chunks of 3 rows or 2 of 19 (the pipelined loops' first, middle and last
+    # rows); (130, 257): above the parallel threshold, so the thread share applies.
+    assert 130 * 257 >= numba_launch.PAR_MIN_ELEMENTS
+    with tuner.forced(dict.fromkeys(OPS, cand)):
+        for shape in ((37, 123), (130, 257)):
+            x, w, b, r = make_inputs(shape, dtype)
+            for me in (False, True):
+                for casting in ("llama", "gemma", "none"):
+                    if casting == "none" and dtype == BF16:
+                        continue  # all-bf16 math in the reference: test_numba_cpu.py's choice
+                    kw = {"casting": casting, "offset": float(casting == "gemma"), "eps": 1e-2}
+                    check(me, "rms_norm", x, weight=w, residual=r, eps_inside=False, **kw)
+                    check(me, "rms_norm", x, weight=w, **kw)
+                check(me, "rms_norm", x, residual=r)  # no weight
+                check(me, "layer_norm", x, weight=w, bias=b, residual=r)
+                check(me, "layer_norm", x, weight=w)
+
+
+def test_the_old_choices_are_candidates_and_every_choice_is_a_valid_launch():
+    for op in OPS:
+        cands = choices.candidates(op)
+        assert cands[0] == OLD[op] and len(set(cands)) == len(cands)
+    assert OLD["rms_fwd"].pipelined and not OLD["rms_bwd"].pipelined
+    for bad in (
+        {"pipelined": 1},
+        {"pipelined": True, "threads": 0},
+        {"pipelined": True, "chunks_per_cpu": -1},
+    ):
+        with pytest.raises((TypeError, ValueError)):
+            Launch(**bad)
+
+
+def test_buckets_and_keys():
+    assert [choices.bucket(n) for n in (1, 128, 129, 1000, 1024, 4097, 10**6)] == [
+        128, 128, 256, 1024, 1024, 8192, 32768
+    ]  # fmt: skip
+    assert choices.key("ln_bwd", "bfloat16", 3000) == "ln_bwd/bfloat16/4096"
+
+
+@pytest.fixture
+def fresh(tmp_path, monkeypatch):
+    """A tuner with an empty cache under ``tmp_path`` and no pick in memory."""
+    monkeypatch.setenv("NORMLAB_TUNE_DIR", str(tmp_path))
+    monkeypatch.setenv("NORMLAB_TUNE", "always")  # this machine may be busy
+    monkeypatch.setenv("NORMLAB_TUNE_BUDGET_S", "0.1")
+    tuner.reset()
+    yield tune_cache.cache_file()
+    tuner.reset()
+
+
+def _median(t) -> float:
+    return statistics.median(t.seconds)
+
+
+def test_first_large_call_tunes_and_the_pick_is_within_5_percent_of_the_best(fresh):
+    x = torch.randn(*BIG)
+    t0 = time.perf_counter()
+    normlab.rms_norm(x, backend="numba")
+    first_call_s = time.perf_counter() - t0
+    tuned = tune_cache.load(fresh)["rms_fwd/float32/1024"]
+    assert [t.launch for t in tuned.timed] == list(choices.candidates("rms_fwd"))
+    rounds = {len(t.seconds) for t in tuned.timed}
+    assert len(rounds) == 1 and next(iter(rounds)) >= 1
+    best = min(_median(t) for t in tuned.timed)
+    pick = next(t for t in tuned.timed if t.launch == tuned.pick)
+    assert _median(pick) <= 1.05 * best
+    # the budget bounds the timing: every round but the last started within it (the first
+    # round runs whatever the budget)
+    last_round = sum(t.seconds[-1] for t in tuned.timed)
+    assert (
+        next(iter(rounds)) == 1
+        or sum(sum(t.seconds) for t in tuned.timed) - last_round <= tuned.budget_s
+    )
+    assert first_call_s < 30  # a generous bound: the budget plus making inputs, on a busy machine
+    # a second call, and a second process's lookup, use the cached pick
+    assert numba_launch._launch("rms_fwd", x, None) == tuned.pick
+    tuner.reset()
+    assert numba_launch._launch("rms_fwd", x, None) == tuned.pick
+
+
+def test_pick_keeps_the_old_choice_unless_clearly_beaten():
+    old, new = choices.candidates("rms_bwd")[:2]
+    timed = lambda a, b: (tune_cache.Timed(old, (a,) * 3), tune_cache.Timed(new, (b,) * 3))  # noqa: E731
+    assert tuner.pick(timed(1.02, 1.0)) == old  # within KEEP_OLD_WITHIN: noise
+    assert tuner.pick(timed(1.10, 1.0)) == new
+    assert tuner.pick(timed(1.0, 1.2)) == old
+
+
+def test_small_calls_use_the_old_choices_and_never_tune(fresh, monkeypatch):
+    monkeypatch.setattr(tuner, "tune", lambda *a, **k: pytest.fail("tuned a small call"))
+    x = torch.randn(512, 1024, requires_grad=True)
+    normlab.layer_norm(x, backend="numba").sum().backward()
+    assert numba_launch._launch("ln_bwd", x.detach(), None) == OLD["ln_bwd"]
+    assert not fresh.exists()
+
+
+@pytest.mark.parametrize(
+    "text", ["{not json", '{"format": 1, "entries": {"k": {"pick": 3}}}', "[]"]
+)
+def test_a_corrupt_cache_is_ignored_with_a_warning_and_replaced(fresh, text):
+    fresh.parent.mkdir(parents=True, exist_ok=True)
+    fresh.write_text(text)
+    with pytest.warns(UserWarning, match="tuning cache .* corrupt"):
+        normlab.layer_norm(torch.randn(*BIG), backend="numba")
+    assert list(tune_cache.load(fresh)) == ["ln_fwd/float32/1024"]
+
+
+def test_a_busy_machine_runs_the_shipped_choices_and_tunes_later(fresh, monkeypatch):
+    monkeypatch.setenv("NORMLAB_TUNE", "1")
+    monkeypatch.setattr(os, "getloadavg", lambda: (2.0 * choices.cpu_count(), 0.0, 0.0))
+    monkeypatch.setattr(tuner, "tune", lambda *a, **k: pytest.fail("timed on a busy machine"))
+    x = torch.randn(*BIG)
+    assert numba_launch._launch("rms_fwd", x, None) == choices.shipped(
+        "rms_fwd/float32/1024", "rms_fwd"
+    )
+    assert not fresh.exists()
+
+
+def test_tune_0_takes_the_shipped_choices_without_timing_or_cache(fresh, monkeypatch):
+    monkeypatch.setenv("NORMLAB_TUNE", "0")
+    monkeypatch.setattr(tuner, "tune", lambda *a, **k: pytest.fail("timed with NORMLAB_TUNE=0"))
+    shipped = {"rms_fwd/bfloat16/4096": Launch(pipelined=False, chunks_per_cpu=1)}
+    monkeypatch.setitem(choices.SHIPPED, choices.machine_class(), shipped)
+    x = torch.randn(256, 4096).to(BF16)
+    normlab.rms_norm(x, backend="numba")
+    assert tuner._memo["rms_fwd/bfloat16/4096"] == shipped["rms_fwd/bfloat16/4096"]
+    assert numba_launch._launch("ln_fwd", x, None) == OLD["ln_fwd"]  # not in the table
+    assert not fresh.exists()
+
+
+_TUNE_IN_A_PROCESS = """
+import sys, time, torch
+from normlab.kernels.numba import launch
+start, keys = float(sys.argv[1]), sys.argv[2:]
+while time.time() < start:  # both processes tune at the same moment
+    time.sleep(0.005)
+for k in keys:
+    op, dtype, n = k.split("/")
+    launch._launch(op, torch.empty(1024, int(n), dtype=getattr(torch, dtype)), None)
+"""
+
+
+def test_two_processes_tuning_at_once_leave_a_valid_cache_with_both_picks(fresh):
+    a = ["rms_fwd/float32/1024", "ln_fwd/float32/2048", "rms_bwd/float32/1024"]
+    b = ["rms_bwd/float32/1024", "ln_fwd/float32/1024", "rms_fwd/float32/2048"]
+    env = {**os.environ, "NORMLAB_TUNE_DIR": str(fresh.parent), "NORMLAB_TUNE_BUDGET_S": "0.05"}
+    env["NORMLAB_TUNE"] = "always"
+    env["PYTHONWARNINGS"] = "error::UserWarning"  # a torn file read by the other would fail
+    start = time.time() + 8  # time for both interpreters to import torch and normlab
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _TUNE_IN_A_PROCESS, str(start), *keys],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for keys in (a, b)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-2000:]
+    data = json.loads(fresh.read_text())
+    assert sorted(data["entries"]) == sorted(set(a) | set(b))
+    assert tune_cache.load(fresh).keys() == set(a) | set(b)
