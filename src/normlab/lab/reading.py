@@ -17,7 +17,7 @@ import math
 import os
 import stat
 import sys
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from normlab.lab.errors import UsageError
@@ -122,6 +122,139 @@ def check_tree(doc: Any, source: str) -> Any:
     return doc
 
 
+# --------------------------------------------------------------------------------------------
+# a document's shape, to its leaves
+
+# A schema: ``str`` or ``bool`` (that type), :class:`Num` or :class:`Int` (a bounded number),
+# :class:`Choice` (one of some values), :class:`Maybe` (null or a schema), ``[S]`` (a list of
+# S), a dict (an object: ``"key": S`` required, ``"key?": S`` absent or null, ``"*": S`` every
+# other key; without ``"*"`` other keys are left as they are), or :data:`ANY`.
+ANY = object()
+
+
+@dataclass(frozen=True)
+class Num:
+    """A finite number (an int or a float, not a bool) in [``low``, ``high``]."""
+
+    low: float = -math.inf
+    high: float = math.inf
+
+    def ok(self, v: Any) -> bool:
+        real = isinstance(v, int | float) and not isinstance(v, bool)
+        return real and math.isfinite(v) and self.low <= v <= self.high
+
+    def __str__(self) -> str:
+        bounds = [f">= {self.low:g}"] * (self.low > -math.inf) + [f"<= {self.high:g}"] * (
+            self.high < math.inf
+        )
+        return "a number" + (f" {' and '.join(bounds)}" if bounds else "")
+
+
+@dataclass(frozen=True)
+class Int(Num):
+    """An int (not a bool) in [``low``, ``high``]."""
+
+    def ok(self, v: Any) -> bool:
+        return isinstance(v, int) and super().ok(v)
+
+    def __str__(self) -> str:
+        return "an int" + super().__str__().removeprefix("a number")
+
+
+@dataclass(frozen=True)
+class Choice:
+    values: tuple
+
+    def __str__(self) -> str:
+        return "one of " + ", ".join(json.dumps(v) for v in self.values)
+
+
+@dataclass(frozen=True)
+class Maybe:
+    schema: Any
+
+
+class Either:
+    """A value of one of ``schemas``."""
+
+    def __init__(self, *schemas: Any):
+        self.schemas = schemas
+
+    def __str__(self) -> str:
+        return " or ".join(_what(s) for s in self.schemas)
+
+
+def _what(schema: Any) -> str:
+    if isinstance(schema, Maybe):
+        return f"{_what(schema.schema)} or null"
+    if isinstance(schema, dict):
+        return "a JSON object"
+    if isinstance(schema, list):
+        return f"a list of {_what(schema[0]).removeprefix('a ').removeprefix('an ')}s"
+    return {str: "a string", bool: "true or false"}.get(schema) or str(schema)
+
+
+def check_shape(doc: Any, schema: Any, source: str) -> Any:
+    """``doc`` (parsed JSON) if it has ``schema``'s shape to its leaves (a file's values are
+    checked before anything reads them: a string where a list belongs is not iterated
+    character by character); else a :class:`ReadError` naming ``source`` and the key."""
+    _shape(doc, schema, source, "")
+    return doc
+
+
+def _shape(v: Any, schema: Any, source: str, at: str) -> None:
+    if schema is ANY:
+        return
+    if isinstance(schema, Maybe):
+        if v is not None:
+            _shape(v, schema.schema, source, at)
+        return
+    if isinstance(schema, Either):
+        for s in schema.schemas:
+            try:
+                return _shape(v, s, source, at)
+            except ReadError:
+                continue
+        _wrong(source, at, str(schema), v)
+    if isinstance(schema, dict):
+        if not isinstance(v, dict):
+            _wrong(source, at, "a JSON object", v)
+        for key, sub in schema.items():
+            name, optional = key.removesuffix("?"), key.endswith("?")
+            if key == "*":
+                for k, x in v.items():
+                    if k not in schema and f"{k}?" not in schema:
+                        _shape(x, sub, source, _join(at, k))
+            elif name not in v or (optional and v[name] is None):
+                if not optional:
+                    raise ReadError(f"{source}: {_join(at, name)}: missing")
+            else:
+                _shape(v[name], sub, source, _join(at, name))
+    elif isinstance(schema, list):
+        if not isinstance(v, list):
+            _wrong(source, at, "a list", v)
+        for i, x in enumerate(v):
+            _shape(x, schema[0], source, f"{at}[{i}]")
+    elif isinstance(schema, Choice):
+        if not any(v == c and type(v) is type(c) for c in schema.values):
+            _wrong(source, at, str(schema), v)
+    elif isinstance(schema, Num):
+        if not schema.ok(v):
+            _wrong(source, at, str(schema), v)
+    elif not isinstance(v, schema) or (schema is not bool and isinstance(v, bool)):
+        _wrong(source, at, _what(schema), v)
+
+
+def _join(at: str, key: str) -> str:
+    return f"{at}.{printable(key, 40)}" if at else printable(key, 40)
+
+
+def _wrong(source: str, at: str, expected: str, v: Any) -> None:
+    big = isinstance(v, dict | list) and len(v) > 8  # not serialised whole for a message
+    got = {dict: "an object", list: "a list"}[type(v)] if big else printable(json.dumps(v), 40)
+    raise ReadError(f"{source}: {at or 'the document'}: expected {expected}, got {got}")
+
+
 def _cut(v: int) -> str:
     s = str(v) if v.bit_length() < 1000 else f"of {v.bit_length():,} bits"
     return s if len(s) <= 30 else s[:12] + "..." + s[-6:]
@@ -170,30 +303,54 @@ def _loads(parse, text: str, source: str, invalid: str) -> Any:
     return check_tree(doc, source)
 
 
-def read_text(
-    path: str | os.PathLike, what: str | None = None, limit: int = MAX_FILE, errors: str = "strict"
-) -> str:
-    """The UTF-8 text of the regular file ``path`` (a directory, FIFO or device is refused
-    before it is opened for reading; a file over ``limit`` bytes too)."""
-    what = what or str(path)
+def read_bytes(path: str | os.PathLike, what: str | None = None, limit: int | None = None) -> bytes:
+    """The bytes of the regular file ``path``: a directory, FIFO or device is refused before it
+    is read, a file over ``limit`` bytes (default :data:`MAX_FILE`) too, and no more than
+    ``limit`` bytes are read even if the file grows meanwhile."""
+    what = what or printable(str(path), 200)
+    limit = MAX_FILE if limit is None else limit
     try:
-        st = os.stat(path)
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below).
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise ReadError(f"{what}: no such file") from None
+    except OSError as e:
+        raise ReadError(f"{what}: cannot read it ({e.strerror or e})") from None
+    try:
+        st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise ReadError(f"{what}: not a regular file")
         if st.st_size > limit:
             raise ReadError(f"{what}: {st.st_size:,} bytes; the lab reads at most {limit:,}")
-        return Path(path).read_bytes().decode("utf-8", errors)
-    except FileNotFoundError:
-        raise ReadError(f"{what}: no such file") from None
-    except UnicodeDecodeError as e:
-        raise ReadError(f"{what}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(limit + 1)
     except OSError as e:
         raise ReadError(f"{what}: cannot read it ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise ReadError(f"{what}: more than {limit:,} bytes; the lab reads at most {limit:,}")
+    return data
+
+
+def read_text(
+    path: str | os.PathLike,
+    what: str | None = None,
+    limit: int | None = None,
+    errors: str = "strict",
+) -> str:
+    """The UTF-8 text of the regular file ``path`` (:func:`read_bytes`)."""
+    what = what or printable(str(path), 200)
+    data = read_bytes(path, what, limit)
+    try:
+        return data.decode("utf-8", errors)
+    except UnicodeDecodeError as e:
+        raise ReadError(f"{what}: not UTF-8 text ({e.reason} at byte {e.start})") from None
 
 
 def read_json(path: str | os.PathLike, what: str | None = None) -> Any:
     """:func:`read_text` then :func:`loads_json`."""
-    what = what or str(path)
+    what = what or printable(str(path), 200)
     return loads_json(read_text(path, what), what)
 
 
@@ -234,3 +391,23 @@ def finite_float(text: str) -> float:
 
 
 finite_float.__name__ = "float"
+
+
+MAX_PATH = 4096  # characters of a path option (Linux's PATH_MAX)
+
+
+def path_arg(text: str) -> str:
+    """An argparse type: a path. Not empty (a script's ``--redecide "$DIR"`` with DIR unset must
+    not fall back to a default or mean the current directory), no control character (a path is
+    echoed in messages and written into reports), at most :data:`MAX_PATH` characters."""
+    if not text:
+        raise ValueError("expected a path, got an empty string")
+    if len(text) > MAX_PATH:
+        raise ValueError(f"expected a path, got {len(text):,} characters (at most {MAX_PATH:,})")
+    bad = _control(text, False)
+    if bad is not None:
+        raise ValueError(f"the control character {bad!r} is not allowed in a path")
+    return text
+
+
+path_arg.__name__ = "path"
