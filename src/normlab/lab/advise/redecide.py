@@ -22,7 +22,8 @@ from normlab.lab.advise.runner import SPEC_FILE, AdviseResult
 from normlab.lab.advise.twin import Alt, Scale, Twin
 from normlab.lab.errors import UsageError
 from normlab.lab.limits import check_name
-from normlab.lab.reading import Either, Int, Maybe, Num, ReadError, check_shape, check_strings
+from normlab.lab.reading import ReadError, check_strings
+from normlab.lab.shapes import Either, Int, Maybe, Num, check_shape
 from normlab.lab.study.run import StudyResult
 
 

@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from normlab.lab.reading import ANY, Choice, Int, Num, check_shape, check_strings, read_json
+from normlab.lab.reading import check_strings, read_json
+from normlab.lab.shapes import ANY, Choice, Int, Num, check_shape
 from normlab.lab.verdict.holm import ALL_OF_TEXT, combine, correct
 from normlab.lab.verdict.rule import EXPECT, decide
 from normlab.lab.verdict.statistic import LEVEL, Estimate, statistic

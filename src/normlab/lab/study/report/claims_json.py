@@ -8,17 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from normlab.lab.io import write_json
-from normlab.lab.reading import (
-    ANY,
-    Choice,
-    Int,
-    Maybe,
-    Num,
-    ReadError,
-    check_shape,
-    check_strings,
-    read_json,
-)
+from normlab.lab.reading import ReadError, check_strings, read_json
+from normlab.lab.shapes import ANY, Choice, Int, Maybe, Num, check_shape
 from normlab.lab.study.decide import Claim
 from normlab.lab.study.report import words
 from normlab.lab.verdict import CLAIM_WORDS, LEVEL, Word

@@ -19,23 +19,18 @@ from typing import Any
 from normlab.lab.errors import UsageError
 from normlab.lab.io import open_append
 from normlab.lab.reading import (
-    ANY,
-    Choice,
-    Either,
-    Int,
-    Maybe,
-    Num,
     ReadError,
-    check_shape,
     check_strings,
     loads_json,
     printable,
     read_bytes,
     read_text,
 )
+from normlab.lab.shapes import ANY, Choice, Either, Int, Maybe, Num, check_shape
 from normlab.lab.train.device import DEVICES, PRECISIONS
 from normlab.lab.train.trainer import TrainConfig, concrete_device
 from normlab.models import TransformerConfig
+from normlab.validation import REAL_MAX
 
 # Fields that change how fast a run goes, not what it computes.
 _SPEED_ONLY = ("threads",)
@@ -266,7 +261,7 @@ def record_problem(rec: Any, results: bool = True) -> str | None:
 
 # A run computes in float32 at most: a larger value in a record was not written by a run (and
 # sums of such values overflow the verdicts' and the plots' arithmetic).
-RUN_VALUE_MAX = 3.4028234663852886e38
+RUN_VALUE_MAX = REAL_MAX
 _VALUES = Either(Maybe(Num()), [Maybe(Num())])
 _RECORD = {
     "key": str,
