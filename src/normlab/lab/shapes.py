@@ -73,6 +73,10 @@ class Either:
         return " or ".join(_what(s) for s in self.schemas)
 
 
+# A JSON scalar: a finite number, null, a string or true/false.
+SCALAR = Either(Maybe(Num()), str, bool)
+
+
 def _what(schema: Any) -> str:
     if isinstance(schema, Maybe):
         return f"{_what(schema.schema)} or null"

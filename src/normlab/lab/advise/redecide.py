@@ -23,7 +23,7 @@ from normlab.lab.advise.twin import Alt, Scale, Twin
 from normlab.lab.errors import UsageError
 from normlab.lab.limits import check_name
 from normlab.lab.reading import ReadError, check_strings
-from normlab.lab.shapes import Either, Int, Maybe, Num, check_shape
+from normlab.lab.shapes import SCALAR, Int, Num, check_shape
 from normlab.lab.study.run import StudyResult
 
 
@@ -39,7 +39,6 @@ class _RecordedModel(HFModel):
 
 # What twin.json holds, to the leaves (``twin.twin_json``): its strings reach advice.md and the
 # reports, its lists are iterated.
-_SCALAR = Either(Maybe(Num()), str, bool)
 TWIN_JSON = {
     **dict.fromkeys(("hf_config", "model_type", "family"), str),
     "scale": {
@@ -51,10 +50,10 @@ TWIN_JSON = {
     },
     "model_sizes": {"*": Int(0)},
     "params": {"*": Int(0)},
-    "fields": {"*": {"value": _SCALAR, "from": str}},
-    "train": {"*": {"value": _SCALAR, "why": str}},
+    "fields": {"*": {"value": SCALAR, "from": str}},
+    "train": {"*": {"value": SCALAR, "why": str}},
     "alternatives": [
-        {"arm": str, "label": str, "kind": str, "model": {"*": _SCALAR}, "swept": bool}
+        {"arm": str, "label": str, "kind": str, "model": {"*": SCALAR}, "swept": bool}
     ],
     "not_reproduced": [str],
     "spec_file?": str,

@@ -137,15 +137,15 @@ def interval_text(part: Mapping[str, Any], digits: int = 3) -> str:
 
 # A findings file (``numerics-findings.json``, ``bench-findings.json``: a list of what
 # ``Finding.decide`` returns), to the leaves its readers take.
-_WORD = Choice(tuple(w.value for w in CLAIM_WORDS))
+CLAIM_WORD = Choice(tuple(w.value for w in CLAIM_WORDS))  # a claim's or a finding's
 FINDINGS_SCHEMA = [
     {
         "name": str,
-        "verdict": _WORD,
+        "verdict": CLAIM_WORD,
         "parts": [
             {
                 "part": str,
-                "verdict": _WORD,
+                "verdict": CLAIM_WORD,
                 "why": str,
                 **dict.fromkeys(("effect?", "lo?", "hi?", "mde?"), Num()),
                 "n?": Int(0),

@@ -9,10 +9,11 @@ from typing import Any
 
 from normlab.lab.io import write_json
 from normlab.lab.reading import ReadError, check_strings, read_json
-from normlab.lab.shapes import ANY, Choice, Int, Maybe, Num, check_shape
+from normlab.lab.shapes import ANY, Int, Maybe, Num, check_shape
 from normlab.lab.study.decide import Claim
 from normlab.lab.study.report import words
 from normlab.lab.verdict import CLAIM_WORDS, LEVEL, Word
+from normlab.lab.verdict.finding import CLAIM_WORD
 
 
 def scope(preset, claim: Claim) -> list[dict[str, Any]]:
@@ -97,18 +98,17 @@ def write_claims(out: Path, preset, verdicts, meta: dict) -> None:
 
 # What the readers of a claims.json (--compare, --size-seeds, --coverage and the published
 # pages) read of it, to the leaves: a file from elsewhere is checked before it is read.
-_WORD = Choice(tuple(w.value for w in CLAIM_WORDS))
 _OUTCOMES = ("diverged", "stalled", "bounded", "unpaired")
 _SEEDS = {"n": Int(0), "*": Maybe(ANY)} | {f"{k}_seeds?": [Int(0)] for k in _OUTCOMES}
 _ESTIMATE = {
-    "verdict": _WORD,
+    "verdict": CLAIM_WORD,
     "why?": str,
     **dict.fromkeys(("effect?", "lo?", "hi?", "mde?"), Num()),
     "n?": Int(0),
     "values?": [Num()],
     "means?": {"*": Maybe(Num())},
     "seed_outcomes?": _SEEDS,
-    "controls?": [{"control": str, "verdict": _WORD, "why": str, "seed_outcomes?": _SEEDS}],
+    "controls?": [{"control": str, "verdict": CLAIM_WORD, "why": str, "seed_outcomes?": _SEEDS}],
 }
 _SCOPE = dict.fromkeys(("d", "blocks", "T", "B", "steps"), Int(0)) | {"init": str}
 CLAIMS_SCHEMA = {

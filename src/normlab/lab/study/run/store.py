@@ -26,7 +26,7 @@ from normlab.lab.reading import (
     read_bytes,
     read_text,
 )
-from normlab.lab.shapes import ANY, Choice, Either, Int, Maybe, Num, check_shape
+from normlab.lab.shapes import ANY, SCALAR, Choice, Either, Int, Maybe, Num, check_shape
 from normlab.lab.train.device import DEVICES, PRECISIONS
 from normlab.lab.train.trainer import TrainConfig, concrete_device
 from normlab.models import TransformerConfig
@@ -325,7 +325,6 @@ def check_study_json(meta: Any, where: str, *, complete: bool = True) -> dict:
 
 
 # What is read of a study.json, to the leaves (a study writes more: the rest is only shown).
-_SCALAR = Either(Maybe(Num()), str, bool)
 _STUDY_JSON = {
     "preset?": str,
     "description?": str,
@@ -335,9 +334,9 @@ _STUDY_JSON = {
         **dict.fromkeys(("cpu", "torch", "numba"), str),
         **dict.fromkeys(("threads", "workers"), Either(Int(0), str)),
         "device?": Choice(("cpu", "cuda")),
-        "*": Either(_SCALAR, [_SCALAR]),
+        "*": Either(SCALAR, [SCALAR]),
     },
-    "corpus": {"sha256": str, "*": _SCALAR},
+    "corpus": {"sha256": str, "*": SCALAR},
     "wall_s": Num(0),
     "train_wall_s?": Num(0),
     "finished": str,
@@ -345,7 +344,7 @@ _STUDY_JSON = {
     "reused_runs?": Int(0),
     "timings?": {"*": {"*": [Maybe(Num())]}},
     "run_with?": {"device?": Choice(DEVICES), "precision?": Choice(PRECISIONS)},
-    "code?": {"*": _SCALAR},
+    "code?": {"*": SCALAR},
     **dict.fromkeys(("decided_again?", "decided_with?"), str),
     "untimed?": bool,
 }
