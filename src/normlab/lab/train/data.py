@@ -84,6 +84,8 @@ def read_bytes(path: str | os.PathLike | None = None) -> tuple[bytes, str]:
         return raw, f"stdlib:{sysconfig.get_paths()['stdlib']} ({len(files)} files)"
     from normlab.lab.reading import read_bytes as bounded_bytes
 
+    if not os.path.lexists(path):
+        raise FileNotFoundError(f"data file not found: {path}")
     # Bounded: a FIFO, a device or a file beyond the reader's limit is refused, not read whole.
     return bounded_bytes(path, str(path)), str(path)
 
