@@ -8,7 +8,15 @@ from torch import Tensor, nn
 
 from normlab.collectives import all_reduce_sum
 from normlab.reference import residual_add, stat_dtype
-from normlab.validation import check_eps, check_momentum, check_size, check_tensor, check_x
+from normlab.validation import (
+    check_dtype,
+    check_eps,
+    check_flag,
+    check_momentum,
+    check_size,
+    check_tensor,
+    check_x,
+)
 
 
 class BatchNorm(nn.Module):
@@ -49,6 +57,8 @@ class BatchNorm(nn.Module):
         super().__init__()
         check_size("num_features", num_features)
         check_eps(eps)
+        check_dtype(dtype)
+        check_flag("causal", causal)
         check_momentum(momentum)
         if isinstance(min_tokens, bool) or not isinstance(min_tokens, int) or min_tokens < 2:
             raise ValueError(f"min_tokens must be an int >= 2, got {min_tokens!r}")
@@ -59,6 +69,8 @@ class BatchNorm(nn.Module):
             or max_positions <= 0
         ):
             raise ValueError(f"causal=True needs max_positions > 0, got {max_positions!r}")
+        if causal:  # its running prefix statistics: max_positions x num_features of them
+            check_size("max_positions x num_features", max_positions * num_features)
         self.causal, self.min_tokens = bool(causal), min_tokens
         self.max_positions = max_positions if causal else None
         kw = {"device": device, "dtype": dtype}

@@ -7,7 +7,6 @@ Parameter names (``weight``/``bias``, BatchNorm's running buffers) match ``torch
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Sequence
 
 import torch
@@ -17,9 +16,12 @@ from normlab import functional as F
 from normlab.batchnorm import BatchNorm
 from normlab.kernels import registry
 from normlab.validation import (
+    REAL_MAX,
     check_choice,
+    check_dtype,
     check_eps,
     check_flag,
+    check_normalized_shape,
     check_real,
     check_rms_options,
 )
@@ -34,21 +36,14 @@ def _check_kernel_options(backend: object, memory_efficient: object) -> None:
     check_flag("memory_efficient", memory_efficient)
 
 
-def _as_shape(normalized_shape: _Shape) -> tuple[int, ...]:
-    if isinstance(normalized_shape, numbers.Integral):
-        normalized_shape = (int(normalized_shape),)
-    shape = tuple(int(n) for n in normalized_shape)
-    if not shape or any(n <= 0 for n in shape):
-        raise ValueError(f"normalized_shape must be positive sizes, got {normalized_shape}")
-    return shape
-
-
 class _LastDimsNorm(nn.Module):
     """Shared plumbing: flatten the trailing ``normalized_shape`` dims into one of size N."""
 
-    def __init__(self, normalized_shape: _Shape):
+    def __init__(self, normalized_shape: _Shape, dtype=None):
         super().__init__()
-        self.normalized_shape = _as_shape(normalized_shape)
+        # Types and ranges before torch allocates anything ('64' is not (6, 4), 2**40 is refused)
+        self.normalized_shape = check_normalized_shape(normalized_shape)
+        check_dtype(dtype)
 
     def _flat(self, t: Tensor | None, name: str = "x") -> Tensor | None:
         if t is None:
@@ -104,7 +99,7 @@ class RMSNorm(_LastDimsNorm):
         device=None,
         dtype=None,
     ):
-        super().__init__(normalized_shape)
+        super().__init__(normalized_shape, dtype)
         if eps is not None:
             check_eps(eps)
         check_flag("elementwise_affine", elementwise_affine)
@@ -158,7 +153,7 @@ class LayerNorm(_LastDimsNorm):
         device=None,
         dtype=None,
     ):
-        super().__init__(normalized_shape)
+        super().__init__(normalized_shape, dtype)
         check_eps(eps)
         check_flag("elementwise_affine", elementwise_affine)
         check_flag("bias", bias)
@@ -218,9 +213,9 @@ class DyT(_LastDimsNorm):
         device=None,
         dtype=None,
     ):
-        super().__init__(normalized_shape)
+        super().__init__(normalized_shape, dtype)
         # alpha = 0 makes tanh(alpha x) = 0 for every input: the layer outputs its bias alone
-        check_real("alpha_init", alpha_init, low=0, low_open=True)
+        check_real("alpha_init", alpha_init, low=0, low_open=True, high=REAL_MAX)
         check_choice("backend", backend, registry.KNOWN)
         self.alpha_init, self.backend = alpha_init, backend
         kw = {"device": device, "dtype": dtype}
@@ -257,7 +252,7 @@ class ScaleNorm(_LastDimsNorm):
         device=None,
         dtype=None,
     ):
-        super().__init__(normalized_shape)
+        super().__init__(normalized_shape, dtype)
         check_eps(eps)
         check_choice("backend", backend, registry.KNOWN)
         self.eps, self.backend = eps, backend

@@ -6,10 +6,18 @@ from __future__ import annotations
 import math
 import numbers
 
+import torch
 from torch import Tensor
 
 from normlab.kernels import registry
 from normlab.reference import CASTINGS
+
+# The largest eps, offset or DyT alpha: float32's, the dtype the kernels compute in (a larger
+# one is infinity there, and torch's RuntimeError at the first call).
+REAL_MAX = float(torch.finfo(torch.float32).max)
+# The most features a norm normalizes over: far beyond any model's width (2**16), where
+# 2**40 would ask the allocator for terabytes before anything else could object.
+MAX_FEATURES = 2**31 - 1
 
 
 def check_x(x: object) -> None:
@@ -81,12 +89,14 @@ def check_real(name: str, value: object, *, low: float | None = None, high: floa
 
 
 def check_eps(eps: object) -> None:
-    if type(eps) is float and 0.0 <= eps < math.inf:  # the common case, without an ABC check
+    if type(eps) is float and 0.0 <= eps <= REAL_MAX:  # the common case, without an ABC check
         return
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
         raise TypeError(f"eps must be a real number, got {type(eps).__name__}")
     if not (eps >= 0 and finite(eps)):
         raise ValueError(f"eps must be a finite number >= 0, got {shown(eps)}")
+    if eps > REAL_MAX:
+        raise ValueError(f"eps must be at most float32's largest, {REAL_MAX:.4g}, got {shown(eps)}")
 
 
 def check_momentum(momentum: object) -> None:
@@ -95,10 +105,44 @@ def check_momentum(momentum: object) -> None:
         check_real("momentum", momentum, low=0.0, high=1.0)
 
 
-def check_size(name: str, value: object) -> None:
-    """A positive int (not a bool): a feature count or a number of positions."""
+def check_size(name: str, value: object, high: int = MAX_FEATURES) -> None:
+    """A positive int (not a bool) up to ``high``: a feature count or a number of positions."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
         raise ValueError(f"{name} must be a positive int, got {shown(value)}")
+    if value > high:
+        raise ValueError(f"{name} must be at most {high:,}, got {shown(value)}")
+
+
+def check_normalized_shape(shape: object) -> tuple[int, ...]:
+    """``shape`` (an int or a sequence of ints, as ``torch.nn.LayerNorm`` takes it) as a tuple,
+    at most :data:`MAX_FEATURES` elements in all: a string is not a sequence of sizes here
+    (``'64'`` is not ``(6, 4)``), nor is a bool a size."""
+    if isinstance(shape, numbers.Integral) and not isinstance(shape, bool):
+        shape = (shape,)
+    if isinstance(shape, str | bytes) or not isinstance(shape, tuple | list | torch.Size):
+        raise TypeError(
+            f"normalized_shape must be an int or a sequence of ints, got {type(shape).__name__}"
+        )
+    if not shape:
+        raise ValueError("normalized_shape must be positive sizes, got ()")
+    for n in shape:
+        check_size("normalized_shape", n)
+    size = math.prod(int(n) for n in shape)
+    if size > MAX_FEATURES:
+        raise ValueError(
+            f"normalized_shape must hold at most {MAX_FEATURES:,} elements, got {size:,}"
+        )
+    return tuple(int(n) for n in shape)
+
+
+def check_dtype(dtype: object) -> None:
+    """None or a floating-point ``torch.dtype``: a norm's parameters are floats."""
+    if dtype is None:
+        return
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch.dtype or None, got {type(dtype).__name__}")
+    if not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point dtype, got {dtype}")
 
 
 def check_choice(name: str, value: object, choices) -> None:
@@ -137,6 +181,8 @@ def check_rms_options(weight, offset, casting, eps_inside) -> None:
         raise TypeError(f"offset must be a real number, got {type(offset).__name__}")
     if not finite(offset):  # a NaN offset would make every output NaN, silently
         raise ValueError(f"offset must be finite, got {shown(offset)}")
+    if abs(offset) > REAL_MAX:
+        raise ValueError(f"offset must be within float32's range, got {shown(offset)}")
     if weight is None and offset != 0.0:
         raise ValueError(f"offset={offset} needs a weight to offset; pass weight or offset=0.0")
     if not isinstance(eps_inside, bool):

@@ -161,9 +161,10 @@ def test_backups_are_never_overwritten(tmp_path):
     names = []
     for i in range(3):  # three in the same second
         path.write_text(f"{i}\n")
-        names.append(set_aside(path, "results", ".jsonl"))
+        names.append(set_aside(tmp_path, ["results.jsonl", "study.json"], "previous"))
     assert len(set(names)) == 3 and not path.exists()
-    assert sorted(p.read_text() for p in names) == ["0\n", "1\n", "2\n"]
+    assert sorted((p / "results.jsonl").read_text() for p in names) == ["0\n", "1\n", "2\n"]
+    assert set_aside(tmp_path, ["results.jsonl"], "previous") is None  # nothing to move
 
 
 def test_an_edited_advise_spec_is_never_overwritten(tmp_path, capsys):

@@ -15,6 +15,9 @@ import sys
 from normlab.lab.commands import advise, bench, demo, numerics, study, train
 from normlab.lab.common import missing_lab_packages
 from normlab.lab.errors import UsageError
+from normlab.lab.reading import printable
+
+MESSAGE_MAX = 4000  # characters of a refusal's line
 
 # name -> (module, one-line help)
 SUBCOMMANDS = {
@@ -34,7 +37,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         # One line, not the usage block: the usage of a command with many options fills the
         # screen and hides the message.
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: {printable(message, MESSAGE_MAX)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         if args.debug:
             raise
-        print(f"normlab {args.command}: {e}", file=sys.stderr)
+        # Escaped, whatever raised it: a refusal may quote a file's text or a path, and it
+        # reaches a terminal (one line, no control character).
+        print(f"normlab {args.command}: {printable(str(e), MESSAGE_MAX)}", file=sys.stderr)
         return 2
 
 

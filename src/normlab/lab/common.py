@@ -37,7 +37,10 @@ positive_int, non_negative_int = bounded_int(1), bounded_int(0)
 
 def out_dir(path: str | Path, flag: str = "--out") -> Path:
     """Create the output directory now, before any work whose results it would hold."""
+    from normlab.lab.io import no_symlink
+
     out = Path(path)
+    no_symlink(out)  # an --out linked to another study's directory is not written through
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -47,10 +50,13 @@ def out_dir(path: str | Path, flag: str = "--out") -> Path:
 
 def load_data(path: str | None, flag: str = "--data"):
     """``load_corpus(path)``, with a missing, unreadable or too small file as a UsageError."""
+    from normlab.lab.reading import ReadError
     from normlab.lab.train.data import load_corpus
 
     try:
         return load_corpus(path)
+    except ReadError as e:  # no such file, not a regular file, too big: it names the file
+        raise UsageError(f"{flag} {e}") from e
     except FileNotFoundError as e:
         raise UsageError(f"{flag} {path}: no such file" if path else str(e)) from e
     except OSError as e:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import re
 import secrets
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from normlab.lab.errors import UsageError
+from normlab.lab.reading import printable
 
 LOCK_FILE = ".normlab.lock"
 TMP_SUFFIX = ".normlab-tmp"  # what a writer killed before its rename leaves; swept by the lock
@@ -38,6 +40,7 @@ def atomic_writer(path: str | os.PathLike) -> Iterator[BinaryIO]:
     ``path`` (a symlink there is replaced, not followed), the directory fsynced. On an exception
     the temp file is removed and ``path`` is left as it was."""
     path = Path(path)
+    no_symlink(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
@@ -59,6 +62,39 @@ def write_file(path: str | os.PathLike, data: str | bytes) -> None:
         f.write(data.encode("utf-8") if isinstance(data, str) else data)
 
 
+def write_json(path: str | os.PathLike, doc, end: str = "", **dumps) -> None:
+    """``doc`` as JSON in ``path`` (:func:`write_file`), then ``end``; a NaN or an infinity in
+    it is a ``ValueError`` naming the file, never ``NaN``/``Infinity`` in the file (not JSON:
+    the lab's own reader refuses it)."""
+    try:
+        text = json.dumps(doc, allow_nan=False, **dumps)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e} (nothing written)") from None
+    write_file(path, text + end)
+
+
+def no_symlink(path: str | os.PathLike) -> None:
+    """A :class:`UsageError` if the directory ``path`` is a symlink: the lab writes into the
+    directory it was given, never into the one a link there points to."""
+    if os.path.islink(os.path.normpath(os.fspath(path))):  # "link/" is the link too
+        raise UsageError(f"{printable(str(path))} is a symlink; the lab does not write through one")
+
+
+def sub_dir(parent: str | os.PathLike, name: str) -> Path:
+    """``parent/name``, created if missing; a symlink (or a file) there is a
+    :class:`UsageError`, not followed."""
+    path = Path(parent) / name
+    no_symlink(path)
+    try:
+        path.mkdir(exist_ok=True)
+    except FileExistsError:
+        raise UsageError(
+            f"{printable(str(path))} is not a directory; the lab writes into one there"
+        ) from None
+    no_symlink(path)  # made a link between the two checks: still refused
+    return path
+
+
 def fsync_dir(path: str | os.PathLike) -> None:
     """Make a rename or a new file in ``path`` durable (a no-op where directories cannot be
     opened)."""
@@ -72,7 +108,9 @@ def fsync_dir(path: str | os.PathLike) -> None:
 
 
 def open_append(path: str | os.PathLike) -> int:
-    """A descriptor appending to ``path`` (created if missing), never through a symlink."""
+    """A descriptor appending to ``path`` (created if missing), never through a symlink (at
+    ``path`` or its directory)."""
+    no_symlink(Path(path).parent)
     try:
         return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | _NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as e:
@@ -81,21 +119,28 @@ def open_append(path: str | os.PathLike) -> int:
         raise
 
 
-def set_aside(path: str | os.PathLike, stem: str, suffix: str) -> Path:
-    """Move ``path`` to ``stem.<time>[-n]suffix`` beside it, a name no file has: a backup is
-    never overwritten, even by a second move in the same second."""
-    path = Path(path)
+def set_aside(folder: str | os.PathLike, names, stem: str) -> Path | None:
+    """Move those of the entries ``names`` of ``folder`` that exist (files, directories, links:
+    moved as they are, not followed) into a new directory ``folder/stem-<time>[-n]``, a name
+    nothing has: a backup is never overwritten, even by a second move in the same second.
+    Returns it, or None when none of ``names`` exists."""
+    folder = Path(folder)
+    present = [n for n in names if os.path.lexists(folder / n)]
+    if not present:
+        return None
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for n in range(10_000):
-        new = path.with_name(f"{stem}.{stamp}{f'-{n}' if n else ''}{suffix}")
+        new = folder / f"{stem}-{stamp}{f'-{n}' if n else ''}"
         try:
-            os.link(path, new, follow_symlinks=False)  # fails if ``new`` exists: no overwrite
+            new.mkdir()  # fails if ``new`` exists: no overwrite
         except FileExistsError:
             continue
-        os.unlink(path)
-        fsync_dir(path.parent)
+        for name in present:  # into an empty directory: nothing there to replace
+            os.rename(folder / name, new / name)
+        fsync_dir(new)
+        fsync_dir(folder)
         return new
-    raise OSError(f"no free backup name for {path}")
+    raise OSError(f"no free backup name in {folder}")
 
 
 def unused_name(path: str | os.PathLike) -> Path:
@@ -111,9 +156,27 @@ def unused_name(path: str | os.PathLike) -> Path:
 # one process per output directory
 
 
+def job_rank() -> tuple[int, int]:
+    """(rank, world size) of this process: torchrun's ``RANK`` and ``WORLD_SIZE``, or (0, 1)
+    for a process that is not one of several (``WORLD_SIZE`` unset or 1), whatever ``RANK`` a
+    shell left set. A :class:`UsageError` for values that are no job's."""
+    env = {k: os.environ.get(k, "") for k in ("RANK", "WORLD_SIZE")}
+    if env["WORLD_SIZE"] in ("", "1"):
+        return 0, 1
+    try:
+        rank, world = int(env["RANK"] or "0"), int(env["WORLD_SIZE"])
+    except ValueError:
+        rank, world = -1, 0
+    if not 0 <= rank < world <= 1 << 20:
+        shown = ", ".join(f"{k}={printable(v, 20)!r}" for k, v in env.items())
+        raise UsageError(f"{shown}: not a torchrun job's (0 <= RANK < WORLD_SIZE)")
+    return rank, world
+
+
 def is_main_process() -> bool:
-    """Rank 0 under ``torchrun`` (its ``RANK``), or a process started without it."""
-    return os.environ.get("RANK", "0") == "0"
+    """Whether this process writes the job's files, and so holds its --out: rank 0 of a
+    torchrun job, or a process that is not one of several (:func:`job_rank`)."""
+    return job_rank()[0] == 0
 
 
 @contextlib.contextmanager
@@ -123,24 +186,25 @@ def hold(out: str | os.PathLike, command: str, flag: str = "--out") -> Iterator[
     :class:`UsageError` naming its PID, raised before anything in ``out`` is changed. Once held,
     the temp files of writers killed before their rename are removed."""
     path = Path(out) / LOCK_FILE
+    shown = printable(str(out))
     try:
         # O_NONBLOCK: a FIFO planted at the lock's name must not block the open.
         flags = os.O_RDWR | os.O_CREAT | _NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
         fd = os.open(path, flags, 0o644)
     except OSError as e:
-        raise UsageError(f"{flag} {out}: cannot open its lock file {LOCK_FILE} ({e})") from e
+        reason = e.strerror or e
+        raise UsageError(f"{flag} {shown}: cannot open its lock file {LOCK_FILE} ({reason})") from e
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise UsageError(
-                f"{flag} {out}: its lock file {LOCK_FILE} is not a regular file; remove it"
+                f"{flag} {shown}: its lock file {LOCK_FILE} is not a regular file; remove it"
             )
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").split()
-            who = f"normlab {holder[1]} (PID {holder[0]})" if len(holder) >= 2 else "a process"
             raise UsageError(
-                f"{flag} {out} is in use by {who}; wait for it to end or choose another {flag}"
+                f"{flag} {shown} is in use by {_holder(fd)}; wait for it to end or choose "
+                f"another {flag}"
             ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()} {command}\n".encode(), 0)
@@ -148,6 +212,15 @@ def hold(out: str | os.PathLike, command: str, flag: str = "--out") -> Iterator[
         yield
     finally:
         os.close(fd)  # releases the lock (the kernel does the same if the process dies)
+
+
+def _holder(fd: int) -> str:
+    """Who holds the lock, as its file says (``PID COMMAND``, written by :func:`hold`); the
+    file is anyone's to write, so only a number and a command's name are shown."""
+    holder = os.pread(fd, 200, 0).decode("utf-8", "replace").split()
+    if len(holder) >= 2 and holder[0].isdigit() and holder[1].isidentifier():
+        return f"normlab {holder[1][:20]} (PID {holder[0][:12]})"
+    return "a process"
 
 
 # What atomic_writer names its temp files: .NAME.<pid>.<8 hex digits>.normlab-tmp

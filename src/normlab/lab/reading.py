@@ -17,7 +17,6 @@ import math
 import os
 import stat
 import sys
-from pathlib import Path
 from typing import Any
 
 from normlab.lab.errors import UsageError
@@ -170,30 +169,54 @@ def _loads(parse, text: str, source: str, invalid: str) -> Any:
     return check_tree(doc, source)
 
 
-def read_text(
-    path: str | os.PathLike, what: str | None = None, limit: int = MAX_FILE, errors: str = "strict"
-) -> str:
-    """The UTF-8 text of the regular file ``path`` (a directory, FIFO or device is refused
-    before it is opened for reading; a file over ``limit`` bytes too)."""
-    what = what or str(path)
+def read_bytes(path: str | os.PathLike, what: str | None = None, limit: int | None = None) -> bytes:
+    """The bytes of the regular file ``path``: a directory, FIFO or device is refused before it
+    is read, a file over ``limit`` bytes (default :data:`MAX_FILE`) too, and no more than
+    ``limit`` bytes are read even if the file grows meanwhile."""
+    what = what or printable(str(path), 200)
+    limit = MAX_FILE if limit is None else limit
     try:
-        st = os.stat(path)
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below).
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise ReadError(f"{what}: no such file") from None
+    except OSError as e:
+        raise ReadError(f"{what}: cannot read it ({e.strerror or e})") from None
+    try:
+        st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise ReadError(f"{what}: not a regular file")
         if st.st_size > limit:
             raise ReadError(f"{what}: {st.st_size:,} bytes; the lab reads at most {limit:,}")
-        return Path(path).read_bytes().decode("utf-8", errors)
-    except FileNotFoundError:
-        raise ReadError(f"{what}: no such file") from None
-    except UnicodeDecodeError as e:
-        raise ReadError(f"{what}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(limit + 1)
     except OSError as e:
         raise ReadError(f"{what}: cannot read it ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise ReadError(f"{what}: more than {limit:,} bytes; the lab reads at most {limit:,}")
+    return data
+
+
+def read_text(
+    path: str | os.PathLike,
+    what: str | None = None,
+    limit: int | None = None,
+    errors: str = "strict",
+) -> str:
+    """The UTF-8 text of the regular file ``path`` (:func:`read_bytes`)."""
+    what = what or printable(str(path), 200)
+    data = read_bytes(path, what, limit)
+    try:
+        return data.decode("utf-8", errors)
+    except UnicodeDecodeError as e:
+        raise ReadError(f"{what}: not UTF-8 text ({e.reason} at byte {e.start})") from None
 
 
 def read_json(path: str | os.PathLike, what: str | None = None) -> Any:
     """:func:`read_text` then :func:`loads_json`."""
-    what = what or str(path)
+    what = what or printable(str(path), 200)
     return loads_json(read_text(path, what), what)
 
 
@@ -234,3 +257,23 @@ def finite_float(text: str) -> float:
 
 
 finite_float.__name__ = "float"
+
+
+MAX_PATH = 4096  # characters of a path option (Linux's PATH_MAX)
+
+
+def path_arg(text: str) -> str:
+    """An argparse type: a path. Not empty (a script's ``--redecide "$DIR"`` with DIR unset must
+    not fall back to a default or mean the current directory), no control character (a path is
+    echoed in messages and written into reports), at most :data:`MAX_PATH` characters."""
+    if not text:
+        raise ValueError("expected a path, got an empty string")
+    if len(text) > MAX_PATH:
+        raise ValueError(f"expected a path, got {len(text):,} characters (at most {MAX_PATH:,})")
+    bad = _control(text, False)
+    if bad is not None:
+        raise ValueError(f"the control character {bad!r} is not allowed in a path")
+    return text
+
+
+path_arg.__name__ = "path"

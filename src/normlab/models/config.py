@@ -37,6 +37,9 @@ _ENDS_IN_NORM = ("post", "deepnorm")
 # The bound of the size fields and of the MLP's width: far above any model trained here, low
 # enough that the size arithmetic (normlab.models.size) stays in int64 and float range.
 MAX_SIZE = 2**40
+# The largest init σ, DyT α and RMSNorm offset: far above any model's (0.02, 0.5, 1), where
+# init_std = 1e308 would make every float32 weight infinite.
+SCALE_MAX = 1e3
 
 
 def setting(default: Any = dataclasses.MISSING, *, help: str) -> Any:
@@ -233,13 +236,15 @@ class TransformerConfig:
             if value is None and name == "dyt_alpha_attn":
                 continue
             if isinstance(value, bool) or not (
-                isinstance(value, (int, float)) and 0 < value and finite(value)
+                isinstance(value, (int, float)) and 0 < value <= SCALE_MAX and finite(value)
             ):
-                raise ValueError(f"{name} must be a positive number, got {shown(value)}")
+                raise ValueError(
+                    f"{name} must be a positive number, at most {SCALE_MAX:g}, got {shown(value)}"
+                )
         if self.eps is not None and not (
-            isinstance(self.eps, (int, float)) and self.eps >= 0 and finite(self.eps)
+            isinstance(self.eps, (int, float)) and 0 <= self.eps <= 1 and finite(self.eps)
         ):
-            raise ValueError(f"eps must be a finite number >= 0 or None, got {shown(self.eps)}")
+            raise ValueError(f"eps must be a number in [0, 1] or None, got {shown(self.eps)}")
         if self.depth_scaled_norm and self.placement in ("post", "deepnorm", "reorder"):
             raise ValueError(
                 f"depth_scaled_norm scales the norms on the sublayers' inputs, which "
@@ -259,8 +264,9 @@ class TransformerConfig:
             )
         if isinstance(self.norm_offset, bool) or not isinstance(self.norm_offset, int | float):
             raise TypeError(f"norm_offset must be a number, got {self.norm_offset!r}")
-        if not finite(self.norm_offset):
-            raise ValueError(f"norm_offset must be finite, got {shown(self.norm_offset)}")
+        if not (finite(self.norm_offset) and abs(self.norm_offset) <= SCALE_MAX):
+            got = shown(self.norm_offset)
+            raise ValueError(f"norm_offset must be finite and within ±{SCALE_MAX:g}, got {got}")
         check_option(self, "norm_offset")
 
     # ---- derived values (the model reads these, never the raw None defaults)

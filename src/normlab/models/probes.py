@@ -151,10 +151,18 @@ class Probes:
         self.remove()
 
 
+# The weight matrices of a block whose gradient norms the probes record (``grad_norm``);
+# ``mlp.w_gate`` only in a gated (llama) MLP.
+MATRICES = ("attn.wq", "attn.wk", "attn.wv", "attn.wo", "mlp.w_in", "mlp.w_gate", "mlp.w_out")
+
+
 def _matrices(block) -> list[tuple[str, Tensor]]:
-    mods = {f"attn.{n}": getattr(block.attn, n) for n in ("wq", "wk", "wv", "wo")}
-    mods.update({f"mlp.{n}": getattr(block.mlp, n) for n in ("w_in", "w_gate", "w_out")})
-    return [(name, m.weight) for name, m in mods.items() if m is not None]
+    out = []
+    for name in MATRICES:
+        sublayer, matrix = name.split(".")
+        if (m := getattr(getattr(block, sublayer), matrix)) is not None:
+            out.append((name, m.weight))
+    return out
 
 
 def _masked_mean(t: Tensor, mask: Tensor | None) -> Tensor:

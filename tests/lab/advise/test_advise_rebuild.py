@@ -174,7 +174,8 @@ def test_redecide_refusals_are_one_line_and_write_nothing(trained, tmp_path, cap
                                                               capsys)  # fmt: skip
     err = _refused(["advise", "--redecide", str(out), "--preset", "quick", "--steps", "9"], capsys)
     assert err.endswith(
-        "--redecide reads the twin and its study from DIR: not with --preset, --steps"
+        "--redecide does not go with --preset, --steps: it reads the twin and its study from "
+        "DIR, and writes there"
     )
     assert sorted(p.name for p in (tmp_path / "empty").iterdir()) == []
     assert not any((copy / f).exists() for f in WRITTEN)

@@ -19,6 +19,7 @@ from normlab.hf_families import FAMILIES, Family
 from normlab.lab.advise.gaps import gaps
 from normlab.lab.errors import UsageError
 from normlab.lab.reading import check_tree, printable, read_json
+from normlab.models.config import MAX_SIZE
 
 _PLACEMENT_SOURCES = {
     "pre": "one norm on each sublayer's input",
@@ -119,10 +120,14 @@ class _Reader:
         return default, f"{self.prefix}{key} (absent: {self.fam.config_class}'s default)"
 
     def positive(self, key: str, default: Any = None) -> tuple[int, str]:
+        """``key``'s size: a positive int, at most ``MAX_SIZE`` (the model configs' bound:
+        beyond it the size arithmetic leaves int64)."""
         v, src = self.get(key, default)
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             got = "missing" if v is None else f"got {_shown(v)}"
             raise UsageError(f"{self.where}: {self.prefix}{key}: expected a positive int ({got})")
+        if v > MAX_SIZE:
+            raise UsageError(f"{self.where}: {self.prefix}{key}: {v:,} is more than 2**40")
         return v, src
 
     def optional(self, key: str, default: int) -> int:
@@ -147,6 +152,12 @@ class _Reader:
             ffn, ffn_src = self.positive(k["ffn"])
             ffn_src = f"{ffn_src} / {self.prefix}{k['hidden']} = {ffn} / {hidden}"
         kv = self.optional("num_key_value_heads", heads)  # null: one K/V head per query head
+        given = "(absent" not in self.get("num_key_value_heads")[1]  # the file's, not a default
+        if given and heads % kv:  # grouped-query attention shares a K/V head among whole groups
+            raise UsageError(
+                f"{self.where}: {self.prefix}num_key_value_heads {kv} does not divide "
+                f"{self.prefix}{k['heads']} {heads}: not a model transformers builds"
+            )
         head_dim = self.optional("head_dim", hidden // heads)
         positions = self.optional(k["positions"], 0)
         sizes = {

@@ -21,6 +21,9 @@ from normlab.lab.advise.hf_config import HFModel
 from normlab.lab.advise.runner import SPEC_FILE, AdviseResult
 from normlab.lab.advise.twin import Alt, Scale, Twin
 from normlab.lab.errors import UsageError
+from normlab.lab.limits import check_name
+from normlab.lab.reading import ReadError, check_strings
+from normlab.lab.shapes import SCALAR, Int, Num, check_shape
 from normlab.lab.study.run import StudyResult
 
 
@@ -34,11 +37,39 @@ class _RecordedModel(HFModel):
         return self.counts[0] if embeddings else self.counts[1]
 
 
+# What twin.json holds, to the leaves (``twin.twin_json``): its strings reach advice.md and the
+# reports, its lists are iterated.
+TWIN_JSON = {
+    **dict.fromkeys(("hf_config", "model_type", "family"), str),
+    "scale": {
+        **dict.fromkeys(("name", "about"), str),
+        **dict.fromkeys(("dim", "n_layers", "head_dim", "seq_len", "batch_size"), Int(1)),
+        **dict.fromkeys(("steps", "warmup_steps", "eval_batches", "seeds"), Int(0)),
+        "lr": Num(0),
+        "sweep": [Num(0)],
+    },
+    "model_sizes": {"*": Int(0)},
+    "params": {"*": Int(0)},
+    "fields": {"*": {"value": SCALAR, "from": str}},
+    "train": {"*": {"value": SCALAR, "why": str}},
+    "alternatives": [
+        {"arm": str, "label": str, "kind": str, "model": {"*": SCALAR}, "swept": bool}
+    ],
+    "not_reproduced": [str],
+    "spec_file?": str,
+}
+
+
 def twin_from_json(doc: dict, where: str) -> Twin:
     """The twin ``twin.json`` (``twin.twin_json``) records; a file it did not write is a
     :class:`UsageError` naming ``where``."""
     from normlab.hf_families import FAMILIES
 
+    try:
+        check_shape(check_strings(doc, ""), TWIN_JSON, "")
+    except ReadError as e:
+        detail = str(e).removeprefix(": ")
+        raise UsageError(f"{where}: not a twin.json normlab advise wrote ({detail})") from None
     try:
         fields = {k: (f["value"], f["from"]) for k, f in doc["fields"].items()}
         family = replace(FAMILIES[doc["model_type"]], name=doc["family"])
@@ -72,7 +103,10 @@ def redecide_advise(
     if not isinstance(doc, dict):
         raise UsageError(f"{flag}: {out / 'twin.json'} is not a JSON object")
     twin = twin_from_json(doc, f"{flag}: {out / 'twin.json'}")
-    spec = out / str(doc.get("spec_file") or SPEC_FILE)
+    try:  # a file in DIR, never a path out of it
+        spec = out / check_name(doc.get("spec_file") or SPEC_FILE)
+    except ValueError as e:
+        raise UsageError(f"{flag}: {out / 'twin.json'}: spec_file: {e}") from None
     if (out / "study.json").exists():
         from normlab.lab.study.run import redecide_study
 

@@ -6,16 +6,18 @@ the study's runner and write the report, led by the advice.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from normlab.lab.io import unused_name, write_file
+from normlab.lab.errors import UsageError
+from normlab.lab.io import unused_name, write_file, write_json
+from normlab.lab.reading import ReadError, printable, read_text
 from normlab.lab.study.report import write_reports
-from normlab.lab.study.run import StudyOptions, StudyResult, run_study
+from normlab.lab.study.run import StudyOptions, StudyResult, run_study, start_anew
+from normlab.lab.study.spec.parse import MAX_SPEC_BYTES
 
 SPEC_FILE = "advise-spec.toml"
 _CONFIGS = resources.files("normlab.lab.advise").joinpath("configs")
@@ -55,7 +57,14 @@ def plan(hf_config: str, scale: str, seeds: int | None = None, steps: int | None
     path = hf_config
     if not Path(path).exists() and path in shipped_configs():
         path = shipped_config(path)
-    twin = make_twin(hf_reader.read(path), scale_of(scale, seeds, steps))
+    model = hf_reader.read(path)
+    try:
+        twin = make_twin(model, scale_of(scale, seeds, steps))
+        twin.config()  # the model configs' own checks (an MLP ratio beyond their bound)
+    except UsageError:
+        raise
+    except ValueError as e:  # sizes the file may hold that no twin of them can have
+        raise UsageError(f"--hf-config {printable(hf_config)}: its twin: {e}") from None
     command = f"normlab advise --hf-config {twin.hf.name} --preset {scale}"
     command += "".join(f" --{k} {v}" for k, v in (("seeds", seeds), ("steps", steps)) if v)
     return Plan(twin, command, spec_text(twin, command))
@@ -100,13 +109,24 @@ def write_spec(out: Path, text: str) -> Path:
     line says so. Returns the file that holds ``text``."""
     path = out / SPEC_FILE
     if os.path.lexists(path):
-        if not path.is_symlink() and path.read_text("utf-8", errors="replace") == text:
+        if _text_of(path) == text:
             return path
         path = unused_name(path)
         print(f"{out / SPEC_FILE} is not this twin's spec (edited?): kept; the twin's spec is "
               f"written to {path}, which runs", file=sys.stderr)  # fmt: skip
     write_file(path, text)
     return path
+
+
+def _text_of(path: Path) -> str | None:
+    """The text of the regular file ``path``, read bounded; None for anything else (a symlink,
+    a FIFO, a directory, a file too big for a spec): that is kept and not read."""
+    if path.is_symlink():
+        return None
+    try:
+        return read_text(path, errors="replace", limit=MAX_SPEC_BYTES)
+    except ReadError:
+        return None
 
 
 def run_advise(p: Plan, study, options: StudyOptions, corpus) -> AdviseResult:
@@ -118,11 +138,12 @@ def run_advise(p: Plan, study, options: StudyOptions, corpus) -> AdviseResult:
     from normlab.lab.advise.twin import twin_json
 
     out = options.out
+    start_anew(options, ("twin.json", "advice.md"))  # an earlier advise's, kept whole
     spec_path = write_spec(out, p.spec_text)
     # The spec that runs is named: an edited advise-spec.toml is kept and the twin's written
     # beside it, and --redecide of a study stopped before study.json reads it back from here.
     doc = {**twin_json(p.twin), "spec_file": spec_path.name}
-    write_file(out / "twin.json", json.dumps(doc, indent=1, ensure_ascii=False))
+    write_json(out / "twin.json", doc, indent=1, ensure_ascii=False)
     result = run_study(study, options, corpus)
     r = AdviseResult(result, advice.blocks(p.twin, result), spec_path)
     write_advice(r, out)

@@ -112,7 +112,7 @@ def _train(norm: str, info, counter: Counter, steps: int) -> list[dict]:
 
 def main(argv: list[str]) -> int:
     """Under torchrun: ``comm.py OUT_JSON [STEPS]``; rank 0 writes the counts."""
-    from normlab.lab.io import write_file
+    from normlab.lab.io import write_json
     from normlab.lab.train import distributed as D
 
     out, steps = Path(argv[0]), int(argv[1]) if len(argv) > 1 else STEPS
@@ -123,7 +123,7 @@ def main(argv: list[str]) -> int:
         result = {"world_size": info.world_size, "backend": "gloo", "steps": steps, "model": MODEL}
         result["norms"] = {norm: _train(norm, info, counter, steps) for norm in NORMS}
         if info.rank == 0:
-            write_file(out, json.dumps(result, indent=1))
+            write_json(out, result, indent=1)
     finally:
         D.teardown(info)
     return 0

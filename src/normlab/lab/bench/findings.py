@@ -14,7 +14,6 @@ Rules fixed here, before the runs; the decision is the verdict engine's
 
 from __future__ import annotations
 
-import json
 import math
 import platform
 import subprocess
@@ -26,7 +25,7 @@ import torch
 from normlab.lab.bench import comm, ratio, work
 from normlab.lab.common import out_dir
 from normlab.lab.errors import UsageError
-from normlab.lab.io import write_file
+from normlab.lab.io import write_file, write_json
 from normlab.lab.limits import set_threads
 from normlab.lab.numerics.measuring import part
 from normlab.lab.render import md_table
@@ -187,7 +186,7 @@ def run_findings(options: FindingsOptions, log=print) -> Path:
     text = ["# normlab bench: the articles' cost statements, decided", "", head, ""]
     text += [tables.markdown(verdicts, rules), *tail]
     write_file(out / "bench_findings.md", "\n".join(text) + "\n")
-    write_file(out / "bench-findings.json", json.dumps(verdicts, indent=1, allow_nan=False))
+    write_json(out / "bench-findings.json", verdicts, indent=1)
     return out / "bench_findings.md"
 
 

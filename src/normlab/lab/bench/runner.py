@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
@@ -28,8 +27,9 @@ import torch
 
 from normlab.lab.common import check_device, out_dir, positive_int
 from normlab.lab.errors import UsageError
-from normlab.lab.io import write_file
-from normlab.lab.limits import set_threads
+from normlab.lab.io import write_file, write_json
+from normlab.lab.limits import check_rows, set_threads
+from normlab.lab.reading import printable
 from normlab.lab.render import md_table
 
 SHAPES = ((8192, 4096), (32768, 1024), (4096, 8192), (1024, 64), (1024, 256))
@@ -224,10 +224,15 @@ def _cell(value, fmt: str) -> str:
 
 
 def parse_shape(text: str) -> tuple[int, int]:
-    """``"MxN"`` as ``(M, N)``; ``ValueError`` unless both are ints >= 1."""
+    """``"MxN"`` as ``(M, N)``; ``ValueError`` unless both are ints >= 1 and a case of that
+    shape fits the machine's memory (``limits.check_rows``), counted before any tensor exists."""
     m, _, n = text.lower().partition("x")
-    if not (m.isdigit() and n.isdigit() and int(m) > 0 and int(n) > 0):
-        raise ValueError(f"expected MxN with M, N >= 1, e.g. 1024x64; got {text!r}")
+    if not (m.isdigit() and n.isdigit() and len(m + n) < 24 and int(m) > 0 and int(n) > 0):
+        raise ValueError(f"expected MxN with M, N >= 1, e.g. 1024x64; got {printable(text, 40)!r}")
+    try:
+        check_rows(int(m), int(n), "rows")
+    except UsageError as e:
+        raise ValueError(f"{m}x{n}: {e}") from None
     return int(m), int(n)
 
 
@@ -301,5 +306,5 @@ def run_bench(options: BenchOptions) -> Path:
     writer.writeheader()
     writer.writerows(rows)
     write_file(out / f"{name}.csv", buf.getvalue())
-    write_file(out / f"{name}.json", json.dumps(rows, indent=1))
+    write_json(out / f"{name}.json", rows, indent=1)
     return out / f"{name}.md"

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from normlab.lab.common import non_negative_int, positive_int
-from normlab.lab.reading import INT_MAX, bounded_int, finite_float
+from normlab.lab.reading import INT_MAX, bounded_int, finite_float, path_arg
 
 
 def arg_type(check: Callable[[str], Any], name: str) -> Callable[[str], Any]:
@@ -33,6 +33,8 @@ FLOAT = arg_type(finite_float, "a number")  # nan, inf and 1e400 are refused
 INT = arg_type(bounded_int(-INT_MAX - 1), "an int")  # 10**400 is refused before int()
 # A study's seed block S: its runs' seeds 10000*S + i must stay in int64.
 SEED_BLOCK = arg_type(bounded_int(0, 10**14), "an int in [0, 10**14]")
+# Every path option: "" (a script's unset variable) and control characters are refused.
+PATH = arg_type(path_arg, "a path")
 
 
 def int_in(low: int, high: int) -> Callable[[str], int]:

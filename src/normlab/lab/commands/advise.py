@@ -7,11 +7,13 @@ import argparse
 import sys
 
 from normlab.lab.advise.runner import SPEC_FILE, shipped_configs
-from normlab.lab.commands import int_in
+from normlab.lab.commands import PATH, int_in
 from normlab.lab.commands.options import (
     add_run_options,
     configured,
     interrupted,
+    only_with,
+    record_defaults,
     report_failed,
     study_options,
 )
@@ -23,6 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument(
         "--hf-config",
+        type=PATH,
         metavar="FILE",
         default=None,
         help="(required, except with --redecide) a Hugging Face decoder's config.json (read as "
@@ -60,6 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--redecide",
+        type=PATH,
         metavar="DIR",
         default=None,
         help="rebuild an advise's DIR/advice.md, reports and claims.json from its files, "
@@ -70,6 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_run_options(
         p, out="normlab-advise", listed="the twin and the plan (runs, claims, estimated CPU time)"
     )
+    record_defaults(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     from normlab.lab.io import hold
     from normlab.lab.limits import check_study
     from normlab.lab.study.run import Interrupted, format_plan, summary
+    from normlab.lab.study.run.plan import check_workers
 
     if args.redecide:
         return _redecide(args)
@@ -88,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     p = plan(args.hf_config, args.preset or "quick", args.seeds, args.steps)
     study = configured(p.study(), args)  # --device cuda without CUDA stops here, before any work
     check_study(study)  # sizes, from the configs' arithmetic: before anything is allocated
+    check_workers([a.config for a in study.arms], args.workers)  # --workers N of them at once
     if not args.quiet or args.list:
         print(describe(p.twin), end="\n\n")
     # What the twin leaves out is printed even with --quiet: no difference may go unsaid.
@@ -122,17 +129,12 @@ def _redecide(args: argparse.Namespace) -> int:
     from normlab.lab.advise.advice import headline
     from normlab.lab.advise.redecide import redecide_advise
     from normlab.lab.advise.runner import write_advice
-    from normlab.lab.errors import UsageError
     from normlab.lab.io import hold
     from normlab.lab.study.run import summary
 
-    # What would choose another twin or run anything: the design is DIR's, as it ran.
-    names = ("hf_config", "preset", "seeds", "steps", "list", "resume")
-    given = [f"--{k.replace('_', '-')}" for k in names if getattr(args, k)]
-    if given:
-        raise UsageError(
-            f"--redecide reads the twin and its study from DIR: not with {', '.join(given)}"
-        )
+    # What would choose another twin, run anything or write elsewhere: the design is DIR's.
+    reads = ("data", "device", "precision", "quiet")
+    only_with(args, "redecide", reads, "it reads the twin and its study from DIR, and writes there")
     out = Path(args.redecide)
     # Every refusal comes before anything is written; the lock then keeps a running advise out.
     r = redecide_advise(out, data=args.data, device=args.device, precision=args.precision)

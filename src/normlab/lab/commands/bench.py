@@ -7,7 +7,7 @@ import argparse
 from normlab.lab.bench.findings import KINDS, FindingsOptions, run_findings
 from normlab.lab.bench.ratio import IMPLS, ROUNDS, SIZES
 from normlab.lab.bench.runner import DTYPES, OPS, BenchOptions, parse_shape, run_bench
-from normlab.lab.commands import arg_type, int_in
+from normlab.lab.commands import PATH, arg_type, int_in
 from normlab.lab.limits import MAX_THREADS
 
 _DEFAULT = BenchOptions()
@@ -21,7 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=_DEFAULT.device,
         help="cpu runs the numba backend, cuda the triton one",
     )
-    p.add_argument("--out", default=str(_DEFAULT.out), help="directory for the table, CSV and JSON")
+    p.add_argument(
+        "--out", type=PATH, default=str(_DEFAULT.out), help="directory for the table, CSV and JSON"
+    )
     p.add_argument("--quick", action="store_true", help="3 shapes, 3 repeats: a fast look")
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
     p.add_argument(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from normlab.lab.commands import POSITIVE_INT, int_in
+from normlab.lab.commands import PATH, POSITIVE_INT, int_in
 from normlab.lab.numerics.findings import SEEDS
 from normlab.lab.numerics.sweep import REDUCED, Grid, NumericsOptions, run_numerics, summary
 from normlab.lab.reading import printable
@@ -13,7 +13,7 @@ _DEFAULT = NumericsOptions()
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default=str(_DEFAULT.out), help="output directory")
+    p.add_argument("--out", type=PATH, default=str(_DEFAULT.out), help="output directory")
     p.add_argument("--reduced", action="store_true", help="the small grid the tests use")
     p.add_argument(
         "--rows",

@@ -9,8 +9,9 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from normlab.lab.commands import SEED_BLOCK, int_in
+from normlab.lab.commands import PATH, SEED_BLOCK, int_in
 from normlab.lab.common import out_dir
+from normlab.lab.errors import UsageError
 from normlab.lab.limits import MAX_THREADS
 from normlab.lab.study.run import Interrupted, StudyOptions, checks_device, configure
 from normlab.lab.train.device import DEVICES, PRECISIONS
@@ -19,7 +20,7 @@ MAX_WORKERS = 1024  # processes: a million would be started before any run
 
 
 def add_spec(group, help_: str) -> None:
-    group.add_argument("--spec", metavar="FILE", default=None, help=help_)
+    group.add_argument("--spec", type=PATH, metavar="FILE", default=None, help=help_)
 
 
 def add_set(group, help_: str) -> None:
@@ -40,9 +41,9 @@ def add_run_options(p: argparse.ArgumentParser, *, out: str, listed: str) -> Non
         "share no seed",
     )
     p.add_argument("--list", action="store_true", help=f"print {listed} and exit")
-    p.add_argument("--out", default=out, help="output directory")
+    p.add_argument("--out", type=PATH, default=out, help="output directory")
     p.add_argument(
-        "--data", default=None, help="train on this file; None = the stdlib's *.py files"
+        "--data", type=PATH, default=None, help="train on this file; None = the stdlib's *.py files"
     )
     p.add_argument(
         "--resume",
@@ -92,12 +93,34 @@ def add_run_options(p: argparse.ArgumentParser, *, out: str, listed: str) -> Non
     )
     p.add_argument(
         "--tensorboard",
+        type=PATH,
         metavar="DIR",
         default=None,
         help="also write TensorBoard event files, one run directory per arm and seed "
         "(DIR/<arm>/seed<i>), from the process that trains it (needs tensorboard)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bars or tables")
+
+
+def record_defaults(p: argparse.ArgumentParser) -> None:
+    """Keep each option's flag and default with the parsed arguments (``args.option_defaults``),
+    to tell the options given from the others (:func:`only_with`)."""
+    defaults = {a.dest: (a.option_strings[0], a.default) for a in p._actions if a.option_strings}
+    p.set_defaults(option_defaults={k: v for k, v in defaults.items() if k != "help"})
+
+
+def only_with(args: argparse.Namespace, mode: str, reads: tuple[str, ...], why: str) -> None:
+    """A UsageError if an option other than ``mode`` and those it ``reads`` is given a value:
+    a mode that would ignore it refuses it (``--redecide DIR --out OTHER`` would write to
+    DIR). ``args`` as :func:`record_defaults` keeps them."""
+    options = args.option_defaults
+    extra = [
+        flag
+        for k, (flag, none) in options.items()
+        if k != mode and k not in reads and getattr(args, k) != none
+    ]
+    if extra:
+        raise UsageError(f"{options[mode][0]} does not go with {', '.join(extra)}: {why}")
 
 
 def configured(study, args: argparse.Namespace):

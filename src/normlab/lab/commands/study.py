@@ -8,21 +8,24 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from normlab.lab.commands import PATH
 from normlab.lab.commands.options import (
     add_run_options,
     add_set,
     add_spec,
     configured,
     interrupted,
+    only_with,
+    record_defaults,
     report_failed,
     study_options,
 )
 from normlab.lab.common import load_data
-from normlab.lab.errors import UsageError
 from normlab.lab.io import hold
 from normlab.lab.limits import check_study
 from normlab.lab.study.report import write_reports
 from normlab.lab.study.run import Interrupted, format_plan, redecide, run_study, summary
+from normlab.lab.study.run.plan import check_workers
 from normlab.lab.study.spec import parse as spec
 
 
@@ -53,6 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--size-seeds",
+        type=PATH,
         metavar="DIR",
         default=None,
         help="from a pilot study in DIR (run on a seed block no report uses, e.g. --seed 99), "
@@ -61,6 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--compare",
+        type=PATH,
         metavar="DIR",
         nargs="+",
         default=None,
@@ -68,9 +73,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "directories decided: its verdict, effect and scope in each, and what differs where an "
         "effect changes sign; and exit",
     )
-    p.add_argument("--coverage", metavar="DOCS", nargs="?", const="docs", help=coverage_help)
+    p.add_argument(
+        "--coverage", type=PATH, metavar="DOCS", nargs="?", const="docs", help=coverage_help
+    )
     p.add_argument(
         "--register",
+        type=PATH,
         metavar="DOCS",
         nargs="?",
         const="docs",
@@ -81,6 +89,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--redecide",
+        type=PATH,
         metavar="DIR",
         default=None,
         help="decide a finished study in DIR again without training: its runs from "
@@ -89,24 +98,52 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "instead, as a study.json without one needs)",
     )
     add_run_options(p, out="normlab-out", listed="the plan (runs x seeds, claims, estimated time)")
+    record_defaults(p)
+
+
+# The modes that print or write and exit: the options each reads besides its own, and why the
+# others do not apply. Any other option given with one is refused, not ignored (--redecide DIR
+# --out OTHER would write to DIR, --redecide DIR --list would rewrite DIR instead of listing).
+MODES = {
+    "print_spec": ((), "it prints a preset's spec"),
+    "compare": ((), "it prints the comparison of the studies' claims.json"),
+    "coverage": ((), "it writes the coverage pages from the published data in DOCS"),
+    "register": ((), "it stamps the changed designs and plans into DOCS/data/registry.json"),
+    "redecide": (
+        ("spec", "device", "precision", "quiet"),
+        "it reads the spec and its --set overrides from DIR/study.json, and writes into DIR",
+    ),
+    "size_seeds": (
+        ("preset", "spec", "overrides", "device", "precision"),
+        "it prints the seeds each claim needs, from the pilot in DIR",
+    ),
+}
+
+
+def _mode(args: argparse.Namespace) -> str | None:
+    """The mode of :data:`MODES` given, if one is; a UsageError if an option it does not read is
+    given with it."""
+    mode = next((m for m in MODES if getattr(args, m) is not None), None)
+    if mode is not None:
+        only_with(args, mode, *MODES[mode])
+    return mode
 
 
 def run(args: argparse.Namespace) -> int:
     from normlab.lab.study.published import compare, registry, results
     from normlab.lab.study.run import pilot
 
-    if args.print_spec:
+    mode = _mode(args)
+    if mode == "print_spec":
         print(spec.builtin_text(args.print_spec), end="")
         return 0
-    if args.compare:
+    if mode == "compare":
         return compare.main(args.compare)
-    if args.coverage:
+    if mode == "coverage":
         return results.main(args.coverage)
-    if args.register:
+    if mode == "register":
         return registry.main(args.register)
-    if args.redecide:
-        if args.overrides or args.preset:
-            raise UsageError("--redecide reads the spec and its --set overrides from study.json")
+    if mode == "redecide":
         out = Path(args.redecide)
         return redecide.main(out, args.spec, args.device, args.precision, args.quiet)
     # A spec is checked whole here, before anything runs or is written.
@@ -117,11 +154,12 @@ def run(args: argparse.Namespace) -> int:
         study = spec.load_builtin(args.preset or "quick", sets)
     study = configured(study, args)
     check_study(study)  # sizes, from the configs' arithmetic: before anything is allocated
+    check_workers([a.config for a in study.arms], args.workers)  # --workers N of them at once
     if args.list:
         how = f"--spec {args.spec}" if args.spec else f"--preset {study.name}"
         print(format_plan(study, args.seed, how, workers=args.workers, threads=args.threads))
         return 0
-    if args.size_seeds:
+    if mode == "size_seeds":
         return pilot.main(study, args.size_seeds)
     return _train(study, args)
 

@@ -18,7 +18,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
-from normlab.lab.commands import FLOAT, NON_NEGATIVE_INT, SEED_BLOCK
+from normlab.lab.commands import FLOAT, NON_NEGATIVE_INT, PATH, SEED_BLOCK
 from normlab.lab.commands.options import add_set, add_spec
 from normlab.lab.common import check_device, load_data, out_dir
 from normlab.lab.errors import UsageError
@@ -114,6 +114,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_spec(start, "take the run config from this study spec")
     start.add_argument(
         "--config",
+        type=PATH,
         metavar="PATH",
         default=None,
         help="take the run config from a saved run: normlab train's OUT/config.json or "
@@ -143,12 +144,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     run.add_argument(
         "--tensorboard",
+        type=PATH,
         metavar="DIR",
         default=None,
         help="also write TensorBoard event files to DIR (rank 0; needs tensorboard)",
     )
-    run.add_argument("--data", default=None, help="training text file; default: Python's stdlib")
-    run.add_argument("--out", default="runs/train", help="config, metrics, checkpoint, result")
+    run.add_argument(
+        "--data", type=PATH, default=None, help="training text file; default: Python's stdlib"
+    )
+    run.add_argument(
+        "--out", type=PATH, default="runs/train", help="config, metrics, checkpoint, result"
+    )
     run.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt if any")
     run.add_argument(
         "--ckpt-every", type=NON_NEGATIVE_INT, default=100, help="checkpoint period (0: at end)"

@@ -20,7 +20,6 @@ base point, plus the full scale x dtype grid.
 
 from __future__ import annotations
 
-import json
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -302,7 +301,7 @@ def run_numerics(options: NumericsOptions) -> NumericsResult:
     """Sweep, then write ``numerics.{json,md,html}`` under ``options.out`` (created first, so a
     bad directory fails before the sweep); returns the result (``result.files`` maps each format
     to its path, for the study report to link)."""
-    from normlab.lab.io import write_file
+    from normlab.lab.io import write_file, write_json
     from normlab.lab.numerics import report
     from normlab.lab.numerics.findings import SEEDS, decide_all
     from normlab.lab.numerics.sentences import sentences
@@ -320,12 +319,12 @@ def run_numerics(options: NumericsOptions) -> NumericsResult:
         progress = not options.quiet
         result.verdicts = decide_all(seeds, progress=progress, seed_block=options.seed_block)
     paths = {k: out / f"numerics.{k}" for k in ("json", "md", "html")}
-    write_file(paths["json"], json.dumps(asdict(result), indent=1, allow_nan=False))
+    write_json(paths["json"], asdict(result), indent=1)
     write_file(paths["md"], report.markdown(result))
     write_file(paths["html"], report.html(result))
     if result.verdicts:  # the findings alone, for the coverage table and the docs
         paths["findings"] = out / "numerics-findings.json"
-        write_file(paths["findings"], json.dumps(result.verdicts, indent=1, allow_nan=False))
+        write_json(paths["findings"], result.verdicts, indent=1)
         for name, png in report.finding_plots(result).items():
             paths[name] = out / f"numerics-{name}.png"
             write_file(paths[name], png)

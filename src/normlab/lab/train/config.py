@@ -206,6 +206,11 @@ class TrainConfig:
                 f"freeze_norm_stats={self.freeze_norm_stats} needs model.norm='batchnorm', got "
                 f"{self.model.norm!r}"
             )
+        if self.freeze_norm_stats and self.freeze_norm_stats >= self.steps:  # never reached
+            raise ValueError(
+                f"freeze_norm_stats={self.freeze_norm_stats} must be below steps={self.steps}: "
+                "the statistics would never be frozen"
+            )
         if self.train_slice and self.train_slice <= self.seq_len + 1:
             raise ValueError(f"train_slice={self.train_slice} must exceed seq_len + 1")
         if self.seq_len > self.model.max_seq_len:

@@ -82,10 +82,12 @@ def read_bytes(path: str | os.PathLike | None = None) -> tuple[bytes, str]:
             raise FileNotFoundError("no *.py files found in the standard library directory")
         raw = b"".join(f.read_bytes() for f in files)
         return raw, f"stdlib:{sysconfig.get_paths()['stdlib']} ({len(files)} files)"
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"data file not found: {p}")
-    return p.read_bytes(), str(p)
+    from normlab.lab.reading import read_bytes as bounded_bytes
+
+    if not os.path.lexists(path):
+        raise FileNotFoundError(f"data file not found: {path}")
+    # Bounded: a FIFO, a device or a file beyond the reader's limit is refused, not read whole.
+    return bounded_bytes(path, str(path)), str(path)
 
 
 def load_corpus(path: str | os.PathLike | None = None) -> Corpus:

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from normlab.lab.errors import UsageError
-from normlab.lab.io import open_append, write_file
+from normlab.lab.io import open_append, write_file, write_json
 from normlab.lab.train import distributed as D
 from normlab.lab.train.config import INT64
 from normlab.lab.train.data import Corpus, RandomBatches
@@ -272,7 +272,7 @@ def run_training(
     trainer = DistributedTrainer(cfg, data, info, opts)  # checks first: a refusal writes nothing
     if opts.out is not None and info.is_main:
         Path(opts.out).mkdir(parents=True, exist_ok=True)
-        write_file(Path(opts.out) / CONFIG, json.dumps(cfg.to_dict(), indent=1) + "\n")
+        write_json(Path(opts.out) / CONFIG, cfg.to_dict(), "\n", indent=1)
     D.barrier(info)
     if opts.tensorboard is not None and info.is_main:
         from normlab.lab.train.tblog import TensorBoardLog
@@ -288,7 +288,7 @@ def run_training(
     res.summary["world_size"] = info.world_size
     res.summary["parallel"] = _mode(opts, info, none="none")
     if opts.out is not None and info.is_main:
-        write_file(Path(opts.out) / RESULT, json.dumps(res.to_dict(), indent=1) + "\n")
+        write_json(Path(opts.out) / RESULT, res.to_dict(), "\n", indent=1)
     return res
 
 

@@ -52,8 +52,11 @@ def setup(device: str = "auto", timeout_s: float = 300.0) -> DistInfo:
     """Join the job torchrun started (``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``MASTER_ADDR``), or
     describe a lone process. ``timeout_s`` bounds every collective, so a rank that died turns a
     hang into an error on the others."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    from normlab.lab.io import job_rank
+
+    rank, world = job_rank()  # a RANK left in a shell's environment makes no job of one process
+    local = os.environ.get("LOCAL_RANK", "0")
+    local_rank = int(local) if local.isdigit() and len(local) < 8 else 0
     dev = torch.device(concrete_device(device))  # each rank gets its own GPU
     if dev.type == "cuda":
         if not torch.cuda.is_available():

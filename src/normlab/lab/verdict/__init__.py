@@ -10,7 +10,8 @@
 - ``finding``: an op-level statement decided from repeated measurements (numerics, bench).
 
 The study's claims, the numerics and bench findings, ``advise`` and the coverage table all
-decide through it; nothing here imports the rest of the lab.
+decide through it; nothing here imports the rest of the lab but its bounded reader (a
+findings file is read and checked here, `finding.read_findings`).
 """
 
 from normlab.lab.verdict.holm import ALL_OF_TEXT, ANY_OF_TEXT, combine, correct, headline, holm

@@ -18,10 +18,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from normlab.lab.reading import check_strings, read_json
+from normlab.lab.shapes import ANY, Choice, Int, Num, check_shape
 from normlab.lab.verdict.holm import ALL_OF_TEXT, combine, correct
 from normlab.lab.verdict.rule import EXPECT, decide
 from normlab.lab.verdict.statistic import LEVEL, Estimate, statistic
-from normlab.lab.verdict.words import Word
+from normlab.lab.verdict.words import CLAIM_WORDS, Word
 
 TARGET = Word.DOES_NOT_HOLD  # the decision Holm corrects: all parts must hold
 # What a published finding carries beside its verdict, kept as published when it is redecided:
@@ -164,3 +166,33 @@ def interval_text(part: Mapping[str, Any], digits: int = 3) -> str:
         return str(part["verdict"])
     f = lambda x: "?" if x is None else f"{x:+.{digits}g}"  # noqa: E731
     return f"{f(part['effect'])} [{f(part.get('lo'))}, {f(part.get('hi'))}], n={part['n']}"
+
+
+# A findings file (``numerics-findings.json``, ``bench-findings.json``: a list of what
+# ``Finding.decide`` returns), to the leaves its readers take.
+CLAIM_WORD = Choice(tuple(w.value for w in CLAIM_WORDS))  # a claim's or a finding's
+FINDINGS_SCHEMA = [
+    {
+        "name": str,
+        "verdict": CLAIM_WORD,
+        "parts": [
+            {
+                "part": str,
+                "verdict": CLAIM_WORD,
+                "why": str,
+                **dict.fromkeys(("effect?", "lo?", "hi?", "mde?"), Num()),
+                "n?": Int(0),
+                "values?": [Num()],
+            }
+        ],
+        "means?": {"*": ANY},
+    }
+]
+
+
+def read_findings(path, what: str | None = None) -> list[dict]:
+    """A findings file read bounded (``normlab.lab.reading``), its strings without control
+    characters and its values of the types its readers take; a ``ReadError`` naming the file
+    and the key otherwise."""
+    what = what or str(path)
+    return check_shape(check_strings(read_json(path, what), what), FINDINGS_SCHEMA, what)

@@ -64,6 +64,8 @@ def decide(expect: str, est: Estimate, delta: float) -> tuple[Word, str]:
     """(word, why) of ``est`` under the claim form ``expect`` with minimum effect ``delta``."""
     if expect not in EXPECT:
         raise ValueError(f"expect must be one of {tuple(EXPECT)}, got {expect!r}")
+    if est.effect is None and est.n >= 2 and est.values:
+        return Word.INCONCLUSIVE, f"n={est.n}: the values' statistic leaves float range"
     if est.effect is None and est.n >= 2:
         why = f"n={est.n}: a seed's value is unbounded (its measure is undefined in every run)"
         return Word.INCONCLUSIVE, why

@@ -6,8 +6,10 @@ and its words. ``statistic(trim)`` picks one: 0 the mean, (0, ½) the trimmed me
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +54,8 @@ def signed(x: float | None, digits: int = 3) -> str:
         return "?"
     if not math.isfinite(x):
         return "−∞" if x < 0 else "+∞"
+    if abs(x) >= 1e12:  # fixed-point would write hundreds of digits
+        return f"{x:+.{digits}g}"
     return f"{x:+.{digits}f}"
 
 
@@ -71,6 +75,33 @@ def _unbounded(values, level: float) -> Estimate | None:
     return None
 
 
+# Beyond this magnitude a value's square leaves float range: the spread, the interval and the
+# detectable effect of such values are no numbers.
+VALUE_MAX = 1e150
+
+
+def _finite(estimate) -> Callable[..., Estimate]:
+    """``estimate`` returning no estimate (its values kept, to say why) where its arithmetic
+    would leave float range: finite values of 1e308 sum to infinity, and their spread
+    overflows."""
+
+    @functools.wraps(estimate)
+    def checked(self, values, level: float = LEVEL) -> Estimate:
+        vals = [float(v) for v in values]
+        none = Estimate(None, None, None, len(vals), None, level, tuple(vals))
+        if any(abs(v) > VALUE_MAX for v in vals if math.isfinite(v)):
+            return none
+        try:
+            est = estimate(self, vals, level)
+        except OverflowError:  # not expected below VALUE_MAX; never a traceback if it is
+            return none
+        if any(x is not None and not math.isfinite(x) for x in (est.effect, est.mde)):
+            return none
+        return est
+
+    return checked
+
+
 @dataclass(frozen=True)
 class Mean:
     """The mean with its Student-t interval (``scipy.stats.t``)."""
@@ -78,6 +109,7 @@ class Mean:
     trim: float = 0.0
     name: str = "mean"
 
+    @_finite
     def estimate(self, values, level: float = LEVEL) -> Estimate:
         values = [float(v) for v in values]
         if (none := _unbounded(values, level)) is not None:
@@ -113,6 +145,7 @@ class TrimmedMean(Mean):
     trim: float = 0.2
     name: str = "trimmed mean"
 
+    @_finite
     def estimate(self, values, level: float = LEVEL) -> Estimate:
         values = [float(v) for v in values]
         g = int(self.trim * len(values))
@@ -155,6 +188,7 @@ class Median(Mean):
     trim: float = MEDIAN
     name: str = "median"
 
+    @_finite
     def estimate(self, values, level: float = LEVEL) -> Estimate:
         values = [float(v) for v in values]
         if (none := _unbounded(values, level)) is not None:

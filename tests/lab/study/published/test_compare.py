@@ -50,7 +50,7 @@ def test_a_sign_change_inside_an_interval_that_holds_zero_is_said_to_be_unresolv
 
 
 def test_init_variants_are_matched_and_compound_claims_compare_their_parts(tmp_path):
-    part = lambda e: {"part": "L24", "effect": e, "lo": e, "hi": e, "n": 3}  # noqa: E731
+    part = lambda e: {"part": "L24", "verdict": "holds", "effect": e, "lo": e, "hi": e, "n": 3}  # noqa: E731
     a = _study(tmp_path, "a", "paper", [
         _claim("post-ln-fails-deep", "holds", None, parts=[part(0.1)]),
         _claim("post-ln-fails-deep-default-init", "does not hold", None, init="default",

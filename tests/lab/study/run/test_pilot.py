@@ -29,9 +29,10 @@ def _pilot(study, sd_by_claim):
     for c in study.claims:
         sd = sd_by_claim.get(c.name, 0.01)
         values = [0.1 - sd, 0.1, 0.1 + sd]
-        parts = [{"part": label, "values": values} for label, _ in c.rule.parts() if label]
-        claims.append({"name": c.name, "values": values, "parts": parts})
-    return {"seed_block": 99, "claims": claims}
+        parts = [{"part": label, "verdict": "holds", "values": values}
+                 for label, _ in c.rule.parts() if label]  # fmt: skip
+        claims.append({"name": c.name, "verdict": "holds", "values": values, "parts": parts})
+    return {"preset": study.name, "seed_block": 99, "claims": claims}  # as a study writes it
 
 
 def test_size_seeds_reads_the_spread_per_rule_and_skips_timings():

@@ -19,6 +19,12 @@ from normlab.lab.study.decide.rules_protocol import (
 )
 from normlab.lab.study.decide.stats import Context, Results, Seeds, Verdict
 from normlab.lab.verdict import BOUND_TEXT, EXPECT, check_rule, decide_rows, pick, statistic
+from normlab.models.probes import MATRICES
+from normlab.validation import check_real
+
+# A constant, coefficient or margin of a rule: the lab's measures are losses, ratios and
+# milliseconds; a constant of 1e308 makes v, and its mean, leave float range.
+COEF_MAX = 1e12
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,11 @@ class Contrast(OnePartRule):
         for _, _, m in self.terms:
             if m not in MEASURES:
                 raise ValueError(f"unknown measure {m!r}; known: {sorted(MEASURES)}")
+        coefs = [(f"terms[{i}]: its coefficient", c) for i, (c, _, _) in enumerate(self.terms)]
+        for what, x in [("const", self.const), ("const_h", self.const_h), *coefs]:
+            check_real(what, x, low=-COEF_MAX, high=COEF_MAX)
+        if self.matrix is not None and self.matrix not in MATRICES:  # else v is never defined
+            raise ValueError(f"matrix: unknown {self.matrix!r}; known: {', '.join(MATRICES)}")
         check_rule(self.expect, self.seeds, self.delta)
         statistic(self.trim)  # ValueError outside [0, MEDIAN]
 
@@ -158,6 +169,9 @@ class Trains:
     margin: float = 0.3
     SIGN: ClassVar[int] = -1  # v = SIGN·(loss − H + margin)
     parts = OnePartRule.parts
+
+    def __post_init__(self) -> None:
+        check_real("margin", self.margin, low=-COEF_MAX, high=COEF_MAX)
 
     def contrast(self) -> Contrast:
         s = self.SIGN

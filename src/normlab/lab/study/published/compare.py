@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from normlab.lab.errors import UsageError
-from normlab.lab.reading import check_strings, check_text, read_json
+from normlab.lab.reading import check_text
 from normlab.lab.render import md_table
+from normlab.lab.study.report.claims_json import read_claims
 from normlab.lab.verdict import Estimate
 
 VARIANT_SUFFIX = "-default-init"
@@ -27,6 +28,10 @@ def base_name(name: str) -> str:
 
 def load(dirs: list[Path]) -> list[dict[str, Any]]:
     """Each study's ``claims.json``, with the study's label (its preset and seed block)."""
+    seen: dict[Path, Path] = {}
+    for d in map(Path, dirs):  # a study beside itself would agree with itself: no comparison
+        if (first := seen.setdefault(d.resolve(), d)) is not d:
+            raise ValueError(f"{first} and {d} are one directory: name each study once")
     paths = [Path(d) / "claims.json" for d in dirs]
     # Every file read first, so that a hostile string is named before another file's flaws.
     docs = [_read(path) if path.is_file() else None for path in paths]
@@ -39,15 +44,11 @@ def load(dirs: list[Path]) -> list[dict[str, Any]]:
 
 
 def _read(path: Path) -> Any:
-    """``path`` read bounded (nesting, finite numbers), its strings without control characters
-    and its claims' names and verdicts one short line each: they are copied into the Markdown."""
-    doc = check_strings(read_json(path, str(path)), str(path))
-    claims = doc.get("claims") if isinstance(doc, dict) else None
-    for i, c in enumerate(claims if isinstance(claims, list) else []):
-        for key in ("name", "verdict"):
-            v = c.get(key) if isinstance(c, dict) else None
-            if isinstance(v, str):
-                check_text(v, f"{path}: claims[{i}].{key}", 200, newlines=False)
+    """``path`` read as a claims.json (``read_claims``: bounded, checked to its leaves), its
+    claims' names one short line each: they are copied into the Markdown."""
+    doc = read_claims(path)
+    for i, c in enumerate(doc["claims"]):
+        check_text(c["name"], f"{path}: claims[{i}].name", 200, newlines=False)
     return doc
 
 

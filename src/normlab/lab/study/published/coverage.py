@@ -12,7 +12,7 @@ tests check that the file in the repository is what it writes today, so republis
 
 from __future__ import annotations
 
-import json
+import os
 import sys
 from dataclasses import dataclass
 from functools import cache
@@ -20,10 +20,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.reading import read_json, read_text
+from normlab.lab.reading import read_text
 from normlab.lab.study.published.registry import Registry, Standing
+from normlab.lab.study.report.claims_json import read_claims
 from normlab.lab.study.spec.fingerprint import claim_design, fingerprint
 from normlab.lab.verdict import Word
+from normlab.lab.verdict.finding import read_findings
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -122,7 +124,7 @@ def data_dirs(docs: Path) -> list[tuple[Path, dict]]:
     first: a directory named otherwise (``data/paper-round3``) holds claims of that preset run
     again on their own, on a fresh seed block, and its rows replace the preset's."""
     paths = (docs / "data").glob("*/claims.json")
-    found = [(p.parent, json.loads(p.read_text("utf-8"))) for p in paths]
+    found = [(p.parent, read_claims(p)) for p in paths]  # bounded, checked to the leaves
     return sorted(found, key=lambda t: (t[1]["preset"], t[0].name != t[1]["preset"], t[0].name))
 
 
@@ -159,8 +161,8 @@ class Published:
         findings = {}
         for command, where in cat.findings.items():
             path = docs / where["data"]
-            if path.is_file():
-                findings[command] = {f["name"]: f for f in read_json(path)}
+            if os.path.lexists(path):  # bounded, checked to the leaves (a FIFO is refused)
+                findings[command] = {f["name"]: f for f in read_findings(path)}
         return cls(published(docs), findings, Registry.read(docs), docs)
 
     @property

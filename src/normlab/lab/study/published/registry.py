@@ -22,16 +22,22 @@ when any evidence it counts is.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.io import write_file
+from normlab.lab.io import write_json
 from normlab.lab.reading import read_json
+from normlab.lab.shapes import Int, check_shape
 from normlab.lab.study.spec.fingerprint import canonical, fingerprint
 
 REGISTRY = "data/registry.json"  # under docs/
+_VERSION = {"fingerprint": str, "registered": str, "commit": str}
+SHAPE = {
+    "designs?": {"*": [_VERSION]},
+    "plans?": {"*": [_VERSION]},
+    "data?": {"*": {"preset": str, "seed_block": Int(0, 10**14), "began": str, "commit": str}},
+}
 # What decides a statement's headline. Its related evidence is listed beside the headline and
 # never decides it (a claim demoted to related is a change of ``claims``); its note is words.
 PLAN_FIELDS = ("claims", "findings", "parts", "tests", "by_test", "reason", "scale")
@@ -69,7 +75,7 @@ class Registry:
         path = docs / REGISTRY
         if not path.is_file():
             return cls()
-        doc = read_json(path)
+        doc = check_shape(read_json(path), SHAPE, str(path))
         versions = lambda d: {k: [Entry(**e) for e in v] for k, v in d.items()}  # noqa: E731
         data = {k: Data(**v) for k, v in doc.get("data", {}).items()}
         return cls(versions(doc.get("designs", {})), versions(doc.get("plans", {})), data)
@@ -82,7 +88,7 @@ class Registry:
             "plans": as_dict(self.plans),
             "data": {k: dataclasses.asdict(v) for k, v in sorted(self.data.items())},
         }
-        write_file(docs / REGISTRY, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+        write_json(docs / REGISTRY, doc, "\n", indent=1, ensure_ascii=False)
 
     # ---- stamping
 
@@ -203,7 +209,9 @@ def register(docs: Path, when: str, commit: str) -> list[str]:
                 done.append(f"{table} {key}")
     for path in sorted(docs.glob("data/*/study.json")):
         if path.parent.name not in reg.data:
-            meta = read_json(path)
+            from normlab.lab.study.run.store import check_study_json
+
+            meta = check_study_json(read_json(path), str(path))
             began = meta.get("began") or _earliest(meta)
             reg.data[path.parent.name] = Data(
                 meta["preset"], meta["seed_block"], began, meta["code"]["commit"]

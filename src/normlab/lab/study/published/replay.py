@@ -13,6 +13,7 @@ stores only one end of its range, so a file with bounded seeds is refused.
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
@@ -105,11 +106,14 @@ def _decide(claim: Claim, entry: dict, ctx: Context) -> Verdict:
 def published_design(docs: Path, preset: str):
     """The design that decided ``docs/data/<preset>/claims.json``: the ``spec.toml`` stored
     beside it (today's preset may have changed since), else today's built-in preset."""
+    from normlab.lab.reading import read_text
     from normlab.lab.study.spec import load_builtin, parse_spec
+    from normlab.lab.study.spec.parse import MAX_SPEC_BYTES
 
     path = docs / "data" / preset / "spec.toml"
-    if path.is_file():
-        return parse_spec(path.read_text("utf-8"), str(path), default_name=preset)
+    if os.path.lexists(path):  # bounded: a FIFO or a directory there is refused, not waited on
+        text = read_text(path, str(path), limit=MAX_SPEC_BYTES)
+        return parse_spec(text, str(path), default_name=preset)
     return load_builtin(preset)
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from normlab.lab import doc as d
 from normlab.lab.errors import UsageError
-from normlab.lab.io import write_file
+from normlab.lab.io import hold, sub_dir, write_file
 from normlab.lab.study.decide import rules_of
 from normlab.lab.study.published import claims_page, coverage, headline
 from normlab.lab.study.published.compare import effects
@@ -239,7 +239,7 @@ def write(docs: Path) -> list[Path]:
     doc = document(docs)
     (fig,) = [b for b in d.walk(doc.blocks) if isinstance(b, d.Figure)]
     paths = [docs / "results.md", docs / "results.html", docs / FOREST]
-    paths[2].parent.mkdir(exist_ok=True)
+    sub_dir(docs, paths[2].parent.name)  # a symlink there is refused, not written through
     write_file(paths[0], d.to_markdown(doc))
     write_file(paths[1], d.to_html(doc, toc_after=2))
     write_file(paths[2], fig.png)
@@ -255,7 +255,9 @@ def main(docs: str) -> int:
             f"--coverage {docs}: no {root / 'data'} directory; run from the repository's "
             "root or name its docs/ directory"
         )
-    write_file(root / "claims.md", claims_page.render(root))
-    for path in [root / "claims.md", *write(root)]:
+    with hold(root, "study", "--coverage"):  # one process per directory written, as --out
+        write_file(root / "claims.md", claims_page.render(root))
+        paths = [root / "claims.md", *write(root)]
+    for path in paths:
         print(path)
     return 0

@@ -4,14 +4,16 @@ too."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.io import write_file
+from normlab.lab.io import write_json
+from normlab.lab.reading import ReadError, check_strings, read_json
+from normlab.lab.shapes import ANY, Int, Maybe, Num, check_shape
 from normlab.lab.study.decide import Claim
 from normlab.lab.study.report import words
 from normlab.lab.verdict import CLAIM_WORDS, LEVEL, Word
+from normlab.lab.verdict.finding import CLAIM_WORD
 
 
 def scope(preset, claim: Claim) -> list[dict[str, Any]]:
@@ -91,4 +93,42 @@ def claims_json(preset, verdicts, meta: dict) -> dict[str, Any]:
 
 def write_claims(out: Path, preset, verdicts, meta: dict) -> None:
     claims = claims_json(preset, verdicts, meta)
-    write_file(out / "claims.json", json.dumps(claims, indent=1, ensure_ascii=False))
+    write_json(out / "claims.json", claims, indent=1, ensure_ascii=False)
+
+
+# What the readers of a claims.json (--compare, --size-seeds, --coverage and the published
+# pages) read of it, to the leaves: a file from elsewhere is checked before it is read.
+_OUTCOMES = ("diverged", "stalled", "bounded", "unpaired")
+_SEEDS = {"n": Int(0), "*": Maybe(ANY)} | {f"{k}_seeds?": [Int(0)] for k in _OUTCOMES}
+_ESTIMATE = {
+    "verdict": CLAIM_WORD,
+    "why?": str,
+    **dict.fromkeys(("effect?", "lo?", "hi?", "mde?"), Num()),
+    "n?": Int(0),
+    "values?": [Num()],
+    "means?": {"*": Maybe(Num())},
+    "seed_outcomes?": _SEEDS,
+    "controls?": [{"control": str, "verdict": CLAIM_WORD, "why": str, "seed_outcomes?": _SEEDS}],
+}
+_SCOPE = dict.fromkeys(("d", "blocks", "T", "B", "steps"), Int(0)) | {"init": str}
+CLAIMS_SCHEMA = {
+    "preset": str,
+    "seed_block?": Int(0, 10**14),
+    "plateau_h?": Num(),
+    "claims": [
+        {"name": str, **_ESTIMATE, "scope?": [_SCOPE], "parts?": [{"part": str, **_ESTIMATE}]}
+    ],
+}
+
+
+def read_claims(path: Path, what: str | None = None) -> dict[str, Any]:
+    """A ``claims.json`` read bounded (``normlab.lab.reading``), its strings without control
+    characters and its values of the types the readers take, to the leaves; a
+    :class:`normlab.lab.reading.ReadError` naming the file and the key otherwise."""
+    what = what or str(path)
+    doc = check_strings(read_json(path, what), what)
+    try:
+        return check_shape(doc, CLAIMS_SCHEMA, "")
+    except ReadError as e:
+        detail = str(e).removeprefix(": ")
+        raise ReadError(f"{what}: not a study's claims.json ({detail})") from None

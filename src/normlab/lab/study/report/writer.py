@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from normlab.lab import doc as d
-from normlab.lab.io import write_file
+from normlab.lab.io import sub_dir, write_file
 from normlab.lab.render import md_table
 from normlab.lab.study.decide import H_TEXT, Claim, Verdict, rules_of
 from normlab.lab.study.report import words
@@ -226,8 +226,7 @@ def write_reports(result, out: Path, *, lead_md: str = "", lead_html: str = "") 
     (``normlab advise``'s advice) open the reports, right after their title. The report is one
     document: summary first, the shared explanation once, then the claims."""
     preset, results, verdicts, meta = result.study, result.results, result.verdicts, result.meta
-    plot_dir = out / "plots"
-    plot_dir.mkdir(parents=True, exist_ok=True)
+    plot_dir = sub_dir(out, "plots")  # a symlink there is refused, not written through
     timings, h = meta.get("timings") or {}, meta.get("plateau_h")
     env = meta["environment"]
     doc = d.Document(f"normlab study: {preset.name}")

@@ -11,6 +11,7 @@ from normlab.lab.study.run.runner import (
     configure,
     environment,
     run_study,
+    start_anew,
     summary,
 )
 from normlab.lab.study.run.store import ResultStore, find_run, run_key, saved_config
@@ -27,6 +28,7 @@ __all__ = [
     "run_key",
     "run_study",
     "saved_config",
+    "start_anew",
     "StudyOptions",
     "StudyResult",
     "summary",

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.errors import UsageError
-from normlab.lab.reading import read_json
+from normlab.lab.study.report.claims_json import read_claims
 from normlab.lab.study.spec import Study
 from normlab.lab.verdict import detectable, statistic
 
@@ -94,9 +93,7 @@ def main(study: Study, pilot_dir: str, cap: int = 16) -> int:
     """``normlab study --size-seeds DIR``: the seeds each claim of ``study`` needs, printed,
     from the pilot study in ``pilot_dir``."""
     path = Path(pilot_dir) / "claims.json"
-    pilot = read_json(path, f"--size-seeds {pilot_dir}: {path}")  # bounded: depth, finite
-    if not isinstance(pilot, dict) or not isinstance(pilot.get("claims"), list):
-        raise UsageError(f"--size-seeds {pilot_dir}: {path} is not a study's claims.json")
+    pilot = read_claims(path, f"--size-seeds {pilot_dir}: {path}")  # bounded, to its leaves
     print(f"seeds per claim from the pilot {path} (seed block {pilot.get('seed_block')}):")
     print(format_plans(size_seeds(study, pilot, cap), cap))
     return 0

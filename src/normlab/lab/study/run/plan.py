@@ -21,6 +21,8 @@ import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from normlab.lab.errors import UsageError
+from normlab.lab.limits import fmt_bytes
 from normlab.lab.render import text_table
 from normlab.lab.study.run import machine as host
 from normlab.lab.study.run.machine import Machine
@@ -186,6 +188,7 @@ def plan_workers(
     machine = machine or host.this_machine(cuda)
     wanted = threads or min(max(map(run_threads, configs), default=1), machine.cpus)
     if workers:
+        check_workers(configs, workers, machine)
         return WorkerPlan(workers, threads or min(wanted, max(1, machine.cpus // workers)),
                           "--workers", bool(threads))  # fmt: skip
     per_run = WORKER_BYTES + max(map(host_memory, configs), default=0)
@@ -198,6 +201,24 @@ def plan_workers(
         bounds.append((WORKERS_PER_GPU * max(1, machine.gpus), "GPUs"))
     n, limit = min(bounds, key=lambda b: b[0])
     return WorkerPlan(max(1, n), wanted, limit, bool(threads))
+
+
+def check_workers(
+    configs: Sequence[TrainConfig], workers: int, machine: Machine | None = None
+) -> None:
+    """A :class:`UsageError` if ``workers`` (``--workers``) runs of ``configs`` at once, each a
+    worker and the largest run, need more than the memory available: counted before any
+    process starts, as the default plan counts them."""
+    if not workers:
+        return
+    per_run = WORKER_BYTES + max(map(host_memory, configs), default=0)
+    memory = (machine or host.this_machine()).memory
+    if workers * per_run > memory:
+        raise UsageError(
+            f"--workers {workers:,}: that many runs at once need about "
+            f"{fmt_bytes(workers * per_run)} ({fmt_bytes(per_run)} each), more than the "
+            f"{fmt_bytes(memory)} this machine has available; at most {max(1, memory // per_run):,}"
+        )
 
 
 def wall_seconds(costs: Iterable[float], workers: int) -> float:

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 from normlab.lab.errors import UsageError
+from normlab.lab.io import hold
+from normlab.lab.reading import printable
 from normlab.lab.study.decide import decide_all
 from normlab.lab.study.report import write_reports
 from normlab.lab.study.run.provenance import run_with, study_of
@@ -68,8 +70,13 @@ def main(
 ) -> int:
     """``normlab study --redecide DIR``: :func:`redecide`, then ``claims.json`` and the reports
     rewritten and the claim table printed; 1 if runs are missing from ``results.jsonl``."""
+    if not out.is_dir():
+        raise UsageError(f"--redecide {printable(str(out))}: no such directory")
     result = redecide_study(out, spec_file=spec_file, device=device, precision=precision)
-    write_reports(result, out)
+    # Every refusal comes before anything is written; the lock then keeps out a study that
+    # still runs there (its reports are its own to write).
+    with hold(out, "study", "--redecide"):
+        write_reports(result, out)
     if not quiet:
         print(summary(result, out))
     if result.failed:

@@ -9,7 +9,6 @@ with the threads its model's width pays for (``normlab.lab.study.run.plan.plan_w
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import signal
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from normlab.lab.errors import UsageError
-from normlab.lab.io import set_aside, write_file
+from normlab.lab.io import set_aside, write_json
 from normlab.lab.limits import check_threads
 from normlab.lab.reading import read_json
 from normlab.lab.study.decide import Claim, Results, Verdict, decide_all
@@ -173,7 +172,7 @@ def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
         "plateau_h": corpus.unigram_val_xent(),  # H of the "fails"/"trains" rules
         **record(study, options.device, options.precision),  # the design --redecide rebuilds
     }
-    write_file(options.out / "study.json", json.dumps(meta, indent=2))
+    write_json(options.out / "study.json", meta, indent=2)
     verdicts = decide_all(study, results, meta["plateau_h"], timings)
     return StudyResult(study, results, verdicts, meta, failed)
 
@@ -321,16 +320,34 @@ def train_runs(study: Study, corpus, options: StudyOptions, plan=None, executor=
     return results, failed, len(runs) - len(todo), plan
 
 
+# What a study writes in its output directory: without --resume, the ones there move aside
+# together, so the study they hold can still be decided (--redecide DIR/previous-<time>) and a
+# file of the user's of one of these names is kept, not overwritten.
+STUDY_FILES = ("results.jsonl", "study.json", "claims.json", "report.md", "report.html", "plots")
+
+
 def _open_store(store, options: StudyOptions):
     """The results file, continued (``resume``: a torn last line set aside) or started anew
-    (an old one renamed, never overwritten)."""
+    (what an earlier study left moved aside whole, never overwritten: :func:`start_anew`)."""
     if options.resume and (torn := store.set_aside_torn_line()) is not None and not options.quiet:
         print(f"a torn last line of {store.path.name} (a crash mid-write) was moved to {torn}")
-    if not options.resume and store.path.exists():
-        old = set_aside(store.path, "results", ".jsonl")  # a new name: no backup overwritten
-        if not options.quiet:
-            print(f"previous results moved to {old} (use --resume to continue them)")
+    if not options.resume:
+        start_anew(options)
     return store
+
+
+def start_anew(options: StudyOptions, extra: tuple[str, ...] = ()) -> None:
+    """Without ``resume``: the :data:`STUDY_FILES` (and ``extra``) in the output directory moved
+    into ``OUT/previous-<time>``, a folder that holds everything to decide that study again."""
+    if options.resume:
+        return
+    old = set_aside(options.out, STUDY_FILES + extra, "previous")
+    if old is not None:
+        print(
+            f"an earlier study's files were moved to {old} (--resume continues a study; "
+            f"--redecide {old} decides that one again)",
+            file=sys.stderr if options.quiet else sys.stdout,
+        )
 
 
 class Progress:

@@ -18,9 +18,19 @@ from typing import Any
 
 from normlab.lab.errors import UsageError
 from normlab.lab.io import open_append
-from normlab.lab.reading import ReadError, check_strings, loads_json, printable, read_text
+from normlab.lab.reading import (
+    ReadError,
+    check_strings,
+    loads_json,
+    printable,
+    read_bytes,
+    read_text,
+)
+from normlab.lab.shapes import ANY, SCALAR, Choice, Either, Int, Maybe, Num, check_shape
+from normlab.lab.train.device import DEVICES, PRECISIONS
 from normlab.lab.train.trainer import TrainConfig, concrete_device
 from normlab.models import TransformerConfig
+from normlab.validation import REAL_MAX
 
 # Fields that change how fast a run goes, not what it computes.
 _SPEED_ONLY = ("threads",)
@@ -130,22 +140,51 @@ class ResultStore:
         return out
 
     def set_aside_torn_line(self) -> Path | None:
-        """Move a torn last line (a crash mid-write: no newline at the end) out of the file into
-        ``results.jsonl.torn``; returns where it went, or None when the file ends whole."""
-        data = self.path.read_bytes() if self.path.exists() else b""
+        """Make the file end whole before it is continued: a record cut short by a crash (no
+        newline at the end) moves to ``results.jsonl.torn`` (returns where it went); a complete
+        record written without its newline gets one, and is kept. Anything else at the end is
+        a :class:`UsageError` naming its line, and the file is read bounded
+        (``normlab.lab.reading.read_bytes``): nothing is changed before both checks."""
+        if not os.path.lexists(self.path):
+            return None
+        data = read_bytes(self.path, f"--resume: {self.path}")
         if not data or data.endswith(b"\n"):
             return None
         cut = data.rfind(b"\n") + 1
-        torn = self.path.with_name(self.path.name + ".torn")
-        _append_line(torn, data[cut:] + b"\n")
-        with open(self.path, "r+b") as f:
-            f.truncate(cut)
-        return torn
+        where = f"{self.path} line {data.count(NEWLINE, 0, cut) + 1}"
+        text = data[cut:].decode("utf-8", "replace")
+        try:
+            rec = check_strings(loads_json(text, where), where)
+        except ReadError as e:
+            if not _torn(text):
+                raise UsageError(
+                    f"{e}; fix or remove that line, or start without --resume"
+                ) from None
+            torn = self.path.with_name(self.path.name + ".torn")
+            _append_line(torn, data[cut:] + b"\n")
+            _truncate(self.path, cut)
+            return torn
+        if problem := record_problem(rec):
+            raise UsageError(f"{where}: not a run's record ({problem}); fix or remove that line")
+        _append_line(self.path, b"")  # a whole record: only its newline is missing
+        return None
 
     def append(self, record: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         line = json.dumps(record, allow_nan=False, separators=(",", ":")) + "\n"
         _append_line(self.path, line.encode())
+
+
+NEWLINE = b"\n"
+
+
+def _truncate(path: Path, size: int) -> None:
+    """``path`` cut to ``size`` bytes, never through a symlink."""
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        os.ftruncate(fd, size)
+    finally:
+        os.close(fd)
 
 
 def _append_line(path: Path, line: bytes) -> None:
@@ -165,12 +204,17 @@ def _append_line(path: Path, line: bytes) -> None:
 
 
 def _torn(line: str) -> bool:
-    """Whether ``line`` is the start of a JSON document cut short (what a crash mid-write
-    leaves), not garbage: the parser ran out of text rather than met a wrong character."""
+    """Whether ``line`` is the start of a JSON object cut short (what a crash mid-write leaves),
+    not garbage: the parser ran out of text (between tokens, inside a string or an escape)
+    rather than met a wrong character."""
+    if not line.startswith("{"):
+        return False
     try:
         json.loads(line)
     except json.JSONDecodeError as e:
-        return line.startswith("{") and e.pos >= len(line.rstrip())
+        end = len(line.rstrip())
+        cut_escape = e.msg.startswith("Invalid \\uXXXX") and e.pos + 6 > end
+        return e.pos >= end or e.msg.startswith("Unterminated string") or cut_escape
     except (ValueError, RecursionError):
         return False
     return False
@@ -203,7 +247,55 @@ def record_problem(rec: Any, results: bool = True) -> str | None:
     for k in ("name", "seed_index"):
         if k in rec and not isinstance(rec[k], str if k == "name" else int):
             return f"{k}: expected {'a string' if k == 'name' else 'an int'}"
+    try:  # the leaves the verdicts, the plots and the report read
+        check_shape(rec, _RECORD, "")
+    except ReadError as e:
+        return str(e).removeprefix(": ")
+    if (big := _largest(res)) > RUN_VALUE_MAX:
+        return (
+            f"a value of {big:.3g} in its result, beyond what a run computes (at most "
+            f"{RUN_VALUE_MAX:.3g}, float32's largest)"
+        )
     return None
+
+
+# A run computes in float32 at most: a larger value in a record was not written by a run (and
+# sums of such values overflow the verdicts' and the plots' arithmetic).
+RUN_VALUE_MAX = REAL_MAX
+_VALUES = Either(Maybe(Num()), [Maybe(Num())])
+_RECORD = {
+    "key": str,
+    "name?": str,
+    "seed_index?": Int(0),
+    "seed?": Int(),
+    "preset?": str,
+    "corpus_sha256?": str,
+    "result": {
+        "config": {"model": {"*": ANY}, "*": ANY},
+        "status": Choice(("ok", "diverged")),
+        "reason": str,
+        "diverged_step?": Int(0),
+        "stopped_step?": Int(0),
+        "history": {"*": [Maybe(Num())]},
+        "evals": [{"*": _VALUES}],
+        "probes": {"*": {"*": Either(_VALUES, {"*": _VALUES})}},
+        "summary": {"*": Either(_VALUES, str, bool, {"*": _VALUES})},
+    },
+}
+
+
+def _largest(doc: Any) -> float:
+    """The largest magnitude of a float in ``doc``."""
+    stack, big = [doc], 0.0
+    while stack:
+        v = stack.pop()
+        if isinstance(v, float):
+            big = max(big, abs(v))
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return big
 
 
 def check_study_json(meta: Any, where: str, *, complete: bool = True) -> dict:
@@ -222,20 +314,40 @@ def check_study_json(meta: Any, where: str, *, complete: bool = True) -> dict:
     bad_corpus = not isinstance(corpus, dict) or not isinstance(corpus.get("sha256"), str)
     if bad_corpus and (complete or "corpus" in meta):
         raise UsageError(f"{where}: corpus: expected an object with the corpus's sha256")
-    for k, kind in _META_TYPES.items():
-        if meta.get(k) is not None and not isinstance(meta[k], kind):
-            raise UsageError(f"{where}: {k}: expected {_KINDS[kind]}, got {_val(meta[k])}")
     block = meta.get("seed_block", 0)
     if isinstance(block, bool) or not isinstance(block, int) or not 0 <= block <= 10**14:
         raise UsageError(f"{where}: seed_block: expected an int in [0, 10**14], got {_val(block)}")
-    return meta
+    # the rest to its leaves: what the report, the verdicts and the rebuilt study read
+    schema = (
+        _STUDY_JSON if complete else {k.removesuffix("?") + "?": v for k, v in _STUDY_JSON.items()}
+    )
+    return check_shape(meta, schema, where)
 
 
-# The optional keys of study.json, and their JSON types.
-_META_TYPES = dict.fromkeys(("environment", "timings", "run_with"), dict)
-_META_TYPES |= dict.fromkeys(("overrides", "failed_runs"), list)
-_META_TYPES |= dict.fromkeys(("preset", "spec", "description"), str)
-_KINDS = {dict: "a JSON object", list: "a list", str: "a string"}
+# What is read of a study.json, to the leaves (a study writes more: the rest is only shown).
+_STUDY_JSON = {
+    "preset?": str,
+    "description?": str,
+    "spec?": str,
+    "overrides?": [str],
+    "environment": {
+        **dict.fromkeys(("cpu", "torch", "numba"), str),
+        **dict.fromkeys(("threads", "workers"), Either(Int(0), str)),
+        "device?": Choice(("cpu", "cuda")),
+        "*": Either(SCALAR, [SCALAR]),
+    },
+    "corpus": {"sha256": str, "*": SCALAR},
+    "wall_s": Num(0),
+    "train_wall_s?": Num(0),
+    "finished": str,
+    "failed_runs?": [str],
+    "reused_runs?": Int(0),
+    "timings?": {"*": {"*": [Maybe(Num())]}},
+    "run_with?": {"device?": Choice(DEVICES), "precision?": Choice(PRECISIONS)},
+    "code?": {"*": SCALAR},
+    **dict.fromkeys(("decided_again?", "decided_with?"), str),
+    "untimed?": bool,
+}
 
 
 def _val(v: Any) -> str:
