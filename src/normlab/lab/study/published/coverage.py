@@ -192,6 +192,13 @@ def status(s: Statement, pub: Published) -> Decision:
     return Decision("pending" if s.findings else s.reason)
 
 
+def headline_text(s: Statement, pub: Published) -> str:
+    """A statement's headline in the words every page shows it in (``pages``): the verdict of
+    ``status``, or, for a statement not decided, why not (the status column's short words)."""
+    d = status(s, pub)
+    return str(d.status) if d.status in HEADLINES else NOT_DECIDED[d.status][0]
+
+
 def finding_verdict(s: Statement, f: dict) -> str:
     """The published finding's verdict, or, where the statement names some of its parts, those
     parts' verdicts combined by the finding's own rule (each part as published)."""
