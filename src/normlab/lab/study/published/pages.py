@@ -22,6 +22,7 @@ from normlab.lab.io import write_file
 from normlab.lab.study.published.blocks import KINDS, BlockError, Data
 
 BLOCK = re.compile(r"<!-- from-data (?P<spec>[^\n]*?) -->(?P<body>.*?)<!-- /from-data -->", re.S)
+FENCE = re.compile(r"(^ {0,3}```[^\n]*\n.*?^ {0,3}```[ \t]*$)", re.S | re.M)
 
 
 def pages(docs: Path) -> list[Path]:
@@ -45,11 +46,13 @@ def fill(text: str, data: Data, where: str = "") -> str:
             raise BlockError(f"{where}: <!-- from-data {m['spec']} -->: {e}") from None
         if m["body"].startswith("\n"):
             body = f"\n\n{body}\n\n"
-        elif text[: m.start()].rpartition("\n")[2].lstrip().startswith("|"):
+        elif m.string[: m.start()].rpartition("\n")[2].lstrip().startswith("|"):
             body = body.replace("|", "\\|")
         return f"<!-- from-data {m['spec']} -->{body}<!-- /from-data -->"
 
-    return BLOCK.sub(one, text)
+    # a block shown as an example, in a fenced code block, is text, not a block
+    parts = FENCE.split(text)
+    return "".join(p if i % 2 else BLOCK.sub(one, p) for i, p in enumerate(parts))
 
 
 def render(docs: Path) -> dict[Path, str]:
@@ -135,7 +138,7 @@ def _blank(m: re.Match) -> str:
 
 def hidden(text: str) -> str:
     """``text`` without its blocks, code (fenced and inline) and other HTML comments."""
-    for pattern in (BLOCK, re.compile(r"```.*?```", re.S), re.compile(r"<!--.*?-->", re.S)):
+    for pattern in (FENCE, BLOCK, re.compile(r"<!--.*?-->", re.S)):
         text = pattern.sub(_blank, text)
     return re.sub(r"`[^`\n]*`", "``", text)
 
