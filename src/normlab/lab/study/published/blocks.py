@@ -10,6 +10,7 @@ function of the data and those arguments that returns Markdown.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,9 +43,15 @@ class Data:
         return cls(docs, dirs, cat, coverage.Published.read(docs, cat))
 
     def claims(self, where: str) -> dict[str, dict]:
-        if where not in self.dirs:
+        """``docs/data/WHERE/claims.json``'s claims by name: a preset's study, or a study no
+        preset ran, one level deeper (``advise/llama-3.2-1b``: the coverage reads it not)."""
+        doc = self.dirs.get(where)
+        path = self.docs / "data" / where / "claims.json"
+        if doc is None and ".." not in Path(where).parts and path.is_file():
+            doc = json.loads(path.read_text("utf-8"))
+        if doc is None:
             raise BlockError(f"no docs/data/{where}/claims.json")
-        return {c["name"]: c for c in self.dirs[where]["claims"]}
+        return {c["name"]: c for c in doc["claims"]}
 
     def claim(self, ref: str) -> dict:
         where, name = coverage.split_ref(ref)

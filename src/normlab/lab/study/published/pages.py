@@ -143,13 +143,14 @@ def hidden(text: str) -> str:
     return re.sub(r"`[^`\n]*`", "``", text)
 
 
-def _sections(lines: list[str], headings: set[str]) -> tuple[set[int], set[str]]:
-    """The line indices of the sections whose heading is in ``headings``, and those found."""
+def _sections(lines: list[str], raw: list[str], headings: set[str]) -> tuple[set[int], set[str]]:
+    """The line indices of the sections whose heading (as written, ``raw``) is in ``headings``,
+    and those found; a heading is a ``#`` line outside code (``lines``: ``hidden``)."""
     out, found, inside = set(), set(), False
     for i, line in enumerate(lines):
         if line.startswith("#"):
-            inside = line.strip() in headings
-            found |= {line.strip()} if inside else set()
+            inside = raw[i].strip() in headings
+            found |= {raw[i].strip()} if inside else set()
         if inside:
             out.add(i)
     return out, found
@@ -173,7 +174,7 @@ def loose(page: str, text: str, used: set[tuple[str, str]] | None = None) -> lis
         used.add((page, "*"))
         return []
     lines, raw = hidden(text).splitlines(), text.splitlines()
-    skip, found = _sections(raw, {what for what, _ in exempt if what.startswith("#")})
+    skip, found = _sections(lines, raw, {what for what, _ in exempt if what.startswith("#")})
     used.update((page, heading) for heading in found)
     phrases = [what for what, _ in exempt if not what.startswith("#")]
     out = []
