@@ -85,6 +85,7 @@ lr = 3.5e-4
 
 [[claims]]
 name = "up"
+rate_check = [0.7, 1.3]  # the standard for rivals; factors no other arm's rate aliases
 statement = "b beats a"
 rule = "contrast"
 terms = [[1, "a", "final_val_loss"], [-1, "b", "final_val_loss"]]
@@ -95,6 +96,7 @@ controls = ["a", {arm = "dead", expect = "fails"}]
 
 [[claims]]
 name = "down"
+rate_check = [0.7, 1.3]  # the standard for rivals; factors no other arm's rate aliases
 statement = "c is worse than a"
 rule = "contrast"
 terms = [[1, "a", "final_val_loss"], [-1, "c", "final_val_loss"]]
@@ -105,6 +107,7 @@ plots = ["seeds"]
 
 [[claims]]
 name = "differs"
+rate_check = [0.7, 1.3]  # the standard for rivals; factors no other arm's rate aliases
 statement = "d differs from a"
 rule = "contrast"
 terms = [[1, "d", "final_val_loss"], [-1, "a", "final_val_loss"]]
@@ -114,6 +117,7 @@ seeds = 4
 
 [[claims]]
 name = "same"
+rate_check = [0.7, 1.3]  # the standard for rivals; factors no other arm's rate aliases
 statement = "e is a"
 rule = "contrast"
 terms = [[1, "e", "final_val_loss"], [-1, "a", "final_val_loss"]]
@@ -135,6 +139,7 @@ seeds = 5
 
 [[claims]]
 name = "grads"
+rate_check = [0.7, 1.3]  # the standard for rivals; factors no other arm's rate aliases
 statement = "b's gradients grow toward the output, more than a's"
 rule = "contrast"
 terms = [[1, "b", "log_grad_ratio"], [-1, "a", "log_grad_ratio"]]
@@ -145,6 +150,7 @@ seeds = 5
 
 [[claims]]
 name = "gains"
+rate_check = [0.7, 1.3]  # the standard for rivals; factors no other arm's rate aliases
 statement = "the dead arm's gains move (undefined where it diverged)"
 rule = "contrast"
 terms = [[1, "dead", "norm_weight_mean"], [-1, "a", "norm_weight_mean"]]
@@ -154,6 +160,7 @@ seeds = 5
 
 [[claims]]
 name = "one-seed"
+rate_check = [0.7, 1.3]  # the standard for rivals; factors no other arm's rate aliases
 statement = "one seed is too few"
 rule = "contrast"
 terms = [[1, "a", "final_val_loss"], [-1, "e", "final_val_loss"]]
@@ -188,6 +195,7 @@ controls = [{arm = "dead", margin = 0.2}]
 
 [[claims]]
 name = "measured-control"
+rate_check = [0.7, 1.3]  # the standard for rivals; factors no other arm's rate aliases
 statement = "b beats a, where b's gains moved"
 rule = "contrast"
 terms = [[1, "a", "final_val_loss"], [-1, "b", "final_val_loss"]]
@@ -204,6 +212,7 @@ delta = 0.001
 
 [[claims]]
 name = "all"
+rate_check = [0.7, 1.3]  # the standard for rivals; factors no other arm's rate aliases
 statement = "b, c and d each differ from a"
 rule = "all_of"
 expect = "!=0"
@@ -326,7 +335,8 @@ def fake_results(study, case: str) -> tuple[dict, dict]:
     seed, sd, shift = CASES[case]
     rng = random.Random(seed)
     results: dict = {}
-    for t in study.runs():
+    runs = study.runs()
+    for t in (t for t in runs if ".lr" not in t.arm):  # a rate check's arms: below
         if t.arm == "e" and t.index == 4:
             continue
         loss = 2.0 + {**_SHIFT, **shift}.get(t.arm, 0.0) + rng.gauss(0, sd)
@@ -360,6 +370,16 @@ def fake_results(study, case: str) -> tuple[dict, dict]:
         }
         for arm, base in (("a", 1.0), ("b", 0.8 + 0.05 * seed), ("c", 0.85))
     }
+    # A rate check's arm ("a.lr0.0007") is its arm at another rate: its run on each seed, the
+    # loss moved a little (from a generator of its own, so the runs above draw as before).
+    again = random.Random(seed + 1000)
+    for t in (t for t in runs if ".lr" in t.arm):
+        base = results.get(t.arm.split(".lr")[0], {}).get(t.index)
+        if base is not None:
+            run = json.loads(json.dumps(base))
+            if run["summary"]["final_val_loss"] is not None:
+                run["summary"]["final_val_loss"] += again.gauss(0, sd / 4)
+            results.setdefault(t.arm, {})[t.index] = run | {"config": t.config.to_dict()}
     return results, rounds
 
 

@@ -53,7 +53,7 @@ def test_collect_schema_is_plain_json():
         stats = probes.collect()
     assert set(stats) == {
         "grad_norm", "grad_norm_block", "residual_rms", "residual_cos", "attn_logit_max",
-        "massive", "logit_rms", "branch_ratio", "sum_rms",
+        "massive", "logit_rms", "logit_absmax", "branch_ratio", "sum_rms", "input_grad_norm",
     }  # fmt: skip
     assert set(stats["grad_norm"]) == {
         "attn.wq",
@@ -68,15 +68,17 @@ def test_collect_schema_is_plain_json():
         assert {k: len(v) for k, v in stats[d].items()} == {"attn": 3, "mlp": 3}
     assert all(0 < x < 1 for v in stats["branch_ratio"].values() for x in v)
     per_sublayer = ("branch_ratio", "sum_rms")
-    lists = {k: v for k, v in stats.items() if k not in ("grad_norm", "logit_rms", *per_sublayer)}
+    scalars = ("logit_rms", "logit_absmax")
+    lists = {k: v for k, v in stats.items() if k not in ("grad_norm", *scalars, *per_sublayer)}
     assert {k: len(v) for k, v in lists.items()} == {
         "grad_norm_block": 3,
         "residual_rms": 3,
         "residual_cos": 2,
         "attn_logit_max": 3,
         "massive": 3,
+        "input_grad_norm": 3,
     }
-    assert empty["logit_rms"] is None and type(stats["logit_rms"]) is float
+    assert all(empty[k] is None and type(stats[k]) is float for k in scalars)
     flat = [x for d in ("grad_norm", *per_sublayer) for v in stats[d].values() for x in v]
     flat += [x for v in lists.values() for x in v]
     assert all(type(x) is float for x in flat)
@@ -117,6 +119,29 @@ def test_values_match_a_direct_computation():
     k = attn.rope(attn.k_norm(attn.wk(x).view(heads)).transpose(1, 2))
     logits = (q @ k.transpose(-1, -2) / 8**0.5).masked_fill(~torch.ones(8, 8).tril().bool(), -1e9)
     assert stats["attn_logit_max"][0] == pytest.approx(logits.max().item(), rel=1e-5)
+
+
+def test_input_gradients_and_the_output_range_match_a_direct_computation():
+    """input_grad_norm[i] is ‖∂loss/∂x_i‖ of block i's input (000 §5.2's ∂loss/∂x_l), read off
+    the inputs kept with retain_grad; logit_absmax the largest |logit|."""
+    model = _model(n_layers=3)
+    tokens = _tokens()
+    inputs = []
+
+    def keep(module, args):
+        args[0].retain_grad()
+        inputs.append(args[0])
+
+    handles = [b.register_forward_pre_hook(keep) for b in model.blocks]
+    with Probes(model) as probes:
+        logits = model(tokens)
+        logits.logsumexp(-1).mean().backward()
+        stats = probes.collect()
+    for h in handles:
+        h.remove()
+    direct = [x.grad.norm().item() for x in inputs]
+    assert stats["input_grad_norm"] == pytest.approx(direct, rel=1e-5)
+    assert stats["logit_absmax"] == pytest.approx(logits.abs().max().item(), rel=1e-6)
 
 
 def test_residual_statistics_skip_padding():

@@ -22,6 +22,7 @@ class Probes:
     - ``massive[i]``: max |h| / median |h| of the stream after block ``i``, the ratio by which
       "massive activations" (Sun et al. 2024) stand out;
     - ``logit_rms``: RMS of the output logits, the output scale a final norm controls;
+    - ``logit_absmax``: the largest |logit|, the output's range;
     - ``branch_ratio[sublayer][i]`` (``"attn"``, ``"mlp"``): Var f / Var(x + f) of block ``i``,
       where f is what the sublayer adds to its skip x (α·x under DeepNorm): the share of the
       sum that comes from the branch (Liu et al. 2020's amplification; over all tokens);
@@ -31,7 +32,9 @@ class Probes:
     and, read at :meth:`collect` after ``backward()`` (before ``zero_grad``):
 
     - ``grad_norm[matrix][i]``: ‖∇W‖ of each weight matrix (``"attn.wq"``, ..., ``"mlp.w_out"``);
-    - ``grad_norm_block[i]``: ‖∇‖ over all parameters of block ``i``.
+    - ``grad_norm_block[i]``: ‖∇‖ over all parameters of block ``i``;
+    - ``input_grad_norm[i]``: ‖∂loss/∂x_i‖ of block ``i``'s input x_i, the residual stream it
+      reads (000 §5.2's gradient: under Pre-Norm it keeps a direct identity term).
 
     Values are plain floats (None where there was no forward pass or no gradient). Use as a
     context manager, or call :meth:`remove` to detach.
@@ -47,6 +50,8 @@ class Probes:
         self._logit: list[Tensor | None] = [None] * n
         self._massive: list[Tensor | None] = [None] * n
         self._out_rms: Tensor | None = None
+        self._out_max: Tensor | None = None
+        self._in_grad: list[Tensor | None] = [None] * n
         self._ratio: dict[str, list[Tensor | None]] = {"attn": [None] * n, "mlp": [None] * n}
         self._sum: dict[str, list[Tensor | None]] = {"attn": [None] * n, "mlp": [None] * n}
         self._handles = [model.lm_head.register_forward_hook(self._head_hook)]
@@ -68,6 +73,14 @@ class Probes:
             if i > 0:  # a block's input is the previous block's output
                 cos = F.cosine_similarity(x.detach().float(), y, dim=-1)  # (B, T)
                 self._cos[i - 1] = _masked_mean(cos, mask)
+            if x.requires_grad:  # read when backward reaches it: every use of x summed
+                x.register_hook(self._input_grad_hook(i))
+
+        return hook
+
+    def _input_grad_hook(self, i: int):
+        def hook(grad: Tensor) -> None:
+            self._in_grad[i] = grad.detach().float().norm()
 
         return hook
 
@@ -95,7 +108,9 @@ class Probes:
 
     @torch.no_grad()
     def _head_hook(self, module, args, out: Tensor) -> None:
-        self._out_rms = out.detach().float().pow(2).mean().sqrt()
+        out = out.detach().float()
+        self._out_rms = out.pow(2).mean().sqrt()
+        self._out_max = out.abs().amax()
 
     # ---- results
 
@@ -110,11 +125,13 @@ class Probes:
         return {
             "grad_norm": {name: _floats(norms) for name, norms in grad_norm.items()},
             "grad_norm_block": _floats(grad_norm_block),
+            "input_grad_norm": _floats(self._in_grad),
             "residual_rms": _floats(self._rms),
             "residual_cos": _floats(self._cos),
             "attn_logit_max": _floats(self._logit),
             "massive": _floats(self._massive),
             "logit_rms": None if self._out_rms is None else self._out_rms.item(),
+            "logit_absmax": None if self._out_max is None else self._out_max.item(),
             "branch_ratio": {k: _floats(v) for k, v in self._ratio.items()},
             "sum_rms": {k: _floats(v) for k, v in self._sum.items()},
         }

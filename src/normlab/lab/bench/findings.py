@@ -120,7 +120,8 @@ def decide_ratio(o: FindingsOptions, log=print) -> list[dict]:
         }
         mine = {f"d={d}": values[f"{impl} d={d}"] for d in o.sizes}
         own = {"sizes": list(o.sizes), "impl": impl, "median_ms": ms, "rows_x_d": ratio.ELEMENTS}
-        out.append(rmsnorm_faster(impl, o.sizes).decide(mine, means=means) | {"record": own})
+        finding = rmsnorm_faster(impl, o.sizes)
+        out.append(finding.decide(mine, means=means) | {"record": own, "design": finding.design()})
     return out
 
 
@@ -130,7 +131,8 @@ def decide_comm(o: FindingsOptions, out: Path) -> dict:
         counts = comm.launch(out / "comm_counts.json")
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:  # a job hung past TIMEOUT_S
         why = f"the torchrun job did not run here: {str(e).splitlines()[0]}"
-        return COMMUNICATION.decide({}, untestable={p: why for p, _ in COMMUNICATION.parts})
+        untestable = {p: why for p, _ in COMMUNICATION.parts}
+        return COMMUNICATION.decide({}, untestable=untestable) | {"design": COMMUNICATION.design()}
     return decide_counts(counts)
 
 
@@ -151,7 +153,8 @@ def decide_counts(counts: dict) -> dict:
     untestable = {}
     if counts.get("world_size", 1) < 2:
         untestable = {p: "one process: nothing to communicate" for p, _ in COMMUNICATION.parts}
-    return COMMUNICATION.decide(values, means=means, untestable=untestable) | {"record": counts}
+    decided = COMMUNICATION.decide(values, means=means, untestable=untestable)
+    return decided | {"record": counts, "design": COMMUNICATION.design()}
 
 
 def run_findings(options: FindingsOptions, log=print) -> Path:

@@ -33,6 +33,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help=f"input draws per finding (default {SEEDS}, 3 with --reduced; 0: no findings)",
     )
+    p.add_argument(
+        "--seed-block",
+        type=int_in(0, 10_000),
+        default=_DEFAULT.seed_block,
+        help="the findings' draws come from this block (seeds 10000·block + i), so a design "
+        "can be decided on draws no run has used (default 0)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar and no table")
 
 
@@ -53,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
         backends=None if args.backends == "all" else tuple(args.backends.split(",")),
         quiet=args.quiet,
         seeds=args.seeds,
+        seed_block=args.seed_block,
     )
     options.resolved_grid()  # the rows' bound, before the directory is made
     # One process per output directory: two sweeps into one --out would mix their files.

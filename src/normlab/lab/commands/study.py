@@ -70,6 +70,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--coverage", metavar="DOCS", nargs="?", const="docs", help=coverage_help)
     p.add_argument(
+        "--register",
+        metavar="DOCS",
+        nargs="?",
+        const="docs",
+        help="stamp every preset claim's design, statement's test plan and published finding's "
+        "design that changed since DOCS/data/registry.json last registered it, and each "
+        "published study's data, as fixed now (commit the file with the change, before any run "
+        "of the new design); and exit",
+    )
+    p.add_argument(
         "--redecide",
         metavar="DIR",
         default=None,
@@ -82,7 +92,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from normlab.lab.study.published import compare, results
+    from normlab.lab.study.published import compare, registry, results
     from normlab.lab.study.run import pilot
 
     if args.print_spec:
@@ -92,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
         return compare.main(args.compare)
     if args.coverage:
         return results.main(args.coverage)
+    if args.register:
+        return registry.main(args.register)
     if args.redecide:
         if args.overrides or args.preset:
             raise UsageError("--redecide reads the spec and its --set overrides from study.json")

@@ -10,7 +10,16 @@ import math
 
 import torch
 
-from normlab.lab.numerics.measuring import LOW, NAIVE, NEAR_ZERO, draw, part, run
+from normlab.lab.numerics.measuring import (
+    LOW,
+    NAIVE,
+    NEAR_ZERO,
+    ORDER_OF_MAGNITUDE,
+    ORDER_WHY,
+    draw,
+    part,
+    run,
+)
 from normlab.lab.numerics.sentences import OPS
 from normlab.lab.verdict.finding import Finding
 
@@ -26,7 +35,8 @@ EXPLODES = Finding(
             f"{name}: true max|dx| grows",
             f"log10(max|dx| at eps={EPS_SMALL:g} / at eps={EPS_DEFAULT:g}), float64 truth, rows "
             f"peaking at {NEAR_ZERO:g} (statistic ≈ 1e-9)",
-            delta=1.0,
+            delta=ORDER_OF_MAGNITUDE,
+            why=ORDER_WHY,
         )
         for name in OPS.values()
     ),
@@ -46,6 +56,7 @@ def _worse(dtype: str) -> Finding:
                 "the naive op that are inf/NaN or off by ≥ 10 % of the row's max |dx| (a true "
                 f"dx beyond the dtype's range counts), rows peaking at {NEAR_ZERO:g}",
                 delta=0.01,
+                why="1 % of the dx entries: one wrong gradient entry in a hundred",
             )
             for name in OPS.values()
         ),

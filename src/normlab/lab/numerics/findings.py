@@ -3,9 +3,14 @@
 Each statement is a :class:`~normlab.lab.verdict.finding.Finding` whose rules are fixed in code,
 before any measurement; its measure draws the inputs (one repetition = one seeded draw of
 ``ROWS`` rows of ``HIDDEN``, :mod:`normlab.lab.numerics.measuring`) and computes every part's
-value per draw, and :func:`decide_all` decides them. The findings live by family: 000 §7's
-stability (:mod:`~normlab.lab.numerics.stability`), the small eps
+value per draw, and :func:`decide_all` decides them. The findings live by family: 000 §7.2's
+stability on inputs inside the range (:mod:`~normlab.lab.numerics.stability`), where the naive
+FP16 code leaves it and 000 §7.1's fix (:mod:`~normlab.lab.numerics.overflow`), the small eps
 (:mod:`~normlab.lab.numerics.eps`), and here FP32 statistics and 001's sphere.
+
+The draws come from a seed block (``measuring.seeds_of``, as a study's): a design registered
+before a block's data is decided on that block's draws, and every published verdict names its
+block, its draws and its design (``Finding.design``).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import torch
 from normlab import reference
 from normlab.lab.limits import using_threads
 from normlab.lab.numerics import eps as eps_findings
-from normlab.lab.numerics import stability
+from normlab.lab.numerics import overflow, stability
 from normlab.lab.numerics.measuring import (
     EPS,
     FP32_STATS,
@@ -30,6 +35,7 @@ from normlab.lab.numerics.measuring import (
     draw,
     part,
     run,
+    seeds_of,
 )
 from normlab.lab.numerics.sentences import OPS
 from normlab.lab.verdict.finding import Finding
@@ -66,11 +72,15 @@ SPHERE = Finding(
             f"max over rows of |‖x̂‖/√d − 1|, FP32, ordinary rows of scale 1, eps={EPS:g}",
             "≈0",
             1e-3,
+            why="0.1 % of the radius: FP32 rounding leaves ~1e-5, a shrinkage that matters is "
+            "larger",
         ),
         part(
             "inside with eps",
             f"mean over rows of 1 − ‖x̂‖/√d, FP32, rows with mean(x²) = 100·eps (eps={EPS:g})",
             delta=1e-3,
+            why="0.1 % of the radius, as 'on the sphere': eps at 100× under mean(x²) shrinks it "
+            "by ~0.5 %",
         ),
     ),
 )
@@ -79,9 +89,11 @@ FINDINGS: dict[str, Finding] = {
     f.name: f
     for f in (
         stability.MORE_STABLE,
+        overflow.SQUARES,
         *eps_findings.FINDINGS,
         FP32_NEEDED,
-        stability.STABLE,
+        overflow.STABLE,
+        overflow.PARITY,
         SPHERE,
     )
 }
@@ -143,6 +155,8 @@ def _alone(name: str, fn: Callable[[range, dict], dict[str, list[float]]]) -> Me
 # Each group of findings is measured in one pass (the small-eps findings share their runs).
 GROUPS: tuple[tuple[tuple[str, ...], Measure], ...] = (
     *(((n,), _alone(n, fn)) for n, fn in stability.MEASURES.items()),
+    ((overflow.SQUARES.name,), _alone(overflow.SQUARES.name, overflow.measure_squares)),
+    ((overflow.STABLE.name, overflow.PARITY.name), overflow.measure_fixes),
     (tuple(f.name for f in eps_findings.FINDINGS), eps_findings.measure),
     ((FP32_NEEDED.name,), _alone(FP32_NEEDED.name, _fp32_stats)),
     ((SPHERE.name,), _alone(SPHERE.name, _sphere)),
@@ -161,18 +175,24 @@ def _summary(record: dict) -> dict:
     return out
 
 
-def decide_all(seeds: int = SEEDS, names=None, progress: bool = False) -> list[dict]:
-    """Measure and decide every finding (or those ``names``), in ``FINDINGS``' order; each dict
-    is the verdict with the raw values per draw (``values``) and what its plot needs
-    (``record``)."""
+def decide_all(
+    seeds: int = SEEDS, names=None, progress: bool = False, seed_block: int = 0
+) -> list[dict]:
+    """Measure and decide every finding (or those ``names``), in ``FINDINGS``' order, on the
+    first ``seeds`` draws of ``seed_block``; each dict is the verdict with the raw values per
+    draw (``values``), what its plot needs (``record``), and its registration: the design it was
+    decided under (``design``), the block and the draws (``seed_block``, ``seeds``)."""
     from tqdm.auto import tqdm
 
+    draws = seeds_of(seed_block, seeds)
     wanted = [n for n in FINDINGS if names is None or n in names]
     out: dict[str, dict] = {}
     with using_threads(1):  # thousands of tiny ops: thread barriers cost more than the work
         groups = [(g, fn) for g, fn in GROUPS if set(g) & set(wanted)]
         for _, fn in tqdm(groups, desc="findings", disable=not progress, leave=False):
-            for name, (values, record) in fn(range(seeds)).items():
-                verdict = FINDINGS[name].decide(values, means=_summary(record))
-                out[name] = verdict | {"record": record}
+            for name, (values, record) in fn(draws).items():
+                finding = FINDINGS[name]
+                verdict = finding.decide(values, means=_summary(record))
+                registered = {"design": finding.design(), "seed_block": seed_block}
+                out[name] = verdict | {"record": record, **registered, "seeds": list(draws)}
     return [out[n] for n in wanted]

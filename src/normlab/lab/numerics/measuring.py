@@ -27,6 +27,22 @@ EPS = 1e-6  # the eps of the scale and FP32-statistics measurements (LLaMA's, th
 SCALES = (1e-2, 1.0, 10.0, 100.0, 300.0, 1e3, 3e3, 1e4, 6e4)  # largest |x| of a row
 SCALE_RANGE = (1.0, 6e4)  # where the overflow threshold is searched (6e4 still fits in FP16)
 FACTOR_2 = math.log10(2)  # δ of the log10 ratios: a factor of 2 matters
+FACTOR_2_WHY = (
+    "a factor 2 in error (log10 2): one rounding's error moves within a factor 2 with where a "
+    "value falls in its binade; less is no difference in precision"
+)
+RANGE_WHY = (
+    "a factor 2 in the threshold (log10 2): it is searched to 1 %, and a range within a factor "
+    "2 of another is the same range for a user; less is no difference in where the code breaks"
+)
+ORDER_OF_MAGNITUDE = 1.0  # δ of a log10 ratio that must be an order of magnitude
+ORDER_WHY = (
+    "an order of magnitude (log10 10): 'explodes' names growth by orders of magnitude; less "
+    "than 10× is no explosion"
+)
+# Seed blocks, as a study's (``SEED_STRIDE · block + i``): a block's draws share none with
+# another block's at any --seeds up to the stride, so a design can be confirmed on fresh draws.
+SEED_STRIDE = 10_000
 
 NAIVE: dict[str, Callable] = {"rms_norm": naive_rms_norm, "layer_norm": naive_layer_norm}
 FP32_STATS: dict[str, Callable] = {
@@ -36,12 +52,31 @@ FP32_STATS: dict[str, Callable] = {
 
 
 def part(
-    label: str, what: str, expect: str = ">0", delta: float = FACTOR_2, trim: float = 0.0
+    label: str,
+    what: str,
+    expect: str = ">0",
+    delta: float = FACTOR_2,
+    trim: float = 0.0,
+    why: str | None = None,
 ) -> tuple[str, Part]:
     """A finding's part ``label``: per repetition ``v`` = ``what``, decided as ``expect`` against
-    ``delta`` (by default: a log10 ratio that must exceed a factor of 2) on the statistic
-    ``trim`` names (``Part``)."""
-    return label, Part(what, expect, delta, trim)
+    ``delta`` (by default: a log10 ratio that must exceed a factor of 2, for ``FACTOR_2_WHY``)
+    on the statistic ``trim`` names (``Part``); ``why``: why that δ."""
+    if why is None:
+        why = FACTOR_2_WHY if delta == FACTOR_2 else ""
+    return label, Part(what, expect, delta, trim, why)
+
+
+def append(record: dict, key: str, value) -> None:
+    """Add ``value`` to the list ``record[key]`` (a per-draw series of a finding's record)."""
+    record.setdefault(key, []).append(value)
+
+
+def seeds_of(block: int, n: int) -> range:
+    """The ``n`` draws of seed block ``block``."""
+    if block < 0 or not 0 <= n <= SEED_STRIDE:
+        raise ValueError(f"seed block must be >= 0 and draws in [0, {SEED_STRIDE}]: {block}, {n}")
+    return range(SEED_STRIDE * block, SEED_STRIDE * block + n)
 
 
 def draw(
@@ -56,6 +91,13 @@ def draw(
     b = 0.1 * torch.randn(hidden, generator=g, dtype=torch.float64)
     dy = torch.randn(rows, hidden, generator=g, dtype=torch.float64)
     return tuple(t.to(dtype) for t in (x, w, b, dy))
+
+
+def _standardized(seed: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """:func:`draw`'s float64 rows at zero mean and unit standard deviation, with its w, b, dy."""
+    x, w, b, dy = draw(seed, torch.float64)
+    z = (x - x.mean(-1, keepdim=True)) / x.std(-1, unbiased=False, keepdim=True)
+    return z, w, b, dy
 
 
 def spacing(v: float, dtype: torch.dtype) -> float:
@@ -74,12 +116,20 @@ def draw_shifted(
     rounds the row to a constant (then the truth is LayerNorm's β and nothing cancels); u puts
     each row's mean off the dtype's grid, as a data row's mean almost always is (a mean the
     dtype holds exactly, such as 1e3 in FP16, is not rounded and so does not cancel)."""
-    x, w, b, dy = draw(seed, torch.float64)
-    z = (x - x.mean(-1, keepdim=True)) / x.std(-1, unbiased=False, keepdim=True)
-    u = torch.rand(x.shape[0], 1, generator=torch.Generator().manual_seed(104729 + seed))
+    z, w, b, dy = _standardized(seed)
+    u = torch.rand(z.shape[0], 1, generator=torch.Generator().manual_seed(104729 + seed))
     gap = spacing(mean, dtype)
     x = mean + u.double() * gap + spread_ulps * gap * z
     return tuple(t.to(dtype) for t in (x, w, b, dy))
+
+
+def draw_near_constant(
+    seed: int, dtype: torch.dtype, mean: float, sd: float
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """:func:`draw`'s rows as ``x = mean + sd·z`` (z at unit standard deviation), rounded to
+    ``dtype``: near-constant rows, where σ² + ε is small and the mean is not."""
+    z, w, b, dy = _standardized(seed)
+    return tuple(t.to(dtype) for t in (mean + sd * z, w, b, dy))
 
 
 def run(fn: Callable, op: str, inputs, eps: float, *, grad: bool = False) -> dict:
@@ -107,7 +157,14 @@ def wrong_fraction(actual: Tensor, truth: Tensor) -> float:
 
 def capped_error(m: dict) -> float:
     """A forward's max relative error in [1e-8, 1]: a visible failure counts as 1."""
-    if m["nonfinite"] or m["zeroed"] or m["max_rel"] is None:
+    return 1.0 if m["zeroed"] else in_range_error(m)
+
+
+def in_range_error(m: dict) -> float:
+    """The max relative error in [1e-8, 1] of an output whose inputs lie inside the dtype's
+    range: inf/NaN counts as 1; an output flushed to 0 counts by its error (``|t| / max|t|`` of
+    its row), as any other, since inside the range a 0 is a rounding, not an overflow."""
+    if m["nonfinite"] or m["max_rel"] is None:
         return 1.0
     return min(max(m["max_rel"], 1e-8), 1.0)
 

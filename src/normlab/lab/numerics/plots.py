@@ -141,3 +141,32 @@ def finding_grad_vs_eps(verdicts) -> bytes | None:
     render.legend(a)
     render.legend(b)
     return render.png(fig, dpi=80)
+
+
+def finding_more_stable(verdicts) -> bytes | None:
+    """rmsnorm-more-stable: the naive ops' worst error on the large-mean rows vs the rows' mean,
+    per format and output (the worst over the spreads and the draws), and the true max|dx| on
+    near-constant rows (the mean over the draws)."""
+    rec = _record(verdicts, "rmsnorm-more-stable")
+    if not rec:
+        return None
+    fig, axes = render.figure(1, 5, figsize=(17, 3.4), squeeze=False)
+    panels = [(s, w) for s in ("FP16", "BF16") for w in ("forward", "gradient")]
+    for ax, (short, what) in zip(axes[0][:4], panels, strict=True):
+        means = rec["large-mean grid"]["means"][short]
+        for k, op in enumerate(OPS.values()):
+            ax.plot(means, rec["curves"][f"{op} {short} {what}"], STYLES[k], marker=".", label=op)
+        ax.set(xscale="log", yscale="log", title=f"{short} {what}, large-mean rows")
+        ax.set(xlabel="the rows' mean", ylabel="worst max rel. error (inf/NaN = 1)")
+        ax.set_xticks(means, [f"{m:g}" for m in means])
+        ax.set_xticks([], minor=True)
+    ax = axes[0][-1]
+    for k, op in enumerate(OPS.values()):
+        sizes = [rec[f"{op} {s} true max|dx|, near-constant rows"] for s in ("FP16", "BF16")]
+        xs = [j + (k - 0.5) * 0.35 for j in range(2)]
+        ax.bar(xs, [sum(v) / len(v) for v in sizes], width=0.35, label=op)
+    ax.set(yscale="log", xticks=[0, 1], xticklabels=["FP16", "BF16"], ylabel="true max |dx|")
+    ax.set_ylim(bottom=1)
+    ax.set_title("near-constant rows (mean 1, sd 1e-3)", fontsize=9)
+    render.legend(axes[0][0], inside=2)  # the same two ops in every panel
+    return render.png(fig, dpi=80)

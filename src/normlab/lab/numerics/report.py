@@ -118,10 +118,16 @@ def _header_text(result) -> list[str]:
 
 
 def finding_plots(result) -> dict[str, bytes]:
-    """The findings' plots that have data: ``{"error-vs-scale": png, "grad-vs-eps": png}``."""
-    from normlab.lab.numerics.plots import finding_error_vs_scale, finding_grad_vs_eps
+    """The findings' plots that have data: ``{"more-stable": png, "error-vs-scale": png,
+    "grad-vs-eps": png}``."""
+    from normlab.lab.numerics.plots import (
+        finding_error_vs_scale,
+        finding_grad_vs_eps,
+        finding_more_stable,
+    )
 
     pngs = {
+        "more-stable": finding_more_stable(result.verdicts),
         "error-vs-scale": finding_error_vs_scale(result.verdicts),
         "grad-vs-eps": finding_grad_vs_eps(result.verdicts),
     }
@@ -198,7 +204,11 @@ def _statements_blocks(result) -> list:
         text = (d.Strong(v["name"]), ": ", d.Em(v["statement"]), f" ({v['source']}) — ")
         out.append(d.Paragraph((*text, d.Strong(v["verdict"]), f". Rule: {v['rule']}")))
         out.append(d.Items(tuple(f"{p['part']}: {p['verdict']} — {p['why']}" for p in v["parts"])))
-    titles = {"error-vs-scale": "Error vs input scale", "grad-vs-eps": "Gradient vs eps"}
+    titles = {
+        "more-stable": "LayerNorm vs RMSNorm inside the range",
+        "error-vs-scale": "Error vs input scale",
+        "grad-vs-eps": "Gradient vs eps",
+    }
     for name, png in finding_plots(result).items():
         out += [d.Heading(3, titles[name]), d.Figure(titles[name], png, f"numerics-{name}.png")]
     return out

@@ -284,6 +284,7 @@ class NumericsOptions:
     backends: tuple[str, ...] | None = None
     quiet: bool = False  # no progress bar
     seeds: int | None = None  # input draws per finding; None: SEEDS (3 when reduced); 0: none
+    seed_block: int = 0  # the findings' draws: SEED_STRIDE · seed_block + i
 
     def resolved_grid(self) -> Grid:
         grid = REDUCED if self.reduced else Grid()
@@ -311,10 +312,13 @@ def run_numerics(options: NumericsOptions) -> NumericsResult:
     result = sweep(grid, device=options.device, backends=options.backends, quiet=options.quiet)
     result.findings = sentences(result)
     seeds = options.seeds if options.seeds is not None else 3 if options.reduced else SEEDS
-    if seeds < 0:
-        raise UsageError(f"seeds: expected an int >= 0, got {seeds}")
+    if seeds < 0 or options.seed_block < 0:
+        raise UsageError(
+            f"seeds, seed block: expected ints >= 0, got {seeds}, {options.seed_block}"
+        )
     if seeds:
-        result.verdicts = decide_all(seeds, progress=not options.quiet)
+        progress = not options.quiet
+        result.verdicts = decide_all(seeds, progress=progress, seed_block=options.seed_block)
     paths = {k: out / f"numerics.{k}" for k in ("json", "md", "html")}
     write_file(paths["json"], json.dumps(asdict(result), indent=1, allow_nan=False))
     write_file(paths["md"], report.markdown(result))

@@ -6,6 +6,10 @@ draw, a timing round, a training step) a value ``v``, its statistic with an inte
 symmetric rule against δ (``rule.decide``). A finding holds iff every part holds (each at 95 %);
 it does not hold iff some part does not after Holm's step-down across the parts
 (``holm.correct``); a part that cannot be measured here is *not testable here*.
+
+``Finding.design`` is everything that decides a finding, as canonical JSON-ready data: published
+beside its verdict with the seed block it was measured on, so that a design changed after its
+data shows (the lead fingerprints it).
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ from normlab.lab.verdict.statistic import LEVEL, Estimate, statistic
 from normlab.lab.verdict.words import Word
 
 TARGET = Word.DOES_NOT_HOLD  # the decision Holm corrects: all parts must hold
+# What a published finding carries beside its verdict, kept as published when it is redecided:
+# what its plots read, and the design and seeds it was measured under.
+KEPT = ("record", "design", "seed_block", "seeds")
 
 
 @dataclass(frozen=True)
@@ -32,6 +39,7 @@ class Part:
     expect: str
     delta: float
     trim: float = 0.0
+    delta_why: str = ""  # why this δ: registered with the design, not part of the rule's text
 
     def describe(self) -> str:
         stat = statistic(self.trim).words("repetitions")
@@ -39,6 +47,17 @@ class Part:
 
     def estimate(self, values: Sequence[float], level: float) -> Estimate:
         return statistic(self.trim).estimate([float(v) for v in values], level)
+
+    def design(self, label: str) -> dict[str, Any]:
+        """This part of a finding's design (``Finding.design``)."""
+        return {
+            "label": label,
+            "measure": self.what,
+            "expect": self.expect,
+            "delta": float(self.delta),
+            "trim": float(self.trim),
+            "delta_why": self.delta_why,
+        }
 
 
 @dataclass(frozen=True)
@@ -103,16 +122,30 @@ class Finding:
             "means": dict(means or {}),
         }
 
+    def design(self) -> dict[str, Any]:
+        """Everything that decides this finding, as JSON-ready data in a fixed order (name,
+        statement, source, unit, and per part its label, measure, expect, δ, trim and why that
+        δ): equal designs give equal canonical JSON, so a fingerprint of it (e.g. the sha256 of
+        ``json.dumps(design, sort_keys=True)``) tells whether a design changed after its data."""
+        return {
+            "name": self.name,
+            "statement": self.statement,
+            "source": self.source,
+            "unit": self.unit,
+            "parts": [part.design(label) for label, part in self.parts],
+        }
+
     def redecide(self, published: Mapping[str, Any]) -> dict:
         """``published`` (a finding as ``decide`` wrote it) decided again from its stored
-        per-repetition values, with today's parts and rule; its means and record are kept."""
+        per-repetition values, with today's parts and rule; its means, record and registration
+        (the design it was measured under, its seed block and seeds) are kept."""
         values = {p["part"]: p.get("values") for p in published["parts"] if p.get("values")}
         untestable = {
             p["part"]: p["why"]
             for p in published["parts"]
             if p["verdict"] == Word.NOT_TESTABLE and not p.get("values")
         }
-        extra = {k: v for k, v in published.items() if k == "record"}
+        extra = {k: v for k, v in published.items() if k in KEPT}
         decided = self.decide(values, means=published.get("means"), untestable=untestable)
         return decided | extra
 

@@ -14,6 +14,7 @@ class Word(str, Enum):
     INCONCLUSIVE = "inconclusive"  # the design could decide it; these runs did not
     NOT_TESTABLE = "not testable here"  # no outcome of these runs could: a control, or n
     MIXED = "mixed"  # a statement's headline only: the claims that test it as stated disagree
+    DEPENDS = "depends on size"  # a statement's headline only: sizes decided it differently
 
     __str__ = str.__str__
     __format__ = str.__format__

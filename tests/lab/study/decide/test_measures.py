@@ -98,7 +98,8 @@ def test_the_stability_preset_sweeps_every_variant_over_the_same_learning_rates(
     xavier = ("pre", "sandwich", "qk-pre")
     default = ("post-default", "pre-default", "deepnorm-default")  # where Post-LN trains
     variants = [f"{v}-d{d}" for d in (32, 64) for v in xavier + default]
-    lrs = {v: [r.config.lr for r in p.arms if r.name.rsplit("-lr", 1)[0] == v] for v in variants}
+    points = [r for r in p.arms if ".lr" not in r.name]  # a rate check's arms are not the grid
+    lrs = {v: [r.config.lr for r in points if r.name.rsplit("-lr", 1)[0] == v] for v in variants}
     ref = lrs["pre-d64"]
     assert all(v == ref and len(v) >= 6 and max(v) / min(v) >= 100 for v in lrs.values())
     sweeps = [

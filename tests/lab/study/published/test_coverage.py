@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from normlab.lab.study.published import claims_page, coverage
+from normlab.lab.study.published import claims_page, coverage, headline
+from normlab.lab.study.published.registry import Registry
 from normlab.lab.study.published.replay import published_design
 from normlab.lab.study.spec.parse import builtin_names, load_builtin
 from normlab.lab.verdict import CLAIM_WORDS, Word
@@ -73,6 +74,9 @@ def test_every_entry_names_what_exists_or_a_reason():
         assert s.by_test in (Word.HOLDS, Word.DOES_NOT_HOLD), s.id
         assert not set(s.claims) & set(s.related), f"{s.id}: a claim both as stated and related"
         for ref in s.claims + s.related:
+            if ref in s.related and ref.partition(":")[0] in CAT.findings:
+                assert PUBLISHED.finding(ref), f"{s.id}: no published finding {ref}"
+                continue
             assert _claim_exists(ref), f"{s.id}: no preset claim {ref}"
             assert ref.partition(":")[0] in CAT.reports, f"{s.id}: {ref}'s preset has no report"
         for t in s.tests:
@@ -90,7 +94,7 @@ def test_every_published_finding_is_named_by_a_statement():
     assert set(PUBLISHED.findings) == set(CAT.findings), "a findings JSON is missing from docs/"
     published = {f"{c}:{name}" for c, found in PUBLISHED.findings.items() for name in found}
     assert all(PUBLISHED.findings.values()), "an empty findings JSON"
-    named = {ref for s in CAT.statements for ref in s.findings}
+    named = {ref for s in CAT.statements for ref in s.findings + s.related}
     assert not published - named, f"findings no statement names: {published - named}"
     for where in CAT.findings.values():
         report, _, anchor = where["report"].partition("#")
@@ -106,7 +110,7 @@ def _slugs(path: Path) -> set[str]:
 
 
 def test_every_preset_claim_is_named_by_a_statement_or_marked_beyond_the_articles():
-    named = {ref for s in CAT.statements for ref in s.claims + s.related}
+    named = {ref for s in CAT.statements for ref in s.claims + s.related if _claim_exists(ref)}
     beyond = set(CAT.beyond)
     assert not [ref for ref in beyond if not _claim_exists(ref)], "no such claim"
     assert not named & beyond, f"both named and marked beyond the articles: {named & beyond}"
@@ -169,7 +173,8 @@ def test_republishing_a_finding_changes_the_table(tmp_path):
     path.write_text(json.dumps(findings))
     after = claims_page.render(docs)
     row = lambda md: next(r for r in md.splitlines() if "x / RMS(x) lies on the sphere" in r)  # noqa: E731
-    assert "| **holds** |" in row(before) and "| not decided: inconclusive |" in row(after)
+    assert "| **holds** at op level |" in row(before)
+    assert "| not decided: inconclusive |" in row(after)
 
 
 def _published_copy(tmp_path: Path) -> Path:
@@ -181,6 +186,12 @@ def _published_copy(tmp_path: Path) -> Path:
     return docs
 
 
+def _pub(claims: dict, findings: dict | None = None) -> coverage.Published:
+    """Published verdicts made in the test: each preset's rows from a directory of its name."""
+    rows = {p: {n: coverage.Row(e, p) for n, e in cs.items()} for p, cs in claims.items()}
+    return coverage.Published(rows, findings or {}, Registry(), DOCS)
+
+
 @pytest.mark.parametrize(
     "found, by_test, expected",
     [
@@ -188,7 +199,7 @@ def _published_copy(tmp_path: Path) -> Path:
         (("inconclusive",), None, "inconclusive"),
         (("holds", "holds"), None, "holds"),
         (("holds", "inconclusive"), None, "inconclusive"),  # never more than its weakest part
-        (("does not hold", "not testable here"), None, "inconclusive"),
+        (("does not hold", "not testable here"), None, "does not hold"),  # listed, not counted
         (("not testable here", "not testable here"), None, "not testable here"),
         (("holds", "does not hold"), None, "mixed"),
         (("holds", "does not hold", "inconclusive"), None, "mixed"),
@@ -202,29 +213,29 @@ def test_decide(found, by_test, expected):
         s = coverage.Statement("x", "000", "1", "s", tests=("t",), by_test=by_test)
     else:
         s = coverage.Statement("x", "000", "1", "s", claims=claims)
-    assert coverage.status(s, coverage.Published(verdicts, {})).status == expected
+    assert headline.status(s, _pub(verdicts)).status == expected
 
 
 def test_a_related_claim_is_listed_but_never_the_headline():
     """The 1000-layer statement with only its 100-block contrast holding is not decided."""
     verdicts = {"deep": {"at-100": {"verdict": "holds"}, "at-1000": {"verdict": "inconclusive"}}}
-    pub = coverage.Published(verdicts, {})
+    pub = _pub(verdicts)
     s = coverage.Statement("x", "000", "1", "s", claims=("deep:at-1000",), related=("deep:at-100",))
-    assert coverage.status(s, pub).status == "inconclusive"
+    assert headline.status(s, pub).status == "inconclusive"
     only = coverage.Statement("x", "000", "1", "s", related=("deep:at-100",))
-    assert coverage.status(only, pub).status == "related-only"
+    assert headline.status(only, pub).status == "related-only"
     md = (DOCS / "claims.md").read_text()
     row = next(r for r in md.splitlines() if "DeepNorm can train a 1000-layer" in r)
     assert "**holds**" not in row.split("|")[3] and "*related, not the headline:*" in row
 
 
 def test_a_claim_added_after_its_presets_published_study_is_not_run_yet():
-    pub = coverage.Published({"quick": {"old": {"verdict": "holds"}}}, {})
+    pub = _pub({"quick": {"old": {"verdict": "holds"}}})
     new = coverage.Statement("x", "000", "1", "s", claims=("quick:new",))
-    assert coverage.status(new, pub).status == "not-run"
+    assert headline.status(new, pub).status == "not-run"
     # with a claim of a preset that has no claims.json, the older reason stands
     both = coverage.Statement("x", "000", "1", "s", claims=("quick:new", "paper:c"))
-    assert coverage.status(both, pub).status == "prose-only"
+    assert headline.status(both, pub).status == "prose-only"
 
 
 FINDING = {
@@ -241,13 +252,13 @@ FINDING = {
         (None, ("a", "b"), (), "does not hold", "finding"),
         ("inconclusive", (), (), "inconclusive", "claim and finding"),  # the weakest part
         ("does not hold", (), (), "does not hold", "claim and finding"),
-        ("holds", (), (), "mixed", "claim and finding"),
+        ("holds", (), (), "mixed", "claim and finding"),  # a model claim and an op-level finding
         (None, ("a",), ("t",), "holds", "finding"),  # a published finding outranks a test
     ],
 )
 def test_decide_with_a_finding(claim, parts, tests, expected, by):
     claims = {"quick": {"c": {"verdict": claim}}} if claim else {}
-    pub = coverage.Published(claims, {"numerics": {"f": FINDING}})
+    pub = _pub(claims, {"numerics": {"f": FINDING}})
     s = coverage.Statement(
         "x",
         "000",
@@ -259,10 +270,10 @@ def test_decide_with_a_finding(claim, parts, tests, expected, by):
         tests=tests,
         by_test="does not hold",
     )
-    got = coverage.status(s, pub)
+    got = headline.status(s, pub)
     assert (got.status, got.by) == (expected, by)
-    unpublished = coverage.Published({}, {})
-    assert coverage.status(s, unpublished).status == ("prose-only" if claim else "pending")
+    unpublished = _pub({})
+    assert headline.status(s, unpublished).status == ("prose-only" if claim else "pending")
 
 
 def test_the_command_writes_the_table_and_rejects_a_wrong_directory(tmp_path, capsys):
@@ -292,5 +303,91 @@ def test_a_later_rounds_directory_replaces_the_rows_it_ran_again(tmp_path):
 
     write("paper", ("a", "holds"), ("b", "inconclusive"))
     write("paper-round3", ("b", "does not hold"))  # sorts before "paper/" as a path
-    got = {n: c["verdict"] for n, c in published(tmp_path)["paper"].items()}
+    got = {n: r.entry["verdict"] for n, r in published(tmp_path)["paper"].items()}
     assert got == {"a": "holds", "b": "does not hold"}
+
+
+def _sized(verdict: str, d: int) -> dict:
+    scope = {"d": d, "blocks": 4, "T": 64, "B": 16, "steps": 200, "init": "xavier"}
+    return {"verdict": verdict, "scope": [scope]}
+
+
+@pytest.mark.parametrize(
+    "at64, at128, expected, sizes",
+    [
+        ("holds", "holds", "holds", ["d=64 L=4", "d=128 L=4"]),  # "holds at sizes ..."
+        ("holds", "does not hold", "depends on size", ["d=64 L=4", "d=128 L=4"]),
+        ("holds", "inconclusive", "inconclusive", ["d=64 L=4", "d=128 L=4"]),
+        ("holds", "not testable here", "holds", ["d=64 L=4"]),  # listed, not counted
+        ("not testable here", "not testable here", "not testable here", []),
+    ],
+)
+def test_a_headline_is_formed_over_sizes(at64, at128, expected, sizes):
+    pub = _pub({"quick": {"a": _sized(at64, 64)}, "paper": {"b": _sized(at128, 128)}})
+    s = coverage.Statement("x", "000", "1", "s", claims=("quick:a", "paper:b"))
+    got = headline.status(s, pub)
+    assert (got.status, [size for size, _ in got.sizes]) == (expected, sizes)
+
+
+def test_a_statement_about_a_scale_the_lab_does_not_reach_is_not_testable_here():
+    pub = _pub({"quick": {"a": _sized("holds", 64)}})
+    s = coverage.Statement("x", "000", "1", "s", related=("quick:a",), scale="many large models")
+    assert headline.status(s, pub).status == "scale"
+
+
+def test_a_plan_changed_after_its_data_makes_the_headline_exploratory_on_the_page(tmp_path):
+    """A statement decided by a finding: its plan registered before the finding's data began is
+    confirmatory; the same plan registered again after that (a change after the data was seen)
+    is exploratory, and claims.md says so in its row and its summary."""
+    from normlab.lab.study.published.registry import Entry, plan_fingerprint
+
+    docs = _published_copy(tmp_path)
+    shutil.copy(DOCS / "data" / "registry.json", docs / "data" / "registry.json")
+    s = next(s for s in CAT.statements if s.findings == ("numerics:rmsnorm-on-sphere",))
+    row = lambda md: next(r for r in md.splitlines() if s.statement in r)  # noqa: E731
+    reg = Registry.read(docs)
+    began = reg.data["numerics"].began
+    reg.plans[s.id] = [Entry(plan_fingerprint(s), "2026-01-01T00:00:00Z", "before")]
+    reg.write(docs)
+    assert "exploratory" not in row(claims_page.render(docs))
+    reg.plans[s.id] = [
+        Entry("0" * 16, "2026-01-01T00:00:00Z", "before"),  # another plan when the data began
+        Entry(plan_fingerprint(s), "2099-01-01T00:00:00Z", "after"),
+    ]
+    reg.write(docs)
+    md = claims_page.render(docs)
+    assert (
+        f"exploratory: its test plan was fixed on 2099-01-01, after its data began ({began[:10]})"
+        in row(md)
+    )
+    assert "of them exploratory (decided after the data was seen)" in md
+
+
+def test_a_design_is_confirmatory_only_if_fixed_before_its_data_on_a_fresh_block():
+    from normlab.lab.study.published.registry import Data, Entry
+
+    reg = Registry()
+    reg.designs["quick:c"] = [
+        Entry("a", "2026-01-01T00:00:00Z", "x"),
+        Entry("b", "2026-03-01T00:00:00Z", "y"),
+    ]
+    reg.data["quick-old"] = Data("quick", 5, "2026-02-01T00:00:00Z", "z")  # ran under a
+    reg.data["quick-new"] = Data("quick", 6, "2026-04-01T00:00:00Z", "z")  # ran under b
+    reg.data["quick-again"] = Data("quick", 5, "2026-04-01T00:00:00Z", "z")  # b on block 5 again
+    assert reg.standing("designs", "quick:c", "a", "quick-old").confirmatory
+    assert reg.standing("designs", "quick:c", "b", "quick-new").confirmatory
+    assert not reg.standing("designs", "quick:c", "b", "quick-old").confirmatory  # changed after
+    again = reg.standing("designs", "quick:c", "b", "quick-again")
+    assert not again.confirmatory and "earlier run of quick on seed block 5" in again.why
+    assert not reg.standing("designs", "quick:c", "a", "nowhere").confirmatory
+
+
+def test_every_design_and_plan_is_registered_as_it_stands_today():
+    """A changed claim design, statement plan or finding design must be registered (normlab
+    study --register) in the commit that changes it, before any run of it."""
+    from normlab.lab.study.published.registry import unregistered
+
+    missing = unregistered(Registry.read(DOCS), DOCS)
+    assert not missing, (
+        f"run `normlab study --register` and commit docs/data/registry.json: {missing}"
+    )

@@ -44,7 +44,8 @@ def test_quick_key_arms_have_the_expected_configs():
     assert (m.arch, m.norm, m.placement, m.dim, m.n_layers, m.n_heads, m.max_seq_len) == (
         "llama", "rmsnorm", "pre", 64, 4, 4, 64,
     )  # fmt: skip
-    assert base.probe_steps == (0, 200)  # the logit scale's drift: probed at init and the end
+    # the output's range over training: probed at init, three times while training, at the end
+    assert base.probe_steps == (0, 50, 100, 150, 200)
     plain = base.replace(probe_steps=(0,))
     assert runs["layernorm"] == plain.replace(eval_serving=True, model={"norm": "layernorm"})
     assert runs["no-final-norm"] == base.replace(model={"final_norm": False})
@@ -72,7 +73,7 @@ def test_quick_key_arms_have_the_expected_configs():
     assert unscaled.model.branch_init_scale == 1.0
     deep = runs["post-L24"]
     assert deep == plain.replace(
-        steps=150, warmup_steps=30, probe_steps=(0, 150),
+        steps=150, warmup_steps=30, probe_steps=(0, 50, 100, 150),
         model={"arch": "gpt2", "norm": "layernorm", "placement": "post", "n_layers": 24},
     )  # fmt: skip
     # the deep rivals: one recipe, each with its source's init
@@ -124,8 +125,23 @@ def test_quick_key_arms_have_the_expected_configs():
     (_, l6), *_ = claims["pre-ln-grad-undiminished"].rule.parts()
     assert l6 == Contrast(((-1, "init-pre-L6", "log_grad_ratio"),), ">0", 0.0, 16,
                           const=math.log(1.2), matrix="mlp.w_out")  # fmt: skip
-    scale = dict(claims["final-norm-needed"].rule.parts())["the output scale is larger"]
-    assert {m for _, _, m in scale.terms} == {"log_logit_rms_end"}
+    # 000 §5.2 as written: ∂loss/∂x_l at init and while the 24-block model trains
+    parts = dict(claims["pre-ln-input-grad-undiminished"].rule.parts())
+    assert parts["training L24"].terms == ((1, "pre-L24", "log_input_grad_min_train"),)
+    assert all(r.const == pytest.approx(math.log(1.2)) for r in parts.values())
+    # the final norm: the output's range at the end and as training grew it, every rival
+    # contrast checked at a third and three times the shared rate
+    rng = dict(claims["final-norm-bounds-output-range"].rule.parts())
+    assert {m for r in rng.values() for _, _, m in r.terms} == {
+        "log_logit_absmax_end",
+        "log_logit_absmax_drift",
+    }
+    for name in ("final-norm-needed", "rmsnorm-matches-quality", "batchnorm-worse-than-layernorm"):
+        checks = claims[name].rate_checks
+        assert [c.factor for c in checks] == [0.3, 3.0], name
+        for c in checks:
+            for arm, at in c.arms:
+                assert runs[at] == runs[arm].replace(lr=round(runs[arm].lr * c.factor, 9)), at
 
 
 def test_paper_arms_test_each_claim_in_its_sources_setting():
@@ -159,7 +175,8 @@ def test_paper_arms_test_each_claim_in_its_sources_setting():
     assert decay == base.replace(
         decay_norms=True, norm_weight_decay=decay.norm_weight_decay, probe_steps=decay.probe_steps
     )
-    assert runs["no-final-norm"].probe_steps == base.probe_steps == (0, base.steps)  # the scale
+    # the output's range over training: probed at init, while training and after the last step
+    assert runs["no-final-norm"].probe_steps == base.probe_steps == (0, 150, 300, 450, base.steps)
     # regularization: the same small model on the same slice, only the norm differs
     small = runs["small-corpus-layernorm"]
     assert 0 < small.train_slice and small.steps * small.batch_size * small.seq_len >= (
@@ -192,8 +209,16 @@ def test_stability_claims_are_paired_against_their_rival():
     # the same recipe and depth, only the placement differs, under the init where Post-LN trains
     assert runs[pair[1]] == runs[pair[0]].replace(model={"placement": "post"})
     assert runs[pair[0]].model.init == "default"
-    scale = claims["final-norm-controls-logit-scale"].rule  # the article's measure: the end scale
-    assert {m for _, _, m in scale.terms} == {"log_logit_rms_end"}
+    # the final norm: the same 8-block model with and without it, probed over training, its
+    # range decided at the end and as training grew it, each claim checked at two more rates
+    final, nofinal = runs["final-d64"], runs["nofinal-d64"]
+    assert nofinal == final.replace(model={"final_norm": False}) and len(final.probe_steps) == 5
+    rng = claims["final-norm-bounds-output-range"]
+    assert {m for _, r in rng.rule.parts() for _, _, m in r.terms} == {
+        "log_logit_absmax_end",
+        "log_logit_absmax_drift",
+    }
+    assert [c.factor for c in rng.rate_checks] == [0.3, 3.0]
     for name in ("pre-ln-lr-robust", "deepnorm-lr-robust"):  # under the init where Post-LN trains
         arms = {runs[a].model.init for a in claims[name].rule.arms()}
         assert arms == {"default"}

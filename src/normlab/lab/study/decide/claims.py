@@ -8,6 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from normlab.lab.study.decide import rivals
 from normlab.lab.study.decide.compound import control_arms, controls_text, with_controls
 from normlab.lab.study.decide.rules_protocol import Rule
 from normlab.lab.study.decide.stats import Context, Results, Verdict
@@ -28,10 +29,13 @@ class Claim:
     # Why the design cannot test the claim as its source states it (a recipe the lab cannot run
     # within budget): the verdict is then "not testable here" whatever the runs show.
     not_testable: str = ""
+    # The same claim with its arms at other learning rates (``rivals``: the standard for rivals)
+    rate_checks: tuple[rivals.RateCheck, ...] = ()
 
     @property
     def arms(self) -> tuple[str, ...]:
-        return control_arms(self.rule, self.controls)
+        own = control_arms(self.rule, self.controls)
+        return (*own, *(at for c in self.rate_checks for _, at in c.arms))
 
     @property
     def seeds(self) -> int:
@@ -42,11 +46,24 @@ class Claim:
         return self.rule.timed
 
     def describe(self) -> str:
-        """The rule as the report states it, with the claim's controls."""
-        return self.rule.describe() + controls_text(self.controls)
+        """The rule as the report states it, with the claim's controls and rate checks."""
+        text = self.rule.describe() + controls_text(self.controls)
+        if self.rate_checks:
+            rates = " and ".join(c.label for c in self.rate_checks)
+            text += (
+                f" Rate check: the same claim at {rates} on the same seeds; if one decides the "
+                f"opposite, the verdict is '{Word.NOT_TESTABLE}' ({rivals.ANCHOR})."
+            )
+        return text
 
     def decide(self, results: Results, ctx: Context) -> Verdict:
-        return with_controls(self.rule.decide(results, ctx), self.controls, results, ctx)
+        v = with_controls(self.rule.decide(results, ctx), self.controls, results, ctx)
+        checks = tuple(
+            (c.label, with_controls(self.rule.decide(r, ctx), self.controls, r, ctx))
+            for c in self.rate_checks
+            for r in (c.results(results),)
+        )
+        return rivals.checked(v, checks)
 
 
 def decide_all(study, results: Results, plateau_h: float, timings: dict | None = None):
@@ -65,6 +82,8 @@ def by_design(study, claim: Claim, v: Verdict) -> Verdict:
     if claim.not_testable:
         why = f"{claim.not_testable} (its own result, not decided on: {v.why})"
         return dataclasses.replace(v, status=Word.NOT_TESTABLE, why=why)
+    if v.status != Word.NOT_TESTABLE:
+        v = rivals.unmet(study, claim, v)
     if v.status != Word.INCONCLUSIVE or not study.without_interval(claim):
         return v
     n = min(study.seeds(a) for a in claim.rule.arms())

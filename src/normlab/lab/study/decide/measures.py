@@ -195,6 +195,65 @@ def _block_drop_mean(res: dict, matrix: str | None) -> float | None:
     return finite(statistics.fmean(drops))
 
 
+def _training(res: dict) -> list[dict]:
+    """The probes taken during training (steps ≥ 1, after an update), in step order."""
+    probes = res.get("probes") or {}
+    return [probes[t] for t in sorted(probes, key=int) if int(t) > 0]
+
+
+def _over_training(fn: Callable[[list[dict]], float]) -> Callable[[dict, str | None], float | None]:
+    """A measure of the probes taken during training: ``fn(probes at steps ≥ 1)``."""
+
+    def measure(res: dict, matrix: str | None) -> float | None:
+        during = _training(res) if res.get("status") == "ok" else []
+        if not during:
+            return None
+        try:
+            return finite(fn(during))
+        except _MISSING:
+            return None
+
+    return measure
+
+
+def _stream_grads(p: dict) -> list[float]:
+    """‖∂loss/∂x_i‖ of the inputs of blocks 1 … L−1: the residual stream between blocks (block
+    0's input is the embedding output, whose size the embedding init sets, not the blocks)."""
+    g = _values(p, "input_grad_norm")[1:]
+    if not g or min(g) <= 0:
+        raise ValueError("input_grad_norm")
+    return g
+
+
+def _input_grad_min(p: dict) -> float:
+    """ln(min over the stream of ‖∂loss/∂x_i‖ / ‖∂loss/∂x_{L−1}‖): how far the gradient falls
+    on its way back from the last block's input (0 where it never falls below it)."""
+    g = _stream_grads(p)
+    return math.log(min(g) / g[-1])
+
+
+def _input_grad_ratio(p: dict) -> float:
+    """ln(‖∂loss/∂x_1‖ / ‖∂loss/∂x_{L−1}‖): the gradient's change from the last block's input
+    back to the first block's output (< 0: it vanishes on the way, > 0: it grows)."""
+    g = _stream_grads(p)
+    return math.log(g[0] / g[-1])
+
+
+def _at_init(fn: Callable[[dict], float]) -> Callable[[dict, str | None], float | None]:
+    def measure(res: dict, matrix: str | None) -> float | None:
+        probe = (res.get("probes") or {}).get("0")
+        try:
+            return finite(fn(probe)) if probe else None
+        except _MISSING:
+            return None
+
+    return measure
+
+
+def _log_max_over_min(values: list[float]) -> float:
+    return math.log(max(values) / min(values))
+
+
 # DeepNet's measures of early training (Wang et al. 2022): the model update
 # ‖F(x, θ_t) − F(x, θ_0)‖ and the LayerNorm inputs, read from the probes a run takes in its first
 # steps (``probe_steps``; ``Probes`` records ``output_change`` and ``sum_rms``).
@@ -336,6 +395,41 @@ MEASURES: dict[str, tuple[str, Callable[[dict, str | None], float | None]]] = {
         "mean cosine between consecutive blocks' outputs over the last quarter of blocks, end "
         "of training (near 1: the deep blocks change the stream little)",
         _end(_deep_cos),
+    ),
+    # the output's range (000 §8.1: a final norm keeps it stable; probes at several steps)
+    "log_logit_absmax_end": (
+        "ln(largest |logit| on the probe batch), end of training: the output's range",
+        _end(lambda p: math.log(p["logit_absmax"])),
+    ),
+    "log_logit_absmax_drift": (
+        "ln(largest |logit| at the last probe / at step 0): how much training grew the output's "
+        "range",
+        _drift(lambda end, init: math.log(end["logit_absmax"] / init["logit_absmax"])),
+    ),
+    "log_logit_rms_spread": (
+        "ln(max / min of the logits' RMS over the probes taken during training, steps ≥ 1): how "
+        "much the output scale moves while the model trains",
+        _over_training(lambda ps: _log_max_over_min([float(p["logit_rms"]) for p in ps])),
+    ),
+    # 000 §5.2's gradient ∂loss/∂x_l of each block's input x_l (Probes.input_grad_norm)
+    "log_input_grad_min": (
+        "ln(min over blocks 1 … L−1 of ‖∂loss/∂x_l‖ / ‖∂loss/∂x_{L−1}‖) at init: how far the "
+        "gradient falls on its way back from the last block's input (x_0, the embedding "
+        "output, left out)",
+        _at_init(_input_grad_min),
+    ),
+    "log_input_grad_min_train": (
+        "the same, mean over the probes taken during training (steps ≥ 1)",
+        _over_training(lambda ps: statistics.fmean(_input_grad_min(p) for p in ps)),
+    ),
+    "log_input_grad_ratio": (
+        "ln(‖∂loss/∂x_1‖ / ‖∂loss/∂x_{L−1}‖) at init: the gradient's change from the last block's "
+        "input back to the first block's output (< 0: it vanishes, > 0: it grows)",
+        _at_init(_input_grad_ratio),
+    ),
+    "log_input_grad_ratio_train": (
+        "the same, mean over the probes taken during training (steps ≥ 1)",
+        _over_training(lambda ps: statistics.fmean(_input_grad_ratio(p) for p in ps)),
     ),
     # DeepNet's early training (the probes of the first steps)
     "log_update_early": (

@@ -48,6 +48,10 @@ class Contrast(OnePartRule):
     def arms(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(a for _, a, _ in self.terms))
 
+    def rival_arms(self) -> tuple[str, ...]:
+        arms = self.arms()
+        return arms if len(arms) >= 2 else ()
+
     def formula(self) -> str:
         h = [(self.const_h, "H")] if self.const_h else []
         const = [(self.const, "")] if self.const else []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from normlab.lab.study.decide.rules_protocol import DELTA, EXPECT_KEY, SEEDS, SWEEP, OnePartRule
 from normlab.lab.study.decide.stats import Context, Results, Seeds, Verdict
@@ -22,6 +23,7 @@ class LRSensitivity(OnePartRule):
     delta: float = field(metadata=DELTA)
     seeds: int = field(metadata=SEEDS)
     expect: str = field(default=">0", metadata=EXPECT_KEY)
+    rate: ClassVar[str] = "swept"  # each arm over a registered grid of rates: the rate is the claim
 
     def __post_init__(self) -> None:
         if len(self.stable) < 2 or len(self.unstable) < 2:

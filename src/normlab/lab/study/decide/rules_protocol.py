@@ -34,8 +34,10 @@ class Rule(Protocol):
     controls: tuple[tuple[str, Rule], ...]  # (label, rule): a part's own controls
     TARGET: Word  # of a compound: the decision Holm corrects (HOLDS: one part suffices)
     unit: str  # what an estimate's n counts, in words
+    rate: str  # why the learning rate does not enter its comparison ("timed", "swept") or ""
 
     def arms(self) -> tuple[str, ...]: ...
+    def rival_arms(self) -> tuple[str, ...]: ...  # the arms whose measures it compares
     def parts(self) -> tuple[tuple[str, Rule], ...]: ...
     def describe(self) -> str: ...
     def decide(self, results: Results, ctx: Context) -> Verdict: ...
@@ -61,6 +63,7 @@ class OnePartRule:
     controls: ClassVar[tuple] = ()
     TARGET: ClassVar[Word] = Word.DOES_NOT_HOLD
     unit: ClassVar[str] = "seeds"
+    rate: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # A kind's bare ``delta: float`` must stay a required field: a dataclass would take the
@@ -72,6 +75,9 @@ class OnePartRule:
 
     def parts(self) -> tuple[tuple[str, Any], ...]:
         return (("", self),)
+
+    def rival_arms(self) -> tuple[str, ...]:
+        return ()  # one arm against a bar: no rival
 
     def subject(self) -> str:
         return "v"

@@ -34,6 +34,7 @@ class Timing(OnePartRule):
     what: str = field(default="norm_ms", metadata={"spec": "choice", "choices": TIMINGS})
     processes: int = 8  # fresh processes of the timing phase: the unit of the interval
     seeds: ClassVar[int] = 1  # the arms are timed, not trained: one run each builds them
+    rate: ClassVar[str] = "timed"  # the learning rate does not enter a time per step
     timed: ClassVar[bool] = True
     trim: ClassVar[float] = 0.2  # a stalled process moves neither the estimate nor the interval
     unit: ClassVar[str] = "timing processes"

@@ -88,6 +88,7 @@ class Verdict:
     seeds: Seeds | None = None  # None: not decided over seeds (a timing claim)
     correction: str = ""  # how the looks of a compound claim were corrected
     controls: tuple[tuple[str, Verdict], ...] = ()  # what the controls showed
+    rate_checks: tuple[tuple[str, Verdict], ...] = ()  # the same claim at other rates (rivals)
 
     def to_dict(self) -> dict[str, Any]:
         shown = ("verdict", "why", "seed_outcomes")  # of a control
@@ -102,7 +103,16 @@ class Verdict:
                 {"control": name} | {k: v.to_dict()[k] for k in shown} for name, v in self.controls
             ],
             "parts": [{"part": name, **v.to_dict()} for name, v in self.parts],
-        }
+        } | self._checks()
+
+    def _checks(self) -> dict[str, Any]:
+        if not self.rate_checks:  # claims.json without the key where the claim has no check
+            return {}
+        shown = ("verdict", "why", "effect", "lo", "hi", "n")
+        rows = [
+            {"rate": name} | {k: v.to_dict().get(k) for k in shown} for name, v in self.rate_checks
+        ]
+        return {"rate_checks": rows}
 
 
 # --------------------------------------------------------------------------------------------

@@ -14,16 +14,13 @@ from normlab.lab.study.published.coverage import (
     HEADLINES,
     NOT_DECIDED,
     Catalogue,
-    Decision,
     Published,
     Statement,
-    finding_verdict,
     load,
     scope,
     split_ref,
-    status,
-    tests_decide,
 )
+from normlab.lab.study.published.headline import Decision, finding_verdict, status, tests_decide
 from normlab.lab.verdict import CLAIM_WORDS, Word
 from normlab.lab.verdict.finding import interval_text
 
@@ -92,9 +89,9 @@ def _part(p: dict, with_n: bool) -> str:
 
 
 def _where(s: Statement, cat: Catalogue, pub: Published) -> str:
-    lines = [_claim_line(ref, cat, pub.claims) for ref in s.claims]
-    lines += [_finding_line(s, ref, cat, pub) for ref in s.findings]
-    lines += [f"*related, not the headline:* {_claim_line(r, cat, pub.claims)}" for r in s.related]
+    lines = [_mark(ref, _claim_line(ref, cat, pub.claims), pub) for ref in s.claims]
+    lines += [_mark(ref, _finding_line(s, ref, cat, pub), pub) for ref in s.findings]
+    lines += [f"*related, not the headline:* {_related(s, r, cat, pub)}" for r in s.related]
     if tests_decide(s):
         lines += [f"test `{t}` (passes in CI): **{s.by_test}**" for t in s.tests]
     else:
@@ -104,13 +101,37 @@ def _where(s: Statement, cat: Catalogue, pub: Published) -> str:
     return "<br>".join(lines) or "–"
 
 
+def _related(s: Statement, ref: str, cat: Catalogue, pub: Published) -> str:
+    if split_ref(ref)[0] in cat.findings:
+        return _finding_line(Statement(s.id, s.article, s.section, s.statement), ref, cat, pub)
+    return _claim_line(ref, cat, pub.claims)
+
+
+def _mark(ref: str, line: str, pub: Published) -> str:
+    """A line of headline evidence, marked where its verdict was decided after its data."""
+    published = pub.claim(ref) if split_ref(ref)[0] in pub.rows else pub.finding(ref)
+    if published is None:
+        return line
+    why = pub.standing(ref).why
+    return f"{line} *(exploratory: {why})*" if why else line
+
+
 def _status(s: Statement, d: Decision) -> str:
-    """The headline, with how many claims and findings said each word where they differ."""
+    """The headline with the sizes it rests on (each size's verdict where they differ), how
+    many claims and findings said each word where they differ, and whether it is exploratory."""
     parts = f" ({', '.join(f'{n} {w}' for w, n in d.counts)})" if len(d.counts) > 1 else ""
     if d.status in HEADLINES:
-        return f"**{d.status}**{parts}"
+        if d.status == Word.DEPENDS:
+            sizes = ": " + "; ".join(f"{w} at {size}" for size, w in d.sizes)
+        else:
+            sizes = " at " + "; ".join(size for size, _ in d.sizes) if d.sizes else ""
+        explore = f" — *exploratory: {d.exploratory}*" if d.exploratory else ""
+        return f"**{d.status}**{sizes}{parts}{explore}"
     short = NOT_DECIDED[d.status][0]
     why = f" — {s.why}" if s.why and d.status == s.reason else ""
+    why = f" — {s.scale}" if d.status == "scale" else why
+    if d.status == Word.INCONCLUSIVE and len(d.sizes) > 1:
+        why = " — " + "; ".join(f"{w} at {size}" for size, w in d.sizes)
     return f"not decided: {short}{parts}{why}"
 
 
@@ -190,6 +211,11 @@ def _summary(cat: Catalogue, decisions: dict[str, Decision]) -> list[str]:
     by = Counter(d.by for d in decided)
     mixed = status[Word.MIXED]
     mixed = f", {mixed} mixed (some claims hold, others do not)" if mixed else ""
+    if status[Word.DEPENDS]:
+        mixed += f", {status[Word.DEPENDS]} depend on size (decided differently at two sizes)"
+    explored = sum(bool(d.exploratory) for d in decided)
+    if explored:
+        mixed += f"; {explored} of them exploratory (decided after the data was seen)"
     sources = ", ".join(f"{by[k]} {words}" for k, words in DECIDED_BY.items() if by[k])
     out = [
         f"**{n} statements** ({', '.join(f'{a}: {per[a]}' for a in cat.articles)}).",

@@ -20,8 +20,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.verdict import Word, combine, headline
-from normlab.lab.verdict.finding import TARGET
+from normlab.lab.reading import read_json, read_text
+from normlab.lab.study.published.registry import Registry, Standing
+from normlab.lab.study.spec.fingerprint import claim_design, fingerprint
+from normlab.lab.verdict import Word
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -29,11 +31,11 @@ else:  # the same parser, before it joined the standard library
     import tomli as tomllib
 
 STATEMENTS = "statements.toml"
-HEADLINES = (Word.HOLDS, Word.DOES_NOT_HOLD, Word.MIXED)  # a statement decided
+HEADLINES = (Word.HOLDS, Word.DOES_NOT_HOLD, Word.MIXED, Word.DEPENDS)  # a statement decided
 
 # Why a statement is not decided, in the order the summary lists them: key -> (the status
-# column's words, the summary's). The first six are computed from the data; the rest are the
-# `reason` of an entry.
+# column's words, the summary's). The first seven are computed from the data and the entry's
+# `scale`; the rest (REASONS) are the `reason` of an entry.
 NOT_DECIDED = {
     Word.INCONCLUSIVE: (
         "inconclusive",
@@ -42,6 +44,10 @@ NOT_DECIDED = {
     Word.NOT_TESTABLE: (
         "not testable here",
         "not testable here: every claim that tests it as stated is not testable here",
+    ),
+    "scale": (
+        "not testable here (scale)",
+        "not testable here (scale): it speaks of a scale the lab does not reach",
     ),
     "related-only": (
         "no claim tests it as stated",
@@ -64,7 +70,7 @@ NOT_DECIDED = {
     "not-studied": ("not studied yet", "not studied yet: a claim could decide it, none does"),
     "no-statement": ("no statement", "no statement: the heading is empty in the article"),
 }
-REASONS = tuple(NOT_DECIDED)[6:]  # the first six are computed from the data
+REASONS = tuple(NOT_DECIDED)[7:]  # the first seven are computed from the data
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,7 @@ class Statement:
     reason: str = ""  # a key of REASONS
     why: str = ""
     note: str = ""
+    scale: str = ""  # a scale the statement speaks of that the lab does not reach, in words
 
 
 @dataclass(frozen=True)
@@ -119,20 +126,33 @@ def data_dirs(docs: Path) -> list[tuple[Path, dict]]:
     return sorted(found, key=lambda t: (t[1]["preset"], t[0].name != t[1]["preset"], t[0].name))
 
 
-def published(docs: Path) -> dict[str, dict[str, dict]]:
-    """Every published study's verdicts: preset -> claim name -> its entry of claims.json."""
-    out: dict[str, dict[str, dict]] = {}
-    for _, data in data_dirs(docs):
-        out.setdefault(data["preset"], {}).update({c["name"]: c for c in data["claims"]})
+@dataclass(frozen=True)
+class Row:
+    """A published claim's verdict and where it came from."""
+
+    entry: dict  # its claims.json entry
+    where: str  # the docs/data directory that published it
+
+
+def published(docs: Path) -> dict[str, dict[str, Row]]:
+    """Every published study's verdicts: preset -> claim name -> its row (a later round's
+    directory over the preset's own, ``data_dirs``' order)."""
+    out: dict[str, dict[str, Row]] = {}
+    for where, data in data_dirs(docs):
+        rows = {c["name"]: Row(c, where.name) for c in data["claims"]}
+        out.setdefault(data["preset"], {}).update(rows)
     return out
 
 
 @dataclass(frozen=True)
 class Published:
-    """Every verdict published as data: the presets' claims and the commands' findings."""
+    """Every verdict published as data: the presets' claims and the commands' findings, and the
+    registry that says when each design and plan was fixed (``registry``)."""
 
-    claims: dict[str, dict[str, dict]]  # preset -> claim name -> claims.json entry
+    rows: dict[str, dict[str, Row]]  # preset -> claim name -> its published row
     findings: dict[str, dict[str, dict]]  # "numerics"/"bench" -> finding name -> its entry
+    registry: Registry
+    docs: Path
 
     @classmethod
     def read(cls, docs: Path, cat: Catalogue) -> Published:
@@ -140,78 +160,54 @@ class Published:
         for command, where in cat.findings.items():
             path = docs / where["data"]
             if path.is_file():
-                findings[command] = {f["name"]: f for f in json.loads(path.read_text("utf-8"))}
-        return cls(published(docs), findings)
+                findings[command] = {f["name"]: f for f in read_json(path)}
+        return cls(published(docs), findings, Registry.read(docs), docs)
+
+    @property
+    def claims(self) -> dict[str, dict[str, dict]]:
+        """preset -> claim name -> its claims.json entry."""
+        return {p: {n: r.entry for n, r in rows.items()} for p, rows in self.rows.items()}
+
+    def claim(self, ref: str) -> dict | None:
+        preset, name = split_ref(ref)
+        row = self.rows.get(preset, {}).get(name)
+        return row.entry if row else None
 
     def finding(self, ref: str) -> dict | None:
         command, name = split_ref(ref)
         return self.findings.get(command, {}).get(name)
 
+    def standing(self, ref: str) -> Standing:
+        """Whether the published verdict of ``ref`` (a claim or a finding) is confirmatory."""
+        preset, name = split_ref(ref)
+        if preset in self.findings:
+            design = (self.finding(ref) or {}).get("design")
+            if design is None:
+                return Standing(False, "its design was not published with it")
+            return self.registry.standing("designs", ref, fingerprint(design), preset)
+        row = self.rows[preset][name]
+        if row.where not in self.registry.data:  # checked first: no design read for nothing
+            return Standing(False, "its data has no registered date")
+        study = _design(self.docs / "data" / row.where)
+        claim = next(c for c in study.claims if c.name == name)
+        fp = fingerprint(claim_design(study, claim))
+        return self.registry.standing("designs", ref, fp, row.where)
 
-# --------------------------------------------------------------------------------------------
-# one statement
-
-
-@dataclass(frozen=True)
-class Decision:
-    status: str  # a Word of HEADLINES, or a key of NOT_DECIDED
-    by: str = ""  # what tested it as stated, a key of DECIDED_BY
-    counts: tuple[tuple[str, int], ...] = ()  # how many claims/findings said each word
-
-
-def evidence(s: Statement, pub: Published) -> list[tuple[str, str]]:
-    """``(kind, word)`` of every published claim and finding that tests ``s`` as stated."""
-    found = [
-        ("claim", pub.claims[p][c]["verdict"])
-        for p, c in map(split_ref, s.claims)
-        if c in pub.claims.get(p, {})
-    ]
-    for ref in s.findings:
-        if (f := pub.finding(ref)) is not None:
-            found.append(("finding", finding_verdict(s, f)))
-    return found
-
-
-def status(s: Statement, pub: Published) -> Decision:
-    """A statement's headline from what tests it as stated (the engine's ``headline``), or,
-    for a statement no claim or finding covers, its tests; otherwise the first reason that
-    applies."""
-    found = evidence(s, pub)
-    if found:
-        words = [w for _, w in found]
-        by = " and ".join(dict.fromkeys(kind for kind, _ in found))
-        counts = tuple((w, words.count(w)) for w in dict.fromkeys(words))
-        return Decision(headline(words), by, counts)
-    if tests_decide(s):
-        return Decision(s.by_test, "test")
-    if any(c in pub.claims.get(p, {}) for p, c in map(split_ref, s.related)):
-        return Decision("related-only")
-    if s.claims:  # none published: a preset without claims.json, or claims added since
-        run = all(p in pub.claims for p, _ in map(split_ref, s.claims))
-        return Decision("not-run" if run else "prose-only")
-    return Decision("pending" if s.findings else s.reason)
+    def began(self, ref: str) -> str | None:
+        """When the data of ``ref``'s published verdict began (None: not registered)."""
+        preset, name = split_ref(ref)
+        where = preset if preset in self.findings else self.rows[preset][name].where
+        data = self.registry.data.get(where)
+        return data.began if data else None
 
 
-def headline_text(s: Statement, pub: Published) -> str:
-    """A statement's headline in the words every page shows it in (``pages``): the verdict of
-    ``status``, or, for a statement not decided, why not (the status column's short words)."""
-    d = status(s, pub)
-    return str(d.status) if d.status in HEADLINES else NOT_DECIDED[d.status][0]
+@cache
+def _design(where: Path):
+    """The design that decided a published study: the spec.toml stored beside it."""
+    from normlab.lab.study.spec import parse_spec
 
-
-def finding_verdict(s: Statement, f: dict) -> str:
-    """The published finding's verdict, or, where the statement names some of its parts, those
-    parts' verdicts combined by the finding's own rule (each part as published)."""
-    if not s.parts:
-        return f["verdict"]
-    return combine(TARGET, [p["verdict"] for p in f["parts"] if p["part"] in s.parts])
-
-
-def tests_decide(s: Statement) -> bool:
-    """Tests decide a statement about the library itself; where a claim or finding covers it, a
-    test on a few fixed seeds is no verdict, and under a `reason` it only shows the definition
-    is kept."""
-    return bool(s.tests) and not s.claims and not s.findings and not s.reason
+    path = where / "spec.toml"
+    return parse_spec(read_text(path, str(path)), str(path))
 
 
 def split_ref(ref: str) -> tuple[str, str]:

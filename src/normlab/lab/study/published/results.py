@@ -18,7 +18,7 @@ from normlab.lab import doc as d
 from normlab.lab.errors import UsageError
 from normlab.lab.io import write_file
 from normlab.lab.study.decide import rules_of
-from normlab.lab.study.published import claims_page, coverage, pages
+from normlab.lab.study.published import claims_page, coverage, headline, pages
 from normlab.lab.study.published.compare import effects
 from normlab.lab.study.published.replay import published_design
 from normlab.lab.study.report import COLORS, badge, unit_of
@@ -182,12 +182,12 @@ def document(docs: Path) -> d.Document:
     cat = coverage.load()
     pub = coverage.Published.read(docs, cat)
     designs = _designs(docs, pub)
-    status = {s.id: coverage.status(s, pub).status for s in cat.statements}
+    status = {s.id: headline.status(s, pub).status for s in cat.statements}
     decided = [s for s in cat.statements if status[s.id] in coverage.HEADLINES]
     tested = [
         s
         for s in cat.statements
-        if s not in decided and coverage.evidence(s, pub) and status[s.id] != s.reason
+        if s not in decided and headline.evidence(s, pub) and status[s.id] != s.reason
     ]
 
     def table(statements) -> d.Table:

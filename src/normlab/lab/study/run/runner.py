@@ -24,6 +24,7 @@ from typing import Any
 from normlab.lab.errors import UsageError
 from normlab.lab.io import set_aside, write_file
 from normlab.lab.limits import check_threads
+from normlab.lab.reading import read_json
 from normlab.lab.study.decide import Claim, Results, Verdict, decide_all
 from normlab.lab.study.run.provenance import record
 from normlab.lab.study.spec import SEED_STRIDE, Run, Study
@@ -143,6 +144,7 @@ def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
     ``options.device`` and ``options.precision``). Raises :class:`Interrupted` on SIGTERM or
     Ctrl-C (finished runs are kept)."""
     t0 = time.time()
+    began = _began(options.out, t0)
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
     try:
         results, failed, reused, plan = train_runs(study, corpus, options)
@@ -162,6 +164,9 @@ def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
         "wall_s": time.time() - t0,
         "train_wall_s": t_train,
         "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        # when the first of its runs began (a resumed study keeps its first start): the
+        # registry decides from it whether a design was fixed before its data
+        "began": began if reused else _utc(t0),
         "failed_runs": failed,
         "reused_runs": reused,
         "timings": timings,
@@ -171,6 +176,20 @@ def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
     write_file(options.out / "study.json", json.dumps(meta, indent=2))
     verdicts = decide_all(study, results, meta["plateau_h"], timings)
     return StudyResult(study, results, verdicts, meta, failed)
+
+
+def _utc(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def _began(out: Path, t0: float) -> str:
+    """When the study in ``out`` first began: the ``began`` its study.json records, or now."""
+    try:
+        began = read_json(out / "study.json")["began"]
+        time.strptime(began, "%Y-%m-%dT%H:%M:%SZ")
+    except (OSError, ValueError, KeyError, TypeError):
+        return _utc(t0)
+    return min(began, _utc(t0))
 
 
 def summary(result: StudyResult, out: Path) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from normlab.lab.limits import MAX_SEEDS, NAME_MAX
 from normlab.lab.study.decide import MEASURES, RULES, AnyOf, Claim, Controlled, control_kinds
+from normlab.lab.study.decide.rivals import CHECK, RateCheck
 from normlab.lab.study.spec.checks import Checks, key_at, show
 from normlab.lab.verdict import EXPECT
 from normlab.models.config import field_types
@@ -43,7 +44,16 @@ def _field(key: str, cls: type) -> tuple[dataclasses.Field, Any]:
     raise AssertionError(key)
 
 
-_CLAIM_KEYS = ("name", "statement", "source", "plots", "rule", "controls", "not_testable")
+_CLAIM_KEYS = (
+    "name",
+    "statement",
+    "source",
+    "plots",
+    "rule",
+    "controls",
+    "not_testable",
+    "rate_check",
+)
 _CONTROL_KEYS = ("arm", "any", "expect", "margin")
 _CONTROL_EXAMPLE = '[{arm = "pre-L24", expect = "trains"}]'
 _CLAIM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # it names the report's plot files
@@ -78,7 +88,26 @@ class ClaimLoader:
             )
         if "not_testable" in d:
             kw["not_testable"] = self.check.string(d["not_testable"], key_at(path, "not_testable"))
+        if "rate_check" in d:
+            kw["rate_checks"] = self.rate_check(d["rate_check"], key_at(path, "rate_check"))
         return Claim(name, statement, source, rule, **kw)
+
+    def rate_check(self, v: Any, path: str) -> tuple[RateCheck, ...]:
+        """``true`` (the registered factors, ``rivals.CHECK``) or a list of factors of the
+        shared learning rate, each > 0 and not 1; the study loader adds the arms."""
+        if v is True:
+            v = list(CHECK)
+        if not isinstance(v, list) or not v:
+            self.check.fail(path, f"expected true or a list of factors like {list(CHECK)}")
+        factors = [self.check.number(x, key_at(path, i)) for i, x in enumerate(v)]
+        for i, f in enumerate(factors):
+            if not (0 < f < 1e3) or f == 1:
+                self.check.fail(
+                    key_at(path, i), f"expected a factor > 0, < 1000 and not 1, got {f}"
+                )
+        if len(set(factors)) != len(factors):
+            self.check.fail(path, f"a factor appears twice: {factors}")
+        return tuple(RateCheck(f, ()) for f in factors)
 
     def controls(self, v: Any, path: str, arms: list[str], seeds: int) -> tuple:
         """A claim's or a part's controls: each an arm name (it must train) or a table

@@ -1,0 +1,60 @@
+"""A claim's design as data, and its fingerprint: what decides the claim (its rule with every
+part, measure, δ, expect, statistic and seed count, its controls, rate checks and ``not_testable``,
+and the configs of the arms it reads), so that a design changed after its data was produced is
+seen (``normlab.lab.study.published.registry``). Its words (statement, source, plots) are not
+part of it: rewording a claim decides nothing differently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from enum import Enum
+from typing import Any
+
+# A claim's fields that say how it reads, not what decides it.
+WORDS = ("statement", "source", "plots")
+
+
+def canonical(obj: Any) -> Any:
+    """``obj`` as JSON-ready data that two equal designs share: dataclasses as ``{kind: fields}``
+    (class attributes a kind fixes, such as its ``TARGET``, come with its kind's name), tuples
+    as lists, floats as their shortest repr (so 0.1 and 0.1000000001 differ, 1 and 1.0 agree)."""
+    if isinstance(obj, Enum):
+        return obj.value
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        fields = {f.name: canonical(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {type(obj).__name__: fields}
+    if hasattr(obj, "rule") and hasattr(obj, "controls"):  # a compound's part with controls
+        return {"Controlled": {"rule": canonical(obj.rule), "controls": canonical(obj.controls)}}
+    if isinstance(obj, dict):
+        return {str(k): canonical(v) for k, v in sorted(obj.items())}
+    if isinstance(obj, list | tuple):
+        return [canonical(x) for x in obj]
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            return repr(obj)
+        return int(obj) if obj == int(obj) else obj
+    return obj
+
+
+def claim_design(study, claim) -> dict[str, Any]:
+    """What decides ``claim`` of ``study``: the claim without its words, and each arm it reads
+    (rate checks' arms included) as its config without the seed (the seed block is the data's)."""
+    kept = {f.name: getattr(claim, f.name) for f in dataclasses.fields(claim)}
+    own = canonical({k: v for k, v in kept.items() if k not in WORDS})
+    configs = {a.name: a.config for a in study.arms}
+    arms = {}
+    for name in claim.arms:
+        cfg = configs[name].to_dict()
+        cfg.pop("seed", None)
+        arms[name] = canonical(cfg)
+    return {"claim": own, "arms": arms}
+
+
+def fingerprint(design: Any) -> str:
+    """A short hash of ``design`` (canonical JSON, keys sorted): equal designs, equal prints."""
+    text = json.dumps(canonical(design), sort_keys=True, ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
