@@ -3,8 +3,9 @@ statement's headline, read from the published data and never retyped.
 
 Every word comes from the data or the code that decides a headline: a claim's from its study's
 ``docs/data/<dir>/claims.json``, a finding's from ``docs/numerics-findings.json`` or
-``docs/bench-findings.json``, a statement's headline from ``coverage.headline_text``, one claim
-across studies from ``compare``. A block names its kind and arguments (``KINDS``); a kind is a
+``docs/bench-findings.json``, a statement's headline from ``headline.status``, one claim across
+studies from ``compare``; a verdict decided after its data was seen (``Published.standing``)
+says so. A block names its kind and arguments (``KINDS``); a kind is a
 function of the data and those arguments that returns Markdown.
 """
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from normlab.lab.render import md_table
-from normlab.lab.study.published import compare, coverage
+from normlab.lab.study.published import compare, coverage, headline
 from normlab.lab.verdict import Word
 from normlab.lab.verdict.finding import interval_text
 
@@ -60,6 +61,18 @@ class Data:
             raise BlockError(f"{ref}: no claim {name!r} in docs/data/{where}/claims.json")
         return found
 
+    def standing(self, where: str, name: str) -> str:
+        """`` (exploratory)`` where the verdict of claim ``name`` in ``docs/data/WHERE`` is the
+        one its preset publishes and was decided after its data was seen, `` (replaced by …)``
+        where a later round's row replaces it, else ``""``."""
+        preset = (self.dirs.get(where) or {}).get("preset")
+        row = self.pub.rows.get(preset, {}).get(name)
+        if row is None:
+            return ""
+        if row.where != where:
+            return f" (replaced by {row.where})"
+        return "" if self.pub.standing(f"{preset}:{name}").confirmatory else " (exploratory)"
+
     def finding(self, ref: str) -> dict:
         found = self.pub.finding(ref)
         if found is None:
@@ -98,12 +111,16 @@ def bold(word: str) -> str:
     return f"**{word}**"
 
 
-def claim_line(c: dict) -> str:
-    return f"{bold(c['verdict'])} ({detail(c)})"
+def claim_line(c: dict, standing: str = "") -> str:
+    return f"{bold(c['verdict'])}{standing} ({detail(c)})"
 
 
-def finding_line(f: dict) -> str:
-    return f"{bold(f['verdict'])} ({'; '.join(_part(p) for p in f['parts'])})"
+def finding_line(f: dict, standing: str = "") -> str:
+    return f"{bold(f['verdict'])}{standing} ({'; '.join(_part(p) for p in f['parts'])})"
+
+
+def _finding_standing(data: Data, ref: str) -> str:
+    return "" if data.pub.standing(ref).confirmatory else " (exploratory)"
 
 
 # --------------------------------------------------------------------------------------------
@@ -120,14 +137,15 @@ def claims_table(data: Data, args: list[str]) -> str:
     rows = []
     for name in names:
         c = data.claim(f"{args[0]}:{name}")
-        rows.append([f"`{name}`", bold(c["verdict"]), detail(c), coverage.scope(c)])
+        said = bold(c["verdict"]) + data.standing(args[0], name)
+        rows.append([f"`{name}`", said, detail(c), coverage.scope(c)])
     return md_table(["claim", "verdict", "what decided it", "tested at"], rows)
 
 
 def claim(data: Data, args: list[str]) -> str:
     """``claim DIR:NAME``: one claim's verdict and what decided it, for a line of prose."""
     (ref,) = _one(args, "claim DIR:NAME")
-    return claim_line(data.claim(ref))
+    return claim_line(data.claim(ref), data.standing(*coverage.split_ref(ref)))
 
 
 def verdict(data: Data, args: list[str]) -> str:
@@ -140,7 +158,10 @@ def verdict(data: Data, args: list[str]) -> str:
     is_finding = coverage.split_ref(ref)[0] in data.cat.findings
     entry = data.finding(ref) if is_finding else data.claim(ref)
     if not part:
-        return bold(entry["verdict"])
+        standing = (
+            _finding_standing(data, ref) if is_finding else data.standing(*coverage.split_ref(ref))
+        )
+        return bold(entry["verdict"]) + standing
     found = [p for p in entry.get("parts") or [] if p["part"] == part]
     if not found:
         labels = [p["part"] for p in entry.get("parts") or []]
@@ -155,20 +176,25 @@ def statement(data: Data, args: list[str]) -> str:
 
 
 def _headline(data: Data, s: coverage.Statement) -> str:
-    text = coverage.headline_text(s, data.pub)
-    return bold(text) if coverage.status(s, data.pub).status in coverage.HEADLINES else text
+    """A statement's headline as every page shows it: the verdict (each size's where sizes
+    disagree; exploratory where it was decided after its data was seen), or why it has none."""
+    d = headline.status(s, data.pub)
+    if d.status not in coverage.HEADLINES:
+        return coverage.NOT_DECIDED[d.status][0]
+    said = bold(d.status)
+    if d.status == Word.DEPENDS:
+        said += ": " + "; ".join(f"{w} at {size}" for size, w in d.sizes)
+    return said + (" (exploratory)" if d.exploratory else "")
 
 
 def _tested_at(data: Data, s: coverage.Statement) -> str:
-    """The sizes of the published claims that decide ``s``, its findings, or its tests."""
-    where = []
-    for ref in s.claims:
-        preset, name = coverage.split_ref(ref)
-        c = data.pub.claims.get(preset, {}).get(name)
-        if c is not None:
-            where.append(size(c))
-    where += [f"{c} finding `{n}`" for c, n in map(coverage.split_ref, s.findings)]
-    if coverage.tests_decide(s):
+    """Where the evidence that tests ``s`` as stated was measured: each claim's size, each
+    finding by name, or the library's tests."""
+    where = [
+        size(data.pub.claim(e.ref)) if e.kind == "claim" else f"{e.ref.replace(':', ' finding `')}`"
+        for e in headline.evidence(s, data.pub)
+    ]
+    if headline.tests_decide(s):
         where.append("library tests, in CI")
     return "; ".join(dict.fromkeys(where)) or "–"
 
@@ -196,7 +222,7 @@ def statements_table(data: Data, args: list[str]) -> str:
 def finding(data: Data, args: list[str]) -> str:
     """``finding COMMAND:NAME``: a numerics/bench finding's verdict with its parts."""
     (ref,) = _one(args, "finding COMMAND:NAME")
-    return finding_line(data.finding(ref))
+    return finding_line(data.finding(ref), _finding_standing(data, ref))
 
 
 def findings_table(data: Data, args: list[str]) -> str:
@@ -210,8 +236,20 @@ def findings_table(data: Data, args: list[str]) -> str:
         f = data.finding(f"{args[0]}:{name}")
         said = f"{f['statement']} ({f['source']})"
         parts = "; ".join(_part(p) for p in f["parts"])
-        rows.append([f"`{name}`", said, bold(f["verdict"]), parts])
+        verdict = bold(f["verdict"]) + _finding_standing(data, f"{args[0]}:{name}")
+        rows.append([f"`{name}`", said, verdict, parts])
     return md_table(["finding", "statement (source)", "verdict", "each part: v [95 % CI], n"], rows)
+
+
+def command_table(data: Data, args: list[str]) -> str:
+    """``findings-table numerics``: the findings table ``normlab numerics`` writes, by its own
+    renderer (``numerics.tables``), of the published findings."""
+    from normlab.lab.numerics import findings, tables
+
+    if args != ["numerics"]:
+        raise BlockError("expected findings-table numerics")
+    published = list(data.pub.findings.get("numerics", {}).values())
+    return md_table(tables.FINDINGS_HEADER, tables.table_rows(published, findings.FINDINGS))
 
 
 def parts_table(data: Data, args: list[str]) -> str:
@@ -261,6 +299,7 @@ KINDS: dict[str, Callable[[Data, list[str]], str]] = {
     "statements": statements_table,
     "finding": finding,
     "findings": findings_table,
+    "findings-table": command_table,
     "parts": parts_table,
     "compare": across,
 }
