@@ -32,6 +32,20 @@ GOLDEN = DATA / "claims"
 QUICK = DATA / "quick-s0"
 H = 3.0  # the plateau bar of the made-up cases
 
+# claim (or claim/part) -> (the verdict 2db8868 wrote, today's), with why the rule changed it.
+# The symmetric rule (a superiority claim holds only when its interval lies above δ, and does not
+# hold whenever it lies below δ) changed none of the stored quick study's verdicts. The standard
+# for rivals (#69: two trained recipes compared at one shared learning rate need the registered
+# rate check) makes every such claim of that study not testable here: it ran no check.
+RULE_CHANGES: dict[str, tuple[str, str]] = {
+    "post-ln-better-shallow": ("inconclusive", "not testable here"),
+    "deepnorm-beats-pre": ("holds", "not testable here"),
+    "rmsnorm-matches-quality": ("holds", "not testable here"),
+    "batchnorm-batch-sensitive": ("holds", "not testable here"),
+    "final-norm-needed": ("does not hold", "not testable here"),
+    "no-decay-on-norms": ("does not hold", "not testable here"),
+}
+
 SPEC = """
 name = "golden"
 description = "every rule kind, control and Holm case, on made-up results"

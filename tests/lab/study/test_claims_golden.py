@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from claims_golden import CASES, GOLDEN, QUICK, case_text, quick_text
+from claims_golden import CASES, GOLDEN, QUICK, RULE_CHANGES, case_text, quick_text
 
 from normlab.lab.verdict import CLAIM_WORDS
 
@@ -16,21 +16,6 @@ from normlab.lab.verdict import CLAIM_WORDS
 @pytest.mark.parametrize("case", CASES)
 def test_the_made_up_case_is_decided_as_its_golden_file(case):
     assert case_text(case) == (GOLDEN / case / "claims.json").read_text("utf-8")
-
-
-# claim (or claim/part) -> (the verdict 2db8868 wrote, today's), with why the rule changed it.
-# The symmetric rule (a superiority claim holds only when its interval lies above δ, and does not
-# hold whenever it lies below δ) changed none of the stored quick study's verdicts. The standard
-# for rivals (#69: two trained recipes compared at one shared learning rate need the registered
-# rate check) makes every such claim of that study not testable here: it ran no check.
-RULE_CHANGES: dict[str, tuple[str, str]] = {
-    "post-ln-better-shallow": ("inconclusive", "not testable here"),
-    "deepnorm-beats-pre": ("holds", "not testable here"),
-    "rmsnorm-matches-quality": ("holds", "not testable here"),
-    "batchnorm-batch-sensitive": ("holds", "not testable here"),
-    "final-norm-needed": ("does not hold", "not testable here"),
-    "no-decay-on-norms": ("does not hold", "not testable here"),
-}
 
 
 def _decided(doc: dict) -> dict[str, tuple]:

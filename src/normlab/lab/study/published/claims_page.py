@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from normlab.lab.render import md_table
+from normlab.lab.study.published import audit
 from normlab.lab.study.published.compare import effect_text
 from normlab.lab.study.published.coverage import (
     HEADLINES,
@@ -199,6 +200,33 @@ def render(docs: Path) -> str:
             ["claim: verdict", "from"],
             [[_claim_line(ref, cat, pub.claims), src] for ref, src in cat.beyond.items()],
         ),
+        "",
+        "## Decided after the data was seen",
+        "",
+        "A verdict is *exploratory* when the design that decided it was fixed after its data "
+        "began, or on a seed block already seen; a headline, when its test plan was. Each "
+        "design and plan is registered with the commit that fixed it "
+        "(`docs/data/registry.json`, `normlab study --register`); a fresh seed block confirms.",
+        "",
+        *audit.exploratory(cat, pub, decisions),
+        "",
+        "## One standard for rivals",
+        "",
+        "Two trained recipes are compared at one shared learning rate with a registered check: "
+        "the same claim at ×0.3 and ×3 that rate on the same seeds; a check that decides the "
+        "opposite makes the claim not testable here, and a claim without the check does not "
+        "meet the standard ([study.md](study.md#one-standard-for-rivals)). Each claim of the "
+        "presets, the standard its design meets, and the one its published verdict met:",
+        "",
+        *audit.rival_standard(cat, pub),
+        "",
+        f"## Changed since {audit.BEFORE.split('-')[-1].removesuffix('.json')}",
+        "",
+        "Every statement whose status differs from the reading frozen in "
+        f"`docs/{audit.BEFORE}` (before the headlines over sizes, the standard for rivals and "
+        "the registered plans of issue 69):",
+        "",
+        *audit.changes(cat, decisions, docs),
     ]
     return "\n".join(md) + "\n"
 

@@ -188,6 +188,8 @@ class Published:
         row = self.rows[preset][name]
         if row.where not in self.registry.data:  # checked first: no design read for nothing
             return Standing(False, "its data has no registered date")
+        if not (self.docs / "data" / row.where / "spec.toml").is_file():
+            return Standing(False, "the design that decided it is not stored beside it")
         study = _design(self.docs / "data" / row.where)
         claim = next(c for c in study.claims if c.name == name)
         fp = fingerprint(claim_design(study, claim))
