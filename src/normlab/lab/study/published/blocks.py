@@ -111,14 +111,6 @@ def bold(word: str) -> str:
     return f"**{word}**"
 
 
-def claim_line(c: dict, standing: str = "") -> str:
-    return f"{bold(c['verdict'])}{standing} ({detail(c)})"
-
-
-def finding_line(f: dict, standing: str = "") -> str:
-    return f"{bold(f['verdict'])}{standing} ({'; '.join(_part(p) for p in f['parts'])})"
-
-
 def _finding_standing(data: Data, ref: str) -> str:
     return "" if data.pub.standing(ref).confirmatory else " (exploratory)"
 
@@ -140,12 +132,6 @@ def claims_table(data: Data, args: list[str]) -> str:
         said = bold(c["verdict"]) + data.standing(args[0], name)
         rows.append([f"`{name}`", said, detail(c), coverage.scope(c)])
     return md_table(["claim", "verdict", "what decided it", "tested at"], rows)
-
-
-def claim(data: Data, args: list[str]) -> str:
-    """``claim DIR:NAME``: one claim's verdict and what decided it, for a line of prose."""
-    (ref,) = _one(args, "claim DIR:NAME")
-    return claim_line(data.claim(ref), data.standing(*coverage.split_ref(ref)))
 
 
 def verdict(data: Data, args: list[str]) -> str:
@@ -170,7 +156,7 @@ def verdict(data: Data, args: list[str]) -> str:
 
 
 def statement(data: Data, args: list[str]) -> str:
-    """``statement ID``: a statement's headline (``coverage``)."""
+    """``statement ID``: a statement's headline (``headline.status``)."""
     (sid,) = _one(args, "statement ID")
     return _headline(data, data.statement(sid))
 
@@ -219,37 +205,27 @@ def statements_table(data: Data, args: list[str]) -> str:
     return md_table(["statement (source article)", "verdict", "tested at"], rows)
 
 
-def finding(data: Data, args: list[str]) -> str:
-    """``finding COMMAND:NAME``: a numerics/bench finding's verdict with its parts."""
-    (ref,) = _one(args, "finding COMMAND:NAME")
-    return finding_line(data.finding(ref), _finding_standing(data, ref))
+def _rules(command: str) -> dict:
+    """The findings ``normlab numerics`` or ``normlab bench --findings`` decides, by name."""
+    if command == "numerics":
+        from normlab.lab.numerics.findings import FINDINGS
+
+        return FINDINGS
+    from normlab.lab.bench.findings import all_findings
+
+    return {f.name: f for f in all_findings()}
 
 
 def findings_table(data: Data, args: list[str]) -> str:
-    """``findings COMMAND [NAME ...]``: the published findings of ``normlab numerics`` or
-    ``normlab bench --findings`` (or those named), with every part's value and verdict."""
-    if not args or args[0] not in data.pub.findings:
-        raise BlockError(f"findings: name one of {sorted(data.pub.findings)}")
-    names = args[1:] or list(data.pub.findings[args[0]])
-    rows = []
-    for name in names:
-        f = data.finding(f"{args[0]}:{name}")
-        said = f"{f['statement']} ({f['source']})"
-        parts = "; ".join(_part(p) for p in f["parts"])
-        verdict = bold(f["verdict"]) + _finding_standing(data, f"{args[0]}:{name}")
-        rows.append([f"`{name}`", said, verdict, parts])
-    return md_table(["finding", "statement (source)", "verdict", "each part: v [95 % CI], n"], rows)
+    """``findings-table COMMAND``: the findings table ``normlab numerics`` or ``normlab bench
+    --findings`` writes, by its own renderer (``numerics.tables``), of the published findings:
+    each finding's verdict and every part's value and verdict."""
+    from normlab.lab.numerics import tables
 
-
-def command_table(data: Data, args: list[str]) -> str:
-    """``findings-table numerics``: the findings table ``normlab numerics`` writes, by its own
-    renderer (``numerics.tables``), of the published findings."""
-    from normlab.lab.numerics import findings, tables
-
-    if args != ["numerics"]:
-        raise BlockError("expected findings-table numerics")
-    published = list(data.pub.findings.get("numerics", {}).values())
-    return md_table(tables.FINDINGS_HEADER, tables.table_rows(published, findings.FINDINGS))
+    if len(args) != 1 or args[0] not in data.pub.findings:
+        raise BlockError(f"expected findings-table COMMAND, one of {sorted(data.pub.findings)}")
+    published = list(data.pub.findings[args[0]].values())
+    return md_table(tables.FINDINGS_HEADER, tables.table_rows(published, _rules(args[0])))
 
 
 def parts_table(data: Data, args: list[str]) -> str:
@@ -293,13 +269,10 @@ def _one(args: list[str], usage: str) -> list[str]:
 
 KINDS: dict[str, Callable[[Data, list[str]], str]] = {
     "claims": claims_table,
-    "claim": claim,
     "verdict": verdict,
     "statement": statement,
     "statements": statements_table,
-    "finding": finding,
-    "findings": findings_table,
-    "findings-table": command_table,
+    "findings-table": findings_table,
     "parts": parts_table,
     "compare": across,
 }
