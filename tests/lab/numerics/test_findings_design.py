@@ -248,8 +248,8 @@ def test_numerics_md_table_is_the_published_findings():
     docs = Path(__file__).parents[3] / "docs"
     published = json.loads((docs / "numerics-findings.json").read_text())
     page = (docs / "numerics.md").read_text()
-    begin = page.index("<!-- generated from numerics-findings.json")
-    table = page[page.index("\n", begin) + 1 : page.index("<!-- end of the generated table")]
+    begin = page.index("<!-- from-data findings-table numerics -->")  # filled by study --coverage
+    table = page[page.index("\n", begin) + 1 : page.index("<!-- /from-data -->", begin)]
     assert (
         table.strip()
         == md_table(tables.FINDINGS_HEADER, tables.table_rows(published, findings.FINDINGS)).strip()

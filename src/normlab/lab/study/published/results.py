@@ -18,7 +18,7 @@ from normlab.lab import doc as d
 from normlab.lab.errors import UsageError
 from normlab.lab.io import hold, sub_dir, write_file
 from normlab.lab.study.decide import rules_of
-from normlab.lab.study.published import claims_page, coverage, headline
+from normlab.lab.study.published import claims_page, coverage, headline, pages
 from normlab.lab.study.published.compare import effects
 from normlab.lab.study.published.replay import published_design
 from normlab.lab.study.report import COLORS, badge, unit_of
@@ -247,7 +247,8 @@ def write(docs: Path) -> list[Path]:
 
 
 def main(docs: str) -> int:
-    """``normlab study --coverage [DOCS]``: ``claims.md``, then the results page built on it;
+    """``normlab study --coverage [DOCS]``: ``claims.md``, the results page built on it, then
+    every generated block of the other pages (``pages``: the ones that changed are printed);
     UsageError where ``DOCS`` holds no published data."""
     root = Path(docs)
     if not (root / "data").is_dir():
@@ -257,7 +258,11 @@ def main(docs: str) -> int:
         )
     with hold(root, "study", "--coverage"):  # one process per directory written, as --out
         write_file(root / "claims.md", claims_page.render(root))
-        paths = [root / "claims.md", *write(root)]
+        try:
+            changed = pages.write(root)
+        except pages.BlockError as e:  # a page names data that is not published
+            raise UsageError(f"--coverage: {e}") from None
+        paths = [root / "claims.md", *write(root), *changed]
     for path in paths:
         print(path)
     return 0

@@ -1,0 +1,278 @@
+"""What fills each generated block of a page (``pages``): a verdict, a table of verdicts, a
+statement's headline, read from the published data and never retyped.
+
+Every word comes from the data or the code that decides a headline: a claim's from its study's
+``docs/data/<dir>/claims.json``, a finding's from ``docs/numerics-findings.json`` or
+``docs/bench-findings.json``, a statement's headline from ``headline.status``, one claim across
+studies from ``compare``; a verdict decided after its data was seen (``Published.standing``)
+says so. A block names its kind and arguments (``KINDS``); a kind is a
+function of the data and those arguments that returns Markdown.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from normlab.lab.render import md_table
+from normlab.lab.study.published import compare, coverage, headline
+from normlab.lab.verdict import Word
+from normlab.lab.verdict.finding import interval_text
+
+
+class BlockError(ValueError):
+    """A block names a kind, a data directory, a claim, a finding or a statement that does not
+    exist."""
+
+
+@dataclass(frozen=True)
+class Data:
+    """Everything published: each data directory's claims.json (by the directory's name), the
+    statements and the verdicts as ``coverage`` reads them."""
+
+    docs: Path
+    dirs: dict[str, dict]  # "paper-round3" -> its claims.json
+    cat: coverage.Catalogue
+    pub: coverage.Published
+
+    @classmethod
+    def read(cls, docs: Path) -> Data:
+        cat = coverage.load()
+        dirs = {where.name: doc for where, doc in coverage.data_dirs(docs)}
+        return cls(docs, dirs, cat, coverage.Published.read(docs, cat))
+
+    def claims(self, where: str) -> dict[str, dict]:
+        """``docs/data/WHERE/claims.json``'s claims by name: a preset's study, or a study no
+        preset ran, one level deeper (``advise/llama-3.2-1b``: the coverage reads it not)."""
+        doc = self.dirs.get(where)
+        path = self.docs / "data" / where / "claims.json"
+        if doc is None and ".." not in Path(where).parts and path.is_file():
+            doc = json.loads(path.read_text("utf-8"))
+        if doc is None:
+            raise BlockError(f"no docs/data/{where}/claims.json")
+        return {c["name"]: c for c in doc["claims"]}
+
+    def claim(self, ref: str) -> dict:
+        where, name = coverage.split_ref(ref)
+        found = self.claims(where).get(name)
+        if found is None:
+            raise BlockError(f"{ref}: no claim {name!r} in docs/data/{where}/claims.json")
+        return found
+
+    def standing(self, where: str, name: str) -> str:
+        """`` (exploratory)`` where the verdict of claim ``name`` in ``docs/data/WHERE`` is the
+        one its preset publishes and was decided after its data was seen, `` (replaced by …)``
+        where a later round's row replaces it, else ``""``."""
+        preset = (self.dirs.get(where) or {}).get("preset")
+        row = self.pub.rows.get(preset, {}).get(name)
+        if row is None:
+            return ""
+        if row.where != where:
+            return f" (replaced by {row.where})"
+        return "" if self.pub.standing(f"{preset}:{name}").confirmatory else " (exploratory)"
+
+    def finding(self, ref: str) -> dict:
+        found = self.pub.finding(ref)
+        if found is None:
+            raise BlockError(f"{ref}: no such published finding")
+        return found
+
+    def statement(self, sid: str) -> coverage.Statement:
+        found = [s for s in self.cat.statements if s.id == sid]
+        if not found:
+            raise BlockError(f"{sid}: no such statement in statements.toml")
+        return found[0]
+
+
+# --------------------------------------------------------------------------------------------
+# a claim's or a finding's verdict in words
+
+
+def _part(p: dict, shown: str | None = None) -> str:
+    """``label: +0.23 [+0.07, +0.38], n=24, holds`` (a part without an effect: its verdict);
+    ``shown``: the interval as its report writes it (a finding's: ``interval_text``)."""
+    if p.get("effect") is None:
+        return f"{p['part']}: {p['verdict']}"
+    return f"{p['part']}: {shown or interval_text(p)}, {p['verdict']}"
+
+
+def detail(c: dict) -> str:
+    """What decided a claim: the engine's reason (its interval against δ, a control, too few
+    seeds), or a compound's parts each with its interval and verdict."""
+    if c["verdict"] != Word.NOT_TESTABLE and c.get("parts"):
+        shown = {label: e.text() for label, e in compare.effects(c).items()}
+        return "; ".join(_part(p, shown.get(p["part"])) for p in c["parts"])
+    return c["why"]
+
+
+def bold(word: str) -> str:
+    return f"**{word}**"
+
+
+def _finding_standing(data: Data, ref: str) -> str:
+    return "" if data.pub.standing(ref).confirmatory else " (exploratory)"
+
+
+# --------------------------------------------------------------------------------------------
+# the kinds
+
+
+def claims_table(data: Data, args: list[str]) -> str:
+    """``claims DIR [NAME ...]``: the claims of ``docs/data/DIR/claims.json`` (or those named,
+    in that order), each with its verdict, what decided it and the sizes it was tested at."""
+    if not args:
+        raise BlockError("claims: name a data directory")
+    claims = data.claims(args[0])
+    names = args[1:] or list(claims)
+    rows = []
+    for name in names:
+        c = data.claim(f"{args[0]}:{name}")
+        said = bold(c["verdict"]) + data.standing(args[0], name)
+        rows.append([f"`{name}`", said, detail(c), coverage.scope(c)])
+    return md_table(["claim", "verdict", "what decided it", "tested at"], rows)
+
+
+def verdict(data: Data, args: list[str]) -> str:
+    """``verdict REF [PART]``: one word: the verdict of a claim (``DIR:NAME``) or a finding
+    (``numerics:NAME``, ``bench:NAME``), or of its part labelled ``PART``, for a line of prose
+    that says what it means."""
+    if not args:
+        raise BlockError("expected verdict DIR:NAME [PART] or verdict COMMAND:NAME [PART]")
+    ref, part = args[0], " ".join(args[1:])
+    is_finding = coverage.split_ref(ref)[0] in data.cat.findings
+    entry = data.finding(ref) if is_finding else data.claim(ref)
+    if not part:
+        standing = (
+            _finding_standing(data, ref) if is_finding else data.standing(*coverage.split_ref(ref))
+        )
+        return bold(entry["verdict"]) + standing
+    found = [p for p in entry.get("parts") or [] if p["part"] == part]
+    if not found:
+        labels = [p["part"] for p in entry.get("parts") or []]
+        raise BlockError(f"{ref}: no part {part!r} (its parts: {labels})")
+    return bold(found[0]["verdict"])
+
+
+def statement(data: Data, args: list[str]) -> str:
+    """``statement ID``: a statement's headline (``headline.status``)."""
+    (sid,) = _one(args, "statement ID")
+    return _headline(data, data.statement(sid))
+
+
+def _headline(data: Data, s: coverage.Statement) -> str:
+    """A statement's headline as every page shows it: the verdict (each size's where sizes
+    disagree; exploratory where it was decided after its data was seen), or why it has none."""
+    d = headline.status(s, data.pub)
+    if d.status not in coverage.HEADLINES:
+        return coverage.NOT_DECIDED[d.status][0]
+    said = bold(d.status)
+    if d.status == Word.DEPENDS:
+        said += ": " + "; ".join(f"{w} at {size}" for size, w in d.sizes)
+    return said + (" (exploratory)" if d.exploratory else "")
+
+
+def _tested_at(data: Data, s: coverage.Statement) -> str:
+    """Where the evidence that tests ``s`` as stated was measured: each claim's size, each
+    finding by name, or the library's tests."""
+    where = [
+        size(data.pub.claim(e.ref)) if e.kind == "claim" else f"{e.ref.replace(':', ' finding `')}`"
+        for e in headline.evidence(s, data.pub)
+    ]
+    if headline.tests_decide(s):
+        where.append("library tests, in CI")
+    return "; ".join(dict.fromkeys(where)) or "–"
+
+
+def size(c: dict) -> str:
+    """``d=64, 6/24 blocks``: the widths and depths a claim's arms were tested at."""
+    shapes = c.get("scope", ())
+    d, blocks = ("/".join(dict.fromkeys(str(s[k]) for s in shapes)) for k in ("d", "blocks"))
+    return f"d={d}, {blocks} blocks"
+
+
+def statements_table(data: Data, args: list[str]) -> str:
+    """``statements ID ...``: those statements with their headlines and where they were
+    tested."""
+    if not args:
+        raise BlockError("statements: name one statement id or more")
+    rows = []
+    for sid in args:
+        s = data.statement(sid)
+        said = f"{s.statement} ({s.article} §{s.section.rstrip('abcdefgh')})"
+        rows.append([said, _headline(data, s), _tested_at(data, s)])
+    return md_table(["statement (source article)", "verdict", "tested at"], rows)
+
+
+def _rules(command: str) -> dict:
+    """The findings ``normlab numerics`` or ``normlab bench --findings`` decides, by name."""
+    if command == "numerics":
+        from normlab.lab.numerics.findings import FINDINGS
+
+        return FINDINGS
+    from normlab.lab.bench.findings import all_findings
+
+    return {f.name: f for f in all_findings()}
+
+
+def findings_table(data: Data, args: list[str]) -> str:
+    """``findings-table COMMAND``: the findings table ``normlab numerics`` or ``normlab bench
+    --findings`` writes, by its own renderer (``numerics.tables``), of the published findings:
+    each finding's verdict and every part's value and verdict."""
+    from normlab.lab.numerics import tables
+
+    if len(args) != 1 or args[0] not in data.pub.findings:
+        raise BlockError(f"expected findings-table COMMAND, one of {sorted(data.pub.findings)}")
+    published = list(data.pub.findings[args[0]].values())
+    return md_table(tables.FINDINGS_HEADER, tables.table_rows(published, _rules(args[0])))
+
+
+def parts_table(data: Data, args: list[str]) -> str:
+    """``parts COMMAND:NAME ...``: findings over the same parts (sizes) side by side, one row
+    per part, each cell the part's value and verdict."""
+    found = [data.finding(ref) for ref in args]
+    if not found:
+        raise BlockError("parts: name one finding or more")
+    labels = list(dict.fromkeys(p["part"] for f in found for p in f["parts"]))
+    cells = [{p["part"]: f"{interval_text(p)}, {p['verdict']}" for p in f["parts"]} for f in found]
+    rows = [[label, *(c.get(label, "–") for c in cells)] for label in labels]
+    header = ["part", *(f"`{f['name']}`: {bold(f['verdict'])}" for f in found)]
+    return md_table(header, rows)
+
+
+def across(data: Data, args: list[str]) -> str:
+    """``compare``: every claim more than one published study decides, as ``normlab study
+    --compare`` prints it, over the rows each study publishes today (a later round's rows
+    replace its preset's)."""
+    if args:
+        raise BlockError("compare takes no arguments")
+    replaced: dict[str, set[str]] = {}
+    studies = []
+    for where, doc in reversed(coverage.data_dirs(data.docs)):  # later rounds first
+        own = replaced.setdefault(doc["preset"], set())
+        claims = [c for c in doc["claims"] if c["name"] not in own]
+        own.update(c["name"] for c in doc["claims"])
+        label = f"{doc['preset']} (--seed {doc.get('seed_block', 0)})"
+        studies.append({**doc, "claims": claims, "label": label, "where": where.name})
+    studies.sort(key=lambda s: (s["preset"], s["where"]))
+    rows, changes = compare.compare(studies)
+    text = md_table(compare.HEADER, rows)
+    return text + ("\n\nSign changes:\n\n" + "\n".join(changes) if changes else "")
+
+
+def _one(args: list[str], usage: str) -> list[str]:
+    if len(args) != 1:
+        raise BlockError(f"expected {usage}, got {' '.join(args)!r}")
+    return args
+
+
+KINDS: dict[str, Callable[[Data, list[str]], str]] = {
+    "claims": claims_table,
+    "verdict": verdict,
+    "statement": statement,
+    "statements": statements_table,
+    "findings-table": findings_table,
+    "parts": parts_table,
+    "compare": across,
+}
