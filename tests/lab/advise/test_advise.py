@@ -310,7 +310,8 @@ def test_seeds_and_steps_reach_the_spec_the_twin_and_the_bottom_line():
     study = p.study()
     recipe = next(a.config for a in study.arms if a.name == "recipe")
     assert (recipe.steps, recipe.warmup_steps, recipe.model.dim) == (60, 6, 64)  # quick's 10 %
-    assert {a.config.steps for a in study.arms} == {60} and len(study.runs()) == 21
+    # 21 arms and the quality claims' rate checks at ×0.3 (×3 is a sweep's point): 28, 1 seed
+    assert {a.config.steps for a in study.arms} == {60} and len(study.runs()) == 28
     assert {c.rule.seeds for c in study.claims if not c.timed} == {1}
     scale = twin_json(p.twin)["scale"]
     assert (scale["steps"], scale["seeds"], scale["warmup_steps"]) == (60, 1, 6)
@@ -330,9 +331,9 @@ def test_seeds_and_steps_reach_the_spec_the_twin_and_the_bottom_line():
 def test_list_estimates_the_budget_given(tmp_path, capsys):
     argv = ["advise", "--hf-config", "llama-3.2-1b.json", "--list", "--quiet"]
     assert main(argv) == 0
-    assert "21 arms, 63 runs" in capsys.readouterr().out
+    assert "28 arms, 84 runs" in capsys.readouterr().out
     assert main([*argv, "--seeds", "1", "--steps", "60"]) == 0
-    assert "21 arms, 21 runs" in capsys.readouterr().out
+    assert "28 arms, 28 runs" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(("flag", "value", "what"), [

@@ -121,6 +121,7 @@ def _quality_claims(spec: SpecDoc, twin: Twin) -> None:
                 "expect": ">0",
                 "delta": 0.0,
                 "seeds": s.seeds,
+                "rate_check": True,  # the standard for rivals (docs/study.md)
             },
             {
                 "name": claim_name("beats", a.arm),
@@ -132,6 +133,7 @@ def _quality_claims(spec: SpecDoc, twin: Twin) -> None:
                 "expect": ">0",
                 "delta": BEATS,
                 "seeds": s.seeds,
+                "rate_check": True,  # the standard for rivals (docs/study.md)
             },
         ]
     spec.add(

@@ -130,7 +130,7 @@ def _mode(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from normlab.lab.study.published import compare, registry, results
+    from normlab.lab.study.published import compare, register, results
     from normlab.lab.study.run import pilot
 
     mode = _mode(args)
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     if mode == "coverage":
         return results.main(args.coverage)
     if mode == "register":
-        return registry.main(args.register)
+        return register.main(args.register)
     if mode == "redecide":
         out = Path(args.redecide)
         return redecide.main(out, args.spec, args.device, args.precision, args.quiet)

@@ -385,7 +385,7 @@ def test_a_design_is_confirmatory_only_if_fixed_before_its_data_on_a_fresh_block
 def test_every_design_and_plan_is_registered_as_it_stands_today():
     """A changed claim design, statement plan or finding design must be registered (normlab
     study --register) in the commit that changes it, before any run of it."""
-    from normlab.lab.study.published.registry import unregistered
+    from normlab.lab.study.published.register import unregistered
 
     missing = unregistered(Registry.read(DOCS), DOCS)
     assert not missing, (

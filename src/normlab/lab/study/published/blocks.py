@@ -11,13 +11,13 @@ function of the data and those arguments that returns Markdown.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from normlab.lab.render import md_table
-from normlab.lab.study.published import compare, coverage, headline
+from normlab.lab.study.published import audit, compare, coverage, headline
+from normlab.lab.study.report.claims_json import read_claims
 from normlab.lab.verdict import Word
 from normlab.lab.verdict.finding import interval_text
 
@@ -49,7 +49,7 @@ class Data:
         doc = self.dirs.get(where)
         path = self.docs / "data" / where / "claims.json"
         if doc is None and ".." not in Path(where).parts and path.is_file():
-            doc = json.loads(path.read_text("utf-8"))
+            doc = read_claims(path)  # bounded, checked to the leaves
         if doc is None:
             raise BlockError(f"no docs/data/{where}/claims.json")
         return {c["name"]: c for c in doc["claims"]}
@@ -267,6 +267,15 @@ def _one(args: list[str], usage: str) -> list[str]:
     return args
 
 
+def changes(data: Data, args: list[str]) -> str:
+    """``changes``: every statement whose status differs from the frozen earlier reading
+    (``audit.changes``)."""
+    if args:
+        raise BlockError(f"changes takes no arguments, got {' '.join(args)!r}")
+    decisions = {s.id: headline.status(s, data.pub) for s in data.cat.statements}
+    return "\n".join(audit.changes(data.cat, decisions, data.docs))
+
+
 KINDS: dict[str, Callable[[Data, list[str]], str]] = {
     "claims": claims_table,
     "verdict": verdict,
@@ -275,4 +284,5 @@ KINDS: dict[str, Callable[[Data, list[str]], str]] = {
     "findings-table": findings_table,
     "parts": parts_table,
     "compare": across,
+    "changes": changes,
 }

@@ -105,6 +105,9 @@ EXEMPT: dict[str, tuple[tuple[str, str], ...]] = {
         ("## Glossary", "defines the words"),
         ("## How a verdict is decided", "the rule"),
         ("### What the symmetric rule changed", "a dated record of the rule's change"),
+        ("## One standard for rivals", "the standard's rule"),
+        ("## Registered plans: confirmatory and exploratory verdicts", "the rule of exploratory"),
+        ("### What changed since 7acb7c9", "the generated table's introduction"),
     ),
     "spec.md": (
         ("### `[[claims]]`: what is decided, and how", "the rules a spec may name"),

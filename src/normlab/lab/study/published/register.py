@@ -1,0 +1,97 @@
+"""``normlab study --register``: today's fingerprints of every covered preset claim's design,
+statement's test plan and published finding's design, held against the registry
+(``registry``), and the changed ones stamped as fixed now."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from normlab.lab.reading import read_json
+from normlab.lab.study.published.coverage import load
+from normlab.lab.study.published.registry import Data, Registry, plan_fingerprint
+from normlab.lab.study.spec.fingerprint import claim_design, fingerprint
+
+
+def current(docs: Path) -> dict[str, dict[str, str]]:
+    """Today's fingerprints: each covered preset claim's design and each published finding's
+    (``designs``), each statement's plan (``plans``)."""
+    from normlab.lab.study.spec import load_builtin
+
+    cat = load()
+    designs = {}
+    for preset in cat.reports:
+        study = load_builtin(preset)
+        for c in study.claims:
+            designs[f"{preset}:{c.name}"] = fingerprint(claim_design(study, c))
+    for command, where in cat.findings.items():
+        path = docs / where["data"]
+        for f in read_json(path) if path.is_file() else []:
+            if "design" in f:
+                designs[f"{command}:{f['name']}"] = fingerprint(f["design"])
+    plans = {s.id: plan_fingerprint(s) for s in cat.statements}
+    return {"designs": designs, "plans": plans}
+
+
+def unregistered(reg: Registry, docs: Path) -> list[str]:
+    """Every design or plan whose fingerprint today is not its latest registered version."""
+    return [
+        f"{table} {key}"
+        for table, prints in current(docs).items()
+        for key, fp in prints.items()
+        if not getattr(reg, table).get(key) or getattr(reg, table)[key][-1].fingerprint != fp
+    ]
+
+
+def register(docs: Path, when: str, commit: str) -> list[str]:
+    """Stamp every changed design and plan as fixed at ``when`` on top of ``commit`` (the
+    registering commit holds the change), and each published study's data not yet registered
+    (``began``: when its runs began); what was stamped, in words."""
+    reg = Registry.read(docs)
+    done = []
+    for table, prints in current(docs).items():
+        for key, fp in prints.items():
+            if reg.stamp(table, key, fp, when, commit):
+                done.append(f"{table} {key}")
+    for path in sorted(docs.glob("data/*/study.json")):
+        if path.parent.name not in reg.data:
+            from normlab.lab.study.run.store import check_study_json
+
+            meta = check_study_json(read_json(path), str(path))
+            began = meta.get("began") or _earliest(meta)
+            reg.data[path.parent.name] = Data(
+                meta["preset"], meta["seed_block"], began, meta["code"]["commit"]
+            )
+            done.append(f"data {path.parent.name}")
+    reg.write(docs)
+    return done
+
+
+def _earliest(meta: dict) -> str:
+    """When a study without ``began`` began at the latest: its finish less its wall time (a
+    resumed study's runs may be older: its ``began`` records the first start)."""
+    from datetime import datetime, timedelta, timezone
+
+    end = datetime.strptime(meta["finished"], "%Y-%m-%d %H:%M:%S UTC").replace(tzinfo=timezone.utc)
+    return (end - timedelta(seconds=float(meta["wall_s"]))).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def main(docs: str) -> int:
+    """``normlab study --register [DOCS]``: stamp what changed, print it."""
+    import subprocess
+    from datetime import datetime, timezone
+
+    from normlab.lab.errors import UsageError
+
+    root = Path(docs)
+    if not (root / "data").is_dir():
+        raise UsageError(f"--register {docs}: no {root / 'data'} directory")
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True, cwd=root
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        head = "uncommitted"
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    done = register(root, now, head)
+    print("\n".join(f"registered {d}" for d in done) or "nothing changed since the registry")
+    return 0
