@@ -4,6 +4,7 @@ and the report says what it measured."""
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -158,3 +159,35 @@ def test_the_findings_part_labels_are_numerics_own():
     ]
     for f in (f for f in findings.all_findings("embedding") if f.name in same):
         assert [p for p, _ in f.parts] == [p for p, _ in FINDINGS[f.name].parts]
+
+
+# --------------------------------------------------------------------------------------------
+# the published MiniLM run (docs/inspect-minilm/)
+
+PUBLISHED = Path(__file__).resolve().parents[3] / "docs" / "inspect-minilm"
+
+
+def test_the_published_findings_follow_from_their_values():
+    """docs/inspect-minilm/inspect-findings.json: every verdict is what today's rule decides on
+    its values, the findings are the ones inspect decides, and inspect.json holds the same."""
+    published = json.loads((PUBLISHED / "inspect-findings.json").read_text())
+    kind = published[0]["record"]["kind"]
+    assert [f["name"] for f in published] == [f.name for f in findings.all_findings(kind)]
+    for f in published:
+        assert findings.redecide(f) == f
+    assert json.loads((PUBLISHED / "inspect.json").read_text())["findings"] == published
+
+
+def test_the_published_report_is_what_the_writer_makes_of_its_data():
+    """docs/inspect-minilm/report.md is today's report of docs/inspect-minilm/inspect.json: no
+    number or verdict on it is typed by hand."""
+    from normlab.lab import doc as d
+    from normlab.lab.inspect.plots import PLOTS
+    from normlab.lab.inspect.report import document
+    from normlab.lab.inspect.run import read_result
+
+    result = read_result(PUBLISHED / "inspect.json")
+    md = d.to_markdown(document(result, {name: b"" for name in PLOTS}))
+    assert md == (PUBLISHED / "report.md").read_text()
+    for name in PLOTS:
+        assert (PUBLISHED / "plots" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"

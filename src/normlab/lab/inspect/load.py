@@ -92,6 +92,7 @@ class Loaded:
     pooling: str  # "mean" | "cls": how an embedding model's tokens become one vector
     params: int  # counted on the built model
     tokenizer: object | None
+    no_tokenizer: str  # why there is none ("" where there is)
 
 
 def load(path, what: str) -> Loaded:
@@ -117,9 +118,8 @@ def load(path, what: str) -> Loaded:
     model.eval()
     name = type(model).__name__
     kind = "lm" if name.endswith(LM_HEADS) else "embedding"
-    return Loaded(
-        model, norm_sites(model, what), name, kind, pooling(path), params, tokenizer(tf, path)
-    )
+    sites = norm_sites(model, what)
+    return Loaded(model, sites, name, kind, pooling(path), params, *tokenizer(tf, path))
 
 
 def pooling(path) -> str:
@@ -135,12 +135,12 @@ def pooling(path) -> str:
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "tokenizer.model")
 
 
-def tokenizer(tf, path):
-    """The directory's own tokenizer, or None where it ships none (then the text's bytes are the
-    token ids)."""
+def tokenizer(tf, path) -> tuple[object | None, str]:
+    """The directory's own tokenizer, or None and why (then the text's bytes are the token
+    ids, and the report says so)."""
     if not any((path / f).is_file() for f in _TOKENIZER_FILES):
-        return None
+        return None, "no tokenizer in the directory"
     try:
-        return tf.AutoTokenizer.from_pretrained(path, local_files_only=True)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+        return tf.AutoTokenizer.from_pretrained(path, local_files_only=True), ""
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return None, f"its tokenizer did not load: {printable(str(e).splitlines()[0], 80)}"

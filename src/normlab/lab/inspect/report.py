@@ -24,8 +24,8 @@ def _intro(r) -> d.Paragraph:
     return d.Paragraph(
         f"{m.family} ({m.arch}), {m.params:,} parameters, {m.norms} norm layers "
         f"({', '.join(m.norm_classes)}, eps {', '.join(words.num(e) for e in eps)}); "
-        f"{s.tokens:,} tokens in {s.chunks} chunks of {s.chunk} ({s.source}; "
-        f"{s.tokenizer}), run in FP32 and eval mode; {r.seconds.get('total', 0):.0f} s.",
+        f"{s.tokens:,} tokens in {s.chunks} chunks of {s.chunk}: {s.source}, read with "
+        f"{s.tokenizer}; run in FP32, eval mode; {r.seconds.get('total', 0):.0f} s.",
         muted=True,
     )
 
@@ -188,7 +188,8 @@ def _how(r) -> str:
     stages = ", ".join(f"{k} {v:.1f} s" for k, v in r.seconds.items())
     return (
         f"torch {mach.get('torch')}, transformers {mach.get('transformers')}, "
-        f"{mach.get('threads')} threads on {mach.get('cpu')}; {stages}. Sized before loading: "
+        f"{mach.get('threads')} threads on {mach.get('cpu')} (load average {mach.get('load')} "
+        f"at the start); {stages}. Sized before loading: "
         f"about {m.need_bytes / 2**20:,.0f} MiB needed of {m.limit_bytes / 2**20:,.0f} MiB "
         f"allowed. The small eps of the eps findings: {words.num(r.eps_small)}."
     )

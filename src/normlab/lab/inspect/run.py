@@ -10,6 +10,7 @@ and replayed (:mod:`~normlab.lab.inspect.replay`), the swapped and train-mode pa
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 from dataclasses import dataclass, field
@@ -63,6 +64,25 @@ class InspectResult:
     machine: dict[str, str] = field(default_factory=dict)
 
 
+def read_result(path) -> InspectResult:
+    """An ``inspect.json`` back as the result it was written from (the lab's bounded reader)."""
+    from normlab.lab.reading import read_json
+
+    doc = read_json(path)
+    return InspectResult(
+        ModelInfo(**doc["model"]),
+        SampleInfo(**doc["sample"]),
+        [hazards.LayerStats(**x) for x in doc["layers"]],
+        doc["stream_rms"],
+        [replay.LayerReplay(**x) for x in doc["replay"]],
+        [compare.Change(**x) for x in doc["changes"]],
+        doc["findings"],
+        doc["eps_small"],
+        doc["seconds"],
+        doc["machine"],
+    )
+
+
 class _Clock:
     def __init__(self, log):
         self.log, self.bar = log, None
@@ -88,9 +108,11 @@ def measure(o: InspectOptions, md: locate.ModelDir, log=print) -> InspectResult:
 
     from normlab.lab.inspect.load import load
 
-    clock = _Clock(log)
+    clock, busy = _Clock(log), _load()
     m = load(md.path, md.name)  # refuses an unknown norm class before the weights are read
-    sample = text.sample(text.Encoder(m.tokenizer, md.hf.sizes["vocab"]), o.chunks, o.chunk)
+    sample = text.sample(
+        text.Encoder(m.tokenizer, md.hf.sizes["vocab"], m.no_tokenizer), o.chunks, o.chunk
+    )
     clock.done("load", f"{md.name}: {m.arch}, {m.params:,} parameters, {len(m.sites)} norms")
     with tqdm(total=len(STAGES), desc="inspect", disable=not o.progress, leave=False) as bar:
         clock.bar = bar
@@ -127,8 +149,16 @@ def measure(o: InspectOptions, md: locate.ModelDir, log=print) -> InspectResult:
         decided,
         small,
         clock.seconds,
-        _machine(),
+        _machine(busy),
     )
+
+
+def _load() -> str:
+    """The machine's 1-minute load average (what else ran beside this), where it is known."""
+    try:
+        return f"{os.getloadavg()[0]:.1f}"
+    except OSError:
+        return "unknown"
 
 
 def _info(md: locate.ModelDir, m) -> ModelInfo:
@@ -149,10 +179,11 @@ def _info(md: locate.ModelDir, m) -> ModelInfo:
     )
 
 
-def _machine() -> dict[str, str]:
+def _machine(load: str) -> dict[str, str]:
     import transformers
 
     return {
+        "load": load,
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "threads": str(torch.get_num_threads()),
