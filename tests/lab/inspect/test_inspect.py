@@ -168,9 +168,10 @@ PUBLISHED = Path(__file__).resolve().parents[3] / "docs" / "inspect-minilm"
 
 
 def test_the_published_findings_follow_from_their_values():
-    """docs/inspect-minilm/inspect-findings.json: every verdict is what today's rule decides on
-    its values, the findings are the ones inspect decides, and inspect.json holds the same."""
-    published = json.loads((PUBLISHED / "inspect-findings.json").read_text())
+    """docs/inspect-findings.json (the MiniLM run's): every verdict is what today's rule decides
+    on its values, the findings are the ones inspect decides, and the run's inspect.json holds
+    the same."""
+    published = json.loads((PUBLISHED.parent / "inspect-findings.json").read_text())
     kind = published[0]["record"]["kind"]
     assert [f["name"] for f in published] == [f.name for f in findings.all_findings(kind)]
     for f in published:

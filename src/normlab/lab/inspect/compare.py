@@ -15,6 +15,7 @@ whose top-1 prediction changes).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -98,6 +99,10 @@ def _rank_change(a: Tensor, b: Tensor) -> list[float]:
     out = []
     for i in range(n):
         keep = [j for j in range(n) if j != i]
-        rho = stats.spearmanr(sa[i, keep].numpy(), sb[i, keep].numpy()).statistic
-        out.append(1.0 - float(rho) if rho == rho else 1.0)  # NaN (constant ranks): no order kept
+        a_i, b_i = sa[i, keep], sb[i, keep]
+        if torch.equal(a_i, b_i):  # the same similarities (constant ones too): nothing moved
+            out.append(0.0)
+            continue
+        rho = float(stats.spearmanr(a_i.numpy(), b_i.numpy()).statistic)
+        out.append(1.0 - rho if math.isfinite(rho) else 1.0)  # one side constant: no order kept
     return out

@@ -22,6 +22,7 @@ from normlab.lab.reading import printable, read_json
 
 WEIGHTS = ("*.safetensors", "pytorch_model*.bin")
 _PACKAGE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,99}")
+PASSES = 3  # eval (recorded), swapped, train mode
 FP32 = 4  # bytes per parameter and activation: the model runs in FP32
 # What one token costs beside the weights, in FP32 values per hidden unit (a generous count, not
 # a measurement): the recorded norm inputs (at most 4 norms per block and one more), the hidden
@@ -40,6 +41,7 @@ class ModelDir:
     params: int  # from the config's sizes (normlab.lab.advise.hf_config)
     need: int  # bytes the run needs (estimate)
     limit: int  # bytes it may use
+    flops: float  # the three passes' work (2 · parameters outside the embeddings · tokens each)
 
 
 def find(model: str) -> tuple[Path, str]:
@@ -108,7 +110,8 @@ def read(options) -> ModelDir:
             f"tokens need about {fmt_bytes(need)}, {need / limit:.3g}x the {fmt_bytes(limit)} "
             f"allowed ({said})"
         )
-    return ModelDir(path, name, config, hf, params, need, limit)
+    flops = PASSES * 2 * hf.params(embeddings=False) * options.tokens
+    return ModelDir(path, name, config, hf, params, need, limit, flops)
 
 
 def activation_bytes(hf: HFModel, tokens: int, chunk: int) -> int:

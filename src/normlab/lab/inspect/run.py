@@ -89,17 +89,23 @@ class _Clock:
         self.seconds: dict[str, float] = {}
         self.at = time.perf_counter()
 
-    def done(self, stage: str, what: str = "") -> None:
+    def tick(self) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def done(self, stage: str, what: str = "", tick: bool = True) -> None:
         now = time.perf_counter()
         self.seconds[stage] = now - self.at
         self.at = now
-        if self.bar is not None:
-            self.bar.update(1)
+        if tick:
+            self.tick()
         if what:
             self.log(what)
 
 
-STAGES = ("record", "replay", "compare", "decide")  # the progress bar's, after loading
+# The progress bar's steps after loading: the eval pass, one per norm layer's replay, the two
+# other passes and the decision.
+STEPS_BESIDE_THE_LAYERS = 3
 
 
 def measure(o: InspectOptions, md: locate.ModelDir, log=print) -> InspectResult:
@@ -114,7 +120,8 @@ def measure(o: InspectOptions, md: locate.ModelDir, log=print) -> InspectResult:
         text.Encoder(m.tokenizer, md.hf.sizes["vocab"], m.no_tokenizer), o.chunks, o.chunk
     )
     clock.done("load", f"{md.name}: {m.arch}, {m.params:,} parameters, {len(m.sites)} norms")
-    with tqdm(total=len(STAGES), desc="inspect", disable=not o.progress, leave=False) as bar:
+    steps = len(m.sites) + STEPS_BESIDE_THE_LAYERS
+    with tqdm(total=steps, desc="inspect", disable=not o.progress, leave=False) as bar:
         clock.bar = bar
         base, inputs = record.record(m.model, m.sites, sample.ids, m.kind, m.pooling)
         for s, _ in m.sites:
@@ -128,14 +135,15 @@ def measure(o: InspectOptions, md: locate.ModelDir, log=print) -> InspectResult:
             replay.replay_layer(rep, s, mod, inputs[s.name])
             seed = 1000 * o.seed + i
             replay.replay_grads(rep, s, mod, inputs[s.name], small, findings.EPS_DEFAULT, seed)
-        clock.done("replay")
+            clock.tick()
+        clock.done("replay", tick=False)
         args = (m.model, sample.ids, m.kind, m.pooling)
         swap = compare.with_swap(m.model, m.sites, *args[1:])
         changes = [
             compare.measure("swap", base, swap),
             compare.measure("train", base, compare.in_train_mode(*args, o.seed)),
         ]
-        clock.done("compare")
+        clock.done("compare", tick=False)
         record_ = {"model": md.name, "kind": m.kind, "params": m.params, "tokens": sample.tokens}
         decided = findings.decide(m.kind, rep, changes[1], record_ | {"eps_small": small})
         clock.done("decide")
@@ -201,7 +209,10 @@ def run_inspect(o: InspectOptions, log=print):
     set_threads(o.threads)
     t0 = time.perf_counter()
     md = locate.read(o)
-    log(f"{md.name}: about {fmt_bytes(md.need)} needed, {fmt_bytes(md.limit)} allowed")
+    log(
+        f"{md.name}: about {fmt_bytes(md.need)} needed, {fmt_bytes(md.limit)} allowed; three "
+        f"passes of {o.tokens:,} tokens, about {md.flops / 1e9:,.0f} GFLOP"
+    )
     out = out_dir(o.out)
     with hold(out, "inspect"):
         result = measure(o, md, log)
