@@ -44,11 +44,11 @@ def test_the_hooks_find_every_norm(tiny, kind):
         }
 
 
-@pytest.mark.parametrize("kind", ["llama", "bert"])
+@pytest.mark.parametrize("kind", ["llama", "gemma", "bert"])
 def test_the_replays_fp32_error_is_the_layer_run_on_its_own_input(tiny, kind):
     """The replay's FP32-statistics error at each layer is the direct computation's: normlab's
     reference (LayerNorm: torch's own kernel sums in another order) or the HF layer itself
-    (Llama's RMSNorm: the same cast order, bit for bit) run on the recorded input in FP32,
+    (Llama's and Gemma's RMSNorm, 1 + w: the same cast order) run on the recorded input in FP32,
     against a float64 computation written out here (to its rounding: the truths' last bits
     differ by the order of their float64 operations)."""
     from normlab import reference
@@ -65,7 +65,7 @@ def test_the_replays_fp32_error_is_the_layer_run_on_its_own_input(tiny, kind):
             else:
                 y = module(x)
         y = y.reshape(-1, x.shape[-1])
-        x64, w = x.reshape(-1, x.shape[-1]).double(), module.weight.double()
+        x64, w = x.reshape(-1, x.shape[-1]).double(), site.offset + module.weight.double()
         if site.kind == "layernorm":
             xc = x64 - x64.mean(-1, keepdim=True)
             t = xc / torch.sqrt(xc.pow(2).mean(-1, keepdim=True) + site.eps) * w

@@ -51,9 +51,13 @@ class Op:
     offset: float = 0.0
     casting: str = "llama"
 
-    def gain(self, dtype: torch.dtype) -> Tensor | None:
-        """The gain ``offset + weight`` in ``dtype`` (what the naive code multiplies by)."""
-        return None if self.weight is None else (self.offset + self.weight.double()).to(dtype)
+    def gain(self, dtype: torch.dtype, exact: bool = False) -> Tensor | None:
+        """The gain ``offset + weight``, the weight stored in ``dtype``: the sum in ``dtype`` as
+        the naive code forms it, or ``exact`` in float64 (the truth's)."""
+        if self.weight is None:
+            return None
+        stored = self.weight.to(dtype)
+        return self.offset + (stored.double() if exact else stored)
 
 
 def ops_of(site: NormSite, module) -> tuple[Op, Op]:
@@ -76,9 +80,8 @@ def run_op(op: Op, impl: str, x: Tensor) -> Tensor:
     w = None if op.weight is None else op.weight.to(dt)
     b = None if op.bias is None else op.bias.to(dt)
     if impl == "truth":
-        gain, bias = op.gain(dt), b
-        x, gain = x.double(), None if gain is None else gain.double()
-        bias = None if bias is None else bias.double()
+        gain, bias = op.gain(dt, exact=True), None if b is None else b.double()
+        x = x.double()
         if op.name == "LayerNorm":
             return reference.layer_norm(x, gain, bias, op.eps)
         return reference.rms_norm(x, gain, op.eps, casting="gemma")
@@ -189,31 +192,29 @@ def replay_grads(
     dy = torch.randn(chunks * rows, d, generator=g, dtype=torch.float64)
     flat = x.reshape(-1, d)
     for op in ops_of(site, module):
-        true_small = true_dx(op, flat.double(), dy, eps_small)
-        for label, dx in (
-            ("small", true_small),
-            ("default", true_dx(op, flat.double(), dy, eps_default)),
-        ):
+        for label, eps in (("small", eps_small), ("default", eps_default)):
+            dx = true_dx(op, flat.double(), dy, eps, torch.float32)  # the model's FP32 weights
             _merge(out.chunk_dx, (op.name, label), dx.abs().reshape(chunks, -1).amax(-1))
         for dt, short in FORMATS.items():
-            xd, dyd = flat.to(getattr(torch, dt)), dy.to(getattr(torch, dt))
-            truth = (
-                true_small if dt == "float32" else true_dx(op, xd.double(), dyd.double(), eps_small)
-            )
+            dtype = getattr(torch, dt)
+            xd, dyd = flat.to(dtype), dy.to(dtype)
+            truth = true_dx(op, xd.double(), dyd.double(), eps_small, dtype)
             wrong = wrong_entries(naive_dx(op, xd, dyd, eps_small), truth)
             _merge(out.chunk_wrong, (op.name, short), wrong.reshape(chunks, -1).sum(-1), torch.add)
     entries = torch.full((chunks,), float(rows * d), dtype=torch.float64)
     out.chunk_entries = entries if out.chunk_entries is None else out.chunk_entries + entries
 
 
-def true_dx(op: Op, x: Tensor, dy: Tensor, eps: float) -> Tensor:
-    """The float64 ``dx`` of ``op`` at ``eps`` for the upstream gradient ``dy``, in closed form
-    (the gain rounded to ``x``'s dtype is not needed: ``x`` is float64 here)::
+def true_dx(
+    op: Op, x: Tensor, dy: Tensor, eps: float, stored: torch.dtype = torch.float64
+) -> Tensor:
+    """The float64 ``dx`` of ``op`` at ``eps`` for the upstream gradient ``dy`` (``x`` float64,
+    holding the rounded inputs; the weights as stored in ``stored``), in closed form::
 
         LayerNorm: dx = r·(g·dy − mean(g·dy) − x̂·mean(g·dy·x̂)),  x̂ = (x − μ)·r, r = 1/√(σ² + ε)
         RMSNorm:   dx = r·(g·dy − x̂·mean(g·dy·x̂)),              x̂ = x·r,       r = 1/√(mean(x²) + ε)
     """
-    gain = op.gain(torch.float64)
+    gain = op.gain(stored, exact=True)
     gdy = dy if gain is None else dy * gain
     if op.name == "LayerNorm":
         xc = x - x.mean(-1, keepdim=True)
