@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_models import tiny_dirs
 
 from normlab.lab.cli import main
 from normlab.lab.inspect import findings, load, record, replay, text
@@ -26,8 +27,8 @@ def _sample(m, chunks=4, chunk=16):
 
 
 @pytest.mark.parametrize("kind", ["llama", "gemma", "bert"])
-def test_the_hooks_find_every_norm(tiny, kind):
-    m = _loaded(tiny[kind])
+def test_the_hooks_find_every_norm(kind):
+    m = _loaded(tiny_dirs()[kind])
     norms = [n for n, mod in m.model.named_modules() if type(mod).__name__ in NORM_CLASSES]
     assert [s.name for s, _ in m.sites] == norms
     assert len(norms) == 2 * 2 + 1  # two per block and one more (final norm, or embeddings')
@@ -45,7 +46,7 @@ def test_the_hooks_find_every_norm(tiny, kind):
 
 
 @pytest.mark.parametrize("kind", ["llama", "gemma", "bert"])
-def test_the_replays_fp32_error_is_the_layer_run_on_its_own_input(tiny, kind):
+def test_the_replays_fp32_error_is_the_layer_run_on_its_own_input(kind):
     """The replay's FP32-statistics error at each layer is the direct computation's: normlab's
     reference (LayerNorm: torch's own kernel sums in another order) or the HF layer itself
     (Llama's and Gemma's RMSNorm, 1 + w: the same cast order) run on the recorded input in FP32,
@@ -53,7 +54,7 @@ def test_the_replays_fp32_error_is_the_layer_run_on_its_own_input(tiny, kind):
     differ by the order of their float64 operations)."""
     from normlab import reference
 
-    m = _loaded(tiny[kind])
+    m = _loaded(tiny_dirs()[kind])
     _, inputs = record.record(m.model, m.sites, _sample(m).ids, m.kind, m.pooling)
     rep = replay.Replay()
     for site, module in m.sites:
@@ -115,16 +116,16 @@ def test_row_errors_flag_every_visible_failure():
     assert err[0] == 0 and math.isclose(err[3], 0.2, rel_tol=1e-3)
 
 
-def _run(tiny, kind, tmp_path, *extra):
+def _run(kind, tmp_path, *extra):
     out = tmp_path / kind
-    argv = ["inspect", str(tiny[kind]), "--out", str(out), "--tokens", "96", "--chunk", "24"]
+    argv = ["inspect", str(tiny_dirs()[kind]), "--out", str(out), "--tokens", "96", "--chunk", "24"]
     assert main([*argv, "--quiet", *extra]) == 0
     return out
 
 
 @pytest.mark.parametrize("kind", ["bert", "llama"])
-def test_inspect_writes_the_report_and_decides_every_finding(tiny, kind, tmp_path):
-    out = _run(tiny, kind, tmp_path)
+def test_inspect_writes_the_report_and_decides_every_finding(kind, tmp_path):
+    out = _run(kind, tmp_path)
     result = json.loads((out / "inspect.json").read_text())
     published = json.loads((out / "inspect-findings.json").read_text())
     assert [f["name"] for f in published] == [

@@ -7,6 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "study" / "report"))
 from test_report_browser import browser, viewport  # noqa: E402, F401  (the fixture)
+from tiny_models import tiny_dirs  # noqa: E402
 
 from normlab.lab.cli import main  # noqa: E402
 
@@ -47,9 +48,18 @@ def check(driver, page: Path) -> list[str]:
     return texts
 
 
-def test_a_fresh_reports_first_screen_states_the_hazards(browser, tiny, tmp_path):  # noqa: F811
+def test_a_fresh_reports_first_screen_states_the_hazards(browser, tmp_path):  # noqa: F811
     out = tmp_path / "bert"
-    argv = ["inspect", str(tiny["bert"]), "--out", str(out), "--tokens", "96", "--chunk", "24"]
+    argv = [
+        "inspect",
+        str(tiny_dirs()["bert"]),
+        "--out",
+        str(out),
+        "--tokens",
+        "96",
+        "--chunk",
+        "24",
+    ]
     assert main([*argv, "--quiet"]) == 0
     texts = check(browser, out / "report.html")
     assert texts[3].startswith("Forgetting eval() changes the outputs.")  # BERT has dropout

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from tiny_models import tiny_dirs
 from torch import nn
 
 from normlab.lab.errors import UsageError
@@ -103,8 +104,8 @@ def test_sizes_are_refused(tmp_path, capsys, flags, says):
     assert says in err
 
 
-def test_a_chunk_longer_than_the_model_takes_is_refused(tiny, tmp_path, capsys):
-    argv = ["inspect", str(tiny["bert"]), "--chunk", "100", "--tokens", "300"]
+def test_a_chunk_longer_than_the_model_takes_is_refused(tmp_path, capsys):
+    argv = ["inspect", str(tiny_dirs()["bert"]), "--chunk", "100", "--tokens", "300"]
     err = _refused([*argv, "--out", str(tmp_path / "o")], capsys)
     assert "the model takes at most 64 tokens" in err
 

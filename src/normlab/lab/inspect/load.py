@@ -54,11 +54,11 @@ def norm_sites(model: nn.Module, what: str) -> list[tuple[NormSite, nn.Module]]:
     but is not one normlab knows is a UsageError (its replay would be a guess)."""
     sites, unknown = [], []
     for name, module in model.named_modules():
-        site = site_of(name, module)
+        site, cls = site_of(name, module), type(module).__name__
         if site is not None:
             sites.append((site, module))
-        elif "norm" in type(module).__name__.lower() and next(module.children(), None) is None:
-            unknown.append(type(module).__name__)
+        elif "norm" in cls.lower() and next(module.children(), None) is None:
+            unknown.append(cls)
     if unknown:
         known = ", ".join(["nn.LayerNorm", "nn.RMSNorm", *BY_NORM_CLASS])
         raise UsageError(

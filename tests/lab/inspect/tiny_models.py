@@ -1,5 +1,13 @@
 """Tiny random-weight models built from configs (no download): a Llama, a Gemma and a BERT,
-each saved as a Hugging Face model directory once per session."""
+each saved as a Hugging Face model directory once per process. A helper module, not a
+``conftest.py``: other tests import the root ``conftest`` by name, which a second one would
+shadow."""
+
+import atexit
+import functools
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -28,13 +36,15 @@ def _build(kind: str):
     return model
 
 
-@pytest.fixture(scope="session")
-def tiny(tmp_path_factory):
-    """kind -> the directory of a saved tiny model of that kind."""
+@functools.cache
+def tiny_dirs() -> dict[str, Path]:
+    """kind -> the directory of a saved tiny model of that kind (removed when the process
+    ends); skips the test where ``transformers`` (the hf extra) is absent."""
     pytest.importorskip("transformers")
+    root = Path(tempfile.mkdtemp(prefix="normlab-tiny-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
     out = {}
     for kind in ("llama", "gemma", "bert"):
-        path = tmp_path_factory.mktemp(f"tiny-{kind}")
-        _build(kind).save_pretrained(path)
-        out[kind] = path
+        _build(kind).save_pretrained(root / kind)
+        out[kind] = root / kind
     return out
