@@ -64,7 +64,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "lab: engines",
         ("normlab.lab.study", "normlab.lab.numerics", "normlab.lab.bench", "normlab.lab.demo"),
     ),  # fmt: skip
-    ("lab: advise", ("normlab.lab.advise",)),
+    # a real model's config read, then: advise trains its twin, inspect measures its norms
+    ("lab: advise", ("normlab.lab.advise", "normlab.lab.inspect")),
     ("lab: commands", ("normlab.lab.commands",)),
     ("lab: cli", ("normlab.lab.cli", "normlab.__main__")),
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from normlab.lab.commands import advise, bench, demo, numerics, study, train
+from normlab.lab.commands import advise, bench, demo, inspect, numerics, study, train
 from normlab.lab.common import missing_lab_packages
 from normlab.lab.errors import UsageError
 from normlab.lab.reading import printable
@@ -29,6 +29,11 @@ SUBCOMMANDS = {
     "advise": (
         advise,
         "a Hugging Face config's norm recipe vs the alternatives, on a scaled-down twin",
+    ),
+    "inspect": (
+        inspect,
+        "a real checkpoint's norms, measured without training: precision hazards, re-centering, "
+        "eval mode",
     ),
 }
 

@@ -1,0 +1,220 @@
+"""``normlab inspect``'s engine: options in, the measurements, the findings and the report out.
+
+Sized before loading (:mod:`~normlab.lab.inspect.locate`), built on the meta device and loaded
+offline (:mod:`~normlab.lab.inspect.load`), one eval pass with every norm's input recorded
+(:mod:`~normlab.lab.inspect.record`), the inputs measured (:mod:`~normlab.lab.inspect.hazards`)
+and replayed (:mod:`~normlab.lab.inspect.replay`), the swapped and train-mode passes
+(:mod:`~normlab.lab.inspect.compare`), the findings decided
+(:mod:`~normlab.lab.inspect.findings`), the report written (:mod:`~normlab.lab.inspect.report`).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from normlab.lab.errors import UsageError
+from normlab.lab.inspect import compare, findings, hazards, locate, record, replay, text
+from normlab.lab.inspect.options import InspectOptions
+from normlab.lab.limits import fmt_bytes, set_threads
+
+
+@dataclass
+class ModelInfo:
+    name: str
+    family: str
+    model_type: str
+    arch: str  # the transformers class it was built with
+    kind: str  # "embedding" | "lm"
+    pooling: str
+    params: int
+    hidden: int
+    layers: int
+    norms: int
+    norm_classes: list[str]
+    need_bytes: int
+    limit_bytes: int
+
+
+@dataclass
+class SampleInfo:
+    chunks: int
+    chunk: int
+    tokens: int
+    files: int
+    tokenizer: str
+    source: str = "docstrings of the standard library's *.py files (the lab's corpus)"
+
+
+@dataclass
+class InspectResult:
+    model: ModelInfo
+    sample: SampleInfo
+    layers: list[hazards.LayerStats]
+    stream_rms: list[float]  # median row RMS of each hidden state (embeddings, then each block)
+    replay: list[replay.LayerReplay]
+    changes: list[compare.Change]
+    findings: list[dict]
+    eps_small: float
+    seconds: dict[str, float] = field(default_factory=dict)  # stage -> wall seconds
+    machine: dict[str, str] = field(default_factory=dict)
+
+
+def read_result(path) -> InspectResult:
+    """An ``inspect.json`` back as the result it was written from (the lab's bounded reader)."""
+    from normlab.lab.reading import read_json
+
+    doc = read_json(path)
+    return InspectResult(
+        ModelInfo(**doc["model"]),
+        SampleInfo(**doc["sample"]),
+        [hazards.LayerStats(**x) for x in doc["layers"]],
+        doc["stream_rms"],
+        [replay.LayerReplay(**x) for x in doc["replay"]],
+        [compare.Change(**x) for x in doc["changes"]],
+        doc["findings"],
+        doc["eps_small"],
+        doc["seconds"],
+        doc["machine"],
+    )
+
+
+class _Clock:
+    def __init__(self, log):
+        self.log, self.bar = log, None
+        self.seconds: dict[str, float] = {}
+        self.at = time.perf_counter()
+
+    def tick(self) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def done(self, stage: str, what: str = "", tick: bool = True) -> None:
+        now = time.perf_counter()
+        self.seconds[stage] = now - self.at
+        self.at = now
+        if tick:
+            self.tick()
+        if what:
+            self.log(what)
+
+
+# The progress bar's steps after loading: the eval pass, one per norm layer's replay, the two
+# other passes and the decision.
+STEPS_BESIDE_THE_LAYERS = 3
+
+
+def measure(o: InspectOptions, md: locate.ModelDir, log=print) -> InspectResult:
+    """Everything but the report, for the model ``md`` read by :func:`locate.read`."""
+    from tqdm.auto import tqdm
+
+    from normlab.lab.inspect.load import load
+
+    clock, busy = _Clock(log), _load()
+    m = load(md.path, md.name)  # refuses an unknown norm class before the weights are read
+    sample = text.sample(
+        text.Encoder(m.tokenizer, md.hf.sizes["vocab"], m.no_tokenizer), o.chunks, o.chunk
+    )
+    clock.done("load", f"{md.name}: {m.arch}, {m.params:,} parameters, {len(m.sites)} norms")
+    steps = len(m.sites) + STEPS_BESIDE_THE_LAYERS
+    with tqdm(total=steps, desc="inspect", disable=not o.progress, leave=False) as bar:
+        clock.bar = bar
+        base, inputs = record.record(m.model, m.sites, sample.ids, m.kind, m.pooling)
+        for s, _ in m.sites:
+            if inputs[s.name].shape[0] != o.chunks:  # a norm called twice per forward
+                raise UsageError(f"{md.name}: the norm {s.name} runs more than once per forward")
+        clock.done("record", f"recorded {sample.tokens:,} tokens in {o.chunks} chunks")
+        stats = [hazards.layer_stats(s, mod, inputs[s.name]) for s, mod in m.sites]
+        small = findings.eps_small(min(s.eps for s, _ in m.sites))
+        rep = replay.Replay()
+        for i, (s, mod) in enumerate(m.sites):
+            replay.replay_layer(rep, s, mod, inputs[s.name])
+            seed = 1000 * o.seed + i
+            replay.replay_grads(rep, s, mod, inputs[s.name], small, findings.EPS_DEFAULT, seed)
+            clock.tick()
+        clock.done("replay", tick=False)
+        args = (m.model, sample.ids, m.kind, m.pooling)
+        swap = compare.with_swap(m.model, m.sites, *args[1:])
+        changes = [
+            compare.measure("swap", base, swap),
+            compare.measure("train", base, compare.in_train_mode(*args, o.seed)),
+        ]
+        clock.done("compare", tick=False)
+        record_ = {"model": md.name, "kind": m.kind, "params": m.params, "tokens": sample.tokens}
+        decided = findings.decide(m.kind, rep, changes[1], record_ | {"eps_small": small})
+        clock.done("decide")
+    return InspectResult(
+        _info(md, m),
+        SampleInfo(o.chunks, o.chunk, sample.tokens, len(set(sample.files)), sample.tokenizer),
+        stats,
+        [float(r.median()) for r in base.stream_rms],
+        rep.layers,
+        changes,
+        decided,
+        small,
+        clock.seconds,
+        _machine(busy),
+    )
+
+
+def _load() -> str:
+    """The machine's 1-minute load average (what else ran beside this), where it is known."""
+    try:
+        return f"{os.getloadavg()[0]:.1f}"
+    except OSError:
+        return "unknown"
+
+
+def _info(md: locate.ModelDir, m) -> ModelInfo:
+    return ModelInfo(
+        md.name,
+        md.hf.family.name,
+        md.hf.model_type,
+        m.arch,
+        m.kind,
+        m.pooling,
+        m.params,
+        md.hf.sizes["hidden"],
+        md.hf.sizes["layers"],
+        len(m.sites),
+        sorted({s.cls for s, _ in m.sites}),
+        md.need,
+        md.limit,
+    )
+
+
+def _machine(load: str) -> dict[str, str]:
+    import transformers
+
+    return {
+        "load": load,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "threads": str(torch.get_num_threads()),
+        "cpu": platform.processor() or platform.machine(),
+    }
+
+
+def run_inspect(o: InspectOptions, log=print):
+    """Check, size, measure and write the report under ``o.out``; returns (result, paths)."""
+    from normlab.lab.common import out_dir
+    from normlab.lab.inspect.report import write
+    from normlab.lab.io import hold
+
+    o.check()
+    set_threads(o.threads)
+    t0 = time.perf_counter()
+    md = locate.read(o)
+    log(
+        f"{md.name}: about {fmt_bytes(md.need)} needed, {fmt_bytes(md.limit)} allowed; three "
+        f"passes of {o.tokens:,} tokens, about {md.flops / 1e9:,.0f} GFLOP"
+    )
+    out = out_dir(o.out)
+    with hold(out, "inspect"):
+        result = measure(o, md, log)
+        result.seconds["total"] = time.perf_counter() - t0
+        return result, write(result, out)
