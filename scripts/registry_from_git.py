@@ -37,11 +37,16 @@ STATEMENTS = (
 RAN_AT = {"paper": "feb256b", "deep": "388c39c"}
 # The findings files: the commit that fixed the designs they publish, before their data began.
 # numerics: af7122b registered 000 §7's findings before seed block 9's draws (its message says
-# so); the other findings' rules were fixed earlier and kept. bench: the last change of
-# bench/findings.py before the measurement published in 1c02a3b; the later edits of that file
-# (#63) reorganized its code without changing a part (the published designs are today's).
-FINDINGS_FIXED_AT = {"numerics": "af7122b", "bench": "1c02a3b~1"}
-FINDINGS = {"numerics": "numerics-findings.json", "bench": "bench-findings.json"}
+# so); the other findings' rules were fixed earlier and kept. bench: the measurement published in
+# 1c02a3b ran under the rules of its parent; the later edits of bench/findings.py (#63)
+# reorganized its code without changing a part (the published designs are today's). inspect:
+# its findings' rules were written in its first commit, 5ca6053, before any run (unchanged since).
+FINDINGS_FIXED_AT = {"numerics": "af7122b", "bench": "1c02a3b~1", "inspect": "5ca6053"}
+FINDINGS = {
+    "numerics": "numerics-findings.json",
+    "bench": "bench-findings.json",
+    "inspect": "inspect-findings.json",
+}
 
 
 def git(*args: str) -> str:
@@ -127,16 +132,7 @@ def data(reg: Registry) -> None:
 
 def findings(reg: Registry) -> None:
     for command, name in FINDINGS.items():
-        fixed = git(
-            "log",
-            "-1",
-            "--first-parent",
-            "--format=%H",
-            FINDINGS_FIXED_AT[command],
-            "--",
-            "src/normlab/lab/numerics",
-            "src/normlab/lab/bench/findings.py",
-        ).strip()
+        fixed = git("rev-parse", FINDINGS_FIXED_AT[command]).strip()
         when = utc(fixed)
         doc = json.loads((DOCS / name).read_text("utf-8"))
         for f in doc:

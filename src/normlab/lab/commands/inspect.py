@@ -36,7 +36,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the memory the run may use, checked from the config before loading (default: "
         "half of this machine's)",
     )
-    p.add_argument("--seed", type=SEED_BLOCK, default=0, help="dropout's and the replay's seed")
+    p.add_argument(
+        "--seed",
+        type=SEED_BLOCK,
+        default=0,
+        help="the seed block: which text the sample reads (its files' order), dropout's and the "
+        "replay's seeds; a block no run used gives fresh data for a registered design",
+    )
     p.add_argument("--threads", type=NON_NEGATIVE_INT, default=0, help="torch threads; 0: default")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
 

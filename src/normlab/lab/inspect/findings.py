@@ -234,7 +234,7 @@ def decide(kind: str, replay: Replay, train, record: dict) -> list[dict]:
             why = "train mode changes nothing: the model has no active dropout"
             untestable = {label: why for label, _ in f.parts}
         verdict = f.decide(vals[f.name], means=shown[f.name], untestable=untestable)
-        out.append(verdict | {"record": record})
+        out.append(verdict | {"record": record, "design": f.design()})  # registered design
     return out
 
 

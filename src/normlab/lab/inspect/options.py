@@ -21,7 +21,7 @@ class InspectOptions:
     tokens: int = TOKENS  # the sample's tokens, special tokens included
     chunk: int = CHUNK  # tokens per chunk, the findings' unit
     memory_gib: float | None = None  # the limit the sizing checks; None: half this machine's
-    seed: int = 0  # the train-mode forward's dropout and the replay's upstream gradient
+    seed: int = 0  # the seed block: the text sample, train mode's dropout, the replay's gradient
     threads: int = 0  # torch's threads; 0: torch's default
     progress: bool = True
 

@@ -116,9 +116,8 @@ def measure(o: InspectOptions, md: locate.ModelDir, log=print) -> InspectResult:
 
     clock, busy = _Clock(log), _load()
     m = load(md.path, md.name)  # refuses an unknown norm class before the weights are read
-    sample = text.sample(
-        text.Encoder(m.tokenizer, md.hf.sizes["vocab"], m.no_tokenizer), o.chunks, o.chunk
-    )
+    encoder = text.Encoder(m.tokenizer, md.hf.sizes["vocab"], m.no_tokenizer)
+    sample = text.sample(encoder, o.chunks, o.chunk, o.seed)  # the seed block's text
     clock.done("load", f"{md.name}: {m.arch}, {m.params:,} parameters, {len(m.sites)} norms")
     steps = len(m.sites) + STEPS_BESIDE_THE_LAYERS
     with tqdm(total=steps, desc="inspect", disable=not o.progress, leave=False) as bar:
@@ -146,6 +145,7 @@ def measure(o: InspectOptions, md: locate.ModelDir, log=print) -> InspectResult:
         clock.done("compare", tick=False)
         record_ = {"model": md.name, "kind": m.kind, "params": m.params, "tokens": sample.tokens}
         decided = findings.decide(m.kind, rep, changes[1], record_ | {"eps_small": small})
+        decided = [f | {"seed_block": o.seed} for f in decided]  # the data's block (registry)
         clock.done("decide")
     return InspectResult(
         _info(md, m),

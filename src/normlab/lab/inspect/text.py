@@ -24,7 +24,7 @@ from normlab.lab.errors import UsageError
 from normlab.lab.train.data import stdlib_files
 
 MIN_DOCSTRING = 200  # characters: shorter docstrings are one-line summaries, not prose
-ORDER_SEED = 0  # the files' order; fixed, so every run reads the same sample
+ORDER_SEED = 0  # the files' order at seed block 0; a block's is ORDER_SEED + block
 
 
 @dataclass(frozen=True)
@@ -79,14 +79,15 @@ class Encoder:
         return self.prefix + body + self.suffix
 
 
-def sample(encoder: Encoder, chunks: int, chunk: int) -> Sample:
+def sample(encoder: Encoder, chunks: int, chunk: int, block: int = 0) -> Sample:
     """``chunks`` chunks of ``chunk`` tokens: round r takes the r-th chunk of each file's prose,
-    so every file gives one before any gives two."""
+    so every file gives one before any gives two; the files in the order seed block ``block``
+    shuffles them (block 0: every run before blocks existed), so another block reads other text."""
     body = chunk - len(encoder.prefix) - len(encoder.suffix)
     if body < 1:
         raise UsageError(f"--chunk {chunk}: no room beside the model's special tokens")
     files = stdlib_files()
-    random.Random(ORDER_SEED).shuffle(files)
+    random.Random(ORDER_SEED + block).shuffle(files)
     ids: dict[int, list[int]] = {}  # file -> its prose's ids, read when first needed
     rows: list[list[int]] = []
     names: list[str] = []

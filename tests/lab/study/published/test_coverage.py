@@ -82,7 +82,7 @@ def test_every_entry_names_what_exists_or_a_reason():
         for t in s.tests:
             path, _, name = t.partition("::")
             assert (ROOT / path).is_file() and name in functions_in(path), f"{s.id}: no {t}"
-        assert not s.parts or len(s.findings) == 1, f"{s.id}: parts of no one finding"
+        assert not s.parts or s.findings, f"{s.id}: parts of no finding"  # each has them, below
         for ref in s.findings:
             f = PUBLISHED.finding(ref)
             assert f, f"{s.id}: {ref} is not in the published findings' JSON"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -155,6 +155,7 @@ class Published:
     findings: dict[str, dict[str, dict]]  # "numerics"/"bench" -> finding name -> its entry
     registry: Registry
     docs: Path
+    sizes: dict[str, str] = field(default_factory=dict)  # command -> the size its findings hold
 
     @classmethod
     def read(cls, docs: Path, cat: Catalogue) -> Published:
@@ -163,7 +164,8 @@ class Published:
             path = docs / where["data"]
             if os.path.lexists(path):  # bounded, checked to the leaves (a FIFO is refused)
                 findings[command] = {f["name"]: f for f in read_findings(path)}
-        return cls(published(docs), findings, Registry.read(docs), docs)
+        sizes = {command: where["size"] for command, where in cat.findings.items() if "size" in where}
+        return cls(published(docs), findings, Registry.read(docs), docs, sizes)
 
     @property
     def claims(self) -> dict[str, dict[str, dict]]:

@@ -70,7 +70,8 @@ def evidence(s: Statement, pub: Published) -> list[Evidence]:
     for ref in s.findings:
         if (f := pub.finding(ref)) is not None:
             why = pub.standing(ref).why
-            out.append(Evidence(ref, "finding", finding_verdict(s, f), OP_LEVEL, why))
+            size = pub.sizes.get(split_ref(ref)[0], OP_LEVEL)  # inspect's: a real model
+            out.append(Evidence(ref, "finding", finding_verdict(s, f), size, why))
     return out
 
 

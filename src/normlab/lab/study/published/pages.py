@@ -113,6 +113,7 @@ EXEMPT: dict[str, tuple[tuple[str, str], ...]] = {
         ("### `[[claims]]`: what is decided, and how", "the rules a spec may name"),
         ("### What a verdict carries", "the fields of claims.json"),
     ),
+    "inspect.md": (("## The articles' statements at real scale", "the findings' rules"),),
     "README.md": (
         ("claims about normalization hold", "what the lab is for"),
         ("decides which claims hold", "what the command does"),
