@@ -18,7 +18,7 @@ import sys
 import torch
 
 import normlab
-from normlab.lab.bench.runner import time_ms
+from normlab.lab.bench.bandwidth import time_ms
 
 SMALL, LARGE = (256, 4096), (8192, 4096)
 

@@ -7,8 +7,8 @@ import pytest
 from refusal import refused
 
 import normlab.models.transformer
-from normlab.lab.io import write_file
-from normlab.lab.limits import check_name, format_name
+from normlab.lab.kit.io import write_file
+from normlab.lab.kit.limits import check_name, format_name
 from normlab.lab.study.spec import parse as spec
 
 SPEC = """
@@ -134,7 +134,7 @@ def test_train_refuses_a_model_too_big_before_building_it(tmp_path, capsys):
 
 
 def test_advise_with_a_huge_mlp_is_refused_without_building_the_twin(tmp_path, capsys):
-    from normlab.lab.advise.runner import shipped_config
+    from normlab.lab.advise.engine import shipped_config
 
     doc = json.loads(open(shipped_config("llama-3.2-1b.json")).read())
     doc.update(hidden_size=64, intermediate_size=6_400_000_000, num_attention_heads=4,
@@ -197,7 +197,7 @@ def test_numerics_rows_are_bounded(tmp_path, capsys):
 
 @pytest.mark.parametrize("label", ["$a_$", r"$\foo$", "5$ and 6$"])
 def test_plot_labels_are_literal_not_mathtext(label):
-    from normlab.lab.render import figure, png
+    from normlab.lab.kit.render import figure, png
     from normlab.lab.study.report.plots import _literal
 
     fig, ax = figure()

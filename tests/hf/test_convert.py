@@ -1,4 +1,4 @@
-"""normlab.convert.preln_to_rmsnorm: Pre-LN LayerNorm models become equal Pre-RMSNorm models."""
+"""normlab.hf.convert.preln_to_rmsnorm: Pre-LN LayerNorm models become equal Pre-RMSNorm models."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from normlab import LayerNorm, RMSNorm
-from normlab.convert import preln_to_rmsnorm
+from normlab.hf.convert import preln_to_rmsnorm
 from normlab.models import Transformer, TransformerConfig
 from normlab.testing import TOLERANCES
 

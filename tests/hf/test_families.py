@@ -1,6 +1,6 @@
-"""normlab.hf_families, the one table of Hugging Face model families, held against the installed
+"""normlab.hf.families, the one table of Hugging Face model families, held against the installed
 transformers: every row's classes, eps attribute and config defaults exist as the row says, and
-every row has its test in tests/test_hf.py."""
+every row has its test in tests/hf/test_patching.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import importlib
 import pytest
 import torch
 
-from normlab.hf_families import BY_NORM_CLASS, BY_PACKAGE, FAMILIES
+from normlab.hf.families import BY_NORM_CLASS, BY_PACKAGE, FAMILIES
 
 transformers = pytest.importorskip("transformers")
 
@@ -21,7 +21,7 @@ def _modeling(package: str):
 
 
 def test_every_row_has_its_hf_test():
-    from test_hf import FAMILIES as TESTED
+    from test_patching import FAMILIES as TESTED
 
     assert {f.package for f in FAMILIES.values()} <= set(TESTED)
 

@@ -268,7 +268,7 @@ def test_bad_arguments():
 
 def test_import_normlab_does_not_import_transformers():
     code = (
-        "import sys, normlab, normlab.hf, normlab.convert; "
+        "import sys, normlab, normlab.hf, normlab.hf.convert; "
         "assert 'transformers' not in sys.modules, 'transformers was imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -3,7 +3,7 @@
 Each row says what a family's modeling code in ``transformers`` 5.x fixes about normalization
 (its norm classes, their eps attribute, the cast order, the placement) and what its
 ``config.json`` holds (the keys of the sizes and of eps, the config class's defaults for keys a
-file leaves out). :mod:`normlab.hf` (``patch``, ``patch_classes``), :mod:`normlab.hf_export`
+file leaves out). :mod:`normlab.hf` (``patch``, ``patch_classes``), :mod:`normlab.hf.llama_export`
 and ``normlab advise`` all read this table: a new family is one row here, plus its test.
 
 The cast orders, read off each family's ``modeling_*.py``:

@@ -1,7 +1,7 @@
 """A lab model (``normlab.models.Transformer``, ``arch="llama"``) written as a Hugging Face
 ``LlamaForCausalLM`` directory: what ``normlab.hf.export`` does.
 
-What the model must be is the Llama row of :mod:`normlab.hf_families`; ``transformers`` is
+What the model must be is the Llama row of :mod:`normlab.hf.families`; ``transformers`` is
 imported only when :func:`export` is called.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from normlab.hf_families import FAMILIES
+from normlab.hf.families import FAMILIES
 
 __all__ = ["export", "llama_state_dict"]
 

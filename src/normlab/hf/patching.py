@@ -5,7 +5,7 @@ that holds the *same* ``nn.Parameter`` objects: nothing is copied, ``state_dict`
 ``save_pretrained`` files are unchanged, an optimizer built before the patch still sees the
 same tensors. Nothing happens at import time, and ``patch`` never imports ``transformers``
 itself: modules are recognised by class name, from the family table
-(:mod:`normlab.hf_families`, which has each family's cast order); ``torch.nn.LayerNorm`` (BERT,
+(:mod:`normlab.hf.families`, which has each family's cast order); ``torch.nn.LayerNorm`` (BERT,
 RoBERTa, GPT-2, OPT) becomes ``normlab.LayerNorm`` and ``torch.nn.RMSNorm`` ``casting="gemma"``
 (what ``F.rms_norm`` computes). The HF RMSNorms take statistics in FP32 even for FP64 models;
 normlab takes them in FP64 there, so an FP64 model agrees to FP32 rounding, not bit for bit.
@@ -13,9 +13,8 @@ normlab takes them in FP64 there, so an FP64 model agrees to FP32 rounding, not 
 ``patch_classes(families)`` does the same before a model exists: the families' norm classes in
 their ``modeling_*`` modules are swapped for factories of normlab modules (and, with
 ``fuse_residual``, their decoder layers' ``forward``), so ``from_pretrained``/``from_config``
-build normlab norms directly; ``.undo()`` puts the classes back. ``export(model, path)``
-(:mod:`normlab.hf_export`) writes a lab model as a ``LlamaForCausalLM`` directory. Only these
-two import ``transformers``, and only when called.
+build normlab norms directly; ``.undo()`` puts the classes back. It imports ``transformers``,
+and only when called.
 """
 
 from __future__ import annotations
@@ -29,12 +28,11 @@ from dataclasses import dataclass, field
 
 from torch import Tensor, nn
 
-from normlab.hf_export import export
-from normlab.hf_families import BY_NORM_CLASS, BY_PACKAGE, FAMILIES
+from normlab.hf.families import BY_NORM_CLASS, BY_PACKAGE, FAMILIES
 from normlab.kernels import registry
 from normlab.modules import LayerNorm, RMSNorm
 
-__all__ = ["CLASS_FAMILIES", "ClassPatch", "PatchReport", "export", "patch", "patch_classes"]
+__all__ = ["CLASS_FAMILIES", "ClassPatch", "PatchReport", "patch", "patch_classes"]
 
 # Decoder layers whose forward is Llama's (Phi-3 adds a dropout on each branch). Their
 # signature changed over transformers 4.45 .. 5.x (past_key_value -> past_key_values -> cache,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from normlab.lab.advise.runner import shipped_config
+from normlab.lab.advise.engine import shipped_config
 from normlab.lab.cli import main
 from normlab.lab.study.spec.parse import load_spec
 

@@ -5,7 +5,7 @@ scroll boxes."""
 import re
 from html.parser import HTMLParser
 
-from normlab.lab import doc as d
+from normlab.lab.kit import doc as d
 
 EVIL = "<b>a|b</b> & 'c'"
 PNG = b"\x89PNG\r\n\x1a\nfake"

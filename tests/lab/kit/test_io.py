@@ -1,4 +1,4 @@
-"""One process per output directory, and every output file whole (normlab.lab.io): a second
+"""One process per output directory, and every output file whole (normlab.lab.kit.io): a second
 command into a held --out stops with one line naming the holder and changes nothing; a writer
 killed mid-write leaves the file as it was (or, for the appended logs, the documented torn last
 line, which --resume sets aside)."""
@@ -15,8 +15,8 @@ import pytest
 from study_procs import start_study
 
 from normlab.lab.cli import main
-from normlab.lab.errors import UsageError
-from normlab.lab.io import LOCK_FILE, TMP_SUFFIX, atomic_writer, hold, set_aside, write_file
+from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.io import LOCK_FILE, TMP_SUFFIX, atomic_writer, hold, set_aside, write_file
 from normlab.lab.study.run.store import ResultStore
 from normlab.lab.study.spec import parse as spec
 
@@ -68,7 +68,7 @@ def test_temp_names_are_unique_to_the_process(tmp_path):
 # What each writer is asked to write, in a process that dies (os._exit) halfway through.
 _CRASH = """
 import os, sys, torch
-from normlab.lab.io import atomic_writer, write_file
+from normlab.lab.kit.io import atomic_writer, write_file
 from normlab.lab.train.distributed import save_atomic
 path, kind = sys.argv[1], sys.argv[2]
 if kind == "text":
@@ -167,7 +167,7 @@ def test_backups_are_never_overwritten(tmp_path):
 
 
 def test_an_edited_advise_spec_is_never_overwritten(tmp_path, capsys):
-    from normlab.lab.advise.runner import SPEC_FILE, write_spec
+    from normlab.lab.advise.engine import SPEC_FILE, write_spec
 
     assert write_spec(tmp_path, "spec A\n") == tmp_path / SPEC_FILE
     assert write_spec(tmp_path, "spec A\n") == tmp_path / SPEC_FILE  # the same: kept as is
@@ -183,7 +183,7 @@ def test_an_edited_advise_spec_is_never_overwritten(tmp_path, capsys):
 
 def test_the_lock_names_its_holder_and_dies_with_it(tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom normlab.lab.io import hold\n"
+        [sys.executable, "-c", "import sys, time\nfrom normlab.lab.kit.io import hold\n"
          "with hold(sys.argv[1], 'study'):\n    print('held', flush=True)\n    time.sleep(60)",
          str(tmp_path)],
         env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.PIPE, text=True,

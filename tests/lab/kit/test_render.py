@@ -3,7 +3,7 @@ writes."""
 
 import base64
 
-from normlab.lab import render
+from normlab.lab.kit import render
 
 EVIL = "<b>a|b</b> & 'c'"
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from normlab.lab.io import unused_name, write_file
+from normlab.lab.kit.io import unused_name, write_file
 from normlab.lab.study.report import write_reports
 from normlab.lab.study.run import StudyOptions, StudyResult, run_study
 
@@ -65,7 +65,7 @@ def describe(twin) -> str:
     """The twin as text: its scale, every field with its source."""
     from normlab.lab.advise.advice import fmt_params, ratio
     from normlab.lab.advise.twin import twin_params
-    from normlab.lab.render import text_table
+    from normlab.lab.kit.render import text_table
 
     hf, s, sz = twin.hf, twin.scale, twin.hf.sizes
     m, params = twin.config().model, twin_params(twin)

@@ -17,10 +17,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
 
+from normlab.lab.advise.engine import SPEC_FILE, AdviseResult
 from normlab.lab.advise.hf_config import HFModel
-from normlab.lab.advise.runner import SPEC_FILE, AdviseResult
 from normlab.lab.advise.twin import Alt, Scale, Twin
-from normlab.lab.errors import UsageError
+from normlab.lab.kit.errors import UsageError
 from normlab.lab.study.run import StudyResult
 
 
@@ -37,7 +37,7 @@ class _RecordedModel(HFModel):
 def twin_from_json(doc: dict, where: str) -> Twin:
     """The twin ``twin.json`` (``twin.twin_json``) records; a file it did not write is a
     :class:`UsageError` naming ``where``."""
-    from normlab.hf_families import FAMILIES
+    from normlab.hf.families import FAMILIES
 
     try:
         fields = {k: (f["value"], f["from"]) for k, f in doc["fields"].items()}
@@ -63,7 +63,7 @@ def redecide_advise(
     ``data``/``device``/``precision``: the advise's ``--data``, ``--device``, ``--precision``,
     read where study.json does not record them."""
     from normlab.lab.advise import advice
-    from normlab.lab.reading import read_json
+    from normlab.lab.kit.reading import read_json
 
     flag = f"--redecide {out}"
     if not out.is_dir():
@@ -94,10 +94,10 @@ def _check_twin(twin: Twin, study, flag: str) -> None:
 
 def _unfinished(out: Path, spec: Path, flag: str, data, device, precision) -> StudyResult:
     """An advise stopped before its study finished (no study.json): its runs so far, decided."""
-    from normlab.lab.common import load_data
     from normlab.lab.study.decide import decide_all
     from normlab.lab.study.run import ResultStore, configure, environment, run_key
     from normlab.lab.study.spec import SEED_STRIDE, load_spec
+    from normlab.lab.train.data import load_data
 
     if not spec.is_file():
         raise UsageError(f"{flag}: no study.json and no {spec.name}: not an advise's directory")

@@ -26,11 +26,12 @@ from pathlib import Path
 
 import torch
 
-from normlab.lab.common import check_device, out_dir, positive_int
-from normlab.lab.errors import UsageError
-from normlab.lab.io import write_file
-from normlab.lab.limits import set_threads
-from normlab.lab.render import md_table
+from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.io import out_dir, write_file
+from normlab.lab.kit.reading import positive_int
+from normlab.lab.kit.render import md_table
+from normlab.lab.kit.threads import set_threads
+from normlab.lab.train.device import check_device
 
 SHAPES = ((8192, 4096), (32768, 1024), (4096, 8192), (1024, 64), (1024, 256))
 QUICK_SHAPES = ((8192, 4096), (1024, 64), (1024, 256))

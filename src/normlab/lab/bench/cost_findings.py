@@ -24,12 +24,11 @@ from pathlib import Path
 import torch
 
 from normlab.lab.bench import comm, ratio, work
-from normlab.lab.common import out_dir
-from normlab.lab.errors import UsageError
-from normlab.lab.io import write_file
-from normlab.lab.limits import set_threads
+from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.io import out_dir, write_file
+from normlab.lab.kit.render import md_table
+from normlab.lab.kit.threads import set_threads
 from normlab.lab.numerics.measuring import part
-from normlab.lab.render import md_table
 from normlab.lab.verdict.finding import Finding
 
 WORK_DELTA = -math.log(0.95)  # RMSNorm must save at least 5 % of LayerNorm's time to count

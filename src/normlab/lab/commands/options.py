@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from normlab.lab.commands import SEED_BLOCK, int_in
-from normlab.lab.common import out_dir
-from normlab.lab.limits import MAX_THREADS
+from normlab.lab.kit.io import out_dir
+from normlab.lab.kit.threads import MAX_THREADS
 from normlab.lab.study.run import Interrupted, StudyOptions, checks_device, configure
 from normlab.lab.train.device import DEVICES, PRECISIONS
 

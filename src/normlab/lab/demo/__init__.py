@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import torch
 
-from normlab.lab.bench.runner import seconds_per_call
-from normlab.lab.common import positive_int
-from normlab.lab.errors import UsageError
+from normlab.lab.bench.bandwidth import seconds_per_call
+from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.reading import positive_int
 
 DTYPES = ("float32", "bfloat16", "float16")
 

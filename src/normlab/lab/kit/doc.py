@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
 
-from normlab.lab.render import CSS, html_table, img
+from normlab.lab.kit.render import CSS, html_table, img
 
 # --------------------------------------------------------------------------------------------
 # inline

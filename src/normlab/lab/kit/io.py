@@ -20,11 +20,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from normlab.lab.errors import UsageError
+from normlab.lab.kit.errors import UsageError
 
 LOCK_FILE = ".normlab.lock"
 TMP_SUFFIX = ".normlab-tmp"  # what a writer killed before its rename leaves; swept by the lock
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def out_dir(path: str | os.PathLike, flag: str = "--out") -> Path:
+    """Create the output directory now, before any work whose results it would hold."""
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{flag} {path}: cannot create the directory ({e.strerror or e})") from e
+    return out
 
 
 # --------------------------------------------------------------------------------------------

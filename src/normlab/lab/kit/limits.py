@@ -2,7 +2,7 @@
 that are data, and sizes checked from the configs' arithmetic before anything is allocated.
 
 Validators raise ``ValueError`` (names: the spec loader places the message at its key) or
-:class:`normlab.lab.errors.UsageError` (sizes: one line saying what is too big, by how much).
+:class:`normlab.lab.kit.errors.UsageError` (sizes: one line saying what is too big, by how much).
 """
 
 from __future__ import annotations
@@ -10,12 +10,10 @@ from __future__ import annotations
 import os
 import re
 import string
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from normlab.lab.errors import UsageError
-from normlab.lab.reading import bounded_int
+from normlab.lab.kit.errors import UsageError
 
 # ---- names
 
@@ -83,7 +81,6 @@ MAX_ARMS = 10_000  # arms of a study, grids expanded
 MAX_RUNS = 100_000  # arms x seeds
 MAX_STEPS = 10_000_000  # a run's optimizer steps
 MAX_ROWS = 1 << 20  # normlab numerics --rows
-MAX_THREADS = 1024  # torch threads: a million would be started before any work
 
 
 def check_bound(what: str, value: int, bound: int) -> None:
@@ -92,35 +89,6 @@ def check_bound(what: str, value: int, bound: int) -> None:
         raise UsageError(
             f"{what}: {value:,} is more than the {bound:,} the lab allows ({value / bound:.3g}x)"
         )
-
-
-def check_threads(n: int) -> int:
-    """``n`` if it is a thread count the lab allows (0: torch's own); else a UsageError."""
-    try:
-        return bounded_int(0, MAX_THREADS)(n)
-    except ValueError as e:
-        raise UsageError(f"threads: {e}") from None
-
-
-def set_threads(n: int) -> int:
-    """Torch's intra-op threads set to ``n`` (0: left as they are), checked first
-    (:func:`check_threads`); the Numba kernels follow torch's count. Returns the count before."""
-    import torch
-
-    before = torch.get_num_threads()
-    if check_threads(n):
-        torch.set_num_threads(n)
-    return before
-
-
-@contextmanager
-def using_threads(n: int) -> Iterator[None]:
-    """Torch's threads set to ``n`` (:func:`set_threads`) inside the block, restored after."""
-    before = set_threads(n)
-    try:
-        yield
-    finally:
-        set_threads(before)
 
 
 def machine_memory(device: str = "cpu") -> int | None:

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.errors import UsageError
+from normlab.lab.kit.errors import UsageError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -220,6 +220,10 @@ def bounded_int(low: int, high: int = INT_MAX):
 
     parse.__name__ = "int"
     return parse
+
+
+# ``text`` as an int >= 1 (>= 0); ``ValueError`` with the user's value otherwise.
+positive_int, non_negative_int = bounded_int(1), bounded_int(0)
 
 
 def finite_float(text: str) -> float:

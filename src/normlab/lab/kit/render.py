@@ -1,6 +1,6 @@
 """What every lab report shares: Markdown, HTML and terminal tables, the CSS (the page around
-them is ``normlab.lab.doc``'s), figures as PNG and their embedding (a report file is written
-whole by ``normlab.lab.io``), and the look of every plot: :func:`legend` places a legend where
+them is ``normlab.lab.kit.doc``'s), figures as PNG and their embedding (a report file is written
+whole by ``normlab.lab.kit.io``), and the look of every plot: :func:`legend` places a legend where
 it can be read, :func:`png` makes every axis readable before it saves (:func:`tidy`).
 
 matplotlib is imported only by :func:`figure` (the ``Figure`` class, no pyplot state) and the

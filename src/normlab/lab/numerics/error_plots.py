@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from normlab.lab import render
+from normlab.lab.kit import render
 from normlab.lab.numerics.sentences import DTYPE_SHORT, OPS, select
 
 INF_LEVEL = 1e2  # where inf/NaN points are drawn on a log axis of relative errors

@@ -20,6 +20,8 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
+from normlab.lab.kit.errors import UsageError
+
 VOCAB_SIZE = 256
 # The split takes every k-th chunk for validation rather than the tail, so both halves see
 # every file family (the stdlib sorted by name would put only ``z*.py`` in a tail split).
@@ -92,6 +94,19 @@ def load_corpus(path: str | os.PathLike | None = None) -> Corpus:
     """Read ``path`` (or the stdlib corpus when ``None``) as bytes and split it
     (:func:`corpus_from_bytes`)."""
     return corpus_from_bytes(*read_bytes(path))
+
+
+def load_data(path: str | None, flag: str = "--data") -> Corpus:
+    """:func:`load_corpus` for a command's ``flag``: a missing, unreadable or too small file is a
+    :class:`UsageError`."""
+    try:
+        return load_corpus(path)
+    except FileNotFoundError as e:
+        raise UsageError(f"{flag} {path}: no such file" if path else str(e)) from e
+    except OSError as e:
+        raise UsageError(f"{flag} {path}: cannot read it ({e.strerror or e})") from e
+    except ValueError as e:  # empty, or too small to split into training and validation
+        raise UsageError(f"{flag} {path or '(the standard library)'}: {e}") from e
 
 
 def corpus_from_bytes(raw: bytes, source: str) -> Corpus:

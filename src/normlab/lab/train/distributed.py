@@ -158,7 +158,7 @@ def load_full_state(
 def save_atomic(obj: dict, path: str | os.PathLike) -> None:
     """``torch.save`` to a temporary name, then rename: a process killed mid-write leaves the
     previous checkpoint intact instead of a truncated file."""
-    from normlab.lab.io import atomic_writer
+    from normlab.lab.kit.io import atomic_writer
 
     with atomic_writer(path) as f:  # a temp name unique to the process, fsync, rename
         torch.save(obj, f)

@@ -6,8 +6,8 @@ from normlab.lab.study.decide.rules_compound import AllOf, AnyOf
 from normlab.lab.study.decide.rules_contrast import Contrast, Fails, Trains
 from normlab.lab.study.decide.rules_timing import Timing
 from normlab.lab.study.decide.stats import Context
-from normlab.lab.study.report import words
-from normlab.lab.study.spec.claims import control
+from normlab.lab.study.report import claim_text
+from normlab.lab.study.spec.claim_loader import control
 
 
 def res(val):
@@ -26,7 +26,7 @@ def diff(delta=0.02, n=3, expect=">0"):
 def said(rule, results, h=3.1, **kw):
     claim = Claim("c", "a statement", "Article 000 (x)", rule, **kw)
     v = claim.decide(results, Context(plateau_h=h, timings=kw.pop("timings", {})))
-    return v.status, words.sentence(claim, v, h)
+    return v.status, claim_text.sentence(claim, v, h)
 
 
 def test_a_decided_contrast_says_its_interval_against_delta():
@@ -82,13 +82,13 @@ def test_a_timing_claim_speaks_in_per_cent_and_timing_units():
                "s": {"norm_ms": [2.0, 2.0, 2.02, 1.98, 2.0]}}  # fmt: skip
     claim = Claim("t", "f is faster", "src", Timing("f", "s", 0.05), ("speed",))
     v = claim.decide({}, Context(plateau_h=3.1, timings=timings))
-    text = words.sentence(claim, v, 3.1)
+    text = claim_text.sentence(claim, v, 3.1)
     assert v.status == "holds" and text.startswith("f saves +50.0% [") and "5 timing units" in text
 
 
 def test_the_rule_in_words_names_each_part_and_the_decision_once():
     rule = AllOf((("L2", diff()), ("L4", diff(0.05))))
-    lines, text = words.rule_words(Claim("c", "s", "src", rule))
+    lines, text = claim_text.rule_words(Claim("c", "s", "src", rule))
     v = "v = final_val_loss[a] − final_val_loss[b] per seed"
     assert lines == [f"[L2] {v}", f"[L4] {v}"]
     assert "(δ = 0.02, 0.05)" in text and "every part holds" in text and "Holm" in text
@@ -99,8 +99,8 @@ def test_scope_short_and_compact():
         {"d": 64, "blocks": b, "T": 64, "B": 16, "steps": s, "tokens": s * 1024, "init": "xavier"}
         for b, s in ((6, 0), (24, 150))
     ]
-    assert words.short_scope(shapes) == "d=64, 6/24 blocks, at init and 154 K tokens"
-    assert words.compact_size(shapes[:1] + [{**shapes[0], "blocks": 48}]) == (
+    assert claim_text.short_scope(shapes) == "d=64, 6/24 blocks, at init and 154 K tokens"
+    assert claim_text.compact_size(shapes[:1] + [{**shapes[0], "blocks": 48}]) == (
         "d=64 L=6/48 T=64 B=16 0 steps (0 tokens) init=xavier"
     )
-    assert words.short_source("Article 003 (BatchNorm)") == "Article 003"
+    assert claim_text.short_source("Article 003 (BatchNorm)") == "Article 003"

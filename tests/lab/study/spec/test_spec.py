@@ -510,7 +510,7 @@ def test_spec_and_preset_exclude_each_other(capsys):
 
 def test_controls_on_claims_and_parts(tmp_path, capsys):
     from normlab.lab.study.decide.rules_compound import Controlled
-    from normlab.lab.study.spec.claims import control
+    from normlab.lab.study.spec.claim_loader import control
 
     text = _edit('label = "rmsnorm trains"', 'label = "rmsnorm trains"\ncontrols = ["layernorm"]')
     text = text.replace('rule = "all_of"\n', 'rule = "all_of"\ncontrols = [{ arm = "rmsnorm", '
@@ -535,7 +535,7 @@ def test_controls_on_claims_and_parts(tmp_path, capsys):
 def test_any_and_measured_controls():
     from normlab.lab.study.decide.rules_compound import AnyOf
     from normlab.lab.study.decide.rules_contrast import Contrast
-    from normlab.lab.study.spec.claims import control
+    from normlab.lab.study.spec.claim_loader import control
 
     controls = (
         'controls = [{ any = ["rmsnorm", "layernorm"], expect = "trains" }, { label = "gains '

@@ -21,13 +21,11 @@ from normlab.lab.study.decide import (
     Context,
     Contrast,
     Controlled,
-    Seeds,
-    Verdict,
     by_design,
     compound,
     compound_parts,
 )
-from normlab.lab.verdict import Word
+from normlab.lab.verdict import Seeds, Verdict, Word
 
 MEASURE = "final_val_loss"  # the stand-in arm's one measure: the stored v
 

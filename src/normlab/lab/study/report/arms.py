@@ -8,7 +8,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from normlab.lab import doc as d
+from normlab.lab.kit import doc as d
 from normlab.lab.study.decide import MEASURES
 
 

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.io import write_file
+from normlab.lab.kit.io import write_file
 from normlab.lab.study.decide import Claim
-from normlab.lab.study.report import words
+from normlab.lab.study.report import claim_text
 from normlab.lab.verdict import CLAIM_WORDS, LEVEL, Word
 
 
@@ -38,7 +38,7 @@ def scope(preset, claim: Claim) -> list[dict[str, Any]]:
 
 def size(preset, claim: Claim) -> str:
     """The model sizes a claim was tested at: its arms' distinct shapes, in words."""
-    return "; ".join(words.compact_size([s]) for s in scope(preset, claim))
+    return "; ".join(claim_text.compact_size([s]) for s in scope(preset, claim))
 
 
 def family(verdicts) -> dict[str, Any]:

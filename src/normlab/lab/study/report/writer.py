@@ -1,7 +1,7 @@
 """``DIR/report.html`` (self-contained: plots embedded), ``DIR/report.md`` and ``DIR/claims.json``
 (the same verdicts, effects, intervals and n, for programs: ``claims_json.py``).
 
-The report is built once as a document (``normlab.lab.doc``) and rendered to HTML and Markdown.
+The report is built once as a document (``normlab.lab.kit.doc``) and rendered to HTML and Markdown.
 Order: the summary (one row per claim: title and source, the verdict, one sentence of what was
 seen, the scope), how verdicts are decided (what every rule shares, said once), then per claim
 its plots, its parts, controls and seeds and its rule in words, the machinery folded away; then
@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from normlab.lab import doc as d
-from normlab.lab.io import write_file
-from normlab.lab.render import md_table
-from normlab.lab.study.decide import H_TEXT, Claim, Verdict, rules_of
-from normlab.lab.study.report import words
+from normlab.lab.kit import doc as d
+from normlab.lab.kit.io import write_file
+from normlab.lab.kit.render import md_table
+from normlab.lab.study.decide import H_TEXT, Claim, rules_of
+from normlab.lab.study.report import claim_text
 from normlab.lab.study.report.arms import arms_section, fmt
 from normlab.lab.study.report.claims_json import family, scope, write_claims
 from normlab.lab.study.report.plots import PLOTS
-from normlab.lab.verdict import BOUND_TEXT, EXPECT, LEVEL, POWER, Word
+from normlab.lab.verdict import BOUND_TEXT, EXPECT, LEVEL, POWER, Verdict, Word
 
 COLORS = {
     Word.HOLDS: "#1a7f37",
@@ -45,7 +45,8 @@ def badge(status: str) -> d.Badge:
 def format_table(verdicts, plateau_h: float | None = None) -> str:
     """The summary as a Markdown table: what a study prints at its end."""
     rows = [
-        [f"**{c.name}**", f"**{v.status}**", words.sentence(c, v, plateau_h)] for c, v in verdicts
+        [f"**{c.name}**", f"**{v.status}**", claim_text.sentence(c, v, plateau_h)]
+        for c, v in verdicts
     ]
     return md_table(["claim", "verdict", "what was seen"], rows)
 
@@ -70,9 +71,13 @@ def _summary(preset, verdicts, h: float | None) -> list[d.Block]:
     rows = []
     for c, v in verdicts:
         # the statement in words leads; the claim's id links to its section
-        source = d.Muted(words.short_source(c.source))
+        source = d.Muted(claim_text.short_source(c.source))
         statement = (c.statement, " ", d.Link(c.name, f"#{c.name}"), " ", source)
-        seen = (words.sentence(c, v, h), " ", d.Muted(words.short_scope(scope(preset, c))))
+        seen = (
+            claim_text.sentence(c, v, h),
+            " ",
+            d.Muted(claim_text.short_scope(scope(preset, c))),
+        )
         rows.append((statement, (badge(v.status),), seen))
     header = ("statement (claim)", "verdict", "what the lab saw (scope)")
     return [
@@ -132,7 +137,7 @@ def _how(verdicts, h: float | None) -> list[d.Block]:
         items.insert(
             4, f"H = {h:.3f} nats/byte, the plateau bar of the 'fails'/'trains' rules: {H_TEXT}."
         )
-    glossary = tuple((d.Strong(t), ": ", *d.from_markdown(x)) for t, x in words.GLOSSARY)
+    glossary = tuple((d.Strong(t), ": ", *d.from_markdown(x)) for t, x in claim_text.GLOSSARY)
     return [
         d.Heading(2, "How verdicts are decided", HOW),
         d.Items(tuple(items)),
@@ -146,7 +151,7 @@ def _estimate_row(label: str, rule, v: Verdict) -> tuple:
     return (
         label or "–",
         (badge(v.status),),
-        words.interval(e),
+        claim_text.interval(e),
         str(e.n) if e else "–",
         f"{rule.delta:.3g}",
         f"{e.mde:.3g}" if e and e.mde is not None else "–",
@@ -163,7 +168,7 @@ def _claim(preset, c: Claim, v: Verdict, figures: list[d.Figure], h) -> d.Sectio
     blocks: list[d.Block] = [
         d.Heading(2, (c.name, " ", badge(v.status)), c.name),
         d.Paragraph((c.statement, " ", d.Muted(f"— {c.source}"))),
-        d.Paragraph((d.Strong("Seen:"), " ", words.sentence(c, v, h))),
+        d.Paragraph((d.Strong("Seen:"), " ", claim_text.sentence(c, v, h))),
         *figures,
         d.Table(PARTS_HEADER, estimates),
     ]
@@ -172,14 +177,14 @@ def _claim(preset, c: Claim, v: Verdict, figures: list[d.Figure], h) -> d.Sectio
     ]
     if controls:
         rows = tuple(
-            (label, (badge(cv.status),), words.interval(cv.estimate), _seeds(cv))
+            (label, (badge(cv.status),), claim_text.interval(cv.estimate), _seeds(cv))
             for label, cv in controls
         )
         blocks.append(d.Table(("control", "verdict", "effect [95 % interval]", "seeds"), rows))
     seeds = v.seeds.text() if v.seeds else "decided over timing rounds, not seeds"
-    tested = (d.Strong("Tested at:"), f" {words.compact_size(scope(preset, c))}.")
+    tested = (d.Strong("Tested at:"), f" {claim_text.compact_size(scope(preset, c))}.")
     blocks.append(d.Paragraph((d.Strong("Seeds:"), f" {seeds}; {c.seeds} per arm. ", *tested)))
-    lines, text = words.rule_words(c)
+    lines, text = claim_text.rule_words(c)
     how = d.Link("How verdicts are decided", f"#{HOW}")
     rule = (d.Strong("Rule (fixed before the runs):"), f" {text} ", how)
     blocks += [d.Paragraph(rule), d.Items(tuple(lines))]

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.errors import UsageError
-from normlab.lab.reading import read_json
+from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.reading import read_json
 from normlab.lab.study.spec import Study
 from normlab.lab.verdict import detectable, statistic
 
@@ -78,7 +78,7 @@ def size_seeds(study: Study, pilot: dict[str, Any], cap: int = 16) -> list[SeedP
 
 
 def format_plans(plans: list[SeedPlan], cap: int) -> str:
-    from normlab.lab.render import text_table
+    from normlab.lab.kit.render import text_table
 
     rows = []
     for p in plans:

@@ -21,7 +21,7 @@ import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from normlab.lab.render import text_table
+from normlab.lab.kit.render import text_table
 from normlab.lab.study.run import machine as host
 from normlab.lab.study.run.machine import Machine
 from normlab.lab.train.serving import BATCH1_SEQUENCES, n_probes

@@ -16,9 +16,9 @@ from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.errors import UsageError
-from normlab.lab.io import open_append
-from normlab.lab.reading import ReadError, check_strings, loads_json, printable, read_text
+from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.io import open_append
+from normlab.lab.kit.reading import ReadError, check_strings, loads_json, printable, read_text
 from normlab.lab.train.trainer import TrainConfig, concrete_device
 from normlab.models import TransformerConfig
 

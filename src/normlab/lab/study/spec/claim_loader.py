@@ -13,7 +13,7 @@ import fnmatch
 import re
 from typing import Any
 
-from normlab.lab.limits import MAX_SEEDS, NAME_MAX
+from normlab.lab.kit.limits import MAX_SEEDS, NAME_MAX
 from normlab.lab.study.decide import MEASURES, RULES, AnyOf, Claim, Controlled, control_kinds
 from normlab.lab.study.spec.checks import Checks, key_at, show
 from normlab.lab.verdict import EXPECT
