@@ -39,7 +39,7 @@ _DEFAULT_SIZES = {"dim": 64, "n_layers": 4, "n_heads": 4}
 @dataclasses.dataclass(frozen=True)
 class _Default:
     """A default that prints as its value in ``--help`` but tells "not given" from "given the
-    default value", so only the options on the command line override a preset run."""
+    default value", so only the options on the command line override a study's run."""
 
     value: Any
 

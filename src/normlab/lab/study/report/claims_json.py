@@ -14,11 +14,11 @@ from normlab.lab.study.report import claim_text
 from normlab.lab.verdict import CLAIM_WORDS, LEVEL, Word
 
 
-def scope(preset, claim: Claim) -> list[dict[str, Any]]:
+def scope(study, claim: Claim) -> list[dict[str, Any]]:
     """The sizes a claim was tested at, one entry per distinct shape of its arms (a verdict holds
     at these sizes, not beyond): width, blocks, T, B, steps, tokens seen = steps × B × T (the
     planned budget: a stalled run stops earlier), init."""
-    configs = {r.name: r.config for r in preset.arms}
+    configs = {r.name: r.config for r in study.arms}
     shapes: dict[tuple, dict[str, Any]] = {}
     for arm in claim.arms:
         c = configs[arm]
@@ -36,9 +36,9 @@ def scope(preset, claim: Claim) -> list[dict[str, Any]]:
     return list(shapes.values())
 
 
-def size(preset, claim: Claim) -> str:
+def size(study, claim: Claim) -> str:
     """The model sizes a claim was tested at: its arms' distinct shapes, in words."""
-    return "; ".join(claim_text.compact_size([s]) for s in scope(preset, claim))
+    return "; ".join(claim_text.compact_size([s]) for s in scope(study, claim))
 
 
 def family(verdicts) -> dict[str, Any]:
@@ -67,9 +67,9 @@ def family(verdicts) -> dict[str, Any]:
     }
 
 
-def claims_json(preset, verdicts, meta: dict) -> dict[str, Any]:
+def claims_json(study, verdicts, meta: dict) -> dict[str, Any]:
     return {
-        "preset": preset.name,
+        "preset": study.name,
         "seed_block": meta.get("seed_block", 0),
         "plateau_h": meta.get("plateau_h"),
         "family": family(verdicts),
@@ -80,8 +80,8 @@ def claims_json(preset, verdicts, meta: dict) -> dict[str, Any]:
                 "source": c.source,
                 "rule": c.describe(),
                 "seeds": c.seeds,
-                "size": size(preset, c),
-                "scope": scope(preset, c),
+                "size": size(study, c),
+                "scope": scope(study, c),
                 **v.to_dict(),
             }
             for c, v in verdicts
@@ -89,6 +89,6 @@ def claims_json(preset, verdicts, meta: dict) -> dict[str, Any]:
     }
 
 
-def write_claims(out: Path, preset, verdicts, meta: dict) -> None:
-    claims = claims_json(preset, verdicts, meta)
+def write_claims(out: Path, study, verdicts, meta: dict) -> None:
+    claims = claims_json(study, verdicts, meta)
     write_file(out / "claims.json", json.dumps(claims, indent=1, ensure_ascii=False))

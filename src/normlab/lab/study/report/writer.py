@@ -67,7 +67,7 @@ def _plots(claim: Claim, verdict: Verdict, results, timings, plot_dir: Path) -> 
     return out
 
 
-def _summary(preset, verdicts, h: float | None) -> list[d.Block]:
+def _summary(study, verdicts, h: float | None) -> list[d.Block]:
     rows = []
     for c, v in verdicts:
         # the statement in words leads; the claim's id links to its section
@@ -76,7 +76,7 @@ def _summary(preset, verdicts, h: float | None) -> list[d.Block]:
         seen = (
             claim_text.sentence(c, v, h),
             " ",
-            d.Muted(claim_text.short_scope(scope(preset, c))),
+            d.Muted(claim_text.short_scope(scope(study, c))),
         )
         rows.append((statement, (badge(v.status),), seen))
     header = ("statement (claim)", "verdict", "what the lab saw (scope)")
@@ -162,7 +162,7 @@ def _estimate_row(label: str, rule, v: Verdict) -> tuple:
 PARTS_HEADER = ("part", "verdict", "effect [95 % interval]", "n", "δ", "detectable at n", "Holm")
 
 
-def _claim(preset, c: Claim, v: Verdict, figures: list[d.Figure], h) -> d.Section:
+def _claim(study, c: Claim, v: Verdict, figures: list[d.Figure], h) -> d.Section:
     parts = zip(rules_of(c.rule), v.parts or (("", v),), strict=True)
     estimates = tuple(_estimate_row(label, rule, pv) for (label, rule), (_, pv) in parts)
     blocks: list[d.Block] = [
@@ -182,7 +182,7 @@ def _claim(preset, c: Claim, v: Verdict, figures: list[d.Figure], h) -> d.Sectio
         )
         blocks.append(d.Table(("control", "verdict", "effect [95 % interval]", "seeds"), rows))
     seeds = v.seeds.text() if v.seeds else "decided over timing rounds, not seeds"
-    tested = (d.Strong("Tested at:"), f" {claim_text.compact_size(scope(preset, c))}.")
+    tested = (d.Strong("Tested at:"), f" {claim_text.compact_size(scope(study, c))}.")
     blocks.append(d.Paragraph((d.Strong("Seeds:"), f" {seeds}; {c.seeds} per arm. ", *tested)))
     lines, text = claim_text.rule_words(c)
     how = d.Link("How verdicts are decided", f"#{HOW}")
@@ -205,7 +205,7 @@ def _seeds(v: Verdict) -> str:
     return v.seeds.text() if v.seeds else "–"
 
 
-def _summary_line(preset, results, meta) -> str:
+def _summary_line(study, results, meta) -> str:
     n = sum(map(len, results.values()))
     cpu = [x["summary"].get("cpu_s") for arm in results.values() for x in arm.values()]
     cpu_s = f" ({sum(cpu):.0f} CPU s in the runs)" if cpu and None not in cpu else ""
@@ -219,7 +219,7 @@ def _summary_line(preset, results, meta) -> str:
         else ""
     )
     return (
-        f"{preset.description}. {n}/{len(preset.runs())} runs (seed block "
+        f"{study.description}. {n}/{len(study.runs())} runs (seed block "
         f"{meta.get('seed_block', 0)}), {meta['wall_s']:.0f} s wall{cpu_s}{again}, finished "
         f"{meta['finished']}.{decided}"
     )
@@ -230,16 +230,16 @@ def write_reports(result, out: Path, *, lead_md: str = "", lead_html: str = "") 
     ``run.StudyResult``: its study, results, verdicts and meta); ``lead_md``/``lead_html``
     (``normlab advise``'s advice) open the reports, right after their title. The report is one
     document: summary first, the shared explanation once, then the claims."""
-    preset, results, verdicts, meta = result.study, result.results, result.verdicts, result.meta
+    study, results, verdicts, meta = result.study, result.results, result.verdicts, result.meta
     plot_dir = out / "plots"
     plot_dir.mkdir(parents=True, exist_ok=True)
     timings, h = meta.get("timings") or {}, meta.get("plateau_h")
     env = meta["environment"]
-    doc = d.Document(f"normlab study: {preset.name}")
+    doc = d.Document(f"normlab study: {study.name}")
     doc.add(
-        d.Heading(1, ("normlab study: ", d.Code(preset.name))),
+        d.Heading(1, ("normlab study: ", d.Code(study.name))),
         d.Paragraph(
-            f"{_summary_line(preset, results, meta)} On {env['cpu']} ({env['threads']} threads, "
+            f"{_summary_line(study, results, meta)} On {env['cpu']} ({env['threads']} threads, "
             f"{env['workers']} worker(s)); torch {env['torch']}, numba {env['numba']}.",
             muted=True,
         ),
@@ -247,14 +247,14 @@ def write_reports(result, out: Path, *, lead_md: str = "", lead_html: str = "") 
     lead = d.Raw(lead_html, lead_md) if lead_md or lead_html else None
     if lead is not None:
         doc.add(lead)
-    doc.add(*_summary(preset, verdicts, h), *_how(verdicts, h))
+    doc.add(*_summary(study, verdicts, h), *_how(verdicts, h))
     doc.add(d.Heading(2, "Claims", "claims"))
     for c, v in verdicts:
         figures = _plots(c, v, results, timings, plot_dir)
-        doc.add(_claim(preset, c, v, figures, h))
-    doc.add(*arms_section(out, preset, results, meta))
+        doc.add(_claim(study, c, v, figures, h))
+    doc.add(*arms_section(out, study, results, meta))
     # The contents stand after the title, the meta line, any lead and the summary (heading,
     # table, the link to the coverage table).
     write_file(out / "report.html", d.to_html(doc, toc_after=5 + (lead is not None)))
     write_file(out / "report.md", d.to_markdown(doc))
-    write_claims(out, preset, verdicts, meta)
+    write_claims(out, study, verdicts, meta)

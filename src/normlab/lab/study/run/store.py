@@ -3,7 +3,7 @@
 A line is written with a single ``write`` on an ``O_APPEND`` descriptor, then ``fsync``: a study
 killed at any moment leaves whole lines only (a torn last line, possible if the machine itself
 dies, is skipped on reading). Runs are keyed by a hash of their config (the fields set away from
-their defaults) and the corpus, so a run is done once whatever preset or name asked for it.
+their defaults) and the corpus, so a run is done once whatever study asked for it.
 """
 
 from __future__ import annotations
