@@ -20,7 +20,7 @@ from normlab.lab.kit.io import LOCK_FILE, TMP_SUFFIX, atomic_writer, hold, set_a
 from normlab.lab.study.run.store import ResultStore
 from normlab.lab.study.spec import parse as spec
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+SRC = str(Path(__file__).resolve().parents[3] / "src")
 
 
 def _python(code: str, *args: str) -> subprocess.CompletedProcess:
