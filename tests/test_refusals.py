@@ -156,7 +156,7 @@ def test_a_config_json_with_an_eps_of_ten_to_the_400(tmp_path, capsys):
     path.write_text(json.dumps(cfg))
     err = _refused(["train", "--config", str(path), "--out", str(tmp_path / "o")], capsys)
     assert "(the int 100000000000... (401 digits) does not fit in 64 bits)" in err
-    assert len(err) < 200
+    assert len(err.replace(str(path), "FILE")) < 150  # the 401 digits cut, wherever tmp is
 
 
 def test_a_keyless_results_line_under_resume(tmp_path, capsys):
