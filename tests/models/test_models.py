@@ -429,7 +429,6 @@ def _last_over_first(runs: list[dict]) -> float:
     return math.exp(sum(logs) / len(logs))
 
 
-@pytest.mark.xdist_group("init-profiles")  # one worker builds them (pytest -n)
 def test_post_ln_gradients_grow_toward_the_output(init_profiles):
     ratio = {key: _last_over_first(runs) for key, runs in init_profiles.items()}
     assert ratio["post", 24] > 1.0, ratio
@@ -438,7 +437,6 @@ def test_post_ln_gradients_grow_toward_the_output(init_profiles):
         assert ratio["post", n] > ratio["pre", n], ratio
 
 
-@pytest.mark.xdist_group("init-profiles")
 def test_pre_ln_residual_stream_grows_post_ln_stays_flat(init_profiles):
     def mean_rms(key):  # (n_layers,) averaged over seeds
         return torch.tensor([r["residual_rms"] for r in init_profiles[key]]).mean(0)

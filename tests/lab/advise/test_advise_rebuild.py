@@ -26,10 +26,6 @@ BUDGET = {"llama": ["--seeds", "2", "--steps", "8"]}
 WRITTEN = ("advice.md", "report.md", "report.html", "claims.json")
 
 
-# one worker trains them and runs every test that reads them (pytest -n: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("advise-trained")
-
-
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """``trained(name)``: the output directory of a smoke advise of that shipped config, trained

@@ -14,9 +14,6 @@ from normlab.lab.numerics import sentences as ns
 from normlab.lab.numerics import sweep as numerics
 from normlab.lab.numerics.metrics import error_metrics, ulp
 
-# one worker builds `result` and runs every test that reads it (pytest -n: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("numerics-result")
-
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):

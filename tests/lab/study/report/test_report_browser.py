@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-# one worker starts the browser and runs every test that drives it (pytest -n: --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("browser")
 CHROMEDRIVER = "/usr/bin/chromedriver"
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update",
