@@ -18,7 +18,7 @@ import sys
 import torch
 
 import normlab
-from normlab.lab.bench.runner import time_ms
+from normlab.lab.bench.bandwidth import time_ms
 
 SHAPES = ((256, 32), (256, 256), (256, 1024), (1024, 64), (1024, 128), (1024, 256),
           (1024, 512), (4096, 32), (4096, 64), (4096, 256), (256, 4096))  # fmt: skip

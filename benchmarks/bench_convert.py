@@ -2,7 +2,7 @@
 
 Variants of one random-initialised ``GPT2LMHeadModel`` (fp32, eval) in the same process:
 ``original`` (``nn.LayerNorm``), ``patched[B]`` (``normlab.hf.patch``: normlab LayerNorm on
-backend B) and ``converted[B]`` (``normlab.convert.preln_to_rmsnorm``: weightless RMSNorms on
+backend B) and ``converted[B]`` (``normlab.hf.convert.preln_to_rmsnorm``: weightless RMSNorms on
 backend B, γ/β folded into the next linear layer, a bias added to the untied LM head). Calls are
 interleaved round-robin so a noisy, shared machine slows every variant alike; the median and
 the minimum are reported. The norms are also timed alone on the model's hidden-state shape.
@@ -21,8 +21,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from normlab.convert import preln_to_rmsnorm
 from normlab.hf import patch
+from normlab.hf.convert import preln_to_rmsnorm
 
 
 def build(args) -> nn.Module:

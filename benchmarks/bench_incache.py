@@ -20,7 +20,7 @@ import torch
 
 from normlab.kernels.numba import launch as L
 from normlab.kernels.numba.choices import Launch
-from normlab.lab.bench.runner import time_ms
+from normlab.lab.bench.bandwidth import time_ms
 
 SMALL, LARGE = (256, 4096), (8192, 4096)
 LOOPS = {"pipe": Launch(pipelined=True), "2pass": Launch(pipelined=False)}

@@ -1,7 +1,7 @@
 """Benchmark normlab's CPU (or CUDA) norm kernels: ``python benchmarks/bench_norms.py --help``.
 
 The same as ``normlab bench`` (its options, its output); the harness lives in
-:mod:`normlab.lab.bench.runner`.
+:mod:`normlab.lab.bench.bandwidth`.
 """
 
 import sys

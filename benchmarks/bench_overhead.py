@@ -33,7 +33,7 @@ import normlab
 from normlab.kernels.numba import backward as B
 from normlab.kernels.numba import kernels as K
 from normlab.kernels.numba import launch as L
-from normlab.lab.bench.runner import time_ms
+from normlab.lab.bench.bandwidth import time_ms
 
 SHAPES = ((1, 64), (1024, 64), (1024, 256))
 

@@ -1,8 +1,10 @@
+import fcntl
 import gzip
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,14 +37,33 @@ def one_thread():
 QUICK_S0 = Path(__file__).parent / "data" / "quick-s0"
 
 
+def made_once(tmp_path_factory, name: str, make: Callable[[Path], None]) -> Path:
+    """``make(DIR)`` run once for the whole test run, its ``DIR`` read by every test that asks:
+    under pytest-xdist the workers share it (the first makes it under a lock, the others wait),
+    so a session fixture costs once, not once per worker. Tests only read ``DIR``."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's directory, above each worker's own
+    out, done = root / name, root / f"{name}.done"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(out, ignore_errors=True)  # a worker that failed midway
+            make(out)
+            done.touch()
+    return out
+
+
 @pytest.fixture(scope="session")
 def smoke_study(tmp_path_factory):
-    """A smoke study trained once for the session (in its own process): its output directory."""
-    out = tmp_path_factory.mktemp("smoke")
-    cmd = [sys.executable, "-m", "normlab", "study", "--preset", "smoke", "--out", str(out),
-           "--threads", "1", "--quiet"]  # fmt: skip
-    subprocess.run(cmd, check=True, timeout=600)
-    return out
+    """A smoke study trained once for the run (in its own process): its output directory."""
+
+    def train(out: Path) -> None:
+        cmd = [sys.executable, "-m", "normlab", "study", "--preset", "smoke", "--out", str(out),
+               "--threads", "1", "--quiet"]  # fmt: skip
+        subprocess.run(cmd, check=True, timeout=600)
+
+    return made_once(tmp_path_factory, "smoke", train)
 
 
 def finished_quick_study(out: Path) -> Path:
@@ -60,7 +81,9 @@ def quick_report(tmp_path_factory):
     """The quick study's reports, decided again from ``tests/data/quick-s0`` (no training)."""
     from normlab.lab.cli import main
 
-    out = finished_quick_study(tmp_path_factory.mktemp("quick") / "quick-s0")
-    spec = str(QUICK_S0 / "spec.toml")  # the preset as that study ran it, not today's
-    assert main(["study", "--redecide", str(out), "--spec", spec, "--quiet"]) == 0
-    return out
+    def redecide(out: Path) -> None:
+        finished_quick_study(out)
+        spec = str(QUICK_S0 / "spec.toml")  # the preset as that study ran it, not today's
+        assert main(["study", "--redecide", str(out), "--spec", spec, "--quiet"]) == 0
+
+    return made_once(tmp_path_factory, "quick-s0", redecide)

@@ -428,8 +428,8 @@ def mutated_specs(draw):
 @settings(max_examples=300, **_FUZZ)
 @given(text=mutated_specs())
 def test_fuzz_spec_files_are_refused_in_one_line(text):
-    from normlab.lab.errors import UsageError
-    from normlab.lab.limits import check_name, check_study
+    from normlab.lab.kit.errors import UsageError
+    from normlab.lab.kit.limits import check_name, check_study
     from normlab.lab.study.spec.parse import parse_spec
 
     try:
@@ -448,7 +448,7 @@ def test_fuzz_spec_files_are_refused_in_one_line(text):
 @given(pattern=st.text(alphabet=st.sampled_from("{}[]:.!<>^0123456789abdegslr_-$/x "),
                        max_size=16))  # fmt: skip
 def test_fuzz_name_patterns_give_a_name_or_a_value_error(pattern):
-    from normlab.lab.limits import NAME_PATTERN, format_name
+    from normlab.lab.kit.limits import NAME_PATTERN, format_name
 
     try:
         name = format_name(pattern, {"lr": 0.003, "seed": 7, "dim": 64, "s": "pre", "x": 1.5})

@@ -49,7 +49,7 @@ def _spec(tmp_path, *, model: str = "", claim: str = TRAINS, head: str = "") -> 
 @pytest.fixture
 def hf(tmp_path):
     """Write a Llama config.json with some keys changed; returns its path."""
-    from normlab.lab.advise.runner import shipped_config
+    from normlab.lab.advise.engine import shipped_config
 
     base = json.loads(open(shipped_config("llama-3.2-1b.json")).read())
 

@@ -15,14 +15,14 @@ from test_hostile import _spec
 
 import normlab
 import normlab.lab.train.dist_trainer as dist_trainer
-from normlab.lab.io import LOCK_FILE, hold
+from normlab.lab.kit.io import LOCK_FILE, hold
 
 QUICK_SPEC = str(QUICK_S0 / "spec.toml")
 
 
 @pytest.fixture
 def hf(tmp_path):
-    from normlab.lab.advise.runner import shipped_config
+    from normlab.lab.advise.engine import shipped_config
 
     base = json.loads(open(shipped_config("llama-3.2-1b.json")).read())
 
@@ -57,7 +57,7 @@ def test_a_hugging_face_size_beyond_the_models_bound(capsys, hf):
 
 
 def _twin_doc():
-    from normlab.lab.advise.runner import plan
+    from normlab.lab.advise.engine import plan
     from normlab.lab.advise.twin import twin_json
 
     return json.loads(json.dumps(twin_json(plan("llama-3.2-1b.json", "smoke").twin)))

@@ -86,7 +86,7 @@ def test_resume_refuses_a_results_jsonl_that_is_a_fifo(tmp_path):
 
 
 def test_resume_refuses_a_results_jsonl_that_is_a_directory(tmp_path, capsys):
-    from normlab.lab.errors import UsageError
+    from normlab.lab.kit.errors import UsageError
 
     out = finished_quick_study(tmp_path / "q")
     (out / "results.jsonl").unlink()
@@ -98,7 +98,7 @@ def test_resume_refuses_a_results_jsonl_that_is_a_directory(tmp_path, capsys):
 
 
 def test_resume_moves_aside_a_torn_record_only(tmp_path):
-    from normlab.lab.errors import UsageError
+    from normlab.lab.kit.errors import UsageError
 
     path = tmp_path / "results.jsonl"
     with gzip.open(QUICK_S0 / "results.jsonl.gz", "rt") as f:  # runs' records, as written
@@ -117,7 +117,7 @@ def test_resume_moves_aside_a_torn_record_only(tmp_path):
 
 
 def test_data_is_read_bounded(tmp_path, capsys, monkeypatch, no_training):
-    import normlab.lab.reading as reading
+    import normlab.lab.kit.reading as reading
 
     monkeypatch.setattr(reading, "MAX_FILE", 10_000)
     data = tmp_path / "data.txt"
@@ -185,7 +185,7 @@ def test_an_estimate_beyond_float_range_is_no_estimate():
 
 
 def test_the_json_writer_writes_nothing_non_finite(tmp_path):
-    from normlab.lab.io import write_json
+    from normlab.lab.kit.io import write_json
 
     with pytest.raises(ValueError, match="nothing written"):
         write_json(tmp_path / "claims.json", {"effect": math.inf})

@@ -12,7 +12,7 @@ import pytest
 from conftest import QUICK_S0, finished_quick_study
 from test_hostile import SPEC, TRAINS, _refused
 
-from normlab.lab.io import LOCK_FILE, hold
+from normlab.lab.kit.io import LOCK_FILE, hold
 from normlab.lab.study.spec.parse import parse_spec
 
 # ---- files of others

@@ -16,8 +16,8 @@ import normlab.lab.commands.numerics as numerics_command
 import normlab.lab.commands.study as study_command
 import normlab.lab.train.dist_trainer as dist_trainer
 from normlab.lab.cli import main
-from normlab.lab.errors import UsageError
-from normlab.lab.io import LOCK_FILE, hold, is_main_process, write_file
+from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.io import LOCK_FILE, hold, is_main_process, write_file
 
 QUICK_SPEC = str(QUICK_S0 / "spec.toml")
 
@@ -71,7 +71,7 @@ def test_an_empty_directory_argument_is_refused_not_a_default(no_work, capsys, a
 
 
 def test_a_path_option_is_not_empty_and_has_no_control_character():
-    from normlab.lab.reading import path_arg
+    from normlab.lab.kit.reading import path_arg
 
     assert path_arg("runs/a b") == "runs/a b"
     for bad in ("", "a\x1b[2Jb", "a\nb", "x" * 5000):
@@ -112,7 +112,7 @@ def test_a_rank_in_the_environment_does_not_skip_the_lock(tmp_path, capsys, monk
 
 
 def test_ranks_that_are_no_job_are_refused(monkeypatch):
-    from normlab.lab.io import job_rank
+    from normlab.lab.kit.io import job_rank
 
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     assert job_rank() == (0, 1)
@@ -165,7 +165,7 @@ def test_a_plots_folder_that_is_a_symlink_is_not_written_through(tmp_path, capsy
 
 
 def test_the_writer_and_the_appender_refuse_a_symlinked_directory(tmp_path):
-    from normlab.lab.io import open_append
+    from normlab.lab.kit.io import open_append
 
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real")

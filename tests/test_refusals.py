@@ -7,8 +7,8 @@ import pytest
 from refusal import refused
 
 import normlab.models.transformer
-from normlab.lab.io import write_file
-from normlab.lab.limits import check_name, format_name
+from normlab.lab.kit.io import write_file
+from normlab.lab.kit.limits import check_name, format_name
 from normlab.lab.study.spec import parse as spec
 
 SPEC = """
@@ -134,7 +134,7 @@ def test_train_refuses_a_model_too_big_before_building_it(tmp_path, capsys):
 
 
 def test_advise_with_a_huge_mlp_is_refused_without_building_the_twin(tmp_path, capsys):
-    from normlab.lab.advise.runner import shipped_config
+    from normlab.lab.advise.engine import shipped_config
 
     doc = json.loads(open(shipped_config("llama-3.2-1b.json")).read())
     doc.update(hidden_size=64, intermediate_size=6_400_000_000, num_attention_heads=4,
@@ -156,7 +156,7 @@ def test_a_config_json_with_an_eps_of_ten_to_the_400(tmp_path, capsys):
     path.write_text(json.dumps(cfg))
     err = _refused(["train", "--config", str(path), "--out", str(tmp_path / "o")], capsys)
     assert "(the int 100000000000... (401 digits) does not fit in 64 bits)" in err
-    assert len(err) < 200
+    assert len(err.replace(str(path), "FILE")) < 150  # the 401 digits cut, wherever tmp is
 
 
 def test_a_keyless_results_line_under_resume(tmp_path, capsys):
@@ -197,7 +197,7 @@ def test_numerics_rows_are_bounded(tmp_path, capsys):
 
 @pytest.mark.parametrize("label", ["$a_$", r"$\foo$", "5$ and 6$"])
 def test_plot_labels_are_literal_not_mathtext(label):
-    from normlab.lab.render import figure, png
+    from normlab.lab.kit.render import figure, png
     from normlab.lab.study.report.plots import _literal
 
     fig, ax = figure()

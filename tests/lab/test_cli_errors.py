@@ -4,7 +4,7 @@ a missing or too small --data file, an --out that cannot be created, an out-of-r
 import pytest
 
 from normlab.lab.cli import main
-from normlab.lab.errors import UsageError
+from normlab.lab.kit.errors import UsageError
 
 
 def _fails(argv: list[str], capsys) -> str:

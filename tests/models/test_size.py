@@ -73,6 +73,7 @@ PEAK_GRID = [
 ]
 
 
+@pytest.mark.slow  # seven models trained in a fresh interpreter, up to d=768: ~20 CPU s
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="peak RSS via /proc (Linux)")
 def test_run_bytes_is_within_a_quarter_of_the_measured_peak_rss():
     from normlab.lab.train.config import TrainConfig

@@ -1,7 +1,7 @@
 """The ``normlab`` command: the top of the import graph. Each subcommand is a module of
 ``normlab.lab.commands`` with ``add_arguments(parser)`` and ``run(args) -> int``; this file lists
 them and turns a user's mistake into one line on stderr and status 2 (the commands and engines
-raise :class:`normlab.lab.errors.UsageError`, ``main`` prints it).
+raise :class:`normlab.lab.kit.errors.UsageError`, ``main`` prints it).
 
 The command modules import nothing heavy at their top (matplotlib, scipy and tqdm are imported
 inside functions), so a missing lab extra is reported before anything needs it.
@@ -13,9 +13,9 @@ import argparse
 import sys
 
 from normlab.lab.commands import advise, bench, demo, inspect, numerics, study, train
-from normlab.lab.common import missing_lab_packages
-from normlab.lab.errors import UsageError
-from normlab.lab.reading import printable
+from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.packages import missing_lab_packages
+from normlab.lab.kit.reading import printable
 
 MESSAGE_MAX = 4000  # characters of a refusal's line
 

@@ -1,7 +1,7 @@
 """A model's size from its config's arithmetic, without building it: the parameter count, a
 lower bound on the memory one training step needs, and :func:`run_bytes`, the estimate of a
 training run's peak memory that the lab checks before anything is allocated
-(``normlab.lab.limits``) and plans its workers with. ``Transformer.num_params()`` of the built
+(``normlab.lab.kit.limits``) and plans its workers with. ``Transformer.num_params()`` of the built
 model equals :func:`param_count`; :func:`run_bytes` is within 25 % of the measured peak RSS of
 short runs over a grid of small configs (tests/models/test_size.py)."""
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from normlab.lab.advise import hf_config
 from normlab.lab.advise.advice import blocks, headline, to_html, to_markdown
-from normlab.lab.advise.runner import shipped_config
+from normlab.lab.advise.engine import shipped_config
 from normlab.lab.advise.twin import SCALES, make_twin
 from normlab.lab.advise.twin_spec import spec_text
 from normlab.lab.study.decide.claims import decide_all

@@ -10,11 +10,11 @@ import pytest
 
 from normlab.lab.advise import hf_config
 from normlab.lab.advise.advice import blocks, headline, to_html, to_markdown
-from normlab.lab.advise.runner import plan, shipped_config, shipped_configs
+from normlab.lab.advise.engine import plan, shipped_config, shipped_configs
 from normlab.lab.advise.twin import SCALES, make_twin, scale_of, twin_json
 from normlab.lab.advise.twin_spec import spec_text
 from normlab.lab.cli import main
-from normlab.lab.errors import UsageError
+from normlab.lab.kit.errors import UsageError
 from normlab.lab.study.decide.claims import decide_all
 from normlab.lab.study.decide.rules_lr_sensitivity import LRSensitivity
 from normlab.lab.study.run.runner import StudyResult

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from normlab.lab.bench import runner as bench
+from normlab.lab.bench import bandwidth as bench
 from normlab.lab.cli import main
 
 
@@ -62,7 +62,7 @@ def test_cli_writes_table_csv_json_and_chart(tmp_path, capsys):
 # the articles' cost statements as findings
 
 from normlab.lab.bench import comm, ratio, work  # noqa: E402
-from normlab.lab.bench import findings as bf  # noqa: E402
+from normlab.lab.bench import cost_findings as bf  # noqa: E402
 from normlab.lab.verdict import CLAIM_WORDS, Word  # noqa: E402
 
 

@@ -11,7 +11,7 @@ import torch
 from tiny_models import tiny_dirs
 
 from normlab.lab.cli import main
-from normlab.lab.inspect import findings, load, record, replay, text
+from normlab.lab.inspect import formats_replay, load, record, scale_findings, text
 from normlab.lab.numerics.measuring import wrong_fraction
 
 NORM_CLASSES = {"LayerNorm", "LlamaRMSNorm", "GemmaRMSNorm"}
@@ -56,10 +56,10 @@ def test_the_replays_fp32_error_is_the_layer_run_on_its_own_input(kind):
 
     m = _loaded(tiny_dirs()[kind])
     _, inputs = record.record(m.model, m.sites, _sample(m).ids, m.kind, m.pooling)
-    rep = replay.Replay()
+    rep = formats_replay.Replay()
     for site, module in m.sites:
         x = inputs[site.name]
-        replay.replay_layer(rep, site, module, x)
+        formats_replay.replay_layer(rep, site, module, x)
         with torch.no_grad():
             if site.kind == "layernorm":
                 y = reference.layer_norm(x, module.weight, module.bias, site.eps)
@@ -88,11 +88,14 @@ def test_the_true_gradient_is_autograds():
     dy = torch.randn(6, 20, generator=g, dtype=torch.float64)
     w = 1 + 0.2 * torch.randn(20, generator=g, dtype=torch.float64)
     b = 0.1 * torch.randn(20, generator=g, dtype=torch.float64)
-    for op in (replay.Op("LayerNorm", w, b, 1e-5), replay.Op("RMSNorm", w, None, 1e-5, 0.5)):
+    for op in (
+        formats_replay.Op("LayerNorm", w, b, 1e-5),
+        formats_replay.Op("RMSNorm", w, None, 1e-5, 0.5),
+    ):
         xi = x.clone().requires_grad_()
-        y = replay.run_op(op, "truth", xi)
+        y = formats_replay.run_op(op, "truth", xi)
         (dx,) = torch.autograd.grad(y, xi, dy)
-        assert torch.allclose(replay.true_dx(op, x, dy, 1e-5), dx, rtol=1e-10, atol=1e-12)
+        assert torch.allclose(formats_replay.true_dx(op, x, dy, 1e-5), dx, rtol=1e-10, atol=1e-12)
 
 
 def test_wrong_entries_count_as_numerics_does():
@@ -100,7 +103,7 @@ def test_wrong_entries_count_as_numerics_does():
     t = torch.randn(5, 16, generator=g, dtype=torch.float64)
     a = (t + 0.08 * torch.randn(5, 16, generator=g, dtype=torch.float64)).half()
     a[1, 3], a[2, 4] = float("inf"), float("nan")
-    counts = replay.wrong_entries(a, t)
+    counts = formats_replay.wrong_entries(a, t)
     for i in range(5):
         assert counts[i] == wrong_fraction(a[i : i + 1], t[i : i + 1]) * 16
 
@@ -111,7 +114,7 @@ def test_row_errors_flag_every_visible_failure():
     y[1, 0] = float("inf")  # inf/NaN
     y[2, 5] = 0  # flushed to 0
     y[3] = 1.2  # off by 20 %
-    err, fails = replay.row_errors(y, t)
+    err, fails = formats_replay.row_errors(y, t)
     assert fails.tolist() == [False, True, True, True]
     assert err[0] == 0 and math.isclose(err[3], 0.2, rel_tol=1e-3)
 
@@ -129,10 +132,10 @@ def test_inspect_writes_the_report_and_decides_every_finding(kind, tmp_path):
     result = json.loads((out / "inspect.json").read_text())
     published = json.loads((out / "inspect-findings.json").read_text())
     assert [f["name"] for f in published] == [
-        f.name for f in findings.all_findings(result["model"]["kind"])
+        f.name for f in scale_findings.all_findings(result["model"]["kind"])
     ]
     for f in published:
-        assert findings.redecide(f) == f  # each verdict follows from its values
+        assert scale_findings.redecide(f) == f  # each verdict follows from its values
         measured = [p for p in f["parts"] if p.get("values")]
         assert all(p["n"] == 4 for p in measured)
     eval_ = published[-1]
@@ -156,9 +159,9 @@ def test_the_findings_part_labels_are_numerics_own():
     same = [
         "fp32-statistics-needed",
         "small-eps-explodes",
-        *(f.name for f in findings.WORSE.values()),
+        *(f.name for f in scale_findings.WORSE.values()),
     ]
-    for f in (f for f in findings.all_findings("embedding") if f.name in same):
+    for f in (f for f in scale_findings.all_findings("embedding") if f.name in same):
         assert [p for p, _ in f.parts] == [p for p, _ in FINDINGS[f.name].parts]
 
 
@@ -174,19 +177,19 @@ def test_the_published_findings_follow_from_their_values():
     the same."""
     published = json.loads((PUBLISHED.parent / "inspect-findings.json").read_text())
     kind = published[0]["record"]["kind"]
-    assert [f["name"] for f in published] == [f.name for f in findings.all_findings(kind)]
+    assert [f["name"] for f in published] == [f.name for f in scale_findings.all_findings(kind)]
     for f in published:
-        assert findings.redecide(f) == f
+        assert scale_findings.redecide(f) == f
     assert json.loads((PUBLISHED / "inspect.json").read_text())["findings"] == published
 
 
 def test_the_published_report_is_what_the_writer_makes_of_its_data():
     """docs/inspect-minilm/report.md is today's report of docs/inspect-minilm/inspect.json: no
     number or verdict on it is typed by hand."""
-    from normlab.lab import doc as d
-    from normlab.lab.inspect.plots import PLOTS
-    from normlab.lab.inspect.report import document
+    from normlab.lab.inspect.inspect_plots import PLOTS
+    from normlab.lab.inspect.inspect_report import document
     from normlab.lab.inspect.run import read_result
+    from normlab.lab.kit import doc as d
 
     result = read_result(PUBLISHED / "inspect.json")
     md = d.to_markdown(document(result, {name: b"" for name in PLOTS}))

@@ -10,8 +10,8 @@ import pytest
 from tiny_models import tiny_dirs
 from torch import nn
 
-from normlab.lab.errors import UsageError
 from normlab.lab.inspect import load
+from normlab.lab.kit.errors import UsageError
 
 
 def _refused(argv, capsys) -> str:

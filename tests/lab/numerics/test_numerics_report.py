@@ -1,7 +1,7 @@
 """numerics.html on the study report's document model: bold where the tables mark bold, every
 table in its own scroll box, the shared page CSS (no sweep: a made-up result)."""
 
-from normlab.lab import doc
+from normlab.lab.kit import doc
 from normlab.lab.numerics import report, tables
 from normlab.lab.numerics.sweep import NumericsResult
 

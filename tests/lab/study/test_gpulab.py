@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from normlab.lab.cli import main
-from normlab.lab.errors import UsageError
+from normlab.lab.kit.errors import UsageError
 from normlab.lab.study.run import executors, plan
 from normlab.lab.study.run.executors import (
     Job,

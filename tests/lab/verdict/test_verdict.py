@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 from scipy.stats import mstats
 
-from normlab.lab.bench.findings import COMMUNICATION
+from normlab.lab.bench.cost_findings import COMMUNICATION
 from normlab.lab.numerics.findings import FINDINGS
 from normlab.lab.study.decide.rules_contrast import Contrast
 from normlab.lab.study.decide.stats import Context

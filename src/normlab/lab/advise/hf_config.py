@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from normlab.hf_families import FAMILIES, Family
+from normlab.hf.families import FAMILIES, Family
 from normlab.lab.advise.gaps import gaps
-from normlab.lab.errors import UsageError
-from normlab.lab.reading import check_tree, printable, read_json
+from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.reading import check_tree, printable, read_json
 from normlab.models.config import MAX_SIZE
 
 _PLACEMENT_SOURCES = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from normlab.lab.render import figure, legend, png
+from normlab.lab.kit.render import figure, legend, png
 
 _OP_LABEL = {"rms_norm": "RMSNorm", "layer_norm": "LayerNorm", "fused_add_rms_norm": "add+RMSNorm"}
 

@@ -112,7 +112,7 @@ def _train(norm: str, info, counter: Counter, steps: int) -> list[dict]:
 
 def main(argv: list[str]) -> int:
     """Under torchrun: ``comm.py OUT_JSON [STEPS]``; rank 0 writes the counts."""
-    from normlab.lab.io import write_json
+    from normlab.lab.kit.io import write_json
     from normlab.lab.train import distributed as D
 
     out, steps = Path(argv[0]), int(argv[1]) if len(argv) > 1 else STEPS

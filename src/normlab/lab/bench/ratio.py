@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import torch
 
-from normlab.lab.bench.runner import norm_call, seconds_per_call
+from normlab.lab.bench.bandwidth import norm_call, seconds_per_call
 
 SIZES = (64, 128, 256, 512, 1024, 2048, 4096)
 ELEMENTS = 1 << 20  # rows x d per call: 4 MB of FP32 input at every d
@@ -26,7 +26,7 @@ BATCH_S = 2e-3
 
 def contenders(d: int, impls=IMPLS, device: str = "cpu") -> dict[tuple[str, str], Callable]:
     """``(impl, op) -> no-argument forward`` on ``ELEMENTS // d`` FP32 rows of ``d``, the ops
-    as ``normlab bench`` times them (:func:`normlab.lab.bench.runner.norm_call`)."""
+    as ``normlab bench`` times them (:func:`normlab.lab.bench.bandwidth.norm_call`)."""
     g = torch.Generator(device=device).manual_seed(d)
     x = torch.randn(max(1, ELEMENTS // d), d, generator=g, device=device)
     w = 1 + 0.1 * torch.randn(d, generator=g, device=device)
@@ -88,7 +88,7 @@ def ratio_plot(findings: list[dict]) -> bytes | None:
     each): the trimmed mean with its interval, 1 = no difference, below 1 = RMSNorm faster."""
     import math
 
-    from normlab.lab.render import figure, png
+    from normlab.lab.kit.render import figure, png
 
     timed = [f for f in findings if (f.get("record") or {}).get("impl")]
     if not timed:

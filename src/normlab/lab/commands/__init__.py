@@ -9,12 +9,18 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from normlab.lab.common import non_negative_int, positive_int
-from normlab.lab.reading import INT_MAX, bounded_int, finite_float, path_arg
+from normlab.lab.kit.reading import (
+    INT_MAX,
+    bounded_int,
+    finite_float,
+    non_negative_int,
+    path_arg,
+    positive_int,
+)
 
 
 def arg_type(check: Callable[[str], Any], name: str) -> Callable[[str], Any]:
-    """``check`` (a validator of ``normlab.lab.common`` raising ``ValueError``) as an argparse
+    """``check`` (a validator of ``normlab.lab.kit.reading`` raising ``ValueError``) as an argparse
     type, whose message argparse prints as it is; ``name`` is what argparse calls the type."""
 
     def parse(text: str) -> Any:

@@ -1,12 +1,12 @@
 """``normlab advise``: a Hugging Face config's norm recipe against the alternatives, on a
-scaled-down twin (``normlab.lab.advise.runner``)."""
+scaled-down twin (``normlab.lab.advise.engine``)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from normlab.lab.advise.runner import SPEC_FILE, shipped_configs
+from normlab.lab.advise.engine import SPEC_FILE, shipped_configs
 from normlab.lab.commands import PATH, int_in
 from normlab.lab.commands.options import (
     add_run_options,
@@ -21,7 +21,7 @@ from normlab.lab.commands.options import (
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from normlab.lab.advise.twin import SCALES
-    from normlab.lab.limits import MAX_SEEDS, MAX_STEPS
+    from normlab.lab.kit.limits import MAX_SEEDS, MAX_STEPS
 
     p.add_argument(
         "--hf-config",
@@ -79,13 +79,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from normlab.lab.advise.advice import headline
-    from normlab.lab.advise.runner import describe, gaps_text, plan, run_advise
-    from normlab.lab.common import load_data
-    from normlab.lab.errors import UsageError
-    from normlab.lab.io import hold
-    from normlab.lab.limits import check_study
+    from normlab.lab.advise.engine import describe, gaps_text, plan, run_advise
+    from normlab.lab.kit.errors import UsageError
+    from normlab.lab.kit.io import hold
+    from normlab.lab.kit.limits import check_study
     from normlab.lab.study.run import Interrupted, format_plan, summary
     from normlab.lab.study.run.plan import check_workers
+    from normlab.lab.train.data import load_data
 
     if args.redecide:
         return _redecide(args)
@@ -127,9 +127,9 @@ def _redecide(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from normlab.lab.advise.advice import headline
-    from normlab.lab.advise.redecide import redecide_advise
-    from normlab.lab.advise.runner import write_advice
-    from normlab.lab.io import hold
+    from normlab.lab.advise.engine import write_advice
+    from normlab.lab.advise.redecide_advise import redecide_advise
+    from normlab.lab.kit.io import hold
     from normlab.lab.study.run import summary
 
     # What would choose another twin, run anything or write elsewhere: the design is DIR's.

@@ -1,14 +1,14 @@
-"""``normlab bench``: the options of the kernel benchmark (:mod:`normlab.lab.bench.runner`)."""
+"""``normlab bench``: the options of the kernel benchmark (:mod:`normlab.lab.bench.bandwidth`)."""
 
 from __future__ import annotations
 
 import argparse
 
-from normlab.lab.bench.findings import KINDS, FindingsOptions, run_findings
+from normlab.lab.bench.bandwidth import DTYPES, OPS, BenchOptions, parse_shape, run_bench
+from normlab.lab.bench.cost_findings import KINDS, FindingsOptions, run_findings
 from normlab.lab.bench.ratio import IMPLS, ROUNDS, SIZES
-from normlab.lab.bench.runner import DTYPES, OPS, BenchOptions, parse_shape, run_bench
 from normlab.lab.commands import PATH, arg_type, int_in
-from normlab.lab.limits import MAX_THREADS
+from normlab.lab.kit.threads import MAX_THREADS
 
 _DEFAULT = BenchOptions()
 SHAPE = arg_type(parse_shape, "MxN")
@@ -90,8 +90,8 @@ def _findings(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from normlab.lab.common import check_device, out_dir
-    from normlab.lab.io import hold
+    from normlab.lab.kit.io import hold, out_dir
+    from normlab.lab.train.device import check_device
 
     check_device(args.device)  # before the output directory exists: nothing done on a refusal
     # One process per output directory: two benches into one --out would mix their files.

@@ -19,7 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from normlab.lab.limits import check_rows
+    from normlab.lab.kit.limits import check_rows
 
     check_rows(args.rows, args.hidden)  # before the tensor is allocated
     run_demo(DemoOptions(rows=args.rows, hidden=args.hidden, dtype=args.dtype))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from normlab.lab.commands import FLOAT, NON_NEGATIVE_INT, SEED_BLOCK, int_in
-from normlab.lab.inspect.options import CHUNK, MAX_TOKENS, TOKENS, InspectOptions
+from normlab.lab.inspect.inspect_options import CHUNK, MAX_TOKENS, TOKENS, InspectOptions
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from normlab.lab.inspect import words
+    from normlab.lab.inspect import summary_words
     from normlab.lab.inspect.run import run_inspect
 
     options = InspectOptions(
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     log = (lambda *a: None) if args.quiet else print
     result, paths = run_inspect(options, log=log)
     if not args.quiet:
-        for lead, rest in words.hazards(result):
+        for lead, rest in summary_words.hazards(result):
             print(f"- {lead} {rest}")
         for f in result.findings:
             print(f"{f['name']}: {f['verdict']}")

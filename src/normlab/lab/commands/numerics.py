@@ -7,7 +7,6 @@ import argparse
 from normlab.lab.commands import PATH, POSITIVE_INT, int_in
 from normlab.lab.numerics.findings import SEEDS
 from normlab.lab.numerics.sweep import REDUCED, Grid, NumericsOptions, run_numerics, summary
-from normlab.lab.reading import printable
 
 _DEFAULT = NumericsOptions()
 
@@ -44,9 +43,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from normlab.lab.common import check_device, out_dir
-    from normlab.lab.errors import UsageError
-    from normlab.lab.io import hold
+    from normlab.lab.kit.errors import UsageError
+    from normlab.lab.kit.io import hold, out_dir
+    from normlab.lab.kit.reading import printable
+    from normlab.lab.train.device import check_device
 
     kind = args.device.split(":")[0]
     if kind not in ("cpu", "cuda"):

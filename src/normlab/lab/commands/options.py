@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 from normlab.lab.commands import PATH, SEED_BLOCK, int_in
-from normlab.lab.common import out_dir
-from normlab.lab.errors import UsageError
-from normlab.lab.limits import MAX_THREADS
+from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.io import out_dir
+from normlab.lab.kit.threads import MAX_THREADS
 from normlab.lab.study.run import Interrupted, StudyOptions, checks_device, configure
 from normlab.lab.train.device import DEVICES, PRECISIONS
 

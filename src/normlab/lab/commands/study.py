@@ -20,13 +20,13 @@ from normlab.lab.commands.options import (
     report_failed,
     study_options,
 )
-from normlab.lab.common import load_data
-from normlab.lab.io import hold
-from normlab.lab.limits import check_study
+from normlab.lab.kit.io import hold
+from normlab.lab.kit.limits import check_study
 from normlab.lab.study.report import write_reports
 from normlab.lab.study.run import Interrupted, format_plan, redecide, run_study, summary
 from normlab.lab.study.run.plan import check_workers
 from normlab.lab.study.spec import parse as spec
+from normlab.lab.train.data import load_data
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -20,15 +20,14 @@ from typing import Any, Literal
 
 from normlab.lab.commands import FLOAT, NON_NEGATIVE_INT, PATH, SEED_BLOCK
 from normlab.lab.commands.options import add_set, add_spec
-from normlab.lab.common import check_device, load_data, out_dir
-from normlab.lab.errors import UsageError
-from normlab.lab.io import hold, is_main_process
-from normlab.lab.limits import check_run
+from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.io import hold, is_main_process, out_dir
+from normlab.lab.kit.limits import check_run
 from normlab.lab.study.run import find_run, saved_config
 from normlab.lab.study.spec import parse as spec
 from normlab.lab.train.config import TrainConfig
-from normlab.lab.train.data import VOCAB_SIZE
-from normlab.lab.train.device import concrete_device
+from normlab.lab.train.data import VOCAB_SIZE, load_data
+from normlab.lab.train.device import check_device, concrete_device
 from normlab.lab.train.fields import NO_OPTION, Expected, coerce
 from normlab.models import TransformerConfig
 from normlab.models.config import field_types
@@ -40,7 +39,7 @@ _DEFAULT_SIZES = {"dim": 64, "n_layers": 4, "n_heads": 4}
 @dataclasses.dataclass(frozen=True)
 class _Default:
     """A default that prints as its value in ``--help`` but tells "not given" from "given the
-    default value", so only the options on the command line override a preset run."""
+    default value", so only the options on the command line override a study's run."""
 
     value: Any
 

@@ -1,7 +1,7 @@
 """The model, built and loaded offline, and its norm layers recognized.
 
 The norms are recognized as :func:`normlab.hf.patch` recognizes them, from the family table
-(:mod:`normlab.hf_families`): ``torch.nn.LayerNorm``, ``torch.nn.RMSNorm`` and each family's
+(:mod:`normlab.hf.families`): ``torch.nn.LayerNorm``, ``torch.nn.RMSNorm`` and each family's
 RMSNorm class in ``transformers.models`` (its eps attribute, gain offset and cast order). The
 model is built first on the meta device (no memory), so a norm of an unknown class is refused
 before the weights are read.
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from normlab.hf_families import BY_NORM_CLASS
-from normlab.lab.errors import UsageError
-from normlab.lab.reading import printable, read_json
+from normlab.hf.families import BY_NORM_CLASS
+from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.reading import printable, read_json
 
 LM_HEADS = ("ForCausalLM", "ForMaskedLM", "LMHeadModel")
 

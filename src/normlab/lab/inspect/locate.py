@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from normlab.lab.advise.hf_config import HFModel, from_dict
-from normlab.lab.errors import UsageError
-from normlab.lab.limits import fmt_bytes, machine_memory
-from normlab.lab.reading import printable, read_json
+from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.limits import fmt_bytes, machine_memory
+from normlab.lab.kit.reading import printable, read_json
 
 WEIGHTS = ("*.safetensors", "pytorch_model*.bin")
 _PACKAGE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,99}")

@@ -3,9 +3,10 @@
 Sized before loading (:mod:`~normlab.lab.inspect.locate`), built on the meta device and loaded
 offline (:mod:`~normlab.lab.inspect.load`), one eval pass with every norm's input recorded
 (:mod:`~normlab.lab.inspect.record`), the inputs measured (:mod:`~normlab.lab.inspect.hazards`)
-and replayed (:mod:`~normlab.lab.inspect.replay`), the swapped and train-mode passes
-(:mod:`~normlab.lab.inspect.compare`), the findings decided
-(:mod:`~normlab.lab.inspect.findings`), the report written (:mod:`~normlab.lab.inspect.report`).
+and replayed (:mod:`~normlab.lab.inspect.formats_replay`), the swapped and train-mode passes
+(:mod:`~normlab.lab.inspect.swap`), the findings decided
+(:mod:`~normlab.lab.inspect.scale_findings`), the report written
+(:mod:`~normlab.lab.inspect.inspect_report`).
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from normlab.lab.errors import UsageError
-from normlab.lab.inspect import compare, findings, hazards, locate, record, replay, text
-from normlab.lab.inspect.options import InspectOptions
-from normlab.lab.limits import fmt_bytes, set_threads
+from normlab.lab.inspect import formats_replay, hazards, locate, record, scale_findings, swap, text
+from normlab.lab.inspect.inspect_options import InspectOptions
+from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.limits import fmt_bytes
+from normlab.lab.kit.threads import set_threads
 
 
 @dataclass
@@ -56,8 +58,8 @@ class InspectResult:
     sample: SampleInfo
     layers: list[hazards.LayerStats]
     stream_rms: list[float]  # median row RMS of each hidden state (embeddings, then each block)
-    replay: list[replay.LayerReplay]
-    changes: list[compare.Change]
+    replay: list[formats_replay.LayerReplay]
+    changes: list[swap.Change]
     findings: list[dict]
     eps_small: float
     seconds: dict[str, float] = field(default_factory=dict)  # stage -> wall seconds
@@ -66,7 +68,7 @@ class InspectResult:
 
 def read_result(path) -> InspectResult:
     """An ``inspect.json`` back as the result it was written from (the lab's bounded reader)."""
-    from normlab.lab.reading import read_json
+    from normlab.lab.kit.reading import read_json
 
     doc = read_json(path)
     return InspectResult(
@@ -74,8 +76,8 @@ def read_result(path) -> InspectResult:
         SampleInfo(**doc["sample"]),
         [hazards.LayerStats(**x) for x in doc["layers"]],
         doc["stream_rms"],
-        [replay.LayerReplay(**x) for x in doc["replay"]],
-        [compare.Change(**x) for x in doc["changes"]],
+        [formats_replay.LayerReplay(**x) for x in doc["replay"]],
+        [swap.Change(**x) for x in doc["changes"]],
         doc["findings"],
         doc["eps_small"],
         doc["seconds"],
@@ -128,23 +130,25 @@ def measure(o: InspectOptions, md: locate.ModelDir, log=print) -> InspectResult:
                 raise UsageError(f"{md.name}: the norm {s.name} runs more than once per forward")
         clock.done("record", f"recorded {sample.tokens:,} tokens in {o.chunks} chunks")
         stats = [hazards.layer_stats(s, mod, inputs[s.name]) for s, mod in m.sites]
-        small = findings.eps_small(min(s.eps for s, _ in m.sites))
-        rep = replay.Replay()
+        small = scale_findings.eps_small(min(s.eps for s, _ in m.sites))
+        rep = formats_replay.Replay()
         for i, (s, mod) in enumerate(m.sites):
-            replay.replay_layer(rep, s, mod, inputs[s.name])
+            formats_replay.replay_layer(rep, s, mod, inputs[s.name])
             seed = 1000 * o.seed + i
-            replay.replay_grads(rep, s, mod, inputs[s.name], small, findings.EPS_DEFAULT, seed)
+            formats_replay.replay_grads(
+                rep, s, mod, inputs[s.name], small, scale_findings.EPS_DEFAULT, seed
+            )
             clock.tick()
         clock.done("replay", tick=False)
         args = (m.model, sample.ids, m.kind, m.pooling)
-        swap = compare.with_swap(m.model, m.sites, *args[1:])
+        swapped = swap.with_swap(m.model, m.sites, *args[1:])
         changes = [
-            compare.measure("swap", base, swap),
-            compare.measure("train", base, compare.in_train_mode(*args, o.seed)),
+            swap.measure("swap", base, swapped),
+            swap.measure("train", base, swap.in_train_mode(*args, o.seed)),
         ]
         clock.done("compare", tick=False)
         record_ = {"model": md.name, "kind": m.kind, "params": m.params, "tokens": sample.tokens}
-        decided = findings.decide(m.kind, rep, changes[1], record_ | {"eps_small": small})
+        decided = scale_findings.decide(m.kind, rep, changes[1], record_ | {"eps_small": small})
         decided = [f | {"seed_block": o.seed} for f in decided]  # the data's block (registry)
         clock.done("decide")
     return InspectResult(
@@ -201,9 +205,8 @@ def _machine(load: str) -> dict[str, str]:
 
 def run_inspect(o: InspectOptions, log=print):
     """Check, size, measure and write the report under ``o.out``; returns (result, paths)."""
-    from normlab.lab.common import out_dir
-    from normlab.lab.inspect.report import write
-    from normlab.lab.io import hold
+    from normlab.lab.inspect.inspect_report import write
+    from normlab.lab.kit.io import hold, out_dir
 
     o.check()
     set_threads(o.threads)

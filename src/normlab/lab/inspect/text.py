@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from normlab.lab.errors import UsageError
+from normlab.lab.kit.errors import UsageError
 from normlab.lab.train.data import stdlib_files
 
 MIN_DOCSTRING = 200  # characters: shorter docstrings are one-line summaries, not prose

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import torch
 
 from normlab import reference
-from normlab.lab.limits import using_threads
+from normlab.lab.kit.threads import using_threads
 from normlab.lab.numerics import eps as eps_findings
 from normlab.lab.numerics import overflow, stability
 from normlab.lab.numerics.measuring import (

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 
+from normlab.lab.kit.render import md_table
 from normlab.lab.numerics.sentences import (
     DTYPE_SHORT,
     FAIL_REL,
@@ -15,7 +16,6 @@ from normlab.lab.numerics.sentences import (
     max_of,
     select,
 )
-from normlab.lab.render import md_table
 
 # --------------------------------------------------------------------------------------------
 # tables
@@ -120,7 +120,7 @@ def _header_text(result) -> list[str]:
 def finding_plots(result) -> dict[str, bytes]:
     """The findings' plots that have data: ``{"more-stable": png, "error-vs-scale": png,
     "grad-vs-eps": png}``."""
-    from normlab.lab.numerics.plots import (
+    from normlab.lab.numerics.error_plots import (
         finding_error_vs_scale,
         finding_grad_vs_eps,
         finding_more_stable,
@@ -160,10 +160,10 @@ def markdown(result) -> str:
 
 
 def document(result):
-    """The page as a ``normlab.lab.doc`` document, as the study report is: the same CSS, tables
+    """The page as a ``normlab.lab.kit.doc`` document, as the study report is: the same CSS, tables
     that scroll in their own box, a table of contents, figures with captions."""
-    from normlab.lab import doc as d
-    from normlab.lab.numerics.plots import error_vs_scale, grad_vs_eps
+    from normlab.lab.kit import doc as d
+    from normlab.lab.numerics.error_plots import error_vs_scale, grad_vs_eps
 
     page = d.Document("normlab numerics")
     page.add(d.Heading(1, "normlab numerics"), *(d.Paragraph(t) for t in _header_text(result)))
@@ -189,7 +189,7 @@ def document(result):
 
 
 def _statements_blocks(result) -> list:
-    from normlab.lab import doc as d
+    from normlab.lab.kit import doc as d
     from normlab.lab.numerics import tables
     from normlab.lab.numerics.findings import FINDINGS
 
@@ -216,6 +216,6 @@ def _statements_blocks(result) -> list:
 
 def html(result) -> str:
     """A self-contained page: tables plus the plots, embedded."""
-    from normlab.lab import doc as d
+    from normlab.lab.kit import doc as d
 
     return d.to_html(document(result), toc_after=1 + len(_header_text(result)))

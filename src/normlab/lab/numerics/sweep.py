@@ -30,9 +30,11 @@ import torch
 from torch import Tensor
 
 from normlab.kernels import registry
-from normlab.lab.common import out_dir, positive_int
-from normlab.lab.errors import UsageError
-from normlab.lab.limits import check_rows, using_threads
+from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.io import out_dir
+from normlab.lab.kit.limits import check_rows
+from normlab.lab.kit.reading import positive_int
+from normlab.lab.kit.threads import using_threads
 from normlab.lab.numerics.metrics import error_metrics
 from normlab.lab.numerics.naive import forward, naive_layer_norm, naive_rms_norm, truth_of
 
@@ -301,7 +303,7 @@ def run_numerics(options: NumericsOptions) -> NumericsResult:
     """Sweep, then write ``numerics.{json,md,html}`` under ``options.out`` (created first, so a
     bad directory fails before the sweep); returns the result (``result.files`` maps each format
     to its path, for the study report to link)."""
-    from normlab.lab.io import write_file, write_json
+    from normlab.lab.kit.io import write_file, write_json
     from normlab.lab.numerics import report
     from normlab.lab.numerics.findings import SEEDS, decide_all
     from normlab.lab.numerics.sentences import sentences
@@ -335,8 +337,8 @@ def run_numerics(options: NumericsOptions) -> NumericsResult:
 def summary(result: NumericsResult, *, table: bool = True) -> str:
     """What ``normlab numerics`` prints: the terminal table and the findings (unless ``table`` is
     false), then one line of cases, backends, time and files."""
+    from normlab.lab.kit.render import text_table
     from normlab.lab.numerics.report import SUMMARY_HEADER, summary_rows
-    from normlab.lab.render import text_table
 
     lines = []
     if table:

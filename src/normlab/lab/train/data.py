@@ -20,6 +20,9 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
+from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.reading import ReadError
+
 VOCAB_SIZE = 256
 # The split takes every k-th chunk for validation rather than the tail, so both halves see
 # every file family (the stdlib sorted by name would put only ``z*.py`` in a tail split).
@@ -82,7 +85,7 @@ def read_bytes(path: str | os.PathLike | None = None) -> tuple[bytes, str]:
             raise FileNotFoundError("no *.py files found in the standard library directory")
         raw = b"".join(f.read_bytes() for f in files)
         return raw, f"stdlib:{sysconfig.get_paths()['stdlib']} ({len(files)} files)"
-    from normlab.lab.reading import read_bytes as bounded_bytes
+    from normlab.lab.kit.reading import read_bytes as bounded_bytes
 
     if not os.path.lexists(path):
         raise FileNotFoundError(f"data file not found: {path}")
@@ -94,6 +97,21 @@ def load_corpus(path: str | os.PathLike | None = None) -> Corpus:
     """Read ``path`` (or the stdlib corpus when ``None``) as bytes and split it
     (:func:`corpus_from_bytes`)."""
     return corpus_from_bytes(*read_bytes(path))
+
+
+def load_data(path: str | None, flag: str = "--data") -> Corpus:
+    """:func:`load_corpus` for a command's ``flag``: a missing, unreadable or too small file is a
+    :class:`UsageError`."""
+    try:
+        return load_corpus(path)
+    except ReadError as e:  # no such file, not a regular file, too big: it names the file
+        raise UsageError(f"{flag} {e}") from e
+    except FileNotFoundError as e:
+        raise UsageError(f"{flag} {path}: no such file" if path else str(e)) from e
+    except OSError as e:
+        raise UsageError(f"{flag} {path}: cannot read it ({e.strerror or e})") from e
+    except ValueError as e:  # empty, or too small to split into training and validation
+        raise UsageError(f"{flag} {path or '(the standard library)'}: {e}") from e
 
 
 def corpus_from_bytes(raw: bytes, source: str) -> Corpus:

@@ -7,6 +7,8 @@ import contextlib
 
 import torch
 
+from normlab.lab.kit.errors import UsageError
+
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("fp32", "bf16", "fp16")
 _AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -18,6 +20,15 @@ def concrete_device(name: str) -> str:
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return name
+
+
+def check_device(device: str | None, flag: str = "--device") -> None:
+    """A :class:`UsageError` for ``cuda`` on a machine without CUDA, before any work."""
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UsageError(
+            f"{flag} cuda: no CUDA device here (torch {torch.__version__}, "
+            "torch.cuda.is_available() is False)"
+        )
 
 
 def device_name(device: torch.device) -> str:

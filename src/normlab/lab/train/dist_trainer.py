@@ -25,8 +25,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from normlab.lab.errors import UsageError
-from normlab.lab.io import open_append, write_file, write_json
+from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.io import open_append, write_file, write_json
 from normlab.lab.train import distributed as D
 from normlab.lab.train.config import INT64
 from normlab.lab.train.data import Corpus, RandomBatches

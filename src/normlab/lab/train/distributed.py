@@ -52,7 +52,7 @@ def setup(device: str = "auto", timeout_s: float = 300.0) -> DistInfo:
     """Join the job torchrun started (``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``MASTER_ADDR``), or
     describe a lone process. ``timeout_s`` bounds every collective, so a rank that died turns a
     hang into an error on the others."""
-    from normlab.lab.io import job_rank
+    from normlab.lab.kit.io import job_rank
 
     rank, world = job_rank()  # a RANK left in a shell's environment makes no job of one process
     local = os.environ.get("LOCAL_RANK", "0")
@@ -161,7 +161,7 @@ def load_full_state(
 def save_atomic(obj: dict, path: str | os.PathLike) -> None:
     """``torch.save`` to a temporary name, then rename: a process killed mid-write leaves the
     previous checkpoint intact instead of a truncated file."""
-    from normlab.lab.io import atomic_writer
+    from normlab.lab.kit.io import atomic_writer
 
     with atomic_writer(path) as f:  # a temp name unique to the process, fsync, rename
         torch.save(obj, f)

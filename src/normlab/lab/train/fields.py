@@ -11,7 +11,7 @@ import types
 import typing
 from typing import Any
 
-from normlab.lab.reading import INT_MAX, bounded_int, finite_float
+from normlab.lab.kit.reading import INT_MAX, bounded_int, finite_float
 
 # field -> why a spec may not set it
 NOT_IN_SPEC = {

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from normlab.batchnorm import BatchNorm
-from normlab.lab.limits import set_threads
+from normlab.lab.kit.threads import set_threads
 from normlab.lab.train.config import TrainConfig
 from normlab.lab.train.data import Corpus, RandomBatches, fixed_batches, validation_set
 from normlab.lab.train.device import autocast, concrete_device, device_name

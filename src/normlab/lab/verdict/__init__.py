@@ -7,6 +7,8 @@
   form (``decide_rows``);
 - ``holm``: the one correction of a compound verdict (Holm's step-down), how its parts
   combine, and a statement's headline from its claims (``headline``);
+- ``claim_verdict``: a claim's verdict (``Verdict``: its word, estimate, parts and controls) and
+  what became of its seeds (``Seeds``), the type every study rule returns;
 - ``finding``: an op-level statement decided from repeated measurements (numerics, bench).
 
 The study's claims, the numerics and bench findings, ``advise`` and the coverage table all
@@ -14,6 +16,7 @@ decide through it; nothing here imports the rest of the lab but its bounded read
 findings file is read and checked here, `finding.read_findings`).
 """
 
+from normlab.lab.verdict.claim_verdict import Seeds, Verdict
 from normlab.lab.verdict.holm import ALL_OF_TEXT, ANY_OF_TEXT, combine, correct, headline, holm
 from normlab.lab.verdict.rule import (
     BOUND_TEXT,
@@ -50,7 +53,9 @@ __all__ = [
     "Estimate",
     "Mean",
     "Median",
+    "Seeds",
     "TrimmedMean",
+    "Verdict",
     "Word",
     "check_rule",
     "combine",

@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from normlab.lab.reading import check_strings, read_json
-from normlab.lab.shapes import ANY, Choice, Int, Num, check_shape
+from normlab.lab.kit.reading import check_strings, read_json
+from normlab.lab.kit.shapes import ANY, Choice, Int, Num, check_shape
 from normlab.lab.verdict.holm import ALL_OF_TEXT, combine, correct
 from normlab.lab.verdict.rule import EXPECT, decide
 from normlab.lab.verdict.statistic import LEVEL, Estimate, statistic
@@ -191,7 +191,7 @@ FINDINGS_SCHEMA = [
 
 
 def read_findings(path, what: str | None = None) -> list[dict]:
-    """A findings file read bounded (``normlab.lab.reading``), its strings without control
+    """A findings file read bounded (``normlab.lab.kit.reading``), its strings without control
     characters and its values of the types its readers take; a ``ReadError`` naming the file
     and the key otherwise."""
     what = what or str(path)

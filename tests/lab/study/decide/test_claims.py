@@ -9,12 +9,12 @@ from normlab.lab.study.decide.claims import Claim, decide_all
 from normlab.lab.study.decide.rules_compound import AllOf, AnyOf, Controlled
 from normlab.lab.study.decide.rules_contrast import Contrast, Fails, Trains
 from normlab.lab.study.decide.rules_lr_sensitivity import LRSensitivity
-from normlab.lab.study.decide.stats import Context, Seeds
-from normlab.lab.study.report import words
-from normlab.lab.study.spec.claims import control
+from normlab.lab.study.decide.stats import Context
+from normlab.lab.study.report import claim_text
+from normlab.lab.study.spec.claim_loader import control
 from normlab.lab.study.spec.design import Study
 from normlab.lab.train.data import VOCAB_SIZE, corpus_from_bytes
-from normlab.lab.verdict import Mean, TrimmedMean, Word
+from normlab.lab.verdict import Mean, Seeds, TrimmedMean, Word
 
 V = 256
 
@@ -239,7 +239,7 @@ def test_a_claim_its_study_runs_too_few_seeds_for_is_not_testable_by_design():
     object.__setattr__(study, "claims", (one,))
     v = decide_all(study, {"p": arm(1.0)}, 3.0)[0][1]  # far below the bar, but one seed
     assert v.status == Word.NOT_TESTABLE and "too few for any 95% interval" in v.why
-    assert "n=1 no interval exists" in words.sentence(one, v, 3.0)
+    assert "n=1 no interval exists" in claim_text.sentence(one, v, 3.0)
     # the same claim on arms another claim runs three seeds of is decided on all three
     object.__setattr__(study, "claims", (one, Claim("three", "s", "t", Trains("p", seeds=3))))
     assert decide_all(study, {"p": arm(1.0, 1.1, 0.9)}, 3.0)[0][1].status == Word.HOLDS

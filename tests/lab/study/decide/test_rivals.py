@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from normlab.lab.study.decide import Verdict, rivals
+from normlab.lab.study.decide import rivals
 from normlab.lab.study.spec import load_builtin, parse_spec
 from normlab.lab.study.spec.checks import SpecError
-from normlab.lab.verdict import Word
+from normlab.lab.verdict import Verdict, Word
 
 SPEC = """
 name = "r"

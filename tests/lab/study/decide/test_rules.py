@@ -16,9 +16,9 @@ from normlab.lab.cli import main
 from normlab.lab.study.decide.measures import MEASURES
 from normlab.lab.study.decide.rules import RULES
 from normlab.lab.study.decide.rules_protocol import ARM, SEEDS, OnePartRule, Rule
-from normlab.lab.study.decide.stats import Context, Results, Seeds, Verdict
+from normlab.lab.study.decide.stats import Context, Results
 from normlab.lab.study.spec.parse import SpecError, parse_spec
-from normlab.lab.verdict import Word, decide_rows
+from normlab.lab.verdict import Seeds, Verdict, Word, decide_rows
 
 SRC = Path(__file__).resolve().parents[4] / "src" / "normlab" / "lab"
 

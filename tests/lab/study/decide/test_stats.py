@@ -8,7 +8,7 @@ import pytest
 
 from normlab.lab.study.decide.rules_contrast import Contrast
 from normlab.lab.study.decide.stats import Context
-from normlab.lab.study.report.words import part_text
+from normlab.lab.study.report.claim_text import part_text
 from normlab.lab.study.run.pilot import size_seeds
 from normlab.lab.study.spec.parse import parse_spec
 from normlab.lab.verdict import TrimmedMean, Word

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from normlab.lab import doc as d
+from normlab.lab.kit import doc as d
 from normlab.lab.study.published import coverage, headline, results
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -74,7 +74,7 @@ def test_the_readme_links_the_results_page_first_and_shows_answers():
 
 
 def test_study_md_says_a_verdict_early_and_keeps_the_reports_glossary():
-    from normlab.lab.study.report.words import GLOSSARY
+    from normlab.lab.study.report.claim_text import GLOSSARY
 
     lines = (DOCS / "study.md").read_text().splitlines()
     first = next(i for i, ln in enumerate(lines) if "**holds**" in ln or "**does not hold**" in ln)

@@ -5,7 +5,7 @@ import types
 
 import pytest
 
-from normlab.lab import render
+from normlab.lab.kit import render
 from normlab.lab.study.report import plots
 
 

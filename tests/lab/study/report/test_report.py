@@ -139,7 +139,7 @@ def test_missing_and_diverged_runs_do_not_break_the_report(tmp_path, study):
 
 def test_claims_json_carries_scope_outcomes_correction_controls_and_the_family(tmp_path, study):
     from normlab.lab.study.decide.rules_contrast import Fails
-    from normlab.lab.study.spec.claims import control
+    from normlab.lab.study.spec.claim_loader import control
     from normlab.lab.verdict import Word
 
     preset, results, meta = study

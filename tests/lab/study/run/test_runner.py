@@ -5,7 +5,7 @@ import types
 
 import pytest
 
-from normlab.lab.errors import UsageError
+from normlab.lab.kit.errors import UsageError
 from normlab.lab.study.run import executors, runner
 from normlab.lab.study.run.machine import Machine
 from normlab.lab.study.run.plan import WorkerPlan, cpu_seconds

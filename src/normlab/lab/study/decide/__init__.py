@@ -7,7 +7,7 @@ from normlab.lab.study.decide.rules import RULES, control_kinds
 from normlab.lab.study.decide.rules_compound import AnyOf, Controlled
 from normlab.lab.study.decide.rules_contrast import Contrast
 from normlab.lab.study.decide.rules_protocol import compound_parts, rules_of
-from normlab.lab.study.decide.stats import Context, Results, Seeds, Verdict
+from normlab.lab.study.decide.stats import Context, Results
 from normlab.lab.study.decide.sweeps import sweep_name
 
 __all__ = [
@@ -25,7 +25,5 @@ __all__ = [
     "Results",
     "RULES",
     "rules_of",
-    "Seeds",
     "sweep_name",
-    "Verdict",
 ]

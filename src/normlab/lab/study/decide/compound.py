@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from normlab.lab.study.decide.stats import Results, Seeds, Verdict
-from normlab.lab.verdict import LEVEL, Word, combine, correct
+from normlab.lab.study.decide.stats import Results
+from normlab.lab.verdict import LEVEL, Seeds, Verdict, Word, combine, correct
 
 
 def control_arms(rule, controls) -> tuple[str, ...]:

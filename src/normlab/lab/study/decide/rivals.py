@@ -18,8 +18,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from normlab.lab.study.decide.rules_protocol import rules_of
-from normlab.lab.study.decide.stats import Results, Verdict
-from normlab.lab.verdict import Word
+from normlab.lab.study.decide.stats import Results
+from normlab.lab.verdict import Verdict, Word
 
 CHECK = (0.3, 3.0)  # the registered factors of a rate check
 ANCHOR = "docs/study.md#one-standard-for-rivals"

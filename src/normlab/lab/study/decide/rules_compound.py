@@ -10,8 +10,8 @@ from typing import Any, ClassVar
 from normlab.lab import verdict
 from normlab.lab.study.decide import compound
 from normlab.lab.study.decide.rules_protocol import PARTS, OnePartRule
-from normlab.lab.study.decide.stats import Context, Results, Verdict
-from normlab.lab.verdict import Word
+from normlab.lab.study.decide.stats import Context, Results
+from normlab.lab.verdict import Verdict, Word
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,17 @@ from normlab.lab.study.decide.rules_protocol import (
     TERMS,
     OnePartRule,
 )
-from normlab.lab.study.decide.stats import Context, Results, Seeds, Verdict
-from normlab.lab.verdict import BOUND_TEXT, EXPECT, check_rule, decide_rows, pick, statistic
+from normlab.lab.study.decide.stats import Context, Results
+from normlab.lab.verdict import (
+    BOUND_TEXT,
+    EXPECT,
+    Seeds,
+    Verdict,
+    check_rule,
+    decide_rows,
+    pick,
+    statistic,
+)
 from normlab.models.probes import MATRICES
 from normlab.validation import check_real
 

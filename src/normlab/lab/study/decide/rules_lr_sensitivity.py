@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from normlab.lab.study.decide.rules_protocol import DELTA, EXPECT_KEY, SEEDS, SWEEP, OnePartRule
-from normlab.lab.study.decide.stats import Context, Results, Seeds, Verdict
+from normlab.lab.study.decide.stats import Context, Results
 from normlab.lab.study.decide.sweeps import S_TEXT, sweep_name, sweep_ranges
-from normlab.lab.verdict import EXPECT, LEVEL, check_rule, decide_rows
+from normlab.lab.verdict import EXPECT, LEVEL, Seeds, Verdict, check_rule, decide_rows
 
 
 @dataclass(frozen=True)

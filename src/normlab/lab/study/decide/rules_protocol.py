@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import field
 from typing import Any, ClassVar, Protocol
 
-from normlab.lab.study.decide.stats import Context, Results, Verdict
-from normlab.lab.verdict import Word
+from normlab.lab.study.decide.stats import Context, Results
+from normlab.lab.verdict import Verdict, Word
 
 # How the spec loader checks a field's TOML value (``field(metadata=...)``); a field without one
 # is read by its type, as a config field is.

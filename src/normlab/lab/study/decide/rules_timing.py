@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from normlab.lab.study.decide.rules_protocol import ARM, DELTA, OnePartRule
-from normlab.lab.study.decide.stats import Context, Results, Verdict
-from normlab.lab.verdict import EXPECT, LEVEL, decide, statistic
+from normlab.lab.study.decide.stats import Context, Results
+from normlab.lab.verdict import EXPECT, LEVEL, Verdict, decide, statistic
 
 # what -> what it is (the serial timing phase, ``normlab.lab.study.run.timing``)
 TIMINGS = {

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from normlab.lab.render import md_table
+from normlab.lab.kit.render import md_table
 from normlab.lab.study.published import audit, compare, coverage, headline
 from normlab.lab.study.report.claims_json import read_claims
 from normlab.lab.verdict import Word
@@ -211,7 +211,7 @@ def _rules(command: str) -> dict:
         from normlab.lab.numerics.findings import FINDINGS
 
         return FINDINGS
-    from normlab.lab.bench.findings import all_findings
+    from normlab.lab.bench.cost_findings import all_findings
 
     return {f.name: f for f in all_findings()}
 

@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.reading import read_text
+from normlab.lab.kit.reading import read_text
 from normlab.lab.study.published.registry import Registry, Standing
 from normlab.lab.study.report.claims_json import read_claims
 from normlab.lab.study.spec.fingerprint import claim_design, fingerprint
@@ -164,7 +164,9 @@ class Published:
             path = docs / where["data"]
             if os.path.lexists(path):  # bounded, checked to the leaves (a FIFO is refused)
                 findings[command] = {f["name"]: f for f in read_findings(path)}
-        sizes = {command: where["size"] for command, where in cat.findings.items() if "size" in where}
+        sizes = {
+            command: where["size"] for command, where in cat.findings.items() if "size" in where
+        }
         return cls(published(docs), findings, Registry.read(docs), docs, sizes)
 
     @property

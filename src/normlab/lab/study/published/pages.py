@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from normlab.lab.io import write_file
+from normlab.lab.kit.io import write_file
 from normlab.lab.study.published.blocks import KINDS, BlockError, Data
 
 BLOCK = re.compile(r"<!-- from-data (?P<spec>[^\n]*?) -->(?P<body>.*?)<!-- /from-data -->", re.S)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from normlab.lab.reading import read_json
+from normlab.lab.kit.reading import read_json
 from normlab.lab.study.published.coverage import load
 from normlab.lab.study.published.registry import Data, Registry, plan_fingerprint
 from normlab.lab.study.spec.fingerprint import claim_design, fingerprint
@@ -80,7 +80,7 @@ def main(docs: str) -> int:
     import subprocess
     from datetime import datetime, timezone
 
-    from normlab.lab.errors import UsageError
+    from normlab.lab.kit.errors import UsageError
 
     root = Path(docs)
     if not (root / "data").is_dir():

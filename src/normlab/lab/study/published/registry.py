@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.io import write_json
-from normlab.lab.reading import read_json
-from normlab.lab.shapes import Int, check_shape
+from normlab.lab.kit.io import write_json
+from normlab.lab.kit.reading import read_json
+from normlab.lab.kit.shapes import Int, check_shape
 from normlab.lab.study.spec.fingerprint import canonical, fingerprint
 
 REGISTRY = "data/registry.json"  # under docs/

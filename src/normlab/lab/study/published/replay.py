@@ -22,13 +22,11 @@ from normlab.lab.study.decide import (
     Context,
     Contrast,
     Controlled,
-    Seeds,
-    Verdict,
     by_design,
     compound,
     compound_parts,
 )
-from normlab.lab.verdict import Word
+from normlab.lab.verdict import Seeds, Verdict, Word
 
 MEASURE = "final_val_loss"  # the stand-in arm's one measure: the stored v
 
@@ -106,7 +104,7 @@ def _decide(claim: Claim, entry: dict, ctx: Context) -> Verdict:
 def published_design(docs: Path, preset: str):
     """The design that decided ``docs/data/<preset>/claims.json``: the ``spec.toml`` stored
     beside it (today's preset may have changed since), else today's built-in preset."""
-    from normlab.lab.reading import read_text
+    from normlab.lab.kit.reading import read_text
     from normlab.lab.study.spec import load_builtin, parse_spec
     from normlab.lab.study.spec.parse import MAX_SPEC_BYTES
 

@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from normlab.lab import doc as d
-from normlab.lab.errors import UsageError
-from normlab.lab.io import hold, sub_dir, write_file
+from normlab.lab.kit import doc as d
+from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.io import hold, sub_dir, write_file
 from normlab.lab.study.decide import rules_of
 from normlab.lab.study.published import claims_page, coverage, headline, pages
 from normlab.lab.study.published.compare import effects
@@ -111,7 +111,7 @@ def forest_png(items: list[Effect]) -> bytes:
     against, clipped at ±CLIP), and the threshold rules' values against their bar (δ = 0)."""
     from matplotlib.figure import Figure
 
-    from normlab.lab.render import png
+    from normlab.lab.kit.render import png
 
     banded = [e for e in items if e.delta > 0]
     bars = [e for e in items if e.delta == 0]

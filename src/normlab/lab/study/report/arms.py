@@ -8,7 +8,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from normlab.lab import doc as d
+from normlab.lab.kit import doc as d
 from normlab.lab.study.decide import MEASURES
 
 
@@ -28,10 +28,10 @@ def _describe_model(cfg: dict) -> str:
     )
 
 
-def _arm_rows(preset, results) -> list[tuple[str, ...]]:
+def _arm_rows(study, results) -> list[tuple[str, ...]]:
     """One row per arm: seeds, outcome and the mean of the main numbers over its seeds."""
     rows = []
-    for r in preset.arms:
+    for r in study.arms:
         runs = list(results.get(r.name, {}).values())
         ok = [x for x in runs if x["status"] == "ok"]
 
@@ -49,7 +49,7 @@ def _arm_rows(preset, results) -> list[tuple[str, ...]]:
             (
                 r.name,
                 _describe_model(r.config.to_dict()),
-                f"{len(runs)}/{preset.seeds(r.name)}",
+                f"{len(runs)}/{study.seeds(r.name)}",
                 f"{len(runs) - len(ok)}{stopped}",
                 mean("final_val_loss"),
                 _branch_ratios(runs),
@@ -75,13 +75,13 @@ ARM_HEADER = (
 )  # fmt: skip
 
 
-def arms_section(out: Path, preset, results, meta) -> list[d.Block]:
+def arms_section(out: Path, study, results, meta) -> list[d.Block]:
     """The arms, their configs and the environment, each folded, and the link to the numerics
     page where ``normlab numerics`` wrote one."""
     env = {**meta["environment"], **{f"corpus {k}": x for k, x in meta["corpus"].items()}}
     configs = tuple(
         d.Details(r.name, (d.Pre(json.dumps(r.config.to_dict(), indent=1), "json"),))
-        for r in preset.arms
+        for r in study.arms
     )
     if (out / "numerics.html").exists():
         link = d.Link("precision and overflow of the norms in FP16/BF16/FP32", "numerics.html")
@@ -94,7 +94,7 @@ def arms_section(out: Path, preset, results, meta) -> list[d.Block]:
         d.Paragraph((d.Strong("Numerics:"), *numerics), muted=True),
         d.Details(
             "Arms: seeds, outcomes and mean numbers",
-            (d.Table(ARM_HEADER, tuple(_arm_rows(preset, results))),),
+            (d.Table(ARM_HEADER, tuple(_arm_rows(study, results))),),
         ),
         d.Details("Configs", configs),
         d.Details("Environment", (d.Table(("", ""), tuple((k, fmt(x)) for k, x in env.items())),)),

@@ -7,20 +7,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.io import write_json
-from normlab.lab.reading import ReadError, check_strings, read_json
-from normlab.lab.shapes import ANY, Int, Maybe, Num, check_shape
+from normlab.lab.kit.io import write_json
+from normlab.lab.kit.reading import ReadError, check_strings, read_json
+from normlab.lab.kit.shapes import ANY, Int, Maybe, Num, check_shape
 from normlab.lab.study.decide import Claim
-from normlab.lab.study.report import words
+from normlab.lab.study.report import claim_text
 from normlab.lab.verdict import CLAIM_WORDS, LEVEL, Word
 from normlab.lab.verdict.finding import CLAIM_WORD
 
 
-def scope(preset, claim: Claim) -> list[dict[str, Any]]:
+def scope(study, claim: Claim) -> list[dict[str, Any]]:
     """The sizes a claim was tested at, one entry per distinct shape of its arms (a verdict holds
     at these sizes, not beyond): width, blocks, T, B, steps, tokens seen = steps × B × T (the
     planned budget: a stalled run stops earlier), init."""
-    configs = {r.name: r.config for r in preset.arms}
+    configs = {r.name: r.config for r in study.arms}
     shapes: dict[tuple, dict[str, Any]] = {}
     for arm in claim.arms:
         c = configs[arm]
@@ -38,9 +38,9 @@ def scope(preset, claim: Claim) -> list[dict[str, Any]]:
     return list(shapes.values())
 
 
-def size(preset, claim: Claim) -> str:
+def size(study, claim: Claim) -> str:
     """The model sizes a claim was tested at: its arms' distinct shapes, in words."""
-    return "; ".join(words.compact_size([s]) for s in scope(preset, claim))
+    return "; ".join(claim_text.compact_size([s]) for s in scope(study, claim))
 
 
 def family(verdicts) -> dict[str, Any]:
@@ -69,9 +69,9 @@ def family(verdicts) -> dict[str, Any]:
     }
 
 
-def claims_json(preset, verdicts, meta: dict) -> dict[str, Any]:
+def claims_json(study, verdicts, meta: dict) -> dict[str, Any]:
     return {
-        "preset": preset.name,
+        "preset": study.name,
         "seed_block": meta.get("seed_block", 0),
         "plateau_h": meta.get("plateau_h"),
         "family": family(verdicts),
@@ -82,8 +82,8 @@ def claims_json(preset, verdicts, meta: dict) -> dict[str, Any]:
                 "source": c.source,
                 "rule": c.describe(),
                 "seeds": c.seeds,
-                "size": size(preset, c),
-                "scope": scope(preset, c),
+                "size": size(study, c),
+                "scope": scope(study, c),
                 **v.to_dict(),
             }
             for c, v in verdicts
@@ -91,8 +91,8 @@ def claims_json(preset, verdicts, meta: dict) -> dict[str, Any]:
     }
 
 
-def write_claims(out: Path, preset, verdicts, meta: dict) -> None:
-    claims = claims_json(preset, verdicts, meta)
+def write_claims(out: Path, study, verdicts, meta: dict) -> None:
+    claims = claims_json(study, verdicts, meta)
     write_json(out / "claims.json", claims, indent=1, ensure_ascii=False)
 
 
@@ -122,9 +122,9 @@ CLAIMS_SCHEMA = {
 
 
 def read_claims(path: Path, what: str | None = None) -> dict[str, Any]:
-    """A ``claims.json`` read bounded (``normlab.lab.reading``), its strings without control
+    """A ``claims.json`` read bounded (``normlab.lab.kit.reading``), its strings without control
     characters and its values of the types the readers take, to the leaves; a
-    :class:`normlab.lab.reading.ReadError` naming the file and the key otherwise."""
+    :class:`normlab.lab.kit.reading.ReadError` naming the file and the key otherwise."""
     what = what or str(path)
     doc = check_strings(read_json(path, what), what)
     try:

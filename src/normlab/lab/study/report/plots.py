@@ -1,6 +1,6 @@
 """The report's plots: one function per plot kind, each
 ``(results, claim, verdict, timings) -> PNG bytes | None``, drawn headless
-(:func:`normlab.lab.render.figure`).
+(:func:`normlab.lab.kit.render.figure`).
 
 ``results`` maps arm -> seed index -> ``RunResult.to_dict()``. Curves and profiles show the mean
 over seeds with a band from the lowest to the highest seed; a plot returns None when none of its
@@ -13,8 +13,9 @@ import json
 import math
 from collections.abc import Callable, Sequence
 
-from normlab.lab.render import figure, legend, png, whole_ticks
-from normlab.lab.study.decide import Claim, Results, Verdict, sweep_name
+from normlab.lab.kit.render import figure, legend, png, whole_ticks
+from normlab.lab.study.decide import Claim, Results, sweep_name
+from normlab.lab.verdict import Verdict
 
 
 def _literal(text: str) -> str:

@@ -1,7 +1,7 @@
 """``DIR/report.html`` (self-contained: plots embedded), ``DIR/report.md`` and ``DIR/claims.json``
 (the same verdicts, effects, intervals and n, for programs: ``claims_json.py``).
 
-The report is built once as a document (``normlab.lab.doc``) and rendered to HTML and Markdown.
+The report is built once as a document (``normlab.lab.kit.doc``) and rendered to HTML and Markdown.
 Order: the summary (one row per claim: title and source, the verdict, one sentence of what was
 seen, the scope), how verdicts are decided (what every rule shares, said once), then per claim
 its plots, its parts, controls and seeds and its rule in words, the machinery folded away; then
@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from normlab.lab import doc as d
-from normlab.lab.io import sub_dir, write_file
-from normlab.lab.render import md_table
-from normlab.lab.study.decide import H_TEXT, Claim, Verdict, rules_of
-from normlab.lab.study.report import words
+from normlab.lab.kit import doc as d
+from normlab.lab.kit.io import sub_dir, write_file
+from normlab.lab.kit.render import md_table
+from normlab.lab.study.decide import H_TEXT, Claim, rules_of
+from normlab.lab.study.report import claim_text
 from normlab.lab.study.report.arms import arms_section, fmt
 from normlab.lab.study.report.claims_json import family, scope, write_claims
 from normlab.lab.study.report.plots import PLOTS
-from normlab.lab.verdict import BOUND_TEXT, EXPECT, LEVEL, POWER, Word
+from normlab.lab.verdict import BOUND_TEXT, EXPECT, LEVEL, POWER, Verdict, Word
 
 COLORS = {
     Word.HOLDS: "#1a7f37",
@@ -45,7 +45,8 @@ def badge(status: str) -> d.Badge:
 def format_table(verdicts, plateau_h: float | None = None) -> str:
     """The summary as a Markdown table: what a study prints at its end."""
     rows = [
-        [f"**{c.name}**", f"**{v.status}**", words.sentence(c, v, plateau_h)] for c, v in verdicts
+        [f"**{c.name}**", f"**{v.status}**", claim_text.sentence(c, v, plateau_h)]
+        for c, v in verdicts
     ]
     return md_table(["claim", "verdict", "what was seen"], rows)
 
@@ -66,13 +67,17 @@ def _plots(claim: Claim, verdict: Verdict, results, timings, plot_dir: Path) -> 
     return out
 
 
-def _summary(preset, verdicts, h: float | None) -> list[d.Block]:
+def _summary(study, verdicts, h: float | None) -> list[d.Block]:
     rows = []
     for c, v in verdicts:
         # the statement in words leads; the claim's id links to its section
-        source = d.Muted(words.short_source(c.source))
+        source = d.Muted(claim_text.short_source(c.source))
         statement = (c.statement, " ", d.Link(c.name, f"#{c.name}"), " ", source)
-        seen = (words.sentence(c, v, h), " ", d.Muted(words.short_scope(scope(preset, c))))
+        seen = (
+            claim_text.sentence(c, v, h),
+            " ",
+            d.Muted(claim_text.short_scope(scope(study, c))),
+        )
         rows.append((statement, (badge(v.status),), seen))
     header = ("statement (claim)", "verdict", "what the lab saw (scope)")
     return [
@@ -132,7 +137,7 @@ def _how(verdicts, h: float | None) -> list[d.Block]:
         items.insert(
             4, f"H = {h:.3f} nats/byte, the plateau bar of the 'fails'/'trains' rules: {H_TEXT}."
         )
-    glossary = tuple((d.Strong(t), ": ", *d.from_markdown(x)) for t, x in words.GLOSSARY)
+    glossary = tuple((d.Strong(t), ": ", *d.from_markdown(x)) for t, x in claim_text.GLOSSARY)
     return [
         d.Heading(2, "How verdicts are decided", HOW),
         d.Items(tuple(items)),
@@ -146,7 +151,7 @@ def _estimate_row(label: str, rule, v: Verdict) -> tuple:
     return (
         label or "–",
         (badge(v.status),),
-        words.interval(e),
+        claim_text.interval(e),
         str(e.n) if e else "–",
         f"{rule.delta:.3g}",
         f"{e.mde:.3g}" if e and e.mde is not None else "–",
@@ -157,13 +162,13 @@ def _estimate_row(label: str, rule, v: Verdict) -> tuple:
 PARTS_HEADER = ("part", "verdict", "effect [95 % interval]", "n", "δ", "detectable at n", "Holm")
 
 
-def _claim(preset, c: Claim, v: Verdict, figures: list[d.Figure], h) -> d.Section:
+def _claim(study, c: Claim, v: Verdict, figures: list[d.Figure], h) -> d.Section:
     parts = zip(rules_of(c.rule), v.parts or (("", v),), strict=True)
     estimates = tuple(_estimate_row(label, rule, pv) for (label, rule), (_, pv) in parts)
     blocks: list[d.Block] = [
         d.Heading(2, (c.name, " ", badge(v.status)), c.name),
         d.Paragraph((c.statement, " ", d.Muted(f"— {c.source}"))),
-        d.Paragraph((d.Strong("Seen:"), " ", words.sentence(c, v, h))),
+        d.Paragraph((d.Strong("Seen:"), " ", claim_text.sentence(c, v, h))),
         *figures,
         d.Table(PARTS_HEADER, estimates),
     ]
@@ -172,14 +177,14 @@ def _claim(preset, c: Claim, v: Verdict, figures: list[d.Figure], h) -> d.Sectio
     ]
     if controls:
         rows = tuple(
-            (label, (badge(cv.status),), words.interval(cv.estimate), _seeds(cv))
+            (label, (badge(cv.status),), claim_text.interval(cv.estimate), _seeds(cv))
             for label, cv in controls
         )
         blocks.append(d.Table(("control", "verdict", "effect [95 % interval]", "seeds"), rows))
     seeds = v.seeds.text() if v.seeds else "decided over timing rounds, not seeds"
-    tested = (d.Strong("Tested at:"), f" {words.compact_size(scope(preset, c))}.")
+    tested = (d.Strong("Tested at:"), f" {claim_text.compact_size(scope(study, c))}.")
     blocks.append(d.Paragraph((d.Strong("Seeds:"), f" {seeds}; {c.seeds} per arm. ", *tested)))
-    lines, text = words.rule_words(c)
+    lines, text = claim_text.rule_words(c)
     how = d.Link("How verdicts are decided", f"#{HOW}")
     rule = (d.Strong("Rule (fixed before the runs):"), f" {text} ", how)
     blocks += [d.Paragraph(rule), d.Items(tuple(lines))]
@@ -200,7 +205,7 @@ def _seeds(v: Verdict) -> str:
     return v.seeds.text() if v.seeds else "–"
 
 
-def _summary_line(preset, results, meta) -> str:
+def _summary_line(study, results, meta) -> str:
     n = sum(map(len, results.values()))
     cpu = [x["summary"].get("cpu_s") for arm in results.values() for x in arm.values()]
     cpu_s = f" ({sum(cpu):.0f} CPU s in the runs)" if cpu and None not in cpu else ""
@@ -214,7 +219,7 @@ def _summary_line(preset, results, meta) -> str:
         else ""
     )
     return (
-        f"{preset.description}. {n}/{len(preset.runs())} runs (seed block "
+        f"{study.description}. {n}/{len(study.runs())} runs (seed block "
         f"{meta.get('seed_block', 0)}), {meta['wall_s']:.0f} s wall{cpu_s}{again}, finished "
         f"{meta['finished']}.{decided}"
     )
@@ -225,15 +230,15 @@ def write_reports(result, out: Path, *, lead_md: str = "", lead_html: str = "") 
     ``run.StudyResult``: its study, results, verdicts and meta); ``lead_md``/``lead_html``
     (``normlab advise``'s advice) open the reports, right after their title. The report is one
     document: summary first, the shared explanation once, then the claims."""
-    preset, results, verdicts, meta = result.study, result.results, result.verdicts, result.meta
+    study, results, verdicts, meta = result.study, result.results, result.verdicts, result.meta
     plot_dir = sub_dir(out, "plots")  # a symlink there is refused, not written through
     timings, h = meta.get("timings") or {}, meta.get("plateau_h")
     env = meta["environment"]
-    doc = d.Document(f"normlab study: {preset.name}")
+    doc = d.Document(f"normlab study: {study.name}")
     doc.add(
-        d.Heading(1, ("normlab study: ", d.Code(preset.name))),
+        d.Heading(1, ("normlab study: ", d.Code(study.name))),
         d.Paragraph(
-            f"{_summary_line(preset, results, meta)} On {env['cpu']} ({env['threads']} threads, "
+            f"{_summary_line(study, results, meta)} On {env['cpu']} ({env['threads']} threads, "
             f"{env['workers']} worker(s)); torch {env['torch']}, numba {env['numba']}.",
             muted=True,
         ),
@@ -241,14 +246,14 @@ def write_reports(result, out: Path, *, lead_md: str = "", lead_html: str = "") 
     lead = d.Raw(lead_html, lead_md) if lead_md or lead_html else None
     if lead is not None:
         doc.add(lead)
-    doc.add(*_summary(preset, verdicts, h), *_how(verdicts, h))
+    doc.add(*_summary(study, verdicts, h), *_how(verdicts, h))
     doc.add(d.Heading(2, "Claims", "claims"))
     for c, v in verdicts:
         figures = _plots(c, v, results, timings, plot_dir)
-        doc.add(_claim(preset, c, v, figures, h))
-    doc.add(*arms_section(out, preset, results, meta))
+        doc.add(_claim(study, c, v, figures, h))
+    doc.add(*arms_section(out, study, results, meta))
     # The contents stand after the title, the meta line, any lead and the summary (heading,
     # table, the link to the coverage table).
     write_file(out / "report.html", d.to_html(doc, toc_after=5 + (lead is not None)))
     write_file(out / "report.md", d.to_markdown(doc))
-    write_claims(out, preset, verdicts, meta)
+    write_claims(out, study, verdicts, meta)

@@ -19,8 +19,8 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
-from normlab.lab.common import importable
-from normlab.lab.errors import UsageError
+from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.packages import importable
 
 OnDone = Callable[[Any, dict | None, str | None], None]  # (run, result, error)
 OnStep = Callable[[int], None]
@@ -180,7 +180,7 @@ _WORKER: dict[str, Any] = {}
 
 def _init_worker(data_path, sha256: str, threads: int, queue, driver_pid: int, gpu_ids) -> None:
     claim_gpu(gpu_ids)  # before torch is imported (set_threads imports it)
-    from normlab.lab.limits import set_threads
+    from normlab.lab.kit.threads import set_threads
     from normlab.lab.train.data import load_corpus
 
     die_with(driver_pid)

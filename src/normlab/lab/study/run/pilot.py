@@ -77,7 +77,7 @@ def size_seeds(study: Study, pilot: dict[str, Any], cap: int = 16) -> list[SeedP
 
 
 def format_plans(plans: list[SeedPlan], cap: int) -> str:
-    from normlab.lab.render import text_table
+    from normlab.lab.kit.render import text_table
 
     rows = []
     for p in plans:

@@ -21,9 +21,9 @@ import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from normlab.lab.errors import UsageError
-from normlab.lab.limits import fmt_bytes
-from normlab.lab.render import text_table
+from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.limits import fmt_bytes
+from normlab.lab.kit.render import text_table
 from normlab.lab.study.run import machine as host
 from normlab.lab.study.run.machine import Machine
 from normlab.lab.train.serving import BATCH1_SEQUENCES, n_probes
@@ -264,16 +264,16 @@ def calibration(name: str | None) -> tuple[str, GpuCalibration, str]:
     return name, cal, f"{where}; {how}"
 
 
-def _seeds(preset, claim) -> str:
+def _seeds(study, claim) -> str:
     if claim.timed:
         return "timed"
-    if preset.without_interval(claim):  # tell before the runs, not in the report
+    if study.without_interval(claim):  # tell before the runs, not in the report
         return f"{claim.seeds}: no interval, not testable"
     return str(claim.seeds)
 
 
 def format_plan(
-    preset,
+    study,
     seed_block: int = 0,
     how: str | None = None,
     *,
@@ -286,8 +286,8 @@ def format_plan(
     default this one)."""
     import torch
 
-    tasks = preset.runs(seed_block)
-    cuda = any(a.config.device == "cuda" for a in preset.arms)
+    tasks = study.runs(seed_block)
+    cuda = any(a.config.device == "cuda" for a in study.arms)
     machine = machine or host.this_machine(cuda)
     wp = plan_workers([t.config for t in tasks], machine, workers, threads)
     how_run = wp.describe([t.config for t in tasks], machine.cpus)
@@ -299,15 +299,15 @@ def format_plan(
     else:
         cost, unit = cpu_seconds, "est. CPU s"
     rows, total = [], 0.0
-    for r in preset.arms:
-        n, m = preset.seeds(r.name), r.config.model
+    for r in study.arms:
+        n, m = study.seeds(r.name), r.config.model
         est = n * cost(r.config)
         total += est
         model = f"{m.arch} {m.placement}-{m.norm} d={m.dim} L={m.n_layers}"
         rows.append([r.name, n, model, r.config.steps, f"{est:.0f}"])
-    runs = f"{len(preset.arms)} arms, {len(tasks)} runs (seeds {seed_block * 10_000} + i)"
+    runs = f"{len(study.arms)} arms, {len(tasks)} runs (seeds {seed_block * 10_000} + i)"
     if cuda:
-        precisions = "/".join(sorted({a.config.precision for a in preset.arms}))
+        precisions = "/".join(sorted({a.config.precision for a in study.arms}))
         total += cal.start_s
         estimate = [
             f"{runs} on CUDA in {precisions}, estimated {total:.0f} s (~{total / 60:.1f} min) on "
@@ -325,13 +325,13 @@ def format_plan(
             f"(~{wall / 60:.1f} min) wall, plus the serial timing phase",
             f"plan: {how_run}; runs longest first",
         ]
-    sets = "".join(f" --set {o}" for o in preset.overrides)
-    claims = [[c.name, _seeds(preset, c), ", ".join(c.arms)] for c in preset.claims]
+    sets = "".join(f" --set {o}" for o in study.overrides)
+    claims = [[c.name, _seeds(study, c), ", ".join(c.arms)] for c in study.claims]
     lines = [
-        f"normlab study {how or '--preset ' + preset.name}{sets} --seed {seed_block}: "
-        f"{preset.description}",
+        f"normlab study {how or '--preset ' + study.name}{sets} --seed {seed_block}: "
+        f"{study.description}",
         *estimate,
-        *([f"overrides (--set): {', '.join(preset.overrides)}"] if sets else []),
+        *([f"overrides (--set): {', '.join(study.overrides)}"] if sets else []),
         "",
         text_table(["arm", "seeds", "model", "steps", unit], rows),
         "",

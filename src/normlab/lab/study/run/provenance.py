@@ -13,7 +13,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from normlab.lab.errors import UsageError
+from normlab.lab.kit.errors import UsageError
 from normlab.lab.study.spec import Study
 
 

@@ -11,9 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-from normlab.lab.errors import UsageError
-from normlab.lab.io import hold
-from normlab.lab.reading import printable
+from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.io import hold
+from normlab.lab.kit.reading import printable
 from normlab.lab.study.decide import decide_all
 from normlab.lab.study.report import write_reports
 from normlab.lab.study.run.provenance import run_with, study_of
@@ -30,7 +30,7 @@ def redecide_study(
     """The verdicts of the finished study in ``out``, from its recorded runs and timings.
     ``device``/``precision``: what the study was run with (``--device``/``--precision``), where
     ``study.json`` does not record it; its runs are found by the same keys it wrote them under."""
-    from normlab.lab.reading import read_json
+    from normlab.lab.kit.reading import read_json
     from normlab.lab.study.run.store import ResultStore, check_study_json, run_key
 
     path = out / "study.json"  # bounded and checked: a tampered file is one line, not a crash

@@ -20,13 +20,14 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.errors import UsageError
-from normlab.lab.io import set_aside, write_json
-from normlab.lab.limits import check_threads
-from normlab.lab.reading import read_json
-from normlab.lab.study.decide import Claim, Results, Verdict, decide_all
+from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.io import set_aside, write_json
+from normlab.lab.kit.reading import read_json
+from normlab.lab.kit.threads import check_threads
+from normlab.lab.study.decide import Claim, Results, decide_all
 from normlab.lab.study.run.provenance import record
 from normlab.lab.study.spec import SEED_STRIDE, Run, Study
+from normlab.lab.verdict import Verdict
 
 # The serial timing phase: fresh processes (as many as the timing claims ask, 8 by default), one
 # after the other, each timing TIMING_ROUNDS ABBA rounds (timing.py). The process is the unit the
@@ -112,7 +113,7 @@ def configure(study: Study, device: str | None = None, precision: str | None = N
     ``"auto"`` resolved to ``auto`` (None: the device here, ``cpu`` or ``cuda``), so a run's key
     and record say where it ran. ``check``: a :class:`UsageError` if an arm needs CUDA and there
     is none (before any work); ``normlab study --list`` plans a CUDA study on any machine."""
-    from normlab.lab.common import check_device
+    from normlab.lab.train.device import check_device
     from normlab.lab.train.trainer import concrete_device
 
     arms = []

@@ -3,7 +3,7 @@
 A line is written with a single ``write`` on an ``O_APPEND`` descriptor, then ``fsync``: a study
 killed at any moment leaves whole lines only (a torn last line, possible if the machine itself
 dies, is skipped on reading). Runs are keyed by a hash of their config (the fields set away from
-their defaults) and the corpus, so a run is done once whatever preset or name asked for it.
+their defaults) and the corpus, so a run is done once whatever study asked for it.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.errors import UsageError
-from normlab.lab.io import open_append
-from normlab.lab.reading import (
+from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.io import open_append
+from normlab.lab.kit.reading import (
     ReadError,
     check_strings,
     loads_json,
@@ -26,7 +26,7 @@ from normlab.lab.reading import (
     read_bytes,
     read_text,
 )
-from normlab.lab.shapes import ANY, SCALAR, Choice, Either, Int, Maybe, Num, check_shape
+from normlab.lab.kit.shapes import ANY, SCALAR, Choice, Either, Int, Maybe, Num, check_shape
 from normlab.lab.train.device import DEVICES, PRECISIONS
 from normlab.lab.train.trainer import TrainConfig, concrete_device
 from normlab.models import TransformerConfig
@@ -144,7 +144,7 @@ class ResultStore:
         newline at the end) moves to ``results.jsonl.torn`` (returns where it went); a complete
         record written without its newline gets one, and is kept. Anything else at the end is
         a :class:`UsageError` naming its line, and the file is read bounded
-        (``normlab.lab.reading.read_bytes``): nothing is changed before both checks."""
+        (``normlab.lab.kit.reading.read_bytes``): nothing is changed before both checks."""
         if not os.path.lexists(self.path):
             return None
         data = read_bytes(self.path, f"--resume: {self.path}")

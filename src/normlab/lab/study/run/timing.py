@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from normlab.lab.limits import set_threads
+from normlab.lab.kit.threads import set_threads
 from normlab.lab.train.data import Corpus, RandomBatches
 from normlab.lab.train.trainer import TrainConfig, adamw, autocast, concrete_device
 from normlab.models import Transformer, param_groups

@@ -10,8 +10,8 @@ import re
 import typing
 from typing import Any
 
-from normlab.lab.errors import UsageError
-from normlab.lab.limits import MAX_SEEDS
+from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.limits import MAX_SEEDS
 from normlab.lab.train.fields import Expected, coerce
 
 

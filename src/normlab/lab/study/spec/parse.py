@@ -33,8 +33,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.limits import MAX_ARMS, NAME_MAX, format_name, grid_size
-from normlab.lab.reading import (
+from normlab.lab.kit.limits import MAX_ARMS, NAME_MAX, format_name, grid_size
+from normlab.lab.kit.reading import (
     ReadError,
     check_strings,
     check_text,
@@ -46,7 +46,7 @@ from normlab.lab.reading import (
 from normlab.lab.study.decide import Claim
 from normlab.lab.study.decide.compound import control_arms
 from normlab.lab.study.spec.checks import Checks, SpecError, key_at, show
-from normlab.lab.study.spec.claims import ClaimLoader
+from normlab.lab.study.spec.claim_loader import ClaimLoader
 from normlab.lab.study.spec.design import Arm, Study
 from normlab.lab.train.config import TrainConfig
 from normlab.lab.train.data import VOCAB_SIZE
@@ -411,7 +411,7 @@ class _StudyLoader:
 
     def arm_name(self, pattern: str, cfg: TrainConfig, path: str) -> str:
         """The arm's name: ``pattern``'s fields replaced by the config's values (names are data:
-        ``normlab.lab.limits.format_name``)."""
+        ``normlab.lab.kit.limits.format_name``)."""
         fields = {
             **cfg.model.to_dict(),
             **{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name != "model"},

@@ -1,0 +1,344 @@
+"""A report as a document: blocks (heading, paragraph, list, table, figure, details, pre, raw)
+holding inline text (plain strings, badges, links, bold, emphasis, code), rendered once to HTML
+and once to Markdown, so the two renderings of a report cannot drift apart.
+
+The HTML page is self-contained (figures embedded as base64, the CSS inline): its tables scroll
+inside their own box, never the page, at any width (a cell wraps at spaces, never inside a
+number, so a narrow screen scrolls the table rather than stack 0.182 one digit a line); it opens
+with a table of contents built from the ``h2`` headings that have an ``id``, and it prints
+without the colours and the scroll boxes.
+The Markdown names the figures by their file (``plots/<name>.png``) and folds ``Details`` into
+``<details>``, which GitHub renders around Markdown.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import escape
+
+from normlab.lab.kit.render import CSS, html_table, img
+
+# --------------------------------------------------------------------------------------------
+# inline
+
+
+@dataclass(frozen=True)
+class Badge:
+    """A verdict (or any status) as a coloured pill that carries its word."""
+
+    word: str
+    color: str = "#57606a"
+
+
+@dataclass(frozen=True)
+class Link:
+    text: str
+    href: str
+
+
+@dataclass(frozen=True)
+class _Text:
+    text: str
+
+
+class Strong(_Text):
+    """Bold."""
+
+
+class Code(_Text):
+    """Code: monospaced."""
+
+
+class Em(_Text):
+    """Emphasis: italic."""
+
+
+class Muted(_Text):
+    """Secondary text (a source, a note): grey in HTML, emphasis in Markdown."""
+
+
+Span = str | Badge | Link | Strong | Em | Code | Muted
+Inline = Span | Sequence[Span]
+
+
+def _spans(x: Inline) -> tuple[Span, ...]:
+    return (x,) if isinstance(x, Span) else tuple(x)
+
+
+_MARKED = re.compile(r"\*\*(.+?)\*\*|`([^`]+)`")
+
+
+def from_markdown(text: str) -> tuple[Span, ...]:
+    """Text that marks its bold (``**x**``) and code (`` `x` ``) as Markdown does, as spans: so
+    a cell written for a Markdown table reads bold in the HTML, not as literal asterisks."""
+    out: list[Span] = []
+    at = 0
+    for m in _MARKED.finditer(text):
+        if m.start() > at:
+            out.append(text[at : m.start()])
+        out.append(Strong(m.group(1)) if m.group(1) is not None else Code(m.group(2)))
+        at = m.end()
+    if at < len(text):
+        out.append(text[at:])
+    return tuple(out)
+
+
+def plain(x: Inline, *, badges: bool = True) -> str:
+    """The text a reader sees, without markup (``badges=False``: without the badges' words)."""
+    return "".join(
+        (s.word if badges else "") if isinstance(s, Badge) else getattr(s, "text", s)
+        for s in _spans(x)
+    ).strip()
+
+
+# --------------------------------------------------------------------------------------------
+# blocks
+
+
+@dataclass(frozen=True)
+class Heading:
+    level: int
+    text: Inline
+    id: str | None = None  # an anchor; an h2 with one is listed in the table of contents
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    text: Inline
+    muted: bool = False
+
+
+@dataclass(frozen=True)
+class Items:
+    """A bulleted list."""
+
+    items: tuple[Inline, ...]
+
+
+@dataclass(frozen=True)
+class Table:
+    header: tuple[str, ...]
+    rows: tuple[tuple[Inline, ...], ...]
+    cls: str = ""  # an extra CSS class (``summary``: the first screen's table)
+
+
+@dataclass(frozen=True)
+class Figure:
+    title: str
+    png: bytes
+    path: str  # where the Markdown finds it, relative to the report
+
+
+@dataclass(frozen=True)
+class Details:
+    """Folded away: the machinery a researcher opens and a learner skips."""
+
+    summary: str
+    blocks: tuple[Block, ...]
+
+
+@dataclass(frozen=True)
+class Pre:
+    """Preformatted text (a config): ``<pre>`` in HTML, a fenced block in Markdown."""
+
+    text: str
+    lang: str = ""
+
+
+@dataclass(frozen=True)
+class Raw:
+    """Content rendered elsewhere already (``normlab advise``'s lead), one form per output."""
+
+    html: str
+    md: str
+
+
+@dataclass(frozen=True)
+class Section:
+    """Blocks that belong together (a claim): one ``<section>`` in HTML, nothing in Markdown."""
+
+    id: str
+    blocks: tuple[Block, ...]
+
+
+Block = Heading | Paragraph | Items | Table | Figure | Details | Pre | Raw | Section
+
+
+@dataclass
+class Document:
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+
+    def add(self, *blocks: Block) -> None:
+        self.blocks.extend(blocks)
+
+
+def walk(blocks: Sequence[Block]):
+    """Every block, depth first, the contents of ``Details`` and ``Section`` included."""
+    for b in blocks:
+        yield b
+        if isinstance(b, Details | Section):
+            yield from walk(b.blocks)
+
+
+# --------------------------------------------------------------------------------------------
+# HTML
+
+PAGE_CSS = (
+    CSS
+    + """
+body{max-width:1180px;margin:12px auto}h1{font-size:21px;margin:4px 0}
+h2{font-size:18px;margin:18px 0 6px}.scroll{overflow-x:auto;max-width:100%}
+.scroll table{margin:4px 0 12px}p,li{overflow-wrap:anywhere}.n{white-space:nowrap}
+table.summary{font-size:12.5px;line-height:1.25}table.summary td{padding:3px 6px}
+table.summary td:first-child{min-width:300px;width:40%}.src{color:#656d76;font-size:12px}
+nav.toc{font-size:13px;line-height:1.6}nav.toc a{white-space:nowrap}
+table.summary td:first-child a,table.summary td:first-child .src{white-space:nowrap}
+pre{max-width:100%}
+figure{display:inline-block;vertical-align:top;margin:8px 12px 8px 0;max-width:100%}
+figcaption{font-size:12px;color:#656d76}details{margin:8px 0}
+summary{cursor:pointer;font-weight:600}
+@media (max-width:700px){table.summary thead{display:none}table.summary,table.summary tbody,
+table.summary tr,table.summary td{display:block;border:none;overflow-wrap:anywhere}
+table.summary tr{border-top:1px solid #d0d7de;padding:4px 0}
+table.summary td:first-child{min-width:0}}
+@media print{.scroll{overflow:visible}nav.toc{display:none}
+details::details-content{content-visibility:visible;display:block}.v{color:#000!important;background:none!important;
+border:1px solid #000}body{max-width:none;margin:0}img{max-width:100%;page-break-inside:avoid}
+section{page-break-before:auto}}
+"""
+)
+
+
+# A number in exponent form: a browser breaks a cell after its hyphen (6.6e- / 04).
+_EXPONENT = re.compile(r"\d[\d.]*e[-+]\d+")
+
+
+# The text spans' markup: (opening, closing) in HTML, the mark on both sides in Markdown.
+_HTML_TAGS = {
+    Strong: ("<b>", "</b>"),
+    Em: ("<i>", "</i>"),
+    Code: ("<code>", "</code>"),
+    Muted: ('<span class="src">', "</span>"),
+}
+_MD_MARKS = {Strong: "**", Em: "*", Code: "`", Muted: "*"}
+
+
+def _html_inline(x: Inline, *, cell: bool = False) -> str:
+    out = []
+    for s in _spans(x):
+        if isinstance(s, str) and cell:
+            out.append(_EXPONENT.sub(r'<span class="n">\g<0></span>', escape(s)))
+        elif isinstance(s, str):
+            out.append(escape(s))
+        elif isinstance(s, Badge):
+            out.append(f'<span class="v" style="background:{s.color}">{escape(s.word)}</span>')
+        elif isinstance(s, Link):
+            out.append(f'<a href="{escape(s.href)}">{escape(s.text)}</a>')
+        else:
+            start, end = _HTML_TAGS[type(s)]
+            out.append(f"{start}{escape(s.text)}{end}")
+    return "".join(out)
+
+
+def _html_block(b: Block) -> str:
+    if isinstance(b, Heading):
+        anchor = f' id="{escape(b.id)}"' if b.id else ""
+        return f"<h{b.level}{anchor}>{_html_inline(b.text)}</h{b.level}>"
+    if isinstance(b, Paragraph):
+        cls = ' class="muted"' if b.muted else ""
+        return f"<p{cls}>{_html_inline(b.text)}</p>"
+    if isinstance(b, Items):
+        return "<ul>" + "".join(f"<li>{_html_inline(i)}</li>" for i in b.items) + "</ul>"
+    if isinstance(b, Table):
+        cells = [[_html_inline(c, cell=True) for c in r] for r in b.rows]
+        return f'<div class="scroll">{html_table(b.header, cells, raw=True, cls=b.cls)}</div>'
+    if isinstance(b, Figure):
+        return f"<figure>{img(b.title, b.png)}<figcaption>{escape(b.title)}</figcaption></figure>"
+    if isinstance(b, Details):
+        inner = "\n".join(_html_block(x) for x in b.blocks)
+        return f"<details><summary>{escape(b.summary)}</summary>\n{inner}\n</details>"
+    if isinstance(b, Pre):
+        return f"<pre>{escape(b.text)}</pre>"
+    if isinstance(b, Raw):
+        return b.html
+    if isinstance(b, Section):
+        inner = "\n".join(_html_block(x) for x in b.blocks)
+        return f'<section id="{escape(b.id)}">\n{inner}\n</section>'
+    raise TypeError(f"not a block: {b!r}")
+
+
+def to_html(doc: Document, *, toc_after: int = 0) -> str:
+    """The page; the table of contents (every ``h2`` with an anchor, in order) stands after the
+    first ``toc_after`` blocks."""
+    links = " · ".join(
+        f'<a href="#{escape(b.id)}">{escape(plain(b.text, badges=False))}</a>'
+        for b in walk(doc.blocks)
+        if isinstance(b, Heading) and b.level == 2 and b.id
+    )
+    nav = f'<nav class="toc"><b>Contents:</b> {links}</nav>' if links else ""
+    parts = [_html_block(b) for b in doc.blocks]
+    parts.insert(min(toc_after, len(parts)), nav)
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{escape(doc.title)}</title><style>{PAGE_CSS}</style></head><body>\n"
+        + "\n".join(p for p in parts if p)
+        + "\n</body></html>\n"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Markdown
+
+
+def _md_inline(x: Inline) -> str:
+    out = []
+    for s in _spans(x):
+        if isinstance(s, str):
+            out.append(s)
+        elif isinstance(s, Badge):
+            out.append(f"**{s.word}**")
+        elif isinstance(s, Link):
+            out.append(f"[{s.text}]({s.href})")
+        else:
+            out.append(f"{_MD_MARKS[type(s)]}{s.text}{_MD_MARKS[type(s)]}")
+    return "".join(out)
+
+
+def _md_cell(x: Inline) -> str:
+    return re.sub(r"\s*\n\s*", " ", _md_inline(x)).replace("|", "\\|")
+
+
+def _md_block(b: Block) -> list[str]:
+    if isinstance(b, Heading):
+        anchor = f'<a id="{b.id}"></a>' if b.id else ""
+        return ["#" * b.level + " " + _md_inline(b.text) + anchor, ""]
+    if isinstance(b, Paragraph):
+        return [_md_inline(b.text), ""]
+    if isinstance(b, Items):
+        return [f"- {_md_inline(i)}" for i in b.items] + [""]
+    if isinstance(b, Table):
+        rows = [b.header, ["---"] * len(b.header), *b.rows]
+        return ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows] + [""]
+    if isinstance(b, Figure):
+        return [f"![{b.title}]({b.path})", ""]
+    if isinstance(b, Details):
+        inner = [x for blk in b.blocks for x in _md_block(blk)]
+        return [f"<details><summary>{escape(b.summary)}</summary>", "", *inner, "</details>", ""]
+    if isinstance(b, Pre):
+        return [f"```{b.lang}", b.text, "```", ""]
+    if isinstance(b, Raw):
+        return [b.md, ""] if b.md else []
+    if isinstance(b, Section):
+        return [x for blk in b.blocks for x in _md_block(blk)]
+    raise TypeError(f"not a block: {b!r}")
+
+
+def to_markdown(doc: Document) -> str:
+    lines = [x for b in doc.blocks for x in _md_block(b)]
+    while lines and not lines[-1]:
+        lines.pop()
+    return "\n".join(lines) + "\n"
