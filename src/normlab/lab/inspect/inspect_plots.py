@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from normlab.lab import render
+from normlab.lab.kit import render
 
 FP16_SQUARE = 256.0  # |x| past which x² overflows FP16 (65504 ≈ 256²)
 SHORT = 28  # characters of a layer's name on an axis
