@@ -16,7 +16,7 @@ from normlab.lab.study.decide import MEASURES, Context, Contrast
 from normlab.lab.study.run import StudyResult
 from normlab.lab.verdict import Estimate, Mean
 
-_LOSS = MEASURES["final_val_loss"][1]
+_LOSS = MEASURES["final_val_loss"].read
 NONE = "–"  # the status of a claim the study does not have
 
 

@@ -37,13 +37,13 @@ END = {
 )
 def test_end_measures_read_the_latest_probe(name, want):
     r = run(s0={k: None for k in END} | {"logit_rms": 100.0}, s200=END, s50={"logit_rms": 9.0})
-    assert MEASURES[name][1](r, None) == pytest.approx(want)
-    assert MEASURES[name][1](run("diverged", s200=END), None) is None
-    assert MEASURES[name][1](run(s200={}), None) is None  # not probed: no value, no crash
+    assert MEASURES[name].read(r, None) == pytest.approx(want)
+    assert MEASURES[name].read(run("diverged", s200=END), None) is None
+    assert MEASURES[name].read(run(s200={}), None) is None  # not probed: no value, no crash
 
 
 def test_logit_drift_is_the_log_ratio_of_the_last_probe_to_step_0():
-    drift = MEASURES["log_logit_rms_drift"][1]
+    drift = MEASURES["log_logit_rms_drift"].read
     assert drift(run(s0={"logit_rms": 2.0}, s200={"logit_rms": 6.0}), None) == pytest.approx(
         math.log(3)
     )
@@ -53,7 +53,7 @@ def test_logit_drift_is_the_log_ratio_of_the_last_probe_to_step_0():
 
 
 def test_the_train_eval_gap_is_read_as_its_size_per_model():
-    gap = MEASURES["abs_train_eval_gap"][1]
+    gap = MEASURES["abs_train_eval_gap"].read
     r = run()
     for train_mode, want in ((2.3, 0.3), (1.7, 0.3), (2.0, 0.0)):
         r["summary"] = {"final_val_loss": 2.0, "final_val_loss_train_mode": train_mode}
@@ -63,7 +63,7 @@ def test_the_train_eval_gap_is_read_as_its_size_per_model():
 
 
 def test_the_short_gap_reads_the_shortest_served_length():
-    gap = MEASURES["abs_train_eval_gap_short"][1]
+    gap = MEASURES["abs_train_eval_gap_short"].read
     at = {"val_loss_at": {"16": 2.5, "32": 2.2}, "val_loss_train_mode_at": {"16": 2.1, "32": 2.1}}
     res = {"status": "ok", "summary": at}
     assert gap(res, None) == pytest.approx(0.4)  # |2.5 − 2.1| at 16, the shorter length
@@ -83,14 +83,14 @@ def test_the_short_gap_reads_the_shortest_served_length():
 )
 def test_the_serving_measures_read_the_summary(name):
     res = run()
-    assert MEASURES[name][1](res, None) is None  # a run without eval_serving lacks them
+    assert MEASURES[name].read(res, None) is None  # a run without eval_serving lacks them
     res["summary"][name] = 0.25
-    assert MEASURES[name][1](res, None) == 0.25
-    assert MEASURES[name][1]({**res, "status": "diverged"}, None) is None
+    assert MEASURES[name].read(res, None) == 0.25
+    assert MEASURES[name].read({**res, "status": "diverged"}, None) is None
 
 
 def test_losses_score_a_diverged_run_as_a_uniform_guess():
-    assert MEASURES["final_val_loss"][1](run("diverged"), None) == pytest.approx(math.log(256))
+    assert MEASURES["final_val_loss"].read(run("diverged"), None) == pytest.approx(math.log(256))
 
 
 def test_the_stability_preset_sweeps_every_variant_over_the_same_learning_rates():
@@ -126,8 +126,7 @@ def test_log_grad_trend_fits_every_block_and_matches_the_ratio_on_a_straight_lin
     def run(profile):
         return {"status": "ok", "probes": {"0": {"grad_norm": {"m": profile}}}}
 
-    _, trend = MEASURES["log_grad_trend"]
-    _, ratio = MEASURES["log_grad_ratio"]
+    trend, ratio = MEASURES["log_grad_trend"].read, MEASURES["log_grad_ratio"].read
     line = [math.exp(0.1 * i) for i in range(6)]
     assert trend(run(line), "m") == pytest.approx(ratio(run(line), "m")) == pytest.approx(0.5)
     bumpy = [1.0, 5.0, 1.0, 5.0, 1.0, 5.0]  # the ends alone say x5; the line, much less
@@ -137,7 +136,7 @@ def test_log_grad_trend_fits_every_block_and_matches_the_ratio_on_a_straight_lin
 
 
 def test_the_model_update_is_the_largest_output_change_in_the_first_100_steps():
-    update = MEASURES["log_update_early"][1]
+    update = MEASURES["log_update_early"].read
     r = run(s0={}, s25={"output_change": 2.0}, s100={"output_change": 5.0},
             s400={"output_change": 50.0})  # fmt: skip
     assert update(r, None) == pytest.approx(math.log(5))  # step 400 is past the window
@@ -147,7 +146,7 @@ def test_the_model_update_is_the_largest_output_change_in_the_first_100_steps():
 
 
 def test_block_drop_and_generalization_gap_read_the_summary():
-    drop, gap = MEASURES["block_drop_mean"][1], MEASURES["train_val_gap"][1]
+    drop, gap = MEASURES["block_drop_mean"].read, MEASURES["train_val_gap"].read
     r = run()
     r["summary"] = {"final_val_loss": 2.0, "final_train_loss": 1.5,
                     "block_drop_loss": [0.1, 0.3, 0.2]}  # fmt: skip
@@ -158,7 +157,9 @@ def test_block_drop_and_generalization_gap_read_the_summary():
 
 
 def test_deepnets_measures_read_steps_1_to_20_against_init():
-    update, grows = (MEASURES[k][1] for k in ("log_update_first20", "log_ln_input_growth_first20"))
+    update, grows = (
+        MEASURES[k].read for k in ("log_update_first20", "log_ln_input_growth_first20")
+    )
     sums = lambda a, m: {"sum_rms": {"attn": a, "mlp": m}}  # noqa: E731
     r = run(s0=sums([1.0, 1.0], [1.0, 1.0]),
             s1={"output_change": 2.0} | sums([2.0, 2.0], [2.0, 2.0]),
@@ -174,7 +175,7 @@ def test_deepnets_measures_read_steps_1_to_20_against_init():
 def test_the_gap_at_matched_training_loss_interpolates_where_the_fit_first_reaches_the_bar():
     from normlab.lab.study.decide.measures import MATCHED_TRAIN_LOSS as L
 
-    gap = MEASURES["gap_at_matched_train_loss"][1]
+    gap = MEASURES["gap_at_matched_train_loss"].read
     r = run()
     r["evals"] = [{"step": 50, "train_loss": L + 0.5, "val_loss": L + 0.6},
                   {"step": 100, "train_loss": L - 0.5, "val_loss": L + 0.2},
@@ -186,7 +187,7 @@ def test_the_gap_at_matched_training_loss_interpolates_where_the_fit_first_reach
 
 
 def test_the_streams_growth_during_training_is_end_over_init():
-    drift = MEASURES["log_resid_growth_drift"][1]
+    drift = MEASURES["log_resid_growth_drift"].read
     r = run(s0={"residual_rms": [1.0, 2.0]}, s200={"residual_rms": [1.0, 6.0]})
     assert drift(r, None) == pytest.approx(math.log(3))
     assert drift(run(s200={"residual_rms": [1.0, 6.0]}), None) is None

@@ -40,7 +40,7 @@ class Below(OnePartRule):
 
     def decide(self, results: Results, ctx: Context) -> Verdict:
         seeds = Seeds.of(results, self.arms())
-        loss = MEASURES["final_val_loss"][1]
+        loss = MEASURES["final_val_loss"].read
         rows = [(self.bar - loss(results[self.arm][i], None),) * 2 for i in seeds.paired]
         status, why, est = decide_rows(">0", rows, self.delta, ctx.level)
         return Verdict(status, why, est, seeds=seeds)

@@ -507,6 +507,9 @@ def test_an_unknown_measure(tmp_path, capsys):
     err = _bad(tmp_path, capsys, _edit('"layernorm", "final_val_loss"]', '"layernorm", "loss"]'))
     assert err.startswith('claims[0].terms[1][2]: unknown measure "loss"; expected one of: '
                           "final_val_loss, ")  # fmt: skip
+    misspelt = _edit('"layernorm", "final_val_loss"]', '"layernorm", "final_val_los"]')
+    err = _bad(tmp_path, capsys, misspelt)
+    assert err.endswith("""unknown measure "final_val_los"; did you mean 'final_val_loss'?""")
 
 
 def test_a_bad_expect(tmp_path, capsys):
@@ -591,3 +594,35 @@ def test_a_claims_not_testable_reason_is_read_and_must_be_a_sentence(tmp_path):
     (tmp_path / "bad.toml").write_text(bad)
     with pytest.raises(spec.SpecError, match=r"not_testable.*expected a non-empty string"):
         spec.load_spec(tmp_path / "bad.toml")
+
+
+NEEDS = (
+    BASE
+    + """
+[[arms]]
+name = "a"
+{extra}
+
+[[arms]]
+name = "b"
+
+[[claims]]
+name = "c"
+statement = "s"
+rule = "contrast"
+terms = [[1, "a", "log_logit_absmax_end"], [-1, "b", "final_val_loss"]]
+expect = ">0"
+delta = 0.1
+seeds = 2
+"""
+)
+
+
+def test_a_spec_that_reads_a_measure_its_arm_cannot_produce_is_refused_at_load():
+    with pytest.raises(spec.SpecError) as e:
+        spec.parse_spec(NEEDS.format(extra=""), "x.toml")
+    msg = str(e.value)
+    assert "claims[0]" in msg and "'log_logit_absmax_end'" in msg and "arm 'a'" in msg
+    assert "probe_steps" in msg and "[0]" in msg  # the setting to change, and what it has
+    ok = spec.parse_spec(NEEDS.format(extra="probe_steps = [0, 12]"), "x.toml")
+    assert [c.name for c in ok.claims] == ["c"]

@@ -2,6 +2,7 @@
 through the verdict engine."""
 
 from normlab.lab.study.decide.claims import Claim, by_design, decide_all
+from normlab.lab.study.decide.measure_needs import Measure, unmet
 from normlab.lab.study.decide.measures import H_TEXT, MEASURES
 from normlab.lab.study.decide.rules import RULES, control_kinds
 from normlab.lab.study.decide.rules_compound import AnyOf, Controlled
@@ -21,9 +22,11 @@ __all__ = [
     "Controlled",
     "decide_all",
     "H_TEXT",
+    "Measure",
     "MEASURES",
     "Results",
     "RULES",
     "rules_of",
     "sweep_name",
+    "unmet",
 ]

@@ -1,6 +1,7 @@
-"""What a rule can measure on one run: ``MEASURES`` maps a name to its description and a function
-``(RunResult dict, probed matrix) -> float | None`` (None: the run lacks it; a rule does not
-drop such a seed but bounds its value, see ``stats``).
+"""What a rule can measure on one run: ``MEASURES`` maps a name to its ``Measure``: its
+description, a function ``(RunResult dict, probed matrix) -> float | None`` (None: the run lacks
+it; a rule does not drop such a seed but bounds its value, see ``stats``) and what an arm's config
+needs for its runs to have it (``measure_needs``: the spec loader checks it).
 
 Losses score a diverged run as a uniform guess (ln V); the ``*_end`` measures read the probe
 taken at the latest step, after the last update when ``probe_steps`` includes it.
@@ -12,14 +13,32 @@ import math
 import statistics
 from collections.abc import Callable
 
+from normlab.lab.study.decide.measure_needs import (
+    AT_INIT,
+    CURVE,
+    DROP,
+    DURING,
+    LENGTHS,
+    SERVING,
+    SLICE,
+    TRAIN_MODE,
+    TRAINED,
+    TWICE_DURING,
+    Measure,
+    early,
+)
 from normlab.lab.study.decide.probe_measures import (
     FIRST_STEPS,
     MISSING,
     UPDATE_WINDOW,
     at_init,
+    branch_ratio,
     finite,
     input_grad_min,
     input_grad_ratio,
+    log_grad_ratio,
+    log_grad_spread,
+    log_grad_trend,
     log_ln_input_growth_first,
     log_max_over_min,
     log_update,
@@ -51,55 +70,10 @@ def _summary(name: str) -> Callable[[dict, str | None], float | None]:
     return measure
 
 
-def grad_profile(res: dict, matrix: str | None) -> list[float]:
-    """Per-block gradient norms from the probe at init (a matrix, or whole blocks)."""
-    probe = res.get("probes", {}).get("0") or {}
-    if matrix is None:
-        prof = probe.get("grad_norm_block") or []
-    else:
-        prof = (probe.get("grad_norm") or {}).get(matrix) or []
-    return [float(v) for v in prof if v is not None]
-
-
-def _log_ratio(res: dict, matrix: str | None) -> float | None:
-    prof = grad_profile(res, matrix)
-    ok = len(prof) >= 2 and prof[0] > 0 and prof[-1] > 0
-    return math.log(prof[-1] / prof[0]) if ok else None
-
-
-def _log_trend(res: dict, matrix: str | None) -> float | None:
-    """ln(last/first) of the least-squares line through ln‖∇‖ over the blocks: the same
-    quantity as ``log_grad_ratio``, read from every block instead of the two ends."""
-    prof = grad_profile(res, matrix)
-    if len(prof) < 2 or min(prof) <= 0:
-        return None
-    logs = [math.log(v) for v in prof]
-    xs = range(len(logs))
-    xm, ym = statistics.fmean(xs), statistics.fmean(logs)
-    slope = sum((x - xm) * (y - ym) for x, y in zip(xs, logs, strict=True)) / sum(
-        (x - xm) ** 2 for x in xs
-    )
-    return slope * (len(logs) - 1)
-
-
-def _log_spread(res: dict, matrix: str | None) -> float | None:
-    prof = grad_profile(res, matrix)
-    return math.log(max(prof) / min(prof)) if len(prof) >= 2 and min(prof) > 0 else None
-
-
-def _branch_ratio(sublayer: str) -> Callable[[dict, str | None], float | None]:
-    def measure(res: dict, matrix: str | None) -> float | None:
-        probe = (res.get("probes") or {}).get("0") or {}
-        vals = (probe.get("branch_ratio") or {}).get(sublayer) or []
-        ok = vals and all(isinstance(v, int | float) for v in vals)
-        return finite(statistics.fmean(vals)) if ok else None
-
-    return measure
-
-
 def _at_end(res: dict) -> dict:
-    """The probe taken at the latest step (after the last update when ``probe_steps`` has it)."""
-    probes = res.get("probes") or {}
+    """The probe taken at the latest step (after the last update when ``probe_steps`` has it);
+    none (an empty probe: no value) where the model was probed at init alone."""
+    probes = {t: p for t, p in (res.get("probes") or {}).items() if int(t) > 0}
     return probes[max(probes, key=int)] if probes else {}
 
 
@@ -195,168 +169,207 @@ def _block_drop_mean(res: dict, matrix: str | None) -> float | None:
     return finite(statistics.fmean(drops))
 
 
-# name -> (what it is, how it is read from a run)
-MEASURES: dict[str, tuple[str, Callable[[dict, str | None], float | None]]] = {
-    "final_val_loss": (
+# name -> what it is, how it is read from a run, what the run needs for it
+MEASURES: dict[str, Measure] = {
+    "final_val_loss": Measure(
         "final validation loss (nats/byte; diverged = ln V)",
         _loss("final_val_loss"),
+        (TRAINED,),
     ),
-    "final_val_loss_train_mode": (
+    "final_val_loss_train_mode": Measure(
         "final validation loss in train mode (batch statistics; diverged = ln V)",
         _loss("final_val_loss_train_mode"),
+        (TRAINED, TRAIN_MODE),
     ),
-    "abs_train_eval_gap": (
+    "abs_train_eval_gap": Measure(
         "|final val loss in eval mode − in train mode| (running vs batch statistics)",
         _gap("final_val_loss", "final_val_loss_train_mode", size=True),
+        (TRAINED, TRAIN_MODE),
     ),
-    "abs_train_eval_gap_short": (
+    "abs_train_eval_gap_short": Measure(
         "the same gap on the validation sequences cut to the run's shortest eval_lengths (served "
         "at a length it was not trained at)",
         _abs_gap_short,
+        (TRAINED, TRAIN_MODE, LENGTHS),
     ),
     # The serving measures (TrainConfig.eval_serving; normlab.lab.train.serving).
-    "batchmate_shift_train": (
+    "batchmate_shift_train": Measure(
         "mean ‖Δlogits‖ / ‖logits‖ of a sequence when all its batch-mates change, train mode "
         "(batch statistics)",
         _summary("batchmate_shift_train"),
+        (TRAINED, SERVING),
     ),
-    "batchmate_shift_eval": (
+    "batchmate_shift_eval": Measure(
         "mean ‖Δlogits‖ / ‖logits‖ of a sequence when all its batch-mates change, eval mode "
         "(running statistics)",
         _summary("batchmate_shift_eval"),
+        (TRAINED, SERVING),
     ),
-    "forgot_eval_gap": (
+    "forgot_eval_gap": Measure(
         "validation loss at batch 1 in train mode − in eval mode, the same bytes (model.eval() "
         "forgotten)",
         _summary("forgot_eval_gap"),
+        (TRAINED, SERVING),
     ),
-    "padding_gap_train": (
+    "padding_gap_train": Measure(
         "a whole sequence's loss with its batch-mates cut short and right-padded − with them "
         "whole, train mode",
         _summary("padding_gap_train"),
+        (TRAINED, SERVING),
     ),
-    "padding_gap_eval": (
+    "padding_gap_eval": Measure(
         "a whole sequence's loss with its batch-mates cut short and right-padded − with them "
         "whole, eval mode",
         _summary("padding_gap_eval"),
+        (TRAINED, SERVING),
     ),
-    "log_logit_rms_drift": (
+    "log_logit_rms_drift": Measure(
         "ln(RMS of the output logits at the last probe / at step 0): the output scale's drift",
         _drift(lambda end, init: math.log(end["logit_rms"] / init["logit_rms"])),
+        (AT_INIT, DURING),
     ),
-    "log_resid_growth_drift": (
+    "log_resid_growth_drift": Measure(
         "ln(the stream's growth across the blocks at the last probe / at step 0), the growth "
         "of the residual RMS that training brings",
         _drift(lambda end, init: _resid_growth(end) - _resid_growth(init)),
+        (AT_INIT, DURING),
     ),
-    "norm_weight_mean": ("mean |gain| of the norms after training", _summary("norm_weight_mean")),
-    "log_grad_ratio": ("ln(‖∇‖ of the last block / the first), at init", _log_ratio),
-    "log_grad_trend": (
+    "norm_weight_mean": Measure(
+        "mean |gain| of the norms after training", _summary("norm_weight_mean"), (TRAINED,)
+    ),
+    "log_grad_ratio": Measure(
+        "ln(‖∇‖ of the last block / the first), at init", log_grad_ratio, (AT_INIT,)
+    ),
+    "log_grad_trend": Measure(
         "ln(last/first) of the least-squares line through ln ‖∇‖ over the blocks, at init",
-        _log_trend,
+        log_grad_trend,
+        (AT_INIT,),
     ),
-    "log_grad_spread": ("ln(max/min over blocks of ‖∇‖), at init", _log_spread),
-    "attn_branch_ratio": (
+    "log_grad_spread": Measure(
+        "ln(max/min over blocks of ‖∇‖), at init", log_grad_spread, (AT_INIT,)
+    ),
+    "attn_branch_ratio": Measure(
         "Var f / Var(x + f) of the attention sublayers at init, mean over blocks (f: what the "
         "branch adds to its skip x)",
-        _branch_ratio("attn"),
+        branch_ratio("attn"),
+        (AT_INIT,),
     ),
-    "mlp_branch_ratio": (
+    "mlp_branch_ratio": Measure(
         "Var f / Var(x + f) of the MLP sublayers at init, mean over blocks",
-        _branch_ratio("mlp"),
+        branch_ratio("mlp"),
+        (AT_INIT,),
     ),
     # the probe at the latest step (``_end``)
-    "log_attn_logit_max_end": (
+    "log_attn_logit_max_end": Measure(
         "ln(largest attention logit over the layers), end of training",
         _end(lambda p: math.log(max(values(p, "attn_logit_max")))),
+        (DURING,),
     ),
-    "log_logit_rms_end": (
+    "log_logit_rms_end": Measure(
         "ln(RMS of the output logits), end of training",
         _end(lambda p: math.log(p["logit_rms"])),
+        (DURING,),
     ),
-    "log_resid_growth_end": (
+    "log_resid_growth_end": Measure(
         "ln(residual RMS after the last block / after the first), end of training",
         _end(_resid_growth),
+        (DURING,),
     ),
-    "log_massive_end": (
+    "log_massive_end": Measure(
         "ln(max over blocks of max|h| / median|h|), end of training",
         _end(lambda p: math.log(max(values(p, "massive")))),
+        (DURING,),
     ),
-    "log_grad_spread_end": (
+    "log_grad_spread_end": Measure(
         "ln(max/min over blocks of the block gradient norm), end of training",
         _end(_grad_spread),
+        (DURING,),
     ),
-    "deep_cos_end": (
+    "deep_cos_end": Measure(
         "mean cosine between consecutive blocks' outputs over the last quarter of blocks, end "
         "of training (near 1: the deep blocks change the stream little)",
         _end(_deep_cos),
+        (DURING,),
     ),
     # the output's range (000 §8.1: a final norm keeps it stable; probes at several steps)
-    "log_logit_absmax_end": (
+    "log_logit_absmax_end": Measure(
         "ln(largest |logit| on the probe batch), end of training: the output's range",
         _end(lambda p: math.log(p["logit_absmax"])),
+        (DURING,),
     ),
-    "log_logit_absmax_drift": (
+    "log_logit_absmax_drift": Measure(
         "ln(largest |logit| at the last probe / at step 0): how much training grew the output's "
         "range",
         _drift(lambda end, init: math.log(end["logit_absmax"] / init["logit_absmax"])),
+        (AT_INIT, DURING),
     ),
-    "log_logit_rms_spread": (
+    "log_logit_rms_spread": Measure(
         "ln(max / min of the logits' RMS over the probes taken during training, steps ≥ 1): how "
         "much the output scale moves while the model trains",
         over_training(lambda ps: log_max_over_min([float(p["logit_rms"]) for p in ps])),
+        (TWICE_DURING,),
     ),
     # 000 §5.2's gradient ∂loss/∂x_l of each block's input x_l (Probes.input_grad_norm)
-    "log_input_grad_min": (
+    "log_input_grad_min": Measure(
         "ln(min over blocks 1 … L−1 of ‖∂loss/∂x_l‖ / ‖∂loss/∂x_{L−1}‖) at init: how far the "
         "gradient falls on its way back from the last block's input (x_0, the embedding "
         "output, left out)",
         at_init(input_grad_min),
+        (AT_INIT,),
     ),
-    "log_input_grad_min_train": (
+    "log_input_grad_min_train": Measure(
         "the same, mean over the probes taken during training (steps ≥ 1)",
         over_training(lambda ps: statistics.fmean(input_grad_min(p) for p in ps)),
+        (DURING,),
     ),
-    "log_input_grad_ratio": (
+    "log_input_grad_ratio": Measure(
         "ln(‖∂loss/∂x_1‖ / ‖∂loss/∂x_{L−1}‖) at init: the gradient's change from the last block's "
         "input back to the first block's output (< 0: it vanishes, > 0: it grows)",
         at_init(input_grad_ratio),
+        (AT_INIT,),
     ),
-    "log_input_grad_ratio_train": (
+    "log_input_grad_ratio_train": Measure(
         "the same, mean over the probes taken during training (steps ≥ 1)",
         over_training(lambda ps: statistics.fmean(input_grad_ratio(p) for p in ps)),
+        (DURING,),
     ),
     # DeepNet's early training (the probes of the first steps)
-    "log_update_early": (
+    "log_update_early": Measure(
         f"ln of the largest model update RMS(F(x, θ_t) − F(x, θ_0)) of the output logits on the "
         f"probe batch, over the probes at steps 1 … {UPDATE_WINDOW} (DeepNet's update bound)",
         log_update(UPDATE_WINDOW),
+        (AT_INIT, early(UPDATE_WINDOW)),
     ),
-    "log_update_first20": (
+    "log_update_first20": Measure(
         f"ln of the largest model update RMS(F(x, θ_t) − F(x, θ_0)) of the output logits on the "
         f"probe batch over steps 1 … {FIRST_STEPS} (DeepNet's blow-up is in the first steps)",
         log_update(FIRST_STEPS),
+        (AT_INIT, early(FIRST_STEPS)),
     ),
-    "log_ln_input_growth_first20": (
+    "log_ln_input_growth_first20": Measure(
         f"ln(largest mean RMS of the LayerNorm inputs x + f over steps 1 … {FIRST_STEPS} / at "
         "init; the residual sums, the LayerNorm's input under Post-LN and DeepNorm)",
         log_ln_input_growth_first,
+        (AT_INIT, early(FIRST_STEPS)),
     ),
     # read from what a run computes on demand (TrainConfig.block_drop_batches, train_slice)
-    "gap_at_matched_train_loss": (
+    "gap_at_matched_train_loss": Measure(
         f"val − train loss where the loss on the training bytes first reaches "
         f"{MATCHED_TRAIN_LOSS:g} nats/byte (eval mode, linear between validations; needs "
         "train_slice and eval_interval): the gap at equal fit",
         _gap_at_matched_train_loss,
+        (TRAINED, SLICE, CURVE),
     ),
-    "block_drop_mean": (
+    "block_drop_mean": Measure(
         "mean over blocks of the validation loss increase when that one block is skipped (needs "
         "block_drop_batches): how much work each block does",
         _block_drop_mean,
+        (TRAINED, DROP),
     ),
-    "train_val_gap": (
+    "train_val_gap": Measure(
         "final val loss − final loss on the training bytes (eval mode; needs train_slice): the "
         "generalization gap",
         _gap("final_val_loss", "final_train_loss"),
+        (TRAINED, SLICE),
     ),
 }

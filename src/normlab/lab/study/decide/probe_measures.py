@@ -1,7 +1,7 @@
 """The primitives every measure reads a run with (``finite``, ``values``, what a missing probe
-raises), and the measures of the probes a run takes over training: the output's range and 000
-§5.2's ∂loss/∂x_l (steps ≥ 1, and at init), and DeepNet's early training. ``measures.MEASURES``
-names them."""
+raises), and the measures of the probes: the gradients and branches at init; over training, the
+output's range and 000 §5.2's ∂loss/∂x_l (steps ≥ 1, and at init); DeepNet's early training.
+``measures.MEASURES`` names them."""
 
 from __future__ import annotations
 
@@ -76,6 +76,52 @@ def at_init(fn: Callable[[dict], float]) -> Callable[[dict, str | None], float |
             return finite(fn(probe)) if probe else None
         except MISSING:
             return None
+
+    return measure
+
+
+def grad_profile(res: dict, matrix: str | None) -> list[float]:
+    """Per-block gradient norms from the probe at init (a matrix, or whole blocks)."""
+    probe = res.get("probes", {}).get("0") or {}
+    if matrix is None:
+        prof = probe.get("grad_norm_block") or []
+    else:
+        prof = (probe.get("grad_norm") or {}).get(matrix) or []
+    return [float(v) for v in prof if v is not None]
+
+
+def log_grad_ratio(res: dict, matrix: str | None) -> float | None:
+    prof = grad_profile(res, matrix)
+    ok = len(prof) >= 2 and prof[0] > 0 and prof[-1] > 0
+    return math.log(prof[-1] / prof[0]) if ok else None
+
+
+def log_grad_trend(res: dict, matrix: str | None) -> float | None:
+    """ln(last/first) of the least-squares line through ln‖∇‖ over the blocks: the same
+    quantity as ``log_grad_ratio``, read from every block instead of the two ends."""
+    prof = grad_profile(res, matrix)
+    if len(prof) < 2 or min(prof) <= 0:
+        return None
+    logs = [math.log(v) for v in prof]
+    xs = range(len(logs))
+    xm, ym = statistics.fmean(xs), statistics.fmean(logs)
+    slope = sum((x - xm) * (y - ym) for x, y in zip(xs, logs, strict=True)) / sum(
+        (x - xm) ** 2 for x in xs
+    )
+    return slope * (len(logs) - 1)
+
+
+def log_grad_spread(res: dict, matrix: str | None) -> float | None:
+    prof = grad_profile(res, matrix)
+    return math.log(max(prof) / min(prof)) if len(prof) >= 2 and min(prof) > 0 else None
+
+
+def branch_ratio(sublayer: str) -> Callable[[dict, str | None], float | None]:
+    def measure(res: dict, matrix: str | None) -> float | None:
+        probe = (res.get("probes") or {}).get("0") or {}
+        vals = (probe.get("branch_ratio") or {}).get(sublayer) or []
+        ok = vals and all(isinstance(v, int | float) for v in vals)
+        return finite(statistics.fmean(vals)) if ok else None
 
     return measure
 

@@ -61,6 +61,9 @@ class AllOf:
     def arms(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(a for _, p in self.members for a in p.arms()))
 
+    def reads(self) -> tuple[tuple[str, str], ...]:
+        return ()  # its parts read
+
     def describe(self) -> str:
         return " ".join(f"[{name}] {p.describe()}" for name, p in self.members) + " " + self.RULE
 

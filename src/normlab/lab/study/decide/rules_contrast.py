@@ -92,7 +92,7 @@ class Contrast(OnePartRule):
         return f"{self.formula()} per seed"
 
     def measure_words(self) -> list[str]:
-        return [f"{m}: {MEASURES[m][0]}" for m in dict.fromkeys(t[2] for t in self.terms)]
+        return [f"{m}: {MEASURES[m].text}" for m in dict.fromkeys(t[2] for t in self.terms)]
 
     def statistic_words(self) -> str:
         return f" Statistic: the {statistic(self.trim).words('the seeds')}." if self.trim else ""
@@ -112,8 +112,11 @@ class Contrast(OnePartRule):
             f"{EXPECT[self.expect]} (δ = {self.delta:.3g})."
         )
 
+    def reads(self) -> tuple[tuple[str, str], ...]:
+        return tuple((arm, m) for _, arm, m in self.terms)
+
     def _measure(self, results: Results, arm: str, i: int, m: str) -> float | None:
-        return MEASURES[m][1](results[arm][i], self.matrix)
+        return MEASURES[m].read(results[arm][i], self.matrix)
 
     def rows(self, results: Results, ctx: Context) -> tuple[list, Seeds]:
         """Per paired seed the range ``(lo, hi)`` of ``v`` (equal ends unless a measure is

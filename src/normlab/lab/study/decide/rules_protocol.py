@@ -38,6 +38,7 @@ class Rule(Protocol):
 
     def arms(self) -> tuple[str, ...]: ...
     def rival_arms(self) -> tuple[str, ...]: ...  # the arms whose measures it compares
+    def reads(self) -> tuple[tuple[str, str], ...]: ...  # (arm, measure) of its own terms
     def parts(self) -> tuple[tuple[str, Rule], ...]: ...
     def describe(self) -> str: ...
     def decide(self, results: Results, ctx: Context) -> Verdict: ...
@@ -78,6 +79,9 @@ class OnePartRule:
 
     def rival_arms(self) -> tuple[str, ...]:
         return ()  # one arm against a bar: no rival
+
+    def reads(self) -> tuple[tuple[str, str], ...]:
+        return ()  # the final loss (sweeps) or the timing rounds: no measure of MEASURES
 
     def subject(self) -> str:
         return "v"

@@ -53,7 +53,7 @@ def sweep_ranges(
 ) -> dict[int, tuple[float, float, float]]:
     """Seed index -> (S low, S high, best final loss) of ``sweep`` over ``seeds`` (each of them
     one every arm has); S's range covers a missing final loss anywhere in [best, ℓ0]."""
-    loss = MEASURES["final_val_loss"][1]
+    loss = MEASURES["final_val_loss"].read
     out = {}
     for i in seeds:
         losses = [loss(results[a][i], None) for a in sweep]

@@ -64,7 +64,7 @@ def _branch_ratios(runs: list[dict]) -> str:
     """ "attn / mlp": the branch share of the variance at init, mean over the arm's seeds."""
     means = []
     for key in ("attn_branch_ratio", "mlp_branch_ratio"):
-        xs = [v for v in (MEASURES[key][1](r, None) for r in runs) if v is not None]
+        xs = [v for v in (MEASURES[key].read(r, None) for r in runs) if v is not None]
         means.append(f"{statistics.fmean(xs):.2f}" if xs else None)
     return "–" if None in means else " / ".join(means)
 

@@ -304,10 +304,13 @@ class ClaimLoader:
         coef = self.check.number(t[0], key_at(path, 0))
         arm = self.arm(t[1], key_at(path, 1), arms)
         if not isinstance(t[2], str) or t[2] not in MEASURES:
-            known = ", ".join(MEASURES)
-            self.check.fail(
-                key_at(path, 2), f"unknown measure {show(t[2])}; expected one of: {known}"
+            close = difflib.get_close_matches(str(t[2]), MEASURES, n=1)
+            hint = (
+                f"did you mean {close[0]!r}?"
+                if close
+                else f"expected one of: {', '.join(MEASURES)}"
             )
+            self.check.fail(key_at(path, 2), f"unknown measure {show(t[2])}; {hint}")
         return coef, arm, t[2]
 
 

@@ -43,7 +43,7 @@ from normlab.lab.kit.reading import (
     printable,
     read_text,
 )
-from normlab.lab.study.decide import Claim
+from normlab.lab.study.decide import MEASURES, Claim, unmet
 from normlab.lab.study.spec.checks import Checks, SpecError, key_at, show
 from normlab.lab.study.spec.claim_loader import ClaimLoader
 from normlab.lab.study.spec.cuts import only, with_rate_arms
@@ -249,6 +249,10 @@ class _StudyLoader:
         claims = [
             with_rate_arms(c, runs, key_at("claims", i), self.check) for i, c in enumerate(claims)
         ]
+        configs = {r.name: r.config for r in runs}
+        for i, c in enumerate(claims):
+            if why := unmet(c, configs, MEASURES):
+                self.check.fail(key_at("claims", i), why)
         if "only" in doc:
             claims = only(doc["only"], claims, self.check)
             used = {a for c in claims for a in c.arms}
