@@ -42,3 +42,28 @@ def test_spec_md_names_every_measure_plot_rule_and_preset():
     ):
         missing = [n for n in names if f"`{n}`" not in text]
         assert not missing, f"docs/spec.md does not name the {what}(s) {missing}"
+
+
+def test_no_machine_path_in_the_repository():
+    """What is published (docs, data, study.json) and shipped says where nothing lies on the
+    machine it was made on: a home, a build or a tool directory."""
+    import subprocess
+
+    root = DOCS.parent
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.split("\0")
+    pattern = re.compile(r"(?<![\w.])/(?:root|home/\w+|work|tmp/pytest)/")
+    found = []
+    for name in filter(None, files):
+        path = root / name
+        if path.suffix in {".gz", ".png", ".svg", ".pt"} or not path.is_file():
+            continue
+        try:
+            text = path.read_text("utf-8")
+        except UnicodeDecodeError:
+            continue
+        found += [
+            f"{name}:{i}" for i, line in enumerate(text.splitlines(), 1) if pattern.search(line)
+        ]
+    assert not found, f"machine paths: {found[:10]}"
