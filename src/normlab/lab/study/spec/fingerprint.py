@@ -1,8 +1,9 @@
 """A claim's design as data, and its fingerprint: what decides the claim (its rule with every
 part, measure, δ, expect, statistic and seed count, its controls, rate checks and ``not_testable``,
-and the configs of the arms it reads), so that a design changed after its data was produced is
-seen (``normlab.lab.study.published.registry``). Its words (statement, source, plots) are not
-part of it: rewording a claim decides nothing differently.
+the configs of the arms it reads, and the study's sequential design where it has one), so that a
+design changed after its data was produced is seen (``normlab.lab.study.published.registry``).
+Its words (statement, source, plots) are not part of it: rewording a claim decides nothing
+differently.
 """
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ def canonical(obj: Any) -> Any:
 
 
 def claim_design(study, claim) -> dict[str, Any]:
-    """What decides ``claim`` of ``study``: the claim without its words, and each arm it reads
-    (rate checks' arms included) as its config without the seed (the seed block is the data's)."""
+    """What decides ``claim`` of ``study``: the claim without its words, each arm it reads
+    (rate checks' arms included) as its config without the seed (the seed block is the data's),
+    and the study's sequential design where it has one (when the claim stops, at which levels)."""
     kept = {f.name: getattr(claim, f.name) for f in dataclasses.fields(claim)}
     own = canonical({k: v for k, v in kept.items() if k not in WORDS})
     configs = {a.name: a.config for a in study.arms}
@@ -51,7 +53,8 @@ def claim_design(study, claim) -> dict[str, Any]:
         cfg = configs[name].to_dict()
         cfg.pop("seed", None)
         arms[name] = canonical(cfg)
-    return {"claim": own, "arms": arms}
+    seq = getattr(study, "sequential", None)
+    return {"claim": own, "arms": arms} | ({"sequential": canonical(seq)} if seq else {})
 
 
 def fingerprint(design: Any) -> str:
