@@ -66,18 +66,6 @@ class Claim:
         return rivals.checked(v, checks)
 
 
-def decide_all(study, results: Results, plateau_h: float, timings: dict | None = None):
-    """Every claim of ``study`` decided on ``results``: ``[(claim, verdict), ...]``; ``plateau_h``
-    is H (``Corpus.unigram_val_xent()``: the validation bytes' unigram cross-entropy). A study
-    with a sequential design is decided look by look (``looks``)."""
-    if getattr(study, "sequential", None) is not None:  # a Study; tests pass stand-ins
-        from normlab.lab.study.decide.looks import decide_looks
-
-        return [(o.claim, o.verdict) for o in decide_looks(study, results, plateau_h, timings)]
-    ctx = Context(plateau_h, timings or {})
-    return [(c, by_design(study, c, c.decide(results, ctx))) for c in study.claims]
-
-
 def by_design(study, claim: Claim, v: Verdict) -> Verdict:
     """``v``, or "not testable here" where the claim says why its design cannot test it
     (``Claim.not_testable``) or where ``study`` runs too few seeds for any interval of a

@@ -112,6 +112,17 @@ def _with_look(v: Verdict, look: Look, stopped: bool) -> Verdict:
     return dataclasses.replace(v, why=f"{v.why} [{look.words()}]", sequential=record)
 
 
+def decide_all(study, results: Results, plateau_h: float, timings: dict | None = None):
+    """Every claim of ``study`` decided on ``results``: ``[(claim, verdict), ...]``; ``plateau_h``
+    is H (``Corpus.unigram_val_xent()``: the validation bytes' unigram cross-entropy). A study
+    with a sequential design is decided look by look, one without exactly as before: each
+    claim once on all its runs."""
+    if getattr(study, "sequential", None) is not None:  # a Study; tests pass stand-ins
+        return [(o.claim, o.verdict) for o in decide_looks(study, results, plateau_h, timings)]
+    ctx = Context(plateau_h, timings or {})
+    return [(c, by_design(study, c, c.decide(results, ctx))) for c in study.claims]
+
+
 def decide_looks(study, results: Results, plateau_h: float | None, timings=None) -> list[Outcome]:
     """Every claim of ``study`` decided as its design says (look by look under a sequential
     design, once otherwise)."""
