@@ -21,3 +21,21 @@ def test_deepnorm_trains_1000_layers_without_the_post_ln_arm():
     m = next(a.config.model for a in s.arms if a.name == "deepnorm-L1000")
     assert (m.placement, m.n_layers, m.init) == ("deepnorm", 1000, "xavier")
     assert "6 runs" in format_plan(s) and "not testable" not in format_plan(s)
+
+
+def test_deepnorms_lr_sweep_runs_under_the_init_its_beta_is_written_for():
+    s = alone("stability", "deepnorm-lr-robust-paper-init")
+    (c,) = s.claims
+    assert {r.delta for _, r in c.rule.parts()} == {0.05} and c.seeds == 3
+    models = {a.name: a.config.model for a in s.arms}
+    rates = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1]
+    for d in (32, 64):
+        deepnorm = [models[f"deepnorm-d{d}-lr{lr:g}"] for lr in rates]
+        assert {(m.placement, m.init, m.dim) for m in deepnorm} == {("deepnorm", "xavier", d)}
+        post = [models[f"post-default-d{d}-lr{lr:g}"] for lr in rates]  # the claim it redoes
+        assert {(m.placement, m.init) for m in post} == {("post", "default")}
+    assert len(s.arms) == 28 and {s.seeds(a.name) for a in s.arms} == {3}
+    old = alone("stability", "deepnorm-lr-robust")
+    assert {a.name for a in old.arms} - {a.name for a in s.arms} == {
+        f"deepnorm-default-d{d}-lr{lr:g}" for d in (32, 64) for lr in rates
+    }
