@@ -1,6 +1,8 @@
 """The designs #72 registers for statements the presets left not testable here by choice: each
 claim reads the arms its statement needs and no more (run alone with ``--set only=[...]``)."""
 
+import dataclasses
+
 from normlab.lab.study.decide.rules_contrast import Trains
 from normlab.lab.study.run.plan import format_plan
 from normlab.lab.study.run.runner import configure
@@ -39,3 +41,14 @@ def test_deepnorms_lr_sweep_runs_under_the_init_its_beta_is_written_for():
     assert {a.name for a in old.arms} - {a.name for a in s.arms} == {
         f"deepnorm-default-d{d}-lr{lr:g}" for d in (32, 64) for lr in rates
     }
+
+
+def test_the_alpha_ablation_at_init_changes_alpha_alone():
+    s = alone("quick", "deepnorm-alpha-evens-grads")
+    (c,) = s.claims
+    assert (c.rule.expect, c.rule.delta, c.seeds) == (">0", 0.1823215567939546, 16)
+    models = {a.name: a.config.model for a in s.arms}
+    assert set(models) == {"init-deepnorm-L24", "init-deepnorm-a1-L24"}
+    paper, plain = models["init-deepnorm-L24"], models["init-deepnorm-a1-L24"]
+    assert plain == dataclasses.replace(paper, deepnorm_alpha=1.0) and paper.deepnorm_alpha is None
+    assert {a.config.steps for a in s.arms} == {0}  # untrained: no learning rate to check
