@@ -52,3 +52,18 @@ def test_the_alpha_ablation_at_init_changes_alpha_alone():
     paper, plain = models["init-deepnorm-L24"], models["init-deepnorm-a1-L24"]
     assert plain == dataclasses.replace(paper, deepnorm_alpha=1.0) and paper.deepnorm_alpha is None
     assert {a.config.steps for a in s.arms} == {0}  # untrained: no learning rate to check
+
+
+def test_the_trained_alpha_ablation_is_deepnorms_arm_with_alpha_one_and_a_rate_check():
+    s = alone("paper", "deepnorm-alpha-bounds-update")
+    (c,) = s.claims
+    assert c.seeds == 5 and [r.delta for _, r in c.rule.parts()] == [
+        0.4054651081081644,
+        0.1823215567939546,
+    ]
+    cfgs = {a.name: a.config for a in s.arms}
+    paper, plain = cfgs["deepnorm-xavier-L24"], cfgs["deepnorm-a1-xavier-L24"]
+    assert plain.model == dataclasses.replace(paper.model, deepnorm_alpha=1.0)
+    assert plain.replace(model=paper.model) == paper  # the recipe and probes: the same
+    assert {r.label for r in c.rate_checks} == {"lr ×0.3", "lr ×3"}  # the standard for rivals
+    assert len(s.arms) == 6 and {s.seeds(a.name) for a in s.arms} == {5}
