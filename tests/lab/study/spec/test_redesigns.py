@@ -67,3 +67,15 @@ def test_the_trained_alpha_ablation_is_deepnorms_arm_with_alpha_one_and_a_rate_c
     assert plain.replace(model=paper.model) == paper  # the recipe and probes: the same
     assert {r.label for r in c.rate_checks} == {"lr ×0.3", "lr ×3"}  # the standard for rivals
     assert len(s.arms) == 6 and {s.seeds(a.name) for a in s.arms} == {5}
+
+
+def test_a_config_field_added_at_its_old_value_leaves_every_fingerprint_as_it_was():
+    from normlab.lab.study.spec.fingerprint import claim_design, fingerprint
+
+    s = alone("paper", "deepnorm-alpha-bounds-update")
+    (c,) = s.claims
+    arms = claim_design(s, c)["arms"]
+    paper, plain = arms["deepnorm-xavier-L24"], arms["deepnorm-a1-xavier-L24"]
+    assert "deepnorm_alpha" not in paper["model"]  # at None: as before the field existed
+    assert plain["model"]["deepnorm_alpha"] == 1
+    assert fingerprint(paper) != fingerprint(plain)

@@ -18,6 +18,11 @@ from typing import Any
 # A claim's fields that say how it reads, not what decides it.
 WORDS = ("statement", "source", "plots")
 
+# Config fields added after designs were first registered, with the value every earlier design
+# had: left out of a design at that value, so adding a field changes no registered fingerprint
+# (the run keys leave every default out for the same reason: ``run.store.run_key``).
+ADDED: dict[str, dict[str, Any]] = {"model": {"deepnorm_alpha": None}}
+
 
 def canonical(obj: Any) -> Any:
     """``obj`` as JSON-ready data that two equal designs share: dataclasses as ``{kind: fields}``
@@ -52,9 +57,23 @@ def claim_design(study, claim) -> dict[str, Any]:
     for name in claim.arms:
         cfg = configs[name].to_dict()
         cfg.pop("seed", None)
-        arms[name] = canonical(cfg)
+        arms[name] = canonical(_without_added(cfg))
     seq = getattr(study, "sequential", None)
     return {"claim": own, "arms": arms} | ({"sequential": canonical(seq)} if seq else {})
+
+
+def _without_added(cfg: dict[str, Any]) -> dict[str, Any]:
+    """``cfg`` (a ``TrainConfig.to_dict()``) without the ``ADDED`` fields at their old value."""
+    out = dict(cfg)
+    for table, fields in ADDED.items():
+        if not isinstance(out.get(table), dict):
+            continue
+        sub = dict(out[table])
+        for name, old in fields.items():
+            if name in sub and sub[name] == old:
+                del sub[name]
+        out[table] = sub
+    return out
 
 
 def fingerprint(design: Any) -> str:
