@@ -7,9 +7,9 @@ measured — a pilot's or a published block's ``claims.json`` (``Assumption``; `
 running mean of a part at look k is ``θ + σ·S_k/n_k`` (S a sum of standard normal draws, one a
 seed); each look's interval is the statistic's at the look's nominal level, read by the verdict
 engine's rule (``verdict.decide``); a compound claim stops when its parts settle it (``all of``:
-one part does not hold, or all hold; ``any of``: the mirror), Holm's correction, the controls
-and the rate checks left out (they can only keep a claim open longer, or end it sooner: the
-estimate says so). A claim the assumption has no values for runs to its cap. Each arm then needs
+one part does not hold, or all hold; ``any of``: the mirror). Holm's correction, the controls
+and the rate checks are left out: they can keep a claim open longer or end it sooner, so the
+expected cost is an estimate under this model, the worst case the bound. A claim the assumption has no values for runs to its cap. Each arm then needs
 the most seeds any of its claims stopped at; the expected cost is the mean over simulated
 studies of the arms' runs at their estimated cost.
 """
