@@ -23,7 +23,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.study.decide.claims import decide_all
+from normlab.lab.study.decide import decide_all
 from normlab.lab.study.report.claims_json import claims_json
 from normlab.lab.study.spec.parse import parse_spec
 

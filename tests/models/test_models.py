@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 
@@ -456,3 +457,24 @@ def test_dyt_alpha_sets_every_dyt_and_is_checked():
     for bad in (0.0, -1.0, float("inf"), True):
         with pytest.raises(ValueError, match="dyt_alpha"):
             TransformerConfig(V, D, 2, H, norm="dyt", dyt_alpha=bad)
+
+
+def test_deepnorm_alpha_changes_the_skip_alone_and_keeps_the_beta_init():
+    # the ablation of α (000 §6.2c): α = 1 in DeepNet's β-scaled init
+    cfg = TransformerConfig(V, D, 6, H, norm="layernorm", placement="deepnorm")
+    torch.manual_seed(0)
+    paper = Transformer(cfg)
+    torch.manual_seed(0)
+    plain = Transformer(dataclasses.replace(cfg, deepnorm_alpha=1.0))
+    assert all(b.alpha == 1.0 for b in plain.blocks)
+    assert all(b.alpha == pytest.approx(deepnorm_constants(6)[0]) for b in paper.blocks)
+    assert plain.deepnorm_beta == paper.deepnorm_beta < 1
+    for (name, p), q in zip(paper.named_parameters(), plain.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=0, atol=0, msg=name)  # the same init, β and all
+    x = torch.randint(0, V, (2, 8))
+    assert not torch.allclose(paper(x), plain(x))  # only the skip differs
+    for bad in (0.0, -1.0, float("inf"), True):
+        with pytest.raises(ValueError, match="deepnorm_alpha"):
+            dataclasses.replace(cfg, deepnorm_alpha=bad)
+    with pytest.raises(ValueError, match="placement='post' has none"):
+        TransformerConfig(V, D, 6, H, placement="post", deepnorm_alpha=1.0)

@@ -78,6 +78,13 @@ class TransformerConfig:
         "on each sublayer's output, inside the residual, none on its input.",
     )
 
+    deepnorm_alpha: float | None = setting(
+        None,
+        help="DeepNorm's skip scale α; None = DeepNet's (2·n_layers)^¼. Set, it changes α alone, "
+        "the β-scaled init kept: 1.0 is the ablation of α (a Post-LN block in DeepNet's init). "
+        "Only placement='deepnorm' reads it.",
+    )
+
     final_norm: bool = setting(
         True,
         help="Norm the residual stream before the LM head. Only applies to pre, sandwich and mix: "
@@ -240,6 +247,20 @@ class TransformerConfig:
             ):
                 raise ValueError(
                     f"{name} must be a positive number, at most {SCALE_MAX:g}, got {shown(value)}"
+                )
+        if self.deepnorm_alpha is not None:
+            a = self.deepnorm_alpha
+            if isinstance(a, bool) or not (
+                isinstance(a, (int, float)) and 0 < a <= SCALE_MAX and finite(a)
+            ):
+                raise ValueError(
+                    f"deepnorm_alpha must be a positive number, at most {SCALE_MAX:g}, or None, "
+                    f"got {shown(a)}"
+                )
+            if self.placement != "deepnorm":
+                raise ValueError(
+                    f"deepnorm_alpha scales DeepNorm's skip: placement={self.placement!r} has "
+                    "none; use placement='deepnorm' or leave it None"
                 )
         if self.eps is not None and not (
             isinstance(self.eps, (int, float)) and 0 <= self.eps <= 1 and finite(self.eps)

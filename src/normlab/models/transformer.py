@@ -98,6 +98,8 @@ class Transformer(nn.Module):
         alpha, self.deepnorm_beta = (
             deepnorm_constants(cfg.n_layers) if cfg.placement == "deepnorm" else (1.0, 1.0)
         )
+        if cfg.deepnorm_alpha is not None:  # an ablation of α: β's init kept
+            alpha = float(cfg.deepnorm_alpha)
         rope = RotaryEmbedding(cfg.head_dim, cfg.max_seq_len) if cfg.arch == "llama" else None
         scale = (lambda i: (i + 1) ** -0.5) if cfg.depth_scaled_norm else (lambda i: 1.0)
         self.blocks = nn.ModuleList(

@@ -22,7 +22,7 @@ from normlab.lab.advise.advice import blocks, headline, to_html, to_markdown
 from normlab.lab.advise.engine import shipped_config
 from normlab.lab.advise.twin import SCALES, make_twin
 from normlab.lab.advise.twin_spec import spec_text
-from normlab.lab.study.decide.claims import decide_all
+from normlab.lab.study.decide import decide_all
 from normlab.lab.study.run.runner import StudyResult
 from normlab.lab.study.spec.parse import parse_spec
 

@@ -15,7 +15,7 @@ from normlab.lab.advise.twin import SCALES, make_twin, scale_of, twin_json
 from normlab.lab.advise.twin_spec import spec_text
 from normlab.lab.cli import main
 from normlab.lab.kit.errors import UsageError
-from normlab.lab.study.decide.claims import decide_all
+from normlab.lab.study.decide import decide_all
 from normlab.lab.study.decide.rules_lr_sensitivity import LRSensitivity
 from normlab.lab.study.run.runner import StudyResult
 from normlab.lab.study.spec.parse import load_spec

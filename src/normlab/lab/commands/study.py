@@ -157,11 +157,29 @@ def run(args: argparse.Namespace) -> int:
     check_workers([a.config for a in study.arms], args.workers)  # --workers N of them at once
     if args.list:
         how = f"--spec {args.spec}" if args.spec else f"--preset {study.name}"
-        print(format_plan(study, args.seed, how, workers=args.workers, threads=args.threads))
+        assume = _published_assumption(study)
+        kw = {"workers": args.workers, "threads": args.threads, "assume": assume}
+        print(format_plan(study, args.seed, how, **kw))
         return 0
     if mode == "size_seeds":
         return pilot.main(study, args.size_seeds)
     return _train(study, args)
+
+
+def _published_assumption(study):
+    """What a sequential study's expected cost assumes: its claims' values in the latest
+    published block of its preset under ``docs/data`` (from a checkout's root), if there is
+    one."""
+    from normlab.lab.study.published.coverage import published
+    from normlab.lab.study.run import budget
+
+    docs = Path("docs")
+    if study.sequential is None or not (docs / "data").is_dir():
+        return budget.NONE
+    rows = published(docs).get(study.name, {})
+    wheres = ", ".join(f"docs/data/{w}" for w in sorted({r.where for r in rows.values()}))
+    entries = {name: r.entry for name, r in rows.items()}
+    return budget.Assumption(entries, f"the published {wheres}" if rows else "")
 
 
 def _train(study, args: argparse.Namespace) -> int:

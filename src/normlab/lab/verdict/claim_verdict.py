@@ -87,21 +87,27 @@ class Verdict:
     correction: str = ""  # how the looks of a compound claim were corrected
     controls: tuple[tuple[str, Verdict], ...] = ()  # what the controls showed
     rate_checks: tuple[tuple[str, Verdict], ...] = ()  # the same claim at other rates (rivals)
+    sequential: dict[str, Any] = field(default_factory=dict)  # the look it was decided at
 
     def to_dict(self) -> dict[str, Any]:
         shown = ("verdict", "why", "seed_outcomes")  # of a control
-        return {
-            "verdict": self.status,
-            "why": self.why,
-            **(self.estimate.to_dict() if self.estimate else {}),
-            "means": self.means,
-            "seed_outcomes": self.seeds.to_dict() if self.seeds else None,
-            "correction": self.correction,
-            "controls": [
-                {"control": name} | {k: v.to_dict()[k] for k in shown} for name, v in self.controls
-            ],
-            "parts": [{"part": name, **v.to_dict()} for name, v in self.parts],
-        } | self._checks()
+        return (
+            {
+                "verdict": self.status,
+                "why": self.why,
+                **(self.estimate.to_dict() if self.estimate else {}),
+                "means": self.means,
+                "seed_outcomes": self.seeds.to_dict() if self.seeds else None,
+                "correction": self.correction,
+                "controls": [
+                    {"control": name} | {k: v.to_dict()[k] for k in shown}
+                    for name, v in self.controls
+                ],
+                "parts": [{"part": name, **v.to_dict()} for name, v in self.parts],
+            }
+            | self._checks()
+            | ({"sequential": self.sequential} if self.sequential else {})
+        )
 
     def _checks(self) -> dict[str, Any]:
         if not self.rate_checks:  # claims.json without the key where the claim has no check

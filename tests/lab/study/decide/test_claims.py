@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from normlab.lab.study.decide.claims import Claim, decide_all
+from normlab.lab.study.decide import Claim, decide_all
 from normlab.lab.study.decide.rules_compound import AllOf, AnyOf, Controlled
 from normlab.lab.study.decide.rules_contrast import Contrast, Fails, Trains
 from normlab.lab.study.decide.rules_lr_sensitivity import LRSensitivity

@@ -95,7 +95,7 @@ def test_losses_score_a_diverged_run_as_a_uniform_guess():
 
 def test_the_stability_preset_sweeps_every_variant_over_the_same_learning_rates():
     p = load_builtin("stability")
-    xavier = ("pre", "sandwich", "qk-pre")
+    xavier = ("pre", "sandwich", "qk-pre", "deepnorm")  # DeepNorm: DeepNet's own init
     default = ("post-default", "pre-default", "deepnorm-default")  # where Post-LN trains
     variants = [f"{v}-d{d}" for d in (32, 64) for v in xavier + default]
     points = [r for r in p.arms if ".lr" not in r.name]  # a rate check's arms are not the grid
@@ -106,7 +106,7 @@ def test_the_stability_preset_sweeps_every_variant_over_the_same_learning_rates(
         c for c in p.claims if type(c.rule).__name__ == "AllOf"
         and all(type(getattr(r, "rule", r)).__name__ == "LRSensitivity" for _, r in c.rule.parts())
     ]  # fmt: skip
-    assert len(sweeps) == 4 and all(len(c.rule.parts()) == 2 for c in sweeps)  # one per width
+    assert len(sweeps) == 5 and all(len(c.rule.parts()) == 2 for c in sweeps)  # one per width
     # Each width's comparison is testable only where both of its sweeps train somewhere.
     assert all(len(r.controls) == 2 for c in sweeps for _, r in c.rule.parts())
     assert all(c.seeds >= 2 for c in p.claims)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from claims_golden import QUICK, quick_results
 
-from normlab.lab.study.decide.claims import decide_all
+from normlab.lab.study.decide import decide_all
 from normlab.lab.study.published.replay import published_design, replay
 from normlab.lab.study.report.claims_json import claims_json
 

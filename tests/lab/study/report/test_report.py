@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from normlab.lab.study.decide.claims import Claim, decide_all
+from normlab.lab.study.decide import Claim, decide_all
 from normlab.lab.study.decide.rules_contrast import Contrast
 from normlab.lab.study.decide.rules_timing import Timing
 from normlab.lab.study.report.writer import format_table, write_reports

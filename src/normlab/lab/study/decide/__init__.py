@@ -1,7 +1,8 @@
 """Claims, their rules (``RULES``, one table of kinds) and the measures they read, decided
 through the verdict engine."""
 
-from normlab.lab.study.decide.claims import Claim, by_design, decide_all
+from normlab.lab.study.decide.claims import Claim, by_design
+from normlab.lab.study.decide.looks import decide_all
 from normlab.lab.study.decide.measure_needs import Measure, unmet
 from normlab.lab.study.decide.measures import H_TEXT, MEASURES
 from normlab.lab.study.decide.rules import RULES, control_kinds

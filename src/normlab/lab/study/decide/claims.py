@@ -66,13 +66,6 @@ class Claim:
         return rivals.checked(v, checks)
 
 
-def decide_all(study, results: Results, plateau_h: float, timings: dict | None = None):
-    """Every claim of ``study`` decided on ``results``: ``[(claim, verdict), ...]``; ``plateau_h``
-    is H (``Corpus.unigram_val_xent()``: the validation bytes' unigram cross-entropy)."""
-    ctx = Context(plateau_h, timings or {})
-    return [(c, by_design(study, c, c.decide(results, ctx))) for c in study.claims]
-
-
 def by_design(study, claim: Claim, v: Verdict) -> Verdict:
     """``v``, or "not testable here" where the claim says why its design cannot test it
     (``Claim.not_testable``) or where ``study`` runs too few seeds for any interval of a

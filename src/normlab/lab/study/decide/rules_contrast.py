@@ -151,7 +151,7 @@ class Contrast(OnePartRule):
 
     def decide(self, results: Results, ctx: Context) -> Verdict:
         rows, seeds = self.rows(results, ctx)
-        status, why, est = decide_rows(self.expect, rows, self.delta, ctx.level, self.trim)
+        status, why, est = decide_rows(self.expect, rows, self.delta, ctx.interval_level, self.trim)
         means = {}
         for _, a, m in self.terms:
             xs = [x for i in seeds.paired if (x := self._measure(results, a, i, m)) is not None]

@@ -66,7 +66,7 @@ class LRSensitivity(OnePartRule):
     def decide(self, results: Results, ctx: Context) -> Verdict:
         s, u = self._ranges(results, self.stable), self._ranges(results, self.unstable)
         rows = [(u[i][0] - s[i][1], u[i][1] - s[i][0]) for i in sorted(s)]
-        status, why, est = decide_rows(self.expect, rows, self.delta, ctx.level)
+        status, why, est = decide_rows(self.expect, rows, self.delta, ctx.interval_level)
         bounded = [i for i in sorted(s) if s[i][0] != s[i][1] or u[i][0] != u[i][1]]
         # S is relative to the sweep's own best: a recipe that trains at no learning rate has a
         # small S too, so the best loss is shown beside it.

@@ -117,6 +117,6 @@ class Timing(OnePartRule):
         return means
 
     def decide(self, results: Results, ctx: Context) -> Verdict:
-        est = statistic(self.trim).estimate(self.units(ctx.timings), ctx.level)
+        est = statistic(self.trim).estimate(self.units(ctx.timings), ctx.interval_level)
         status, why = decide(">0", est, self.delta)
         return Verdict(status, why, est, means=self.medians(ctx.timings))

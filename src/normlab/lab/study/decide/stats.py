@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from normlab.lab.verdict import LEVEL
+from normlab.lab.verdict.sequential import Look
 
 # arm -> seed index -> RunResult dict (``RunResult.to_dict()``)
 Results = Mapping[str, Mapping[int, dict[str, Any]]]
@@ -27,6 +28,14 @@ class Context:
     timings: Mapping[str, Any] = field(default_factory=dict)  # arm -> what -> rounds
     level: float = LEVEL  # of every interval
     nominal_level: float | None = None  # the controls' level, under a Holm-corrected part
+    look: Look | None = None  # a look of a sequential design: its intervals are repeated ones
+
+    @property
+    def interval_level(self) -> float:
+        """The level a rule's interval is taken at: ``level`` itself, or under a sequential
+        design this look's nominal level for repeated intervals that cover together at
+        ``level`` (``normlab.lab.verdict.sequential``)."""
+        return self.level if self.look is None else self.look.level(self.level)
 
     def at(self, level: float) -> Context:
         return dataclasses.replace(self, level=level)

@@ -280,10 +280,12 @@ def format_plan(
     workers: int = 0,
     threads: int = 0,
     machine: Machine | None = None,
+    assume=None,
 ) -> str:
     """The plan as text; ``how`` is the option that chose the study (default ``--preset``);
     ``workers``/``threads`` as ``--workers``/``--threads`` give them (0: from ``machine``,
-    default this one)."""
+    default this one); a sequential study's worst and expected cost under ``assume``
+    (a ``budget.Assumption``; none: the worst only)."""
     import torch
 
     tasks = study.runs(seed_block)
@@ -325,6 +327,13 @@ def format_plan(
             f"(~{wall / 60:.1f} min) wall, plus the serial timing phase",
             f"plan: {how_run}; runs longest first",
         ]
+    if study.sequential is not None:
+        from normlab.lab.study.run import budget
+
+        b = budget.budget(study, cost, assume or budget.NONE)
+        estimate.append(
+            f"{study.sequential.words()}: {budget.words(b, unit.removeprefix('est. '))}"
+        )
     sets = "".join(f" --set {o}" for o in study.overrides)
     claims = [[c.name, _seeds(study, c), ", ".join(c.arms)] for c in study.claims]
     lines = [

@@ -2,7 +2,8 @@
 and timing rounds from ``DIR/study.json`` (nothing is re-timed), its arms and claims from the
 spec ``study.json`` stores (``provenance``: the design that ran, never today's preset) or from
 ``--spec FILE``, with the overrides it recorded. ``normlab study --redecide DIR`` then rewrites
-``claims.json`` and the reports; ``study.json`` and the results stay as they are.
+``claims.json`` and the reports; ``study.json`` and the results stay as they are. A study with a
+sequential design is decided look by look, as it was while it ran (``decide.looks``).
 """
 
 from __future__ import annotations
@@ -58,6 +59,12 @@ def redecide_study(
             "different spec, --set, --device or --precision than the study ran with?)"
         )
     verdicts = decide_all(study, results, meta["plateau_h"], meta.get("timings") or {})
+    if study.sequential is not None:  # the runs its looks needed, not every seed to the caps
+        from normlab.lab.study.decide.looks import decide_looks, needed
+        from normlab.lab.study.run.look_runner import look_runs
+
+        need = needed(study, decide_looks(study, results, meta["plateau_h"]))
+        runs = look_runs(study, need, meta.get("seed_block", 0))
     missing = [r.label for r in runs if r.index not in results.get(r.arm, {})]
     design = f"the spec {spec_file}" if spec_file else "the spec study.json stores"
     now = time.strftime("%Y-%m-%d %H:%M:%S %Z")

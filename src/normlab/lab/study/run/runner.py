@@ -147,7 +147,12 @@ def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
     began = _began(options.out, t0)
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
     try:
-        results, failed, reused, plan = train_runs(study, corpus, options)
+        if study.sequential is not None:
+            from normlab.lab.study.run.look_runner import train_looks
+
+            results, failed, reused, plan = train_looks(study, corpus, options, train_runs)
+        else:
+            results, failed, reused, plan = train_runs(study, corpus, options)
         t_train = time.time() - t0
         # Timed with the threads the training runs of those arms had: the setting the claim is
         # about, and one thread cannot stall in a thread barrier when something else takes a
@@ -273,8 +278,10 @@ def environment(plan, device: str = "cpu") -> dict[str, Any]:
 
 
 def train_runs(study: Study, corpus, options: StudyOptions, plan=None, executor=None, *,
-               order: Callable[[list[Run]], list[Run]] | None = None):  # fmt: skip
-    """Train the runs (arm x seed) that ``OUT/results.jsonl`` lacks, in ``order`` (default:
+               order: Callable[[list[Run]], list[Run]] | None = None,
+               runs: list[Run] | None = None):  # fmt: skip
+    """Train the runs (arm x seed; ``runs``, default ``study.runs``: every seed of every arm)
+    that ``OUT/results.jsonl`` lacks, in ``order`` (default:
     longest first, :func:`normlab.lab.study.run.plan.longest_first`), each with the threads the
     ``plan`` gives it (default: ``plan_workers``' for the runs to do here) on ``executor``
     (default: the options', with the plan's workers). Returns ``arm -> {seed index: result}``,
@@ -286,7 +293,7 @@ def train_runs(study: Study, corpus, options: StudyOptions, plan=None, executor=
 
     store = _open_store(ResultStore(options.out / "results.jsonl"), options)
     done = store.load(results=True)  # a hand-edited line stops here, not in the verdicts
-    runs = study.runs(options.seed)
+    runs = study.runs(options.seed) if runs is None else runs
     keys = {r.label: run_key(r.config, corpus.sha256) for r in runs}
     todo = [r for r in runs if keys[r.label] not in done]
     plan = plan or plan_workers([r.config for r in todo], None, options.workers, options.threads)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from normlab.lab.study.decide import rules_of
 from normlab.lab.verdict import statistic
+from normlab.lab.verdict.sequential import Design
 
 if TYPE_CHECKING:
     from normlab.lab.study.decide import Claim
@@ -53,6 +54,9 @@ class Study:
     spec_text: str = field(default="", compare=False, repr=False)
     """The spec's text as it was read, before ``overrides``: with them, what rebuilds this study
     (``study.json`` stores both, so ``--redecide`` decides with the design that ran)."""
+    sequential: Design | None = None
+    """A group-sequential design (``[sequential]``): each seeded claim is looked at after every
+    batch of seeds and stops once it decides; its ``seeds`` are then its cap (the worst case)."""
 
     def __post_init__(self) -> None:
         names = [a.name for a in self.arms]
@@ -63,7 +67,8 @@ class Study:
                 raise ValueError(f"claim {c.name!r} needs arms not in the study: {missing}")
 
     def seeds(self, arm: str) -> int:
-        """How many seeds ``arm`` is trained under: what its most demanding claim asks for."""
+        """How many seeds ``arm`` is trained under: what its most demanding claim asks for (under
+        a sequential design at most: ``normlab.lab.study.decide.looks`` says how many)."""
         return max((c.seeds for c in self.claims if arm in c.arms and not c.timed), default=1)
 
     def without_interval(self, claim: Claim) -> bool:

@@ -1,8 +1,9 @@
 """A claim's design as data, and its fingerprint: what decides the claim (its rule with every
 part, measure, δ, expect, statistic and seed count, its controls, rate checks and ``not_testable``,
-and the configs of the arms it reads), so that a design changed after its data was produced is
-seen (``normlab.lab.study.published.registry``). Its words (statement, source, plots) are not
-part of it: rewording a claim decides nothing differently.
+the configs of the arms it reads, and the study's sequential design where it has one), so that a
+design changed after its data was produced is seen (``normlab.lab.study.published.registry``).
+Its words (statement, source, plots) are not part of it: rewording a claim decides nothing
+differently.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ from typing import Any
 
 # A claim's fields that say how it reads, not what decides it.
 WORDS = ("statement", "source", "plots")
+
+# Config fields added after designs were first registered, with the value every earlier design
+# had: left out of a design at that value, so adding a field changes no registered fingerprint
+# (the run keys leave every default out for the same reason: ``run.store.run_key``).
+ADDED: dict[str, dict[str, Any]] = {"model": {"deepnorm_alpha": None}}
 
 
 def canonical(obj: Any) -> Any:
@@ -41,8 +47,9 @@ def canonical(obj: Any) -> Any:
 
 
 def claim_design(study, claim) -> dict[str, Any]:
-    """What decides ``claim`` of ``study``: the claim without its words, and each arm it reads
-    (rate checks' arms included) as its config without the seed (the seed block is the data's)."""
+    """What decides ``claim`` of ``study``: the claim without its words, each arm it reads
+    (rate checks' arms included) as its config without the seed (the seed block is the data's),
+    and the study's sequential design where it has one (when the claim stops, at which levels)."""
     kept = {f.name: getattr(claim, f.name) for f in dataclasses.fields(claim)}
     own = canonical({k: v for k, v in kept.items() if k not in WORDS})
     configs = {a.name: a.config for a in study.arms}
@@ -50,8 +57,23 @@ def claim_design(study, claim) -> dict[str, Any]:
     for name in claim.arms:
         cfg = configs[name].to_dict()
         cfg.pop("seed", None)
-        arms[name] = canonical(cfg)
-    return {"claim": own, "arms": arms}
+        arms[name] = canonical(_without_added(cfg))
+    seq = getattr(study, "sequential", None)
+    return {"claim": own, "arms": arms} | ({"sequential": canonical(seq)} if seq else {})
+
+
+def _without_added(cfg: dict[str, Any]) -> dict[str, Any]:
+    """``cfg`` (a ``TrainConfig.to_dict()``) without the ``ADDED`` fields at their old value."""
+    out = dict(cfg)
+    for table, fields in ADDED.items():
+        if not isinstance(out.get(table), dict):
+            continue
+        sub = dict(out[table])
+        for name, old in fields.items():
+            if name in sub and sub[name] == old:
+                del sub[name]
+        out[table] = sub
+    return out
 
 
 def fingerprint(design: Any) -> str:

@@ -27,7 +27,6 @@ import dataclasses
 import difflib
 import itertools
 import re
-import sys
 import typing
 from importlib import resources
 from pathlib import Path
@@ -38,9 +37,7 @@ from normlab.lab.kit.reading import (
     ReadError,
     check_strings,
     check_text,
-    check_tree,
     loads_toml,
-    printable,
     read_text,
 )
 from normlab.lab.study.decide import MEASURES, Claim, unmet
@@ -48,16 +45,13 @@ from normlab.lab.study.spec.checks import Checks, SpecError, key_at, show
 from normlab.lab.study.spec.claim_loader import ClaimLoader
 from normlab.lab.study.spec.cuts import only, with_rate_arms
 from normlab.lab.study.spec.design import Arm, Study
+from normlab.lab.study.spec.overrides import apply_overrides, parse_override  # noqa: F401 (its API)
 from normlab.lab.train.config import TrainConfig
 from normlab.lab.train.data import VOCAB_SIZE
 from normlab.lab.train.fields import NOT_IN_SPEC
+from normlab.lab.verdict.sequential import SPENDING, Design
 from normlab.models import TransformerConfig
 from normlab.models.config import field_types
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # the same parser, before it joined the standard library
-    import tomli as tomllib
 
 SPECS = "specs"  # the built-in presets' directory, package data of normlab.lab.study
 MAX_SPEC_BYTES = 1 << 20  # a spec of a megabyte is a generated one; the presets are ~10 KB
@@ -133,70 +127,6 @@ def parse_spec(
 
 
 # --------------------------------------------------------------------------------------------
-# overrides: normlab study --set KEY=VALUE
-
-_SEGMENT = re.compile(r"([A-Za-z0-9_-]+)((?:\[\d+\])*)")
-
-
-def parse_override(text: str, source: str = "--set") -> tuple[list[str | int], Any]:
-    """``KEY=VALUE`` as its path and value. ``KEY`` is a dotted path into the spec document
-    (``base.steps``, ``base.model.dim``, ``arms[1].lr`` or ``arms.1.lr``); ``VALUE`` a TOML
-    value (``50``, ``1e-3``, ``true``, ``[0.9, 0.95]``, ``"pre"``), else the text as a string
-    (``rmsnorm``)."""
-    at = f"{source}: --set {printable(text)}"
-    key, eq, value = text.partition("=")
-    key, value = key.strip(), value.strip()
-    if not eq or not key:
-        raise SpecError(f"{at}: expected KEY=VALUE, e.g. base.steps=50")
-    path: list[str | int] = []
-    for part in key.split("."):
-        m = _SEGMENT.fullmatch(part)
-        if m is None:
-            raise SpecError(
-                f"{at}: {printable(part)!r} is not a key; expected a dotted path like "
-                "base.model.dim or arms[0].lr"
-            )
-        name, indices = m.groups()
-        path.append(int(name) if name.isdigit() else name)
-        path += [int(i) for i in re.findall(r"\d+", indices)]
-    try:
-        doc = tomllib.loads(f"v = {value}")
-        parsed = doc["v"] if list(doc) == ["v"] else value
-    except tomllib.TOMLDecodeError:
-        parsed = value
-    except RecursionError:  # 800 nested brackets: tomllib recurses once per level
-        raise SpecError(f"{at}: nested too deep") from None
-    try:
-        check_strings(check_tree(parsed, f"{source}: --set {printable(key)}"), source)
-    except ReadError as e:
-        raise SpecError(str(e)) from None
-    return path, parsed
-
-
-def apply_overrides(doc: dict, overrides: typing.Sequence[str], source: str) -> None:
-    """Set each ``KEY=VALUE`` of ``overrides`` in the spec document ``doc`` (in order; tables
-    on the way are created), before the document is checked: a key the spec format does not
-    know is then the same ``SpecError`` the file would give."""
-    for text in overrides:
-        path, value = parse_override(text, source)
-        shown = f"--set {printable(text)}"
-        node: Any = doc
-        where = ""
-        for i, key in enumerate(path):
-            if isinstance(key, int):
-                if not isinstance(node, list) or not 0 <= key < len(node):
-                    what = f"a list of {len(node)}" if isinstance(node, list) else "not a list"
-                    raise SpecError(f"{source}: {where or 'the spec'}: {shown}: {what}")
-            elif not isinstance(node, dict):
-                raise SpecError(f"{source}: {where}: {shown}: {where} is not a table")
-            if i == len(path) - 1:
-                node[key] = value
-            else:
-                node = node.setdefault(key, {}) if isinstance(key, str) else node[key]
-            where = key_at(where, key)
-
-
-# --------------------------------------------------------------------------------------------
 # the loader
 
 
@@ -221,7 +151,8 @@ class _StudyLoader:
     # ---- the study
 
     def study(self, doc: dict, default_name: str) -> Study:
-        self.check.keys(doc, "", ("name", "description", *_TABLES, "only"), required=_TABLES)
+        allowed = ("name", "description", *_TABLES, "only", "sequential")
+        self.check.keys(doc, "", allowed, required=_TABLES)
         name = self.text(self.check.string(doc.get("name", default_name), "name"), "name", NAME_MAX)
         desc = self.text(self.check.plain(doc, "description", ""), "description", MAX_DESCRIPTION)
         base = self.base(self.check.table(doc["base"], "base"))
@@ -257,7 +188,24 @@ class _StudyLoader:
             claims = only(doc["only"], claims, self.check)
             used = {a for c in claims for a in c.arms}
             runs = [r for r in runs if r.name in used]
-        return Study(name, desc, tuple(runs), tuple(claims))
+        seq = self.sequential(doc["sequential"]) if "sequential" in doc else None
+        return Study(name, desc, tuple(runs), tuple(claims), sequential=seq)
+
+    def sequential(self, v: Any) -> Design:
+        """``[sequential]``: a group-sequential design (``normlab.lab.verdict.sequential``):
+        ``batch`` seeds a look, optionally ``first`` (the first look's seeds) and
+        ``spending``."""
+        d = self.check.table(v, "sequential")
+        self.check.keys(d, "sequential", ("batch", "first", "spending"), required=("batch",))
+        batch = self.check.count(d["batch"], "sequential.batch")
+        first = self.check.count(d["first"], "sequential.first") if "first" in d else 0
+        spending = d.get("spending", "obrien-fleming")
+        if spending not in SPENDING:
+            choices = ", ".join(map(show, SPENDING))
+            self.check.fail(
+                "sequential.spending", f"expected one of {choices}, got {show(spending)}"
+            )
+        return Design(batch, spending, first)
 
     def text(self, v: str, path: str, limit: int) -> str:
         """``v`` if it is printable (newlines and tabs aside) and at most ``limit`` long: it
