@@ -261,6 +261,16 @@ def across(data: Data, args: list[str]) -> str:
     return text + ("\n\nSign changes:\n\n" + "\n".join(changes) if changes else "")
 
 
+def answers_table(data: Data, args: list[str]) -> str:
+    """``answers``: the answers for a model builder (``answers_page``), each with its n and the
+    statement it rests on, links from the repository's root (the README's first table)."""
+    from normlab.lab.study.published import answers_page
+
+    if args:
+        raise BlockError(f"answers takes no arguments, got {' '.join(args)!r}")
+    return answers_page.markdown_table(data.docs)
+
+
 def _one(args: list[str], usage: str) -> list[str]:
     if len(args) != 1:
         raise BlockError(f"expected {usage}, got {' '.join(args)!r}")
@@ -285,4 +295,5 @@ KINDS: dict[str, Callable[[Data, list[str]], str]] = {
     "parts": parts_table,
     "compare": across,
     "changes": changes,
+    "answers": answers_table,
 }
