@@ -1,7 +1,10 @@
 """Build docs/data/registry.json from the repository's history: when each preset claim's design
 and each statement's test plan was first fixed as it is (or was) published, and when each
 published study's runs began. Run once, from the repository's root, when the registry was
-introduced (#69); from then on ``normlab study --register`` stamps what changes.
+introduced (#69). From then on the registry is kept by `normlab study --register`, which stamps
+a changed design or plan in the commit that changes it and each newly published study's data
+(from its study.json's `began`, or a findings file's `began` and `seed_block`); running this
+script again would forget those stamps.
 
     python scripts/registry_from_git.py
 

@@ -117,6 +117,7 @@ def measure(o: InspectOptions, md: locate.ModelDir, log=print) -> InspectResult:
     from normlab.lab.inspect.load import load
 
     clock, busy = _Clock(log), _load()
+    began = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # the data's start (registry)
     m = load(md.path, md.name)  # refuses an unknown norm class before the weights are read
     encoder = text.Encoder(m.tokenizer, md.hf.sizes["vocab"], m.no_tokenizer)
     sample = text.sample(encoder, o.chunks, o.chunk, o.seed)  # the seed block's text
@@ -149,7 +150,8 @@ def measure(o: InspectOptions, md: locate.ModelDir, log=print) -> InspectResult:
         clock.done("compare", tick=False)
         record_ = {"model": md.name, "kind": m.kind, "params": m.params, "tokens": sample.tokens}
         decided = scale_findings.decide(m.kind, rep, changes[1], record_ | {"eps_small": small})
-        decided = [f | {"seed_block": o.seed} for f in decided]  # the data's block (registry)
+        block = {"seed_block": o.seed, "began": began}  # the data's block and start (registry)
+        decided = [f | block for f in decided]
         clock.done("decide")
     return InspectResult(
         _info(md, m),

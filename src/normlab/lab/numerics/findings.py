@@ -16,6 +16,7 @@ block, its draws and its design (``Finding.design``).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 
 import torch
@@ -181,10 +182,12 @@ def decide_all(
     """Measure and decide every finding (or those ``names``), in ``FINDINGS``' order, on the
     first ``seeds`` draws of ``seed_block``; each dict is the verdict with the raw values per
     draw (``values``), what its plot needs (``record``), and its registration: the design it was
-    decided under (``design``), the block and the draws (``seed_block``, ``seeds``)."""
+    decided under (``design``), the block and the draws (``seed_block``, ``seeds``) and when the
+    measurement began (``began``, UTC)."""
     from tqdm.auto import tqdm
 
     draws = seeds_of(seed_block, seeds)
+    began = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # the registry reads it
     wanted = [n for n in FINDINGS if names is None or n in names]
     out: dict[str, dict] = {}
     with using_threads(1):  # thousands of tiny ops: thread barriers cost more than the work
@@ -193,6 +196,6 @@ def decide_all(
             for name, (values, record) in fn(draws).items():
                 finding = FINDINGS[name]
                 verdict = finding.decide(values, means=_summary(record))
-                registered = {"design": finding.design(), "seed_block": seed_block}
+                registered = {"design": finding.design(), "seed_block": seed_block, "began": began}
                 out[name] = verdict | {"record": record, **registered, "seeds": list(draws)}
     return [out[n] for n in wanted]

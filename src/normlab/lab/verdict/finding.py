@@ -28,7 +28,7 @@ from normlab.lab.verdict.words import CLAIM_WORDS, Word
 TARGET = Word.DOES_NOT_HOLD  # the decision Holm corrects: all parts must hold
 # What a published finding carries beside its verdict, kept as published when it is redecided:
 # what its plots read, and the design and seeds it was measured under.
-KEPT = ("record", "design", "seed_block", "seeds")
+KEPT = ("record", "design", "seed_block", "seeds", "began")
 
 
 @dataclass(frozen=True)

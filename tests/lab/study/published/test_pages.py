@@ -105,8 +105,9 @@ def test_a_statement_block_follows_the_headline_rule(tmp_path):
     docs = _docs_copy(tmp_path, "<!-- from-data statement 000-2a --><!-- /from-data -->\n")
     shown = {"holds": "-->**holds**", "does not hold": "-->**does not hold**"}
     shown["inconclusive"] = "-->inconclusive<"  # not decided: why, not a headline in bold
+    where = DATA.pub.rows["quick"]["batchnorm-worse-than-layernorm"].where  # the row shown
     for word, said in shown.items():
-        _set_verdict(docs, "quick", "batchnorm-worse-than-layernorm", word)
+        _set_verdict(docs, where, "batchnorm-worse-than-layernorm", word)
         pages.write(docs)
         assert said in (docs / "page.md").read_text(), word
 
@@ -114,7 +115,16 @@ def test_a_statement_block_follows_the_headline_rule(tmp_path):
 def test_a_later_rounds_rows_replace_its_presets_in_the_comparison():
     table = blocks.across(DATA, [])
     rows = [r for r in table.splitlines() if r.startswith("| final-norm-needed |")]
-    assert [r.split(" | ")[1] for r in rows] == ["paper (--seed 8)", "quick (--seed 6)"]
+    # each preset's row from its latest round (paper-round3 over paper's block 0, ...)
+    latest = {
+        preset: DATA.dirs[found["final-norm-needed"].where]["seed_block"]
+        for preset, found in DATA.pub.rows.items()
+        if "final-norm-needed" in found
+    }
+    assert [r.split(" | ")[1] for r in rows] == [
+        f"{p} (--seed {b})" for p, b in sorted(latest.items())
+    ]
+    assert latest["paper"] != 0  # the block-0 row replaced
 
 
 def test_a_part_and_a_finding_are_read_from_the_data():

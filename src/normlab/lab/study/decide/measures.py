@@ -11,7 +11,21 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
-from typing import Any
+
+from normlab.lab.study.decide.probe_measures import (
+    FIRST_STEPS,
+    MISSING,
+    UPDATE_WINDOW,
+    at_init,
+    finite,
+    input_grad_min,
+    input_grad_ratio,
+    log_ln_input_growth_first,
+    log_max_over_min,
+    log_update,
+    over_training,
+    values,
+)
 
 # What H is, as the rule texts say it.
 H_TEXT = (
@@ -19,10 +33,6 @@ H_TEXT = (
     "frequencies (add-one smoothed): the validation loss of a model that learned only byte "
     "frequencies"
 )
-
-
-def finite(v: Any) -> float | None:
-    return float(v) if isinstance(v, int | float) and math.isfinite(v) else None
 
 
 def _loss(name: str) -> Callable[[dict, str | None], float | None]:
@@ -93,9 +103,6 @@ def _at_end(res: dict) -> dict:
     return probes[max(probes, key=int)] if probes else {}
 
 
-_MISSING = (KeyError, TypeError, ValueError, ZeroDivisionError)  # a probe missing or not finite
-
-
 def _end(fn: Callable[[dict], float]) -> Callable[[dict, str | None], float | None]:
     """A measure of the probe at the latest step: ``fn(probe)``."""
 
@@ -104,7 +111,7 @@ def _end(fn: Callable[[dict], float]) -> Callable[[dict, str | None], float | No
             return None
         try:
             return finite(fn(_at_end(res)))
-        except _MISSING:
+        except MISSING:
             return None
 
     return measure
@@ -149,25 +156,18 @@ def _abs_gap_short(res: dict, matrix: str | None) -> float | None:
     return None if x is None or y is None else abs(x - y)
 
 
-def _values(probe: dict, key: str) -> list[float]:
-    vals = probe.get(key) or []
-    if not vals or any(v is None for v in vals):
-        raise ValueError(key)
-    return [float(v) for v in vals]
-
-
 def _grad_spread(p: dict) -> float:
-    g = _values(p, "grad_norm_block")
+    g = values(p, "grad_norm_block")
     return math.log(max(g) / min(g))
 
 
 def _deep_cos(p: dict) -> float:
-    cos = _values(p, "residual_cos")
+    cos = values(p, "residual_cos")
     return statistics.fmean(cos[-max(1, len(cos) // 4) :])
 
 
 def _resid_growth(p: dict) -> float:
-    rms = _values(p, "residual_rms")
+    rms = values(p, "residual_rms")
     return math.log(rms[-1] / rms[0])
 
 
@@ -193,111 +193,6 @@ def _block_drop_mean(res: dict, matrix: str | None) -> float | None:
     if not drops or any(not isinstance(v, int | float) for v in drops):
         return None
     return finite(statistics.fmean(drops))
-
-
-def _training(res: dict) -> list[dict]:
-    """The probes taken during training (steps ≥ 1, after an update), in step order."""
-    probes = res.get("probes") or {}
-    return [probes[t] for t in sorted(probes, key=int) if int(t) > 0]
-
-
-def _over_training(fn: Callable[[list[dict]], float]) -> Callable[[dict, str | None], float | None]:
-    """A measure of the probes taken during training: ``fn(probes at steps ≥ 1)``."""
-
-    def measure(res: dict, matrix: str | None) -> float | None:
-        during = _training(res) if res.get("status") == "ok" else []
-        if not during:
-            return None
-        try:
-            return finite(fn(during))
-        except _MISSING:
-            return None
-
-    return measure
-
-
-def _stream_grads(p: dict) -> list[float]:
-    """‖∂loss/∂x_i‖ of the inputs of blocks 1 … L−1: the residual stream between blocks (block
-    0's input is the embedding output, whose size the embedding init sets, not the blocks)."""
-    g = _values(p, "input_grad_norm")[1:]
-    if not g or min(g) <= 0:
-        raise ValueError("input_grad_norm")
-    return g
-
-
-def _input_grad_min(p: dict) -> float:
-    """ln(min over the stream of ‖∂loss/∂x_i‖ / ‖∂loss/∂x_{L−1}‖): how far the gradient falls
-    on its way back from the last block's input (0 where it never falls below it)."""
-    g = _stream_grads(p)
-    return math.log(min(g) / g[-1])
-
-
-def _input_grad_ratio(p: dict) -> float:
-    """ln(‖∂loss/∂x_1‖ / ‖∂loss/∂x_{L−1}‖): the gradient's change from the last block's input
-    back to the first block's output (< 0: it vanishes on the way, > 0: it grows)."""
-    g = _stream_grads(p)
-    return math.log(g[0] / g[-1])
-
-
-def _at_init(fn: Callable[[dict], float]) -> Callable[[dict, str | None], float | None]:
-    def measure(res: dict, matrix: str | None) -> float | None:
-        probe = (res.get("probes") or {}).get("0")
-        try:
-            return finite(fn(probe)) if probe else None
-        except _MISSING:
-            return None
-
-    return measure
-
-
-def _log_max_over_min(values: list[float]) -> float:
-    return math.log(max(values) / min(values))
-
-
-# DeepNet's measures of early training (Wang et al. 2022): the model update
-# ‖F(x, θ_t) − F(x, θ_0)‖ and the LayerNorm inputs, read from the probes a run takes in its first
-# steps (``probe_steps``; ``Probes`` records ``output_change`` and ``sum_rms``).
-UPDATE_WINDOW = 100  # DeepNet's early training: the model update is read over these first steps
-FIRST_STEPS = 20  # DeepNet's blow-up: the model update and the LayerNorm inputs, steps 1 … 20
-
-
-def _first_steps(res: dict, window: int) -> tuple[dict, list[dict]] | None:
-    """The probe at init and those at steps 1 … ``window`` (None: a run without them)."""
-    probes = res.get("probes") or {}
-    early = [p for t, p in probes.items() if 0 < int(t) <= window]
-    if res.get("status") != "ok" or "0" not in probes or not early:
-        return None
-    return probes["0"], early
-
-
-def _log_update(window: int):
-    """ln of the largest model update ‖F(θ_t) − F(θ_0)‖ (RMS over the probe batches' logits)
-    among the probes at steps 1 … ``window``."""
-
-    def measure(res: dict, matrix: str | None) -> float | None:
-        got = _first_steps(res, window)
-        vals = [p.get("output_change") for p in got[1]] if got else []
-        vals = [v for v in vals if isinstance(v, int | float) and v > 0]
-        return finite(math.log(max(vals))) if vals else None
-
-    return measure
-
-
-def _ln_input(p: dict) -> float:
-    """The mean RMS of the residual sums x + f over every sublayer of every block."""
-    vals = p["sum_rms"]["attn"] + p["sum_rms"]["mlp"]
-    return statistics.fmean(float(v) for v in vals)  # a None (a missing value): TypeError
-
-
-def _log_ln_input_growth_first(res: dict, matrix: str | None) -> float | None:
-    """ln(the largest mean LayerNorm input RMS over steps 1 … 20 / the one at init)."""
-    got = _first_steps(res, FIRST_STEPS)
-    if got is None:
-        return None
-    try:
-        return finite(math.log(max(_ln_input(p) for p in got[1]) / _ln_input(got[0])))
-    except _MISSING:
-        return None
 
 
 # name -> (what it is, how it is read from a run)
@@ -373,7 +268,7 @@ MEASURES: dict[str, tuple[str, Callable[[dict, str | None], float | None]]] = {
     # the probe at the latest step (``_end``)
     "log_attn_logit_max_end": (
         "ln(largest attention logit over the layers), end of training",
-        _end(lambda p: math.log(max(_values(p, "attn_logit_max")))),
+        _end(lambda p: math.log(max(values(p, "attn_logit_max")))),
     ),
     "log_logit_rms_end": (
         "ln(RMS of the output logits), end of training",
@@ -385,7 +280,7 @@ MEASURES: dict[str, tuple[str, Callable[[dict, str | None], float | None]]] = {
     ),
     "log_massive_end": (
         "ln(max over blocks of max|h| / median|h|), end of training",
-        _end(lambda p: math.log(max(_values(p, "massive")))),
+        _end(lambda p: math.log(max(values(p, "massive")))),
     ),
     "log_grad_spread_end": (
         "ln(max/min over blocks of the block gradient norm), end of training",
@@ -409,43 +304,43 @@ MEASURES: dict[str, tuple[str, Callable[[dict, str | None], float | None]]] = {
     "log_logit_rms_spread": (
         "ln(max / min of the logits' RMS over the probes taken during training, steps ≥ 1): how "
         "much the output scale moves while the model trains",
-        _over_training(lambda ps: _log_max_over_min([float(p["logit_rms"]) for p in ps])),
+        over_training(lambda ps: log_max_over_min([float(p["logit_rms"]) for p in ps])),
     ),
     # 000 §5.2's gradient ∂loss/∂x_l of each block's input x_l (Probes.input_grad_norm)
     "log_input_grad_min": (
         "ln(min over blocks 1 … L−1 of ‖∂loss/∂x_l‖ / ‖∂loss/∂x_{L−1}‖) at init: how far the "
         "gradient falls on its way back from the last block's input (x_0, the embedding "
         "output, left out)",
-        _at_init(_input_grad_min),
+        at_init(input_grad_min),
     ),
     "log_input_grad_min_train": (
         "the same, mean over the probes taken during training (steps ≥ 1)",
-        _over_training(lambda ps: statistics.fmean(_input_grad_min(p) for p in ps)),
+        over_training(lambda ps: statistics.fmean(input_grad_min(p) for p in ps)),
     ),
     "log_input_grad_ratio": (
         "ln(‖∂loss/∂x_1‖ / ‖∂loss/∂x_{L−1}‖) at init: the gradient's change from the last block's "
         "input back to the first block's output (< 0: it vanishes, > 0: it grows)",
-        _at_init(_input_grad_ratio),
+        at_init(input_grad_ratio),
     ),
     "log_input_grad_ratio_train": (
         "the same, mean over the probes taken during training (steps ≥ 1)",
-        _over_training(lambda ps: statistics.fmean(_input_grad_ratio(p) for p in ps)),
+        over_training(lambda ps: statistics.fmean(input_grad_ratio(p) for p in ps)),
     ),
     # DeepNet's early training (the probes of the first steps)
     "log_update_early": (
         f"ln of the largest model update RMS(F(x, θ_t) − F(x, θ_0)) of the output logits on the "
         f"probe batch, over the probes at steps 1 … {UPDATE_WINDOW} (DeepNet's update bound)",
-        _log_update(UPDATE_WINDOW),
+        log_update(UPDATE_WINDOW),
     ),
     "log_update_first20": (
         f"ln of the largest model update RMS(F(x, θ_t) − F(x, θ_0)) of the output logits on the "
         f"probe batch over steps 1 … {FIRST_STEPS} (DeepNet's blow-up is in the first steps)",
-        _log_update(FIRST_STEPS),
+        log_update(FIRST_STEPS),
     ),
     "log_ln_input_growth_first20": (
         f"ln(largest mean RMS of the LayerNorm inputs x + f over steps 1 … {FIRST_STEPS} / at "
         "init; the residual sums, the LayerNorm's input under Post-LN and DeepNorm)",
-        _log_ln_input_growth_first,
+        log_ln_input_growth_first,
     ),
     # read from what a run computes on demand (TrainConfig.block_drop_batches, train_slice)
     "gap_at_matched_train_loss": (

@@ -52,6 +52,10 @@ def register(docs: Path, when: str, commit: str) -> list[str]:
         for key, fp in prints.items():
             if reg.stamp(table, key, fp, when, commit):
                 done.append(f"{table} {key}")
+    for command, found in _findings_data(docs).items():
+        if reg.data.get(command) != found:
+            reg.data[command] = found
+            done.append(f"data {command}")
     for path in sorted(docs.glob("data/*/study.json")):
         if path.parent.name not in reg.data:
             from normlab.lab.study.run.store import check_study_json
@@ -95,3 +99,17 @@ def main(docs: str) -> int:
     done = register(root, now, head)
     print("\n".join(f"registered {d}" for d in done) or "nothing changed since the registry")
     return 0
+
+
+def _findings_data(docs: Path) -> dict[str, Data]:
+    """Each published findings file's data (its seed block, when it began, from the entries
+    that record it: ``began`` and ``seed_block``), where every entry records both."""
+    out = {}
+    for command, where in load().findings.items():
+        path = docs / where["data"]
+        entries = read_json(path) if path.is_file() else []
+        began = {e.get("began") for e in entries}
+        blocks = {e.get("seed_block") for e in entries}
+        if entries and None not in began and len(blocks) == 1:
+            out[command] = Data(command, blocks.pop(), min(began), "recorded in the file")
+    return out

@@ -25,8 +25,9 @@ from normlab.lab.study.decide import (
     by_design,
     compound,
     compound_parts,
+    rivals,
 )
-from normlab.lab.verdict import Seeds, Verdict, Word
+from normlab.lab.verdict import Estimate, Seeds, Verdict, Word
 
 MEASURE = "final_val_loss"  # the stand-in arm's one measure: the stored v
 
@@ -98,7 +99,25 @@ def _decide(claim: Claim, entry: dict, ctx: Context) -> Verdict:
             stand_in = _stand_in(f"{claim.name}/{label}", rule, stored[label], results)
             members.append((label, Controlled(stand_in, _stored(rule.controls, stored[label]))))
         v = compound.decide_parts(tuple(members), claim.rule.TARGET, results, ctx)
-    return compound.with_controls(v, _stored(claim.controls, entry), results, ctx)
+    v = compound.with_controls(v, _stored(claim.controls, entry), results, ctx)
+    return rivals.checked(v, _checks(claim, entry))
+
+
+def _checks(claim: Claim, entry: dict) -> tuple[tuple[str, Verdict], ...]:
+    """The claim's rate checks as published (like its controls, they store no per-seed values:
+    each keeps its verdict and estimate)."""
+    if not claim.rate_checks:
+        return ()
+    published = {r["rate"]: r for r in entry.get("rate_checks") or []}
+    missing = [c.label for c in claim.rate_checks if c.label not in published]
+    if missing:
+        raise ValueError(f"{claim.name}: no published verdict of the rate check(s) {missing}")
+    out = []
+    for c in claim.rate_checks:
+        r = published[c.label]
+        est = Estimate(r["effect"], r["lo"], r["hi"], r["n"], None) if r.get("n") else None
+        out.append((c.label, Verdict(Word(r["verdict"]), r["why"], est)))
+    return tuple(out)
 
 
 def published_design(docs: Path, preset: str):

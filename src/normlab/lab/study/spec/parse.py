@@ -44,9 +44,9 @@ from normlab.lab.kit.reading import (
     read_text,
 )
 from normlab.lab.study.decide import Claim
-from normlab.lab.study.decide.compound import control_arms
 from normlab.lab.study.spec.checks import Checks, SpecError, key_at, show
 from normlab.lab.study.spec.claim_loader import ClaimLoader
+from normlab.lab.study.spec.cuts import only, with_rate_arms
 from normlab.lab.study.spec.design import Arm, Study
 from normlab.lab.train.config import TrainConfig
 from normlab.lab.train.data import VOCAB_SIZE
@@ -246,54 +246,14 @@ class _StudyLoader:
                     key_at(key_at("claims", i), "name"), f"claim {claim.name!r} appears twice"
                 )
             claims.append(claim)
-        claims = [self.rate_arms(c, runs, key_at("claims", i)) for i, c in enumerate(claims)]
+        claims = [
+            with_rate_arms(c, runs, key_at("claims", i), self.check) for i, c in enumerate(claims)
+        ]
         if "only" in doc:
-            claims = self.only(doc["only"], claims)
+            claims = only(doc["only"], claims, self.check)
             used = {a for c in claims for a in c.arms}
             runs = [r for r in runs if r.name in used]
         return Study(name, desc, tuple(runs), tuple(claims))
-
-    def only(self, v: Any, claims: list[Claim]) -> list[Claim]:
-        """The claims ``only`` names (a list of claim names), in the spec's order: the study cut
-        to them (``--set 'only=["a", "b"]'`` runs a preset's claims a and b alone)."""
-        names = [c.name for c in claims]
-        if not isinstance(v, list) or not v or not all(isinstance(x, str) for x in v):
-            self.check.fail("only", f"expected a non-empty list of claim names, got {show(v)}")
-        for i, x in enumerate(v):
-            if x not in names:
-                close = difflib.get_close_matches(x, names, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                self.check.fail(key_at("only", i), f"no claim {show(x)} in the spec{hint}")
-        return [c for c in claims if c.name in v]
-
-    def rate_arms(self, claim: Claim, runs: list[Arm], path: str) -> Claim:
-        """``claim`` with its rate checks' arms: each of its arms at the shared rate times each
-        factor, an arm of the spec where one has that very config, else a new one (appended to
-        ``runs``, named ``<arm>.lr<rate>``)."""
-        if not claim.rate_checks:
-            return claim
-        by_name = {a.name: a for a in runs}
-        own = control_arms(claim.rule, claim.controls)
-        checks = []
-        for check in claim.rate_checks:
-            pairs = []
-            for name in own:
-                cfg = by_name[name].config
-                cfg = cfg.replace(lr=float(f"{cfg.lr * check.factor:.6g}"))
-                at = next((a for a in runs if a.config == cfg), None)
-                if at is None:
-                    at = Arm(f"{name}.lr{cfg.lr:g}", cfg)
-                    if at.name in by_name:
-                        self.check.fail(
-                            key_at(path, "rate_check"),
-                            f"arm {at.name!r} exists with another config than {name!r} at "
-                            f"lr {cfg.lr:g}",
-                        )
-                    runs.append(at)
-                    by_name[at.name] = at
-                pairs.append((name, at.name))
-            checks.append(dataclasses.replace(check, arms=tuple(pairs)))
-        return dataclasses.replace(claim, rate_checks=tuple(checks))
 
     def text(self, v: str, path: str, limit: int) -> str:
         """``v`` if it is printable (newlines and tabs aside) and at most ``limit`` long: it
