@@ -204,6 +204,8 @@ h2{font-size:18px;margin:18px 0 6px}.scroll{overflow-x:auto;max-width:100%}
 .scroll table{margin:4px 0 12px}p,li{overflow-wrap:anywhere}.n{white-space:nowrap}
 table.summary{font-size:12.5px;line-height:1.25}table.summary td{padding:3px 6px}
 table.summary td:first-child{min-width:300px;width:40%}.src{color:#656d76;font-size:12px}
+@media (min-width:701px){table.summary.answers td:first-child{min-width:150px;width:17%}}
+table.summary.answers td:first-child a{white-space:normal}
 ul.legend{columns:2 420px;column-gap:28px;font-size:12.5px;line-height:1.3;margin:6px 0 10px;
 padding-left:18px}ul.legend li{break-inside:avoid;margin-bottom:2px}
 nav.toc{font-size:13px;line-height:1.6}nav.toc a{white-space:nowrap}

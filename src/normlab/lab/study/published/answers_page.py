@@ -87,7 +87,8 @@ def table(docs: Path, base: str, compact: bool = False) -> d.Table:
     cat = coverage.load()
     pub = Published.read(docs, cat)
     found = rows(read(cat, pub, answers.designs(docs, pub)), cat, base, compact)
-    return d.Table(HEADER[:2] if compact else HEADER, found, cls="summary")
+    # "answers": the choice column narrow (a question, not a statement)
+    return d.Table(HEADER[:2] if compact else HEADER, found, cls="summary answers")
 
 
 def markdown_table(docs: Path, base: str = "docs/") -> str:
