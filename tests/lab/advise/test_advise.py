@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 
 import pytest
 
@@ -317,7 +318,7 @@ def test_seeds_and_steps_reach_the_spec_the_twin_and_the_bottom_line():
     assert (scale["steps"], scale["seeds"], scale["warmup_steps"]) == (60, 1, 6)
     assert "--steps (quick: 200)" in p.spec_text  # the value says where it came from
     bl = blocks(p.twin, StudyResult(study, {}, decide_all(study, {}, 3.0), {}))
-    bottom = to_markdown(bl).rstrip().rsplit("\n", 1)[-1]
+    bottom = to_markdown(bl).split("## Bottom line\n\n")[1].split("\n", 1)[0]
     assert "tested at a d=64, 6-block twin, 60 steps, 1 seed, not at" in bottom
     assert "over 1 paired seed (quick: d=64, 6 blocks, 60 steps, 1 seed" in to_markdown(bl)
     # Unchanged where not given, and the warmup never longer than the run.
@@ -362,3 +363,47 @@ def test_list_prints_the_twin_and_the_plan_and_writes_nothing(tmp_path, capsys):
     assert "rms_norm_eps" in text and "grouped KV heads" in text
     assert "estimated" in text and "recipe-stabler-than-post" in text
     assert not out.exists()
+
+
+# ---- CONFIG as a user gives it
+
+
+def test_config_is_a_file_a_model_directory_or_an_example_name(tmp_path, capsys):
+    """``normlab advise CONFIG``: a config.json, the directory save_pretrained wrote, or a
+    shipped example's name without .json, all the same twin; --hf-config takes the same."""
+    model = tmp_path / "my-llama"
+    model.mkdir()
+    shutil.copy(shipped_config(SHIPPED["llama"]), model / "config.json")
+    printed = []
+    for argv in (
+        [str(model / "config.json")],
+        [str(model)],
+        ["llama-3.2-1b"],
+        ["llama-3.2-1b.json"],
+        ["--hf-config", str(model)],
+    ):
+        assert main(["advise", *argv, "--list", "--quiet", "--out", str(tmp_path / "o")]) == 0
+        printed.append(capsys.readouterr().out)
+    fields = [p.split("\n\n")[1] for p in printed]  # the twin's fields, each with its source
+    assert "rms_norm_eps" in fields[0] and all(f == fields[0] for f in fields[1:])
+    assert all(p.startswith("Llama (") for p in printed)
+    assert not (tmp_path / "o").exists()  # --list writes nothing
+
+
+def test_a_config_that_is_not_there_says_what_to_type(tmp_path, capsys):
+    def refused(argv: list[str]) -> str:
+        assert main(["advise", *argv, "--list"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err
+        return err
+
+    err = refused(["config.json"])
+    assert "no such file, model directory or shipped example" in err
+    assert "type normlab advise path/to/config.json" in err and "normlab advise llama-3.2-1b" in err
+    assert all(n.removesuffix(".json") in err for n in shipped_configs())  # every example named
+    err = refused([str(tmp_path)])
+    assert f"normlab advise {tmp_path / 'config.json'}" in err  # the directory lacks one
+    err = refused([])
+    assert "which model? type normlab advise path/to/config.json" in err
+    err = refused(["llama-3.2-1b", "--hf-config", "qwen3-0.6b"])
+    assert "give one" in err

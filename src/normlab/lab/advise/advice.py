@@ -13,7 +13,7 @@ import json
 import math
 from html import escape
 
-from normlab.lab.advise.bottom import Block, bottom_line, missing_runs
+from normlab.lab.advise.bottom import BOTTOM_LINE, Block, bottom_line, missing_runs
 from normlab.lab.advise.ranking import Quality, Ranking, Speed, Stability, rank
 from normlab.lab.advise.twin import AS_GOOD, BEATS, FASTER, STABLER, Twin, claim_name, twin_params
 from normlab.lab.kit.render import html_table, md_table
@@ -58,16 +58,18 @@ def blocks(twin: Twin, result: StudyResult) -> list[Block]:
     out."""
     r = rank(twin, result)
     label = {"recipe": f"the recipe ({twin.recipe_label()})", **{a.arm: a.label for a in twin.alts}}
+    title, *lead = _lead(twin, r, label)
     return [
-        *_lead(twin, r, label),
+        title,
+        # the first word, on the report's first screen: keep, switch, or cannot tell
+        *bottom_line(twin, r, label, len(result.failed)),
+        *lead,
         *missing_runs(result),
         *_quality_blocks(twin, r.quality, label),
         *_stability_blocks(twin, r.stability, label),
         *_speed_blocks(r.speed),
         *_scale_blocks(twin),
         *_caveats(twin),
-        # the last word: keep, switch, or cannot tell
-        *bottom_line(twin, r, label, len(result.failed)),
     ]
 
 
@@ -354,6 +356,9 @@ def to_html(bl: list[Block], top: int = 1) -> str:
 
 
 def headline(bl: list[Block]) -> str:
-    """The summary table (the first table) as Markdown, for the terminal."""
+    """For the terminal: the bottom line, then the summary table (the first table) as
+    Markdown."""
+    at = next((i for i, b in enumerate(bl) if b == ("h", 1, BOTTOM_LINE)), None)
+    bottom = f"{BOTTOM_LINE}: {bl[at + 1][1]}" if at is not None else ""
     table = next((b for b in bl if b[0] == "table"), None)
-    return md_table(table[1], table[2]) if table else ""
+    return "\n\n".join(x for x in (bottom, table and md_table(table[1], table[2])) if x)

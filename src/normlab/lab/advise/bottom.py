@@ -1,6 +1,7 @@
-"""The last word of ``normlab advise``: per model, keep the recipe, switch, or cannot tell at this
-budget, with the reason and the size it was tested at (a twin's verdicts, never the model's); and
-what the study lacks, which every verdict is decided without."""
+"""The first word of ``normlab advise`` (its advice's and its console's): per model, keep the
+recipe, switch, or cannot tell at this budget, with the reason and the size it was tested at (a
+twin's verdicts, never the model's); and what the study lacks, which every verdict is decided
+without."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from normlab.lab.verdict import Word
 
 # ("h", level offset, text) | ("p", text) | ("table", header, rows) | ("ul", items)
 Block = tuple
+BOTTOM_LINE = "Bottom line"  # its heading
 
 
 def missing_runs(result: StudyResult) -> list[Block]:
@@ -61,7 +63,7 @@ def bottom_line(twin: Twin, r: Ranking, label: dict[str, str], missing: int = 0)
         word = "cannot tell at this budget"
         why = f"undecided against the recipe: {', '.join(label[a] for a in open_)}"
     return [
-        ("h", 1, "Bottom line"),
+        ("h", 1, BOTTOM_LINE),
         (
             "p",
             f"{twin.name}: {word}. Why: {why}; tested at {size}"
