@@ -301,6 +301,40 @@ def test_the_advice_reads_the_claims_back(tmp_path):
     assert html.startswith("<section><h2>Advice for") and "<script" not in html
 
 
+def _near_the_bar(study, sandwich: float) -> dict:
+    """Every arm's loss near 5.4 nats/byte (the smoke twins' on the built-in corpus: near the
+    uniform ln 256 = 5.55), Sandwich's ``sandwich`` lower."""
+    results: dict = {}
+    for t in study.runs():
+        loss = 5.40 + 0.001 * t.index - (sandwich if t.config.model.placement == "sandwich" else 0)
+        results.setdefault(t.arm, {})[t.index] = _fake(t.config, loss)
+    return results
+
+
+@pytest.mark.parametrize("h", [3.1, 5.3])
+def test_twins_that_did_not_learn_are_said_so_and_ranked_on_nothing(h):
+    """Above H − 0.05 (the "fails" rule's margin) a twin learned nothing past byte
+    frequencies: with H = 3.1 none did, and the bottom line cannot tell; with H = 5.3 Sandwich
+    (0.4 lower) did, and the others are named as not having learned."""
+    p = plan("llama-3.2-1b.json", "smoke")
+    study = p.study()
+    results = _near_the_bar(study, 0.4)
+    verdicts = decide_all(study, results, h, {})
+    bl = blocks(p.twin, StudyResult(study, results, verdicts, {"plateau_h": h}))
+    head = headline(bl)
+    first = head.splitlines()[0]
+    if h == 3.1:
+        assert first.startswith("Bottom line: Llama (llama-3.2-1b.json): cannot tell at this")
+        why = "no twin learned past the bytes' frequencies (mean final loss above H − 0.05 = "
+        assert f"{why}3.050 nats/byte" in first and "nothing to rank" in first
+        assert "| none learned past the bytes' frequencies (H = 3.100 nats/byte) | – |" in head
+    else:
+        assert first.startswith("Bottom line: Llama (llama-3.2-1b.json): switch to Sandwich")
+        unlearned = first.split("did not learn past the bytes' frequencies")[1]
+        assert "LayerNorm, DeepNorm, Post-LN, QK-norm" in unlearned and "Sandwich" not in unlearned
+        assert "| Sandwich/Peri-LN (mean loss 5.0005 nats/byte); did not learn past" in head
+
+
 # ---- --seeds and --steps: a budget between smoke and quick (end to end: test_advise_rebuild.py)
 
 

@@ -127,7 +127,14 @@ def _quality_row(twin: Twin, q: Quality, label: dict[str, str]) -> list[str]:
         ("as_good", f"the recipe is at least as good as (within {AS_GOOD})"),
     )
     what = f"Quality (final validation loss at lr {twin.scale.lr:g}, nats/byte)"
-    return [what, *_best(q, label, "no finished runs", "mean loss {:.4f} nats/byte"), verdict]
+    none = "no finished runs"
+    if q.unlearned and q.best is None:  # ranked on nothing: said where the best would stand
+        none = f"none learned past the bytes' frequencies (H = {q.plateau_h:.3f} nats/byte)"
+    best = _best(q, label, none, "mean loss {:.4f} nats/byte")
+    if q.unlearned and q.best is not None:
+        gone = ", ".join(label[a] for a in q.unlearned)
+        best[0] += f"; did not learn past the bytes' frequencies: {gone}"
+    return [what, *best, verdict]
 
 
 def _stability_row(twin: Twin, st: Stability, label: dict[str, str]) -> list[str]:
