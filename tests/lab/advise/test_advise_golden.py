@@ -42,3 +42,15 @@ def test_every_advice_leads_with_a_bottom_line_of_one_of_three_words():
         assert sum(f": {w}" in first for w in words) == 1 and "tested at a d=" in first, path
     for path in sorted(GOLDEN.glob("*/headline.md")):
         assert path.read_text().startswith("Bottom line: "), path
+
+
+def test_every_advice_names_what_it_does_not_test_with_the_command_that_does():
+    for path in sorted(GOLDEN.glob("*/advice*.md")):
+        untested = path.read_text().split("## Not tested by advise\n")[1]
+        for what, command in (
+            ("final norm", "normlab study --preset quick"),
+            ("Weight decay", "no-decay-on-norms claim of normlab study --preset quick"),
+            ("FP16/BF16", "normlab numerics"),
+        ):
+            line = next(x for x in untested.splitlines() if what in x)
+            assert command in line, (path, line)

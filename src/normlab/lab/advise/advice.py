@@ -70,6 +70,7 @@ def blocks(twin: Twin, result: StudyResult) -> list[Block]:
         *_speed_blocks(r.speed),
         *_scale_blocks(twin),
         *_caveats(twin),
+        *_untested(),
     ]
 
 
@@ -332,6 +333,22 @@ def _caveats(twin: Twin) -> list[Block]:
         "compares."
     )
     return [("h", 1, "What depends on scale"), ("ul", [depth, qk, lr, speed, quality, precision])]
+
+
+# The choices advise leaves to other commands (each the answer of docs/answers.md's choice):
+# the twin keeps the model's final norm, its weight decay and FP32.
+UNTESTED = (
+    "A final norm: the twin keeps the model's; leaving it out is tested by the final-norm "
+    "claims of normlab study --preset quick",
+    "Weight decay on the norms' parameters: tested by the no-decay-on-norms claim of normlab "
+    "study --preset quick",
+    "Norm statistics in FP16/BF16: normlab numerics measures each norm's error against float64, "
+    "normlab inspect a real checkpoint's",
+)
+
+
+def _untested() -> list[Block]:
+    return [("h", 1, "Not tested by advise"), ("ul", list(UNTESTED))]
 
 
 # --------------------------------------------------------------------------------------------
