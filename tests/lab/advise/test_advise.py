@@ -435,6 +435,10 @@ def test_a_config_that_is_not_there_says_what_to_type(tmp_path, capsys):
     assert "no such file, model directory or shipped example" in err
     assert "type normlab advise path/to/config.json" in err and "normlab advise llama-3.2-1b" in err
     assert all(n.removesuffix(".json") in err for n in shipped_configs())  # every example named
+    long = tmp_path / ("a-long-directory-name-" * 5)  # the command to type is never cut
+    long.mkdir()
+    err = refused([str(long)])
+    assert f"normlab advise {long / 'config.json'}" in err
     err = refused([str(tmp_path)])
     assert f"normlab advise {tmp_path / 'config.json'}" in err  # the directory lacks one
     err = refused([])

@@ -21,6 +21,7 @@ from normlab.lab.study.spec.parse import MAX_SPEC_BYTES
 
 SPEC_FILE = "advise-spec.toml"
 EXAMPLE = "llama-3.2-1b"  # the shipped example an error names (docs/advise.md runs it)
+PATH_MAX = 1000  # characters of a path in a command an error tells to type
 _CONFIGS = resources.files("normlab.lab.advise").joinpath("configs")
 
 
@@ -45,7 +46,7 @@ def config_path(given: str) -> str:
         raise UsageError(
             f"{printable(given)} is a directory without a config.json: give the model's "
             f"directory as saved by save_pretrained, or its config, e.g. normlab advise "
-            f"{printable(str(path / 'config.json'))}"
+            f"{printable(str(path / 'config.json'), PATH_MAX)}"  # the command whole
         )
     if os.path.lexists(path):
         return given  # a file (or what stands for one): read_json says what is wrong with it
