@@ -67,3 +67,19 @@ def test_no_machine_path_in_the_repository():
             f"{name}:{i}" for i, line in enumerate(text.splitlines(), 1) if pattern.search(line)
         ]
     assert not found, f"machine paths: {found[:10]}"
+
+
+def test_every_image_in_docs_is_shown_or_linked_by_a_page():
+    """No image is kept that no page shows: each is named, relative to the page, by a page
+    in its folder or above it (the README for docs/ itself)."""
+    root = DOCS.parent
+    pages = {p: p.read_text(encoding="utf-8") for p in [root / "README.md", *DOCS.rglob("*.md")]}
+    orphans = []
+    for img in sorted(DOCS.rglob("*.png")):
+        named = any(
+            img.is_relative_to(page.parent) and img.relative_to(page.parent).as_posix() in text
+            for page, text in pages.items()
+        )
+        if not named:
+            orphans.append(img.relative_to(root).as_posix())
+    assert not orphans, orphans

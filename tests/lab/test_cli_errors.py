@@ -123,3 +123,9 @@ def test_debug_shows_the_traceback(files):
     with pytest.raises(UsageError, match="no such file"):
         main(["--debug", "study", "--preset", "smoke", "--out", str(files / "o"), "--data",
               str(files / "nope.txt")])  # fmt: skip
+
+
+@pytest.mark.parametrize("command", ["advise", "bench", "study", "numerics"])
+def test_an_unknown_argument_points_to_its_own_commands_help(command, capsys):
+    err = _fails([command, "--no-such-option"], capsys)
+    assert err.endswith(f"unrecognized arguments: --no-such-option (see normlab {command} --help)")

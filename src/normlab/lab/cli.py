@@ -61,12 +61,14 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (module, help_) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_, formatter_class=formatter)
         module.add_arguments(p)
-        p.set_defaults(_run=module.run)
+        p.set_defaults(_run=module.run, _parser=p)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args, extra = build_parser().parse_known_args(argv)
+    if extra:  # refused by the subcommand, which points to its own --help
+        args._parser.error(f"unrecognized arguments: {' '.join(extra)}")
     missing = missing_lab_packages()
     if missing:
         print(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 
 import pytest
 
@@ -300,6 +301,40 @@ def test_the_advice_reads_the_claims_back(tmp_path):
     assert html.startswith("<section><h2>Advice for") and "<script" not in html
 
 
+def _near_the_bar(study, sandwich: float) -> dict:
+    """Every arm's loss near 5.4 nats/byte (the smoke twins' on the built-in corpus: near the
+    uniform ln 256 = 5.55), Sandwich's ``sandwich`` lower."""
+    results: dict = {}
+    for t in study.runs():
+        loss = 5.40 + 0.001 * t.index - (sandwich if t.config.model.placement == "sandwich" else 0)
+        results.setdefault(t.arm, {})[t.index] = _fake(t.config, loss)
+    return results
+
+
+@pytest.mark.parametrize("h", [3.1, 5.3])
+def test_twins_that_did_not_learn_are_said_so_and_ranked_on_nothing(h):
+    """Above H − 0.05 (the "fails" rule's margin) a twin learned nothing past byte
+    frequencies: with H = 3.1 none did, and the bottom line cannot tell; with H = 5.3 Sandwich
+    (0.4 lower) did, and the others are named as not having learned."""
+    p = plan("llama-3.2-1b.json", "smoke")
+    study = p.study()
+    results = _near_the_bar(study, 0.4)
+    verdicts = decide_all(study, results, h, {})
+    bl = blocks(p.twin, StudyResult(study, results, verdicts, {"plateau_h": h}))
+    head = headline(bl)
+    first = head.splitlines()[0]
+    if h == 3.1:
+        assert first.startswith("Bottom line: Llama (llama-3.2-1b.json): cannot tell at this")
+        why = "no twin learned past the bytes' frequencies (mean final loss above H − 0.05 = "
+        assert f"{why}3.050 nats/byte" in first and "nothing to rank" in first
+        assert "| none learned past the bytes' frequencies (H = 3.100 nats/byte) | – |" in head
+    else:
+        assert first.startswith("Bottom line: Llama (llama-3.2-1b.json): switch to Sandwich")
+        unlearned = first.split("did not learn past the bytes' frequencies")[1]
+        assert "LayerNorm, DeepNorm, Post-LN, QK-norm" in unlearned and "Sandwich" not in unlearned
+        assert "| Sandwich/Peri-LN (mean loss 5.0005 nats/byte); did not learn past" in head
+
+
 # ---- --seeds and --steps: a budget between smoke and quick (end to end: test_advise_rebuild.py)
 
 
@@ -317,7 +352,7 @@ def test_seeds_and_steps_reach_the_spec_the_twin_and_the_bottom_line():
     assert (scale["steps"], scale["seeds"], scale["warmup_steps"]) == (60, 1, 6)
     assert "--steps (quick: 200)" in p.spec_text  # the value says where it came from
     bl = blocks(p.twin, StudyResult(study, {}, decide_all(study, {}, 3.0), {}))
-    bottom = to_markdown(bl).rstrip().rsplit("\n", 1)[-1]
+    bottom = to_markdown(bl).split("## Bottom line\n\n")[1].split("\n", 1)[0]
     assert "tested at a d=64, 6-block twin, 60 steps, 1 seed, not at" in bottom
     assert "over 1 paired seed (quick: d=64, 6 blocks, 60 steps, 1 seed" in to_markdown(bl)
     # Unchanged where not given, and the warmup never longer than the run.
@@ -362,3 +397,51 @@ def test_list_prints_the_twin_and_the_plan_and_writes_nothing(tmp_path, capsys):
     assert "rms_norm_eps" in text and "grouped KV heads" in text
     assert "estimated" in text and "recipe-stabler-than-post" in text
     assert not out.exists()
+
+
+# ---- CONFIG as a user gives it
+
+
+def test_config_is_a_file_a_model_directory_or_an_example_name(tmp_path, capsys):
+    """``normlab advise CONFIG``: a config.json, the directory save_pretrained wrote, or a
+    shipped example's name without .json, all the same twin; --hf-config takes the same."""
+    model = tmp_path / "my-llama"
+    model.mkdir()
+    shutil.copy(shipped_config(SHIPPED["llama"]), model / "config.json")
+    printed = []
+    for argv in (
+        [str(model / "config.json")],
+        [str(model)],
+        ["llama-3.2-1b"],
+        ["llama-3.2-1b.json"],
+        ["--hf-config", str(model)],
+    ):
+        assert main(["advise", *argv, "--list", "--quiet", "--out", str(tmp_path / "o")]) == 0
+        printed.append(capsys.readouterr().out)
+    fields = [p.split("\n\n")[1] for p in printed]  # the twin's fields, each with its source
+    assert "rms_norm_eps" in fields[0] and all(f == fields[0] for f in fields[1:])
+    assert all(p.startswith("Llama (") for p in printed)
+    assert not (tmp_path / "o").exists()  # --list writes nothing
+
+
+def test_a_config_that_is_not_there_says_what_to_type(tmp_path, capsys):
+    def refused(argv: list[str]) -> str:
+        assert main(["advise", *argv, "--list"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err
+        return err
+
+    err = refused(["config.json"])
+    assert "no such file, model directory or shipped example" in err
+    assert "type normlab advise path/to/config.json" in err and "normlab advise llama-3.2-1b" in err
+    assert all(n.removesuffix(".json") in err for n in shipped_configs())  # every example named
+    long = tmp_path / ("a-long-directory-name-" * 5)  # the command to type is never cut
+    long.mkdir()
+    err = refused([str(long)])
+    assert f"normlab advise {long / 'config.json'}" in err
+    err = refused([str(tmp_path)])
+    assert f"normlab advise {tmp_path / 'config.json'}" in err  # the directory lacks one
+    err = refused([])
+    assert "which model? type normlab advise path/to/config.json" in err
+    err = refused(["llama-3.2-1b", "--hf-config", "qwen3-0.6b"])
+    assert "give one" in err

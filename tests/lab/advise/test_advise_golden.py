@@ -33,9 +33,24 @@ def test_the_advice_is_the_golden_text(case):
         assert text == (GOLDEN / case / name).read_text("utf-8"), name
 
 
-def test_every_advice_ends_with_a_bottom_line_of_one_of_three_words():
+def test_every_advice_leads_with_a_bottom_line_of_one_of_three_words():
+    """Its first section, on the report's first screen; and the terminal's first lines."""
     words = ("keep ", "switch to ", "cannot tell at this budget")
     for path in sorted(GOLDEN.glob("*/advice*.md")):
-        last = path.read_text().rstrip().split("\n## ")[-1]
-        assert last.startswith("Bottom line"), path
-        assert sum(f": {w}" in last for w in words) == 1 and "tested at a d=" in last, path
+        first = path.read_text().split("\n## ")[1]
+        assert first.startswith("Bottom line"), path
+        assert sum(f": {w}" in first for w in words) == 1 and "tested at a d=" in first, path
+    for path in sorted(GOLDEN.glob("*/headline.md")):
+        assert path.read_text().startswith("Bottom line: "), path
+
+
+def test_every_advice_names_what_it_does_not_test_with_the_command_that_does():
+    for path in sorted(GOLDEN.glob("*/advice*.md")):
+        untested = path.read_text().split("## Not tested by advise\n")[1]
+        for what, command in (
+            ("final norm", "normlab study --preset quick"),
+            ("Weight decay", "no-decay-on-norms claim of normlab study --preset quick"),
+            ("FP16/BF16", "normlab numerics"),
+        ):
+            line = next(x for x in untested.splitlines() if what in x)
+            assert command in line, (path, line)

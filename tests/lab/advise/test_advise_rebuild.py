@@ -57,6 +57,8 @@ def _copy(src: Path, tmp_path: Path) -> Path:
 @pytest.mark.parametrize("name", NAMES)
 def test_advise_end_to_end_at_the_smoke_size(trained, name):
     out, printed = trained(name)
+    # the bottom line on the first screen of the console, before the twin's fields
+    assert any(x.startswith("Bottom line: ") for x in printed.splitlines()[:10]), printed
     assert "not reproduced by the twin" in printed and "grouped KV heads" in printed
     assert "eps" in printed and "rms_norm_eps" in printed  # every field with its source
     for f in (*WRITTEN, "advise-spec.toml", "twin.json", "results.jsonl", "study.json"):
@@ -183,7 +185,8 @@ def test_redecide_refusals_are_one_line_and_write_nothing(trained, tmp_path, cap
     )
     assert sorted(p.name for p in (tmp_path / "empty").iterdir()) == []
     assert not any((copy / f).exists() for f in WRITTEN)
-    assert "--hf-config" in _refused(["advise", "--preset", "smoke"], capsys)
+    err = _refused(["advise", "--preset", "smoke"], capsys)
+    assert "type normlab advise path/to/config.json" in err
 
 
 def test_a_signal_stops_the_runs_trained_in_this_process(monkeypatch):

@@ -13,7 +13,7 @@ import json
 import math
 from html import escape
 
-from normlab.lab.advise.bottom import Block, bottom_line, missing_runs
+from normlab.lab.advise.bottom import BOTTOM_LINE, Block, bottom_line, missing_runs
 from normlab.lab.advise.ranking import Quality, Ranking, Speed, Stability, rank
 from normlab.lab.advise.twin import AS_GOOD, BEATS, FASTER, STABLER, Twin, claim_name, twin_params
 from normlab.lab.kit.render import html_table, md_table
@@ -58,16 +58,19 @@ def blocks(twin: Twin, result: StudyResult) -> list[Block]:
     out."""
     r = rank(twin, result)
     label = {"recipe": f"the recipe ({twin.recipe_label()})", **{a.arm: a.label for a in twin.alts}}
+    title, *lead = _lead(twin, r, label)
     return [
-        *_lead(twin, r, label),
+        title,
+        # the first word, on the report's first screen: keep, switch, or cannot tell
+        *bottom_line(twin, r, label, len(result.failed)),
+        *lead,
         *missing_runs(result),
         *_quality_blocks(twin, r.quality, label),
         *_stability_blocks(twin, r.stability, label),
         *_speed_blocks(r.speed),
         *_scale_blocks(twin),
         *_caveats(twin),
-        # the last word: keep, switch, or cannot tell
-        *bottom_line(twin, r, label, len(result.failed)),
+        *_untested(),
     ]
 
 
@@ -125,7 +128,14 @@ def _quality_row(twin: Twin, q: Quality, label: dict[str, str]) -> list[str]:
         ("as_good", f"the recipe is at least as good as (within {AS_GOOD})"),
     )
     what = f"Quality (final validation loss at lr {twin.scale.lr:g}, nats/byte)"
-    return [what, *_best(q, label, "no finished runs", "mean loss {:.4f} nats/byte"), verdict]
+    none = "no finished runs"
+    if q.unlearned and q.best is None:  # ranked on nothing: said where the best would stand
+        none = f"none learned past the bytes' frequencies (H = {q.plateau_h:.3f} nats/byte)"
+    best = _best(q, label, none, "mean loss {:.4f} nats/byte")
+    if q.unlearned and q.best is not None:
+        gone = ", ".join(label[a] for a in q.unlearned)
+        best[0] += f"; did not learn past the bytes' frequencies: {gone}"
+    return [what, *best, verdict]
 
 
 def _stability_row(twin: Twin, st: Stability, label: dict[str, str]) -> list[str]:
@@ -325,6 +335,22 @@ def _caveats(twin: Twin) -> list[Block]:
     return [("h", 1, "What depends on scale"), ("ul", [depth, qk, lr, speed, quality, precision])]
 
 
+# The choices advise leaves to other commands (each the answer of docs/answers.md's choice):
+# the twin keeps the model's final norm, its weight decay and FP32.
+UNTESTED = (
+    "A final norm: the twin keeps the model's; leaving it out is tested by the final-norm "
+    "claims of normlab study --preset quick",
+    "Weight decay on the norms' parameters: tested by the no-decay-on-norms claim of normlab "
+    "study --preset quick",
+    "Norm statistics in FP16/BF16: normlab numerics measures each norm's error against float64, "
+    "normlab inspect a real checkpoint's",
+)
+
+
+def _untested() -> list[Block]:
+    return [("h", 1, "Not tested by advise"), ("ul", list(UNTESTED))]
+
+
 # --------------------------------------------------------------------------------------------
 # rendering
 
@@ -354,6 +380,9 @@ def to_html(bl: list[Block], top: int = 1) -> str:
 
 
 def headline(bl: list[Block]) -> str:
-    """The summary table (the first table) as Markdown, for the terminal."""
+    """For the terminal: the bottom line, then the summary table (the first table) as
+    Markdown."""
+    at = next((i for i, b in enumerate(bl) if b == ("h", 1, BOTTOM_LINE)), None)
+    bottom = f"{BOTTOM_LINE}: {bl[at + 1][1]}" if at is not None else ""
     table = next((b for b in bl if b[0] == "table"), None)
-    return md_table(table[1], table[2]) if table else ""
+    return "\n\n".join(x for x in (bottom, table and md_table(table[1], table[2])) if x)

@@ -1,16 +1,18 @@
-"""The last word of ``normlab advise``: per model, keep the recipe, switch, or cannot tell at this
-budget, with the reason and the size it was tested at (a twin's verdicts, never the model's); and
-what the study lacks, which every verdict is decided without."""
+"""The first word of ``normlab advise`` (its advice's and its console's): per model, keep the
+recipe, switch, or cannot tell at this budget, with the reason and the size it was tested at (a
+twin's verdicts, never the model's); and what the study lacks, which every verdict is decided
+without."""
 
 from __future__ import annotations
 
-from normlab.lab.advise.ranking import Ranking
+from normlab.lab.advise.ranking import FAILS_MARGIN, Ranking
 from normlab.lab.advise.twin import Twin, plural
 from normlab.lab.study.run import StudyResult
 from normlab.lab.verdict import Word
 
 # ("h", level offset, text) | ("p", text) | ("table", header, rows) | ("ul", items)
 Block = tuple
+BOTTOM_LINE = "Bottom line"  # its heading
 
 
 def missing_runs(result: StudyResult) -> list[Block]:
@@ -41,17 +43,22 @@ def bottom_line(twin: Twin, r: Ranking, label: dict[str, str], missing: int = 0)
     size = f"a d={m.dim}, {m.n_layers}-block twin, {s.steps} steps, {plural(s.seeds, 'seed')}"
     stab = {a.arm: a for a in (r.stability.arms if r.stability else ())}
     better, open_ = [], []
-    for a in r.quality.arms[1:]:
+    q = r.quality
+    for a in q.arms[1:]:
         st = stab.get(a.arm)
         wins = a.beats == Word.HOLDS or (st is not None and st.alt_stabler == Word.HOLDS)
         # decided no better: the recipe at least as good, or the alternative short of δ
         loses = (a.beats != Word.HOLDS and a.as_good == Word.HOLDS) or a.beats == Word.DOES_NOT_HOLD
         worse = st is not None and st.recipe_stabler == Word.HOLDS
-        if wins and not worse:
+        if wins and not worse and a.arm not in q.unlearned:  # better than nothing is no win
             better.append(a.arm)
         elif not loses:
             open_.append(a.arm)
-    if better:
+    learned = [a for a in q.arms if a.mean is not None and a.arm not in q.unlearned]
+    if q.unlearned and not learned:
+        word = "cannot tell at this budget"
+        why = f"no twin learned past the bytes' frequencies ({_bar(q)}): nothing to rank"
+    elif better:
         word = f"switch to {', '.join(label[a] for a in better)}"
         why = "a claim found it better than the recipe (quality or stability) and none worse"
     elif not open_:
@@ -60,8 +67,11 @@ def bottom_line(twin: Twin, r: Ranking, label: dict[str, str], missing: int = 0)
     else:
         word = "cannot tell at this budget"
         why = f"undecided against the recipe: {', '.join(label[a] for a in open_)}"
+    if q.unlearned and learned:
+        why += f"; did not learn past the bytes' frequencies ({_bar(q)}): "
+        why += ", ".join(label[a] for a in q.unlearned)
     return [
-        ("h", 1, "Bottom line"),
+        ("h", 1, BOTTOM_LINE),
         (
             "p",
             f"{twin.name}: {word}. Why: {why}; tested at {size}"
@@ -69,3 +79,11 @@ def bottom_line(twin: Twin, r: Ranking, label: dict[str, str], missing: int = 0)
             + ", not at the model's size.",
         ),
     ]
+
+
+def _bar(q) -> str:
+    """What "did not learn" means, with its numbers."""
+    return (
+        f"mean final loss above H − {FAILS_MARGIN:g} = {q.plateau_h - FAILS_MARGIN:.3f} "
+        f"nats/byte, H the loss of predicting bytes by their frequencies"
+    )

@@ -20,6 +20,8 @@ from normlab.lab.study.run import StudyOptions, StudyResult, run_study, start_an
 from normlab.lab.study.spec.parse import MAX_SPEC_BYTES
 
 SPEC_FILE = "advise-spec.toml"
+EXAMPLE = "llama-3.2-1b"  # the shipped example an error names (docs/advise.md runs it)
+PATH_MAX = 1000  # characters of a path in a command an error tells to type
 _CONFIGS = resources.files("normlab.lab.advise").joinpath("configs")
 
 
@@ -31,6 +33,32 @@ def shipped_configs() -> list[str]:
 def shipped_config(name: str) -> str:
     """The path of a shipped example config (e.g. ``llama-3.2-1b.json``)."""
     return str(_CONFIGS.joinpath(name))
+
+
+def config_path(given: str) -> str:
+    """The config.json ``given`` names, as a user would write it: a file, a model directory
+    (its ``config.json``, as Hugging Face saves a model), or a shipped example's name with or
+    without ``.json``; else a UsageError that says what to type."""
+    path = Path(given)
+    if path.is_dir():
+        if (path / "config.json").is_file():
+            return str(path / "config.json")
+        raise UsageError(
+            f"{printable(given)} is a directory without a config.json: give the model's "
+            f"directory as saved by save_pretrained, or its config, e.g. normlab advise "
+            f"{printable(str(path / 'config.json'), PATH_MAX)}"  # the command whole
+        )
+    if os.path.lexists(path):
+        return given  # a file (or what stands for one): read_json says what is wrong with it
+    for name in (given, f"{given}.json"):
+        if name in shipped_configs():
+            return shipped_config(name)
+    examples = ", ".join(n.removesuffix(".json") for n in shipped_configs())
+    raise UsageError(
+        f"{printable(given)}: no such file, model directory or shipped example; type normlab "
+        f"advise path/to/config.json (or the directory holding it), or an example: normlab "
+        f"advise {EXAMPLE} (examples: {examples})"
+    )
 
 
 @dataclass
@@ -48,16 +76,14 @@ class Plan:
 
 
 def plan(hf_config: str, scale: str, seeds: int | None = None, steps: int | None = None) -> Plan:
-    """``hf_config`` (a path, or the name of a shipped example) at the twin scale ``scale``,
-    with ``seeds`` and ``steps`` in place of the scale's (None: its own)."""
+    """``hf_config`` (``config_path``: a file, a model directory, a shipped example's name) at
+    the twin scale ``scale``, with ``seeds`` and ``steps`` in place of the scale's (None: its
+    own)."""
     from normlab.lab.advise import hf_config as hf_reader
     from normlab.lab.advise.twin import make_twin, scale_of
     from normlab.lab.advise.twin_spec import spec_text
 
-    path = hf_config
-    if not Path(path).exists() and path in shipped_configs():
-        path = shipped_config(path)
-    model = hf_reader.read(path)
+    model = hf_reader.read(config_path(hf_config))
     try:
         twin = make_twin(model, scale_of(scale, seeds, steps))
         twin.config()  # the model configs' own checks (an MLP ratio beyond their bound)

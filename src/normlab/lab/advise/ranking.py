@@ -13,10 +13,12 @@ from dataclasses import dataclass
 
 from normlab.lab.advise.twin import Twin, claim_name
 from normlab.lab.study.decide import MEASURES, Context, Contrast
+from normlab.lab.study.decide.rules_contrast import Fails
 from normlab.lab.study.run import StudyResult
 from normlab.lab.verdict import Estimate, Mean
 
 _LOSS = MEASURES["final_val_loss"].read
+FAILS_MARGIN = Fails.__dataclass_fields__["margin"].default  # 0.05 nats/byte
 NONE = "–"  # the status of a claim the study does not have
 
 
@@ -49,6 +51,16 @@ class Ranked:
 @dataclass(frozen=True)
 class Quality(Ranked):
     arms: tuple[ArmQuality, ...]  # the recipe first, then the alternatives in twin.alts' order
+    # H, the loss of predicting bytes by their frequencies (None: not known), and the arms
+    # whose mean loss did not get below H by the lab's "fails" margin: they learned nothing
+    # past byte frequencies, and are ranked on nothing
+    plateau_h: float | None = None
+    unlearned: tuple[str, ...] = ()
+
+    @property
+    def best(self):
+        learned = Ranked(tuple(a for a in self.arms if a.arm not in self.unlearned))
+        return learned.best
 
 
 @dataclass(frozen=True)
@@ -109,7 +121,7 @@ class Decided(dict):
 def rank(twin: Twin, result: StudyResult) -> Ranking:
     decided = Decided((c.name, (c, v)) for c, v in result.verdicts)
     return Ranking(
-        quality(twin, result.results, decided),
+        quality(twin, result.results, decided, result.meta.get("plateau_h")),
         stability(twin, result.results, decided),
         speed(result.meta.get("timings") or {}, decided),
     )
@@ -129,13 +141,18 @@ def paired(results, a: str, b: str) -> Estimate:
     return Mean().estimate(c.values(results, Context()))
 
 
-def quality(twin: Twin, results, decided: Decided) -> Quality:
+def quality(twin: Twin, results, decided: Decided, plateau_h: float | None = None) -> Quality:
     arms = [ArmQuality("recipe", *mean_loss(results, "recipe"), None, NONE, NONE)]
     for a in twin.alts:
         est = paired(results, a.arm, "recipe")
         status = decided.status("as_good", a.arm), decided.status("beats", a.arm)
         arms.append(ArmQuality(a.arm, *mean_loss(results, a.arm), est, *status))
-    return Quality(tuple(arms))
+    # the "fails" rule's margin: a mean loss above H − it learned nothing past byte frequencies
+    bar = None if plateau_h is None else plateau_h - FAILS_MARGIN
+    unlearned = tuple(
+        a.arm for a in arms if bar is not None and a.mean is not None and a.mean > bar
+    )
+    return Quality(tuple(arms), plateau_h, unlearned)
 
 
 def stability(twin: Twin, results, decided: Decided) -> Stability | None:

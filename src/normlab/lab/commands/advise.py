@@ -23,14 +23,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from normlab.lab.advise.twin import SCALES
     from normlab.lab.kit.limits import MAX_SEEDS, MAX_STEPS
 
+    examples = ", ".join(n.removesuffix(".json") for n in shipped_configs())
+    p.add_argument(
+        "config",
+        type=PATH,
+        metavar="CONFIG",
+        nargs="?",
+        default=None,
+        help="(required, except with --redecide) a Hugging Face decoder's config.json (read as "
+        "JSON; transformers is not needed), a model directory holding one, or the name of an "
+        f"example shipped with normlab: {examples}",
+    )
     p.add_argument(
         "--hf-config",
         type=PATH,
         metavar="FILE",
         default=None,
-        help="(required, except with --redecide) a Hugging Face decoder's config.json (read as "
-        "JSON; transformers is not needed), or the name of an example shipped with normlab: "
-        + ", ".join(shipped_configs()),
+        help="CONFIG, given as an option (the same forms)",
     )
     p.add_argument(
         "--preset",
@@ -80,7 +89,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from normlab.lab.advise.advice import headline
     from normlab.lab.advise.engine import describe, gaps_text, plan, run_advise
-    from normlab.lab.kit.errors import UsageError
     from normlab.lab.kit.io import hold
     from normlab.lab.kit.limits import check_study
     from normlab.lab.study.run import Interrupted, format_plan, summary
@@ -89,37 +97,57 @@ def run(args: argparse.Namespace) -> int:
 
     if args.redecide:
         return _redecide(args)
-    if not args.hf_config:
-        raise UsageError("the following argument is required: --hf-config FILE")
-    p = plan(args.hf_config, args.preset or "quick", args.seeds, args.steps)
+    p = plan(_config(args), args.preset or "quick", args.seeds, args.steps)
     study = configured(p.study(), args)  # --device cuda without CUDA stops here, before any work
     check_study(study)  # sizes, from the configs' arithmetic: before anything is allocated
     check_workers([a.config for a in study.arms], args.workers)  # --workers N of them at once
-    if not args.quiet or args.list:
-        print(describe(p.twin), end="\n\n")
-    # What the twin leaves out is printed even with --quiet: no difference may go unsaid.
-    print(gaps_text(p.twin), end="\n\n")
     if args.list:
+        print(describe(p.twin), end="\n\n")
+        print(gaps_text(p.twin), end="\n\n")
         listed = format_plan(study, args.seed, workers=args.workers, threads=args.threads)
         listed = listed.split("\n", 1)[1]  # the plan without its title line
         print(f"{p.command} --seed {args.seed}: the study (written to DIR/{SPEC_FILE})\n{listed}")
         return 0
     options = study_options(args)
+    if not args.quiet:  # what is trained: its fields follow the bottom line
+        print(describe(p.twin).split("\n\n")[0], end="\n\n")
     with hold(options.out, "advise"):  # one process per output directory, before any work
         corpus = load_data(args.data)
         try:
             result = run_advise(p, study, options, corpus)
         except Interrupted as e:
+            print(gaps_text(p.twin), end="\n\n")
             return interrupted(e, options)
+    # The bottom line first, in the first lines on screen; then the twin and the study.
+    if not options.quiet:
+        print(headline(result.blocks), end="\n\n")
+        print(describe(p.twin).split("\n\n", 1)[1], end="\n\n")
+    # What the twin leaves out is printed even with --quiet: no difference may go unsaid.
+    print(gaps_text(p.twin), end="\n\n")
     if not options.quiet:
         print(summary(result.study, options.out))
     report_failed(result.study.failed)
     if not options.quiet:
         print(
-            f"\n{headline(result.blocks)}\n\n-> {options.out / 'advice.md'}; edit and rerun the "
-            f"study: normlab study --spec {result.spec}"
+            f"\n-> {options.out / 'advice.md'}; edit and rerun the study: normlab study --spec "
+            f"{result.spec}"
         )
     return result.study.exit_code
+
+
+def _config(args: argparse.Namespace) -> str:
+    """CONFIG or --hf-config, given once."""
+    from normlab.lab.advise.engine import EXAMPLE
+    from normlab.lab.kit.errors import UsageError
+
+    if args.config and args.hf_config:
+        raise UsageError(f"CONFIG {args.config} and --hf-config {args.hf_config}: give one")
+    if not (args.config or args.hf_config):
+        raise UsageError(
+            "which model? type normlab advise path/to/config.json (or the model's directory), "
+            f"or an example shipped with normlab: normlab advise {EXAMPLE} --list"
+        )
+    return args.config or args.hf_config
 
 
 def _redecide(args: argparse.Namespace) -> int:
@@ -129,19 +157,22 @@ def _redecide(args: argparse.Namespace) -> int:
     from normlab.lab.advise.advice import headline
     from normlab.lab.advise.engine import write_advice
     from normlab.lab.advise.redecide_advise import redecide_advise
+    from normlab.lab.kit.errors import UsageError
     from normlab.lab.kit.io import hold
     from normlab.lab.study.run import summary
 
     # What would choose another twin, run anything or write elsewhere: the design is DIR's.
     reads = ("data", "device", "precision", "quiet")
     only_with(args, "redecide", reads, "it reads the twin and its study from DIR, and writes there")
+    if args.config:
+        raise UsageError(f"--redecide does not go with CONFIG {args.config}: it reads DIR's twin")
     out = Path(args.redecide)
     # Every refusal comes before anything is written; the lock then keeps a running advise out.
     r = redecide_advise(out, data=args.data, device=args.device, precision=args.precision)
     with hold(out, "advise", "--redecide"):
         write_advice(r, out)
     if not args.quiet:
-        print(f"{summary(r.study, out)}\n\n{headline(r.blocks)}\n\n-> {out / 'advice.md'}")
+        print(f"{headline(r.blocks)}\n\n{summary(r.study, out)}\n\n-> {out / 'advice.md'}")
     if r.study.failed:
         print(f"runs missing from {out / 'results.jsonl'}: {r.study.failed}", file=sys.stderr)
     return r.study.exit_code

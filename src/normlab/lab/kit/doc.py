@@ -59,7 +59,12 @@ class Muted(_Text):
     """Secondary text (a source, a note): grey in HTML, emphasis in Markdown."""
 
 
-Span = str | Badge | Link | Strong | Em | Code | Muted
+@dataclass(frozen=True)
+class Break:
+    """A line break inside a paragraph or a table cell (``<br>`` in both renderings)."""
+
+
+Span = str | Badge | Link | Strong | Em | Code | Muted | Break
 Inline = Span | Sequence[Span]
 
 
@@ -88,7 +93,11 @@ def from_markdown(text: str) -> tuple[Span, ...]:
 def plain(x: Inline, *, badges: bool = True) -> str:
     """The text a reader sees, without markup (``badges=False``: without the badges' words)."""
     return "".join(
-        (s.word if badges else "") if isinstance(s, Badge) else getattr(s, "text", s)
+        (s.word if badges else "")
+        if isinstance(s, Badge)
+        else " "
+        if isinstance(s, Break)
+        else getattr(s, "text", s)
         for s in _spans(x)
     ).strip()
 
@@ -115,6 +124,7 @@ class Items:
     """A bulleted list."""
 
     items: tuple[Inline, ...]
+    cls: str = ""  # an extra CSS class (``legend``: in two columns on a wide screen)
 
 
 @dataclass(frozen=True)
@@ -194,6 +204,10 @@ h2{font-size:18px;margin:18px 0 6px}.scroll{overflow-x:auto;max-width:100%}
 .scroll table{margin:4px 0 12px}p,li{overflow-wrap:anywhere}.n{white-space:nowrap}
 table.summary{font-size:12.5px;line-height:1.25}table.summary td{padding:3px 6px}
 table.summary td:first-child{min-width:300px;width:40%}.src{color:#656d76;font-size:12px}
+@media (min-width:701px){table.summary.answers td:first-child{min-width:150px;width:17%}}
+table.summary.answers td:first-child a{white-space:normal}
+ul.legend{columns:2 420px;column-gap:28px;font-size:12.5px;line-height:1.3;margin:6px 0 10px;
+padding-left:18px}ul.legend li{break-inside:avoid;margin-bottom:2px}
 nav.toc{font-size:13px;line-height:1.6}nav.toc a{white-space:nowrap}
 table.summary td:first-child a,table.summary td:first-child .src{white-space:nowrap}
 pre{max-width:100%}
@@ -203,7 +217,7 @@ summary{cursor:pointer;font-weight:600}
 @media (max-width:700px){table.summary thead{display:none}table.summary,table.summary tbody,
 table.summary tr,table.summary td{display:block;border:none;overflow-wrap:anywhere}
 table.summary tr{border-top:1px solid #d0d7de;padding:4px 0}
-table.summary td:first-child{min-width:0}}
+table.summary td:first-child{min-width:0;width:auto}body{padding:0 8px}}
 @media print{.scroll{overflow:visible}nav.toc{display:none}
 details::details-content{content-visibility:visible;display:block}.v{color:#000!important;background:none!important;
 border:1px solid #000}body{max-width:none;margin:0}img{max-width:100%;page-break-inside:avoid}
@@ -237,6 +251,8 @@ def _html_inline(x: Inline, *, cell: bool = False) -> str:
             out.append(f'<span class="v" style="background:{s.color}">{escape(s.word)}</span>')
         elif isinstance(s, Link):
             out.append(f'<a href="{escape(s.href)}">{escape(s.text)}</a>')
+        elif isinstance(s, Break):
+            out.append("<br>")
         else:
             start, end = _HTML_TAGS[type(s)]
             out.append(f"{start}{escape(s.text)}{end}")
@@ -251,7 +267,8 @@ def _html_block(b: Block) -> str:
         cls = ' class="muted"' if b.muted else ""
         return f"<p{cls}>{_html_inline(b.text)}</p>"
     if isinstance(b, Items):
-        return "<ul>" + "".join(f"<li>{_html_inline(i)}</li>" for i in b.items) + "</ul>"
+        cls = f' class="{escape(b.cls)}"' if b.cls else ""
+        return f"<ul{cls}>" + "".join(f"<li>{_html_inline(i)}</li>" for i in b.items) + "</ul>"
     if isinstance(b, Table):
         cells = [[_html_inline(c, cell=True) for c in r] for r in b.rows]
         return f'<div class="scroll">{html_table(b.header, cells, raw=True, cls=b.cls)}</div>'
@@ -303,6 +320,8 @@ def _md_inline(x: Inline) -> str:
             out.append(f"**{s.word}**")
         elif isinstance(s, Link):
             out.append(f"[{s.text}]({s.href})")
+        elif isinstance(s, Break):
+            out.append("<br>")
         else:
             out.append(f"{_MD_MARKS[type(s)]}{s.text}{_MD_MARKS[type(s)]}")
     return "".join(out)

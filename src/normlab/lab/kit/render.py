@@ -17,9 +17,12 @@ import textwrap
 from collections.abc import Sequence
 from html import escape
 
+# The fonts: the system's, then CJK fonts of each platform by name (the articles' titles and
+# sections are Chinese: a browser whose default fallback has no CJK glyph draws boxes), then any.
 CSS = """
-body{font:14px/1.45 system-ui,sans-serif;max-width:1000px;margin:24px auto;padding:0 16px;
-color:#1f2328}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans","Noto Sans CJK SC",
+"Source Han Sans SC","PingFang SC","Hiragino Sans GB","Microsoft YaHei","WenQuanYi Micro Hei",
+sans-serif;max-width:1000px;margin:24px auto;padding:0 16px;color:#1f2328}
 table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #d0d7de;padding:4px 8px;
 text-align:left;vertical-align:top}th{background:#f6f8fa}.v{color:#fff;padding:1px 7px;
 border-radius:10px;font-weight:600;white-space:nowrap}pre{background:#f6f8fa;padding:8px;

@@ -37,8 +37,8 @@ def test_the_pages_that_show_verdicts_take_them_from_blocks():
     for page in ("paper.md", "stability.md", "presets.md", "study.md", "advise.md", "numerics.md"):
         assert "<!-- from-data " in (DOCS / page).read_text(), page
     readme = (ROOT / "README.md").read_text()
-    first_table = readme[readme.index("## What the lab found") : readme.index("## Quick start")]
-    assert "<!-- from-data statements " in first_table
+    first_table = readme[readme.index("## Answers for a model builder") : readme.index("## Quick")]
+    assert "<!-- from-data answers -->" in first_table
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from normlab.lab.kit import doc as d
-from normlab.lab.study.published import coverage, headline, results
+from normlab.lab.study.published import answers, coverage, forest, headline, results
 
 ROOT = Path(__file__).resolve().parents[4]
 DOCS = ROOT / "docs"
@@ -30,7 +30,7 @@ def test_every_decided_statement_is_on_the_page_in_words_with_its_verdict():
     pub = coverage.Published.read(DOCS, cat)
     for s in cat.statements:
         if headline.status(s, pub).status in coverage.HEADLINES:
-            row = next(r for r in md.splitlines() if r.startswith(f"| {s.statement} |"))
+            row = next(r for r in md.splitlines() if r.startswith(f"| {s.statement} ("))
             assert f"**{headline.status(s, pub).status}**" in row
 
 
@@ -52,25 +52,23 @@ def test_a_claim_that_expects_a_negative_effect_is_drawn_in_its_direction():
     one = dataclasses.replace(
         pub, rows={"paper": {"mix-ln-beats-pre": coverage.Row(entry, row.where)}}
     )
-    (e,) = results._effects(cat, one, results._designs(DOCS, pub))
+    (e,) = forest.effects(cat, one, answers.designs(DOCS, pub))
     (est,) = results.effects(entry).values()
     # flipped, so that "holds" lies right of the δ band whatever the claim's direction
     assert e.sign == -1 and (e.effect, e.lo, e.hi) == (-est.effect, -est.hi, -est.lo)
 
 
 def test_article_sections_read_as_digits_on_the_plot():
-    assert results._digits("003 §十一.1") == "003 §11.1"
-    assert results._digits("003 §九") == "003 §9" and results._digits("000 §5.3") == "000 §5.3"
+    assert forest._digits("003 §十一.1") == "003 §11.1"
+    assert forest._digits("003 §九") == "003 §9" and forest._digits("000 §5.3") == "000 §5.3"
 
 
-def test_the_readme_links_the_results_page_first_and_shows_answers():
+def test_the_readme_links_the_answers_first_then_the_results_page_and_its_html():
     readme = (ROOT / "README.md").read_text()
     links = re.findall(r"\]\(([^)]+)\)", readme)
-    assert links and links[0] == "docs/results.md"
+    assert links and links[0] == "docs/answers.md"
+    assert {"docs/results.md", "docs/results.html"} <= set(links)
     assert "docs/img/results-forest.png" in readme
-    # the answers: a generated table of statements, each row its headline from the data
-    block = readme[readme.index("<!-- from-data statements") : readme.index("<!-- /from-data -->")]
-    assert sum(line.startswith("| ") for line in block.splitlines()) >= 6  # a header and 5 rows
 
 
 def test_study_md_says_a_verdict_early_and_keeps_the_reports_glossary():
@@ -86,16 +84,26 @@ def test_study_md_says_a_verdict_early_and_keeps_the_reports_glossary():
     ]
 
 
-def test_the_readmes_answers_are_todays_headlines():
-    """The README's table of answers is a generated block (``pages``) of statements; each row
-    shows the statement's headline as coverage forms it."""
-    readme = (ROOT / "README.md").read_text()
-    ids = re.search(r"<!-- from-data statements ([^>]*) -->", readme).group(1).split()
-    assert len(ids) >= 5
-    cat = coverage.load()
-    pub = coverage.Published.read(DOCS, cat)
-    for s in (s for s in cat.statements if s.id in ids):
-        row = next(r for r in readme.splitlines() if r.startswith(f"| {s.statement} ("))
-        d = headline.status(s, pub)
-        said = d.status if d.status in coverage.HEADLINES else coverage.NOT_DECIDED[d.status][0]
-        assert said in row.split(" | ")[1], s.id
+def test_every_part_of_a_compound_claim_shows_its_own_verdict_and_unit():
+    """A statement decided by a compound claim shows each part with its verdict word and unit
+    (not the first part alone beside the claim's verdict)."""
+    md = (DOCS / "results.md").read_text()
+    row = next(r for r in md.splitlines() if r.startswith("| In Post-Norm the gradient passes"))
+    cell = row.split(" | ")[2]
+    preset, name = re.match(r"(\w+) `([^`]+)`", cell).groups()  # the claim the cell shows
+    c = coverage.Published.read(DOCS, coverage.load()).claim(f"{preset}:{name}")
+    for p in c["parts"]:
+        assert re.search(
+            rf"{re.escape(p['part'])}: [^;]* ln ratio, n=\d+ \*\*{p['verdict']}\*\*", cell
+        )
+
+
+def test_the_legend_explains_delta_the_units_the_bar_presets_and_articles():
+    md = (DOCS / "results.md").read_text()
+    top = md[: md.index("| statement")]
+    for word in ("**δ**", "**the bar**", "**nats/byte**", "**ln ratio**", "**presets**"):
+        assert word in top, word
+    for key, info in coverage.load().articles.items():
+        assert f"`{key}` {info['title']} ({info['english']})" in top
+    for preset in coverage.Published.read(DOCS, coverage.load()).rows:
+        assert f"`{preset}` d=" in top

@@ -52,3 +52,15 @@ def test_eight_series_get_a_readable_legend_off_the_data(drawn):
     leg = ax.get_legend()
     assert len(leg.get_texts()) == 8 and leg.get_texts()[0].get_fontsize() >= render.FONT
     assert leg.get_window_extent().x0 >= ax.get_window_extent().x1
+
+
+@pytest.mark.parametrize("delta", [0.0, 0.02])
+def test_the_seeds_plot_names_the_delta_band_only_where_it_draws_one(drawn, delta):
+    est = types.SimpleNamespace(values=[0.1, 0.2, 0.3], n=3, lo=0.0, hi=0.4, effect=0.2)
+    rule = types.SimpleNamespace(delta=delta)
+    rule.parts = lambda: [("c", rule)]
+    claim = types.SimpleNamespace(name="c", rule=rule)
+    assert plots.seeds({}, claim, types.SimpleNamespace(parts=(), estimate=est), None)
+    ax = drawn[-1].axes[0]
+    dashes = [x for x in ax.lines if x.get_linestyle() == "--"]
+    assert ("±δ (orange)" in ax.get_xlabel()) == bool(dashes) == bool(delta)

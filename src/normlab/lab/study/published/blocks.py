@@ -261,6 +261,30 @@ def across(data: Data, args: list[str]) -> str:
     return text + ("\n\nSign changes:\n\n" + "\n".join(changes) if changes else "")
 
 
+def answers_table(data: Data, args: list[str]) -> str:
+    """``answers``: the answers for a model builder (``answers_page``), each with its n and the
+    statement it rests on, links from the repository's root (the README's first table)."""
+    from normlab.lab.study.published import answers_page
+
+    if args:
+        raise BlockError(f"answers takes no arguments, got {' '.join(args)!r}")
+    return answers_page.markdown_table(data.docs)
+
+
+def figures(data: Data, args: list[str]) -> str:
+    """``figures DIR``: every image in ``docs/DIR``, a row per claim (its name: the file's stem
+    before its last ``-``, which names the plot), each plot linked."""
+    (where,) = _one(args, "figures DIR")
+    pngs = sorted((data.docs / where).glob("*.png"))
+    if not pngs:
+        raise BlockError(f"figures: no image in docs/{where}")
+    by: dict[str, list[str]] = {}
+    for p in pngs:
+        claim, _, plot = p.stem.rpartition("-")
+        by.setdefault(claim, []).append(f"[{plot.replace('_', ' ')}]({where}/{p.name})")
+    return md_table(["claim", "plots"], [[f"`{c}`", " · ".join(v)] for c, v in by.items()])
+
+
 def _one(args: list[str], usage: str) -> list[str]:
     if len(args) != 1:
         raise BlockError(f"expected {usage}, got {' '.join(args)!r}")
@@ -285,4 +309,6 @@ KINDS: dict[str, Callable[[Data, list[str]], str]] = {
     "parts": parts_table,
     "compare": across,
     "changes": changes,
+    "answers": answers_table,
+    "figures": figures,
 }

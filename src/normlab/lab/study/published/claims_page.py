@@ -190,8 +190,10 @@ def render(docs: Path) -> str:
     ]
     for article, info in cat.articles.items():
         section = info["sections"]
+        # each row an anchor of its statement's id: the answers and results link to it
         rows = [
-            [section[s.section], s.statement, _status(s, decisions[s.id]), _where(s, cat, pub)]
+            [f'<a id="{s.id}"></a>{section[s.section]}', s.statement, _status(s, decisions[s.id])]
+            + [_where(s, cat, pub)]
             for s in cat.statements
             if s.article == article
         ]

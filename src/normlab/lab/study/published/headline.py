@@ -21,6 +21,7 @@ statement's plan was fixed after the data of its evidence began.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from normlab.lab.study.published.coverage import Published, Statement, scope, split_ref
@@ -122,13 +123,7 @@ def status(s: Statement, pub: Published) -> Decision:
         return Decision("scale")
     found = evidence(s, pub)
     if found:
-        word, sizes = across_sizes(found)
-        by = " and ".join(dict.fromkeys(e.kind for e in found if e.counted)) or found[0].kind
-        counts = Counter(e.word for e in found)
-        why = next((e.exploratory for e in found if e.counted and e.exploratory), "")
-        why = why and f"{why} ({next(e.ref for e in found if e.exploratory == why)})"
-        why = why or plan_changed(s, pub, found)
-        return Decision(word, by, tuple(counts.items()), sizes, why if word in DECIDED else "")
+        return decide(found, lambda: plan_changed(s, pub, found))
     if s.reason:
         return Decision(s.reason)
     if tests_decide(s):
@@ -139,6 +134,18 @@ def status(s: Statement, pub: Published) -> Decision:
         run = all(split_ref(r)[0] in pub.rows for r in s.claims)
         return Decision("not-run" if run else "prose-only")
     return Decision("pending" if s.findings else "not-studied")
+
+
+def decide(found: list[Evidence], plan: Callable[[], str] = lambda: "") -> Decision:
+    """The headline of published evidence ``found`` (not empty), exploratory where any evidence
+    it counts is, or else where ``plan()`` says why (its plan was fixed after its data)."""
+    word, sizes = across_sizes(found)
+    by = " and ".join(dict.fromkeys(e.kind for e in found if e.counted)) or found[0].kind
+    counts = Counter(e.word for e in found)
+    why = next((e.exploratory for e in found if e.counted and e.exploratory), "")
+    why = why and f"{why} ({next(e.ref for e in found if e.exploratory == why)})"
+    why = why or plan()
+    return Decision(word, by, tuple(counts.items()), sizes, why if word in DECIDED else "")
 
 
 # A statement's headline that decides it (HEADLINES' words with a verdict to stand by).

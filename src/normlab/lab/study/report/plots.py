@@ -92,7 +92,9 @@ def seeds(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | 
     ax.axvline(0, color="k", lw=0.8)
     ax.set_yticks(range(len(rows)), [_literal(n) for n, _, _ in rows], fontsize=8)
     ax.set_ylim(-0.6, len(rows) - 0.3)
-    ax.set_xlabel("value per seed (gray), mean and 95 % interval (blue), ±δ (orange)")
+    # the band named where it is drawn: a δ of 0 (a threshold's) has none, the sign decides
+    band = "±δ (orange)" if any(r.delta for _, _, r in rows) else "δ = 0: the side of 0 decides"
+    ax.set_xlabel(f"value per seed (gray), mean and 95 % interval (blue), {band}")
     ax.grid(alpha=0.3, axis="x")
     return png(fig)
 

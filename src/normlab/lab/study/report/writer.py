@@ -26,6 +26,7 @@ COLORS = {
     Word.HOLDS: "#1a7f37",
     Word.DOES_NOT_HOLD: "#cf222e",
     Word.MIXED: "#8250df",  # a statement's headline (the results page)
+    Word.DEPENDS: "#0969da",  # a statement's headline that differs by size
     Word.INCONCLUSIVE: "#9a6700",
     Word.NOT_TESTABLE: "#57606a",
 }
