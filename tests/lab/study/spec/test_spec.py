@@ -626,3 +626,39 @@ def test_a_spec_that_reads_a_measure_its_arm_cannot_produce_is_refused_at_load()
     assert "probe_steps" in msg and "[0]" in msg  # the setting to change, and what it has
     ok = spec.parse_spec(NEEDS.format(extra="probe_steps = [0, 12]"), "x.toml")
     assert [c.name for c in ok.claims] == ["c"]
+
+
+def test_a_compound_claims_part_is_checked_for_what_its_measure_needs():
+    compound = (
+        BASE
+        + """
+[[arms]]
+name = "a"
+
+[[arms]]
+name = "b"
+eval_serving = true
+eval_sequences = 16
+
+[[claims]]
+name = "c"
+statement = "s"
+rule = "all_of"
+seeds = 2
+expect = ">0"
+delta = 0.1
+
+[[claims.parts]]
+label = "loss"
+rule = "contrast"
+terms = [[1, "a", "final_val_loss"]]
+
+[[claims.parts]]
+label = "served"
+rule = "contrast"
+terms = [[1, "a", "forgot_eval_gap"], [-1, "b", "forgot_eval_gap"]]
+"""
+    )
+    with pytest.raises(spec.SpecError, match=r"part 'served': measure 'forgot_eval_gap' on arm 'a' "
+                       r"needs eval_serving = true; the arm has eval_serving = False"):  # fmt: skip
+        spec.parse_spec(compound, "x.toml")

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from normlab.lab.study.decide.rules_protocol import compound_parts
+
 if TYPE_CHECKING:
     from normlab.lab.train import TrainConfig
 
@@ -87,9 +89,8 @@ def reads(claim: Any) -> Iterator[tuple[str, str, str]]:
     while rules:
         label, rule = rules.pop(0)
         yield from ((label, arm, m) for arm, m in rule.reads())
-        parts = rule.parts()
-        if not (len(parts) == 1 and parts[0][1] is rule):
-            rules.extend(parts)
+        if compound := compound_parts(rule):
+            rules.extend(compound[0])
         rules.extend(rule.controls)
 
 
