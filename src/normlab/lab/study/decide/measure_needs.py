@@ -97,8 +97,8 @@ def reads(claim: Any) -> Iterator[tuple[str, str, str]]:
 def unmet(claim: Any, configs: dict[str, TrainConfig], measures: dict[str, Measure]) -> str | None:
     """Why ``claim`` reads a measure its arm cannot produce (the first such term), or None."""
     for label, arm, m in reads(claim):
+        cfg = configs[arm]
         for need in measures[m].needs:
-            cfg = configs[arm]
             if not need.ok(cfg):
                 part = f", part {label!r}" if label else ""
                 has = getattr(cfg, need.setting)

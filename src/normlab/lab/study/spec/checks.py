@@ -30,6 +30,12 @@ def key_at(path: str, key: str | int) -> str:
     return f"{path}.{key}" if path else key
 
 
+def did_you_mean(v: Any, known: typing.Iterable[str], otherwise: str = "") -> str:
+    """The hint "did you mean 'x'?" for the known name closest to ``v``, else ``otherwise``."""
+    close = difflib.get_close_matches(str(v), list(known), n=1)
+    return f"did you mean {close[0]!r}?" if close else otherwise
+
+
 def show(v: Any) -> str:
     """A value as it is written in TOML, for messages."""
     if isinstance(v, bool):
@@ -71,11 +77,8 @@ class Checks:
             if misplaced:
                 misplaced(k, path, allowed)
             if k not in allowed:
-                close = difflib.get_close_matches(k, list(allowed), n=1)
-                hint = f"did you mean {close[0]!r}?" if close else "expected one of: "
-                self.fail(
-                    key_at(path, k), f"unknown key; {hint}" + ", ".join(allowed) * (not close)
-                )
+                hint = did_you_mean(k, allowed, "expected one of: " + ", ".join(allowed))
+                self.fail(key_at(path, k), f"unknown key; {hint}")
         for k in required:
             if k not in d:
                 self.fail(key_at(path, k), "missing (required)")

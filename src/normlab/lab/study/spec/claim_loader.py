@@ -8,7 +8,6 @@ is (by the lab's one coercer of config values, ``normlab.lab.train.fields.coerce
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import fnmatch
 import re
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 from normlab.lab.kit.limits import MAX_SEEDS, NAME_MAX
 from normlab.lab.study.decide import MEASURES, RULES, AnyOf, Claim, Controlled, control_kinds
 from normlab.lab.study.decide.rivals import CHECK, RateCheck
-from normlab.lab.study.spec.checks import Checks, key_at, show
+from normlab.lab.study.spec.checks import Checks, did_you_mean, key_at, show
 from normlab.lab.verdict import EXPECT
 from normlab.models.config import field_types
 
@@ -293,8 +292,7 @@ class ClaimLoader:
 
     def arm(self, v: Any, path: str, arms: list[str]) -> str:
         if not isinstance(v, str) or v not in arms:
-            close = difflib.get_close_matches(str(v), arms, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"arms: {', '.join(arms)}"
+            hint = did_you_mean(v, arms, f"arms: {', '.join(arms)}")
             self.check.fail(path, f"{show(v)} is not an arm of this study; {hint}")
         return v
 
@@ -304,12 +302,7 @@ class ClaimLoader:
         coef = self.check.number(t[0], key_at(path, 0))
         arm = self.arm(t[1], key_at(path, 1), arms)
         if not isinstance(t[2], str) or t[2] not in MEASURES:
-            close = difflib.get_close_matches(str(t[2]), MEASURES, n=1)
-            hint = (
-                f"did you mean {close[0]!r}?"
-                if close
-                else f"expected one of: {', '.join(MEASURES)}"
-            )
+            hint = did_you_mean(t[2], MEASURES, f"expected one of: {', '.join(MEASURES)}")
             self.check.fail(key_at(path, 2), f"unknown measure {show(t[2])}; {hint}")
         return coef, arm, t[2]
 

@@ -5,12 +5,11 @@ some of its claims."""
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from typing import Any
 
 from normlab.lab.study.decide import Claim
 from normlab.lab.study.decide.compound import control_arms
-from normlab.lab.study.spec.checks import Checks, key_at, show
+from normlab.lab.study.spec.checks import Checks, did_you_mean, key_at, show
 from normlab.lab.study.spec.design import Arm
 
 
@@ -52,7 +51,8 @@ def only(v: Any, claims: list[Claim], check: Checks) -> list[Claim]:
         check.fail("only", f"expected a non-empty list of claim names, got {show(v)}")
     for i, x in enumerate(v):
         if x not in names:
-            close = difflib.get_close_matches(x, names, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            check.fail(key_at("only", i), f"no claim {show(x)} in the spec{hint}")
+            hint = did_you_mean(x, names)
+            check.fail(
+                key_at("only", i), f"no claim {show(x)} in the spec" + f"; {hint}" * bool(hint)
+            )
     return [c for c in claims if c.name in v]

@@ -24,7 +24,6 @@ placed at the key that caused it.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import itertools
 import re
 import typing
@@ -41,7 +40,7 @@ from normlab.lab.kit.reading import (
     read_text,
 )
 from normlab.lab.study.decide import MEASURES, Claim, unmet
-from normlab.lab.study.spec.checks import Checks, SpecError, key_at, show
+from normlab.lab.study.spec.checks import Checks, SpecError, did_you_mean, key_at, show
 from normlab.lab.study.spec.claim_loader import ClaimLoader
 from normlab.lab.study.spec.cuts import only, with_rate_arms
 from normlab.lab.study.spec.design import Arm, Study
@@ -310,9 +309,8 @@ class _StudyLoader:
             if key in NOT_IN_SPEC:
                 self.check.fail(kpath, f"cannot be set in a spec: {NOT_IN_SPEC[key]}")
             if key not in TRAIN_FIELDS and key not in MODEL_FIELDS:
-                close = difflib.get_close_matches(key, [*TRAIN_FIELDS, *MODEL_FIELDS], n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                self.check.fail(kpath, f"not a training or model field{hint}")
+                hint = did_you_mean(key, [*TRAIN_FIELDS, *MODEL_FIELDS])
+                self.check.fail(kpath, "not a training or model field" + f"; {hint}" * bool(hint))
             if key in train or key in model or key in out:
                 self.check.fail(kpath, f"{key} is set twice (as an axis and beside it)")
             if not isinstance(values, list) or not values:
