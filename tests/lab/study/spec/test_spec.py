@@ -114,7 +114,8 @@ def test_quick_key_arms_have_the_expected_configs():
     serving = ("batchnorm-forgot-eval", "batchnorm-padding")
     for name in serving + ("batchnorm-forgot-eval-B4", "batchnorm-padding-B4"):
         assert all(runs[a].eval_serving for a in claims[name].arms), name
-        assert {p.seeds for _, p in claims[name].rule.parts()} == {8}
+        cap = 40 if name == "batchnorm-padding" else 8  # padding's cap raised after block 9
+        assert {p.seeds for _, p in claims[name].rule.parts()} == {cap}
     # the source's claims read the batch-16 arms; batch 4 is a claim of its own
     for name in serving:
         assert {runs[a].batch_size for a in claims[name].arms} == {16}, name
