@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from normlab.lab.bench import bandwidth as bench
 from normlab.lab.cli import main
@@ -147,6 +148,21 @@ def test_findings_ratio_writes_verdict_json_and_plot(tmp_path):
     assert v["parts"][0]["n"] == 3 and len(v["parts"][0]["values"]) == 3
     assert "rmsnorm-faster-eager" in md.read_text() and "passes over the row" in md.read_text()
     assert (tmp_path / "bench-ratio-vs-d.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_fused_and_unfused_compute_the_same_and_the_finding_records_when_it_ran(tmp_path):
+    from normlab.lab.bench import fused
+
+    sides = fused.contenders(256)
+    (y1, h1), (y2, h2) = sides["fused"](), sides["unfused"]()
+    torch.testing.assert_close(h1, h2, rtol=0, atol=0)
+    torch.testing.assert_close(y1, y2)  # the same norm of the same sum: only the fusion differs
+    o = bf.FindingsOptions(out=tmp_path, kinds=("fused",), sizes=(256,), rounds=3)
+    bf.run_findings(o, log=lambda s: None)
+    (v,) = json.loads((tmp_path / "bench-findings.json").read_text())
+    assert v["name"] == "fused-add-norm-saves-traffic" and v["verdict"] in CLAIM_WORDS
+    assert v["began"] and v["record"]["traffic"] == {"fused": 4, "unfused": 5}
+    assert [p["part"] for p in v["parts"]] == ["d=256"] and v["parts"][0]["n"] == 3
 
 
 def test_interleaved_times_every_function_every_round():

@@ -6,7 +6,9 @@
   (passes and operations per element) is counted from the code (:mod:`normlab.lab.bench.work`),
   not timed;
 - ``batchnorm-communication`` (003 §七): collectives and bytes per training step under
-  ``torchrun`` (:mod:`normlab.lab.bench.comm`).
+  ``torchrun`` (:mod:`normlab.lab.bench.comm`);
+- ``fused-add-norm-saves-traffic`` (001): the fused residual-add + RMSNorm against the same two
+  kernels unfused (:mod:`normlab.lab.bench.fused`).
 
 Rules fixed here, before the runs; the decision is the verdict engine's
 (:mod:`normlab.lab.verdict.finding`).
@@ -17,12 +19,13 @@ from __future__ import annotations
 import math
 import platform
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from normlab.lab.bench import comm, ratio, work
+from normlab.lab.bench import comm, fused, ratio, work
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.kit.io import out_dir, write_file, write_json
 from normlab.lab.kit.render import md_table
@@ -31,7 +34,7 @@ from normlab.lab.numerics.measuring import part
 from normlab.lab.verdict.finding import Finding
 
 WORK_DELTA = -math.log(0.95)  # RMSNorm must save at least 5 % of LayerNorm's time to count
-KINDS = ("ratio", "comm")
+KINDS = ("ratio", "comm", "fused")
 IMPL_WORDS = {
     "normlab": "normlab's fused kernels (Numba on the CPU, Triton on a GPU)",
     "eager": "PyTorch eager (F.rms_norm, F.layer_norm)",
@@ -92,6 +95,28 @@ COMMUNICATION = Finding(
 )
 
 
+def fused_saves(sizes=fused.SIZES) -> Finding:
+    """The fused residual-add + RMSNorm takes less time than the add and the norm apart."""
+    return Finding(
+        "fused-add-norm-saves-traffic",
+        "Fusing the residual add into the norm's kernel saves time over the same two steps "
+        "apart, by cutting a memory round trip (normlab's kernels on both sides).",
+        "001",
+        tuple(
+            part(
+                f"d={d}",
+                "ln(t_unfused / t_fused) per interleaved round at this d (forward, FP32, "
+                f"{ratio.ELEMENTS} elements per call; unfused: x + r, then the norm of the sum); "
+                "δ: the fusion saves 5 % of the unfused time",
+                delta=WORK_DELTA,
+                trim=0.2,
+            )
+            for d in sizes
+        ),
+        unit="interleaved timing round",
+    )
+
+
 @dataclass(frozen=True)
 class FindingsOptions:
     """What ``normlab bench --findings`` measures (``kinds``: ``ratio``, ``comm``)."""
@@ -121,6 +146,22 @@ def decide_ratio(o: FindingsOptions, log=print) -> list[dict]:
         finding = rmsnorm_faster(impl, o.sizes)
         out.append(finding.decide(mine, means=means) | {"record": own, "design": finding.design()})
     return out
+
+
+def decide_fused(o: FindingsOptions, log=print) -> dict:
+    """The fusion finding from one interleaved measurement of both sides at each size."""
+    sizes = tuple(d for d in o.sizes if d in fused.SIZES) or fused.SIZES
+    began = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # the registry reads it
+    values, ms = fused.measure(sizes, o.rounds, o.device, log=log)
+    means = {
+        f"median ms {side} d={d}": t
+        for side, ts in ms.items()
+        for d, t in zip(sizes, ts, strict=True)
+    }
+    finding = fused_saves(sizes)
+    record = {"sizes": list(sizes), "median_ms": ms, "traffic": fused.TRAFFIC}
+    design = {"record": record, "design": finding.design(), "began": began}
+    return finding.decide(values, means=means) | design
 
 
 def decide_comm(o: FindingsOptions, out: Path) -> dict:
@@ -178,6 +219,8 @@ def run_findings(options: FindingsOptions, log=print) -> Path:
         if png:
             write_file(out / "bench-ratio-vs-d.png", png)
             tail.append("\n![bench-ratio-vs-d.png](bench-ratio-vs-d.png)")
+    if "fused" in o.kinds:
+        verdicts.append(decide_fused(o, log))
     if "comm" in o.kinds:
         verdicts.append(decide_comm(o, out))
         head += f"; communication: {comm.STEPS} training steps of {comm.MODEL}"
@@ -191,4 +234,4 @@ def run_findings(options: FindingsOptions, log=print) -> Path:
 
 def all_findings(sizes=ratio.SIZES, impls=ratio.IMPLS) -> list[Finding]:
     """Every finding ``normlab bench --findings`` decides, by name order of its report."""
-    return [rmsnorm_faster(impl, sizes) for impl in impls] + [COMMUNICATION]
+    return [rmsnorm_faster(impl, sizes) for impl in impls] + [COMMUNICATION, fused_saves()]

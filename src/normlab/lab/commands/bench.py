@@ -60,10 +60,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         nargs="?",
         const=",".join(KINDS),
         default=None,
-        metavar="ratio,comm",
+        metavar="ratio,comm,fused",
         help="decide the articles' cost statements instead: the RMSNorm/LayerNorm time ratio by "
-        "d and implementation (ratio), BatchNorm's collectives under torchrun (comm); both "
-        "without a value",
+        "d and implementation (ratio), BatchNorm's collectives under torchrun (comm), the fused "
+        "residual-add + norm against the two steps apart (fused); all three without a value",
     )
     p.add_argument(
         "--rounds",

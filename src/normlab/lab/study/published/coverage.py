@@ -190,7 +190,8 @@ class Published:
             design = (self.finding(ref) or {}).get("design")
             if design is None:
                 return Standing(False, "its design was not published with it")
-            return self.registry.standing("designs", ref, fingerprint(design), preset)
+            where = ref if ref in self.registry.data else preset  # measured on its own
+            return self.registry.standing("designs", ref, fingerprint(design), where)
         row = self.rows[preset][name]
         if row.where not in self.registry.data:  # checked first: no design read for nothing
             return Standing(False, "its data has no registered date")
@@ -204,7 +205,10 @@ class Published:
     def began(self, ref: str) -> str | None:
         """When the data of ``ref``'s published verdict began (None: not registered)."""
         preset, name = split_ref(ref)
-        where = preset if preset in self.findings else self.rows[preset][name].where
+        if preset in self.findings:
+            where = ref if ref in self.registry.data else preset
+        else:
+            where = self.rows[preset][name].where
         data = self.registry.data.get(where)
         return data.began if data else None
 

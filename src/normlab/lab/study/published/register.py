@@ -28,6 +28,8 @@ def current(docs: Path) -> dict[str, dict[str, str]]:
         for f in read_json(path) if path.is_file() else []:
             if "design" in f:
                 designs[f"{command}:{f['name']}"] = fingerprint(f["design"])
+        for f in _coded_findings(command):  # a finding's design is fixed before its first data
+            designs.setdefault(f"{command}:{f.name}", fingerprint(f.design()))
     plans = {s.id: plan_fingerprint(s) for s in cat.statements}
     return {"designs": designs, "plans": plans}
 
@@ -101,9 +103,21 @@ def main(docs: str) -> int:
     return 0
 
 
+def _coded_findings(command: str) -> list:
+    """The findings a command's code defines, published or not (``bench`` only: numerics' and
+    inspect's are registered from their published files)."""
+    if command != "bench":
+        return []
+    from normlab.lab.bench.cost_findings import all_findings
+
+    return all_findings()
+
+
 def _findings_data(docs: Path) -> dict[str, Data]:
     """Each published findings file's data (its seed block, when it began, from the entries
-    that record it: ``began`` and ``seed_block``), where every entry records both."""
+    that record it: ``began`` and ``seed_block``), where every entry records both; a file
+    whose entries were measured apart (some record ``began``, some not) registers each that
+    does on its own, as ``command:name`` (a timing has no seed block: each is its own data)."""
     out = {}
     for command, where in load().findings.items():
         path = docs / where["data"]
@@ -112,4 +126,9 @@ def _findings_data(docs: Path) -> dict[str, Data]:
         blocks = {e.get("seed_block") for e in entries}
         if entries and None not in began and len(blocks) == 1:
             out[command] = Data(command, blocks.pop(), min(began), "recorded in the file")
+            continue
+        for e in entries:
+            if e.get("began") is not None:
+                ref = f"{command}:{e['name']}"
+                out[ref] = Data(ref, e.get("seed_block", 0), e["began"], "recorded in the file")
     return out

@@ -1,0 +1,62 @@
+"""Fused residual-add + RMSNorm against the same two steps unfused, for the finding
+``fused-add-norm-saves-traffic`` of ``normlab bench --findings`` (001: production code fuses
+kernels to cut extra memory reads and writes).
+
+Both sides are normlab's own kernels on the same FP32 rows, so the only difference is the fusion:
+fused, ``normlab.rms_norm(x, w, residual=r)`` reads ``x`` and ``r`` once and writes ``h = x + r``
+and ``y`` (4 row-sized tensors of traffic); unfused, ``h = x + r`` (read 2, write 1) and then
+``normlab.rms_norm(h, w)`` (read 1, write 1): 5. A memory-bound op's time follows its bytes, so
+the fusion should save up to a fifth of the time. A round's value is ``ln(t_unfused / t_fused)``
+from one serially interleaved measurement (``ratio.interleaved``).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import torch
+
+from normlab.lab.bench.ratio import ELEMENTS, interleaved
+
+SIZES = (256, 1024, 4096)
+TRAFFIC = {"fused": 4, "unfused": 5}  # row-sized tensors read or written per call
+
+
+def contenders(d: int, device: str = "cpu") -> dict[str, object]:
+    """``"fused"``/``"unfused"`` -> no-argument forward on ``ELEMENTS // d`` FP32 rows of ``d``."""
+    import normlab
+
+    backend = "triton" if device == "cuda" else "numba"
+    g = torch.Generator(device=device).manual_seed(d)
+    x = torch.randn(max(1, ELEMENTS // d), d, generator=g, device=device)
+    r = torch.randn(x.shape, generator=g, device=device)
+    w = 1 + 0.1 * torch.randn(d, generator=g, device=device)
+
+    def fused():
+        return normlab.rms_norm(x, w, 1e-6, residual=r, casting="gemma", backend=backend)
+
+    def unfused():
+        h = x + r
+        return normlab.rms_norm(h, w, 1e-6, casting="gemma", backend=backend), h
+
+    return {"fused": fused, "unfused": unfused}
+
+
+def measure(
+    sizes=SIZES, rounds: int = 15, device: str = "cpu", log=print
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Per ``"d=<d>"`` the round values ``ln(t_unfused / t_fused)``, and per side the median
+    milliseconds at each size."""
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    values: dict[str, list[float]] = {}
+    ms: dict[str, list[float]] = {"fused": [], "unfused": []}
+    for d in sizes:
+        times = interleaved(contenders(d, device), rounds, sync)
+        pairs = zip(times["fused"], times["unfused"], strict=True)
+        values[f"d={d}"] = [math.log(u / f) for f, u in pairs]
+        for side in ms:
+            ms[side].append(1e3 * statistics.median(times[side]))
+        saved = 1 - math.exp(-statistics.median(values[f"d={d}"]))
+        log(f"d={d}: fused saves {saved:.0%} of the unfused time")
+    return values, ms
