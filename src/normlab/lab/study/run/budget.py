@@ -154,8 +154,9 @@ def words(b: Budget, unit: str = "CPU s") -> str:
     if not b.source:
         return out + "expected: nothing to assume it from (no published block of this study)"
     rest = f", {b.unassumed} without values there at their cap" if b.unassumed else ""
+    claims = f"{b.assumed} claim" + "s" * (b.assumed != 1)
     return out + (
         f"expected {b.expected:.0f} {unit} ({b.runs_expected:.0f} runs), assuming each claim's "
-        f"effect and spread are those of {b.source} ({b.assumed} claims{rest}; normal model, "
+        f"effect and spread are those of {b.source} ({claims}{rest}; normal model, "
         f"{SIMULATED} simulated studies)"
     )
