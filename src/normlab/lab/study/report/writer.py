@@ -152,7 +152,7 @@ def _estimate_row(label: str, rule, v: Verdict) -> tuple:
     return (
         label or "–",
         (badge(v.status),),
-        claim_text.interval(e),
+        claim_text.effect_text(e, rule),
         str(e.n) if e else "–",
         f"{rule.delta:.3g}",
         f"{e.mde:.3g}" if e and e.mde is not None else "–",
