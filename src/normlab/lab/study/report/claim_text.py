@@ -10,6 +10,7 @@ rule is made of parts.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from normlab.lab.study.decide import compound_parts, rules_of
@@ -277,6 +278,20 @@ def compact_size(shapes: list[dict[str, Any]]) -> str:
         f"({tokens(n)} tokens) init={init}"
         for (dim, t, b, steps, n, init), blocks in groups.items()
     )
+
+
+SHORT_STATEMENT = 100  # characters: one line of the report's first table at 1280 px
+
+
+def short_statement(text: str, limit: int = SHORT_STATEMENT) -> str:
+    """A statement's first sentence, cut at a word to ``limit`` characters ("…" where cut):
+    the report's first table keeps each claim to one line, its section has the whole."""
+    text = " ".join(text.split())
+    # a sentence ends at a full stop before a capital ("et al. 2020" goes on)
+    first = re.split(r"\.\s+(?=[A-Z])", text, maxsplit=1)[0].removesuffix(".")
+    if len(first) <= limit:
+        return first
+    return first[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
 
 
 def short_source(source: str) -> str:
