@@ -234,6 +234,7 @@ def test_the_report_opens_with_every_verdict_and_its_statement_one_line_each(qui
         assert len(text) <= SHORT_STATEMENT and claim["statement"].startswith(text.rstrip("…"))
     html = (quick_report / "report.html").read_text()
     assert html.index('class="summary verdicts"') < html.index('id="summary"')
-    assert short_statement("One (A et al. 2020) says so. Then more.") == "One (A et al. 2020) says so"
+    one = short_statement("One (A et al. 2020) says so. Then more.")
+    assert one == "One (A et al. 2020) says so"
     cut = short_statement("word " * 40)
     assert cut.endswith("…") and len(cut) <= SHORT_STATEMENT and not cut.endswith(" …")
