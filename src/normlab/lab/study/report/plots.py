@@ -99,7 +99,7 @@ def seeds(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | 
     ax.set_yticks(range(len(rows)), [_literal(n) for n, _, _ in rows], fontsize=8)
     ax.set_ylim(-0.6, len(rows) - 0.3)
     # the band named where it is drawn: a δ of 0 (a threshold's) has none, the sign decides
-    band = "±δ (orange, dashed)" if deltas else "δ = 0: the side of 0 decides"
+    band = "±δ (orange)" if deltas else "δ = 0: the side of 0 decides"
     ax.set_xlabel(f"value per seed (gray), mean and 95 % interval (blue), {band}")
     ax.grid(alpha=0.3, axis="x")
     return png(fig)
