@@ -239,8 +239,12 @@ def wall_seconds(costs: Iterable[float], workers: int) -> float:
 def launches(cfg: TrainConfig) -> float:
     """Kernel launches of one run: a training step's for each step and probe, a third of one
     (forward only) for each batch of the validation set (``eval_sequences`` where set)."""
-    per_step = cfg.model.n_layers * KERNELS_PER_BLOCK + KERNELS_PER_STEP
-    return per_step * (cfg.steps + len(cfg.probe_steps) + forward_passes(cfg) / 3)
+    return step_launches(cfg) * (cfg.steps + len(cfg.probe_steps) + forward_passes(cfg) / 3)
+
+
+def step_launches(cfg: TrainConfig) -> int:
+    """Kernel launches of one training step."""
+    return cfg.model.n_layers * KERNELS_PER_BLOCK + KERNELS_PER_STEP
 
 
 def gpu_seconds(cfg: TrainConfig, cal: GpuCalibration) -> float:
@@ -252,8 +256,7 @@ def gpu_seconds(cfg: TrainConfig, cal: GpuCalibration) -> float:
 def gpu_step_seconds(cfg: TrainConfig, cal: GpuCalibration) -> float:
     """One training step on the GPU ``cal`` describes (the timing phase's unit)."""
     rate = cal.peak_tflops[cfg.precision] * 1e12 * cal.utilisation
-    per_step = cfg.model.n_layers * KERNELS_PER_BLOCK + KERNELS_PER_STEP
-    return 3 * forward_flops(cfg) / rate + per_step * cal.launch_us * 1e-6
+    return 3 * forward_flops(cfg) / rate + step_launches(cfg) * cal.launch_us * 1e-6
 
 
 def cpu_step_seconds(cfg: TrainConfig, threads: int = 1) -> float:
