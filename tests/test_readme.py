@@ -150,3 +150,26 @@ def test_ci_runs_the_readme_test_command():
     test_cmd = [ln for ln in quick.splitlines() if "pytest" in ln]
     assert len(test_cmd) == 1
     assert test_cmd[0].strip() in (ROOT / ".ci" / "run").read_text()
+
+
+def test_quick_start_states_the_wall_time_list_estimates():
+    """The Quick start's minutes are what ``normlab study --list`` prints for an idle 2-core
+    machine, so a change to a preset or to the estimate cannot leave them stale."""
+    from normlab.lab.study.run.machine import Machine
+    from normlab.lab.study.run.plan import format_plan
+    from normlab.lab.study.run.runner import configure
+    from normlab.lab.study.spec import load_builtin
+
+    quick = re.search(r"## Quick start(.*?)\n## ", README, re.S).group(1)
+    said = re.search(
+        r"quick study, takes ~([\d.]+) min on an idle 2-core CPU as `normlab study --list`.*?"
+        r"`--preset smoke`[^~]*~([\d.]+) min",
+        " ".join(quick.split()),
+    )
+    assert said, "the Quick start no longer states the main job's wall time as --list does"
+    for preset, minutes in zip(("quick", "smoke"), said.groups(), strict=True):
+        plan = format_plan(configure(load_builtin(preset), "cpu"), machine=Machine(2, 2**40))
+        listed = re.search(r"\(~([\d.]+) min\) wall idle", plan).group(1)
+        if preset == "quick":
+            listed = f"{float(listed):.0f}"
+        assert minutes == listed, f"README: {preset} ~{minutes} min; --list: ~{listed} min"

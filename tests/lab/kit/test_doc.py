@@ -126,7 +126,9 @@ def test_the_study_report_renders_the_same_outline_twice(quick_report):
     headings, tables, figures = outline_html(html)
     assert (headings, tables, figures) == outline_md(md)
     assert len([h for h in headings if h[0] == 2]) >= 12 + 3 and len(figures) >= 12
-    assert tables[0] == (("statement (claim)", "verdict", "what the lab saw (scope)"), 12)
+    # every verdict with its statement first, one line each; then what was seen
+    assert tables[0] == (("verdict", "statement (its section)"), 12)
+    assert tables[1] == (("statement (claim)", "verdict", "what the lab saw (scope)"), 12)
 
 
 def test_a_narrow_screen_scrolls_a_table_rather_than_break_its_numbers():

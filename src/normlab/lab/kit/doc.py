@@ -202,22 +202,26 @@ PAGE_CSS = (
 body{max-width:1180px;margin:12px auto}h1{font-size:21px;margin:4px 0}
 h2{font-size:18px;margin:18px 0 6px}.scroll{overflow-x:auto;max-width:100%}
 .scroll table{margin:4px 0 12px}p,li{overflow-wrap:anywhere}.n{white-space:nowrap}
-table.summary{font-size:12.5px;line-height:1.25}table.summary td{padding:3px 6px}
-table.summary td:first-child{min-width:300px;width:40%}.src{color:#656d76;font-size:12px}
+table.summary,table.seen{font-size:12.5px;line-height:1.25}
+table.summary td,table.seen td{padding:3px 6px}.src{color:#656d76;font-size:12px}
+table.summary td:first-child,table.seen td:first-child{min-width:300px;width:40%}
+table.summary.verdicts td:first-child{min-width:0;width:1%}
 @media (min-width:701px){table.summary.answers td:first-child{min-width:150px;width:17%}}
 table.summary.answers td:first-child a{white-space:normal}
 ul.legend{columns:2 420px;column-gap:28px;font-size:12.5px;line-height:1.3;margin:6px 0 10px;
 padding-left:18px}ul.legend li{break-inside:avoid;margin-bottom:2px}
 nav.toc{font-size:13px;line-height:1.6}nav.toc a{white-space:nowrap}
-table.summary td:first-child a,table.summary td:first-child .src{white-space:nowrap}
+table.summary td:first-child a,table.summary td:first-child .src,table.seen td:first-child a,
+table.seen td:first-child .src{white-space:nowrap}
 pre{max-width:100%}
 figure{display:inline-block;vertical-align:top;margin:8px 12px 8px 0;max-width:100%}
 figcaption{font-size:12px;color:#656d76}details{margin:8px 0}
 summary{cursor:pointer;font-weight:600}
-@media (max-width:700px){table.summary thead{display:none}table.summary,table.summary tbody,
-table.summary tr,table.summary td{display:block;border:none;overflow-wrap:anywhere}
-table.summary tr{border-top:1px solid #d0d7de;padding:4px 0}
-table.summary td:first-child{min-width:0;width:auto}body{padding:0 8px}}
+@media (max-width:700px){:is(table.summary,table.seen) thead{display:none}
+:is(table.summary,table.seen),:is(table.summary,table.seen) :is(tbody,tr,td){display:block;
+border:none;overflow-wrap:anywhere}:is(table.summary,table.seen) tr{border-top:1px solid #d0d7de;
+padding:4px 0}:is(table.summary,table.seen) td:first-child{min-width:0;width:auto}
+body{padding:0 8px}}
 @media print{.scroll{overflow:visible}nav.toc{display:none}
 details::details-content{content-visibility:visible;display:block}.v{color:#000!important;background:none!important;
 border:1px solid #000}body{max-width:none;margin:0}img{max-width:100%;page-break-inside:avoid}

@@ -105,17 +105,19 @@ def finding_error_vs_scale(verdicts) -> bytes | None:
     rec = _record(verdicts, "fp32-statistics-needed")
     if not rec:
         return None
-    fig, axes = render.figure(1, 4, figsize=(14, 3.4), squeeze=False)
+    # Two by two, not four in a row: a figure shown at a page's width keeps its type readable.
+    fig, axes = render.figure(2, 2, figsize=(9, 6.4), squeeze=False)
     panels = [(o, d) for o in OPS.values() for d in ("FP16", "BF16")]
-    for ax, (op, dt) in zip(axes[0], panels, strict=True):
+    flat = [ax for row in axes for ax in row]
+    for ax, (op, dt) in zip(flat, panels, strict=True):
         for k, impl in enumerate(("naive", "FP32 statistics")):
             ys = rec["curves"].get(f"{op} {dt} {impl}")
             if ys:
                 ax.plot(rec["scales"], ys, STYLES[k], marker=".", label=impl)
         ax.axhline(0.1, color="grey", lw=0.6, ls=":", label="10 % (visible failure)")
         ax.set(xscale="log", yscale="log", title=f"{op} {dt}", xlabel="input scale (max |x|)")
-        ax.set_ylabel("forward max rel. error (failure = 1)")
-    render.legend(axes[0][-1], among=axes[0])  # the same three entries in every panel
+        ax.set_ylabel("forward rel. error (failure=1)")
+    render.legend(axes[0][-1], among=flat)  # the same three entries in every panel
     return render.png(fig, dpi=80)
 
 
@@ -150,17 +152,20 @@ def finding_more_stable(verdicts) -> bytes | None:
     rec = _record(verdicts, "rmsnorm-more-stable")
     if not rec:
         return None
-    fig, axes = render.figure(1, 5, figsize=(17, 3.4), squeeze=False)
+    # Three by two, not five in a row (type shrunk to 5 px at a page's width); the sixth
+    # place holds the legend.
+    fig, axes = render.figure(2, 3, figsize=(11, 6.4), squeeze=False)
+    flat = [ax for row in axes for ax in row]
     panels = [(s, w) for s in ("FP16", "BF16") for w in ("forward", "gradient")]
-    for ax, (short, what) in zip(axes[0][:4], panels, strict=True):
+    for ax, (short, what) in zip(flat[:4], panels, strict=True):
         means = rec["large-mean grid"]["means"][short]
         for k, op in enumerate(OPS.values()):
             ax.plot(means, rec["curves"][f"{op} {short} {what}"], STYLES[k], marker=".", label=op)
         ax.set(xscale="log", yscale="log", title=f"{short} {what}, large-mean rows")
-        ax.set(xlabel="the rows' mean", ylabel="worst max rel. error (inf/NaN = 1)")
+        ax.set(xlabel="the rows' mean", ylabel="worst rel. error (inf/NaN=1)")
         ax.set_xticks(means, [f"{m:g}" for m in means])
         ax.set_xticks([], minor=True)
-    ax = axes[0][-1]
+    ax = flat[4]
     for k, op in enumerate(OPS.values()):
         sizes = [rec[f"{op} {s} true max|dx|, near-constant rows"] for s in ("FP16", "BF16")]
         xs = [j + (k - 0.5) * 0.35 for j in range(2)]
@@ -168,5 +173,7 @@ def finding_more_stable(verdicts) -> bytes | None:
     ax.set(yscale="log", xticks=[0, 1], xticklabels=["FP16", "BF16"], ylabel="true max |dx|")
     ax.set_ylim(bottom=1)
     ax.set_title("near-constant rows (mean 1, sd 1e-3)", fontsize=9)
-    render.legend(axes[0][0], inside=2)  # the same two ops in every panel
+    handles, labels = flat[0].get_legend_handles_labels()  # the same two ops in every panel
+    flat[5].axis("off")
+    flat[5].legend(handles, labels, loc="center", fontsize=render.FONT + 2, frameon=False)
     return render.png(fig, dpi=80)

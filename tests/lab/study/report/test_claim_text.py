@@ -54,6 +54,31 @@ def test_an_undecided_contrast_says_why_and_what_would_decide_it():
     assert "this n detects only" in text and "seeds would decide it" in text
 
 
+def test_a_margin_is_shown_apart_from_the_difference_it_is_folded_into():
+    # "the recipe b is at most 0.03 worse than a": v = 0.03 + loss(a) − loss(b), a difference
+    # of +0.010 decided with a margin of 0.03: the row says both, never +0.040 unlabelled
+    margin = Contrast(((1, "a", "final_val_loss"), (-1, "b", "final_val_loss")), ">0", 0.0, 3,
+                      const=0.03)  # fmt: skip
+    same = {"a": arm(3.0, 3.1, 3.2), "b": arm(2.99, 3.09, 3.19)}
+    status, text = said(margin, same)
+    assert status == "holds" and "+0.040" not in text
+    assert text.startswith("a − b (final val loss): difference +0.010 [+0.010, +0.010] nats/byte")
+    assert "margin 0.03 nats/byte, n=3, above −0.03: within the margin" in text
+    status, text = said(margin, {"a": arm(3.0, 3.1, 3.2), "b": arm(3.1, 3.2, 3.3)})
+    assert status == "does not hold" and "difference −0.100 [" in text and "past the margin" in text
+    status, text = said(margin, {"a": arm(3.0, 3.3, 2.8), "b": arm(3.1, 3.1, 3.1)})
+    assert status == "inconclusive" and "the interval spans −0.03, the margin" in text
+    # the report's parts table says the same
+    from normlab.lab.study.report.writer import _estimate_row
+
+    claim = Claim("c", "s", "src", margin)
+    v = claim.decide(same, Context(plateau_h=3.1))
+    assert _estimate_row("", margin, v)[2] == "difference +0.010 [+0.010, +0.010], margin 0.03"
+    # a one-term rule's constant is its bar, not a margin: v shown as it is
+    bar = Contrast(((-1, "a", "final_val_loss"),), ">0", 0.0, 3, const=3.5)
+    assert said(bar, same)[1].startswith("−a (final val loss): +0.400 [")
+
+
 def test_thresholds_name_the_bar_and_the_seeds_on_its_side():
     rule = AllOf((("a fails", Fails("a", seeds=3)), ("b trains", Trains("b", seeds=3))))
     status, text = said(rule, {"a": arm(3.2, 3.3, 3.25), "b": arm(2.0, 2.1, 2.2)})

@@ -64,3 +64,17 @@ def test_the_seeds_plot_names_the_delta_band_only_where_it_draws_one(drawn, delt
     ax = drawn[-1].axes[0]
     dashes = [x for x in ax.lines if x.get_linestyle() == "--"]
     assert ("±δ (orange)" in ax.get_xlabel()) == bool(dashes) == bool(delta)
+    lo, hi = ax.get_xlim()
+    assert all(lo < x < hi for line in dashes for x in line.get_xdata())  # in view, as named
+
+
+def test_the_delta_lines_stay_in_view_however_far_the_values_lie(drawn):
+    # values around 0.2 with δ = 0.02: the −δ line lay left of the axis and the label named it
+    est = types.SimpleNamespace(values=[0.19, 0.2, 0.21], n=3, lo=0.18, hi=0.22, effect=0.2)
+    rule = types.SimpleNamespace(delta=0.02)
+    rule.parts = lambda: [("c", rule)]
+    claim = types.SimpleNamespace(name="c", rule=rule)
+    assert plots.seeds({}, claim, types.SimpleNamespace(parts=(), estimate=est), None)
+    ax = drawn[-1].axes[0]
+    lo, hi = ax.get_xlim()
+    assert lo < -0.02 and hi > 0.22

@@ -215,3 +215,26 @@ def test_quick_report_md_says_the_shared_rules_once_and_stays_short(quick_report
     for row, v in zip(rows, verdicts, strict=True):
         if v == "inconclusive":
             assert re.search(r"would (decide|narrow)|spans δ|Holm", row), row
+
+
+def test_the_report_opens_with_every_verdict_and_its_statement_one_line_each(quick_report):
+    # the first screen at 1280 x 900 holds every claim's verdict with its statement: one short
+    # line each, what was seen below (a long "seen" sentence made rows three lines tall)
+    from normlab.lab.study.report.claim_text import SHORT_STATEMENT, short_statement
+
+    md = (quick_report / "report.md").read_text()
+    doc = json.loads((quick_report / "claims.json").read_text())
+    top = md[md.index("## Verdicts") : md.index("## Summary")]
+    rows = [ln for ln in top.splitlines() if ln.startswith("| **")]
+    assert [re.search(r"^\| \*\*([^*]+)\*\* \|", r).group(1) for r in rows] == [
+        c["verdict"] for c in doc["claims"]
+    ]
+    for row, claim in zip(rows, doc["claims"], strict=True):
+        text = re.search(r"\| \[(.+)\]\(#" + re.escape(claim["name"]) + r"\) \|$", row).group(1)
+        assert len(text) <= SHORT_STATEMENT and claim["statement"].startswith(text.rstrip("…"))
+    html = (quick_report / "report.html").read_text()
+    assert html.index('class="summary verdicts"') < html.index('id="summary"')
+    one = short_statement("One (A et al. 2020) says so. Then more.")
+    assert one == "One (A et al. 2020) says so"
+    cut = short_statement("word " * 40)
+    assert cut.endswith("…") and len(cut) <= SHORT_STATEMENT and not cut.endswith(" …")

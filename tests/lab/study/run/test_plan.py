@@ -6,12 +6,21 @@ from dataclasses import replace
 import pytest
 
 from normlab.lab.study.run.machine import Machine
+from normlab.lab.study.run.overhead import (
+    REPORT_S,
+    START_S,
+    TIMING_PROCESS_S,
+    WORKER_START_S,
+    overhead,
+    timing_seconds,
+)
 from normlab.lab.study.run.plan import (
     MEMORY_SHARE,
     THREADS_BY_DIM,
     WORKER_BYTES,
     WorkerPlan,
     cpu_seconds,
+    cpu_step_seconds,
     format_plan,
     longest_first,
     plan_workers,
@@ -152,10 +161,36 @@ def test_list_shows_the_plan_and_its_wall_time(quick):
     assert "workers set by cores" in two and "longest first" in two
     sixteen = format_plan(quick, machine=Machine(16, ROOMY))
     wall = wall_seconds([cpu_seconds(r.config) for r in longest_first(quick.runs())], 16)
-    assert f"~{wall:.0f} s" in sixteen and "16 worker(s)" in sixteen
+    assert f"{wall:.0f} s training" in sixteen and "16 worker(s)" in sixteen
     assert wall < total / 8  # the quick preset's many short runs fill 16 workers
     forced = format_plan(quick, workers=1, threads=2, machine=Machine(16, ROOMY))
     assert "1 worker(s) x 2 thread(s) a run (--threads)" in forced and "set by --workers" in forced
+
+
+def test_list_wall_time_holds_the_start_the_timing_phase_and_the_reports(quick):
+    # --list once promised ~5 s for an advise smoke that took 90 s: the runs alone were counted
+    smoke = configure(load_builtin("smoke"), "cpu")
+    idle = format_plan(smoke, machine=Machine(2, ROOMY))
+    runs = longest_first(smoke.runs())
+    train = wall_seconds([cpu_seconds(r.config) for r in runs], 2)  # one thread a run
+    oh = overhead(smoke, 2, cpu_step_seconds)
+    processes = max(c.rule.processes for c in smoke.claims if c.timed)
+    assert oh.start == START_S + WORKER_START_S  # the command's, then its workers' at once
+    assert oh.reports == REPORT_S * len(smoke.claims)
+    assert processes * TIMING_PROCESS_S <= oh.timing < processes * (TIMING_PROCESS_S + 1)
+    wall = train + oh.total
+    assert oh.total > 2 * train  # a toy study's wall time is mostly these
+    assert f"~{wall:.0f} s (~{wall / 60:.1f} min) wall idle: {train:.0f} s training, " in idle
+    assert f"{oh.start:.0f} s start-up, {oh.timing:.0f} s serial timing phase" in idle
+    assert "at the load now" not in idle
+    assert overhead(smoke, 1, cpu_step_seconds).start == START_S  # the runs train in-process
+    # a larger model's timed steps add to each timing process
+    per_process = timing_seconds(quick, cpu_step_seconds) / 16
+    assert per_process > TIMING_PROCESS_S + 1
+    # beside other work, every phase at the CPU share a thread gets now
+    loaded = format_plan(smoke, machine=Machine(2, ROOMY, load=6.0, share=0.4))
+    assert f"; ~{wall / 0.4:.0f} s at the 40% of a CPU a thread gets now (load 6.0 on 2" in loaded
+    assert timing_seconds(configure(load_builtin("deep"), "cpu"), cpu_step_seconds) == 0
 
 
 def test_the_serving_measures_are_costed_as_their_forward_passes(quick):

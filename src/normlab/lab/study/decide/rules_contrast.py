@@ -103,6 +103,12 @@ class Contrast(OnePartRule):
         coef, arm, m = self.terms[0]
         return arm, m, coef, None if h is None else -(self.const + self.const_h * h) / coef
 
+    def offset(self) -> float:
+        """The margin ``const`` folded into a difference's v ("at most 0.03 worse": v = 0.03 +
+        a − b): a report shows the difference and the margin apart. With one term it is the
+        term's bar, and with ``const_h`` part of the bar H (``threshold``): no margin."""
+        return self.const if len(self.terms) > 1 and not self.const_h else 0.0
+
     def describe(self) -> str:
         measures = "; ".join(self.measure_words())
         h = f"; {H_TEXT}" if self.const_h else ""

@@ -49,6 +49,7 @@ class Rule(Protocol):
     def sizes(self, mde: float, delta: float) -> tuple[str, str]: ...  # in v's own unit
     def threshold(self, h: float | None) -> tuple[str, str, float, float | None] | None: ...
     def result_words(self, est: Any) -> str | None: ...  # its own phrase of an effect
+    def offset(self) -> float: ...  # a margin folded into v, shown apart from the difference
 
 
 class OnePartRule:
@@ -103,6 +104,9 @@ class OnePartRule:
 
     def result_words(self, est: Any) -> str | None:
         return None
+
+    def offset(self) -> float:
+        return 0.0  # v is the difference itself
 
 
 def compound_parts(rule) -> tuple[tuple[tuple[str, Any], ...], bool] | None:

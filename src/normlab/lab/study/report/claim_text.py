@@ -10,6 +10,7 @@ rule is made of parts.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from normlab.lab.study.decide import compound_parts, rules_of
@@ -25,6 +26,17 @@ def interval(est) -> str:
     if est is None or est.effect is None:
         return "no interval"
     return f"{_f(est.effect)} [{_f(est.lo)}, {_f(est.hi)}]"
+
+
+def effect_text(est, rule, u: str = "") -> str:
+    """``interval(est)`` with its unit ``u``; for a rule with a margin folded into v
+    (``rule.offset()``: "at most 0.03 worse" is v = 0.03 + a − b), the difference and the margin
+    apart: "difference −0.000 [−0.012, +0.011] nats/byte, margin 0.03", never the sum unlabelled."""
+    m = rule.offset()
+    if not m or est is None or est.effect is None:
+        return f"{interval(est)}{u}"
+    diff = f"{_f(est.effect - m)} [{_f(est.lo - m)}, {_f(est.hi - m)}]"
+    return f"difference {diff}{u}, margin {m:g}{u}"
 
 
 def _why_undecided(v, rule) -> str:
@@ -44,6 +56,8 @@ def _why_undecided(v, rule) -> str:
         return f"this n detects only {mde} against δ={d}: {more} would decide it"
     if est.lo > 0 or est.hi < 0:
         return f"clear of 0, but the interval spans δ={delta:.3g}; more {units} would narrow it"
+    if est.lo <= 0 <= est.hi and rule.offset():
+        return f"the interval spans {_margin(rule)}, the margin; more {units} would decide it"
     if est.lo <= 0 <= est.hi:
         return f"the interval spans 0 and reaches past ±δ={delta:.3g}; more {units} would decide it"
     return f"the interval spans δ={delta:.3g}; more {units} would narrow it"
@@ -67,6 +81,8 @@ def _decision(v, rule) -> str:
     if expect == "≠0":
         return f"wholly outside ±{d}" if v.status == Word.HOLDS else f"inside ±{d}"
     sign = "−" if expect == "<0" else ""
+    if rule.offset() and not delta and expect in (">0", "<0"):
+        return _margin_decision(v, rule)
     if v.status == Word.HOLDS:
         return f"{'below' if sign else 'above'} {sign}δ={sign}{d}" if delta else "holds"
     if hi < 0:
@@ -74,6 +90,20 @@ def _decision(v, rule) -> str:
     if -delta < lo and delta:
         return f"inside ±{d}: no difference that matters"
     return f"{'above' if sign else 'below'} {sign}δ={sign}{d}"
+
+
+def _margin_decision(v, rule) -> str:
+    """A margin rule's verdict on the difference's scale, where v = 0 is the difference at
+    minus the margin (``effect_text`` shows the difference)."""
+    holds = v.status == Word.HOLDS
+    above = holds == (rule.expect == ">0")
+    where = f"{'above' if above else 'below'} {_margin(rule)}"
+    return f"{where}: {'within' if holds else 'past'} the margin"
+
+
+def _margin(rule) -> str:
+    """Where v = 0 falls on the difference's scale: minus the margin ("−0.03")."""
+    return f"{-rule.offset():g}".replace("-", "−")
 
 
 def unit(measure: str) -> str:
@@ -118,7 +148,7 @@ def part_text(label: str, rule, v, h: float | None) -> str:
     median = "median " if rule.trim >= MEDIAN else ""  # the effect is not a mean: say so
     u = unit_of(rule) if est is not None and est.effect is not None else ""
     u = f" {u}" if u else ""
-    return f"{name}: {median}{interval(est)}{u}{n}, {_decision(v, rule)}"
+    return f"{name}: {median}{effect_text(est, rule, u)}{n}, {_decision(v, rule)}"
 
 
 def sentence(claim, v, h: float | None) -> str:
@@ -248,6 +278,20 @@ def compact_size(shapes: list[dict[str, Any]]) -> str:
         f"({tokens(n)} tokens) init={init}"
         for (dim, t, b, steps, n, init), blocks in groups.items()
     )
+
+
+SHORT_STATEMENT = 100  # characters: one line of the report's first table at 1280 px
+
+
+def short_statement(text: str, limit: int = SHORT_STATEMENT) -> str:
+    """A statement's first sentence, cut at a word to ``limit`` characters ("…" where cut):
+    the report's first table keeps each claim to one line, its section has the whole."""
+    text = " ".join(text.split())
+    # a sentence ends at a full stop before a capital ("et al. 2020" goes on)
+    first = re.split(r"\.\s+(?=[A-Z])", text, maxsplit=1)[0].removesuffix(".")
+    if len(first) <= limit:
+        return first
+    return first[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
 
 
 def short_source(source: str) -> str:

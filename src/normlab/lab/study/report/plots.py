@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Sequence
 
 from normlab.lab.kit.render import figure, legend, png, whole_ticks
@@ -90,10 +91,15 @@ def seeds(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | 
             for d in (-rule.delta, rule.delta):
                 ax.plot([d, d], [y - 0.35, y + 0.45], color="tab:orange", ls="--", lw=0.8)
     ax.axvline(0, color="k", lw=0.8)
+    if deltas := [r.delta for _, _, r in rows if r.delta]:
+        # the ±δ lines the label names always in view, however far the values lie from them
+        lo, hi = ax.get_xlim()
+        pad = 0.1 * max(deltas)
+        ax.set_xlim(min(lo, -max(deltas) - pad), max(hi, max(deltas) + pad))
     ax.set_yticks(range(len(rows)), [_literal(n) for n, _, _ in rows], fontsize=8)
     ax.set_ylim(-0.6, len(rows) - 0.3)
     # the band named where it is drawn: a δ of 0 (a threshold's) has none, the sign decides
-    band = "±δ (orange)" if any(r.delta for _, _, r in rows) else "δ = 0: the side of 0 decides"
+    band = "±δ (orange)" if deltas else "δ = 0: the side of 0 decides"
     ax.set_xlabel(f"value per seed (gray), mean and 95 % interval (blue), {band}")
     ax.grid(alpha=0.3, axis="x")
     return png(fig)
@@ -196,6 +202,8 @@ def lr_curves(results: Results, claim: Claim, verdict: Verdict, timings) -> byte
     """Final validation loss against the learning rate, one curve per recipe (the claim's arms
     grouped by everything in their config but the learning rate), mean and range over seeds; a
     diverged run is drawn at ln V, the loss of a uniform guess."""
+    from matplotlib.ticker import NullLocator
+
     groups: dict[str, list[tuple[float, str]]] = {}
     for arm in claim.arms:
         runs = list(results.get(arm, {}).values())
@@ -216,16 +224,30 @@ def lr_curves(results: Results, claim: Claim, verdict: Verdict, timings) -> byte
             mean.append(sum(losses) / len(losses))
             lo.append(min(losses))
             hi.append(max(losses))
-        label = _literal(f"{sweep_name([arm for _, arm in curve])} (n={len(losses)})")
+        label = _literal(f"{_curve_name([arm for _, arm in curve])} (n={len(losses)})")
         (line,) = ax.plot(xs, mean, marker="o", lw=1.4, label=label)
         ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15, lw=0)
     ax.set_xscale("log")
+    lrs = sorted({lr for curve in curves for lr, _ in curve})
+    ax.set_xticks(lrs, [f"{lr:g}" for lr in lrs])  # the swept rates, not the log axis' own
+    ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("learning rate")
     ax.set_ylabel("final validation loss (nats/byte)")
     ax.set_title("diverged runs drawn at ln V", fontsize=8)
     ax.grid(alpha=0.3, which="both")
     legend(ax)
     return png(fig)
+
+
+_LR_SUFFIX = re.compile(r"[-.]lr[0-9.e+-]+$")
+
+
+def _curve_name(arms: list[str]) -> str:
+    """A curve's name in the legend: its arms' name without the learning rate, where one name
+    remains ("post" of advise's post, post.lr0.0003, post.lr0.003: the recipe's own learning
+    rate has no suffix), else ``sweep_name``'s."""
+    stems = {_LR_SUFFIX.sub("", a) for a in arms}
+    return stems.pop() if len(stems) == 1 else sweep_name(arms)
 
 
 def _final_loss(res: dict) -> float:

@@ -68,6 +68,19 @@ def _plots(claim: Claim, verdict: Verdict, results, timings, plot_dir: Path) -> 
     return out
 
 
+def _verdicts(verdicts) -> list[d.Block]:
+    """The first screen: every claim's verdict and its statement, one line each (the statement
+    cut short, linked to the claim's section); what was seen follows in the summary."""
+    rows = tuple(
+        ((badge(v.status),), (d.Link(claim_text.short_statement(c.statement), f"#{c.name}"),))
+        for c, v in verdicts
+    )
+    return [
+        d.Heading(2, "Verdicts", "verdicts"),
+        d.Table(("verdict", "statement (its section)"), rows, cls="summary verdicts"),
+    ]
+
+
 def _summary(study, verdicts, h: float | None) -> list[d.Block]:
     rows = []
     for c, v in verdicts:
@@ -83,7 +96,7 @@ def _summary(study, verdicts, h: float | None) -> list[d.Block]:
     header = ("statement (claim)", "verdict", "what the lab saw (scope)")
     return [
         d.Heading(2, "Summary", "summary"),
-        d.Table(header, tuple(rows), cls="summary"),
+        d.Table(header, tuple(rows), cls="seen"),
         d.Paragraph(
             (
                 REPORT_LINK,
@@ -152,7 +165,7 @@ def _estimate_row(label: str, rule, v: Verdict) -> tuple:
     return (
         label or "–",
         (badge(v.status),),
-        claim_text.interval(e),
+        claim_text.effect_text(e, rule),
         str(e.n) if e else "–",
         f"{rule.delta:.3g}",
         f"{e.mde:.3g}" if e and e.mde is not None else "–",
@@ -247,14 +260,14 @@ def write_reports(result, out: Path, *, lead_md: str = "", lead_html: str = "") 
     lead = d.Raw(lead_html, lead_md) if lead_md or lead_html else None
     if lead is not None:
         doc.add(lead)
-    doc.add(*_summary(study, verdicts, h), *_how(verdicts, h))
+    doc.add(*_verdicts(verdicts), *_summary(study, verdicts, h), *_how(verdicts, h))
     doc.add(d.Heading(2, "Claims", "claims"))
     for c, v in verdicts:
         figures = _plots(c, v, results, timings, plot_dir)
         doc.add(_claim(study, c, v, figures, h))
     doc.add(*arms_section(out, study, results, meta))
-    # The contents stand after the title, the meta line, any lead and the summary (heading,
-    # table, the link to the coverage table).
-    write_file(out / "report.html", d.to_html(doc, toc_after=5 + (lead is not None)))
+    # The contents stand after the title, the meta line, any lead, the verdicts (heading,
+    # table) and the summary (heading, table, the link to the coverage table).
+    write_file(out / "report.html", d.to_html(doc, toc_after=7 + (lead is not None)))
     write_file(out / "report.md", d.to_markdown(doc))
     write_claims(out, study, verdicts, meta)

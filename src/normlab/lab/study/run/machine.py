@@ -13,6 +13,7 @@ import contextlib
 import math
 import os
 import platform
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,17 +29,40 @@ class Machine:
     cpus: int
     memory: int
     gpus: int = 0
+    load: float = 0.0  # the 1-minute load average: other work now
+    share: float = 1.0  # the fraction of a CPU a busy thread of ours gets now (cpu_share)
 
 
-def this_machine(cuda: bool = False) -> Machine:
+def this_machine(cuda: bool = False, share: bool = False) -> Machine:
     """This process's share of the machine; its GPUs counted only for ``cuda`` (that starts
-    CUDA's driver here)."""
+    CUDA's driver here), the CPU share a thread gets measured only for ``share`` (a spin of
+    :func:`cpu_share`'s window)."""
     gpus = 0
     if cuda:
         from normlab.lab.study.run.executors import visible_gpus
 
         gpus = len(visible_gpus())
-    return Machine(usable_cpus(), available_memory(), gpus)
+    return Machine(
+        usable_cpus(), available_memory(), gpus, load_now(), cpu_share() if share else 1.0
+    )
+
+
+def cpu_share(window: float = 0.3) -> float:
+    """The fraction of one CPU a busy thread of this process gets now: a spin of ``window``
+    seconds, its CPU time over its wall time (1 on an idle core, less beside other work, as
+    the scheduler shares the CPUs however it does: by thread, by session, by cgroup)."""
+    t0, c0 = time.perf_counter(), time.thread_time()
+    while time.perf_counter() - t0 < window:
+        pass
+    return min(1.0, (time.thread_time() - c0) / max(time.perf_counter() - t0, 1e-9))
+
+
+def load_now() -> float:
+    """The 1-minute load average (0 where the system has none)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 0.0
 
 
 def _read(path: Path) -> str | None:

@@ -26,6 +26,7 @@ from normlab.lab.kit.limits import fmt_bytes
 from normlab.lab.kit.render import text_table
 from normlab.lab.study.run import machine as host
 from normlab.lab.study.run.machine import Machine
+from normlab.lab.study.run.overhead import overhead
 from normlab.lab.train.serving import BATCH1_SEQUENCES, n_probes
 from normlab.lab.train.trainer import TrainConfig
 from normlab.models.config import TransformerConfig
@@ -76,8 +77,8 @@ KERNELS_PER_BLOCK = 40
 KERNELS_PER_STEP = 30
 
 
-def flops(cfg: TrainConfig) -> float:
-    """Floating-point operations of one run (training steps, probes and evaluation)."""
+def forward_flops(cfg: TrainConfig) -> float:
+    """Floating-point operations of one forward pass of one batch (a training step: 3 x)."""
     m = cfg.model
     tokens = cfg.batch_size * cfg.seq_len
     # Blocks (attention's four matrices, the MLP: three matrices gated, two not) and the head;
@@ -85,7 +86,12 @@ def flops(cfg: TrainConfig) -> float:
     mlp = (3 if m.arch == "llama" else 2) * m.dim * m.hidden_dim
     dense = (4 * m.dim * m.dim + mlp) * m.n_layers + m.dim * m.vocab_size
     attn = 2 * m.n_layers * cfg.seq_len * m.dim  # per token: scores and weighted values
-    fwd = 2 * (dense + attn) * tokens
+    return 2 * (dense + attn) * tokens
+
+
+def flops(cfg: TrainConfig) -> float:
+    """Floating-point operations of one run (training steps, probes and evaluation)."""
+    fwd = forward_flops(cfg)
     return 3 * fwd * (cfg.steps + len(cfg.probe_steps)) + fwd * forward_passes(cfg)
 
 
@@ -233,14 +239,30 @@ def wall_seconds(costs: Iterable[float], workers: int) -> float:
 def launches(cfg: TrainConfig) -> float:
     """Kernel launches of one run: a training step's for each step and probe, a third of one
     (forward only) for each batch of the validation set (``eval_sequences`` where set)."""
-    per_step = cfg.model.n_layers * KERNELS_PER_BLOCK + KERNELS_PER_STEP
-    return per_step * (cfg.steps + len(cfg.probe_steps) + forward_passes(cfg) / 3)
+    return step_launches(cfg) * (cfg.steps + len(cfg.probe_steps) + forward_passes(cfg) / 3)
+
+
+def step_launches(cfg: TrainConfig) -> int:
+    """Kernel launches of one training step."""
+    return cfg.model.n_layers * KERNELS_PER_BLOCK + KERNELS_PER_STEP
 
 
 def gpu_seconds(cfg: TrainConfig, cal: GpuCalibration) -> float:
     """One run on the GPU ``cal`` describes: FLOPs at its utilisation, plus its launches."""
     rate = cal.peak_tflops[cfg.precision] * 1e12 * cal.utilisation
     return cal.run_s + flops(cfg) / rate + launches(cfg) * cal.launch_us * 1e-6
+
+
+def gpu_step_seconds(cfg: TrainConfig, cal: GpuCalibration) -> float:
+    """One training step on the GPU ``cal`` describes (the timing phase's unit)."""
+    rate = cal.peak_tflops[cfg.precision] * 1e12 * cal.utilisation
+    return 3 * forward_flops(cfg) / rate + step_launches(cfg) * cal.launch_us * 1e-6
+
+
+def cpu_step_seconds(cfg: TrainConfig, threads: int = 1) -> float:
+    """One training step on this machine's CPU at ``threads`` threads, counted as that many
+    times as fast (the timing phase's unit)."""
+    return 3 * forward_flops(cfg) / (GFLOPS_PER_CORE * 1e9) / max(1, threads)
 
 
 def calibration(name: str | None) -> tuple[str, GpuCalibration, str]:
@@ -262,6 +284,17 @@ def calibration(name: str | None) -> tuple[str, GpuCalibration, str]:
             "(docs/gpu.md)"
         )
     return name, cal, f"{where}; {how}"
+
+
+def _at_load(wall: float, machine: Machine) -> str:
+    """The wall time at the CPU share a thread of this process gets now (``machine.share``,
+    measured), where other work takes some: every phase's threads slowed alike."""
+    if machine.share > 0.9:
+        return ""
+    return (
+        f"; ~{wall / machine.share:.0f} s at the {machine.share:.0%} of a CPU a thread gets now "
+        f"(load {machine.load:.1f} on {machine.cpus} CPUs)"
+    )
 
 
 def _seeds(study, claim) -> str:
@@ -290,7 +323,7 @@ def format_plan(
 
     tasks = study.runs(seed_block)
     cuda = any(a.config.device == "cuda" for a in study.arms)
-    machine = machine or host.this_machine(cuda)
+    machine = machine or host.this_machine(cuda, share=not cuda)
     wp = plan_workers([t.config for t in tasks], machine, workers, threads)
     how_run = wp.describe([t.config for t in tasks], machine.cpus)
     if cuda:
@@ -298,8 +331,10 @@ def format_plan(
             torch.cuda.get_device_name() if torch.cuda.is_available() else None
         )
         cost, unit = (lambda cfg: gpu_seconds(cfg, cal)), "est. GPU s"
+        oh = overhead(study, 1, lambda cfg: gpu_step_seconds(cfg, cal))
     else:
         cost, unit = cpu_seconds, "est. CPU s"
+        oh = overhead(study, wp.workers, lambda cfg: cpu_step_seconds(cfg, wp.threads_for(cfg)))
     rows, total = [], 0.0
     for r in study.arms:
         n, m = study.seeds(r.name), r.config.model
@@ -310,10 +345,10 @@ def format_plan(
     runs = f"{len(study.arms)} arms, {len(tasks)} runs (seeds {seed_block * 10_000} + i)"
     if cuda:
         precisions = "/".join(sorted({a.config.precision for a in study.arms}))
-        total += cal.start_s
+        total += cal.start_s + oh.total
         estimate = [
             f"{runs} on CUDA in {precisions}, estimated {total:.0f} s (~{total / 60:.1f} min) on "
-            f"one {gpu}, one run at a time, plus the serial timing phase",
+            f"one {gpu}, one run at a time, with {oh.words()}",
             f"({note})",
             f"plan: {how_run}",
         ]
@@ -321,10 +356,13 @@ def format_plan(
         # A run with t threads is counted t times as fast: exact for one-thread runs, an
         # optimistic bound for the wider ones (THREADS_BY_DIM gives threads only where they pay).
         walls = [cost(t.config) / wp.threads_for(t.config) for t in longest_first(tasks)]
-        wall = wall_seconds(walls, wp.workers)
+        train = wall_seconds(walls, wp.workers)
+        wall = train + oh.total
         estimate = [
-            f"{runs}, estimated {total:.0f} CPU s; on this machine ~{wall:.0f} s "
-            f"(~{wall / 60:.1f} min) wall, plus the serial timing phase",
+            f"{runs}, estimated {total:.0f} CPU s of training; on this machine ~{wall:.0f} s "
+            f"(~{wall / 60:.1f} min) wall idle: {train:.0f} s training, {oh.words()}"
+            + _at_load(wall, machine),
+            "(the first study after installing also compiles the kernels: ~15 s a norm kind)",
             f"plan: {how_run}; runs longest first",
         ]
     if study.sequential is not None:

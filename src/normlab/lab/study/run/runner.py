@@ -29,12 +29,6 @@ from normlab.lab.study.run.provenance import record
 from normlab.lab.study.spec import SEED_STRIDE, Run, Study
 from normlab.lab.verdict import Verdict
 
-# The serial timing phase: fresh processes (as many as the timing claims ask, 8 by default), one
-# after the other, each timing TIMING_ROUNDS ABBA rounds (timing.py). The process is the unit the
-# timing interval is over: a run-to-run effect (where a process's memory and threads land) shows
-# between processes, not between the rounds of one.
-TIMING_ROUNDS = 3
-
 
 @dataclass(frozen=True)
 class StudyOptions:
@@ -220,7 +214,7 @@ def run_timing(study: Study, corpus, seed: int, plan, quiet: bool) -> dict:
 
     from tqdm import tqdm
 
-    from normlab.lab.study.run.timing import time_arms
+    from normlab.lab.study.run.timing import TIMING_ROUNDS, time_arms
 
     timed = [c for c in study.claims if c.timed]
     arms = list(dict.fromkeys(a for c in timed for a in c.arms))

@@ -31,6 +31,11 @@ from normlab.models import Transformer, param_groups
 from normlab.modules import LayerNorm, RMSNorm
 
 WARMUP_ROUNDS = 2
+# The serial timing phase: fresh processes (as many as the timing claims ask, 8 by default), one
+# after the other, each timing TIMING_ROUNDS ABBA rounds. The process is the unit the timing
+# interval is over: a run-to-run effect (where a process's memory and threads land) shows
+# between processes, not between the rounds of one.
+TIMING_ROUNDS = 3
 # Passes per measurement, the fastest of which counts: whole training steps, and the norms'.
 STEP_REPS = 3
 NORM_REPS = 5
