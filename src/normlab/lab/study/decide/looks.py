@@ -95,10 +95,10 @@ def decide_claim(study, claim: Claim, results: Results, ctx: Context) -> Outcome
             break
     still = not settled(v) and (last < 0 or j + 1 < len(ns))
     need = ns[0] if last < 0 else ns[j + 1] if still else ns[j]
-    return Outcome(claim, _with_look(v, look, settled(v)), look, need, still)
+    return Outcome(claim, with_look(v, look, settled(v)), look, need, still)
 
 
-def _with_look(v: Verdict, look: Look, stopped: bool) -> Verdict:
+def with_look(v: Verdict, look: Look, stopped: bool) -> Verdict:
     """``v`` with the look it was decided at, in its why and its record."""
     record = {
         "look": look.k + 1,

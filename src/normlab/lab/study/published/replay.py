@@ -27,7 +27,9 @@ from normlab.lab.study.decide import (
     compound_parts,
     rivals,
 )
+from normlab.lab.study.decide.looks import with_look
 from normlab.lab.verdict import Estimate, Seeds, Verdict, Word
+from normlab.lab.verdict.sequential import Look
 
 MEASURE = "final_val_loss"  # the stand-in arm's one measure: the stored v
 
@@ -145,6 +147,9 @@ def replay(study, doc: dict[str, Any]) -> list[tuple[Claim, Verdict]]:
             raise ValueError(f"{claim.name}: not in the published claims.json")
         if (entry.get("seed_outcomes") or {}).get("bounded"):
             raise ValueError(f"{claim.name}: a bounded seed stores one end of its range only")
-        v = _published_view(_decide(claim, entry, ctx), entry)
-        out.append((claim, by_design(study, claim, v)))
+        seq = entry.get("sequential")  # decided at the look it stopped at, as it ran
+        look = Look(study.sequential, claim.seeds, seq["look"] - 1) if seq else None
+        at = dataclasses.replace(ctx, look=look) if look else ctx
+        v = by_design(study, claim, _published_view(_decide(claim, entry, at), entry))
+        out.append((claim, with_look(v, look, seq["stopped"]) if look else v))
     return out
