@@ -28,8 +28,22 @@ def current(docs: Path) -> dict[str, dict[str, str]]:
         for f in read_json(path) if path.is_file() else []:
             if "design" in f:
                 designs[f"{command}:{f['name']}"] = fingerprint(f["design"])
+        if not path.is_file():  # registered from the code, before its first data
+            for name, design in planned(command).items():
+                designs[f"{command}:{name}"] = fingerprint(design)
     plans = {s.id: plan_fingerprint(s) for s in cat.statements}
     return {"designs": designs, "plans": plans}
+
+
+def planned(command: str) -> dict[str, dict]:
+    """The designs of a findings command that publishes them whole in code before it runs
+    (``normlab vision``), by finding name: registered before its first data, so its first
+    published verdicts can be confirmatory."""
+    if command == "vision":
+        from normlab.lab.vision.cnn_findings import Plan
+
+        return Plan().designs()
+    return {}
 
 
 def unregistered(reg: Registry, docs: Path) -> list[str]:
