@@ -49,3 +49,14 @@ def test_a_tiny_run_writes_its_findings_decided_with_their_design(tmp_path):
         )
         assert f["seed_block"] == 3 and f["seeds"] == [30000, 30001] and f["began"]
         assert len(f["rate_checks"]) == 2 and all(len(p["values"]) == 2 for p in f["parts"])
+
+
+def test_a_tampered_rate_check_is_refused_by_the_findings_reader(tmp_path):
+    import json
+
+    from normlab.lab.kit.reading import ReadError
+
+    decided = [{"name": "f", "verdict": "holds", "parts": [], "rate_checks": [{"factor": "x"}]}]
+    (tmp_path / "f.json").write_text(json.dumps(decided))
+    with pytest.raises(ReadError, match="rate_checks"):
+        read_findings(tmp_path / "f.json")
