@@ -205,7 +205,10 @@ def decide(f: VisionFinding, runs: Mapping[tuple[Arm, int], Outcome], seeds, fac
     shown, ctrl = _decide_at(f, runs, seeds, 1.0)
     out = shown | {"control": ctrl, "rate_checks": []}
     if ctrl["verdict"] != Word.HOLDS:
-        out["why"] = f"control {ctrl['verdict']}: an arm does not train; the setting cannot show it"
+        out["why"] = (
+            f"control {ctrl['verdict']}: not every arm is shown to train; the setting cannot "
+            "show the statement"
+        )
         out["verdict"] = Word.NOT_TESTABLE
     for factor in factors:
         check, check_ctrl = _decide_at(f, runs, seeds, factor)
