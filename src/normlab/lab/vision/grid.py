@@ -5,7 +5,6 @@ with their values per seed, design, seed block and seeds, as every findings file
 
 from __future__ import annotations
 
-import json
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -122,8 +121,3 @@ def summary(decided: list[dict], runs) -> str:
         lines.append(f"{f['name']}: {f['verdict']}{why}")
         lines += [f"  {p['part']}: {p['why']}" for p in f["parts"]]
     return "\n".join(lines)
-
-
-def dumps(plan: Plan) -> str:
-    """The registered designs as JSON (``--list --json``)."""
-    return json.dumps(plan.designs(), indent=1, ensure_ascii=False)
