@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from normlab.lab.commands import advise, bench, demo, inspect, numerics, study, train
+from normlab.lab.commands import advise, bench, demo, inspect, numerics, study, train, vision
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.kit.packages import missing_lab_packages
 from normlab.lab.kit.reading import printable
@@ -34,6 +34,10 @@ SUBCOMMANDS = {
         inspect,
         "a real checkpoint's norms, measured without training: precision hazards, re-centering, "
         "eval mode",
+    ),
+    "vision": (
+        vision,
+        "BatchNorm vs LayerNorm vs none in a small CNN on 8×8 digits, batch 64 and 4",
     ),
 }
 

@@ -171,21 +171,29 @@ def interval_text(part: Mapping[str, Any], digits: int = 3) -> str:
 # A findings file (``numerics-findings.json``, ``bench-findings.json``: a list of what
 # ``Finding.decide`` returns), to the leaves its readers take.
 CLAIM_WORD = Choice(tuple(w.value for w in CLAIM_WORDS))  # a claim's or a finding's
+_PARTS = [
+    {
+        "part": str,
+        "verdict": CLAIM_WORD,
+        "why": str,
+        **dict.fromkeys(("effect?", "lo?", "hi?", "mde?"), Num()),
+        "n?": Int(0),
+        "values?": [Num()],
+    }
+]
+_CONTROL = {"verdict": CLAIM_WORD, "parts": _PARTS}
 FINDINGS_SCHEMA = [
     {
         "name": str,
         "verdict": CLAIM_WORD,
-        "parts": [
-            {
-                "part": str,
-                "verdict": CLAIM_WORD,
-                "why": str,
-                **dict.fromkeys(("effect?", "lo?", "hi?", "mde?"), Num()),
-                "n?": Int(0),
-                "values?": [Num()],
-            }
-        ],
+        "parts": _PARTS,
         "means?": {"*": ANY},
+        # normlab vision's: what overturned the parts' verdict, its control and rate checks
+        "why?": str,
+        "control?": _CONTROL,
+        "rate_checks?": [
+            {"factor": Num(0), "verdict": CLAIM_WORD, "parts": _PARTS, "control": _CONTROL}
+        ],
     }
 ]
 

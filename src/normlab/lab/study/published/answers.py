@@ -142,7 +142,8 @@ def size_key(size: str) -> tuple[int, int]:
     """How large a size is: its widest d, then its most blocks (an op-level finding: none)."""
     if size == OP_LEVEL:
         return (0, 0)
-    d = max(map(int, re.findall(r"d=(\d+(?:/\d+)*)", size)[0].split("/")), default=0)
+    widths = re.findall(r"d=(\d+(?:/\d+)*)", size)  # none: a CNN's (normlab vision)
+    d = max(map(int, widths[0].split("/")), default=0) if widths else 0
     blocks = re.findall(r"L=(\d+(?:/\d+)*)|(\d+) blocks", size)
     n = max((int(x) for a, b in blocks for x in (a or b).split("/")), default=0)
     return (d, n)

@@ -206,11 +206,15 @@ def statements_table(data: Data, args: list[str]) -> str:
 
 
 def _rules(command: str) -> dict:
-    """The findings ``normlab numerics`` or ``normlab bench --findings`` decides, by name."""
+    """The findings ``normlab numerics``, ``bench --findings`` or ``vision`` decides, by name."""
     if command == "numerics":
         from normlab.lab.numerics.findings import FINDINGS
 
         return FINDINGS
+    if command == "vision":
+        from normlab.lab.vision.cnn_findings import Plan
+
+        return {f.finding.name: f.finding for f in Plan().findings()}
     from normlab.lab.bench.cost_findings import all_findings
 
     return {f.name: f for f in all_findings()}
@@ -239,6 +243,27 @@ def parts_table(data: Data, args: list[str]) -> str:
     rows = [[label, *(c.get(label, "–") for c in cells)] for label in labels]
     header = ["part", *(f"`{f['name']}`: {bold(f['verdict'])}" for f in found)]
     return md_table(header, rows)
+
+
+def checks_table(data: Data, args: list[str]) -> str:
+    """``checks COMMAND:NAME``: a finding's control and rate checks as published beside it
+    (``normlab vision``): per part, its value and verdict at the shared rate and at each
+    check's, and each rate's control."""
+    (ref,) = _one(args, "checks COMMAND:NAME")
+    f = data.finding(ref)
+    if "rate_checks" not in f:
+        raise BlockError(f"{ref}: published without rate checks")
+    rates = [("shared", f["parts"], f["control"])]
+    rates += [(f"×{c['factor']:g}", c["parts"], c["control"]) for c in f["rate_checks"]]
+    cell = lambda p: f"{interval_text(p)}, {p['verdict']}"  # noqa: E731
+    rows = [
+        [p["part"], *(cell(next(q for q in ps if q["part"] == p["part"])) for _, ps, _ in rates)]
+        for p in f["parts"]
+    ]
+    rows.append(["control: every arm trains", *(bold(c["verdict"]) for _, _, c in rates)])
+    verdicts = [bold(f["verdict"]), *(bold(c["verdict"]) for c in f["rate_checks"])]
+    rows.append(["the finding", *verdicts])
+    return md_table(["part", *(f"lr {label}" for label, _, _ in rates)], rows)
 
 
 def across(data: Data, args: list[str]) -> str:
@@ -307,6 +332,7 @@ KINDS: dict[str, Callable[[Data, list[str]], str]] = {
     "statements": statements_table,
     "findings-table": findings_table,
     "parts": parts_table,
+    "checks": checks_table,
     "compare": across,
     "changes": changes,
     "answers": answers_table,

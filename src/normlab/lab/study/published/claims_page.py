@@ -73,6 +73,8 @@ def _finding_line(s: Statement, ref: str, cat: Catalogue, pub: Published) -> str
     shown = "; ".join(_part(p, len(ns) > 1) for p in parts)
     if len(ns) == 1 and None not in ns:
         shown += f" (n={ns.pop()} each)"
+    if f.get("why"):  # what overturned its parts' verdict (a control, a rate check)
+        shown = f"{f['why']}; its parts at the shared rate: {shown}"
     if not s.parts:
         return f"{command} finding `{name}`: **{f['verdict']}**; {shown}; {report}"
     return (

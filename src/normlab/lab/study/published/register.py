@@ -28,10 +28,25 @@ def current(docs: Path) -> dict[str, dict[str, str]]:
         for f in read_json(path) if path.is_file() else []:
             if "design" in f:
                 designs[f"{command}:{f['name']}"] = fingerprint(f["design"])
-        for f in _coded_findings(command):  # a finding's design is fixed before its first data
-            designs.setdefault(f"{command}:{f.name}", fingerprint(f.design()))
+        for name, design in planned(command).items():  # fixed before its first data
+            designs.setdefault(f"{command}:{name}", fingerprint(design))
     plans = {s.id: plan_fingerprint(s) for s in cat.statements}
     return {"designs": designs, "plans": plans}
+
+
+def planned(command: str) -> dict[str, dict]:
+    """The designs of a findings command that fixes them in code before it runs (``normlab
+    vision``, ``normlab bench --findings``), by finding name: registered before their first data,
+    so their first published verdicts can be confirmatory (a published design takes precedence)."""
+    if command == "vision":
+        from normlab.lab.vision.cnn_findings import Plan
+
+        return Plan().designs()
+    if command == "bench":
+        from normlab.lab.bench.cost_findings import all_findings
+
+        return {f.name: f.design() for f in all_findings()}
+    return {}
 
 
 def unregistered(reg: Registry, docs: Path) -> list[str]:
@@ -101,16 +116,6 @@ def main(docs: str) -> int:
     done = register(root, now, head)
     print("\n".join(f"registered {d}" for d in done) or "nothing changed since the registry")
     return 0
-
-
-def _coded_findings(command: str) -> list:
-    """The findings a command's code defines, published or not (``bench`` only: numerics' and
-    inspect's are registered from their published files)."""
-    if command != "bench":
-        return []
-    from normlab.lab.bench.cost_findings import all_findings
-
-    return all_findings()
 
 
 def _findings_data(docs: Path) -> dict[str, Data]:
