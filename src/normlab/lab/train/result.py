@@ -30,13 +30,6 @@ class RunResult:
     def to_dict(self) -> dict[str, Any]:
         return finite(dataclasses.asdict(self))
 
-    # TRANSITIONAL: the report and advise still read by key (removed with their last reader)
-    def __getitem__(self, key: str) -> Any:
-        return getattr(self, key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key, default)
-
     @classmethod
     def from_dict(cls, d: Any, where: str) -> RunResult:
         """The result ``to_dict`` wrote; a field missing or of the wrong JSON type is a

@@ -42,7 +42,7 @@ def _value(name: str, result: dict) -> float | None:
 
 def test_every_measure_gets_a_value_from_a_run_that_meets_its_needs(runs):
     cfg, result = runs["full"]
-    assert result["status"] == "ok"
+    assert result.status == "ok"
     unmet = [(k, n.what) for k, m in MEASURES.items() for n in m.needs if not n.ok(cfg)]
     assert not unmet  # the run meets every need
     missing = [k for k in MEASURES if _value(k, result) is None]

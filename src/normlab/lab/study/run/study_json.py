@@ -51,13 +51,6 @@ class StudyMeta:
     decided_again: str | None = None  # when --redecide decided it, with what design
     decided_with: str | None = None
 
-    # TRANSITIONAL: the report and advise still read by key (removed with their last reader)
-    def __getitem__(self, key: str) -> Any:
-        return getattr(self, key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key, default)
-
     @classmethod
     def of(cls, study, corpus, **fields: Any) -> StudyMeta:
         """The record of ``study`` trained on ``corpus`` (its H: the plateau bar)."""
