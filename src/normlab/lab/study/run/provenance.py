@@ -12,13 +12,10 @@ from __future__ import annotations
 import re
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from normlab.lab.kit.errors import UsageError
+from normlab.lab.study.run.study_json import StudyMeta
 from normlab.lab.study.spec import Study
-
-if TYPE_CHECKING:
-    from normlab.lab.study.run.study_json import StudyMeta
 
 
 def record(study: Study, device: str | None, precision: str | None) -> dict:
