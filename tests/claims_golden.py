@@ -25,7 +25,9 @@ from typing import Any
 
 from normlab.lab.study.decide import decide_all
 from normlab.lab.study.report.claims_json import claims_json
+from normlab.lab.study.run.study_json import StudyMeta
 from normlab.lab.study.spec.parse import parse_spec
+from normlab.lab.train.result import RunResult
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = DATA / "claims"
@@ -365,17 +367,17 @@ def fake_results(study, case: str) -> tuple[dict, dict]:
         if t.arm == "dead" and t.index == 3:
             loss = 2.95
         grads = [1.0 + rng.random() * 0.1, 1.5 + (0.5 if t.arm == "b" else 0) + rng.random()]
-        results.setdefault(t.arm, {})[t.index] = {
-            "status": status,
-            "stopped_step": 2 if (t.arm == "c" and t.index == 2) else None,
-            "config": t.config.to_dict(),
-            "history": {"loss": [math.log(256) - 0.1 + rng.random() * 0.01]},
-            "probes": {"0": {"grad_norm": {"attn.wq": grads}}},
-            "summary": {
+        results.setdefault(t.arm, {})[t.index] = RunResult(
+            status=status,
+            stopped_step=2 if (t.arm == "c" and t.index == 2) else None,
+            config=t.config.to_dict(),
+            history={"loss": [math.log(256) - 0.1 + rng.random() * 0.01]},
+            probes={"0": {"grad_norm": {"attn.wq": grads}}},
+            summary={
                 "final_val_loss": loss if status == "ok" else None,
                 "norm_weight_mean": 1.0 + 0.01 * rng.random() + (0.2 if t.arm == "b" else 0),
             },
-        }
+        )
     rounds = {
         arm: {
             "norm_ms": [base + rng.gauss(0, base * 0.05) for _ in range(12)],
@@ -390,14 +392,15 @@ def fake_results(study, case: str) -> tuple[dict, dict]:
     for t in (t for t in runs if ".lr" in t.arm):
         base = results.get(t.arm.split(".lr")[0], {}).get(t.index)
         if base is not None:
-            run = json.loads(json.dumps(base))
-            if run["summary"]["final_val_loss"] is not None:
-                run["summary"]["final_val_loss"] += again.gauss(0, sd / 4)
-            results.setdefault(t.arm, {})[t.index] = run | {"config": t.config.to_dict()}
+            run = RunResult(**json.loads(json.dumps(base.to_dict())))
+            if run.summary["final_val_loss"] is not None:
+                run.summary["final_val_loss"] += again.gauss(0, sd / 4)
+            run.config = t.config.to_dict()
+            results.setdefault(t.arm, {})[t.index] = run
     return results, rounds
 
 
-def decided(study, results, plateau_h: float, timings: dict, meta: dict) -> str:
+def decided(study, results, plateau_h: float, timings: dict, meta: StudyMeta) -> str:
     verdicts = decide_all(study, results, plateau_h, timings)
     return json.dumps(claims_json(study, verdicts, meta), indent=1, ensure_ascii=False)
 
@@ -405,7 +408,7 @@ def decided(study, results, plateau_h: float, timings: dict, meta: dict) -> str:
 def case_text(case: str) -> str:
     s = study()
     results, timings = fake_results(s, case)
-    return decided(s, results, H, timings, {"plateau_h": H})
+    return decided(s, results, H, timings, StudyMeta(plateau_h=H))
 
 
 def quick_results() -> tuple[Any, dict, dict]:
@@ -417,13 +420,15 @@ def quick_results() -> tuple[Any, dict, dict]:
     with gzip.open(QUICK / "results.jsonl.gz", "rt", encoding="utf-8") as f:
         for line in f:
             rec = json.loads(line)
-            results.setdefault(rec["name"], {})[rec["seed_index"]] = rec["result"]
-    return s, results, json.loads((QUICK / "study.json").read_text("utf-8"))
+            res = RunResult.from_dict(rec["result"], "quick-s0/results.jsonl.gz")
+            results.setdefault(rec["name"], {})[rec["seed_index"]] = res
+    meta = json.loads((QUICK / "study.json").read_text("utf-8"))
+    return s, results, StudyMeta.from_dict(meta, "quick-s0/study.json")
 
 
 def quick_text() -> str:
     s, results, meta = quick_results()
-    return decided(s, results, meta["plateau_h"], meta["timings"], meta)
+    return decided(s, results, meta.plateau_h, meta.timings, meta)
 
 
 def write() -> None:

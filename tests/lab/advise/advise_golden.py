@@ -24,7 +24,9 @@ from normlab.lab.advise.twin import SCALES, make_twin
 from normlab.lab.advise.twin_spec import spec_text
 from normlab.lab.study.decide import decide_all
 from normlab.lab.study.run.runner import StudyResult
+from normlab.lab.study.run.study_json import StudyMeta
 from normlab.lab.study.spec.parse import parse_spec
+from normlab.lab.train.result import RunResult
 
 GOLDEN = Path(__file__).parents[2] / "data" / "advise"
 SHIPPED = ("llama-3.2-1b.json", "gemma-3-1b.json", "qwen3-0.6b.json")
@@ -97,11 +99,9 @@ def fake_results(study, variant: str = "") -> tuple[dict, dict]:
         if variant == "odd" and t.arm == "recipe" and t.index == 0:
             loss = None
         status = "ok" if loss is not None else "diverged"
-        results.setdefault(t.arm, {})[t.index] = {
-            "status": status,
-            "config": t.config.to_dict(),
-            "summary": {"final_val_loss": loss},
-        }
+        results.setdefault(t.arm, {})[t.index] = RunResult(
+            t.config.to_dict(), status, summary={"final_val_loss": loss}
+        )
     fast = {"norm_ms": [1.0, 1.1, 1.0, 1.05], "step_ms": [10.0, 10.5, 10.2, 10.1]}
     slow = {"norm_ms": [1.5, 1.6, 1.5, 1.55], "step_ms": [10.4, 10.8, 10.6, 10.5]}
     timed = next(c.rule for c in study.claims if c.timed)
@@ -130,7 +130,7 @@ def advice_files(twin, study) -> dict[str, str]:
     for name, variant in VARIANTS.items():
         results, timings = fake_results(study, variant)
         verdicts = decide_all(study, results, 3.0, timings)
-        bl = blocks(twin, StudyResult(study, results, verdicts, {"timings": timings}))
+        bl = blocks(twin, StudyResult(study, results, verdicts, StudyMeta(timings=timings)))
         out[name] = to_markdown(bl, top=1)
         if not variant:
             out |= {

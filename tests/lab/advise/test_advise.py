@@ -19,7 +19,9 @@ from normlab.lab.kit.errors import UsageError
 from normlab.lab.study.decide import decide_all
 from normlab.lab.study.decide.rules_lr_sensitivity import LRSensitivity
 from normlab.lab.study.run.runner import StudyResult
+from normlab.lab.study.run.study_json import StudyMeta
 from normlab.lab.study.spec.parse import load_spec
+from normlab.lab.train.result import RunResult
 from normlab.lab.verdict import Word
 
 SHIPPED = {"llama": "llama-3.2-1b.json", "qwen3": "qwen3-0.6b.json", "gemma3": "gemma-3-1b.json"}
@@ -252,9 +254,9 @@ def test_the_written_spec_loads(tmp_path, name, preset):
 # ---- the advice, from made-up results
 
 
-def _fake(cfg, loss: float | None) -> dict:
+def _fake(cfg, loss: float | None) -> RunResult:
     status = "ok" if loss is not None else "diverged"
-    return {"status": status, "config": cfg.to_dict(), "summary": {"final_val_loss": loss}}
+    return RunResult(cfg.to_dict(), status, summary={"final_val_loss": loss})
 
 
 def test_the_advice_reads_the_claims_back(tmp_path):
@@ -280,7 +282,7 @@ def test_the_advice_reads_the_claims_back(tmp_path):
     assert status["sandwich-beats-recipe"] == Word.HOLDS
     assert status["recipe-stabler-than-post"] == Word.HOLDS
     assert status["rmsnorm-faster"] == Word.HOLDS
-    bl = blocks(twin, StudyResult(study, results, verdicts, {"timings": timings}))
+    bl = blocks(twin, StudyResult(study, results, verdicts, StudyMeta(timings=timings)))
     head = headline(bl)
     assert "Sandwich/Peri-LN (mean loss 1.9600" in head  # best on quality
     assert "beat the recipe by ≥ 0.02: Sandwich/Peri-LN" in head
@@ -320,7 +322,7 @@ def test_twins_that_did_not_learn_are_said_so_and_ranked_on_nothing(h):
     study = p.study()
     results = _near_the_bar(study, 0.4)
     verdicts = decide_all(study, results, h, {})
-    bl = blocks(p.twin, StudyResult(study, results, verdicts, {"plateau_h": h}))
+    bl = blocks(p.twin, StudyResult(study, results, verdicts, StudyMeta(plateau_h=h)))
     head = headline(bl)
     first = head.splitlines()[0]
     if h == 3.1:
@@ -351,7 +353,7 @@ def test_seeds_and_steps_reach_the_spec_the_twin_and_the_bottom_line():
     scale = twin_json(p.twin)["scale"]
     assert (scale["steps"], scale["seeds"], scale["warmup_steps"]) == (60, 1, 6)
     assert "--steps (quick: 200)" in p.spec_text  # the value says where it came from
-    bl = blocks(p.twin, StudyResult(study, {}, decide_all(study, {}, 3.0), {}))
+    bl = blocks(p.twin, StudyResult(study, {}, decide_all(study, {}, 3.0), StudyMeta()))
     bottom = to_markdown(bl).split("## Bottom line\n\n")[1].split("\n", 1)[0]
     assert "tested at a d=64, 6-block twin, 60 steps, 1 seed, not at" in bottom
     assert "over 1 paired seed (quick: d=64, 6 blocks, 60 steps, 1 seed" in to_markdown(bl)

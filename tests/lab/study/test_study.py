@@ -22,14 +22,15 @@ from normlab.lab.study.decide.stats import Context
 from normlab.lab.study.run.store import ResultStore, RunRecord, find_run, run_key
 from normlab.lab.study.spec.design import SEED_STRIDE
 from normlab.lab.study.spec.parse import builtin_names, load_builtin
+from normlab.lab.train.result import RunResult
 from normlab.lab.verdict import Mean, Word
 
 V = 256  # vocabulary of the byte models: a diverged run scores ln V
 
 
 def res(val=None, status="ok", probe=None, **summary):
-    return {"status": status, "summary": {"final_val_loss": val, **summary},
-            "probes": {"0": probe or {}}, "config": {"model": {"vocab_size": V}}}  # fmt: skip
+    return RunResult({"model": {"vocab_size": V}}, status, probes={"0": probe or {}},
+                     summary={"final_val_loss": val, **summary})  # fmt: skip
 
 
 def seeds(*vals, **kw):

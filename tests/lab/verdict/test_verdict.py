@@ -14,6 +14,7 @@ from normlab.lab.bench.cost_findings import COMMUNICATION
 from normlab.lab.numerics.findings import FINDINGS
 from normlab.lab.study.decide.rules_contrast import Contrast
 from normlab.lab.study.decide.stats import Context
+from normlab.lab.train.result import RunResult
 from normlab.lab.verdict import (
     Estimate,
     Mean,
@@ -136,9 +137,7 @@ def test_every_decider_gives_the_same_word_at_the_edges(expect, lo, hi, word):
     assert decide(expect, est, DELTA)[0] == word
     # a study's claim over eight seeds
     rule = Contrast(((1, "a", "final_val_loss"),), expect, DELTA, 8)
-    results = {
-        "a": {i: {"status": "ok", "summary": {"final_val_loss": v}} for i, v in enumerate(values)}
-    }
+    results = {"a": {i: RunResult({}, summary={"final_val_loss": v}) for i, v in enumerate(values)}}
     assert rule.decide(results, Context()).status == word
     # a finding of one part (numerics and bench decide through the same Finding)
     finding = Finding("f", "s", "src", (("p", Part("v", expect, DELTA)),))

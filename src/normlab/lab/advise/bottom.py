@@ -19,10 +19,10 @@ def missing_runs(result: StudyResult) -> list[Block]:
     """The study's runs that are not in its results (``result.failed``: those that raised, or,
     decided again from an advise stopped early, those it never trained), named, and a timing
     phase that never ran: every verdict and mean of the advice is without them."""
-    untimed = result.meta.get("untimed", False)  # set by --redecide of an unfinished advise
+    untimed = result.meta.untimed  # set by --redecide of an unfinished advise
     if not result.failed and not untimed:
         return []
-    n, k = len(result.study.runs(result.meta.get("seed_block", 0))), len(result.failed)
+    n, k = len(result.study.runs(result.meta.seed_block)), len(result.failed)
     text = ""
     if k:
         text = f"{k} of the study's {n} runs {'is' if k == 1 else 'are'} not in results.jsonl: "

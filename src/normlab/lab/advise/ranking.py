@@ -121,9 +121,9 @@ class Decided(dict):
 def rank(twin: Twin, result: StudyResult) -> Ranking:
     decided = Decided((c.name, (c, v)) for c, v in result.verdicts)
     return Ranking(
-        quality(twin, result.results, decided, result.meta.get("plateau_h")),
+        quality(twin, result.results, decided, result.meta.plateau_h),
         stability(twin, result.results, decided),
-        speed(result.meta.get("timings") or {}, decided),
+        speed(result.meta.timings, decided),
     )
 
 
@@ -180,7 +180,7 @@ def _best_lr(results, sweep) -> tuple[float, float] | None:
     if not means:
         return None
     arm, m = min(means, key=lambda x: x[1])
-    return next(iter(results[arm].values()))["config"]["lr"], m
+    return next(iter(results[arm].values())).config["lr"], m
 
 
 def speed(timings: dict, decided: Decided) -> Speed | None:

@@ -130,6 +130,8 @@ def _unfinished(out: Path, spec: Path, flag: str, data, device, precision) -> St
     """An advise stopped before its study finished (no study.json): its runs so far, decided."""
     from normlab.lab.study.decide import decide_all
     from normlab.lab.study.run import ResultStore, configure, environment, run_key
+    from normlab.lab.study.run.store import results_of
+    from normlab.lab.study.run.study_json import StudyMeta
     from normlab.lab.study.spec import SEED_STRIDE, load_spec
     from normlab.lab.train.data import load_data
 
@@ -153,13 +155,14 @@ def _unfinished(out: Path, spec: Path, flag: str, data, device, precision) -> St
     ids = [(r.get("seed"), r.get("seed_index")) for r in records.values()]
     blocks = {(s - i) // SEED_STRIDE for s, i in ids if isinstance(s, int) and isinstance(i, int)}
     best = (-1, None, 0, {}, "cpu")
+
+    def key(run) -> str:
+        return run_key(run.config, corpus.sha256)
+
     for dev in [device] if device else ["cpu", "cuda"]:
         configured = configure(study, dev, precision, check=False)
         for block in sorted(blocks or {0}):
-            found = {}
-            for r in configured.runs(block):
-                if (rec := records.get(run_key(r.config, corpus.sha256))) is not None:
-                    found.setdefault(r.arm, {})[r.index] = rec["result"]
+            found = results_of(records, configured.runs(block), key, f"{out}/results.jsonl")
             if (n := sum(map(len, found.values()))) > best[0]:
                 best = (n, configured, block, found, dev)
     n, study, block, results, dev = best
@@ -168,27 +171,22 @@ def _unfinished(out: Path, spec: Path, flag: str, data, device, precision) -> St
             f"{flag}: none of the study's runs is in results.jsonl (a different spec, "
             "--device or --precision than the advise ran with?)"
         )
-    h = corpus.unigram_val_xent()
     runs = study.runs(block)
     missing = [r.label for r in runs if r.index not in results.get(r.arm, {})]
     unknown = SimpleNamespace(threads="?", workers="?", limit=None)  # how it ran: not recorded
-    wall = sum(x["summary"].get("wall_s") or 0.0 for arm in results.values() for x in arm.values())
-    meta = {
-        "preset": study.name,
-        "description": study.description,
-        "seed_block": block,
-        "corpus": corpus.describe(),
-        "environment": environment(unknown, "cuda" if dev == "cuda" else "cpu"),
-        "wall_s": wall,
+    wall = sum(x.summary.get("wall_s") or 0.0 for arm in results.values() for x in arm.values())
+    meta = StudyMeta.of(
+        study,
+        corpus,
+        seed_block=block,
+        environment=environment(unknown, "cuda" if dev == "cuda" else "cpu"),
+        wall_s=wall,
         # The study's own wall time and timing rounds were never recorded: the runs' walls, summed.
-        "finished": "never: stopped before its study finished (no study.json, nothing timed; the "
+        finished="never: stopped before its study finished (no study.json, nothing timed; the "
         "wall time is its runs', summed)",
-        "failed_runs": [],
-        "reused_runs": 0,
-        "timings": {},
-        "untimed": True,  # the advice says so (bottom.missing_runs)
-        "plateau_h": h,
-        "decided_again": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "decided_with": f"the spec {spec.name}",
-    }
-    return StudyResult(study, results, decide_all(study, results, h, {}), meta, missing)
+        untimed=True,  # the advice says so (bottom.missing_runs)
+        decided_again=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        decided_with=f"the spec {spec.name}",
+    )
+    verdicts = decide_all(study, results, meta.plateau_h, {})
+    return StudyResult(study, results, verdicts, meta, missing)

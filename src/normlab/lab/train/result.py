@@ -1,9 +1,14 @@
-"""``RunResult``: what one training run produced, kept strict JSON (no NaN or Inf)."""
+"""``RunResult``: what one training run produced, kept strict JSON (no NaN or Inf).
+
+It crosses a process (a worker, a Ray task) and a file (``results.jsonl``) as ``to_dict``'s
+dict; the driver rebuilds it with ``from_dict`` where it receives or reads one, so everything
+after reads fields, never keys."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +29,34 @@ class RunResult:
 
     def to_dict(self) -> dict[str, Any]:
         return finite(dataclasses.asdict(self))
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str) -> RunResult:
+        """The result ``to_dict`` wrote; a field missing or of the wrong JSON type is a
+        ``ValueError`` naming ``where`` (the file or the run) and the field."""
+        if (problem := result_problem(d)) is not None:
+            raise ValueError(f"{where}: {problem}")
+        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
+
+
+# Each field's JSON type; the steps may be absent (a result written before they were added).
+_TYPES = dict(
+    config=dict, status=str, reason=str, history=dict, evals=list, probes=dict, summary=dict
+)
+_STEPS = ("diverged_step", "stopped_step")
+
+
+def result_problem(d: Any) -> str | None:
+    """What keeps ``d`` (parsed JSON) from being a ``RunResult.to_dict()``, or None."""
+    if not isinstance(d, Mapping):
+        return "result: expected a JSON object"
+    for name, kind in _TYPES.items():
+        if not isinstance(d.get(name), kind):
+            return f"result.{name}: expected a JSON {'object' if kind is dict else kind.__name__}"
+    for name in _STEPS:
+        if isinstance(d.get(name), bool) or not isinstance(d.get(name), int | None):
+            return f"result.{name}: expected an int or null"
+    return None
 
 
 def finite(x: Any) -> Any:

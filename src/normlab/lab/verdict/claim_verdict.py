@@ -15,14 +15,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from normlab.lab.train.result import RunResult
 from normlab.lab.verdict.statistic import Estimate
 from normlab.lab.verdict.words import Word
 
 
-def _state(res: Mapping[str, Any]) -> str:
-    if res.get("status") == "diverged":
+def _state(res: RunResult) -> str:
+    if res.status == "diverged":
         return "diverged"
-    return "stalled" if res.get("stopped_step") else "ok"
+    return "stalled" if res.stopped_step else "ok"
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class Seeds:
     @classmethod
     def of(
         cls,
-        results: Mapping[str, Mapping[int, Mapping[str, Any]]],
+        results: Mapping[str, Mapping[int, RunResult]],
         arms: tuple[str, ...],
         bounded=(),
     ) -> Seeds:

@@ -14,22 +14,23 @@ from normlab.lab.study.report import claim_text
 from normlab.lab.study.spec.claim_loader import control
 from normlab.lab.study.spec.design import Study
 from normlab.lab.train.data import VOCAB_SIZE, corpus_from_bytes
+from normlab.lab.train.result import RunResult
 from normlab.lab.verdict import Mean, Seeds, TrimmedMean, Word
 
 V = 256
 
 
-def run(val=2.0, status="ok", logit_rms=None, stopped=None) -> dict:
+def run(val=2.0, status="ok", logit_rms=None, stopped=None) -> RunResult:
     probes = {"0": {}}
     if logit_rms is not None and status == "ok":
         probes["10"] = {"logit_rms": logit_rms}
-    return {
-        "status": status,
-        "stopped_step": stopped,
-        "summary": {"final_val_loss": val if status == "ok" else None},
-        "probes": probes,
-        "config": {"model": {"vocab_size": V}},
-    }
+    return RunResult(
+        {"model": {"vocab_size": V}},
+        status,
+        stopped_step=stopped,
+        summary={"final_val_loss": val if status == "ok" else None},
+        probes=probes,
+    )
 
 
 def arm(*vals, **kw) -> dict:

@@ -11,6 +11,7 @@ from scipy.stats import binomtest
 from normlab.lab.study.decide import looks
 from normlab.lab.study.decide.looks import decide_looks, needed, settled
 from normlab.lab.study.spec import parse_spec
+from normlab.lab.train.result import RunResult
 from normlab.lab.verdict import Word
 from normlab.lab.verdict.sequential import Design, Look
 
@@ -50,9 +51,9 @@ def study(claims: str, spending="obrien-fleming", steps=0, **kw):
     return parse_spec(text, "seq.toml")
 
 
-def run(x: float) -> dict:
+def run(x: float) -> RunResult:
     probe = {"branch_ratio": {"attn": [float(x)]}}  # attn_branch_ratio = x
-    return {"status": "ok", "summary": {"final_val_loss": float(x)}, "probes": {"0": probe}}
+    return RunResult({}, summary={"final_val_loss": float(x)}, probes={"0": probe})
 
 
 def results(values, others=None) -> dict:

@@ -7,6 +7,7 @@ import pytest
 
 from normlab.lab.study.decide import MEASURES
 from normlab.lab.train.data import load_corpus
+from normlab.lab.train.result import RunResult
 from normlab.lab.train.trainer import TrainConfig, train
 from normlab.models import TransformerConfig
 
@@ -27,9 +28,10 @@ BARE = dict(probe_steps=(0,))  # what a plain arm has
 
 
 @pytest.fixture(scope="module")
-def runs() -> dict[str, tuple[TrainConfig, dict]]:
+def runs() -> dict[str, tuple[TrainConfig, RunResult]]:
+    """Each run as the driver reads it back: through the file's JSON (``to_dict``/``from_dict``)."""
     corpus = load_corpus()
-    return {k: (cfg, train(cfg, corpus).to_dict()) for k, cfg in
+    return {k: (cfg, RunResult.from_dict(train(cfg, corpus).to_dict(), k)) for k, cfg in
             (("full", _config(**FULL)), ("bare", _config(**BARE)))}  # fmt: skip
 
 
@@ -40,7 +42,7 @@ def _value(name: str, result: dict) -> float | None:
 
 def test_every_measure_gets_a_value_from_a_run_that_meets_its_needs(runs):
     cfg, result = runs["full"]
-    assert result["status"] == "ok"
+    assert result.status == "ok"
     unmet = [(k, n.what) for k, m in MEASURES.items() for n in m.needs if not n.ok(cfg)]
     assert not unmet  # the run meets every need
     missing = [k for k in MEASURES if _value(k, result) is None]

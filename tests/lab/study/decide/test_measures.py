@@ -1,17 +1,18 @@
 """The per-run measures the rules read: at init, and at the end of training."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
 from normlab.lab.study.decide.measures import MEASURES
 from normlab.lab.study.spec.parse import load_builtin
+from normlab.lab.train.result import RunResult
 
 
 def run(status="ok", **probes_by_step):
-    return {"status": status, "summary": {"final_val_loss": 2.0},
-            "config": {"model": {"vocab_size": 256}},
-            "probes": {str(k[1:]): v for k, v in probes_by_step.items()}}  # fmt: skip
+    return RunResult({"model": {"vocab_size": 256}}, status, summary={"final_val_loss": 2.0},
+                     probes={str(k[1:]): v for k, v in probes_by_step.items()})  # fmt: skip
 
 
 END = {
@@ -56,7 +57,7 @@ def test_the_train_eval_gap_is_read_as_its_size_per_model():
     gap = MEASURES["abs_train_eval_gap"].read
     r = run()
     for train_mode, want in ((2.3, 0.3), (1.7, 0.3), (2.0, 0.0)):
-        r["summary"] = {"final_val_loss": 2.0, "final_val_loss_train_mode": train_mode}
+        r.summary = {"final_val_loss": 2.0, "final_val_loss_train_mode": train_mode}
         assert gap(r, None) == pytest.approx(want)  # gaps of either sign count alike
     assert gap(run(), None) is None  # no train-mode validation
     assert gap(run("diverged"), None) is None
@@ -65,10 +66,10 @@ def test_the_train_eval_gap_is_read_as_its_size_per_model():
 def test_the_short_gap_reads_the_shortest_served_length():
     gap = MEASURES["abs_train_eval_gap_short"].read
     at = {"val_loss_at": {"16": 2.5, "32": 2.2}, "val_loss_train_mode_at": {"16": 2.1, "32": 2.1}}
-    res = {"status": "ok", "summary": at}
+    res = RunResult({}, summary=at)
     assert gap(res, None) == pytest.approx(0.4)  # |2.5 − 2.1| at 16, the shorter length
-    assert gap({"status": "ok", "summary": {}}, None) is None
-    assert gap({**res, "status": "diverged"}, None) is None
+    assert gap(RunResult({}), None) is None
+    assert gap(replace(res, status="diverged"), None) is None
 
 
 @pytest.mark.parametrize(
@@ -84,9 +85,9 @@ def test_the_short_gap_reads_the_shortest_served_length():
 def test_the_serving_measures_read_the_summary(name):
     res = run()
     assert MEASURES[name].read(res, None) is None  # a run without eval_serving lacks them
-    res["summary"][name] = 0.25
+    res.summary[name] = 0.25
     assert MEASURES[name].read(res, None) == 0.25
-    assert MEASURES[name].read({**res, "status": "diverged"}, None) is None
+    assert MEASURES[name].read(replace(res, status="diverged"), None) is None
 
 
 def test_losses_score_a_diverged_run_as_a_uniform_guess():
@@ -124,7 +125,7 @@ def test_log_grad_trend_fits_every_block_and_matches_the_ratio_on_a_straight_lin
     from normlab.lab.study.decide.measures import MEASURES
 
     def run(profile):
-        return {"status": "ok", "probes": {"0": {"grad_norm": {"m": profile}}}}
+        return RunResult({}, probes={"0": {"grad_norm": {"m": profile}}})
 
     trend, ratio = MEASURES["log_grad_trend"].read, MEASURES["log_grad_ratio"].read
     line = [math.exp(0.1 * i) for i in range(6)]
@@ -148,11 +149,11 @@ def test_the_model_update_is_the_largest_output_change_in_the_first_100_steps():
 def test_block_drop_and_generalization_gap_read_the_summary():
     drop, gap = MEASURES["block_drop_mean"].read, MEASURES["train_val_gap"].read
     r = run()
-    r["summary"] = {"final_val_loss": 2.0, "final_train_loss": 1.5,
+    r.summary = {"final_val_loss": 2.0, "final_train_loss": 1.5,
                     "block_drop_loss": [0.1, 0.3, 0.2]}  # fmt: skip
     assert drop(r, None) == pytest.approx(0.2) and gap(r, None) == pytest.approx(0.5)
     assert drop(run(), None) is None and gap(run(), None) is None  # not asked for: no value
-    r["status"] = "diverged"
+    r.status = "diverged"
     assert drop(r, None) is None and gap(r, None) is None
 
 
@@ -177,11 +178,11 @@ def test_the_gap_at_matched_training_loss_interpolates_where_the_fit_first_reach
 
     gap = MEASURES["gap_at_matched_train_loss"].read
     r = run()
-    r["evals"] = [{"step": 50, "train_loss": L + 0.5, "val_loss": L + 0.6},
+    r.evals = [{"step": 50, "train_loss": L + 0.5, "val_loss": L + 0.6},
                   {"step": 100, "train_loss": L - 0.5, "val_loss": L + 0.2},
                   {"step": 150, "train_loss": L + 0.1, "val_loss": L + 0.9}]  # fmt: skip
     assert gap(r, None) == pytest.approx(0.4)  # half-way: val L + 0.4 at train L
-    r["evals"] = r["evals"][:1]  # never reached: no value, rather than the gap at another fit
+    r.evals = r.evals[:1]  # never reached: no value, rather than the gap at another fit
     assert gap(r, None) is None
     assert gap(run(), None) is None
 

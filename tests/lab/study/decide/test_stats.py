@@ -11,6 +11,7 @@ from normlab.lab.study.decide.stats import Context
 from normlab.lab.study.report.claim_text import part_text
 from normlab.lab.study.run.pilot import size_seeds
 from normlab.lab.study.spec.parse import parse_spec
+from normlab.lab.train.result import RunResult
 from normlab.lab.verdict import TrimmedMean, Word
 
 # Seven models whose gap is about 0.1 and one that blew up: the plain mean's interval is wide.
@@ -18,9 +19,7 @@ HEAVY = [0.10, 0.12, 0.09, 0.15, 0.11, 1.6, 0.08, 0.13]
 
 
 def _results(values):
-    return {
-        "a": {i: {"status": "ok", "summary": {"final_val_loss": v}} for i, v in enumerate(values)}
-    }
+    return {"a": {i: RunResult({}, summary={"final_val_loss": v}) for i, v in enumerate(values)}}
 
 
 def test_trimmed_rule_decides_what_one_blown_up_seed_leaves_open():

@@ -8,14 +8,15 @@ from normlab.lab.study.decide.rules_lr_sensitivity import LRSensitivity
 from normlab.lab.study.decide.stats import Context
 from normlab.lab.study.decide.sweeps import sensitivity, sweep_name
 from normlab.lab.study.spec.parse import SpecError, parse_spec
+from normlab.lab.train.result import RunResult
 from normlab.lab.verdict import Word
 
 V = 256
 
 
 def res(val=None, status="ok"):
-    return {"status": status, "summary": {"final_val_loss": val},
-            "config": {"model": {"vocab_size": V}, "lr": 0.0}}  # fmt: skip
+    config = {"model": {"vocab_size": V}, "lr": 0.0}
+    return RunResult(config, status, summary={"final_val_loss": val})
 
 
 def test_sensitivity_is_the_mean_excess_over_the_best_capped_at_a_uniform_guess():
@@ -84,7 +85,7 @@ def test_the_cap_is_the_loss_at_init():
     def run(val, first=None, status="ok"):
         r = res(val, status)
         if first is not None:
-            r["history"] = {"loss": [first, first - 0.5]}
+            r.history = {"loss": [first, first - 0.5]}
         return r
 
     assert init_loss([run(2.0, first=4.0), run(2.5, first=4.0)]) == 4.0

@@ -13,12 +13,14 @@ from claims_golden import QUICK, quick_results
 from normlab.lab.study.decide import decide_all
 from normlab.lab.study.published.replay import published_design, replay
 from normlab.lab.study.report.claims_json import claims_json
+from normlab.lab.study.run.study_json import StudyMeta
 
 DATA = Path(__file__).resolve().parents[4] / "docs" / "data"
 
 
 def _replayed(study, doc: dict) -> dict:
-    return json.loads(json.dumps(claims_json(study, replay(study, doc), doc), ensure_ascii=False))
+    meta = StudyMeta(seed_block=doc["seed_block"], plateau_h=doc["plateau_h"])
+    return json.loads(json.dumps(claims_json(study, replay(study, doc), meta), ensure_ascii=False))
 
 
 # every published study: a preset's (docs/data/quick), and one no preset ran a level deeper
@@ -38,7 +40,7 @@ def test_the_replay_of_a_stored_study_equals_deciding_its_runs():
     study, results, meta = quick_results()
     decided = json.loads(
         json.dumps(
-            claims_json(study, decide_all(study, results, meta["plateau_h"], meta["timings"]), meta)
+            claims_json(study, decide_all(study, results, meta.plateau_h, meta.timings), meta)
         )
     )
     replayed = _replayed(study, decided)

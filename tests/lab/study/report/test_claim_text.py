@@ -8,11 +8,11 @@ from normlab.lab.study.decide.rules_timing import Timing
 from normlab.lab.study.decide.stats import Context
 from normlab.lab.study.report import claim_text
 from normlab.lab.study.spec.claim_loader import control
+from normlab.lab.train.result import RunResult
 
 
 def res(val):
-    return {"status": "ok", "summary": {"final_val_loss": val}, "probes": {},
-            "config": {"model": {"vocab_size": 256}}}  # fmt: skip
+    return RunResult({"model": {"vocab_size": 256}}, summary={"final_val_loss": val})
 
 
 def arm(*vals):

@@ -7,6 +7,7 @@ import pytest
 
 from normlab.lab.kit import render
 from normlab.lab.study.report import plots
+from normlab.lab.train.result import RunResult
 
 
 @pytest.fixture
@@ -22,8 +23,8 @@ def drawn(monkeypatch):
     return figs
 
 
-def _probed(values_by_step: dict, key: str = "residual_rms") -> dict:
-    return {"probes": {s: {key: v} for s, v in values_by_step.items()}, "history": {}}
+def _probed(values_by_step: dict, key: str = "residual_rms") -> RunResult:
+    return RunResult({}, probes={s: {key: v} for s, v in values_by_step.items()})
 
 
 def test_a_block_axis_has_whole_blocks_and_a_flat_profile_no_offset(drawn):

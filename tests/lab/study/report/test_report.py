@@ -10,8 +10,10 @@ from normlab.lab.study.decide.rules_contrast import Contrast
 from normlab.lab.study.decide.rules_timing import Timing
 from normlab.lab.study.report.writer import format_table, write_reports
 from normlab.lab.study.run.runner import StudyResult
+from normlab.lab.study.run.study_json import StudyMeta
 from normlab.lab.study.spec.design import Arm, Study
 from normlab.lab.study.spec.parse import load_builtin
+from normlab.lab.train.result import RunResult
 
 EVIL = "<script>alert('x')</script>&"
 
@@ -25,15 +27,15 @@ def fake_result(cfg, val: float, *, status="ok", layers=4) -> dict:
         "residual_cos": [0.9] * (layers - 1),
         "attn_logit_max": [3.0] * layers,
     }
-    return {
-        "config": cfg.to_dict(), "status": status, "diverged_step": None, "reason": EVIL,
-        "history": {"step": steps, "loss": [5.5 - 0.1 * s for s in steps],
-                    "grad_norm": [1.0] * 20, "lr": [1e-3] * 20},
-        "evals": [{"step": 20, "val_loss": val}],
-        "probes": {"0": probe, "20": probe},
-        "summary": {"final_val_loss": val, "tokens_per_s": 1000.0, "step_ms": 50.0,
-                    "fwd_ms": 20.0, "norm_ms": 3.0, "n_params": 1234, "wall_s": 1.0},
-    }  # fmt: skip
+    return RunResult(
+        config=cfg.to_dict(), status=status, diverged_step=None, reason=EVIL,
+        history={"step": steps, "loss": [5.5 - 0.1 * s for s in steps],
+                 "grad_norm": [1.0] * 20, "lr": [1e-3] * 20},
+        evals=[{"step": 20, "val_loss": val}],
+        probes={"0": probe, "20": probe},
+        summary={"final_val_loss": val, "tokens_per_s": 1000.0, "step_ms": 50.0,
+                 "fwd_ms": 20.0, "norm_ms": 3.0, "n_params": 1234, "wall_s": 1.0},
+    )  # fmt: skip
 
 
 @pytest.fixture
@@ -62,16 +64,16 @@ def study():
         }
         for a, x in ((EVIL, 1.0), ("b", 0.5))
     }
-    meta = {
-        "wall_s": 12.0, "finished": "now", "failed_runs": [], "timings": timings,
-        "environment": {"cpu": EVIL, "threads": 2, "workers": 1, "torch": "t", "numba": "n"},
-        "corpus": {"source": EVIL, "sha256": "ab" * 32},
-    }  # fmt: skip
+    meta = StudyMeta(
+        wall_s=12.0, finished="now", failed_runs=[], timings=timings,
+        environment={"cpu": EVIL, "threads": 2, "workers": 1, "torch": "t", "numba": "n"},
+        corpus={"source": EVIL, "sha256": "ab" * 32},
+    )  # fmt: skip
     return preset, results, meta
 
 
 def verdicts_of(preset, results, meta):
-    return decide_all(preset, results, 3.1, meta["timings"])
+    return decide_all(preset, results, 3.1, meta.timings)
 
 
 def test_verdicts_and_table(study):
@@ -128,8 +130,9 @@ def test_numerics_page_is_linked_when_present(tmp_path, study):
 def test_missing_and_diverged_runs_do_not_break_the_report(tmp_path, study):
     preset, results, meta = study
     preset = no_plots(preset)
-    diverged = {**results["b"][0], "status": "diverged", "history": {"step": [], "loss": []},
-                "evals": [], "summary": {"final_val_loss": None}}  # fmt: skip
+    diverged = dataclasses.replace(
+        results["b"][0], status="diverged", history={"step": [], "loss": []}, evals=[],
+        summary={"final_val_loss": None})  # fmt: skip
     results = {"b": {0: diverged}}
     verdicts = decide_all(preset, results, 3.1, {})
     assert [v.status for _, v in verdicts] == ["inconclusive"] * 3
@@ -148,11 +151,13 @@ def test_claims_json_carries_scope_outcomes_correction_controls_and_the_family(t
     untestable = Claim("b-fails", "b fails", "test", Fails("b", seeds=2),
                        controls=(control(EVIL, seeds=2),), plots=())  # fmt: skip
     preset = dataclasses.replace(preset, claims=(*preset.claims, untestable))
-    verdicts = verdicts_of(preset, results, {**meta})
+    verdicts = verdicts_of(preset, results, meta)
     assert (
         verdicts[-1][1].status == Word.NOT_TESTABLE
     )  # EVIL at 3.0-3.1 does not train below 3.1 - 0.3
-    write_reports(StudyResult(preset, results, verdicts, {**meta, "plateau_h": 3.1}), tmp_path)
+    write_reports(
+        StudyResult(preset, results, verdicts, dataclasses.replace(meta, plateau_h=3.1)), tmp_path
+    )
     doc = json.loads((tmp_path / "claims.json").read_text())
     assert doc["plateau_h"] == 3.1 and doc["family"]["claims"] == 4
     assert doc["family"]["expected_false_decisions_at_most"] == pytest.approx(0.2)

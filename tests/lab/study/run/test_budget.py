@@ -6,7 +6,9 @@ import json
 import pytest
 
 from normlab.lab.study.run import budget
+from normlab.lab.study.run.study_json import StudyMeta
 from normlab.lab.study.spec import parse_spec
+from normlab.lab.train.result import RunResult
 
 SPEC = """
 name = "seq"
@@ -71,15 +73,15 @@ def test_a_claims_json_is_an_assumption(study, tmp_path):
     from normlab.lab.study.decide.looks import decide_looks
     from normlab.lab.study.report.claims_json import claims_json
 
-    def run(x: float) -> dict:  # an untrained arm's probe at init: attn_branch_ratio = x
-        return {"status": "ok", "probes": {"0": {"branch_ratio": {"attn": [x]}}}}
+    def run(x: float) -> RunResult:  # an untrained arm's probe at init: attn_branch_ratio = x
+        return RunResult({}, probes={"0": {"branch_ratio": {"attn": [x]}}})
 
     results = {
         "rmsnorm": {i: run(1.0 + 0.01 * i) for i in range(4)},
         "layernorm": {i: run(0.0) for i in range(4)},
     }
     verdicts = [(o.claim, o.verdict) for o in decide_looks(study, results, None)]
-    meta = {"seed_block": 3, "plateau_h": None, "timings": {}}
+    meta = StudyMeta(seed_block=3)
     (tmp_path / "claims.json").write_text(json.dumps(claims_json(study, verdicts, meta)))
     got = budget.from_claims(tmp_path)
     assert "seed block 3" in got.source and got.entries["c"]["values"]

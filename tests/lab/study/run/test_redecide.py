@@ -12,6 +12,7 @@ import normlab
 from normlab.lab.cli import main
 from normlab.lab.study.run.provenance import record, run_with, study_of
 from normlab.lab.study.run.redecide import redecide_study
+from normlab.lab.study.run.study_json import StudyMeta
 from normlab.lab.study.spec.parse import builtin_text, load_builtin, load_spec
 
 
@@ -82,10 +83,11 @@ def test_redecide_decides_with_the_stored_design_not_todays_preset(quick_report,
 
 def test_a_stored_design_rebuilds_the_same_study():
     study = load_builtin("smoke", ["base.steps=20", "arms[0].lr=2e-3"])
-    meta = {"preset": study.name, **record(study, "cpu", None)}
-    assert study_of(json.loads(json.dumps(meta)), "study.json") == study
+    doc = json.loads(json.dumps({"preset": study.name, **record(study, "cpu", None)}))
+    meta = StudyMeta.from_dict(doc, "study.json", complete=False)  # the design alone
+    assert study_of(meta, "study.json") == study
     assert run_with(meta) == ("cpu", None)
-    code = meta["code"]
+    code = meta.code
     assert code["version"] == normlab.__version__
     if "commit" in code:  # a git checkout
         assert len(code["commit"]) == 40 and isinstance(code["modified"], bool)

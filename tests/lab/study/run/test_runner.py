@@ -11,6 +11,7 @@ from normlab.lab.study.run.machine import Machine
 from normlab.lab.study.run.plan import WorkerPlan, cpu_seconds
 from normlab.lab.study.run.runner import StudyOptions, configure, train_runs
 from normlab.lab.study.spec.parse import load_builtin
+from normlab.lab.train.result import RunResult
 
 
 class _Counting(runner.Progress):
@@ -30,8 +31,8 @@ class _Counting(runner.Progress):
         self.count += max(0, steps_left)
 
 
-def _result(cfg, steps_done):
-    return {"status": "ok", "summary": {"steps_done": steps_done}, "history": {}}
+def _result(cfg, steps_done):  # as a worker sends it
+    return RunResult(cfg.to_dict(), summary={"steps_done": steps_done}).to_dict()
 
 
 class _Ref:
@@ -110,7 +111,7 @@ class _Recording:
     def run(self, runs, job, corpus, *, on_step, on_done):
         self.runs, self.job = list(runs), job
         for r in runs:
-            on_done(r, _result(r.config, r.config.steps), None)
+            on_done(r, RunResult.from_dict(_result(r.config, r.config.steps), "fake"), None)
 
 
 def test_runs_are_submitted_longest_first_with_their_widths_threads(tmp_path):

@@ -18,6 +18,10 @@ from normlab.lab.study.decide.rules_protocol import compound_parts
 
 if TYPE_CHECKING:
     from normlab.lab.train import TrainConfig
+    from normlab.lab.train.result import RunResult
+
+# A measure's reading of one run: (its result, the probed matrix) -> value (None: it lacks it).
+Measured = Callable[["RunResult", str | None], float | None]
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,7 @@ class Measure:
     it)."""
 
     text: str
-    read: Callable[[dict, str | None], float | None]
+    read: Measured
     needs: tuple[Need, ...] = ()
 
 

@@ -1,5 +1,5 @@
 """What a rule can measure on one run: ``MEASURES`` maps a name to its ``Measure``: its
-description, a function ``(RunResult dict, probed matrix) -> float | None`` (None: the run lacks
+description, a function ``(RunResult, probed matrix) -> float | None`` (None: the run lacks
 it; a rule does not drop such a seed but bounds its value, see ``stats``) and what an arm's config
 needs for its runs to have it (``measure_needs``: the spec loader checks it).
 
@@ -25,6 +25,7 @@ from normlab.lab.study.decide.measure_needs import (
     TRAINED,
     TWICE_DURING,
     Measure,
+    Measured,
     early,
 )
 from normlab.lab.study.decide.probe_measures import (
@@ -45,6 +46,7 @@ from normlab.lab.study.decide.probe_measures import (
     over_training,
     values,
 )
+from normlab.lab.train.result import RunResult
 
 # What H is, as the rule texts say it.
 H_TEXT = (
@@ -54,34 +56,34 @@ H_TEXT = (
 )
 
 
-def _loss(name: str) -> Callable[[dict, str | None], float | None]:
-    def measure(res: dict, matrix: str | None) -> float | None:
-        if res.get("status") == "diverged":
-            return math.log(res["config"]["model"]["vocab_size"])  # a uniform guess
-        return finite(res.get("summary", {}).get(name))
+def _loss(name: str) -> Measured:
+    def measure(res: RunResult, matrix: str | None) -> float | None:
+        if res.status == "diverged":
+            return math.log(res.config["model"]["vocab_size"])  # a uniform guess
+        return finite(res.summary.get(name))
 
     return measure
 
 
-def _summary(name: str) -> Callable[[dict, str | None], float | None]:
-    def measure(res: dict, matrix: str | None) -> float | None:
-        return None if res.get("status") != "ok" else finite(res.get("summary", {}).get(name))
+def _summary(name: str) -> Measured:
+    def measure(res: RunResult, matrix: str | None) -> float | None:
+        return None if res.status != "ok" else finite(res.summary.get(name))
 
     return measure
 
 
-def _at_end(res: dict) -> dict:
+def _at_end(res: RunResult) -> dict:
     """The probe taken at the latest step (after the last update when ``probe_steps`` has it);
     none (an empty probe: no value) where the model was probed at init alone."""
-    probes = {t: p for t, p in (res.get("probes") or {}).items() if int(t) > 0}
+    probes = {t: p for t, p in res.probes.items() if int(t) > 0}
     return probes[max(probes, key=int)] if probes else {}
 
 
-def _end(fn: Callable[[dict], float]) -> Callable[[dict, str | None], float | None]:
+def _end(fn: Callable[[dict], float]) -> Measured:
     """A measure of the probe at the latest step: ``fn(probe)``."""
 
-    def measure(res: dict, matrix: str | None) -> float | None:
-        if res.get("status") != "ok":
+    def measure(res: RunResult, matrix: str | None) -> float | None:
+        if res.status != "ok":
             return None
         try:
             return finite(fn(_at_end(res)))
@@ -91,11 +93,11 @@ def _end(fn: Callable[[dict], float]) -> Callable[[dict, str | None], float | No
     return measure
 
 
-def _drift(fn: Callable[[dict, dict], float]) -> Callable[[dict, str | None], float | None]:
+def _drift(fn: Callable[[dict, dict], float]) -> Measured:
     """A measure of what training moved: ``fn(probe at the latest step, probe at step 0)``."""
 
-    def measure(res: dict, matrix: str | None) -> float | None:
-        probes = res.get("probes") or {}
+    def measure(res: RunResult, matrix: str | None) -> float | None:
+        probes = res.probes
         if "0" not in probes or len(probes) < 2:
             return None
         return _end(lambda end: fn(end, probes["0"]))(res, matrix)
@@ -103,12 +105,12 @@ def _drift(fn: Callable[[dict, dict], float]) -> Callable[[dict, str | None], fl
     return measure
 
 
-def _gap(a: str, b: str, size: bool = False) -> Callable[[dict, str | None], float | None]:
+def _gap(a: str, b: str, size: bool = False) -> Measured:
     """summary[a] − summary[b] of a run that finished (None where either is missing); ``size``:
     its absolute value, a "differs" read per model, so gaps of opposite sign in different seeds
     do not cancel."""
 
-    def measure(res: dict, matrix: str | None) -> float | None:
+    def measure(res: RunResult, matrix: str | None) -> float | None:
         x, y = _summary(a)(res, None), _summary(b)(res, None)
         if x is None or y is None:
             return None
@@ -117,13 +119,11 @@ def _gap(a: str, b: str, size: bool = False) -> Callable[[dict, str | None], flo
     return measure
 
 
-def _abs_gap_short(res: dict, matrix: str | None) -> float | None:
+def _abs_gap_short(res: RunResult, matrix: str | None) -> float | None:
     """The same |eval − train mode| gap on the validation sequences cut to the shortest of the
     run's ``eval_lengths``: served at a length it was not trained at."""
-    at, train_at = (
-        res.get("summary", {}).get(k) or {} for k in ("val_loss_at", "val_loss_train_mode_at")
-    )
-    if res.get("status") != "ok" or not at or not train_at:
+    at, train_at = (res.summary.get(k) or {} for k in ("val_loss_at", "val_loss_train_mode_at"))
+    if res.status != "ok" or not at or not train_at:
         return None
     n = min(at, key=int)
     x, y = finite(at[n]), finite(train_at.get(n))
@@ -148,12 +148,12 @@ def _resid_growth(p: dict) -> float:
 MATCHED_TRAIN_LOSS = 1.75  # nats/byte: a training loss every small-corpus arm passes (block 0)
 
 
-def _gap_at_matched_train_loss(res: dict, matrix: str | None) -> float | None:
+def _gap_at_matched_train_loss(res: RunResult, matrix: str | None) -> float | None:
     """val − train loss where the training loss (eval mode, on the training bytes) first reaches
     ``MATCHED_TRAIN_LOSS``, linear between the validations around it: the gap at equal fit."""
-    if res.get("status") != "ok":
+    if res.status != "ok":
         return None
-    evals = [e for e in res.get("evals") or [] if "train_loss" in e]
+    evals = [e for e in res.evals if "train_loss" in e]
     for a, b in zip(evals, evals[1:], strict=False):
         ta, tb = a["train_loss"], b["train_loss"]
         if ta > MATCHED_TRAIN_LOSS >= tb:
@@ -162,8 +162,8 @@ def _gap_at_matched_train_loss(res: dict, matrix: str | None) -> float | None:
     return None
 
 
-def _block_drop_mean(res: dict, matrix: str | None) -> float | None:
-    drops = res.get("summary", {}).get("block_drop_loss") if res.get("status") == "ok" else None
+def _block_drop_mean(res: RunResult, matrix: str | None) -> float | None:
+    drops = res.summary.get("block_drop_loss") if res.status == "ok" else None
     if not drops or any(not isinstance(v, int | float) for v in drops):
         return None
     return finite(statistics.fmean(drops))

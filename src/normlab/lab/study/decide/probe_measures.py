@@ -10,6 +10,9 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+from normlab.lab.study.decide.measure_needs import Measured
+from normlab.lab.train.result import RunResult
+
 
 def finite(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and math.isfinite(v) else None
@@ -25,17 +28,17 @@ def values(probe: dict, key: str) -> list[float]:
     return [float(v) for v in vals]
 
 
-def training(res: dict) -> list[dict]:
+def training(res: RunResult) -> list[dict]:
     """The probes taken during training (steps ≥ 1, after an update), in step order."""
-    probes = res.get("probes") or {}
+    probes = res.probes
     return [probes[t] for t in sorted(probes, key=int) if int(t) > 0]
 
 
-def over_training(fn: Callable[[list[dict]], float]) -> Callable[[dict, str | None], float | None]:
+def over_training(fn: Callable[[list[dict]], float]) -> Measured:
     """A measure of the probes taken during training: ``fn(probes at steps ≥ 1)``."""
 
-    def measure(res: dict, matrix: str | None) -> float | None:
-        during = training(res) if res.get("status") == "ok" else []
+    def measure(res: RunResult, matrix: str | None) -> float | None:
+        during = training(res) if res.status == "ok" else []
         if not during:
             return None
         try:
@@ -69,9 +72,9 @@ def input_grad_ratio(p: dict) -> float:
     return math.log(g[0] / g[-1])
 
 
-def at_init(fn: Callable[[dict], float]) -> Callable[[dict, str | None], float | None]:
-    def measure(res: dict, matrix: str | None) -> float | None:
-        probe = (res.get("probes") or {}).get("0")
+def at_init(fn: Callable[[dict], float]) -> Measured:
+    def measure(res: RunResult, matrix: str | None) -> float | None:
+        probe = res.probes.get("0")
         try:
             return finite(fn(probe)) if probe else None
         except MISSING:
@@ -80,9 +83,9 @@ def at_init(fn: Callable[[dict], float]) -> Callable[[dict, str | None], float |
     return measure
 
 
-def grad_profile(res: dict, matrix: str | None) -> list[float]:
+def grad_profile(res: RunResult, matrix: str | None) -> list[float]:
     """Per-block gradient norms from the probe at init (a matrix, or whole blocks)."""
-    probe = res.get("probes", {}).get("0") or {}
+    probe = res.probes.get("0") or {}
     if matrix is None:
         prof = probe.get("grad_norm_block") or []
     else:
@@ -90,13 +93,13 @@ def grad_profile(res: dict, matrix: str | None) -> list[float]:
     return [float(v) for v in prof if v is not None]
 
 
-def log_grad_ratio(res: dict, matrix: str | None) -> float | None:
+def log_grad_ratio(res: RunResult, matrix: str | None) -> float | None:
     prof = grad_profile(res, matrix)
     ok = len(prof) >= 2 and prof[0] > 0 and prof[-1] > 0
     return math.log(prof[-1] / prof[0]) if ok else None
 
 
-def log_grad_trend(res: dict, matrix: str | None) -> float | None:
+def log_grad_trend(res: RunResult, matrix: str | None) -> float | None:
     """ln(last/first) of the least-squares line through ln‖∇‖ over the blocks: the same
     quantity as ``log_grad_ratio``, read from every block instead of the two ends."""
     prof = grad_profile(res, matrix)
@@ -111,14 +114,14 @@ def log_grad_trend(res: dict, matrix: str | None) -> float | None:
     return slope * (len(logs) - 1)
 
 
-def log_grad_spread(res: dict, matrix: str | None) -> float | None:
+def log_grad_spread(res: RunResult, matrix: str | None) -> float | None:
     prof = grad_profile(res, matrix)
     return math.log(max(prof) / min(prof)) if len(prof) >= 2 and min(prof) > 0 else None
 
 
-def branch_ratio(sublayer: str) -> Callable[[dict, str | None], float | None]:
-    def measure(res: dict, matrix: str | None) -> float | None:
-        probe = (res.get("probes") or {}).get("0") or {}
+def branch_ratio(sublayer: str) -> Measured:
+    def measure(res: RunResult, matrix: str | None) -> float | None:
+        probe = res.probes.get("0") or {}
         vals = (probe.get("branch_ratio") or {}).get(sublayer) or []
         ok = vals and all(isinstance(v, int | float) for v in vals)
         return finite(statistics.fmean(vals)) if ok else None
@@ -137,11 +140,11 @@ UPDATE_WINDOW = 100  # DeepNet's early training: the model update is read over t
 FIRST_STEPS = 20  # DeepNet's blow-up: the model update and the LayerNorm inputs, steps 1 … 20
 
 
-def _first_steps(res: dict, window: int) -> tuple[dict, list[dict]] | None:
+def _first_steps(res: RunResult, window: int) -> tuple[dict, list[dict]] | None:
     """The probe at init and those at steps 1 … ``window`` (None: a run without them)."""
-    probes = res.get("probes") or {}
+    probes = res.probes
     early = [p for t, p in probes.items() if 0 < int(t) <= window]
-    if res.get("status") != "ok" or "0" not in probes or not early:
+    if res.status != "ok" or "0" not in probes or not early:
         return None
     return probes["0"], early
 
@@ -150,7 +153,7 @@ def log_update(window: int):
     """ln of the largest model update ‖F(θ_t) − F(θ_0)‖ (RMS over the probe batches' logits)
     among the probes at steps 1 … ``window``."""
 
-    def measure(res: dict, matrix: str | None) -> float | None:
+    def measure(res: RunResult, matrix: str | None) -> float | None:
         got = _first_steps(res, window)
         vals = [p.get("output_change") for p in got[1]] if got else []
         vals = [v for v in vals if isinstance(v, int | float) and v > 0]
@@ -165,7 +168,7 @@ def _ln_input(p: dict) -> float:
     return statistics.fmean(float(v) for v in vals)  # a None (a missing value): TypeError
 
 
-def log_ln_input_growth_first(res: dict, matrix: str | None) -> float | None:
+def log_ln_input_growth_first(res: RunResult, matrix: str | None) -> float | None:
     """ln(the largest mean LayerNorm input RMS over steps 1 … 20 / the one at init)."""
     got = _first_steps(res, FIRST_STEPS)
     if got is None:

@@ -10,11 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from normlab.lab.train.result import RunResult
 from normlab.lab.verdict import LEVEL
 from normlab.lab.verdict.sequential import Look
 
-# arm -> seed index -> RunResult dict (``RunResult.to_dict()``)
-Results = Mapping[str, Mapping[int, dict[str, Any]]]
+# arm -> seed index -> the run's result (rebuilt where read: ``run.store.results_of``)
+Results = Mapping[str, Mapping[int, RunResult]]
 
 # --------------------------------------------------------------------------------------------
 # the context of a decision

@@ -40,9 +40,9 @@ def sweep_name(arms: Sequence[str]) -> str:
 
 def init_loss(runs: list[dict]) -> float:
     """ℓ0 of one seed's sweep: its first step's training loss, at most ln V."""
-    cap = math.log(runs[0]["config"]["model"]["vocab_size"])
+    cap = math.log(runs[0].config["model"]["vocab_size"])
     for r in runs:  # the first run with a finite first loss: every arm's is the same
-        loss = ((r.get("history") or {}).get("loss") or [None])[0]
+        loss = (r.history.get("loss") or [None])[0]
         if isinstance(loss, int | float) and math.isfinite(loss):
             return min(cap, loss)
     return cap

@@ -75,25 +75,25 @@ def register(docs: Path, when: str, commit: str) -> list[str]:
             done.append(f"data {command}")
     for path in sorted(docs.glob("data/*/study.json")):
         if path.parent.name not in reg.data:
-            from normlab.lab.study.run.store import check_study_json
+            from normlab.lab.study.run.study_json import StudyMeta
 
-            meta = check_study_json(read_json(path), str(path))
-            began = meta.get("began") or _earliest(meta)
+            meta = StudyMeta.from_dict(read_json(path), str(path))
+            began = meta.began or _earliest(meta)
             reg.data[path.parent.name] = Data(
-                meta["preset"], meta["seed_block"], began, meta["code"]["commit"]
+                meta.preset, meta.seed_block, began, meta.code["commit"]
             )
             done.append(f"data {path.parent.name}")
     reg.write(docs)
     return done
 
 
-def _earliest(meta: dict) -> str:
+def _earliest(meta) -> str:
     """When a study without ``began`` began at the latest: its finish less its wall time (a
     resumed study's runs may be older: its ``began`` records the first start)."""
     from datetime import datetime, timedelta, timezone
 
-    end = datetime.strptime(meta["finished"], "%Y-%m-%d %H:%M:%S UTC").replace(tzinfo=timezone.utc)
-    return (end - timedelta(seconds=float(meta["wall_s"]))).strftime("%Y-%m-%dT%H:%M:%SZ")
+    end = datetime.strptime(meta.finished, "%Y-%m-%d %H:%M:%S UTC").replace(tzinfo=timezone.utc)
+    return (end - timedelta(seconds=float(meta.wall_s))).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def main(docs: str) -> int:

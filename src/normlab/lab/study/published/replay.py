@@ -28,6 +28,7 @@ from normlab.lab.study.decide import (
     rivals,
 )
 from normlab.lab.study.decide.looks import with_look
+from normlab.lab.train.result import RunResult
 from normlab.lab.verdict import Estimate, Seeds, Verdict, Word
 from normlab.lab.verdict.sequential import Look
 
@@ -50,7 +51,7 @@ def _stand_in(key: str, rule, entry: dict, results: dict) -> Contrast:
     is the ``v`` ``entry`` stores (added to ``results``)."""
     values = entry.get("values") or []
     arm = f"v:{key}"
-    results[arm] = {i: {"status": "ok", "summary": {MEASURE: v}} for i, v in enumerate(values)}
+    results[arm] = {i: RunResult({}, summary={MEASURE: v}) for i, v in enumerate(values)}
     terms = ((1, arm, MEASURE),)
     return Contrast(terms, rule.expect, rule.delta, max(len(values), 1), trim=rule.trim)
 
@@ -90,7 +91,7 @@ def _published_view(v: Verdict, entry: dict) -> Verdict:
 
 def _decide(claim: Claim, entry: dict, ctx: Context) -> Verdict:
     """``claim`` decided on stand-ins of its leaf rules, its controls as published."""
-    results: dict[str, dict[int, dict]] = {}
+    results: dict[str, dict[int, RunResult]] = {}
     split = compound_parts(claim.rule)
     if split is None:
         v = _stand_in(claim.name, claim.rule, entry, results).decide(results, ctx)

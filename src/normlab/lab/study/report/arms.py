@@ -10,6 +10,7 @@ from typing import Any
 
 from normlab.lab.kit import doc as d
 from normlab.lab.study.decide import MEASURES
+from normlab.lab.train.result import RunResult
 
 
 def fmt(x: Any) -> str:
@@ -33,17 +34,17 @@ def _arm_rows(study, results) -> list[tuple[str, ...]]:
     rows = []
     for r in study.arms:
         runs = list(results.get(r.name, {}).values())
-        ok = [x for x in runs if x["status"] == "ok"]
+        ok = [x for x in runs if x.status == "ok"]
 
         def mean(key: str, runs=ok) -> str:
-            xs = [x["summary"].get(key) for x in runs]
+            xs = [x.summary.get(key) for x in runs]
             xs = [x for x in xs if isinstance(x, int | float)]
             if not xs:
                 return "–"
             m = statistics.fmean(xs)
             return fmt(m) if len(xs) < 2 else f"{fmt(m)} ± {fmt(statistics.stdev(xs))}"
 
-        stalled = sorted(x["stopped_step"] for x in ok if x.get("stopped_step"))
+        stalled = sorted(x.stopped_step for x in ok if x.stopped_step)
         stopped = f" ({len(stalled)} stalled at step {stalled[0]})" if stalled else ""
         rows.append(
             (
@@ -60,7 +61,7 @@ def _arm_rows(study, results) -> list[tuple[str, ...]]:
     return rows
 
 
-def _branch_ratios(runs: list[dict]) -> str:
+def _branch_ratios(runs: list[RunResult]) -> str:
     """ "attn / mlp": the branch share of the variance at init, mean over the arm's seeds."""
     means = []
     for key in ("attn_branch_ratio", "mlp_branch_ratio"):
@@ -78,7 +79,7 @@ ARM_HEADER = (
 def arms_section(out: Path, study, results, meta) -> list[d.Block]:
     """The arms, their configs and the environment, each folded, and the link to the numerics
     page where ``normlab numerics`` wrote one."""
-    env = {**meta["environment"], **{f"corpus {k}": x for k, x in meta["corpus"].items()}}
+    env = {**meta.environment, **{f"corpus {k}": x for k, x in meta.corpus.items()}}
     configs = tuple(
         d.Details(r.name, (d.Pre(json.dumps(r.config.to_dict(), indent=1), "json"),))
         for r in study.arms

@@ -69,11 +69,11 @@ def family(verdicts) -> dict[str, Any]:
     }
 
 
-def claims_json(study, verdicts, meta: dict) -> dict[str, Any]:
+def claims_json(study, verdicts, meta) -> dict[str, Any]:  # meta: run.study_json.StudyMeta
     return {
         "preset": study.name,
-        "seed_block": meta.get("seed_block", 0),
-        "plateau_h": meta.get("plateau_h"),
+        "seed_block": meta.seed_block,
+        "plateau_h": meta.plateau_h,
         "family": family(verdicts),
         "claims": [
             {
@@ -91,7 +91,7 @@ def claims_json(study, verdicts, meta: dict) -> dict[str, Any]:
     }
 
 
-def write_claims(out: Path, study, verdicts, meta: dict) -> None:
+def write_claims(out: Path, study, verdicts, meta) -> None:
     claims = claims_json(study, verdicts, meta)
     write_json(out / "claims.json", claims, indent=1, ensure_ascii=False)
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 
 from normlab.lab.kit.render import figure, legend, png, whole_ticks
 from normlab.lab.study.decide import Claim, Results, sweep_name
+from normlab.lab.train.result import RunResult
 from normlab.lab.verdict import Verdict
 
 
@@ -44,21 +45,21 @@ def _band(rows: list[list[float]]) -> tuple[list[float], list[float], list[float
 
 def loss_curves(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | None:
     arms = [
-        a for a in claim.arms if any(r["history"].get("loss") for r in results.get(a, {}).values())
+        a for a in claim.arms if any(r.history.get("loss") for r in results.get(a, {}).values())
     ]
     if not arms:
         return None
     fig, ax = figure()
     for arm in arms:
-        runs = [r for r in results[arm].values() if r["history"].get("loss")]
-        k = max(1, len(runs[0]["history"]["loss"]) // 15)
-        mean, lo, hi = _band([_smooth(r["history"]["loss"], k) for r in runs])
-        steps = runs[0]["history"]["step"][: len(mean)]
-        div = sum(r["status"] == "diverged" for r in runs)
+        runs = [r for r in results[arm].values() if r.history.get("loss")]
+        k = max(1, len(runs[0].history["loss"]) // 15)
+        mean, lo, hi = _band([_smooth(r.history["loss"], k) for r in runs])
+        steps = runs[0].history["step"][: len(mean)]
+        div = sum(r.status == "diverged" for r in runs)
         label = _literal(f"{arm} (n={len(runs)}" + (f", {div} diverged)" if div else ")"))
         (line,) = ax.plot(steps, mean, label=label, lw=1.4)
         ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.15, lw=0)
-        vals = [e for r in runs for e in r["evals"] if e.get("val_loss") is not None]
+        vals = [e for r in runs for e in r.evals if e.get("val_loss") is not None]
         if vals:
             xy = [e["step"] for e in vals], [e["val_loss"] for e in vals]
             ax.scatter(*xy, s=10, color=line.get_color())
@@ -112,7 +113,7 @@ def _matrix(claim: Claim) -> str | None:
 def _profiles(results: Results, arm: str, key: str, step: str, matrix: str | None):
     out = []
     for r in results.get(arm, {}).values():
-        vals = ((r.get("probes") or {}).get(step) or {}).get(key)
+        vals = (r.probes.get(step) or {}).get(key)
         if isinstance(vals, dict):
             vals = vals.get(matrix) if matrix else None
         if vals and all(v is not None for v in vals):
@@ -124,9 +125,7 @@ def _probe_lines(results, claim, key: str, *, logy: bool, ylabel: str, matrix=No
     fig, ax = figure()
     drawn = False
     for arm in claim.arms:
-        steps = sorted(
-            {s for r in results.get(arm, {}).values() for s in r.get("probes", {})}, key=int
-        )
+        steps = sorted({s for r in results.get(arm, {}).values() for s in r.probes}, key=int)
         for step in steps:
             rows = _profiles(results, arm, key, step, matrix)
             if not rows:
@@ -208,9 +207,9 @@ def lr_curves(results: Results, claim: Claim, verdict: Verdict, timings) -> byte
     for arm in claim.arms:
         runs = list(results.get(arm, {}).values())
         if runs:
-            cfg = {**runs[0]["config"], "lr": None, "seed": None}
+            cfg = {**runs[0].config, "lr": None, "seed": None}
             groups.setdefault(json.dumps(cfg, sort_keys=True), []).append(
-                (runs[0]["config"]["lr"], arm)
+                (runs[0].config["lr"], arm)
             )
     curves = [sorted(g) for g in groups.values() if len({lr for lr, _ in g}) >= 2]
     if not curves:
@@ -250,10 +249,10 @@ def _curve_name(arms: list[str]) -> str:
     return stems.pop() if len(stems) == 1 else sweep_name(arms)
 
 
-def _final_loss(res: dict) -> float:
-    v = res.get("summary", {}).get("final_val_loss")
-    if res.get("status") == "diverged" or v is None:
-        return math.log(res["config"]["model"]["vocab_size"])
+def _final_loss(res: RunResult) -> float:
+    v = res.summary.get("final_val_loss")
+    if res.status == "diverged" or v is None:
+        return math.log(res.config["model"]["vocab_size"])
     return v
 
 

@@ -221,21 +221,21 @@ def _seeds(v: Verdict) -> str:
 
 def _summary_line(study, results, meta) -> str:
     n = sum(map(len, results.values()))
-    cpu = [x["summary"].get("cpu_s") for arm in results.values() for x in arm.values()]
+    cpu = [x.summary.get("cpu_s") for arm in results.values() for x in arm.values()]
     cpu_s = f" ({sum(cpu):.0f} CPU s in the runs)" if cpu and None not in cpu else ""
-    reused = meta.get("reused_runs") or 0
+    reused = meta.reused_runs
     again = f"; {reused} run(s) reused from an earlier invocation (--resume)" if reused else ""
-    decided = meta.get("decided_again")
+    decided = meta.decided_again
     decided = (
         f" Decided again from its results on {decided} with "
-        f"{meta.get('decided_with', 'its spec')} (nothing retrained)."
+        f"{meta.decided_with} (nothing retrained)."
         if decided
         else ""
     )
     return (
         f"{study.description}. {n}/{len(study.runs())} runs (seed block "
-        f"{meta.get('seed_block', 0)}), {meta['wall_s']:.0f} s wall{cpu_s}{again}, finished "
-        f"{meta['finished']}.{decided}"
+        f"{meta.seed_block}), {meta.wall_s:.0f} s wall{cpu_s}{again}, finished "
+        f"{meta.finished}.{decided}"
     )
 
 
@@ -246,8 +246,7 @@ def write_reports(result, out: Path, *, lead_md: str = "", lead_html: str = "") 
     document: summary first, the shared explanation once, then the claims."""
     study, results, verdicts, meta = result.study, result.results, result.verdicts, result.meta
     plot_dir = sub_dir(out, "plots")  # a symlink there is refused, not written through
-    timings, h = meta.get("timings") or {}, meta.get("plateau_h")
-    env = meta["environment"]
+    timings, h, env = meta.timings, meta.plateau_h, meta.environment
     doc = d.Document(f"normlab study: {study.name}")
     doc.add(
         d.Heading(1, ("normlab study: ", d.Code(study.name))),

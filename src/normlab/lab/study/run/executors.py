@@ -17,14 +17,16 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.kit.packages import importable
+from normlab.lab.train.result import RunResult
 
-OnDone = Callable[[Any, dict | None, str | None], None]  # (run, result, error)
+OnDone = Callable[[Any, RunResult | None, str | None], None]  # (run, result, error)
 OnStep = Callable[[int], None]
-Outcome = tuple[dict | None, str | None]  # a run's result, or the error it raised
+Outcome = tuple[dict | None, str | None]  # a run's result (to_dict), or the error it raised
 PR_SET_PDEATHSIG = 1  # prctl's option: a signal for this process when its parent dies
 
 
@@ -71,16 +73,18 @@ def gpu_assignment(workers: int, gpus: list[str]) -> list[str | None]:
     return [gpus[i % len(gpus)] for i in range(workers)]
 
 
-def steps_taken(result: dict | None) -> int:
+def steps_taken(result: RunResult | None) -> int:
     """The training steps a finished run took (fewer than configured if it stopped early)."""
-    return (result or {}).get("summary", {}).get("steps_done", 0)
+    return 0 if result is None else result.summary.get("steps_done", 0)
 
 
-def _outcome(get: Callable[[], Outcome]) -> Outcome:
-    """What ``get`` returns (a run's result and error), or its exception as the error: the
-    process or Ray task that trained the run died."""
+def _outcome(get: Callable[[], Outcome]) -> tuple[RunResult | None, str | None]:
+    """What ``get`` returns (a run's result and error), the result rebuilt as its ``RunResult``
+    where the driver receives it; or its exception as the error: the process or Ray task that
+    trained the run died."""
     try:
-        return get()
+        result, err = get()
+        return None if result is None else RunResult.from_dict(result, "a run's result"), err
     except Exception as e:
         return None, f"{type(e).__name__}: {e}"
 
@@ -130,7 +134,8 @@ class LocalExecutor:
     def run(self, runs, job: Job, corpus, *, on_step: OnStep, on_done: OnDone) -> None:
         if self.workers == 1:
             for t in runs:
-                on_done(t, *train_one(t.config, corpus, on_step, run_logdir(job, t)))
+                one = partial(train_one, t.config, corpus, on_step, run_logdir(job, t))
+                on_done(t, *_outcome(one))
             return
         import multiprocessing as mp
 

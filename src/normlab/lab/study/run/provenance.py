@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 from normlab.lab.kit.errors import UsageError
+from normlab.lab.study.run.study_json import StudyMeta
 from normlab.lab.study.spec import Study
 
 
@@ -56,27 +57,26 @@ def _git(where: Path, *args: str) -> str | None:
     return p.stdout.strip() if p.returncode == 0 else None
 
 
-def study_of(meta: dict, source: str, spec_file: str | None = None) -> Study:
+def study_of(meta: StudyMeta, source: str, spec_file: str | None = None) -> Study:
     """The study that wrote ``meta`` (``source``: where ``meta`` was read, for messages): from
     ``spec_file`` if given, else from the spec text it stores; with the ``--set`` overrides it
     recorded either way."""
     from normlab.lab.study.spec import parse as spec
 
-    sets = list(meta.get("overrides") or [])
+    sets = list(meta.overrides)
     if spec_file:
         return spec.load_spec(spec_file, sets)
-    text = meta.get("spec")
+    text = meta.spec
     if not isinstance(text, str) or not text.strip():
         raise UsageError(
             f"--redecide: {source} stores no spec (a study from before studies stored theirs); "
             "pass the spec it ran with: --spec FILE (a preset's: --print-spec NAME at its commit)"
         )
-    name = meta.get("preset") if isinstance(meta.get("preset"), str) else "study"
+    name = "study" if meta.preset is None else meta.preset
     return spec.parse_spec(text, f"{source}: spec", default_name=name, overrides=sets)
 
 
-def run_with(meta: dict) -> tuple[str | None, str | None]:
+def run_with(meta: StudyMeta) -> tuple[str | None, str | None]:
     """The ``--device`` and ``--precision`` the study in ``meta`` ran with (None: not given,
     or not recorded)."""
-    given = meta.get("run_with") or {}  # an object or absent: check_study_json
-    return given.get("device"), given.get("precision")
+    return meta.run_with.get("device"), meta.run_with.get("precision")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from normlab.lab.kit.errors import UsageError
@@ -19,6 +20,7 @@ from normlab.lab.study.decide import decide_all
 from normlab.lab.study.report import write_reports
 from normlab.lab.study.run.provenance import run_with, study_of
 from normlab.lab.study.run.runner import StudyResult, configure, summary
+from normlab.lab.study.run.study_json import StudyMeta
 
 
 def redecide_study(
@@ -32,43 +34,40 @@ def redecide_study(
     ``device``/``precision``: what the study was run with (``--device``/``--precision``), where
     ``study.json`` does not record it; its runs are found by the same keys it wrote them under."""
     from normlab.lab.kit.reading import read_json
-    from normlab.lab.study.run.store import ResultStore, check_study_json, run_key
+    from normlab.lab.study.run.store import ResultStore, results_of, run_key
 
     path = out / "study.json"  # bounded and checked: a tampered file is one line, not a crash
-    meta = read_json(path, f"--redecide {out}: cannot read {path}")
-    check_study_json(meta, f"--redecide {path}", complete=False)
+    doc = read_json(path, f"--redecide {out}: cannot read {path}")
+    # the design first (a study.json that stores none says so), then the rest of it
+    meta = StudyMeta.from_dict(doc, f"--redecide {path}", complete=False)
     ran_device, ran_precision = run_with(meta)
     study = study_of(meta, str(path), spec_file)
-    check_study_json(meta, f"--redecide {path}")
+    meta = StudyMeta.from_dict(doc, f"--redecide {path}")
     # an arm's "auto" is the device the study ran on, not this machine's: its runs' keys
-    ran_on = (meta.get("environment") or {}).get("device", "cpu")
+    ran_on = meta.environment.get("device", "cpu")
     study = configure(
         study, device or ran_device, precision or ran_precision, check=False, auto=ran_on
     )
     records = ResultStore(out / "results.jsonl").load(results=True)
-    sha = meta["corpus"]["sha256"]
-    results: dict[str, dict[int, dict]] = {}
-    runs = study.runs(meta.get("seed_block", 0))
-    for r in runs:
-        rec = records.get(run_key(r.config, sha))
-        if rec is not None:
-            results.setdefault(r.arm, {})[r.index] = rec["result"]
+    sha = meta.corpus["sha256"]
+    runs = study.runs(meta.seed_block)
+    results = results_of(records, runs, lambda r: run_key(r.config, sha), f"{out}/results.jsonl")
     if not results:
         raise UsageError(
             f"--redecide {out}: none of the study's {len(runs)} runs is in results.jsonl (a "
             "different spec, --set, --device or --precision than the study ran with?)"
         )
-    verdicts = decide_all(study, results, meta["plateau_h"], meta.get("timings") or {})
+    verdicts = decide_all(study, results, meta.plateau_h, meta.timings)
     if study.sequential is not None:  # the runs its looks needed, not every seed to the caps
         from normlab.lab.study.decide.looks import decide_looks, needed
         from normlab.lab.study.run.look_runner import look_runs
 
-        need = needed(study, decide_looks(study, results, meta["plateau_h"]))
-        runs = look_runs(study, need, meta.get("seed_block", 0))
+        need = needed(study, decide_looks(study, results, meta.plateau_h))
+        runs = look_runs(study, need, meta.seed_block)
     missing = [r.label for r in runs if r.index not in results.get(r.arm, {})]
     design = f"the spec {spec_file}" if spec_file else "the spec study.json stores"
     now = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    shown = {**meta, "decided_again": now, "decided_with": design}
+    shown = replace(meta, decided_again=now, decided_with=design)
     return StudyResult(study, results, verdicts, shown, missing)
 
 

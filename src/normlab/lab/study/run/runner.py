@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from normlab.lab.kit.errors import UsageError
-from normlab.lab.kit.io import set_aside, write_json
-from normlab.lab.kit.reading import read_json
+from normlab.lab.kit.io import set_aside
 from normlab.lab.kit.threads import check_threads
 from normlab.lab.study.decide import Claim, Results, decide_all
 from normlab.lab.study.run.provenance import record
+from normlab.lab.study.run.study_json import StudyMeta, first_began
 from normlab.lab.study.spec import SEED_STRIDE, Run, Study
 from normlab.lab.verdict import Verdict
 
@@ -78,7 +78,7 @@ class StudyResult:
     study: Study
     results: Results
     verdicts: list[tuple[Claim, Verdict]]
-    meta: dict[str, Any]
+    meta: StudyMeta
     failed: list[str] = field(default_factory=list)
 
     @property
@@ -138,7 +138,7 @@ def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
     ``options.device`` and ``options.precision``). Raises :class:`Interrupted` on SIGTERM or
     Ctrl-C (finished runs are kept)."""
     t0 = time.time()
-    began = _began(options.out, t0)
+    began = first_began(options.out, _utc(t0))
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
     try:
         if study.sequential is not None:
@@ -154,26 +154,24 @@ def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
         timings = run_timing(study, corpus, options.seed, plan, options.quiet)
     except KeyboardInterrupt:
         raise Interrupted(130) from None
-    meta = {
-        "preset": study.name,
-        "description": study.description,
-        "seed_block": options.seed,
-        "corpus": corpus.describe(),
-        "environment": environment(plan, study_device(study)),
-        "wall_s": time.time() - t0,
-        "train_wall_s": t_train,
-        "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    meta = StudyMeta.of(
+        study,
+        corpus,
+        seed_block=options.seed,
+        environment=environment(plan, study_device(study)),
+        wall_s=time.time() - t0,
+        train_wall_s=t_train,
+        finished=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         # when the first of its runs began (a resumed study keeps its first start): the
         # registry decides from it whether a design was fixed before its data
-        "began": began if reused else _utc(t0),
-        "failed_runs": failed,
-        "reused_runs": reused,
-        "timings": timings,
-        "plateau_h": corpus.unigram_val_xent(),  # H of the "fails"/"trains" rules
+        began=began if reused else _utc(t0),
+        failed_runs=failed,
+        reused_runs=reused,
+        timings=timings,
         **record(study, options.device, options.precision),  # the design --redecide rebuilds
-    }
-    write_json(options.out / "study.json", meta, indent=2)
-    verdicts = decide_all(study, results, meta["plateau_h"], timings)
+    )
+    meta.write(options.out)
+    verdicts = decide_all(study, results, meta.plateau_h, timings)
     return StudyResult(study, results, verdicts, meta, failed)
 
 
@@ -181,24 +179,14 @@ def _utc(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
-def _began(out: Path, t0: float) -> str:
-    """When the study in ``out`` first began: the ``began`` its study.json records, or now."""
-    try:
-        began = read_json(out / "study.json")["began"]
-        time.strptime(began, "%Y-%m-%dT%H:%M:%SZ")
-    except (OSError, ValueError, KeyError, TypeError):
-        return _utc(t0)
-    return min(began, _utc(t0))
-
-
 def summary(result: StudyResult, out: Path) -> str:
     """The claim table and where the reports are: what a command prints at the end."""
     from normlab.lab.study.report import format_table
 
     n = sum(map(len, result.results.values()))
-    table = format_table(result.verdicts, result.meta.get("plateau_h"))
+    table = format_table(result.verdicts, result.meta.plateau_h)
     reports = ", ".join(str(out / f) for f in ("report.html", "report.md", "claims.json"))
-    return f"{table}\n\n{n} runs in {result.meta['wall_s']:.0f} s -> {reports}"
+    return f"{table}\n\n{n} runs in {result.meta.wall_s:.0f} s -> {reports}"
 
 
 def run_timing(study: Study, corpus, seed: int, plan, quiet: bool) -> dict:
@@ -283,7 +271,8 @@ def train_runs(study: Study, corpus, options: StudyOptions, plan=None, executor=
     and the plan."""
     from normlab.lab.study.run.executors import Job, make_executor, steps_taken
     from normlab.lab.study.run.plan import longest_first, plan_workers
-    from normlab.lab.study.run.store import ResultStore, RunRecord, run_key
+    from normlab.lab.study.run.store import ResultStore, RunRecord, results_of, run_key
+    from normlab.lab.train.result import RunResult
 
     store = _open_store(ResultStore(options.out / "results.jsonl"), options)
     done = store.load(results=True)  # a hand-edited line stops here, not in the verdicts
@@ -299,13 +288,14 @@ def train_runs(study: Study, corpus, options: StudyOptions, plan=None, executor=
     bar = Progress(total, options.quiet, runs=(len(runs) - len(todo), len(runs)))
     failed: list[str] = []
 
-    def finish(run: Run, result: dict | None, err: str | None) -> None:
+    def finish(run: Run, result: RunResult | None, err: str | None) -> None:
         if err is not None:
             failed.append(run.label)
             bar.write(f"run {run.label} raised: {err}")
         else:
             key, seed = keys[run.label], run.config.seed
-            rec = RunRecord(key, run.arm, run.index, seed, study.name, corpus.sha256, result)
+            res = result.to_dict()
+            rec = RunRecord(key, run.arm, run.index, seed, study.name, corpus.sha256, res)
             done[key] = asdict(rec)
             store.append(done[key])
         bar.run_done(max(1, run.config.steps) - steps_taken(result))  # a diverged run stops early
@@ -315,10 +305,7 @@ def train_runs(study: Study, corpus, options: StudyOptions, plan=None, executor=
     job = Job(options.data, corpus.sha256, plan.threads, cuda=cuda, tensorboard=tb)
     executor.run(todo, job, corpus, on_step=bar.step, on_done=finish)
     bar.close()
-    results: dict = {}
-    for r in runs:
-        if keys[r.label] in done:
-            results.setdefault(r.arm, {})[r.index] = done[keys[r.label]]["result"]
+    results = results_of(done, runs, lambda r: keys[r.label], str(store.path))
     return results, failed, len(runs) - len(todo), plan
 
 

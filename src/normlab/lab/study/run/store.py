@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -22,12 +22,11 @@ from normlab.lab.kit.reading import (
     ReadError,
     check_strings,
     loads_json,
-    printable,
     read_bytes,
     read_text,
 )
-from normlab.lab.kit.shapes import ANY, SCALAR, Choice, Either, Int, Maybe, Num, check_shape
-from normlab.lab.train.device import DEVICES, PRECISIONS
+from normlab.lab.kit.shapes import ANY, Choice, Either, Int, Maybe, Num, check_shape
+from normlab.lab.train.result import RunResult, result_problem
 from normlab.lab.train.trainer import TrainConfig, concrete_device
 from normlab.models import TransformerConfig
 from normlab.validation import REAL_MAX
@@ -102,6 +101,20 @@ def find_run(records: Iterable[Any], name: str | None, seed_index: int) -> Any:
         return getattr(r, "arm", None), getattr(r, "index", None)
 
     return next((r for r in reversed(list(records)) if ident(r) == (name, seed_index)), None)
+
+
+def results_of(
+    records: Mapping[str, dict], runs: Iterable[Any], key: Callable[[Any], str], where: str
+) -> dict[str, dict[int, RunResult]]:
+    """``arm -> {seed index: result}`` of the ``runs`` (``design.Run``) found in ``records`` (a
+    :meth:`ResultStore.load`, the worker's results added) under ``key(run)``, each rebuilt as
+    its ``RunResult``: the one place a result read or received becomes typed."""
+    out: dict[str, dict[int, RunResult]] = {}
+    for r in runs:
+        if (rec := records.get(key(r))) is not None:
+            res = RunResult.from_dict(rec["result"], f"{where}: run {r.label}")
+            out.setdefault(r.arm, {})[r.index] = res
+    return out
 
 
 class ResultStore:
@@ -220,12 +233,6 @@ def _torn(line: str) -> bool:
     return False
 
 
-# The fields of a run's result the verdicts read, and their JSON types.
-_RESULT_FIELDS = dict(
-    config=dict, status=str, reason=str, history=dict, evals=list, probes=dict, summary=dict
-)
-
-
 def record_problem(rec: Any, results: bool = True) -> str | None:
     """What keeps ``rec`` (a parsed line) from being a run's record, or None; with ``results``,
     its ``result`` must have the fields the verdicts read, so a line edited by hand (``result:
@@ -236,14 +243,8 @@ def record_problem(rec: Any, results: bool = True) -> str | None:
         return 'expected a JSON object with "key" and a "result" object'
     if not results:
         return None
-    for name, kind in _RESULT_FIELDS.items():
-        if not isinstance(res.get(name), kind):
-            return f"result.{name}: expected a JSON {'object' if kind is dict else kind.__name__}"
-    if res["status"] not in ("ok", "diverged"):
-        return f"result.status: expected ok or diverged, got {printable(res['status'], 20)!r}"
-    for col, values in res["history"].items():
-        if not isinstance(values, list):
-            return f"result.history.{printable(col, 30)}: expected a list"
+    if (problem := result_problem(res)) is not None:
+        return problem
     for k in ("name", "seed_index"):
         if k in rec and not isinstance(rec[k], str if k == "name" else int):
             return f"{k}: expected {'a string' if k == 'name' else 'an int'}"
@@ -296,62 +297,6 @@ def _largest(doc: Any) -> float:
         elif isinstance(v, list):
             stack.extend(v)
     return big
-
-
-def check_study_json(meta: Any, where: str, *, complete: bool = True) -> dict:
-    """``meta`` (a parsed ``study.json``) if it has the shape a study writes, where the verdicts
-    read it: a finite ``plateau_h``, a ``corpus`` with its ``sha256``, objects where objects
-    belong (``complete=False``: the keys present only). A :class:`UsageError` naming the key
-    otherwise."""
-    if not isinstance(meta, dict):
-        raise UsageError(f"{where}: not a study's study.json (expected a JSON object)")
-    check_strings(meta, where)  # its name, description and spec reach terminals and reports
-    h = meta.get("plateau_h")
-    bad_h = isinstance(h, bool) or not isinstance(h, int | float) or not 0 < h < 1e3
-    if bad_h and (complete or "plateau_h" in meta):
-        raise UsageError(f"{where}: plateau_h: expected a number in (0, 1000), got {_val(h)}")
-    corpus = meta.get("corpus")
-    bad_corpus = not isinstance(corpus, dict) or not isinstance(corpus.get("sha256"), str)
-    if bad_corpus and (complete or "corpus" in meta):
-        raise UsageError(f"{where}: corpus: expected an object with the corpus's sha256")
-    block = meta.get("seed_block", 0)
-    if isinstance(block, bool) or not isinstance(block, int) or not 0 <= block <= 10**14:
-        raise UsageError(f"{where}: seed_block: expected an int in [0, 10**14], got {_val(block)}")
-    # the rest to its leaves: what the report, the verdicts and the rebuilt study read
-    schema = (
-        _STUDY_JSON if complete else {k.removesuffix("?") + "?": v for k, v in _STUDY_JSON.items()}
-    )
-    return check_shape(meta, schema, where)
-
-
-# What is read of a study.json, to the leaves (a study writes more: the rest is only shown).
-_STUDY_JSON = {
-    "preset?": str,
-    "description?": str,
-    "spec?": str,
-    "overrides?": [str],
-    "environment": {
-        **dict.fromkeys(("cpu", "torch", "numba"), str),
-        **dict.fromkeys(("threads", "workers"), Either(Int(0), str)),
-        "device?": Choice(("cpu", "cuda")),
-        "*": Either(SCALAR, [SCALAR]),
-    },
-    "corpus": {"sha256": str, "*": SCALAR},
-    "wall_s": Num(0),
-    "train_wall_s?": Num(0),
-    "finished": str,
-    "failed_runs?": [str],
-    "reused_runs?": Int(0),
-    "timings?": {"*": {"*": [Maybe(Num())]}},
-    "run_with?": {"device?": Choice(DEVICES), "precision?": Choice(PRECISIONS)},
-    "code?": {"*": SCALAR},
-    **dict.fromkeys(("decided_again?", "decided_with?"), str),
-    "untimed?": bool,
-}
-
-
-def _val(v: Any) -> str:
-    return printable(json.dumps(v), 40)
 
 
 def saved_config(path: str, run: str | None, seed_index: int):
