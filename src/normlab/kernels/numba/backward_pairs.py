@@ -2,12 +2,10 @@
 drivers (a launch choice, ``Launch.bf16_pairs``; the formulas are those of
 :func:`normlab.kernels.numba.backward._ln_bwd_rows`).
 
-Where does the bfloat16 backward's time go? On a 2-core AVX-512 machine it is bound by the vector
-ALUs, not by memory: per 8 elements about 31 vector operations at 256 bits, of which the
-conversions (a widening load, a shuffle on one port, and a shift per input, twice per row: both
-passes convert) take 8, the round-to-nearest store 6 with its narrowing shuffle, and the
-dweight/dbias partial sums 3 besides their loads and stores. This kernel cuts the conversions
-and the shuffles:
+Why: the bfloat16 LayerNorm backward is bound by the vector units on a machine of few cores,
+and a good share of their work is converting (a widening load with a shuffle and a shift per
+input, in both passes) and the shuffle of the narrowing store (the profile is in
+docs/kernels.md, "Launch choices and the tuner"). This kernel converts without shuffles:
 
 - a row of ``N`` bfloat16 (``N`` even) is read as ``N / 2`` uint32 words; element ``2j`` is the
   low half of word ``j`` and element ``2j + 1`` the high half, so ``f32(2j) = bits(u << 16)``
