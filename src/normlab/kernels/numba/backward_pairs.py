@@ -29,6 +29,7 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
+from normlab.kernels.numba.backward import _ln_coefs
 from normlab.kernels.numba.bf16 import _HALF, _ONE, _QNAN, _S16, _bits_f32, _f32_bits, rows, vec
 from normlab.kernels.numba.kernels import _F0, _F1, _JIT
 
@@ -143,15 +144,6 @@ def _dx_row_next(hr, dyr, dhr, dxr, k, we, wo, mu, rs_, coefs, has_dh, st, nxt):
     return s0, s1, s2
 
 
-@njit(inline="always")
-def _coefs(sums, inv_n):
-    """As :func:`normlab.kernels.numba.backward._ln_coefs`."""
-    s0, s1, s2 = sums
-    m0 = s0 * inv_n
-    bb = s2 * inv_n - m0 * (s1 * inv_n)
-    return s1 * inv_n - m0 * bb, bb
-
-
 @njit(**_JIT)
 def _ln_bwd_pairs_rows(
     c0, c1, per, pipe, dw, db, wd, m, n, dyp, dys, dhp, dhs, hp, hs, wp, meanp, rstdp, dxp,
@@ -183,7 +175,7 @@ def _ln_bwd_pairs_rows(
             hr, dyr, dhr, dxr, mu, rs_ = h[i], dy[i], dh[i], dx[i], mean[i], rstd[i]
             if not pipe:
                 sums = _sums(hr, dyr, we, wo, acc, mu, rs_, k)
-            coefs = _coefs(sums, inv_n)
+            coefs = _ln_coefs(sums, inv_n)
             if pipe and i + 1 < i1:
                 nxt = (h[i + 1], dy[i + 1], mean[i + 1], rstd[i + 1], acc)
                 sums = _dx_row_next(hr, dyr, dhr, dxr, k, we, wo, mu, rs_, coefs, has_dh, st, nxt)
