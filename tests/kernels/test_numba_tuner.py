@@ -44,15 +44,42 @@ def test_every_candidate_passes_the_accuracy_checks(cand, dtype):
                 check(me, "layer_norm", x, weight=w)
 
 
+@pytest.mark.parametrize("pipe", [False, True], ids=["2pass", "pipe"])
+def test_bf16_pairs_layer_norm_backward_is_accurate_where_used_and_skipped_elsewhere(
+    pipe, monkeypatch
+):
+    # every_candidate's shapes have an odd N, which never reads pairs: these have even ones
+    calls = []
+    par = numba_launch.BP.ln_bwd_pairs_par
+    monkeypatch.setattr(numba_launch.BP, "ln_bwd_pairs_par", lambda *a: calls.append(1) or par(*a))
+    wide = make_inputs((37, 132), BF16)[0]
+    with tuner.forced({"ln_bwd": Launch(pipelined=pipe, bf16_pairs=True)}):
+        for shape in ((37, 124), (130, 258), (2, 3, 64), (0, 64)):
+            x, w, b, r = make_inputs(shape, BF16)
+            check("layer_norm", x, weight=w, bias=b, residual=r)  # with dh
+            check("layer_norm", x, weight=w)
+        used = len(calls)
+        assert used >= 4  # the (130, 258) calls run on the pool
+        check("layer_norm", wide[:, 2:126], weight=make_inputs((1, 124), BF16)[1])  # stride 132
+        assert len(calls) > used
+        used = len(calls)
+        for x in (wide[:, 1:125], torch.randn(130, 257).to(BF16), torch.randn(130, 258)):
+            check("layer_norm", x, weight=make_inputs((1, x.shape[1]), x.dtype)[1])
+        assert len(calls) == used  # an odd address or N, and float32: the reference kernel
+
+
 def test_the_old_choices_are_candidates_and_every_choice_is_a_valid_launch():
     for op in OPS:
         cands = choices.candidates(op)
         assert cands[0] == OLD[op] and len(set(cands)) == len(cands)
     assert OLD["rms_fwd"].pipelined and not OLD["rms_bwd"].pipelined
+    pairs = [c for c in choices.candidates("ln_bwd", dtype="bfloat16") if c.bf16_pairs]
+    assert len(pairs) == 2 and not any(c.bf16_pairs for c in choices.candidates("ln_bwd"))
     for bad in (
         {"pipelined": 1},
         {"pipelined": True, "threads": 0},
         {"pipelined": True, "chunks_per_cpu": -1},
+        {"pipelined": True, "bf16_pairs": 1},
     ):
         with pytest.raises((TypeError, ValueError)):
             Launch(**bad)

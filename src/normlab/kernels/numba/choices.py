@@ -18,10 +18,14 @@ The choices, and why each can matter on one CPU and not on another:
   the thread count, so results stay bitwise identical for any thread count.
 - ``threads``: the share of torch's threads the kernel runs on: on a machine whose memory
   bandwidth saturates before its cores do, fewer threads move the same bytes.
+- ``bf16_pairs`` (the LayerNorm backward only): bfloat16 rows read and written as 32-bit pairs
+  of elements (:mod:`normlab.kernels.numba.backward_pairs`), which converts without shuffles;
+  where a machine's bfloat16 backward is bound by its vector units rather than by memory. The
+  one choice with compiled code of its own (compiled by its first use, the tuner's); ignored
+  for calls whose rows do not qualify (float32, an odd N).
 
-The bfloat16 conversion is not a choice: the integer round to nearest even is exact on every
-machine, while AVX512-BF16's ``vcvtneps2bf16`` flushes subnormals to zero (torch keeps them), and
-a conversion path of its own would be compiled code of its own: a first use would compile it.
+The bfloat16 rounding is not a choice: the integer round to nearest even is exact on every
+machine, while AVX512-BF16's ``vcvtneps2bf16`` flushes subnormals to zero (torch keeps them).
 """
 
 from __future__ import annotations
@@ -44,10 +48,12 @@ class Launch:
     pipelined: bool
     chunks_per_cpu: int = 0
     threads: float = 1.0
+    bf16_pairs: bool = False
 
     def __post_init__(self):
-        if not isinstance(self.pipelined, bool):
-            raise TypeError(f"pipelined must be a bool, got {self.pipelined!r}")
+        for flag in ("pipelined", "bf16_pairs"):
+            if not isinstance(getattr(self, flag), bool):
+                raise TypeError(f"{flag} must be a bool, got {getattr(self, flag)!r}")
         if not isinstance(self.chunks_per_cpu, int) or not 0 <= self.chunks_per_cpu <= 64:
             raise ValueError(
                 f"chunks_per_cpu must be an int in [0, 64], got {self.chunks_per_cpu!r}"
@@ -58,8 +64,9 @@ class Launch:
     @property
     def name(self) -> str:
         """A short label: ``pipe`` or ``2pass``, chunks per CPU (``c0``: the old rule), thread
-        share."""
-        return f"{'pipe' if self.pipelined else '2pass'}/c{self.chunks_per_cpu}/t{self.threads:g}"
+        share, and ``/pairs`` for bfloat16 pairs."""
+        name = f"{'pipe' if self.pipelined else '2pass'}/c{self.chunks_per_cpu}/t{self.threads:g}"
+        return name + "/pairs" * self.bf16_pairs
 
     @cached_property
     def chunks(self) -> int:
@@ -84,14 +91,17 @@ OLD = {op: Launch(pipelined=op in FWD_OPS) for op in OPS}
 THREAD_SHARE_MIN_CPUS = 8
 
 
-def candidates(op: str, cpus: int | None = None) -> tuple[Launch, ...]:
-    """What the tuner times for ``op`` on a machine of ``cpus`` CPUs (this one if None): the old
-    choice first, then one change at a time, and both kernel-side changes together."""
+def candidates(op: str, cpus: int | None = None, dtype: str = "float32") -> tuple[Launch, ...]:
+    """What the tuner times for ``op`` on rows of ``dtype`` on a machine of ``cpus`` CPUs (this
+    one if None): the old choice first, then one change at a time, and both kernel-side changes
+    together; for the bfloat16 LayerNorm backward both loops on pairs too."""
     old = OLD[op]
     out = [old, replace(old, chunks_per_cpu=1)]
     if op not in ("rms_bwd_y", "ln_bwd_y"):
         flip = replace(old, pipelined=not old.pipelined)
         out += [flip, replace(flip, chunks_per_cpu=1)]
+    if op == "ln_bwd" and dtype == "bfloat16":
+        out += [replace(old, bf16_pairs=True), replace(flip, bf16_pairs=True)]
     if (cpu_count() if cpus is None else cpus) >= THREAD_SHARE_MIN_CPUS:
         out.append(replace(old, threads=0.5))
     return tuple(out)
@@ -101,7 +111,9 @@ def every_candidate() -> tuple[Launch, ...]:
     """Every launch choice any op may run on any machine (what the accuracy tests run each
     kernel with)."""
     many = THREAD_SHARE_MIN_CPUS
-    return tuple(sorted({c for op in OPS for c in candidates(op, many)}))
+    return tuple(
+        sorted({c for op in OPS for d in ("float32", "bfloat16") for c in candidates(op, many, d)})
+    )
 
 
 def bucket(n: int) -> int:

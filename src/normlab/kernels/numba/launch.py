@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from normlab.kernels.numba import backward as B
+from normlab.kernels.numba import backward_pairs as BP
 from normlab.kernels.numba import backward_y as BY
 from normlab.kernels.numba import buffer_pool, choices, tuner
 from normlab.kernels.numba import kernels as K
@@ -277,11 +278,21 @@ def rms_bwd(dy, dh, h, weight, rstd, eps, offset, casting, eps_inside, launch=No
     return dx if dx.dtype == h.dtype else dx.to(h.dtype), dw
 
 
+def _pairs(n: int, dx: Tensor, *rows_: tuple[Tensor, int, int]) -> bool:
+    """Whether bfloat16 rows can be read as 32-bit pairs (:mod:`backward_pairs`): every one
+    bfloat16, ``n``, the row strides and the addresses even in elements."""
+    return n % 2 == 0 and all(
+        t.dtype == BF16 and p % 4 == 0 and rs % 2 == 0 for t, p, rs in (*rows_, (dx, _addr(dx), n))
+    )
+
+
 def ln_bwd(dy, dh, h, weight, mean, rstd, has_bias, launch=None):
     """LayerNorm backward launcher: ``(dh_total, dweight | None, dbias | None)``."""
     m, n = h.shape
     launch = _launch("ln_bwd", h, launch)
-    (dyk, dyp, dys), (_, dhp, dhs), (hk, hp, hs), dx = _bwd_inputs(dy, dh, h)
+    dya, dha, ha, dx = _bwd_inputs(dy, dh, h)
+    (dyk, dyp, dys), (_, dhp, dhs), (hk, hp, hs) = dya, dha, ha
+    pairs = launch.bf16_pairs and _pairs(n, dx, dya, dha, ha)
     w = _vec(weight, n)
     dw = None if weight is None else torch.empty(n, dtype=F32)
     db = torch.empty(n, dtype=F32) if has_bias else None
@@ -290,7 +301,8 @@ def ln_bwd(dy, dh, h, weight, mean, rstd, has_bias, launch=None):
     args = (m, n, *ptrs, dx.data_ptr(), dh is not None, *tags)
     nch, per = _chunks(m, launch)
     out = (_addr(dw), _addr(db))
-    _run(B.ln_bwd, B.ln_bwd_par, launch, m, n, nch, per, launch.pipelined, n, args, *out)
+    kern = (BP.ln_bwd_pairs, BP.ln_bwd_pairs_par) if pairs else (B.ln_bwd, B.ln_bwd_par)
+    _run(*kern, launch, m, n, nch, per, launch.pipelined, n, args, *out)
     return dx if dx.dtype == h.dtype else dx.to(h.dtype), dw, db
 
 

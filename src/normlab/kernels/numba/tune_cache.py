@@ -20,7 +20,7 @@ import re
 import sys
 import tempfile
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from normlab.kernels.numba.choices import Launch, cpu_count, cpu_info
@@ -62,8 +62,11 @@ def cache_file() -> Path:
     return base / f"{slug}-{cpu_count()}cpu-{digest}-normlab-{version}.json"
 
 
+_FIELDS = {f.name for f in fields(Launch)}
+
+
 def _launch(d) -> Launch:
-    if not isinstance(d, dict) or set(d) != {"pipelined", "chunks_per_cpu", "threads"}:
+    if not isinstance(d, dict) or not {"pipelined"} <= set(d) <= _FIELDS:
         raise ValueError(f"not a launch choice: {d!r}")
     return Launch(**d)
 

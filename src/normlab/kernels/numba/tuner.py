@@ -7,9 +7,10 @@ on the same CPU model and normlab version, look the pick up.
   size, out of the private caches), serially and interleaved: each round runs every candidate
   once, the order reversed every other round, so a load spike of a shared machine lands on a
   round of every candidate rather than on one. A candidate's time is its median over rounds.
-- A fixed budget per key (``NORMLAB_TUNE_BUDGET_S``, default 0.25 s) bounds the warm-up calls
-  and the rounds (at least one); the first warm-up call is not counted: it compiles the kernels
-  if they are not yet, which the user's call would have paid anyway.
+- A fixed budget per key (``NORMLAB_TUNE_BUDGET_S``, default 0.25 s) bounds the rounds (at
+  least one); a first call of each candidate before them is not counted: it compiles the kernels
+  if they are not yet (the old choice's the user's call would have paid anyway; a candidate with
+  kernels of its own, ``bf16_pairs``, once per machine: the compiled code is cached).
 - The old choice (:data:`~normlab.kernels.numba.choices.OLD`) stays unless a candidate's median
   beats it by more than :data:`KEEP_OLD_WITHIN`: a pick that moves on noise alone would change
   the last bits of results from one tuning to the next for nothing.
@@ -112,7 +113,7 @@ def _resolve(k: str, op: str, dtype: str, n: int, calls: Calls, parallel: bool) 
             elif not parallel or (on != "always" and busy()):
                 pick = shipped(k, op)
             else:
-                tuned = tune(k, calls(op, dtype, n), candidates(op))
+                tuned = tune(k, calls(op, dtype, n), candidates(op, dtype=dtype))
                 _save(path, tuned)
                 pick = tuned.pick
         _memo[k] = pick
@@ -133,10 +134,9 @@ def tune(
     (:func:`budget_s` if None) and pick one (:func:`pick`)."""
     budget = budget_s() if budget is None else budget
     runs = [call(c) for c in cands]
-    runs[0]()  # a compile if one is due (the call would have paid it): outside the budget
-    t_end = time.perf_counter() + budget
-    for run in runs[1:]:  # warm-up: page faults of the outputs
+    for run in runs:  # a compile if one is due, page faults of the outputs: outside the budget
         run()
+    t_end = time.perf_counter() + budget
     seconds: list[list[float]] = [[] for _ in cands]
     order = list(range(len(cands)))
     r = 0
