@@ -66,8 +66,13 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("lab: verdict", ("normlab.lab.verdict",)),
     (
         "lab: engines",
-        ("normlab.lab.study", "normlab.lab.numerics", "normlab.lab.bench", "normlab.lab.demo",
-         "normlab.lab.vision"),
+        (
+            "normlab.lab.study",
+            "normlab.lab.numerics",
+            "normlab.lab.bench",
+            "normlab.lab.demo",
+            "normlab.lab.vision",
+        ),
     ),  # fmt: skip
     # a real model's config read, then: advise trains its twin, inspect measures its norms
     ("lab: advise", ("normlab.lab.advise", "normlab.lab.inspect")),
