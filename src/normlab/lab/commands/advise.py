@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 
 from normlab.lab.advise.engine import SPEC_FILE, shipped_configs
 from normlab.lab.commands import PATH, int_in
@@ -117,13 +118,10 @@ def run(args: argparse.Namespace) -> int:
                 f"--spec {r.spec}"
             )
 
-    def train(study, options, corpus):
-        return run_advise(p, study, options, corpus)
-
     steps = RunSteps(
         "advise",
         listing,
-        train,
+        partial(run_advise, p),
         study_of=lambda r: r.study,
         started=started,
         stopped=gaps,
