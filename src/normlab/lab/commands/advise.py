@@ -5,18 +5,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 
 from normlab.lab.advise.engine import SPEC_FILE, shipped_configs
 from normlab.lab.commands import PATH, int_in
-from normlab.lab.commands.options import (
-    add_run_options,
-    configured,
-    interrupted,
-    only_with,
-    record_defaults,
-    report_failed,
-    study_options,
-)
+from normlab.lab.commands.options import add_run_options, only_with, record_defaults
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -89,50 +82,53 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from normlab.lab.advise.advice import headline
     from normlab.lab.advise.engine import describe, gaps_text, plan, run_advise
-    from normlab.lab.kit.io import hold
-    from normlab.lab.kit.limits import check_study
-    from normlab.lab.study.run import Interrupted, format_plan, summary
-    from normlab.lab.study.run.plan import check_workers
-    from normlab.lab.train.data import load_data
+    from normlab.lab.commands.run_sequence import RunSteps, run_sequence
+    from normlab.lab.study.run import format_plan
 
     if args.redecide:
         return _redecide(args)
     p = plan(_config(args), args.preset or "quick", args.seeds, args.steps)
-    study = configured(p.study(), args)  # --device cuda without CUDA stops here, before any work
-    check_study(study)  # sizes, from the configs' arithmetic: before anything is allocated
-    check_workers([a.config for a in study.arms], args.workers)  # --workers N of them at once
-    if args.list:
-        print(describe(p.twin), end="\n\n")
-        print(gaps_text(p.twin), end="\n\n")
+
+    def listing(study) -> str:
         listed = format_plan(study, args.seed, workers=args.workers, threads=args.threads)
         listed = listed.split("\n", 1)[1]  # the plan without its title line
-        print(f"{p.command} --seed {args.seed}: the study (written to DIR/{SPEC_FILE})\n{listed}")
-        return 0
-    options = study_options(args)
-    if not args.quiet:  # what is trained: its fields follow the bottom line
-        print(describe(p.twin).split("\n\n")[0], end="\n\n")
-    with hold(options.out, "advise"):  # one process per output directory, before any work
-        corpus = load_data(args.data)
-        try:
-            result = run_advise(p, study, options, corpus)
-        except Interrupted as e:
-            print(gaps_text(p.twin), end="\n\n")
-            return interrupted(e, options)
-    # The bottom line first, in the first lines on screen; then the twin and the study.
-    if not options.quiet:
-        print(headline(result.blocks), end="\n\n")
-        print(describe(p.twin).split("\n\n", 1)[1], end="\n\n")
-    # What the twin leaves out is printed even with --quiet: no difference may go unsaid.
-    print(gaps_text(p.twin), end="\n\n")
-    if not options.quiet:
-        print(summary(result.study, options.out))
-    report_failed(result.study.failed)
-    if not options.quiet:
-        print(
-            f"\n-> {options.out / 'advice.md'}; edit and rerun the study: normlab study --spec "
-            f"{result.spec}"
+        return (
+            f"{describe(p.twin)}\n\n{gaps_text(p.twin)}\n\n{p.command} --seed {args.seed}: the "
+            f"study (written to DIR/{SPEC_FILE})\n{listed}"
         )
-    return result.study.exit_code
+
+    def started(options) -> None:
+        if not options.quiet:  # what is trained: its fields follow the bottom line
+            print(describe(p.twin).split("\n\n")[0], end="\n\n")
+
+    def gaps(*_) -> None:  # what the twin leaves out, even with --quiet: no difference unsaid
+        print(gaps_text(p.twin), end="\n\n")
+
+    def trained(r, options) -> None:
+        # The bottom line first, in the first lines on screen; then the twin and the study.
+        if not options.quiet:
+            print(headline(r.blocks), end="\n\n")
+            print(describe(p.twin).split("\n\n", 1)[1], end="\n\n")
+        gaps()
+
+    def closing(r, options) -> None:
+        if not options.quiet:
+            print(
+                f"\n-> {options.out / 'advice.md'}; edit and rerun the study: normlab study "
+                f"--spec {r.spec}"
+            )
+
+    steps = RunSteps(
+        "advise",
+        listing,
+        partial(run_advise, p),
+        study_of=lambda r: r.study,
+        started=started,
+        stopped=gaps,
+        trained=trained,
+        closing=closing,
+    )
+    return run_sequence(p.study(), args, steps)
 
 
 def _config(args: argparse.Namespace) -> str:

@@ -1,19 +1,15 @@
 """What several commands share: the options that run a study (``normlab study``, ``normlab
-advise``), how they become the runner's options, and the options that pick a spec (``--spec``,
-``--set``; ``normlab train`` takes them too)."""
+advise``; ``run_sequence`` makes them the runner's options), the options that pick a spec
+(``--spec``, ``--set``; ``normlab train`` takes them too), and the modes' refusal of options they
+would ignore."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import sys
-from pathlib import Path
 
 from normlab.lab.commands import PATH, SEED_BLOCK, int_in
 from normlab.lab.kit.errors import UsageError
-from normlab.lab.kit.io import out_dir
 from normlab.lab.kit.threads import MAX_THREADS
-from normlab.lab.study.run import Interrupted, StudyOptions, checks_device, configure
 from normlab.lab.train.device import DEVICES, PRECISIONS
 
 MAX_WORKERS = 1024  # processes: a million would be started before any run
@@ -121,38 +117,3 @@ def only_with(args: argparse.Namespace, mode: str, reads: tuple[str, ...], why: 
     ]
     if extra:
         raise UsageError(f"{options[mode][0]} does not go with {', '.join(extra)}: {why}")
-
-
-def configured(study, args: argparse.Namespace):
-    """``study`` on ``--device`` in ``--precision``; without ``--list``, a UsageError now if it
-    needs CUDA and there is none (before the output directory or the data)."""
-    check = not args.list and checks_device(args.executor, args.address)
-    return configure(study, args.device, args.precision, check=check)
-
-
-def study_options(args: argparse.Namespace) -> StudyOptions:
-    """The parsed run options as the runner's options (each its field's name), the output
-    directory created."""
-    return StudyOptions(
-        out=out_dir(args.out),
-        tensorboard=None if args.tensorboard is None else Path(args.tensorboard),
-        **{
-            f.name: getattr(args, f.name)
-            for f in dataclasses.fields(StudyOptions)
-            if f.name not in ("out", "tensorboard")
-        },
-    )
-
-
-def interrupted(e: Interrupted, options: StudyOptions) -> int:
-    print(
-        f"\nstudy stopped; finished runs are kept in {options.out / 'results.jsonl'}. Continue "
-        "with the same command and --resume.",
-        file=sys.stderr,
-    )
-    return e.code
-
-
-def report_failed(failed: list[str]) -> None:
-    if failed:
-        print(f"runs that raised (not recorded; --resume retries them): {failed}", file=sys.stderr)

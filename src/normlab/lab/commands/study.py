@@ -13,20 +13,13 @@ from normlab.lab.commands.options import (
     add_run_options,
     add_set,
     add_spec,
-    configured,
-    interrupted,
     only_with,
     record_defaults,
-    report_failed,
-    study_options,
 )
-from normlab.lab.kit.io import hold
-from normlab.lab.kit.limits import check_study
+from normlab.lab.commands.run_sequence import RunSteps, run_sequence
 from normlab.lab.study.report import write_reports
-from normlab.lab.study.run import Interrupted, format_plan, redecide, run_study, summary
-from normlab.lab.study.run.plan import check_workers
+from normlab.lab.study.run import format_plan, redecide, run_study
 from normlab.lab.study.spec import parse as spec
-from normlab.lab.train.data import load_data
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -152,18 +145,18 @@ def run(args: argparse.Namespace) -> int:
         study = spec.load_spec(args.spec, sets)
     else:
         study = spec.load_builtin(args.preset or "quick", sets)
-    study = configured(study, args)
-    check_study(study)  # sizes, from the configs' arithmetic: before anything is allocated
-    check_workers([a.config for a in study.arms], args.workers)  # --workers N of them at once
-    if args.list:
+
+    def listing(study) -> str:
         how = f"--spec {args.spec}" if args.spec else f"--preset {study.name}"
         assume = _published_assumption(study)
         kw = {"workers": args.workers, "threads": args.threads, "assume": assume}
-        print(format_plan(study, args.seed, how, **kw))
-        return 0
-    if mode == "size_seeds":
+        return format_plan(study, args.seed, how, **kw)
+
+    def size_seeds(study) -> int:
         return pilot.main(study, args.size_seeds)
-    return _train(study, args)
+
+    instead = size_seeds if mode == "size_seeds" else None
+    return run_sequence(study, args, RunSteps("study", listing, _train, instead=instead))
 
 
 def _published_assumption(study):
@@ -182,17 +175,8 @@ def _published_assumption(study):
     return budget.Assumption(entries, f"the published {wheres}" if rows else "")
 
 
-def _train(study, args: argparse.Namespace) -> int:
-    """The study trained and decided, its reports written and summed up."""
-    options = study_options(args)
-    with hold(options.out, "study"):  # one process per output directory, before any work
-        corpus = load_data(args.data)
-        try:
-            result = run_study(study, options, corpus)
-        except Interrupted as e:
-            return interrupted(e, options)
-        write_reports(result, options.out)
-    if not options.quiet:
-        print(summary(result, options.out))
-    report_failed(result.failed)
-    return result.exit_code
+def _train(study, options, corpus):
+    """The study trained and decided, its reports written."""
+    result = run_study(study, options, corpus)
+    write_reports(result, options.out)
+    return result
