@@ -150,19 +150,36 @@ def test_findings_ratio_writes_verdict_json_and_plot(tmp_path):
     assert (tmp_path / "bench-ratio-vs-d.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_fused_and_unfused_compute_the_same_and_the_finding_records_when_it_ran(tmp_path):
+def test_fused_and_unfused_compute_the_same_and_the_finding_records_when_it_ran(
+    tmp_path, monkeypatch
+):
     from normlab.lab.bench import fused
 
-    sides = fused.contenders(256)
+    sides = fused.contenders(256, elements=1 << 12)
     (y1, h1), (y2, h2) = sides["fused"](), sides["unfused"]()
     torch.testing.assert_close(h1, h2, rtol=0, atol=0)
     torch.testing.assert_close(y1, y2)  # the same norm of the same sum: only the fusion differs
+    monkeypatch.setattr(fused, "ELEMENTS", 1 << 12)  # the design's 2 GB is the benchmark's
+    monkeypatch.setattr(fused, "working_set_why", lambda device: None)
     o = bf.FindingsOptions(out=tmp_path, kinds=("fused",), sizes=(256,), rounds=3)
     bf.run_findings(o, log=lambda s: None)
     (v,) = json.loads((tmp_path / "bench-findings.json").read_text())
     assert v["name"] == "fused-add-norm-saves-traffic" and v["verdict"] in CLAIM_WORDS
     assert v["began"] and v["record"]["traffic"] == {"fused": 4, "unfused": 5}
     assert [p["part"] for p in v["parts"]] == ["d=256"] and v["parts"][0]["n"] == 3
+
+
+def test_the_fusion_finding_decides_nothing_where_the_cache_holds_its_working_set(monkeypatch):
+    from normlab.lab.bench import fused
+
+    monkeypatch.setattr(fused, "llc_bytes", lambda: 1 << 40)  # a 1 TB cache: all in cache
+    why = fused.working_set_why("cpu")
+    assert why and "last-level cache" in why
+    got = bf.decide_fused(bf.FindingsOptions(kinds=("fused",)), log=lambda s: None)
+    assert {p["verdict"] for p in got["parts"]} == {Word.NOT_TESTABLE} and got["began"]
+    monkeypatch.setattr(fused, "llc_bytes", lambda: None)
+    assert "cannot be read" in fused.working_set_why("cpu")
+    assert fused.working_set_why("cuda") is None
 
 
 def test_interleaved_times_every_function_every_round():
