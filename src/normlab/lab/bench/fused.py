@@ -35,10 +35,10 @@ def llc_bytes() -> int | None:
     for d in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
         try:
             text = (d / "size").read_text().strip()
-        except OSError:
+            scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+            sizes.append(int(text.rstrip("KMG")) * scale)
+        except (OSError, ValueError):  # no such file, or a size this parser does not know
             continue
-        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-        sizes.append(int(text.rstrip("KMG")) * scale)
     return max(sizes, default=None)
 
 
