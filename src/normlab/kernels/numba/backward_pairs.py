@@ -120,7 +120,9 @@ def _dx_row(hr, dyr, dhr, dxr, k, we, wo, mu, rs_, coefs, has_dh, st):
 @njit(inline="always")
 def _dx_row_next(hr, dyr, dhr, dxr, k, we, wo, mu, rs_, coefs, has_dh, st, nxt):
     """:func:`_dx_row` fused with :func:`_sums` of the next row, whose sums it returns;
-    ``nxt = (h row, dy row, mean, rstd, acc)``."""
+    ``nxt = (h row, dy row, mean, rstd, acc)``. Both loop bodies are written out here, as in
+    :func:`~normlab.kernels.numba.backward._ln_dx_next`: an inlined per-pair helper returning
+    the three terms stopped LLVM from vectorizing the loop (several times slower, tried)."""
     hn, dyn, mn, rn, acc = nxt
     awe, awo, abe, abo = acc
     s0 = s1 = s2 = _F0
