@@ -154,12 +154,10 @@ def decide_fused(o: FindingsOptions, log=print) -> dict:
     sizes = tuple(d for d in o.sizes if d in fused.SIZES) or fused.SIZES
     began = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # the registry reads it
     finding = fused_saves(sizes)
+    stamp = {"design": finding.design(), "began": began}
     why = fused.working_set_why(o.device)
     if why:  # the saved traffic would not come from memory here: nothing to decide
-        return finding.decide({}, untestable={p: why for p, _ in finding.parts}) | {
-            "design": finding.design(),
-            "began": began,
-        }
+        return finding.decide({}, untestable={p: why for p, _ in finding.parts}) | stamp
     values, ms = fused.measure(sizes, o.rounds, o.device, log=log)
     means = {
         f"median ms {side} d={d}": t
@@ -172,8 +170,7 @@ def decide_fused(o: FindingsOptions, log=print) -> dict:
         "traffic": fused.TRAFFIC,
         "llc": fused.llc_bytes(),
     }
-    design = {"record": record, "design": finding.design(), "began": began}
-    return finding.decide(values, means=means) | design
+    return finding.decide(values, means=means) | {"record": record} | stamp
 
 
 def decide_comm(o: FindingsOptions, out: Path) -> dict:

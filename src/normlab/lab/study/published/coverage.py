@@ -190,8 +190,7 @@ class Published:
             design = (self.finding(ref) or {}).get("design")
             if design is None:
                 return Standing(False, "its design was not published with it")
-            where = ref if ref in self.registry.data else preset  # measured on its own
-            return self.registry.standing("designs", ref, fingerprint(design), where)
+            return self.registry.standing("designs", ref, fingerprint(design), self._where(ref))
         row = self.rows[preset][name]
         if row.where not in self.registry.data:  # checked first: no design read for nothing
             return Standing(False, "its data has no registered date")
@@ -204,13 +203,16 @@ class Published:
 
     def began(self, ref: str) -> str | None:
         """When the data of ``ref``'s published verdict began (None: not registered)."""
+        data = self.registry.data.get(self._where(ref))
+        return data.began if data else None
+
+    def _where(self, ref: str) -> str:
+        """The registry's data key of ``ref``'s published verdict: a finding measured on its own
+        (``command:name``), else its findings file's command, or a claim's docs/data directory."""
         preset, name = split_ref(ref)
         if preset in self.findings:
-            where = ref if ref in self.registry.data else preset
-        else:
-            where = self.rows[preset][name].where
-        data = self.registry.data.get(where)
-        return data.began if data else None
+            return ref if ref in self.registry.data else preset
+        return self.rows[preset][name].where
 
 
 @cache
