@@ -113,6 +113,16 @@ def test_bad_arguments_raise_the_functional_layers_value_errors(kw, message):
         BatchNorm(**{"num_features": 4, **kw})
 
 
+def test_sync_is_a_flag_and_a_single_process_ignores_it():
+    with pytest.raises(TypeError, match="sync must be a bool, got int"):
+        BatchNorm(4, sync=0)
+    torch.manual_seed(0)
+    x = torch.randn(3, 5, 4)
+    local = BatchNorm(4, sync=False)
+    assert "sync=False" in repr(local) and "sync" not in repr(BatchNorm(4))
+    torch.testing.assert_close(local(x), BatchNorm(4)(x), rtol=0, atol=0)
+
+
 def test_momentum_none_and_the_bounds_are_accepted():
     for momentum in (None, 0.0, 1.0, 0.1):
         assert BatchNorm(4, momentum=momentum).momentum == momentum

@@ -40,6 +40,12 @@ class BatchNorm(nn.Module):
     statistics and evaluated with pooled ones sees, at every position, a normalization it
     never trained with, and the error compounds over the blocks). ``running_mean``/``var``
     are still updated from the whole batch, as torch's.
+
+    Under an initialized process group the statistics are summed over the ranks (``sync=True``,
+    torch's ``SyncBatchNorm``): N ranks compute what one process computes on the whole batch.
+    ``sync=False`` keeps each rank's own: every rank normalizes its shard with its shard's
+    statistics, as ``torch.nn.BatchNorm1d`` under DDP does (what the article means by statistics
+    split over data-parallel ranks), at no communication.
     """
 
     # The models pass the padding mask to every norm module that says it takes one: its
@@ -52,13 +58,14 @@ class BatchNorm(nn.Module):
     def __init__(
         self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, *,
         causal: bool = False, max_positions: int | None = None, min_tokens: int = 64,
-        device=None, dtype=None,
+        sync: bool = True, device=None, dtype=None,
     ):  # fmt: skip
         super().__init__()
         check_size("num_features", num_features)
         check_eps(eps)
         check_dtype(dtype)
         check_flag("causal", causal)
+        check_flag("sync", sync)
         check_momentum(momentum)
         if isinstance(min_tokens, bool) or not isinstance(min_tokens, int) or min_tokens < 2:
             raise ValueError(f"min_tokens must be an int >= 2, got {min_tokens!r}")
@@ -71,7 +78,7 @@ class BatchNorm(nn.Module):
             raise ValueError(f"causal=True needs max_positions > 0, got {max_positions!r}")
         if causal:  # its running prefix statistics: max_positions x num_features of them
             check_size("max_positions x num_features", max_positions * num_features)
-        self.causal, self.min_tokens = bool(causal), min_tokens
+        self.causal, self.min_tokens, self.sync = bool(causal), min_tokens, bool(sync)
         self.max_positions = max_positions if causal else None
         kw = {"device": device, "dtype": dtype}
         self.weight = nn.Parameter(torch.ones(num_features, **kw))
@@ -255,10 +262,10 @@ class BatchNorm(nn.Module):
             old.copy_(torch.where(ok, old.lerp(new.to(old.dtype), m), old))
 
     def _reduce_stats(self, sums: Tensor) -> Tensor:
-        """Sum per-rank sums over the ranks when a process group is active (once for ``[sum x,
-        count]``, once for ``[sum d, sum d²]``), so N ranks normalize (and differentiate) exactly
-        as one process on the concatenated batch."""
-        return all_reduce_sum(sums)
+        """Sum per-rank sums over the ranks when a process group is active and ``sync`` (once
+        for ``[sum x, count]``, once for ``[sum d, sum d²]``), so N ranks normalize (and
+        differentiate) exactly as one process on the concatenated batch."""
+        return all_reduce_sum(sums) if self.sync else sums
 
     @torch.no_grad()
     def _update_running(self, mean: Tensor, var: Tensor, count: Tensor) -> None:
@@ -274,7 +281,8 @@ class BatchNorm(nn.Module):
             if self.causal
             else ""
         )
-        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}{causal}"
+        local = "" if self.sync else ", sync=False"
+        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}{causal}{local}"
 
 
 def _check_count(count: Tensor) -> None:

@@ -91,6 +91,44 @@ def norm_model(backend: str) -> nn.Sequential:
     return model
 
 
+# A global batch of SPLIT_B sequences of SPLIT_T bytes for the per-rank statistics step.
+SPLIT_B, SPLIT_T = 8, 16
+
+
+def split_model() -> nn.Module:
+    """A BatchNorm Transformer whose statistics stay on each rank (``sync=False``); min_tokens 2,
+    so no position borrows the running statistics as a prior (a prior is what accumulation and
+    DDP take from different places: the other micro-batch's update, rank 0's previous step)."""
+    from normlab.models import Transformer, TransformerConfig
+
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(256, 32, 2, 2, norm="batchnorm", max_seq_len=SPLIT_T))
+    for m in model.modules():
+        if isinstance(m, BatchNorm):
+            m.sync, m.min_tokens = False, 2
+    return model
+
+
+def split_tokens() -> torch.Tensor:
+    return torch.randint(0, 256, (SPLIT_B, SPLIT_T + 1), generator=torch.Generator().manual_seed(3))
+
+
+def split_loss(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+    logits = model(tokens[:, :-1])  # (B, T, V)
+    return nn.functional.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten())
+
+
+def run_split_step(rank: int, world: int) -> dict:
+    """One DDP step of :func:`split_model` on this rank's share: the gradients DDP averaged."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = split_model()
+    ddp = DDP(model)  # kept alive through backward: its hooks do the all-reduce
+    n = SPLIT_B // world
+    split_loss(ddp, split_tokens()[rank * n : (rank + 1) * n]).backward()
+    return {name: p.grad for name, p in model.named_parameters()}
+
+
 def norm_inputs() -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(7)
     return torch.randn(NORM_B, NORM_D, generator=g), torch.randn(NORM_B, NORM_D, generator=g)
@@ -153,6 +191,8 @@ def main() -> None:
     rows = slice(rank * n, (rank + 1) * n)
     result = {
         **{k: run_bn(BatchNorm(BN_C, **kw), rows, off) for k, (kw, off) in BN_CASES.items()},
+        "bn_local": run_bn(BatchNorm(BN_C, sync=False), rows),
+        "split_grads": run_split_step(rank, world),
         "norm_grads": run_norm_grads(rank, world),
     }
     torch.save(result, os.path.join(out_dir, f"checks.rank{rank}.pt"))

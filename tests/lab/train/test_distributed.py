@@ -101,6 +101,33 @@ def test_batchnorm_two_ranks_uneven_masks_equal_one_process(checks, case):
     assert not torch.allclose(alone["y"][0], single["y"][0][:2], rtol=1e-3)
 
 
+def test_unsynchronized_batchnorm_keeps_each_ranks_statistics(checks):
+    # sync=False: each rank computes what one process computes on its rows alone.
+    for r, got in enumerate(c["bn_local"] for c in checks):
+        alone = worker.run_bn(BatchNorm(worker.BN_C), slice(2 * r, 2 * r + 2))
+        for k in ("y", "x_grad"):
+            for step in range(worker.BN_STEPS):
+                close(got[k][step], alone[k][step])
+        close(got["running_mean"], alone["running_mean"])
+
+
+def test_per_rank_statistics_step_is_accumulation_of_the_shards(checks):
+    # quick's batchnorm-split-statistics runs 2 DDP ranks with per-rank statistics as 2
+    # accumulated micro-batches (Trainer.train_step with grad_accum=2): the same gradients.
+    model, tokens = worker.split_model(), worker.split_tokens()
+    for shard in tokens.chunk(2):
+        (worker.split_loss(model, shard) / 2).backward()
+    accumulated = {n: p.grad for n, p in model.named_parameters()}
+    for r in range(2):
+        for name, grad in checks[r]["split_grads"].items():
+            close(grad, accumulated[name], msg=lambda m, n=name, r=r: f"rank {r} {n}: {m}")
+    # ... and not those of the whole batch's statistics, which the split changes.
+    whole = worker.split_model()
+    worker.split_loss(whole, tokens).backward()
+    gaps = [(p.grad - accumulated[n]).abs().max() for n, p in whole.named_parameters()]
+    assert max(gaps) > 1e-3
+
+
 def test_batchnorm_without_process_group_is_local():
     assert not dist.is_initialized()
     bn = BatchNorm(3)
