@@ -187,6 +187,20 @@ def test_the_gap_at_matched_training_loss_interpolates_where_the_fit_first_reach
     assert gap(run(), None) is None
 
 
+def test_early_stopping_gain_is_the_last_validation_over_the_best():
+    gain = MEASURES["early_stopping_gain"].read
+    r = run()
+    r.evals = [{"step": 50, "val_loss": 2.0}, {"step": 100, "val_loss": 1.7},
+               {"step": 150, "val_loss": 1.9}]  # fmt: skip
+    assert gain(r, None) == pytest.approx(0.2)
+    r.evals = r.evals[:2]  # still improving at the end: nothing to save
+    assert gain(r, None) == 0.0
+    r.evals = r.evals[:1]  # the final validation alone: no curve to stop early on
+    assert gain(r, None) is None
+    r.status = "diverged"
+    assert gain(r, None) is None
+
+
 def test_the_streams_growth_during_training_is_end_over_init():
     drift = MEASURES["log_resid_growth_drift"].read
     r = run(s0={"residual_rms": [1.0, 2.0]}, s200={"residual_rms": [1.0, 6.0]})

@@ -162,6 +162,14 @@ def _gap_at_matched_train_loss(res: RunResult, matrix: str | None) -> float | No
     return None
 
 
+def _early_stopping_gain(res: RunResult, matrix: str | None) -> float | None:
+    """Final validation loss − the lowest of any validation: what stopping at the best one saves
+    (None without validations along the way: the last alone has nothing to compare with)."""
+    if res.status != "ok" or len(res.evals) < 2:
+        return None
+    return finite(res.evals[-1]["val_loss"] - min(e["val_loss"] for e in res.evals))
+
+
 def _block_drop_mean(res: RunResult, matrix: str | None) -> float | None:
     drops = res.summary.get("block_drop_loss") if res.status == "ok" else None
     if not drops or any(not isinstance(v, int | float) for v in drops):
@@ -359,6 +367,12 @@ MEASURES: dict[str, Measure] = {
         "train_slice and eval_interval): the gap at equal fit",
         _gap_at_matched_train_loss,
         (TRAINED, SLICE, CURVE),
+    ),
+    "early_stopping_gain": Measure(
+        "final val loss − the lowest val loss of any validation (needs eval_interval): what "
+        "stopping at the best validation saves, 0 unless the model overfits late",
+        _early_stopping_gain,
+        (TRAINED, CURVE),
     ),
     "block_drop_mean": Measure(
         "mean over blocks of the validation loss increase when that one block is skipped (needs "
