@@ -41,7 +41,7 @@ import normlab
 from normlab.kernels.numba import choices, tuner
 from normlab.kernels.numba import launch as numba_launch
 from normlab.lab.bench.bandwidth import TENSORS
-from normlab.lab.kit.render import md_table
+from normlab.lab.kit.doc import md_table
 
 FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx_ne_convert", "sve", "asimd")
 OPS = {"rms_norm": ("rms_fwd", "rms_bwd"), "layer_norm": ("ln_fwd", "ln_bwd")}

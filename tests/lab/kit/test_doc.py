@@ -148,3 +148,19 @@ def test_markdown_marks_in_text_become_spans():
     assert d.from_markdown("plain") == ("plain",)
     html = d.to_html(d.Document("t", [d.Paragraph((d.Em("s"), *spans))]))
     assert "<i>s</i><b>does not hold</b>" in html and "**" not in html
+
+
+def test_md_table_is_a_dense_table_that_escapes_pipes():
+    lines = d.md_table(["x", "y"], [[EVIL, 1], ["plain", 2.5]]).splitlines()
+    assert lines[0] == "| x | y |" and lines[1] == "|---|---|"
+    assert lines[2] == "| <b>a\\|b</b> & 'c' | 1 |"
+    # every row has as many unescaped separators as the header
+    assert all(ln.replace("\\|", "").count("|") == 3 for ln in lines)
+    assert d.to_markdown(d.Document("t", [d.Table(("x",), (("1",),))])).splitlines()[1] == "| --- |"
+
+
+def test_a_sub_list_stands_under_its_item_in_both_renderings():
+    items = d.Items(("a", d.Items(("b", d.Items(("c",)))), "d"))
+    assert d.markdown(items) == "- a\n  - b\n    - c\n- d"
+    html = d.to_html(d.Document("t", [items]))
+    assert "<ul><li>a<ul><li>b<ul><li>c</li></ul></li></ul></li><li>d</li></ul>" in html

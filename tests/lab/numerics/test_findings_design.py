@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from normlab import reference
-from normlab.lab.kit.render import md_table
+from normlab.lab.kit.doc import md_table
 from normlab.lab.numerics import findings, measuring, naive, overflow, stability, tables
 from normlab.lab.verdict import Word
 from normlab.lab.verdict.finding import Finding, Part

@@ -16,7 +16,8 @@ from html import escape
 from normlab.lab.advise.bottom import BOTTOM_LINE, Block, bottom_line, missing_runs
 from normlab.lab.advise.ranking import Quality, Ranking, Speed, Stability, rank
 from normlab.lab.advise.twin import AS_GOOD, BEATS, FASTER, STABLER, Twin, claim_name, twin_params
-from normlab.lab.kit.render import html_table, md_table
+from normlab.lab.kit.doc import md_table
+from normlab.lab.kit.render import html_table
 from normlab.lab.study.run import StudyResult
 from normlab.lab.verdict import Estimate, Word
 

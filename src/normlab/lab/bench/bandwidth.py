@@ -25,11 +25,11 @@ from pathlib import Path
 
 import torch
 
+from normlab.lab.kit.doc import md_table
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.kit.io import out_dir, write_file, write_json
 from normlab.lab.kit.limits import check_rows
 from normlab.lab.kit.reading import positive_int, printable
-from normlab.lab.kit.render import md_table
 from normlab.lab.kit.threads import set_threads
 from normlab.lab.train.device import check_device
 

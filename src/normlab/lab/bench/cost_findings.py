@@ -26,9 +26,9 @@ from pathlib import Path
 import torch
 
 from normlab.lab.bench import comm, fused, ratio, work
+from normlab.lab.kit.doc import md_table
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.kit.io import out_dir, write_file, write_json
-from normlab.lab.kit.render import md_table
 from normlab.lab.kit.threads import set_threads
 from normlab.lab.numerics.measuring import part
 from normlab.lab.verdict.finding import Finding

@@ -121,9 +121,9 @@ class Paragraph:
 
 @dataclass(frozen=True)
 class Items:
-    """A bulleted list."""
+    """A bulleted list; an item that is itself ``Items`` is the sub-list of the item before."""
 
-    items: tuple[Inline, ...]
+    items: tuple[Inline | Items, ...]
     cls: str = ""  # an extra CSS class (``legend``: in two columns on a wide screen)
 
 
@@ -132,6 +132,7 @@ class Table:
     header: tuple[str, ...]
     rows: tuple[tuple[Inline, ...], ...]
     cls: str = ""  # an extra CSS class (``summary``: the first screen's table)
+    dense: bool = False  # Markdown rule ``|---|---|`` (the claims page's, a terminal's)
 
 
 @dataclass(frozen=True)
@@ -272,7 +273,13 @@ def _html_block(b: Block) -> str:
         return f"<p{cls}>{_html_inline(b.text)}</p>"
     if isinstance(b, Items):
         cls = f' class="{escape(b.cls)}"' if b.cls else ""
-        return f"<ul{cls}>" + "".join(f"<li>{_html_inline(i)}</li>" for i in b.items) + "</ul>"
+        lis = []
+        for i in b.items:
+            if isinstance(i, Items):  # a sub-list, inside the item before it
+                lis[-1] = lis[-1].removesuffix("</li>") + _html_block(i) + "</li>"
+            else:
+                lis.append(f"<li>{_html_inline(i)}</li>")
+        return f"<ul{cls}>" + "".join(lis) + "</ul>"
     if isinstance(b, Table):
         cells = [[_html_inline(c, cell=True) for c in r] for r in b.rows]
         return f'<div class="scroll">{html_table(b.header, cells, raw=True, cls=b.cls)}</div>'
@@ -342,10 +349,15 @@ def _md_block(b: Block) -> list[str]:
     if isinstance(b, Paragraph):
         return [_md_inline(b.text), ""]
     if isinstance(b, Items):
-        return [f"- {_md_inline(i)}" for i in b.items] + [""]
+        out = []
+        for i in b.items:  # a sub-list indented under the item before it
+            sub = isinstance(i, Items)
+            out += ["  " + x for x in _md_block(i)[:-1]] if sub else [f"- {_md_inline(i)}"]
+        return out + [""]
     if isinstance(b, Table):
-        rows = [b.header, ["---"] * len(b.header), *b.rows]
-        return ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows] + [""]
+        rows = ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in (b.header, *b.rows)]
+        rule = "|" + "---|" * len(b.header) if b.dense else "| --- " * len(b.header) + "|"
+        return [rows[0], rule, *rows[1:], ""]
     if isinstance(b, Figure):
         return [f"![{b.title}]({b.path})", ""]
     if isinstance(b, Details):
@@ -361,7 +373,19 @@ def _md_block(b: Block) -> list[str]:
 
 
 def to_markdown(doc: Document) -> str:
-    lines = [x for b in doc.blocks for x in _md_block(b)]
+    return markdown(*doc.blocks) + "\n"
+
+
+def markdown(*blocks: Block) -> str:
+    """``blocks`` as Markdown with no page around them and no final newline (a generated block
+    of a hand-written page, a table for the terminal)."""
+    lines = [x for b in blocks for x in _md_block(b)]
     while lines and not lines[-1]:
         lines.pop()
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines)
+
+
+def md_table(header: Sequence[object], rows: Sequence[Sequence[object]]) -> str:
+    """A dense Markdown table of plain cells (numbers written by ``str``); ``|`` escaped."""
+    cells = tuple(tuple(str(c) for c in r) for r in rows)
+    return markdown(Table(tuple(map(str, header)), cells, dense=True))

@@ -1,7 +1,8 @@
-"""What every lab report shares: Markdown, HTML and terminal tables, the CSS (the page around
-them is ``normlab.lab.kit.doc``'s), figures as PNG and their embedding (a report file is written
-whole by ``normlab.lab.kit.io``), and the look of every plot: :func:`legend` places a legend where
-it can be read, :func:`png` makes every axis readable before it saves (:func:`tidy`).
+"""What every lab report shares: HTML and terminal tables, the CSS (the page around them and
+every Markdown table are ``normlab.lab.kit.doc``'s), figures as PNG and their embedding (a report
+file is written whole by ``normlab.lab.kit.io``), and the look of every plot: :func:`legend`
+places a legend where it can be read, :func:`png` makes every axis readable before it saves
+(:func:`tidy`).
 
 matplotlib is imported only by :func:`figure` (the ``Figure`` class, no pyplot state) and the
 functions that style one, so a report that draws nothing never loads it.
@@ -31,13 +32,6 @@ section{border-top:1px solid #d0d7de;margin-top:20px}code{background:#f6f8fa;pad
 """
 
 Rows = Sequence[Sequence[object]]
-
-
-def md_table(header: Sequence[str], rows: Rows) -> str:
-    """A Markdown table; ``|`` inside a cell is escaped."""
-    cell = lambda c: str(c).replace("|", "\\|")  # noqa: E731
-    out = ["| " + " | ".join(map(cell, header)) + " |", "|" + "---|" * len(header)]
-    return "\n".join(out + ["| " + " | ".join(map(cell, r)) + " |" for r in rows])
 
 
 def html_table(header: Sequence[str], rows: Rows, *, raw: bool = False, cls: str = "") -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 
-from normlab.lab.kit.render import md_table
+from normlab.lab.kit.doc import md_table
 from normlab.lab.numerics.sentences import (
     DTYPE_SHORT,
     FAIL_REL,

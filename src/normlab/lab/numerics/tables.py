@@ -24,7 +24,7 @@ def table_rows(findings: Sequence[Mapping[str, Any]], rules: Mapping[str, Findin
 
 def markdown(findings: Sequence[Mapping[str, Any]], rules: Mapping[str, Finding]) -> str:
     """The findings as Markdown: the table, then each statement with its rule and the why."""
-    from normlab.lab.kit.render import md_table
+    from normlab.lab.kit.doc import md_table
 
     out = [md_table(FINDINGS_HEADER, table_rows(findings, rules)), ""]
     for f in findings:

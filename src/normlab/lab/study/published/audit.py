@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from normlab.lab.kit.doc import md_table
 from normlab.lab.kit.reading import read_json
-from normlab.lab.kit.render import md_table
 from normlab.lab.study.decide import rivals
 from normlab.lab.study.published.coverage import NOT_DECIDED, Catalogue, Published, _design
 from normlab.lab.study.published.headline import Decision

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from normlab.lab.kit.render import md_table
+from normlab.lab.kit.doc import md_table
 from normlab.lab.study.published import audit, compare, coverage, headline
 from normlab.lab.study.report.claims_json import read_claims
 from normlab.lab.verdict import Word

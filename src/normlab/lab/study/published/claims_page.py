@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from normlab.lab.kit.render import md_table
+from normlab.lab.kit.doc import md_table
 from normlab.lab.study.published import audit
 from normlab.lab.study.published.compare import effect_text
 from normlab.lab.study.published.coverage import (

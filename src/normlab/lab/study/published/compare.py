@@ -12,9 +12,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from normlab.lab.kit.doc import md_table
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.kit.reading import check_text
-from normlab.lab.kit.render import md_table
 from normlab.lab.study.report.claims_json import read_claims
 from normlab.lab.verdict import Estimate
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from normlab.lab.kit import doc as d
 from normlab.lab.kit.io import sub_dir, write_file
-from normlab.lab.kit.render import md_table
 from normlab.lab.study.decide import H_TEXT, Claim, rules_of
 from normlab.lab.study.report import claim_text
 from normlab.lab.study.report.arms import arms_section, fmt
@@ -49,7 +48,7 @@ def format_table(verdicts, plateau_h: float | None = None) -> str:
         [f"**{c.name}**", f"**{v.status}**", claim_text.sentence(c, v, plateau_h)]
         for c, v in verdicts
     ]
-    return md_table(["claim", "verdict", "what was seen"], rows)
+    return d.md_table(["claim", "verdict", "what was seen"], rows)
 
 
 # --------------------------------------------------------------------------------------------
