@@ -385,7 +385,11 @@ def markdown(*blocks: Block) -> str:
     return "\n".join(lines)
 
 
+def dense_table(header: Sequence[object], rows: Sequence[Sequence[object]]) -> Table:
+    """A dense table of plain cells (numbers written by ``str``)."""
+    return Table(tuple(map(str, header)), tuple(tuple(map(str, r)) for r in rows), dense=True)
+
+
 def md_table(header: Sequence[object], rows: Sequence[Sequence[object]]) -> str:
-    """A dense Markdown table of plain cells (numbers written by ``str``); ``|`` escaped."""
-    cells = tuple(tuple(str(c) for c in r) for r in rows)
-    return markdown(Table(tuple(map(str, header)), cells, dense=True))
+    """:func:`dense_table` as Markdown (``|`` in a cell escaped)."""
+    return markdown(dense_table(header, rows))

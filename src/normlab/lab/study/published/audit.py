@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from normlab.lab.kit.doc import md_table
+from normlab.lab.kit import doc as d
 from normlab.lab.kit.reading import read_json
 from normlab.lab.study.decide import rivals
 from normlab.lab.study.published.coverage import NOT_DECIDED, Catalogue, Published, _design
@@ -23,7 +23,7 @@ def _word(status: str) -> str:
     return NOT_DECIDED[status][0] if status in NOT_DECIDED else str(status)
 
 
-def exploratory(cat: Catalogue, pub: Published, decisions: dict[str, Decision]) -> list[str]:
+def exploratory(cat: Catalogue, pub: Published, decisions: dict[str, Decision]) -> d.Block:
     """Every published verdict and headline decided after its data was seen, and why."""
     rows = []
     for preset, found in pub.rows.items():
@@ -42,11 +42,11 @@ def exploratory(cat: Catalogue, pub: Published, decisions: dict[str, Decision]) 
         if decisions[s.id].exploratory
     ]
     if not rows:
-        return ["No published verdict was decided after its data was seen."]
-    return [md_table(["verdict of", "as published", "exploratory because"], rows)]
+        return d.Paragraph("No published verdict was decided after its data was seen.")
+    return d.dense_table(["verdict of", "as published", "exploratory because"], rows)
 
 
-def rival_standard(cat: Catalogue, pub: Published) -> list[str]:
+def rival_standard(cat: Catalogue, pub: Published) -> d.Table:
     """Each claim of the covered presets that compares arms: the standard its design meets, and
     the standard the design that decided its published verdict met."""
     rows = []
@@ -60,19 +60,19 @@ def rival_standard(cat: Catalogue, pub: Published) -> list[str]:
             else:
                 shown = f"{row.entry['verdict']} ({row.where}: {_met(pub, row.where, claim.name)})"
             rows.append([f"{preset} `{claim.name}`", kind, shown])
-    return [md_table(["claim", "the standard its design meets", "published verdict"], rows)]
+    return d.dense_table(["claim", "the standard its design meets", "published verdict"], rows)
 
 
-def changes(cat: Catalogue, decisions: dict[str, Decision], docs: Path) -> list[str]:
+def changes(cat: Catalogue, decisions: dict[str, Decision], docs: Path) -> d.Table:
     """Every statement whose status differs from the frozen earlier reading."""
     before = read_json(docs / BEFORE)
     rows = [
-        [s.id, s.statement, _word(before["statuses"].get(s.id, "new")), _word(d.status)]
+        [s.id, s.statement, _word(before["statuses"].get(s.id, "new")), _word(now.status)]
         for s in cat.statements
-        if (d := decisions[s.id]).status != before["statuses"].get(s.id)
+        if (now := decisions[s.id]).status != before["statuses"].get(s.id)
     ]
     head = [f"before ({before['commit']})", "now"]
-    return [md_table(["id", "statement (our paraphrase)", *head], rows)]
+    return d.dense_table(["id", "statement (our paraphrase)", *head], rows)
 
 
 def _met(pub: Published, where: str, name: str) -> str:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from normlab.lab.kit import doc as d
 from normlab.lab.kit.doc import md_table
 from normlab.lab.study.published import audit, compare, coverage, headline
 from normlab.lab.study.report.claims_json import read_claims
@@ -322,7 +323,7 @@ def changes(data: Data, args: list[str]) -> str:
     if args:
         raise BlockError(f"changes takes no arguments, got {' '.join(args)!r}")
     decisions = {s.id: headline.status(s, data.pub) for s in data.cat.statements}
-    return "\n".join(audit.changes(data.cat, decisions, data.docs))
+    return d.markdown(audit.changes(data.cat, decisions, data.docs))
 
 
 KINDS: dict[str, Callable[[Data, list[str]], str]] = {
