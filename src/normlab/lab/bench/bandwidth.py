@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from normlab.lab.kit.doc import md_table
+from normlab.lab.kit import doc as d
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.kit.io import out_dir, write_file, write_json
 from normlab.lab.kit.limits import check_rows
@@ -213,10 +213,15 @@ _COLUMNS = (
 )
 
 
+def table(results: list[Result]) -> d.Table:
+    """The page's table of ``results``."""
+    rows = [[_cell(getattr(r, key), fmt) for key, _, fmt in _COLUMNS] for r in results]
+    return d.dense_table([title for _, title, _ in _COLUMNS], rows)
+
+
 def format_table(results: list[Result], header: bool = True) -> str:
     """Markdown table rows of ``results`` (with the header line unless ``header=False``)."""
-    rows = [[_cell(getattr(r, key), fmt) for key, _, fmt in _COLUMNS] for r in results]
-    text = md_table([title for _, title, _ in _COLUMNS], rows)
+    text = d.markdown(table(results))
     return text if header else "\n".join(text.splitlines()[2:])
 
 
@@ -292,16 +297,16 @@ def run_bench(options: BenchOptions) -> Path:
     where = torch.cuda.get_device_name() if o.device == "cuda" else platform.processor()
     name = f"bench_{o.device}"
     rows = [asdict(r) for r in results]
-    png = bench_chart(rows)
-    chart = ""
-    if png is not None:
-        write_file(out / f"{name}.png", png)
-        chart = f"\n![{name}]({name}.png)\n"
     preamble = (
         f"normlab bench --device {o.device}: backend {backend}, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads, {where or platform.machine()}\n\n"
+        f"{torch.get_num_threads()} threads, {where or platform.machine()}"
     )
-    write_file(out / f"{name}.md", preamble + format_table(results) + "\n" + chart)
+    page = d.Document(name, [d.Paragraph(preamble), table(results)])
+    png = bench_chart(rows)
+    if png is not None:
+        write_file(out / f"{name}.png", png)
+        page.add(d.Figure(name, png, f"{name}.png"))
+    write_file(out / f"{name}.md", d.to_markdown(page))
     buf = io.StringIO(newline="")
     writer = csv.DictWriter(buf, fieldnames=[fl.name for fl in fields(Result)])
     writer.writeheader()

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from normlab.lab.bench import comm, fused, ratio, work
-from normlab.lab.kit.doc import md_table
+from normlab.lab.kit import doc as d
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.kit.io import out_dir, write_file, write_json
 from normlab.lab.kit.threads import set_threads
@@ -222,21 +222,25 @@ def run_findings(options: FindingsOptions, log=print) -> Path:
     if "ratio" in o.kinds:
         verdicts += decide_ratio(o, log)
         head += f"; timings: {torch.get_num_threads()} threads, {o.rounds} interleaved rounds"
-        tail += ["Work per row, counted from the articles' code (`normlab.lab.bench.work`):", ""]
-        tail += [md_table(WORK_HEADER, work_rows())]
+        tail += [
+            d.Paragraph(
+                "Work per row, counted from the articles' code (`normlab.lab.bench.work`):"
+            ),
+            d.dense_table(WORK_HEADER, work_rows()),
+        ]
         png = ratio.ratio_plot(verdicts)
         if png:
             write_file(out / "bench-ratio-vs-d.png", png)
-            tail.append("\n![bench-ratio-vs-d.png](bench-ratio-vs-d.png)")
+            tail.append(d.Figure("bench-ratio-vs-d.png", png, "bench-ratio-vs-d.png"))
     if "fused" in o.kinds:
         verdicts.append(decide_fused(o, log))
     if "comm" in o.kinds:
         verdicts.append(decide_comm(o, out))
         head += f"; communication: {comm.STEPS} training steps of {comm.MODEL}"
     rules = {f.name: f for f in all_findings(o.sizes, o.impls)}
-    text = ["# normlab bench: the articles' cost statements, decided", "", head, ""]
-    text += [tables.markdown(verdicts, rules), *tail]
-    write_file(out / "bench_findings.md", "\n".join(text) + "\n")
+    page = d.Document("normlab bench: the articles' cost statements, decided")
+    page.add(d.Heading(1, page.title), d.Paragraph(head), *tables.blocks(verdicts, rules), *tail)
+    write_file(out / "bench_findings.md", d.to_markdown(page))
     write_json(out / "bench-findings.json", verdicts, indent=1)
     return out / "bench_findings.md"
 

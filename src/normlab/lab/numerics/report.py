@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 
-from normlab.lab.kit.doc import md_table
+from normlab.lab.kit import doc as d
 from normlab.lab.numerics.sentences import (
     DTYPE_SHORT,
     FAIL_REL,
@@ -145,24 +145,27 @@ def markdown(result) -> str:
     from normlab.lab.numerics import tables
     from normlab.lab.numerics.findings import FINDINGS
 
-    out = ["# normlab numerics", "", *_header_text(result), ""]
+    page = d.Document("normlab numerics")
+    page.add(d.Heading(1, page.title), d.Paragraph("\n".join(_header_text(result))))
     if result.verdicts:
-        decided = tables.markdown(result.verdicts, FINDINGS)
-        out += ["## The articles' statements, decided", "", decided]
-    summary = md_table(SUMMARY_HEADER, summary_rows(result))
-    out += ["## What this shows", "", *(f"- {f}" for f in result.findings), ""]
-    out += ["## Summary (worst case over the sweep)", "", summary]
+        page.add(d.Heading(2, "The articles' statements, decided"))
+        page.add(*tables.blocks(result.verdicts, FINDINGS))
+    page.add(
+        d.Heading(2, "What this shows"),
+        d.Items(tuple(result.findings)),
+        d.Heading(2, "Summary (worst case over the sweep)"),
+        d.dense_table(SUMMARY_HEADER, summary_rows(result)),
+    )
     for what, header, rows in _scale_tables(result):
-        title = f"## {what}: forward max relative error vs input scale"
-        out += ["", title, "", md_table(header, rows)]
-    out += ["", "## Definitions", ""] + [f"- {d}" for d in DEFINITIONS]
-    return "\n".join(out) + "\n"
+        title = f"{what}: forward max relative error vs input scale"
+        page.add(d.Heading(2, title), d.dense_table(header, rows))
+    page.add(d.Heading(2, "Definitions"), d.Items(tuple(DEFINITIONS)))
+    return d.to_markdown(page)
 
 
 def document(result):
     """The page as a ``normlab.lab.kit.doc`` document, as the study report is: the same CSS, tables
     that scroll in their own box, a table of contents, figures with captions."""
-    from normlab.lab.kit import doc as d
     from normlab.lab.numerics.error_plots import error_vs_scale, grad_vs_eps
 
     page = d.Document("normlab numerics")
@@ -189,7 +192,6 @@ def document(result):
 
 
 def _statements_blocks(result) -> list:
-    from normlab.lab.kit import doc as d
     from normlab.lab.numerics import tables
     from normlab.lab.numerics.findings import FINDINGS
 
@@ -216,6 +218,5 @@ def _statements_blocks(result) -> list:
 
 def html(result) -> str:
     """A self-contained page: tables plus the plots, embedded."""
-    from normlab.lab.kit import doc as d
 
     return d.to_html(document(result), toc_after=1 + len(_header_text(result)))

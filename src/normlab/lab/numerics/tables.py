@@ -1,5 +1,5 @@
-"""The op-level findings as tables and Markdown, for the ``numerics`` and ``bench`` reports (the
-findings are decided by the verdict engine, ``normlab.lab.verdict.finding``)."""
+"""The op-level findings as a table and a page's blocks, for the ``numerics`` and ``bench``
+reports (the findings are decided by the verdict engine, ``normlab.lab.verdict.finding``)."""
 
 from __future__ import annotations
 
@@ -22,26 +22,25 @@ def table_rows(findings: Sequence[Mapping[str, Any]], rules: Mapping[str, Findin
     return rows
 
 
-def markdown(findings: Sequence[Mapping[str, Any]], rules: Mapping[str, Finding]) -> str:
-    """The findings as Markdown: the table, then each statement with its rule and the why."""
-    from normlab.lab.kit.doc import md_table
+def blocks(findings: Sequence[Mapping[str, Any]], rules: Mapping[str, Finding]) -> list:
+    """The findings as a page's blocks (``normlab.lab.kit.doc``): the table, then each statement
+    with its rule and the why."""
+    from normlab.lab.kit import doc as d
 
-    out = [md_table(FINDINGS_HEADER, table_rows(findings, rules)), ""]
+    out = [d.dense_table(FINDINGS_HEADER, table_rows(findings, rules))]
     for f in findings:
         out += [
-            f"### {f['name']}: {f['verdict']}",
-            "",
-            f"*{f['statement']}* ({f['source']}; one repetition = one {f['unit']})",
-            "",
-            f"Rule (fixed before the measurement): {f['rule']}",
-            "",
+            d.Heading(3, f"{f['name']}: {f['verdict']}"),
+            d.Paragraph(
+                (d.Em(f["statement"]), f" ({f['source']}; one repetition = one {f['unit']})")
+            ),
+            d.Paragraph(f"Rule (fixed before the measurement): {f['rule']}"),
+            d.Items(tuple(f"{p['part']}: **{p['verdict']}** — {p['why']}" for p in f["parts"])),
         ]
-        out += [f"- {p['part']}: **{p['verdict']}** — {p['why']}" for p in f["parts"]]
         if f["means"]:
             shown = "; ".join(f"{k} = {_show(v)}" for k, v in f["means"].items())
-            out += ["", f"Measured: {shown}."]
-        out.append("")
-    return "\n".join(out)
+            out.append(d.Paragraph(f"Measured: {shown}."))
+    return out
 
 
 def _show(v: Any) -> str:
