@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from normlab.lab.advise import hf_config
-from normlab.lab.advise.advice import blocks, headline, to_html, to_markdown
+from normlab.lab.advise.advice import blocks, headline, lead, page
 from normlab.lab.advise.engine import shipped_config
 from normlab.lab.advise.twin import SCALES, make_twin
 from normlab.lab.advise.twin_spec import spec_text
+from normlab.lab.kit import doc
 from normlab.lab.study.decide import decide_all
 from normlab.lab.study.run.runner import StudyResult
 from normlab.lab.study.run.study_json import StudyMeta
@@ -131,11 +132,11 @@ def advice_files(twin, study) -> dict[str, str]:
         results, timings = fake_results(study, variant)
         verdicts = decide_all(study, results, 3.0, timings)
         bl = blocks(twin, StudyResult(study, results, verdicts, StudyMeta(timings=timings)))
-        out[name] = to_markdown(bl, top=1)
+        out[name] = doc.to_markdown(page(bl))
         if not variant:
             out |= {
-                "lead.md": to_markdown(bl, top=2),
-                "lead.html": to_html(bl, top=2) + "\n",
+                "lead.md": doc.markdown(lead(bl)) + "\n",
+                "lead.html": doc.html(lead(bl)) + "\n",
                 "headline.md": headline(bl) + "\n",
             }
     return out

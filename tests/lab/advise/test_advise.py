@@ -10,11 +10,12 @@ import shutil
 import pytest
 
 from normlab.lab.advise import hf_config
-from normlab.lab.advise.advice import blocks, headline, to_html, to_markdown
+from normlab.lab.advise.advice import blocks, headline, lead, page
 from normlab.lab.advise.engine import plan, shipped_config, shipped_configs
 from normlab.lab.advise.twin import SCALES, make_twin, scale_of, twin_json
 from normlab.lab.advise.twin_spec import spec_text
 from normlab.lab.cli import main
+from normlab.lab.kit import doc as d
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.study.decide import decide_all
 from normlab.lab.study.decide.rules_lr_sensitivity import LRSensitivity
@@ -288,7 +289,7 @@ def test_the_advice_reads_the_claims_back(tmp_path):
     assert "beat the recipe by ≥ 0.02: Sandwich/Peri-LN" in head
     assert "the recipe is less LR-sensitive than: Post-LN" in head
     assert "| Speed (the norms' time, serial timing phase) | RMSNorm |" in head
-    md = to_markdown(bl)
+    md = d.to_markdown(page(bl))
     assert md.startswith("# Advice for Llama (llama-3.2-1b.json)")
     for section in (
         "## Stability",
@@ -299,8 +300,8 @@ def test_the_advice_reads_the_claims_back(tmp_path):
     ):
         assert section in md
     assert "| depth (blocks) | 16 | 6 | 2.67× |" in md
-    html = to_html(bl, top=2)
-    assert html.startswith("<section><h2>Advice for") and "<script" not in html
+    html = d.html(lead(bl))
+    assert html.startswith('<section id="advice">\n<h2>Advice for') and "<script" not in html
 
 
 def _near_the_bar(study, sandwich: float) -> dict:
@@ -354,9 +355,9 @@ def test_seeds_and_steps_reach_the_spec_the_twin_and_the_bottom_line():
     assert (scale["steps"], scale["seeds"], scale["warmup_steps"]) == (60, 1, 6)
     assert "--steps (quick: 200)" in p.spec_text  # the value says where it came from
     bl = blocks(p.twin, StudyResult(study, {}, decide_all(study, {}, 3.0), StudyMeta()))
-    bottom = to_markdown(bl).split("## Bottom line\n\n")[1].split("\n", 1)[0]
+    bottom = d.markdown(*bl).split("## Bottom line\n\n")[1].split("\n", 1)[0]
     assert "tested at a d=64, 6-block twin, 60 steps, 1 seed, not at" in bottom
-    assert "over 1 paired seed (quick: d=64, 6 blocks, 60 steps, 1 seed" in to_markdown(bl)
+    assert "over 1 paired seed (quick: d=64, 6 blocks, 60 steps, 1 seed" in d.markdown(*bl)
     # Unchanged where not given, and the warmup never longer than the run.
     assert scale_of("quick") is SCALES["quick"] and scale_of("quick", seeds=5).steps == 200
     for steps in (1, 2, 5, 12, 1000):

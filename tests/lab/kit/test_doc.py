@@ -164,3 +164,13 @@ def test_a_sub_list_stands_under_its_item_in_both_renderings():
     assert d.markdown(items) == "- a\n  - b\n    - c\n- d"
     html = d.to_html(d.Document("t", [items]))
     assert "<ul><li>a<ul><li>b<ul><li>c</li></ul></li></ul></li><li>d</li></ul>" in html
+
+
+def test_demoted_blocks_lead_another_page():
+    blocks = [d.Heading(1, "lead", "x"), d.Paragraph("p"), d.Heading(2, "part")]
+    section = d.Section("lead", tuple(d.demoted(blocks)))
+    assert d.markdown(section) == '## lead<a id="x"></a>\n\np\n\n### part'
+    assert (
+        d.html(section)
+        == '<section id="lead">\n<h2 id="x">lead</h2>\n<p>p</p>\n<h3>part</h3>\n</section>'
+    )

@@ -3,21 +3,19 @@ speed at the twin's scale, with intervals; how far the twin is from the real mod
 conclusions are known to depend on scale.
 
 Every number comes from ``ranking.rank`` (the study's results and verdicts read as data); this
-module writes it out. The text is a list of blocks rendered twice, to Markdown (advice.md,
-report.md) and to HTML (report.html).
+module writes it out, as ``normlab.lab.kit.doc`` blocks: its own page (advice.md) and the lead
+of the study's report (report.md, report.html).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from html import escape
 
-from normlab.lab.advise.bottom import BOTTOM_LINE, Block, bottom_line, missing_runs
+from normlab.lab.advise.bottom import BOTTOM_LINE, bottom_line, missing_runs
 from normlab.lab.advise.ranking import Quality, Ranking, Speed, Stability, rank
 from normlab.lab.advise.twin import AS_GOOD, BEATS, FASTER, STABLER, Twin, claim_name, twin_params
-from normlab.lab.kit.doc import md_table
-from normlab.lab.kit.render import html_table
+from normlab.lab.kit import doc as d
 from normlab.lab.study.run import StudyResult
 from normlab.lab.verdict import Estimate, Word
 
@@ -54,7 +52,7 @@ def _est(e: Estimate | None, pct: bool = False) -> str:
     return f"{f(e.effect)} [{f(e.lo)}, {f(e.hi)}], n={e.n}"
 
 
-def blocks(twin: Twin, result: StudyResult) -> list[Block]:
+def blocks(twin: Twin, result: StudyResult) -> list[d.Block]:
     """The advice on the twin's finished study as blocks: the ranking (``ranking.rank``) written
     out."""
     r = rank(twin, result)
@@ -79,7 +77,7 @@ def _mean(m: float | None, n: int) -> str:
     return "–" if m is None else f"{m:.4f} (n={n})"
 
 
-def _lead(twin: Twin, r: Ranking, label: dict[str, str]) -> list[Block]:
+def _lead(twin: Twin, r: Ranking, label: dict[str, str]) -> list[d.Block]:
     """The title, what was trained, the summary table (one row per dimension), and how to
     read it."""
     hf, s = twin.hf, twin.scale
@@ -94,17 +92,15 @@ def _lead(twin: Twin, r: Ranking, label: dict[str, str]) -> list[Block]:
         "what the claims decided",
     ]
     return [
-        ("h", 0, f"Advice for {twin.name}"),
-        (
-            "p",
+        d.Heading(1, f"Advice for {twin.name}"),
+        d.Paragraph(
             f"normlab advise trained a scaled-down twin of {hf.family.name} — its recipe, "
             f"{twin.recipe_label()} — and {len(twin.alts)} alternatives, each one change away, "
             f"over {s.seeds} paired seed{'s' * (s.seeds != 1)} ({s.name}: {s.about}). At the "
             "twin's scale:",
         ),
-        ("table", header, summary),
-        (
-            "p",
+        d.dense_table(header, summary),
+        d.Paragraph(
             "Intervals are 95 % Student-t over paired seeds (speed: over interleaved "
             "timing rounds); the claims and their rules are in report.md and claims.json. "
             "Read every line with the scale caveats below: this is a twin "
@@ -164,7 +160,7 @@ def _speed_row(sp: Speed) -> list[str]:
     return [what, sp.faster or "no difference resolved", delta, verdict]
 
 
-def _quality_blocks(twin: Twin, q: Quality, label: dict[str, str]) -> list[Block]:
+def _quality_blocks(twin: Twin, q: Quality, label: dict[str, str]) -> list[d.Block]:
     change = {
         a.arm: ", ".join(f"{k} = {json.dumps(v)}" for k, v in a.model.items()) for a in twin.alts
     }
@@ -182,15 +178,14 @@ def _quality_blocks(twin: Twin, q: Quality, label: dict[str, str]) -> list[Block
         f"recipe at least as good (within {AS_GOOD})",
         f"beats the recipe (≥ {BEATS})",
     ]
-    return [("h", 1, f"Quality at lr {twin.scale.lr:g}"), ("table", header, rows)]
+    return [d.Heading(2, f"Quality at lr {twin.scale.lr:g}"), d.dense_table(header, rows)]
 
 
-def _stability_blocks(twin: Twin, st: Stability | None, label: dict[str, str]) -> list[Block]:
+def _stability_blocks(twin: Twin, st: Stability | None, label: dict[str, str]) -> list[d.Block]:
     if st is None:
         return [
-            ("h", 1, "Stability"),
-            (
-                "p",
+            d.Heading(2, "Stability"),
+            d.Paragraph(
                 f"Not measured at {twin.scale.name}: --preset quick sweeps the learning rate of "
                 "the recipe and of each alternative placement and QK-norm setting.",
             ),
@@ -215,20 +210,19 @@ def _stability_blocks(twin: Twin, st: Stability | None, label: dict[str, str]) -
         "alternative less sensitive",
     ]
     return [
-        ("h", 1, "Stability"),
-        (
-            "p",
+        d.Heading(2, "Stability"),
+        d.Paragraph(
             "LR sensitivity (Wortsman et al. 2023): the mean over the sweep's learning "
             "rates of the final loss above the sweep's best, a diverged run counted as a "
             "uniform guess (ln 256); lower is more stable.",
         ),
-        ("table", header, rows),
+        d.dense_table(header, rows),
     ]
 
 
-def _speed_blocks(sp: Speed | None) -> list[Block]:
+def _speed_blocks(sp: Speed | None) -> list[d.Block]:
     if sp is None:
-        return [("h", 1, "Speed")]
+        return [d.Heading(2, "Speed")]
     rows = []
     for x in sp.arms:
         med = (x.norm_ms, x.torch_norm_ms, x.step_ms)
@@ -242,7 +236,7 @@ def _speed_blocks(sp: Speed | None) -> list[Block]:
         "step ms",
         "norms' share of a step",
     ]
-    return [("h", 1, "Speed"), ("table", header, rows)]
+    return [d.Heading(2, "Speed"), d.dense_table(header, rows)]
 
 
 def ratio(real: float, twin: float) -> str:
@@ -253,7 +247,7 @@ def ratio(real: float, twin: float) -> str:
     return f"{x:,.0f}×" if x >= 100 else f"{x:.3g}×"
 
 
-def _scale_blocks(twin: Twin) -> list[Block]:
+def _scale_blocks(twin: Twin) -> list[d.Block]:
     hf, s, sz = twin.hf, twin.scale, twin.hf.sizes
     all_p, block_p = twin_params(twin)
     cfg = twin.config()
@@ -282,23 +276,22 @@ def _scale_blocks(twin: Twin) -> list[Block]:
     fields = [[k, v, src] for k, (v, src) in twin.fields.items()]
     train = [[k, v, why] for k, (v, why) in twin.train.items()]
     return [
-        ("h", 1, "The twin and the model"),
-        (
-            "p",
+        d.Heading(2, "The twin and the model"),
+        d.Paragraph(
             f"The twin ({s.name}: {s.about}) keeps what {hf.name} says about normalization and "
             f"shrinks the rest; it trains for {cfg.steps} steps of {cfg.batch_size} × "
             f"{cfg.seq_len} bytes ({cfg.steps * cfg.batch_size * cfg.seq_len:,} bytes).",
         ),
-        ("table", ["", f"{hf.family.name} ({hf.name})", "twin", "model / twin"], rows),
-        ("h", 2, "Every twin field and where it came from"),
-        ("table", ["TransformerConfig field", "twin", "from"], fields),
-        ("table", ["training field", "twin", "why"], train),
-        ("h", 2, "What the twin does not reproduce"),
-        ("ul", hf.gaps or ["nothing this reader knows of"]),
+        d.dense_table(["", f"{hf.family.name} ({hf.name})", "twin", "model / twin"], rows),
+        d.Heading(3, "Every twin field and where it came from"),
+        d.dense_table(["TransformerConfig field", "twin", "from"], fields),
+        d.dense_table(["training field", "twin", "why"], train),
+        d.Heading(3, "What the twin does not reproduce"),
+        d.Items(tuple(hf.gaps or ["nothing this reader knows of"])),
     ]
 
 
-def _caveats(twin: Twin) -> list[Block]:
+def _caveats(twin: Twin) -> list[d.Block]:
     s, sz = twin.scale, twin.hf.sizes
     m = twin.config().model
     depth = (
@@ -333,7 +326,10 @@ def _caveats(twin: Twin) -> list[Block]:
         f"eps = {twin.fields['eps'][0]:g} matter in low precision, which normlab numerics "
         "compares."
     )
-    return [("h", 1, "What depends on scale"), ("ul", [depth, qk, lr, speed, quality, precision])]
+    return [
+        d.Heading(2, "What depends on scale"),
+        d.Items((depth, qk, lr, speed, quality, precision)),
+    ]
 
 
 # The choices advise leaves to other commands (each the answer of docs/answers.md's choice):
@@ -348,42 +344,28 @@ UNTESTED = (
 )
 
 
-def _untested() -> list[Block]:
-    return [("h", 1, "Not tested by advise"), ("ul", list(UNTESTED))]
+def _untested() -> list[d.Block]:
+    return [d.Heading(2, "Not tested by advise"), d.Items(UNTESTED)]
 
 
 # --------------------------------------------------------------------------------------------
 # rendering
 
 
-def to_markdown(bl: list[Block], top: int = 1) -> str:
-    md = {
-        "h": lambda level, text: "#" * (top + level) + " " + text,
-        "p": lambda text: text,
-        "table": md_table,
-        "ul": lambda items: "\n".join(f"- {x}" for x in items),
-    }
-    return "\n\n".join(md[kind](*args) for kind, *args in bl).rstrip() + "\n"
+def page(bl: list[d.Block]) -> d.Document:
+    """The advice as its own page (``advice.md``)."""
+    return d.Document("normlab advise", list(bl))
 
 
-def to_html(bl: list[Block], top: int = 1) -> str:
-    def h(level: int, text: str) -> str:
-        n = min(6, top + level)
-        return f"<h{n}>{escape(text)}</h{n}>"
-
-    html = {
-        "h": h,
-        "p": lambda text: f"<p>{escape(text)}</p>",
-        "table": html_table,
-        "ul": lambda items: "<ul>" + "".join(f"<li>{escape(str(x))}</li>" for x in items) + "</ul>",
-    }
-    return "<section>" + "\n".join(html[kind](*args) for kind, *args in bl) + "</section>"
+def lead(bl: list[d.Block]) -> d.Section:
+    """The advice as the study report's lead: its headings one level down."""
+    return d.Section("advice", tuple(d.demoted(bl)))
 
 
-def headline(bl: list[Block]) -> str:
+def headline(bl: list[d.Block]) -> str:
     """For the terminal: the bottom line, then the summary table (the first table) as
     Markdown."""
-    at = next((i for i, b in enumerate(bl) if b == ("h", 1, BOTTOM_LINE)), None)
-    bottom = f"{BOTTOM_LINE}: {bl[at + 1][1]}" if at is not None else ""
-    table = next((b for b in bl if b[0] == "table"), None)
-    return "\n\n".join(x for x in (bottom, table and md_table(table[1], table[2])) if x)
+    at = next((i for i, b in enumerate(bl) if b == d.Heading(2, BOTTOM_LINE)), None)
+    bottom = f"{BOTTOM_LINE}: {bl[at + 1].text}" if at is not None else ""
+    table = next((b for b in bl if isinstance(b, d.Table)), None)
+    return "\n\n".join(x for x in (bottom, table and d.markdown(table)) if x)

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 from normlab.lab.advise.ranking import FAILS_MARGIN, Ranking
 from normlab.lab.advise.twin import Twin, plural
+from normlab.lab.kit import doc as d
 from normlab.lab.study.run import StudyResult
 from normlab.lab.verdict import Word
 
-# ("h", level offset, text) | ("p", text) | ("table", header, rows) | ("ul", items)
-Block = tuple
 BOTTOM_LINE = "Bottom line"  # its heading
 
 
-def missing_runs(result: StudyResult) -> list[Block]:
+def missing_runs(result: StudyResult) -> list[d.Block]:
     """The study's runs that are not in its results (``result.failed``: those that raised, or,
     decided again from an advise stopped early, those it never trained), named, and a timing
     phase that never ran: every verdict and mean of the advice is without them."""
@@ -31,10 +30,10 @@ def missing_runs(result: StudyResult) -> list[Block]:
         text += "The advise stopped before its serial timing phase: speed is not measured. "
     text += "Everything below is decided without what is missing; rerunning the advise into "
     text += "this directory with --resume completes it."
-    return [("h", 1, "Missing from this study"), ("p", text)]
+    return [d.Heading(2, "Missing from this study"), d.Paragraph(text)]
 
 
-def bottom_line(twin: Twin, r: Ranking, label: dict[str, str], missing: int = 0) -> list[Block]:
+def bottom_line(twin: Twin, r: Ranking, label: dict[str, str], missing: int = 0) -> list[d.Block]:
     """Keep, switch or cannot tell at this budget, with the reason and the size tested at
     (``missing``: how many of the study's runs are not in its results):
     switch only to an alternative some claim says is better (quality or stability) and none
@@ -71,9 +70,8 @@ def bottom_line(twin: Twin, r: Ranking, label: dict[str, str], missing: int = 0)
         why += f"; did not learn past the bytes' frequencies ({_bar(q)}): "
         why += ", ".join(label[a] for a in q.unlearned)
     return [
-        ("h", 1, BOTTOM_LINE),
-        (
-            "p",
+        d.Heading(2, BOTTOM_LINE),
+        d.Paragraph(
             f"{twin.name}: {word}. Why: {why}; tested at {size}"
             + (f" with {missing} of its runs missing" if missing else "")
             + ", not at the model's size.",

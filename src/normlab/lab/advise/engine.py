@@ -179,7 +179,7 @@ def run_advise(p: Plan, study, options: StudyOptions, corpus) -> AdviseResult:
 def write_advice(r: AdviseResult, out: Path) -> None:
     """``OUT/advice.md``, and the study's reports led by the advice."""
     from normlab.lab.advise import advice
+    from normlab.lab.kit import doc as d
 
-    write_file(out / "advice.md", advice.to_markdown(r.blocks, top=1))
-    lead_md, lead_html = advice.to_markdown(r.blocks, top=2), advice.to_html(r.blocks, top=2)
-    write_reports(r.study, out, lead_md=lead_md, lead_html=lead_html)
+    write_file(out / "advice.md", d.to_markdown(advice.page(r.blocks)))
+    write_reports(r.study, out, lead=advice.lead(r.blocks))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from html import escape
 
 from normlab.lab.kit.render import CSS, html_table, img
@@ -186,6 +186,11 @@ class Document:
         self.blocks.extend(blocks)
 
 
+def demoted(blocks: Sequence[Block], by: int = 1) -> list[Block]:
+    """``blocks`` with every heading ``by`` levels deeper (a page that leads another page)."""
+    return [replace(b, level=b.level + by) if isinstance(b, Heading) else b for b in blocks]
+
+
 def walk(blocks: Sequence[Block]):
     """Every block, depth first, the contents of ``Details`` and ``Section`` included."""
     for b in blocks:
@@ -296,6 +301,11 @@ def _html_block(b: Block) -> str:
         inner = "\n".join(_html_block(x) for x in b.blocks)
         return f'<section id="{escape(b.id)}">\n{inner}\n</section>'
     raise TypeError(f"not a block: {b!r}")
+
+
+def html(*blocks: Block) -> str:
+    """``blocks`` as HTML with no page around them."""
+    return "\n".join(filter(None, map(_html_block, blocks)))
 
 
 def to_html(doc: Document, *, toc_after: int = 0) -> str:

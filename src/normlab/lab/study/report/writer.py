@@ -238,10 +238,10 @@ def _summary_line(study, results, meta) -> str:
     )
 
 
-def write_reports(result, out: Path, *, lead_md: str = "", lead_html: str = "") -> None:
+def write_reports(result, out: Path, *, lead: d.Block | None = None) -> None:
     """``OUT/report.html``, ``report.md`` and ``claims.json`` of a finished study (a
-    ``run.StudyResult``: its study, results, verdicts and meta); ``lead_md``/``lead_html``
-    (``normlab advise``'s advice) open the reports, right after their title. The report is one
+    ``run.StudyResult``: its study, results, verdicts and meta); ``lead``
+    (``normlab advise``'s advice) opens the reports, right after their title. The report is one
     document: summary first, the shared explanation once, then the claims."""
     study, results, verdicts, meta = result.study, result.results, result.verdicts, result.meta
     plot_dir = sub_dir(out, "plots")  # a symlink there is refused, not written through
@@ -255,7 +255,6 @@ def write_reports(result, out: Path, *, lead_md: str = "", lead_html: str = "") 
             muted=True,
         ),
     )
-    lead = d.Raw(lead_html, lead_md) if lead_md or lead_html else None
     if lead is not None:
         doc.add(lead)
     doc.add(*_verdicts(verdicts), *_summary(study, verdicts, h), *_how(verdicts, h))
