@@ -24,7 +24,7 @@ def sample() -> d.Document:
                 d.Heading(2, "second", "second"),
                 d.Figure("a plot", PNG, "plots/a.png"),
                 d.Items(("one", ("two ", d.Code("x")))),
-                d.Details("more", (d.Table(("k",), (("v",),)), d.Raw("<pre>r</pre>", "r"))),
+                d.Details("more", (d.Table(("k",), (("v",),)), d.Pre("r"))),
             ),
         ),
     )

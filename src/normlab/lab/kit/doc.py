@@ -1,4 +1,4 @@
-"""A report as a document: blocks (heading, paragraph, list, table, figure, details, pre, raw)
+"""A report as a document: blocks (heading, paragraph, list, table, figure, details, pre, section)
 holding inline text (plain strings, badges, links, bold, emphasis, code), rendered once to HTML
 and once to Markdown, so the two renderings of a report cannot drift apart.
 
@@ -159,14 +159,6 @@ class Pre:
 
 
 @dataclass(frozen=True)
-class Raw:
-    """Content rendered elsewhere already (``normlab advise``'s lead), one form per output."""
-
-    html: str
-    md: str
-
-
-@dataclass(frozen=True)
 class Section:
     """Blocks that belong together (a claim): one ``<section>`` in HTML, nothing in Markdown."""
 
@@ -174,7 +166,7 @@ class Section:
     blocks: tuple[Block, ...]
 
 
-Block = Heading | Paragraph | Items | Table | Figure | Details | Pre | Raw | Section
+Block = Heading | Paragraph | Items | Table | Figure | Details | Pre | Section
 
 
 @dataclass
@@ -295,8 +287,6 @@ def _html_block(b: Block) -> str:
         return f"<details><summary>{escape(b.summary)}</summary>\n{inner}\n</details>"
     if isinstance(b, Pre):
         return f"<pre>{escape(b.text)}</pre>"
-    if isinstance(b, Raw):
-        return b.html
     if isinstance(b, Section):
         inner = "\n".join(_html_block(x) for x in b.blocks)
         return f'<section id="{escape(b.id)}">\n{inner}\n</section>'
@@ -375,8 +365,6 @@ def _md_block(b: Block) -> list[str]:
         return [f"<details><summary>{escape(b.summary)}</summary>", "", *inner, "</details>", ""]
     if isinstance(b, Pre):
         return [f"```{b.lang}", b.text, "```", ""]
-    if isinstance(b, Raw):
-        return [b.md, ""] if b.md else []
     if isinstance(b, Section):
         return [x for blk in b.blocks for x in _md_block(blk)]
     raise TypeError(f"not a block: {b!r}")
