@@ -222,12 +222,8 @@ def run_findings(options: FindingsOptions, log=print) -> Path:
     if "ratio" in o.kinds:
         verdicts += decide_ratio(o, log)
         head += f"; timings: {torch.get_num_threads()} threads, {o.rounds} interleaved rounds"
-        tail += [
-            d.Paragraph(
-                "Work per row, counted from the articles' code (`normlab.lab.bench.work`):"
-            ),
-            d.dense_table(WORK_HEADER, work_rows()),
-        ]
+        counted = "Work per row, counted from the articles' code (`normlab.lab.bench.work`):"
+        tail += [d.Paragraph(counted), d.dense_table(WORK_HEADER, work_rows())]
         png = ratio.ratio_plot(verdicts)
         if png:
             write_file(out / "bench-ratio-vs-d.png", png)

@@ -218,5 +218,4 @@ def _statements_blocks(result) -> list:
 
 def html(result) -> str:
     """A self-contained page: tables plus the plots, embedded."""
-
     return d.to_html(document(result), toc_after=1 + len(_header_text(result)))

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from normlab.lab.kit import doc as d
-from normlab.lab.kit.doc import md_table
 from normlab.lab.study.published import audit, compare, coverage, headline
 from normlab.lab.study.report.claims_json import read_claims
 from normlab.lab.verdict import Word
@@ -132,7 +131,7 @@ def claims_table(data: Data, args: list[str]) -> str:
         c = data.claim(f"{args[0]}:{name}")
         said = bold(c["verdict"]) + data.standing(args[0], name)
         rows.append([f"`{name}`", said, detail(c), coverage.scope(c)])
-    return md_table(["claim", "verdict", "what decided it", "tested at"], rows)
+    return d.md_table(["claim", "verdict", "what decided it", "tested at"], rows)
 
 
 def verdict(data: Data, args: list[str]) -> str:
@@ -203,7 +202,7 @@ def statements_table(data: Data, args: list[str]) -> str:
         s = data.statement(sid)
         said = f"{s.statement} ({s.article} §{s.section.rstrip('abcdefgh')})"
         rows.append([said, _headline(data, s), _tested_at(data, s)])
-    return md_table(["statement (source article)", "verdict", "tested at"], rows)
+    return d.md_table(["statement (source article)", "verdict", "tested at"], rows)
 
 
 def _rules(command: str) -> dict:
@@ -230,7 +229,7 @@ def findings_table(data: Data, args: list[str]) -> str:
     if len(args) != 1 or args[0] not in data.pub.findings:
         raise BlockError(f"expected findings-table COMMAND, one of {sorted(data.pub.findings)}")
     published = list(data.pub.findings[args[0]].values())
-    return md_table(tables.FINDINGS_HEADER, tables.table_rows(published, _rules(args[0])))
+    return d.md_table(tables.FINDINGS_HEADER, tables.table_rows(published, _rules(args[0])))
 
 
 def parts_table(data: Data, args: list[str]) -> str:
@@ -243,7 +242,7 @@ def parts_table(data: Data, args: list[str]) -> str:
     cells = [{p["part"]: f"{interval_text(p)}, {p['verdict']}" for p in f["parts"]} for f in found]
     rows = [[label, *(c.get(label, "–") for c in cells)] for label in labels]
     header = ["part", *(f"`{f['name']}`: {bold(f['verdict'])}" for f in found)]
-    return md_table(header, rows)
+    return d.md_table(header, rows)
 
 
 def checks_table(data: Data, args: list[str]) -> str:
@@ -264,7 +263,7 @@ def checks_table(data: Data, args: list[str]) -> str:
     rows.append(["control: every arm trains", *(bold(c["verdict"]) for _, _, c in rates)])
     verdicts = [bold(f["verdict"]), *(bold(c["verdict"]) for c in f["rate_checks"])]
     rows.append(["the finding", *verdicts])
-    return md_table(["part", *(f"lr {label}" for label, _, _ in rates)], rows)
+    return d.md_table(["part", *(f"lr {label}" for label, _, _ in rates)], rows)
 
 
 def across(data: Data, args: list[str]) -> str:
@@ -283,7 +282,7 @@ def across(data: Data, args: list[str]) -> str:
         studies.append({**doc, "claims": claims, "label": label, "where": where.name})
     studies.sort(key=lambda s: (s["preset"], s["where"]))
     rows, changes = compare.compare(studies)
-    text = md_table(compare.HEADER, rows)
+    text = d.md_table(compare.HEADER, rows)
     return text + ("\n\nSign changes:\n\n" + "\n".join(changes) if changes else "")
 
 
@@ -308,7 +307,7 @@ def figures(data: Data, args: list[str]) -> str:
     for p in pngs:
         claim, _, plot = p.stem.rpartition("-")
         by.setdefault(claim, []).append(f"[{plot.replace('_', ' ')}]({where}/{p.name})")
-    return md_table(["claim", "plots"], [[f"`{c}`", " · ".join(v)] for c, v in by.items()])
+    return d.md_table(["claim", "plots"], [[f"`{c}`", " · ".join(v)] for c, v in by.items()])
 
 
 def _one(args: list[str], usage: str) -> list[str]:
