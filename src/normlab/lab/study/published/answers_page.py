@@ -93,7 +93,7 @@ def table(docs: Path, base: str, compact: bool = False) -> d.Table:
 
 def markdown_table(docs: Path, base: str = "docs/") -> str:
     """The README's table: each answer with its n and the statement it rests on."""
-    return d.to_markdown(d.Document("", [table(docs, base, compact=True)])).rstrip("\n")
+    return d.markdown(table(docs, base, compact=True))
 
 
 def _evidence(a: Aspect, pub: Published) -> list[d.Inline]:
