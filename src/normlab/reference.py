@@ -37,6 +37,15 @@ def residual_add(x: Tensor, residual: Tensor) -> Tensor:
     return (x.to(acc) + residual.to(acc)).to(residual.dtype)
 
 
+def _affine(y: Tensor, weight: Tensor | None, bias: Tensor | None, s: torch.dtype) -> Tensor:
+    """``y * weight + bias`` in the statistics dtype ``s`` (no weight: 1, no bias: 0)."""
+    if weight is not None:
+        y = y * weight.to(s)
+    if bias is not None:
+        y = y + bias.to(s)
+    return y
+
+
 def rms_norm(
     x: Tensor,
     weight: Tensor | None = None,
@@ -138,11 +147,7 @@ def layer_norm(
     xc = hs - mean
     rstd = torch.rsqrt(xc.pow(2).mean(-1, keepdim=True) + eps)
     y = xc * rstd
-    if weight is not None:
-        y = y * weight.to(s)
-    if bias is not None:
-        y = y + bias.to(s)
-    y = y.to(h.dtype)
+    y = _affine(y, weight, bias, s).to(h.dtype)
     return y if residual is None else (y, h)
 
 
@@ -166,11 +171,7 @@ def dyt(
     h = x if residual is None else residual_add(x, residual)
     s = stat_dtype(h.dtype)
     y = torch.tanh(alpha.to(s) * h.to(s))
-    if weight is not None:
-        y = y * weight.to(s)
-    if bias is not None:
-        y = y + bias.to(s)
-    y = y.to(h.dtype)
+    y = _affine(y, weight, bias, s).to(h.dtype)
     return y if residual is None else (y, h)
 
 

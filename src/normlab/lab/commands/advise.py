@@ -42,26 +42,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "its time); none: quick",
     )
 
-    def each(field: str) -> str:
-        return ", ".join(f"{k} {getattr(s, field)}" for k, s in SCALES.items())
-
     # A budget between the presets: the preset's twin, trained longer or shorter, on more or
     # fewer seeds (the bounds are a study's own: limits.MAX_SEEDS, MAX_STEPS).
-    p.add_argument(
-        "--seeds",
-        metavar="N",
-        type=int_in(1, MAX_SEEDS),
-        default=None,
-        help=f"seeds per arm instead of the preset's ({each('seeds')}); 1 trains fastest but "
-        "gives no interval: no quality or stability claim can be decided",
+    def budget(field: str, most: int, what: str, then: str) -> None:
+        each = ", ".join(f"{k} {getattr(s, field)}" for k, s in SCALES.items())
+        help_ = f"{what} instead of the preset's ({each}); {then}"
+        p.add_argument(f"--{field}", metavar="N", type=int_in(1, most), default=None, help=help_)
+
+    budget(
+        "seeds",
+        MAX_SEEDS,
+        "seeds per arm",
+        "1 trains fastest but gives no interval: no quality or stability claim can be decided",
     )
-    p.add_argument(
-        "--steps",
-        metavar="N",
-        type=int_in(1, MAX_STEPS),
-        default=None,
-        help=f"training steps per run instead of the preset's ({each('steps')}); the warmup "
-        "keeps the preset's share of them",
+    budget(
+        "steps", MAX_STEPS, "training steps per run", "the warmup keeps the preset's share of them"
     )
     p.add_argument(
         "--redecide",

@@ -81,9 +81,10 @@ VALUE_MAX = 1e150
 
 
 def _finite(estimate) -> Callable[..., Estimate]:
-    """``estimate`` returning no estimate (its values kept, to say why) where its arithmetic
-    would leave float range: finite values of 1e308 sum to infinity, and their spread
-    overflows."""
+    """``estimate`` given its values as floats and kept from what it cannot estimate: no
+    estimate where there is no value or one is infinite (:func:`_unbounded`), and none with its
+    values kept, to say why, where its arithmetic would leave float range (finite values of
+    1e308 sum to infinity, and their spread overflows)."""
 
     @functools.wraps(estimate)
     def checked(self, values, level: float = LEVEL) -> Estimate:
@@ -91,6 +92,8 @@ def _finite(estimate) -> Callable[..., Estimate]:
         none = Estimate(None, None, None, len(vals), None, level, tuple(vals))
         if any(abs(v) > VALUE_MAX for v in vals if math.isfinite(v)):
             return none
+        if (unbounded := _unbounded(vals, level)) is not None:
+            return unbounded
         try:
             est = estimate(self, vals, level)
         except OverflowError:  # not expected below VALUE_MAX; never a traceback if it is
@@ -111,9 +114,6 @@ class Mean:
 
     @_finite
     def estimate(self, values, level: float = LEVEL) -> Estimate:
-        values = [float(v) for v in values]
-        if (none := _unbounded(values, level)) is not None:
-            return none
         n, mean = len(values), sum(values) / len(values)
         if n == 1:
             return Estimate(mean, -math.inf, math.inf, 1, None, level, tuple(values))
@@ -147,9 +147,8 @@ class TrimmedMean(Mean):
 
     @_finite
     def estimate(self, values, level: float = LEVEL) -> Estimate:
-        values = [float(v) for v in values]
         g = int(self.trim * len(values))
-        if g == 0 or _unbounded(values, level) is not None:
+        if g == 0:
             return Mean().estimate(values, level)
         import numpy as np
         from scipy import stats
@@ -190,9 +189,6 @@ class Median(Mean):
 
     @_finite
     def estimate(self, values, level: float = LEVEL) -> Estimate:
-        values = [float(v) for v in values]
-        if (none := _unbounded(values, level)) is not None:
-            return none
         from scipy import stats
 
         med = statistics.median(values)
