@@ -54,7 +54,8 @@ def test_bf16_pairs_layer_norm_backward_is_accurate_where_used_and_skipped_elsew
     monkeypatch.setattr(numba_launch.BP, "ln_bwd_pairs_par", lambda *a: calls.append(1) or par(*a))
     wide = make_inputs((37, 132), BF16)[0]
     with tuner.forced({"ln_bwd": Launch(pipelined=pipe, bf16_pairs=True)}):
-        for shape in ((37, 124), (130, 258), (2, 3, 64), (0, 64)):
+        # 2-pass: 3 and 9 rows a chunk (two rows a step, then one), 4 (two steps), 1 (one)
+        for shape in ((37, 124), (130, 258), (64, 124), (2, 3, 64), (0, 64)):
             x, w, b, r = make_inputs(shape, BF16)
             check("layer_norm", x, weight=w, bias=b, residual=r)  # with dh
             check("layer_norm", x, weight=w)
