@@ -118,6 +118,11 @@ def test_the_old_choices_are_candidates_and_every_choice_is_a_valid_launch():
         cands = choices.candidates(op)
         assert cands[0] == OLD[op] and len(set(cands)) == len(cands)
     assert OLD["rms_fwd"].pipelined and not OLD["rms_bwd"].pipelined
+    for c in choices.every_candidate():
+        assert Launch.from_name(c.name) == c  # what bench_cpu_limit.py --force reads
+    for bad in ("pipe", "pipe/c0/t1/x", "fused/c0/t1"):
+        with pytest.raises(ValueError, match="not a launch choice name"):
+            Launch.from_name(bad)
     for op in ("rms_fwd", "ln_fwd", "ln_bwd"):
         pairs = [c for c in choices.candidates(op, dtype="bfloat16") if c.bf16_pairs]
         assert len(pairs) == 2 and not any(c.bf16_pairs for c in choices.candidates(op))

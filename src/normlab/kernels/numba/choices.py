@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 from dataclasses import dataclass, replace
 from functools import cache, cached_property
 
@@ -68,6 +69,14 @@ class Launch:
         share, and ``/pairs`` for bfloat16 pairs."""
         name = f"{'pipe' if self.pipelined else '2pass'}/c{self.chunks_per_cpu}/t{self.threads:g}"
         return name + "/pairs" * self.bf16_pairs
+
+    @classmethod
+    def from_name(cls, name: str) -> Launch:
+        """The launch choice of a :attr:`name` (``pipe/c1/t0.5``, ``2pass/c0/t1/pairs``, ...)."""
+        m = re.fullmatch(r"(pipe|2pass)/c(\d+)/t([0-9.]+)(/pairs)?", name)
+        if m is None:
+            raise ValueError(f"not a launch choice name: {name!r} (e.g. 'pipe/c0/t1/pairs')")
+        return cls(m[1] == "pipe", int(m[2]), float(m[3]), m[4] is not None)
 
     @cached_property
     def chunks(self) -> int:
