@@ -147,33 +147,34 @@ def _ln_fwd_pairs_rows(c0, c1, per, pipe, wd, bd, m, n, xp, xs, yp, meanp, rstdp
         mean[i], rstd[i] = mu, rs_
 
 
-# Drivers, as kernels.rms_fwd/ln_fwd: args = (m, n, xp, xs, yp, gp, rstdp, eps, eps_inside, qt,
-# st) for RMSNorm, (m, n, xp, xs, yp, wp, bp, meanp, rstdp, eps, st) for LayerNorm.
+# Drivers, as kernels.rms_fwd/ln_fwd, with the gain (weight, bias) apart from the kernel's
+# args, which are (m, n, xp, xs, yp, rstdp, eps, eps_inside, qt, st) for RMSNorm and (m, n, xp,
+# xs, yp, meanp, rstdp, eps, st) for LayerNorm.
 
 
 @njit(**_JIT)
-def rms_fwd_pairs(nch, per, pipe, args):
-    gd = _split(args[5], args[1])
+def rms_fwd_pairs(nch, per, pipe, gp, args):
+    gd = _split(gp, args[1])
     for c in range(nch):
-        _rms_fwd_pairs_rows(c, c + 1, per, pipe, gd, *args[:5], *args[6:])
+        _rms_fwd_pairs_rows(c, c + 1, per, pipe, gd, *args)
 
 
 @njit(parallel=True, **_JIT)
-def rms_fwd_pairs_par(nch, per, pipe, args):
-    gd = _split(args[5], args[1])
+def rms_fwd_pairs_par(nch, per, pipe, gp, args):
+    gd = _split(gp, args[1])
     for c in prange(nch):
-        _rms_fwd_pairs_rows(c, c + 1, per, pipe, gd, *args[:5], *args[6:])
+        _rms_fwd_pairs_rows(c, c + 1, per, pipe, gd, *args)
 
 
 @njit(**_JIT)
-def ln_fwd_pairs(nch, per, pipe, args):
-    wd, bd = _split(args[5], args[1]), _split(args[6], args[1])
+def ln_fwd_pairs(nch, per, pipe, wp, bp, args):
+    wd, bd = _split(wp, args[1]), _split(bp, args[1])
     for c in range(nch):
-        _ln_fwd_pairs_rows(c, c + 1, per, pipe, wd, bd, *args[:5], *args[7:])
+        _ln_fwd_pairs_rows(c, c + 1, per, pipe, wd, bd, *args)
 
 
 @njit(parallel=True, **_JIT)
-def ln_fwd_pairs_par(nch, per, pipe, args):
-    wd, bd = _split(args[5], args[1]), _split(args[6], args[1])
+def ln_fwd_pairs_par(nch, per, pipe, wp, bp, args):
+    wd, bd = _split(wp, args[1]), _split(bp, args[1])
     for c in prange(nch):
-        _ln_fwd_pairs_rows(c, c + 1, per, pipe, wd, bd, *args[:5], *args[7:])
+        _ln_fwd_pairs_rows(c, c + 1, per, pipe, wd, bd, *args)

@@ -217,13 +217,13 @@ def rms_fwd(x, weight, residual, eps, offset, casting, eps_inside, out_dtype, la
     ptrs = (xp, xs, rp, rs, hp, y.data_ptr(), g.data_ptr(), rstd.data_ptr())
     tags = (_TAG[xk.dtype], _TAG[rk.dtype], _TAG[y.dtype], _q_tag(casting, h_dtype))
     if launch.bf16_pairs and h is None and _pairs(n, y, (xk, xp, xs)):
-        ptrs = (xp, xs, y.data_ptr(), g.data_ptr(), rstd.data_ptr())
-        args = (m, n, *ptrs, eps, eps_inside, tags[3], _store_tag(y, g))
+        args = (m, n, xp, xs, y.data_ptr(), rstd.data_ptr(), eps, eps_inside, tags[3])
+        args = (g.data_ptr(), (*args, _store_tag(y, g)))
         kern = (FP.rms_fwd_pairs, FP.rms_fwd_pairs_par)
     else:
-        args = (m, n, *ptrs, eps, eps_inside, h is not None, *tags)
+        args = ((m, n, *ptrs, eps, eps_inside, h is not None, *tags),)
         kern = (K.rms_fwd, K.rms_fwd_par)
-    _run(*kern, launch, m, n, nch, per, launch.pipelined, args)
+    _run(*kern, launch, m, n, nch, per, launch.pipelined, *args)
     y = y if y.dtype == out_dtype else y.to(out_dtype)
     return y, h if h_keep is None else h_keep, rstd
 
@@ -242,12 +242,12 @@ def ln_fwd(x, weight, bias, residual, eps, launch=None):
     ptrs = (xp, xs, rp, rs, hp, y.data_ptr(), w.data_ptr(), b.data_ptr())
     stats = (mean.data_ptr(), rstd.data_ptr())
     if launch.bf16_pairs and h is None and _pairs(n, y, (xk, xp, xs)):
-        args = (m, n, xp, xs, y.data_ptr(), w.data_ptr(), b.data_ptr(), *stats, eps)
-        args, kern = (*args, _store_tag(y, w, b)), (FP.ln_fwd_pairs, FP.ln_fwd_pairs_par)
+        args = (m, n, xp, xs, y.data_ptr(), *stats, eps, _store_tag(y, w, b))
+        args, kern = (w.data_ptr(), b.data_ptr(), args), (FP.ln_fwd_pairs, FP.ln_fwd_pairs_par)
     else:
-        args = (m, n, *ptrs, *stats, eps, h is not None, _TAG[xk.dtype], _TAG[rk.dtype])
+        args = ((m, n, *ptrs, *stats, eps, h is not None, _TAG[xk.dtype], _TAG[rk.dtype]),)
         kern = (K.ln_fwd, K.ln_fwd_par)
-    _run(*kern, launch, m, n, nch, per, launch.pipelined, args)
+    _run(*kern, launch, m, n, nch, per, launch.pipelined, *args)
     y = y if y.dtype == h_dtype else y.to(h_dtype)
     return y, h if h_keep is None else h_keep, mean, rstd
 
