@@ -14,7 +14,7 @@ docs/kernels.md, "Launch choices and the tuner"). This kernel converts without s
   element's high half (:func:`pack`), one 32-bit store per pair;
 - the weight and the partial sums are split into even and odd halves (``wd``, and ``dw``/``db``
   of shape ``(chunks, 2, N / 2)``), put back in element order by the final reduction (same
-  chunk order; the two-pass loop adds two rows' terms to them at once);
+  chunk order; the two-pass loop on long rows adds two rows' terms to them at once);
 - FMA contraction is allowed (``_JIT``): the reference kernel forbids it for the one-element
   row, whose ``w dy - mean(w dy)`` must be exactly 0; rows here have at least two elements.
 
@@ -34,6 +34,11 @@ from normlab.kernels.numba.bf16 import _HALF, _ONE, _QNAN, _S16, _bits_f32, _f32
 from normlab.kernels.numba.kernels import _F0, _F1, _JIT
 
 _HI = np.uint32(0xFFFF0000)
+# Rows of at least this many elements run pass 1 of the two-pass loop two rows at a time: their
+# partial sums (16 bytes per element) no longer share the L1 cache with the rows, and loading
+# them once per two rows pays; below, they stay in L1 and the two rows' extra streams cost more
+# than that saves (measured: docs/kernels.md, "Launch choices and the tuner").
+TWO_ROWS_MIN_N = 2048
 _U32 = np.uint32(0)  # the tag of a row of pairs
 
 
@@ -185,9 +190,10 @@ def _ln_bwd_pairs_rows(
         db_{\text{chunk}} \mathrel{+}= dy
 
     with :math:`\hat x = (h-\mu)\,\mathrm{rstd}` centred on its computed mean, as
-    :func:`~normlab.kernels.numba.backward._ln_bwd_rows` (``pipe`` likewise). Without ``pipe``,
-    pass 1 runs over two rows at once (:func:`_sums2`): the partial sums, 16 bytes of loads and
-    stores per element and row, are the row loop's largest memory traffic."""
+    :func:`~normlab.kernels.numba.backward._ln_bwd_rows` (``pipe`` likewise). Without ``pipe``
+    and from :data:`TWO_ROWS_MIN_N` elements, pass 1 runs over two rows at once
+    (:func:`_sums2`): the partial sums, 16 bytes of loads and stores per element and row, are
+    then the row loop's largest memory traffic."""
     k = n // 2
     dy, dh = rows(dyp, m, dys // 2, _U32), rows(dhp, m, dhs // 2, _U32)
     h, dx = rows(hp, m, hs // 2, _U32), rows(dxp, m, k, _U32)
@@ -198,7 +204,7 @@ def _ln_bwd_pairs_rows(
         for a in acc:
             a[:] = _F0
         i0, i1 = c * per, min(m, (c + 1) * per)
-        if not pipe:  # two rows a step; an odd last row alone below
+        if not pipe and n >= TWO_ROWS_MIN_N:  # two rows a step; an odd last row alone below
             for i in range(i0, i1 - 1, 2):
                 st0, st1 = (mean[i], rstd[i]), (mean[i + 1], rstd[i + 1])
                 both = _sums2(h[i], dy[i], h[i + 1], dy[i + 1], we, wo, acc, st0, st1, k)
