@@ -11,11 +11,13 @@ the tuner does what it does for a user there, nothing (the shipped choices run),
 ``--tune-always``: picks timed against others' load are no picks for a quiet machine. Then, per
 op, dtype, hidden size and mode (forward; forward+backward), ``copy_`` of the input, normlab
 with the tuned choices, normlab with the old choices (``choices.OLD``) and torch eager run in
-interleaved rounds in this one process: each round times a batch (>= 20 ms) of each in turn,
-the order reversed every other round, so a load spike of a shared machine lands on one round of
-each. Per round, % of copy_ = (tensors x bytes / t_normlab) / (2 x bytes / t_copy) (tensors: 2
-for a forward, 5 for forward+backward; runner.TENSORS) and eager x = t_eager / t_normlab; the
-table gives each one's median over the rounds and its spread (min-max).
+interleaved rounds in this one process: each round times a batch (>= 20 ms) of each in turn, the
+order reversed every other round, so a load spike of a shared machine lands on one round of
+each. ``--force OP=CHOICE ...`` runs the named launch choices in the tuned column instead (no
+tuning): a comparison of one candidate with the old choices, on a busy machine too. Per round, %
+of copy_ = (tensors x bytes / t_normlab) / (2 x bytes / t_copy) (tensors: 2 for a forward, 5 for
+forward+backward; runner.TENSORS) and eager x = t_eager / t_normlab; the table gives each one's
+median over the rounds and its spread (min-max).
 """
 
 from __future__ import annotations
@@ -115,16 +117,17 @@ def _rounds(fns: dict, rounds: int) -> dict[str, list[float]]:
     return out
 
 
-def measure(op, dtype, n, mode, elements, rounds, eager) -> Case:
+def measure(op, dtype, n, mode, elements, rounds, eager, force=None) -> Case:
     g = torch.Generator().manual_seed(n)
     x = torch.randn(max(1, elements // n), n, generator=g).to(dtype)
     w = (1 + 0.1 * torch.randn(n, generator=g)).to(dtype)
     b = (0.1 * torch.randn(n, generator=g)).to(dtype)
     dst = torch.empty_like(x)
     old = {o: choices.OLD[o] for o in OPS[op]}
+    mine = {o: force.get(o, choices.OLD[o]) for o in OPS[op]} if force else None
     fns = {
         "copy": lambda: dst.copy_(x),
-        "tuned": _runner(_call(op, n, False), mode, x, w, b),
+        "tuned": _runner(_call(op, n, False), mode, x, w, b, forced=mine),
         "old": _runner(_call(op, n, False), mode, x, w, b, forced=old),
     }
     if eager:
@@ -132,7 +135,8 @@ def measure(op, dtype, n, mode, elements, rounds, eager) -> Case:
     t = _rounds(fns, rounds)
     nbytes, k = x.numel() * x.element_size(), TENSORS[(mode, False)]
     pct = lambda ts: [100 * (k / a) / (2 / c) for a, c in zip(ts, t["copy"], strict=True)]  # noqa: E731
-    picks = "+".join(numba_launch._launch(o, x, None).name for o in OPS[op][: 1 + (mode != "fwd")])
+    ran = [(mine or {}).get(o) or numba_launch._launch(o, x, None) for o in OPS[op]]
+    picks = "+".join(c.name for c in ran[: 1 + (mode != "fwd")])
     return Case(
         op,
         str(dtype).removeprefix("torch."),
@@ -262,6 +266,20 @@ def write_docs(path: Path, block: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
+def _forced(p: argparse.ArgumentParser, items: list[str]) -> dict[str, choices.Launch]:
+    """``--force OP=CHOICE ...`` as ``{op: Launch}``."""
+    out = {}
+    for item in items:
+        op, _, name = item.partition("=")
+        if op not in choices.OPS:
+            p.error(f"--force {item}: the op is one of {', '.join(choices.OPS)}")
+        try:
+            out[op] = choices.Launch.from_name(name)
+        except ValueError as e:
+            p.error(f"--force {item}: {e}")
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=11, help="interleaved rounds (>= 9)")
@@ -274,25 +292,38 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="9 rounds, hidden 4096, 2**23 elements")
     p.add_argument("--write-docs", type=Path, help="put the table in this Markdown file")
     p.add_argument("--json", type=Path, help="every round's values, as JSON")
+    p.add_argument(
+        "--force",
+        nargs="+",
+        default=[],
+        metavar="OP=CHOICE",
+        help="run these launch choices in the tuned column instead of tuning (e.g. "
+        "ln_bwd=2pass/c0/t1/pairs; the ops not named run their old choices)",
+    )
     args = p.parse_args()
     if args.quick:
         args.rounds, args.hidden, args.elements = 9, [4096], 1 << 23
     if args.rounds < 9:
         p.error("--rounds: at least 9")
     dtypes = [getattr(torch, d) for d in args.dtypes]
+    force = _forced(p, args.force)
+    if force and args.write_docs:
+        p.error("--force with --write-docs: the published table runs the tuner's picks")
     load0 = os.getloadavg()[0]
-    if args.tune_always or not tuner.busy():
+    if force:
+        tuned = "not tuned: forced choices " + ", ".join(f"{o}={c.name}" for o, c in force.items())
+    elif args.tune_always or not tuner.busy():
         tuned = f"tuned {args.tune_budget:g} s per key" + (" on a busy machine" * tuner.busy())
     else:
         tuned = "not tuned (a busy machine): the shipped choices ran"
-    shipped = tune(args.hidden, dtypes, args.tune_budget, args.tune_always)
+    shipped = [] if force else tune(args.hidden, dtypes, args.tune_budget, args.tune_always)
     cases = []
     for dtype in dtypes:
         for n in args.hidden:
             for op in OPS:
                 for mode in ("fwd", "fwd+bwd"):
                     cases.append(measure(op, dtype, n, mode, args.elements, args.rounds,
-                                         not args.no_eager))  # fmt: skip
+                                         not args.no_eager, force))  # fmt: skip
                     print(table(cases[-1:]).splitlines()[-1], flush=True)
     load = (load0, os.getloadavg()[0])
     block = "\n\n".join([header(args, load, tuned), table(cases), "\n".join(targets(cases))])

@@ -1,6 +1,7 @@
 """Is a CPU kernel compute- or memory-bound? Its cost per element with the data in cache against
 the DRAM budget per element that ``copy_`` allows, for the forward and the backward, each with
-both row loops (pipelined and two-pass: ``normlab.kernels.numba.choices``).
+both row loops (pipelined and two-pass: ``normlab.kernels.numba.choices``), and the bfloat16
+kernels on pairs (``/pairs``) where an op has them.
 
     python benchmarks/bench_incache.py [--repeat 9]
 
@@ -18,12 +19,17 @@ import sys
 
 import torch
 
+from normlab.kernels.numba import choices
 from normlab.kernels.numba import launch as L
 from normlab.kernels.numba.choices import Launch
 from normlab.lab.bench.bandwidth import time_ms
 
 SMALL, LARGE = (256, 4096), (8192, 4096)
-LOOPS = {"pipe": Launch(pipelined=True), "2pass": Launch(pipelined=False)}
+LOOPS = {
+    c.name.replace("/c0/t1", ""): c
+    for p in (True, False)
+    for c in (Launch(p), Launch(p, bf16_pairs=True))
+}
 
 
 def calls(dtype: torch.dtype) -> dict:
@@ -50,6 +56,11 @@ def calls(dtype: torch.dtype) -> dict:
     return out
 
 
+def _no_pairs(op: str, loop: str) -> bool:
+    """Whether ``op`` has no kernel on bfloat16 pairs (its ``/pairs`` loop would time the other)."""
+    return loop.endswith("/pairs") and op not in choices.PAIRS_OPS
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=9)
@@ -57,7 +68,8 @@ def main() -> int:
     threads = torch.get_num_threads()
     print(f"torch {torch.__version__}, {threads} threads for copy_, 1 thread in cache\n")
     head = ["dtype", "copy_ GB/s", "budget fwd", "budget bwd"]
-    keys = [f"{op} {loop}" for op in ("rms_fwd", "ln_fwd", "rms_bwd", "ln_bwd") for loop in LOOPS]
+    ops = ("rms_fwd", "ln_fwd", "rms_bwd", "ln_bwd")
+    keys = [f"{op} {loop}" for op in ops for loop in LOOPS if not _no_pairs(op, loop)]
     print("| " + " | ".join(head + keys) + " |\n|" + "---|" * (len(head) + len(keys)))
     for dtype in (torch.float32, torch.bfloat16):
         big = torch.randn(*LARGE, dtype=dtype)
@@ -72,7 +84,11 @@ def main() -> int:
             torch.set_num_threads(threads)
         ns = [1e6 * ms[k] / (SMALL[0] * SMALL[1]) for k in keys]
         cells = [str(dtype).removeprefix("torch."), f"{gbps:.1f}", *(f"{v:.2f}" for v in budget)]
-        print("| " + " | ".join(cells + [f"{v:.2f}" for v in ns]) + " |")
+        shown = [
+            "-" if "/pairs" in k and dtype != torch.bfloat16 else f"{v:.2f}"
+            for k, v in zip(keys, ns, strict=True)
+        ]
+        print("| " + " | ".join(cells + shown) + " |")
     return 0
 
 

@@ -54,7 +54,10 @@ def test_bf16_pairs_layer_norm_backward_is_accurate_where_used_and_skipped_elsew
     monkeypatch.setattr(numba_launch.BP, "ln_bwd_pairs_par", lambda *a: calls.append(1) or par(*a))
     wide = make_inputs((37, 132), BF16)[0]
     with tuner.forced({"ln_bwd": Launch(pipelined=pipe, bf16_pairs=True)}):
-        for shape in ((37, 124), (130, 258), (2, 3, 64), (0, 64)):
+        # rows from TWO_ROWS_MIN_N in the 2-pass loop: 3 rows a chunk (two a step, then one), 4
+        # (two steps), 1 (one)
+        assert numba_launch.BP.TWO_ROWS_MIN_N <= 2050
+        for shape in ((37, 124), (130, 258), (37, 2050), (64, 2050), (2, 3, 2050), (0, 64)):
             x, w, b, r = make_inputs(shape, BF16)
             check("layer_norm", x, weight=w, bias=b, residual=r)  # with dh
             check("layer_norm", x, weight=w)
@@ -68,13 +71,63 @@ def test_bf16_pairs_layer_norm_backward_is_accurate_where_used_and_skipped_elsew
         assert len(calls) == used  # an odd address or N, and float32: the reference kernel
 
 
+@pytest.mark.parametrize("pipe", [False, True], ids=["2pass", "pipe"])
+def test_bf16_pairs_forwards_are_accurate_where_used_and_skipped_elsewhere(pipe, monkeypatch):
+    calls = []
+    for name in ("rms_fwd_pairs_par", "ln_fwd_pairs_par"):
+        par = getattr(numba_launch.FP, name)
+        monkeypatch.setattr(numba_launch.FP, name, lambda *a, par=par: calls.append(1) or par(*a))
+    wide = make_inputs((37, 132), BF16)[0]
+    pairs = Launch(pipelined=pipe, bf16_pairs=True)
+    with tuner.forced({"rms_fwd": pairs, "ln_fwd": pairs}):
+        for shape in ((37, 124), (130, 258), (2, 3, 64), (3, 2), (0, 64)):
+            x, w, b, r = make_inputs(shape, BF16)
+            for casting in ("llama", "gemma"):  # llama rounds x * rstd to bfloat16
+                kw = {"casting": casting, "offset": float(casting == "gemma")}
+                check("rms_norm", x, weight=w, eps_inside=casting == "gemma", **kw)
+            check("rms_norm", x)
+            check("layer_norm", x, weight=w, bias=b)
+            check("layer_norm", x)
+        used = len(calls)
+        assert used >= 20  # 5 forwards of each shape with rows
+        check("layer_norm", wide[:, 2:126], weight=make_inputs((1, 124), BF16)[1])  # stride 132
+        check("rms_norm", wide[:, 2:126])
+        check("layer_norm", 300 + wide[:, :124])  # mean² > var / 8: the two-pass variance
+        assert len(calls) == used + 3
+        used = len(calls)
+        x, w, b, r = make_inputs((37, 124), BF16)
+        check("rms_norm", x, weight=w, residual=r)
+        check("layer_norm", x, weight=w, bias=b, residual=r)
+        for x in (wide[:, 1:125], torch.randn(130, 257).to(BF16), torch.randn(130, 258)):
+            check("rms_norm", x)
+            check("layer_norm", x, weight=make_inputs((1, x.shape[1]), x.dtype)[1])
+        assert len(calls) == used  # a residual, an odd address or N, float32: the reference
+        # a NaN whose rounding carry would make -0: the gain's NaN asks for the exact store
+        x, w = torch.randn(37, 124).to(BF16), torch.ones(124)
+        w[5] = torch.tensor(0x7FFFFFFF, dtype=torch.int32).view(F32)
+        with torch.no_grad():
+            ys = (
+                normlab.rms_norm(x, w, casting="gemma", backend="numba"),
+                normlab.layer_norm(x, w, backend="numba"),
+            )  # (llama casting: a float32 gain makes a float32 y)
+        assert len(calls) == used + 2
+        for y in ys:
+            assert y[:, 5].isnan().all() and not y[:, 4].isnan().any()
+
+
 def test_the_old_choices_are_candidates_and_every_choice_is_a_valid_launch():
     for op in OPS:
         cands = choices.candidates(op)
         assert cands[0] == OLD[op] and len(set(cands)) == len(cands)
     assert OLD["rms_fwd"].pipelined and not OLD["rms_bwd"].pipelined
-    pairs = [c for c in choices.candidates("ln_bwd", dtype="bfloat16") if c.bf16_pairs]
-    assert len(pairs) == 2 and not any(c.bf16_pairs for c in choices.candidates("ln_bwd"))
+    for c in choices.every_candidate():
+        assert Launch.from_name(c.name) == c  # what bench_cpu_limit.py --force reads
+    for bad in ("pipe", "pipe/c0/t1/x", "fused/c0/t1"):
+        with pytest.raises(ValueError, match="not a launch choice name"):
+            Launch.from_name(bad)
+    for op in ("rms_fwd", "ln_fwd", "ln_bwd"):
+        pairs = [c for c in choices.candidates(op, dtype="bfloat16") if c.bf16_pairs]
+        assert len(pairs) == 2 and not any(c.bf16_pairs for c in choices.candidates(op))
     for bad in (
         {"pipelined": 1},
         {"pipelined": True, "threads": 0},

@@ -14,7 +14,7 @@ docs/kernels.md, "Launch choices and the tuner"). This kernel converts without s
   element's high half (:func:`pack`), one 32-bit store per pair;
 - the weight and the partial sums are split into even and odd halves (``wd``, and ``dw``/``db``
   of shape ``(chunks, 2, N / 2)``), put back in element order by the final reduction (same
-  chunk order, so the same sums as the reference kernel's partials up to the FMA below);
+  chunk order; the two-pass loop on long rows adds two rows' terms to them at once);
 - FMA contraction is allowed (``_JIT``): the reference kernel forbids it for the one-element
   row, whose ``w dy - mean(w dy)`` must be exactly 0; rows here have at least two elements.
 
@@ -34,6 +34,11 @@ from normlab.kernels.numba.bf16 import _HALF, _ONE, _QNAN, _S16, _bits_f32, _f32
 from normlab.kernels.numba.kernels import _F0, _F1, _JIT
 
 _HI = np.uint32(0xFFFF0000)
+# Rows of at least this many elements run pass 1 of the two-pass loop two rows at a time: their
+# partial sums (16 bytes per element) no longer share the L1 cache with the rows, and loading
+# them once per two rows pays; below, they stay in L1 and the two rows' extra streams cost more
+# than that saves (measured: docs/kernels.md, "Launch choices and the tuner").
+TWO_ROWS_MIN_N = 2048
 _U32 = np.uint32(0)  # the tag of a row of pairs
 
 
@@ -99,6 +104,32 @@ def _sums(hr, dyr, we, wo, acc, mu, rs_, k):
 
 
 @njit(inline="always")
+def _sums2(h0, dy0, h1, dy1, we, wo, acc, st0, st1, k):
+    """:func:`_sums` of two rows at once, ``st0``/``st1`` their ``(mean, rstd)``: each partial
+    sum is loaded and stored once for both rows."""
+    awe, awo, abe, abo = acc
+    (m0, r0), (m1, r1) = st0, st1
+    s0 = s1 = s2 = t0 = t1 = t2 = _F0
+    for j in range(k):  # written out: see _dx_row_next
+        uh, ud, vh, vd = h0[j], dy0[j], h1[j], dy1[j]
+        xe, xo = (lo(uh) - m0) * r0, (hi(uh) - m0) * r0
+        ye, yo = (lo(vh) - m1) * r1, (hi(vh) - m1) * r1
+        ge, go, fe, fo = lo(ud), hi(ud), lo(vd), hi(vd)
+        awe[j] += ge * xe + fe * ye
+        awo[j] += go * xo + fo * yo
+        abe[j] += ge + fe
+        abo[j] += go + fo
+        gwe, gwo, fwe, fwo = ge * we[j], go * wo[j], fe * we[j], fo * wo[j]
+        s0 += xe + xo
+        s1 += gwe + gwo
+        s2 += gwe * xe + gwo * xo
+        t0 += ye + yo
+        t1 += fwe + fwo
+        t2 += fwe * ye + fwo * yo
+    return (s0, s1, s2), (t0, t1, t2)
+
+
+@njit(inline="always")
 def _dx(uh, ud, j, we, wo, mu, rs_, coefs):
     """``dx`` of pair ``j`` (before ``dh``): the two float32 values."""
     a, bb = coefs
@@ -159,7 +190,10 @@ def _ln_bwd_pairs_rows(
         db_{\text{chunk}} \mathrel{+}= dy
 
     with :math:`\hat x = (h-\mu)\,\mathrm{rstd}` centred on its computed mean, as
-    :func:`~normlab.kernels.numba.backward._ln_bwd_rows` (``pipe`` likewise)."""
+    :func:`~normlab.kernels.numba.backward._ln_bwd_rows` (``pipe`` likewise). Without ``pipe``
+    and from :data:`TWO_ROWS_MIN_N` elements, pass 1 runs over two rows at once
+    (:func:`_sums2`): the partial sums, 16 bytes of loads and stores per element and row, are
+    then the row loop's largest memory traffic."""
     k = n // 2
     dy, dh = rows(dyp, m, dys // 2, _U32), rows(dhp, m, dhs // 2, _U32)
     h, dx = rows(hp, m, hs // 2, _U32), rows(dxp, m, k, _U32)
@@ -170,6 +204,16 @@ def _ln_bwd_pairs_rows(
         for a in acc:
             a[:] = _F0
         i0, i1 = c * per, min(m, (c + 1) * per)
+        if not pipe and n >= TWO_ROWS_MIN_N:  # two rows a step; an odd last row alone below
+            for i in range(i0, i1 - 1, 2):
+                st0, st1 = (mean[i], rstd[i]), (mean[i + 1], rstd[i + 1])
+                both = _sums2(h[i], dy[i], h[i + 1], dy[i + 1], we, wo, acc, st0, st1, k)
+                for r, sums in ((i, both[0]), (i + 1, both[1])):
+                    coefs = _ln_coefs(sums, inv_n)
+                    _dx_row(
+                        h[r], dy[r], dh[r], dx[r], k, we, wo, mean[r], rstd[r], coefs, has_dh, st
+                    )
+            i0 += max(0, i1 - i0) // 2 * 2
         sums = (_F0, _F0, _F0)
         if pipe and i0 < i1:
             sums = _sums(h[i0], dy[i0], we, wo, acc, mean[i0], rstd[i0], k)

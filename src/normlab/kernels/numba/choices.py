@@ -18,11 +18,12 @@ The choices, and why each can matter on one CPU and not on another:
   the thread count, so results stay bitwise identical for any thread count.
 - ``threads``: the share of torch's threads the kernel runs on: on a machine whose memory
   bandwidth saturates before its cores do, fewer threads move the same bytes.
-- ``bf16_pairs`` (the LayerNorm backward only): bfloat16 rows read and written as 32-bit pairs
-  of elements (:mod:`normlab.kernels.numba.backward_pairs`), which converts without shuffles;
-  where a machine's bfloat16 backward is bound by its vector units rather than by memory. The
-  one choice with compiled code of its own (compiled by its first use, the tuner's); ignored
-  for calls whose rows do not qualify (float32, an odd N).
+- ``bf16_pairs`` (the forwards and the LayerNorm backward): bfloat16 rows read and written as
+  32-bit pairs of elements (:mod:`normlab.kernels.numba.forward_pairs`,
+  :mod:`normlab.kernels.numba.backward_pairs`), which converts without shuffles; where a
+  machine's bfloat16 kernels are bound by its vector units rather than by memory. The one
+  choice with compiled code of its own (compiled by its first use, the tuner's); ignored for
+  calls whose rows do not qualify (float32, an odd N, a forward with a residual).
 
 The bfloat16 rounding is not a choice: the integer round to nearest even is exact on every
 machine, while AVX512-BF16's ``vcvtneps2bf16`` flushes subnormals to zero (torch keeps them).
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 from dataclasses import dataclass, replace
 from functools import cache, cached_property
 
@@ -68,6 +70,14 @@ class Launch:
         name = f"{'pipe' if self.pipelined else '2pass'}/c{self.chunks_per_cpu}/t{self.threads:g}"
         return name + "/pairs" * self.bf16_pairs
 
+    @classmethod
+    def from_name(cls, name: str) -> Launch:
+        """The launch choice of a :attr:`name` (``pipe/c1/t0.5``, ``2pass/c0/t1/pairs``, ...)."""
+        m = re.fullmatch(r"(pipe|2pass)/c(\d+)/t([0-9.]+)(/pairs)?", name)
+        if m is None:
+            raise ValueError(f"not a launch choice name: {name!r} (e.g. 'pipe/c0/t1/pairs')")
+        return cls(m[1] == "pipe", int(m[2]), float(m[3]), m[4] is not None)
+
     @cached_property
     def chunks(self) -> int:
         """Chunks per call on this machine (before capping at the row count); cached, as
@@ -82,6 +92,7 @@ FWD_OPS = ("rms_fwd", "ln_fwd")
 PIPE_BWD_OPS = ("rms_bwd", "ln_bwd")
 OPS = (*FWD_OPS, *PIPE_BWD_OPS, "rms_bwd_y", "ln_bwd_y")
 OLD = {op: Launch(pipelined=op in FWD_OPS) for op in OPS}
+PAIRS_OPS = (*FWD_OPS, "ln_bwd")  # the launchers with a bf16_pairs kernel
 
 
 # A smaller share of the threads is tried only from this many CPUs up: where the memory
@@ -94,13 +105,13 @@ THREAD_SHARE_MIN_CPUS = 8
 def candidates(op: str, cpus: int | None = None, dtype: str = "float32") -> tuple[Launch, ...]:
     """What the tuner times for ``op`` on rows of ``dtype`` on a machine of ``cpus`` CPUs (this
     one if None): the old choice first, then one change at a time, and both kernel-side changes
-    together; for the bfloat16 LayerNorm backward both loops on pairs too."""
+    together; for bfloat16 rows of the launchers with pairs kernels, both loops on pairs too."""
     old = OLD[op]
     out = [old, replace(old, chunks_per_cpu=1)]
     if op not in ("rms_bwd_y", "ln_bwd_y"):
         flip = replace(old, pipelined=not old.pipelined)
         out += [flip, replace(flip, chunks_per_cpu=1)]
-    if op == "ln_bwd" and dtype == "bfloat16":
+    if op in PAIRS_OPS and dtype == "bfloat16":
         out += [replace(old, bf16_pairs=True), replace(flip, bf16_pairs=True)]
     if (cpu_count() if cpus is None else cpus) >= THREAD_SHARE_MIN_CPUS:
         out.append(replace(old, threads=0.5))

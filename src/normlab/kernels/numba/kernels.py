@@ -241,19 +241,34 @@ def _ln_stats(s, s2, src, n, eps):
     the FP32 mean corrects the mean (whose rounding, times rstd, would shift every output, and
     make a constant row's output nonzero) and the variance. The mean is ``s / N``, not
     ``s * (1/N)``: a constant row of representable values then has its exact mean."""
-    fn = np.float32(n)
-    mu = s / fn
-    var = s2 / fn - mu * mu
-    if not (var < np.float32(np.inf) and mu * mu <= var * np.float32(0.125)):
+    mu, var, exact = _ln_moments(s, s2, n)
+    if not exact:
         sd = var = _F0
         for j in range(n):
             d = to_f32(src[j]) - mu
             sd += d
             var += d * d
-        c = sd / fn
-        mu += c
-        var = max(var / fn - c * c, _F0)
+        mu, var = _ln_corrected(mu, sd, var, n)
     return mu, _F1 / np.sqrt(var + np.float32(eps))
+
+
+@njit(inline="always")
+def _ln_moments(s, s2, n):
+    """``(mean, var, exact)`` of a row from its one-pass sums; ``exact``: whether they may be
+    used (see :func:`_ln_stats`)."""
+    fn = np.float32(n)
+    mu = s / fn
+    var = s2 / fn - mu * mu
+    return mu, var, var < np.float32(np.inf) and mu * mu <= var * np.float32(0.125)
+
+
+@njit(inline="always")
+def _ln_corrected(mu, sd, ssd, n):
+    """The corrected two-pass ``(mean, var)`` from the sums of the deviations ``d = h - mu``
+    (``sd``) and of their squares (``ssd``); see :func:`_ln_stats`."""
+    fn = np.float32(n)
+    c = sd / fn
+    return mu + c, max(ssd / fn - c * c, _F0)
 
 
 @njit(inline="always")

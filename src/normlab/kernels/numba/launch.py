@@ -25,6 +25,7 @@ from normlab.kernels.numba import backward as B
 from normlab.kernels.numba import backward_pairs as BP
 from normlab.kernels.numba import backward_y as BY
 from normlab.kernels.numba import buffer_pool, choices, tuner
+from normlab.kernels.numba import forward_pairs as FP
 from normlab.kernels.numba import kernels as K
 from normlab.kernels.numba.choices import Launch
 from normlab.reference import residual_add
@@ -215,8 +216,14 @@ def rms_fwd(x, weight, residual, eps, offset, casting, eps_inside, out_dtype, la
     hp = xp if h is None else h.data_ptr()
     ptrs = (xp, xs, rp, rs, hp, y.data_ptr(), g.data_ptr(), rstd.data_ptr())
     tags = (_TAG[xk.dtype], _TAG[rk.dtype], _TAG[y.dtype], _q_tag(casting, h_dtype))
-    args = (m, n, *ptrs, eps, eps_inside, h is not None, *tags)
-    _run(K.rms_fwd, K.rms_fwd_par, launch, m, n, nch, per, launch.pipelined, args)
+    if launch.bf16_pairs and h is None and _pairs(n, y, (xk, xp, xs)):
+        args = (m, n, xp, xs, y.data_ptr(), rstd.data_ptr(), eps, eps_inside, tags[3])
+        args = (g.data_ptr(), (*args, _store_tag(y, g)))
+        kern = (FP.rms_fwd_pairs, FP.rms_fwd_pairs_par)
+    else:
+        args = ((m, n, *ptrs, eps, eps_inside, h is not None, *tags),)
+        kern = (K.rms_fwd, K.rms_fwd_par)
+    _run(*kern, launch, m, n, nch, per, launch.pipelined, *args)
     y = y if y.dtype == out_dtype else y.to(out_dtype)
     return y, h if h_keep is None else h_keep, rstd
 
@@ -234,8 +241,13 @@ def ln_fwd(x, weight, bias, residual, eps, launch=None):
     hp = xp if h is None else h.data_ptr()
     ptrs = (xp, xs, rp, rs, hp, y.data_ptr(), w.data_ptr(), b.data_ptr())
     stats = (mean.data_ptr(), rstd.data_ptr())
-    args = (m, n, *ptrs, *stats, eps, h is not None, _TAG[xk.dtype], _TAG[rk.dtype])
-    _run(K.ln_fwd, K.ln_fwd_par, launch, m, n, nch, per, launch.pipelined, args)
+    if launch.bf16_pairs and h is None and _pairs(n, y, (xk, xp, xs)):
+        args = (m, n, xp, xs, y.data_ptr(), *stats, eps, _store_tag(y, w, b))
+        args, kern = (w.data_ptr(), b.data_ptr(), args), (FP.ln_fwd_pairs, FP.ln_fwd_pairs_par)
+    else:
+        args = ((m, n, *ptrs, *stats, eps, h is not None, _TAG[xk.dtype], _TAG[rk.dtype]),)
+        kern = (K.ln_fwd, K.ln_fwd_par)
+    _run(*kern, launch, m, n, nch, per, launch.pipelined, *args)
     y = y if y.dtype == h_dtype else y.to(h_dtype)
     return y, h if h_keep is None else h_keep, mean, rstd
 
@@ -253,10 +265,11 @@ def _addr(t: Tensor | None) -> int:
     return 0 if t is None else t.data_ptr()
 
 
-def _store_tag(dx: Tensor, g: Tensor) -> np.generic:
-    """How a backward stores ``dx`` (:mod:`~normlab.kernels.numba.backward`): bfloat16 without
-    the NaN case when the FP32 gain holds no NaN or infinity, else exactly."""
-    if dx.dtype == BF16 and B.nan_free(g.data_ptr(), g.numel()):
+def _store_tag(dx: Tensor, *vecs: Tensor) -> np.generic:
+    """How a backward, or a forward on pairs, stores its output
+    (:mod:`~normlab.kernels.numba.backward`): bfloat16 without the NaN case when the FP32 gain
+    (and bias) hold no NaN nor infinity, else exactly."""
+    if dx.dtype == BF16 and all(B.nan_free(g.data_ptr(), g.numel()) for g in vecs):
         return _TAG[BF16]
     return _TAG[F32]
 
