@@ -165,7 +165,7 @@ def test_presets_are_consistent(name):
 
 
 def test_quick_and_deep_test_what_they_say():
-    quick = load_builtin("quick")
+    quick = load_builtin("quick", whole=True)
     runs = {r.name: r.config for r in quick.arms}
     assert {c.name for c in quick.claims} >= {
         "post-ln-grad-grows", "post-ln-fails-deep", "rmsnorm-matches-quality",
@@ -186,7 +186,7 @@ def test_quick_and_deep_test_what_they_say():
 
 
 def test_seed_blocks_share_no_seed_and_pair_the_arms():
-    p = load_builtin("quick")
+    p = load_builtin("quick", whole=True)
     s0, s1 = p.runs(0), p.runs(1)
     assert not {t.config.seed for t in s0} & {t.config.seed for t in s1}
     assert {t.config.seed for t in s1} == {SEED_STRIDE + t.index for t in s1}

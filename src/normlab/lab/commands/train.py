@@ -203,11 +203,13 @@ def _base_config(args: argparse.Namespace):
 
 def _study_run(args: argparse.Namespace):
     """The config the study of ``--preset``/``--spec`` (with ``--set``) trains for ``--run``
-    under ``--seed-index`` in ``--seed-block``: its ``Study.runs(block)`` entry, seed included."""
+    under ``--seed-index`` in ``--seed-block``: its ``Study.runs(block)`` entry, seed included
+    (its extended claims' runs too)."""
+    sets = args.overrides
     if args.spec is not None:
-        study, what = spec.load_spec(args.spec, args.overrides), f"spec {args.spec}"
+        study, what = spec.load_spec(args.spec, sets, whole=True), f"spec {args.spec}"
     else:  # an unknown preset is the spec loader's one-line error
-        study, what = spec.load_builtin(args.preset, args.overrides), f"preset {args.preset!r}"
+        study, what = spec.load_builtin(args.preset, sets, whole=True), f"preset {args.preset!r}"
     arms = [a.name for a in study.arms]
     if args.run not in arms:
         raise ValueError(f"--run must name a run of {what}: {sorted(arms)}")

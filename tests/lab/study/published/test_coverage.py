@@ -31,7 +31,7 @@ NOT_COVERED = ("smoke",)
 
 @functools.cache
 def preset_claims(preset: str) -> set[str]:
-    return {c.name for c in load_builtin(preset).claims}
+    return {c.name for c in load_builtin(preset, whole=True).claims}
 
 
 @functools.cache

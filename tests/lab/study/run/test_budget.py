@@ -35,6 +35,11 @@ seeds = 16
 """
 
 
+# The budget the quick preset's default run is held to (its expected training CPU s under the
+# published effects): what a user can run while reading the docs.
+QUICK_EXPECTED_CPU_S = 1300
+
+
 def one(cfg) -> float:
     return 1.0  # a run's cost: the budget counts runs
 
@@ -93,7 +98,11 @@ def test_list_shows_a_sequential_quick_studys_worst_and_expected_cost(capsys):
 
     argv = ["study", "--preset", "quick", "--list"]
     assert main(argv) == 0  # quick is sequential since seed block 12
-    line = next(ln for ln in capsys.readouterr().out.splitlines() if "worst case" in ln)
+    out = capsys.readouterr().out.splitlines()
+    line = next(ln for ln in out if "worst case" in ln)
     worst = float(line.split("worst case ")[1].split()[0])
     expected = float(line.split("expected ")[1].split()[0])
     assert 0 < expected < worst and "docs/data/quick" in line
+    # a quick run: the claims that need many seeds or deep trained arms are left out by default
+    assert expected <= QUICK_EXPECTED_CPU_S, line
+    assert any(ln.endswith("--set extended=true runs them too") for ln in out)

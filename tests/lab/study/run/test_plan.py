@@ -39,7 +39,7 @@ ROOMY = 256 * GIB
 
 @pytest.fixture(scope="module")
 def quick():
-    return configure(load_builtin("quick"), "cpu")
+    return configure(load_builtin("quick", whole=True), "cpu")
 
 
 def _configs(study):
@@ -55,7 +55,7 @@ def _wide(quick, dim):
 
 
 def test_run_threads_follow_the_table():
-    base = configure(load_builtin("quick"), "cpu").arms[0].config
+    base = configure(load_builtin("quick", whole=True), "cpu").arms[0].config
     at = {d: run_threads(_dim(base, d)) for d in
           (64, 128, 136, 512, 520, 2048, 4096)}  # fmt: skip
     assert at == {64: 1, 128: 1, 136: 1, 512: 1, 520: 2, 2048: 2, 4096: 4}

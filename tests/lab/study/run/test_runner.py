@@ -118,7 +118,7 @@ def test_runs_are_submitted_longest_first_with_their_widths_threads(tmp_path):
     """The quick preset's runs go out by estimated cost, longest first (its 24-block runs lead,
     the at-init profiles trail), each run with its width's threads: one for d=64, two for a
     d=1024 arm, within a plan of two threads a worker."""
-    quick = configure(load_builtin("quick", ["arms[3].model.dim=1024"]), "cpu")
+    quick = configure(load_builtin("quick", ["arms[3].model.dim=1024"], whole=True), "cpu")
     rec = _Recording()
     corpus = types.SimpleNamespace(sha256="0" * 64)
     plan = WorkerPlan(workers=2, threads=2, limit="cores")

@@ -34,7 +34,7 @@ def test_shipped_spec_loads_through_the_loader_and_is_consistent(name):
 
 
 def test_quick_key_arms_have_the_expected_configs():
-    p = load_builtin("quick")
+    p = load_builtin("quick", whole=True)
     runs = {r.name: r.config for r in p.arms}
     base = runs["base"]
     assert (base.steps, base.batch_size, base.seq_len, base.lr, base.warmup_steps) == (

@@ -31,6 +31,9 @@ class Claim:
     not_testable: str = ""
     # The same claim with its arms at other learning rates (``rivals``: the standard for rivals)
     rate_checks: tuple[rivals.RateCheck, ...] = ()
+    # Run only when the study asks for its extended claims (a spec's ``extended = true``): what
+    # a preset leaves out of its default run to stay within its budget.
+    extended: bool = False
 
     @property
     def arms(self) -> tuple[str, ...]:

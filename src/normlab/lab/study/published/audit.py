@@ -51,7 +51,7 @@ def rival_standard(cat: Catalogue, pub: Published) -> d.Table:
     the standard the design that decided its published verdict met."""
     rows = []
     for preset in cat.reports:
-        study = load_builtin(preset)
+        study = load_builtin(preset, whole=True)
         for claim in study.claims:
             kind = rivals.standard(study, claim)
             row = pub.rows.get(preset, {}).get(claim.name)

@@ -288,7 +288,7 @@ def _studies(cat: Catalogue, verdicts) -> d.Table:
 
     rows = []
     for preset in cat.reports:
-        n = len(load_builtin(preset).claims)
+        n = len(load_builtin(preset, whole=True).claims)
         if preset in verdicts:
             data = f"`data/{preset}/claims.json`: {_counts(verdicts[preset].values())}"
         else:

@@ -20,7 +20,7 @@ def current(docs: Path) -> dict[str, dict[str, str]]:
     cat = load()
     designs = {}
     for preset in cat.reports:
-        study = load_builtin(preset)
+        study = load_builtin(preset, whole=True)
         for c in study.claims:
             designs[f"{preset}:{c.name}"] = fingerprint(claim_design(study, c))
     for command, where in cat.findings.items():

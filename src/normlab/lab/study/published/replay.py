@@ -134,7 +134,7 @@ def published_design(docs: Path, preset: str):
     if os.path.lexists(path):  # bounded: a FIFO or a directory there is refused, not waited on
         text = read_text(path, str(path), limit=MAX_SPEC_BYTES)
         return parse_spec(text, str(path), default_name=preset)
-    return load_builtin(preset)
+    return load_builtin(preset, whole=True)
 
 
 def replay(study, doc: dict[str, Any]) -> list[tuple[Claim, Verdict]]:

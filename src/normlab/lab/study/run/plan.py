@@ -372,6 +372,12 @@ def format_plan(
         estimate.append(
             f"{study.sequential.words()}: {budget.words(b, unit.removeprefix('est. '))}"
         )
+    if study.left_out:
+        n = len(study.left_out)
+        estimate.append(
+            f"{n} extended claim{'s' * (n != 1)} left out ({', '.join(study.left_out)}): "
+            "--set extended=true runs them too"
+        )
     sets = "".join(f" --set {o}" for o in study.overrides)
     claims = [[c.name, _seeds(study, c), ", ".join(c.arms)] for c in study.claims]
     lines = [

@@ -108,6 +108,13 @@ class Checks:
             self.fail(path, f"expected a number >= {low:g}, got {show(v)}")
         return x
 
+    def flag(self, d: dict, key: str, path: str) -> bool:
+        """``d[key]``, a boolean (false where it is not set)."""
+        v = d.get(key, False)
+        if not isinstance(v, bool):
+            self.fail(key_at(path, key), f"expected true or false, got {show(v)}")
+        return v
+
     def count(self, v: Any, path: str) -> int:
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             self.fail(path, f"expected an int >= 1, got {show(v)}")

@@ -52,6 +52,7 @@ _CLAIM_KEYS = (
     "controls",
     "not_testable",
     "rate_check",
+    "extended",
 )
 _CONTROL_KEYS = ("arm", "any", "expect", "margin")
 _CONTROL_EXAMPLE = '[{arm = "pre-L24", expect = "trains"}]'
@@ -89,6 +90,8 @@ class ClaimLoader:
             kw["not_testable"] = self.check.string(d["not_testable"], key_at(path, "not_testable"))
         if "rate_check" in d:
             kw["rate_checks"] = self.rate_check(d["rate_check"], key_at(path, "rate_check"))
+        if "extended" in d:
+            kw["extended"] = self.check.flag(d, "extended", path)
         return Claim(name, statement, source, rule, **kw)
 
     def rate_check(self, v: Any, path: str) -> tuple[RateCheck, ...]:

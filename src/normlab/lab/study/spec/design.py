@@ -57,6 +57,8 @@ class Study:
     sequential: Design | None = None
     """A group-sequential design (``[sequential]``): each seeded claim is looked at after every
     batch of seeds and stops once it decides; its ``seeds`` are then its cap (the worst case)."""
+    left_out: tuple[str, ...] = ()
+    """The extended claims its spec does not run (``extended = true`` runs them)."""
 
     def __post_init__(self) -> None:
         names = [a.name for a in self.arms]

@@ -3,7 +3,7 @@ part, measure, δ, expect, statistic and seed count, its controls, rate checks a
 the configs of the arms it reads, and the study's sequential design where it has one), so that a
 design changed after its data was produced is seen (``normlab.lab.study.published.registry``).
 Its words (statement, source, plots) are not part of it: rewording a claim decides nothing
-differently.
+differently; nor is whether a preset runs it by default (``extended``).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import math
 from enum import Enum
 from typing import Any
 
-# A claim's fields that say how it reads, not what decides it.
-WORDS = ("statement", "source", "plots")
+# A claim's fields that say how it reads or when it runs, not what decides it.
+NOT_DESIGN = ("statement", "source", "plots", "extended")
 
 # Config fields added after designs were first registered, with the value every earlier design
 # had: left out of a design at that value, so adding a field changes no registered fingerprint
@@ -51,7 +51,7 @@ def claim_design(study, claim) -> dict[str, Any]:
     (rate checks' arms included) as its config without the seed (the seed block is the data's),
     and the study's sequential design where it has one (when the claim stops, at which levels)."""
     kept = {f.name: getattr(claim, f.name) for f in dataclasses.fields(claim)}
-    own = canonical({k: v for k, v in kept.items() if k not in WORDS})
+    own = canonical({k: v for k, v in kept.items() if k not in NOT_DESIGN})
     configs = {a.name: a.config for a in study.arms}
     arms = {}
     for name in claim.arms:

@@ -93,35 +93,46 @@ def builtin_text(name: str) -> str:
     return _specs().joinpath(f"{name}.toml").read_text("utf-8")
 
 
-def load_builtin(name: str, overrides: typing.Sequence[str] = ()) -> Study:
-    """A built-in preset, with ``overrides`` (``KEY=VALUE``, see :func:`apply_overrides`)."""
+def load_builtin(name: str, overrides: typing.Sequence[str] = (), *, whole: bool = False) -> Study:
+    """A built-in preset, with ``overrides`` (``KEY=VALUE``, see :func:`apply_overrides`);
+    ``whole``: with its extended claims whatever it runs by default (what its registered
+    designs and published pages read)."""
     text = builtin_text(name)
-    return parse_spec(text, f"{SPECS}/{name}.toml", default_name=name, overrides=overrides)
+    source = f"{SPECS}/{name}.toml"
+    return parse_spec(text, source, default_name=name, overrides=overrides, whole=whole)
 
 
-def load_spec(path: str | Path, overrides: typing.Sequence[str] = ()) -> Study:
+def load_spec(
+    path: str | Path, overrides: typing.Sequence[str] = (), *, whole: bool = False
+) -> Study:
     """Read and check the spec file ``path``, ``overrides`` (``KEY=VALUE``) applied to its
-    document first; every mistake is a ``SpecError``."""
+    document first (``whole``: as :func:`parse_spec`); every mistake is a ``SpecError``."""
     p = Path(path)
     try:
         text = read_text(p, str(path), limit=MAX_SPEC_BYTES)
     except ReadError as e:
         raise SpecError(str(e)) from None
-    return parse_spec(text, str(path), default_name=p.stem, overrides=overrides)
+    return parse_spec(text, str(path), default_name=p.stem, overrides=overrides, whole=whole)
 
 
 def parse_spec(
-    text: str, source: str, *, default_name: str = "study", overrides: typing.Sequence[str] = ()
+    text: str,
+    source: str,
+    *,
+    default_name: str = "study",
+    overrides: typing.Sequence[str] = (),
+    whole: bool = False,
 ) -> Study:
     """The ``Study`` a spec's text describes, ``overrides`` applied to its document before it
-    is checked; ``source`` names it in error messages."""
+    is checked; ``source`` names it in error messages; ``whole``: with its extended claims
+    whether or not the spec runs them."""
     try:
         doc = check_strings(loads_toml(text, source), source)
     except ReadError as e:
         raise SpecError(str(e)) from None
     overrides = tuple(o.strip() for o in overrides)
     apply_overrides(doc, overrides, source)
-    study = _StudyLoader(source).study(doc, default_name)
+    study = _StudyLoader(source).study(doc, default_name, whole)
     return dataclasses.replace(study, overrides=overrides, spec_text=text)
 
 
@@ -149,8 +160,8 @@ class _StudyLoader:
 
     # ---- the study
 
-    def study(self, doc: dict, default_name: str) -> Study:
-        allowed = ("name", "description", *_TABLES, "only", "sequential")
+    def study(self, doc: dict, default_name: str, whole: bool = False) -> Study:
+        allowed = ("name", "description", *_TABLES, "only", "sequential", "extended")
         self.check.keys(doc, "", allowed, required=_TABLES)
         name = self.text(self.check.string(doc.get("name", default_name), "name"), "name", NAME_MAX)
         desc = self.text(self.check.plain(doc, "description", ""), "description", MAX_DESCRIPTION)
@@ -183,12 +194,16 @@ class _StudyLoader:
         for i, c in enumerate(claims):
             if why := unmet(c, configs, MEASURES):
                 self.check.fail(key_at("claims", i), why)
-        if "only" in doc:
+        runs_all = self.check.flag(doc, "extended", "") or whole or "only" in doc
+        left = () if runs_all else tuple(c.name for c in claims if c.extended)
+        if "only" in doc:  # it names its claims, extended or not
             claims = only(doc["only"], claims, self.check)
+        claims = [c for c in claims if c.name not in left]
+        if "only" in doc or left:  # the arms no claim left reads go
             used = {a for c in claims for a in c.arms}
             runs = [r for r in runs if r.name in used]
         seq = self.sequential(doc["sequential"]) if "sequential" in doc else None
-        return Study(name, desc, tuple(runs), tuple(claims), sequential=seq)
+        return Study(name, desc, tuple(runs), tuple(claims), sequential=seq, left_out=left)
 
     def sequential(self, v: Any) -> Design:
         """``[sequential]``: a group-sequential design (``normlab.lab.verdict.sequential``):
