@@ -76,3 +76,33 @@ def test_the_command_prints_the_table(tmp_path, capsys):
     assert main(["study", "--compare", str(a), str(b)]) == 0
     assert "| x | quick (--seed 0) |" in capsys.readouterr().out
     assert main(["study", "--compare", str(tmp_path)]) == 2
+
+
+def test_agreement_counts_the_claims_decided_alike_and_the_intervals_that_do_not_overlap(
+    tmp_path,
+):
+    a = _study(tmp_path, "a", "quick", [
+        _claim("alike", "holds", 0.10),
+        _claim("apart", "holds", 0.10),  # alike in words, intervals [0.09, 0.11] vs [0.19, 0.21]
+        _claim("differ", "holds", 0.05),
+        _claim("open", "inconclusive", 0.01),
+        _claim("once", "holds", 0.3),  # run by one study: not compared
+    ])  # fmt: skip
+    b = _study(tmp_path, "b", "quick", [
+        _claim("alike", "holds", 0.105),
+        _claim("apart", "holds", 0.20),
+        _claim("differ", "inconclusive", 0.045),
+        _claim("open", "inconclusive", 0.012),
+    ])  # fmt: skip
+    from normlab.lab.study.published.compare import agreement, load
+
+    got = agreement(load([a, b]))
+    assert got.decided == ("alike", "apart", "differ") and got.alike == ("alike", "apart")
+    assert got.disjoint == ("apart (quick (--seed 0) vs quick (--seed 0))",)
+    text = markdown([a, b])
+    assert "of the 3 claims that one of these studies decides" in text
+    assert "2 are decided alike by every study that ran them (67 %)" in text
+    assert (
+        "decided differently: differ." in text
+        and "do not overlap between two studies: apart" in text
+    )

@@ -1,5 +1,7 @@
 """One claim across studies: the verdicts that more than one study reached on the same claim,
-side by side with their scopes, and where an effect changes sign, what differs between them.
+side by side with their scopes, and where an effect changes sign, what differs between them;
+and how well the studies agree (``Agreement``): of the claims one of them decides, the share
+every study that ran the claim decides alike, and the intervals that do not overlap.
 
 Read from each study's ``claims.json``; a claim is matched by name. Variants of a claim decided
 under another init (``NAME-default-init``) are matched to ``NAME`` too, and their scope says
@@ -9,6 +11,7 @@ which init they ran under.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,7 @@ from normlab.lab.kit.doc import md_table
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.kit.reading import check_text
 from normlab.lab.study.report.claims_json import read_claims
-from normlab.lab.verdict import Estimate
+from normlab.lab.verdict import DECIDED, Estimate
 
 VARIANT_SUFFIX = "-default-init"
 SCOPE_KEYS = ("d", "blocks", "T", "B", "steps", "init")  # what a sign change may come from
@@ -152,14 +155,65 @@ def _sign_changes(name: str, entries: list[tuple[str, dict]]) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class Agreement:
+    """Claims (matched by their exact name) that more than one study ran: those some study
+    decides (holds or does not hold), those every study decides alike, and the effects whose
+    intervals in two studies do not overlap (``claim: part`` between two labels)."""
+
+    decided: tuple[str, ...]
+    alike: tuple[str, ...]
+    disjoint: tuple[str, ...]
+
+    def words(self) -> str:
+        """Two lines, or none where no claim of one name was decided twice."""
+        if not self.decided and not self.disjoint:
+            return ""
+        n, k = len(self.decided), len(self.alike)
+        share = f" ({100 * k / n:.0f} %)" if n else ""
+        head = (
+            f"Agreement: of the {n} claims that one of these studies decides (holds or does not "
+            f"hold), {k} are decided alike by every study that ran them{share}"
+        )
+        differ = sorted(set(self.decided) - set(self.alike))
+        head += f"; decided differently: {', '.join(differ)}." if differ else "."
+        disjoint = "; ".join(self.disjoint) if self.disjoint else "none"
+        return f"{head}\nIntervals that do not overlap between two studies: {disjoint}.\n"
+
+
+def agreement(studies: list[dict[str, Any]]) -> Agreement:
+    by_name: dict[str, list[tuple[str, dict]]] = {}
+    for s in studies:
+        for c in s["claims"]:
+            by_name.setdefault(c["name"], []).append((s["label"], c))
+    decided, alike, disjoint = [], [], []
+    for name, entries in by_name.items():
+        if len(entries) < 2:
+            continue
+        words = {c["verdict"] for _, c in entries}
+        if words & {w.value for w in DECIDED}:
+            decided.append(name)
+            alike += [name] * (len(words) == 1)
+        for i, (la, a) in enumerate(entries):
+            for lb, b in entries[i + 1 :]:
+                ea, eb = effects(a), effects(b)
+                for part in (p for p in ea if p in eb):
+                    x, y = ea[part], eb[part]
+                    if x.hi < y.lo or y.hi < x.lo:
+                        disjoint.append(f"{name}{': ' + part if part else ''} ({la} vs {lb})")
+    return Agreement(tuple(decided), tuple(alike), tuple(disjoint))
+
+
 HEADER = ["claim", "study", "as", "verdict", "effect [95 % interval], n", "scope"]
 
 
 def markdown(dirs: list[Path]) -> str:
-    rows, changes = compare(load(dirs))
+    studies = load(dirs)
+    rows, changes = compare(studies)
     if not rows:
         return "No claim is decided by more than one of these studies.\n"
-    text = md_table(HEADER, rows)
+    said = agreement(studies).words()
+    text = (said and said + "\n") + md_table(HEADER, rows)
     if changes:
         text += "\nSign changes:\n\n" + "\n".join(changes) + "\n"
     return text
