@@ -127,6 +127,16 @@ def test_a_later_rounds_rows_replace_its_presets_in_the_comparison():
     assert latest["paper"] != 0  # the block-0 row replaced
 
 
+def test_the_agreement_block_compares_the_published_rounds_it_names():
+    got = blocks.agreement(DATA, ["quick-round4", "quick-round7"])
+    assert got.startswith("Agreement: of the 1 claim that one of these studies decides")
+    assert "| post-ln-better-shallow | quick (--seed 13) |" in got
+    with pytest.raises(BlockError, match="expected agreement DIR DIR"):
+        blocks.agreement(DATA, ["quick-round6"])
+    with pytest.raises(BlockError, match="no docs/data/nowhere"):
+        blocks.agreement(DATA, ["quick-round6", "nowhere"])
+
+
 def test_a_part_and_a_finding_are_read_from_the_data():
     entry = DATA.claim("paper-round3:final-norm-needed")
     part = next(p for p in entry["parts"] if p["part"] == "the model is worse")

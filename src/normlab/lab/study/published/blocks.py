@@ -286,6 +286,22 @@ def across(data: Data, args: list[str]) -> str:
     return text + ("\n\nSign changes:\n\n" + "\n".join(changes) if changes else "")
 
 
+def agreement(data: Data, args: list[str]) -> str:
+    """``agreement DIR DIR...``: how well these published studies (runs of one preset on
+    different seed blocks) agree, and every claim more than one of them decides, as ``normlab
+    study --compare`` prints it for their directories."""
+    if len(args) < 2:
+        raise BlockError(f"expected agreement DIR DIR..., got {' '.join(args)!r}")
+    studies = []
+    for where in args:
+        doc = data.dirs.get(where)
+        if doc is None:
+            raise BlockError(f"agreement: no docs/data/{where}/claims.json")
+        label = f"{doc['preset']} (--seed {doc.get('seed_block', 0)})"
+        studies.append({**doc, "label": label})
+    return compare.studies_markdown(studies).rstrip("\n")
+
+
 def answers_table(data: Data, args: list[str]) -> str:
     """``answers``: the answers for a model builder (``answers_page``), each with its n and the
     statement it rests on, links from the repository's root (the README's first table)."""
@@ -334,6 +350,7 @@ KINDS: dict[str, Callable[[Data, list[str]], str]] = {
     "parts": parts_table,
     "checks": checks_table,
     "compare": across,
+    "agreement": agreement,
     "changes": changes,
     "answers": answers_table,
     "figures": figures,

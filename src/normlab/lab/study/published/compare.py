@@ -172,8 +172,9 @@ class Agreement:
         n, k = len(self.decided), len(self.alike)
         share = f" ({100 * k / n:.0f} %)" if n else ""
         head = (
-            f"Agreement: of the {n} claims that one of these studies decides (holds or does not "
-            f"hold), {k} are decided alike by every study that ran them{share}"
+            f"Agreement: of the {n} claim{'s' * (n != 1)} that one of these studies decides "
+            f"(holds or does not hold), {k} {'is' if k == 1 else 'are'} decided alike by every "
+            f"study that ran {'it' if n == 1 else 'them'}{share}"
         )
         differ = sorted(set(self.decided) - set(self.alike))
         head += f"; decided differently: {', '.join(differ)}." if differ else "."
@@ -208,7 +209,12 @@ HEADER = ["claim", "study", "as", "verdict", "effect [95 % interval], n", "scope
 
 
 def markdown(dirs: list[Path]) -> str:
-    studies = load(dirs)
+    return studies_markdown(load(dirs))
+
+
+def studies_markdown(studies: list[dict[str, Any]]) -> str:
+    """How well ``studies`` (each a claims.json with its ``label``) agree, the table of every
+    claim more than one decides, and its sign changes."""
     rows, changes = compare(studies)
     if not rows:
         return "No claim is decided by more than one of these studies.\n"
