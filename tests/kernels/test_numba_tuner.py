@@ -72,6 +72,38 @@ def test_bf16_pairs_layer_norm_backward_is_accurate_where_used_and_skipped_elsew
 
 
 @pytest.mark.parametrize("pipe", [False, True], ids=["2pass", "pipe"])
+def test_bf16_pairs_rms_norm_backward_is_accurate_where_used_and_skipped_elsewhere(
+    pipe, monkeypatch
+):
+    # as the LayerNorm one above; llama rounds xhat to bfloat16 in dweight, gemma does not
+    calls = []
+    par = numba_launch.BPR.rms_bwd_pairs_par
+    monkeypatch.setattr(
+        numba_launch.BPR, "rms_bwd_pairs_par", lambda *a: calls.append(1) or par(*a)
+    )
+    wide, odd = make_inputs((37, 132), BF16)[0], make_inputs((37, 131), BF16)[0]
+    with tuner.forced({"rms_bwd": Launch(pipelined=pipe, bf16_pairs=True)}):
+        for shape in ((37, 124), (130, 258), (2, 3, 64), (3, 2), (0, 64)):
+            x, w, b, r = make_inputs(shape, BF16)
+            for casting in ("llama", "gemma"):
+                kw = {"casting": casting, "offset": float(casting == "gemma")}
+                check("rms_norm", x, weight=w, residual=r, eps_inside=casting == "llama", **kw)
+                check("rms_norm", x, weight=w, eps_inside=casting == "gemma", eps=1e-2, **kw)
+            check("rms_norm", x)  # no weight: no dweight partial sums in the 2-pass loop
+            check("rms_norm", x, residual=r, eps_inside=False)
+        used = len(calls)
+        assert used >= 24  # 6 backwards of each shape with rows
+        check("rms_norm", wide[:, 2:126], weight=make_inputs((1, 124), BF16)[1])  # stride 132
+        assert len(calls) == used + 1
+        used = len(calls)
+        # an odd address, row stride or N, and float32: the reference kernel (without a residual:
+        # with one, h is a new contiguous tensor)
+        for x in (wide[:, 1:125], odd[:, :124], torch.randn(130, 257).to(BF16), torch.randn(9, 8)):
+            check("rms_norm", x, weight=make_inputs((1, x.shape[1]), x.dtype)[1])
+        assert len(calls) == used
+
+
+@pytest.mark.parametrize("pipe", [False, True], ids=["2pass", "pipe"])
 def test_bf16_pairs_forwards_are_accurate_where_used_and_skipped_elsewhere(pipe, monkeypatch):
     calls = []
     for name in ("rms_fwd_pairs_par", "ln_fwd_pairs_par"):
@@ -125,9 +157,10 @@ def test_the_old_choices_are_candidates_and_every_choice_is_a_valid_launch():
     for bad in ("pipe", "pipe/c0/t1/x", "fused/c0/t1"):
         with pytest.raises(ValueError, match="not a launch choice name"):
             Launch.from_name(bad)
-    for op in ("rms_fwd", "ln_fwd", "ln_bwd"):
+    for op in OPS:
         pairs = [c for c in choices.candidates(op, dtype="bfloat16") if c.bf16_pairs]
-        assert len(pairs) == 2 and not any(c.bf16_pairs for c in choices.candidates(op))
+        assert len(pairs) == (2 if op in ("rms_fwd", "ln_fwd", "rms_bwd", "ln_bwd") else 0)
+        assert not any(c.bf16_pairs for c in choices.candidates(op))
     for bad in (
         {"pipelined": 1},
         {"pipelined": True, "threads": 0},

@@ -18,9 +18,10 @@ The choices, and why each can matter on one CPU and not on another:
   the thread count, so results stay bitwise identical for any thread count.
 - ``threads``: the share of torch's threads the kernel runs on: on a machine whose memory
   bandwidth saturates before its cores do, fewer threads move the same bytes.
-- ``bf16_pairs`` (the forwards and the LayerNorm backward): bfloat16 rows read and written as
+- ``bf16_pairs`` (the forwards and the default backwards): bfloat16 rows read and written as
   32-bit pairs of elements (:mod:`normlab.kernels.numba.forward_pairs`,
-  :mod:`normlab.kernels.numba.backward_pairs`), which converts without shuffles; where a
+  :mod:`normlab.kernels.numba.backward_pairs`, :mod:`normlab.kernels.numba.backward_pairs_rms`),
+  which converts without shuffles; where a
   machine's bfloat16 kernels are bound by its vector units rather than by memory. The one
   choice with compiled code of its own (compiled by its first use, the tuner's); ignored for
   calls whose rows do not qualify (float32, an odd N, a forward with a residual).
@@ -92,7 +93,7 @@ FWD_OPS = ("rms_fwd", "ln_fwd")
 PIPE_BWD_OPS = ("rms_bwd", "ln_bwd")
 OPS = (*FWD_OPS, *PIPE_BWD_OPS, "rms_bwd_y", "ln_bwd_y")
 OLD = {op: Launch(pipelined=op in FWD_OPS) for op in OPS}
-PAIRS_OPS = (*FWD_OPS, "ln_bwd")  # the launchers with a bf16_pairs kernel
+PAIRS_OPS = (*FWD_OPS, *PIPE_BWD_OPS)  # the launchers with a bf16_pairs kernel
 
 
 # A smaller share of the threads is tried only from this many CPUs up: where the memory

@@ -23,6 +23,7 @@ from torch import Tensor
 
 from normlab.kernels.numba import backward as B
 from normlab.kernels.numba import backward_pairs as BP
+from normlab.kernels.numba import backward_pairs_rms as BPR
 from normlab.kernels.numba import backward_y as BY
 from normlab.kernels.numba import buffer_pool, choices, tuner
 from normlab.kernels.numba import forward_pairs as FP
@@ -252,12 +253,14 @@ def ln_fwd(x, weight, bias, residual, eps, launch=None):
     return y, h if h_keep is None else h_keep, mean, rstd
 
 
-def _bwd_inputs(dy: Tensor, dh: Tensor | None, h: Tensor):
-    """``(dy, dh, h, dx)``: kernel arguments (``dh`` aliases ``h`` when there is none) and the
-    ``dx`` output in ``h``'s dtype (float32 for float16)."""
+def _bwd_inputs(dy: Tensor, dh: Tensor | None, h: Tensor, launch: Launch):
+    """``(dy, dh, h, dx, pairs)``: kernel arguments (``dh`` aliases ``h`` when there is none),
+    the ``dx`` output in ``h``'s dtype (float32 for float16), and whether to run the kernel on
+    bfloat16 pairs (the launch choice, where the rows qualify)."""
     dya, ha = _arg(_f32(dy)), _arg(_f32(h))
     dha = ha if dh is None else _arg(_f32(dh).to(ha[0].dtype))
-    return dya, dha, ha, _empty(h.shape, ha[0].dtype)
+    dx = _empty(h.shape, ha[0].dtype)
+    return dya, dha, ha, dx, launch.bf16_pairs and _pairs(h.shape[1], dx, dya, dha, ha)
 
 
 def _addr(t: Tensor | None) -> int:
@@ -278,7 +281,7 @@ def rms_bwd(dy, dh, h, weight, rstd, eps, offset, casting, eps_inside, launch=No
     """RMSNorm backward launcher: ``(dh_total, dweight | None)``."""
     m, n = h.shape
     launch = _launch("rms_bwd", h, launch)
-    (dyk, dyp, dys), (_, dhp, dhs), (hk, hp, hs), dx = _bwd_inputs(dy, dh, h)
+    (dyk, dyp, dys), (_, dhp, dhs), (hk, hp, hs), dx, pairs = _bwd_inputs(dy, dh, h, launch)
     g = _vec(weight, n, offset, casting=casting)
     dw = None if weight is None else torch.empty(n, dtype=F32)
     ptrs = (dyp, dys, dhp, dhs, hp, hs, g.data_ptr(), rstd.data_ptr(), dx.data_ptr())
@@ -287,12 +290,13 @@ def rms_bwd(dy, dh, h, weight, rstd, eps, offset, casting, eps_inside, launch=No
     args = (m, n, *ptrs, *flags, *tags)
     nch, per = _chunks(m, launch)
     nw = n if dw is not None or launch.pipelined else 0  # the partial sums' width
-    _run(B.rms_bwd, B.rms_bwd_par, launch, m, n, nch, per, launch.pipelined, nw, args, _addr(dw))
+    kern = (BPR.rms_bwd_pairs, BPR.rms_bwd_pairs_par) if pairs else (B.rms_bwd, B.rms_bwd_par)
+    _run(*kern, launch, m, n, nch, per, launch.pipelined, nw, args, _addr(dw))
     return dx if dx.dtype == h.dtype else dx.to(h.dtype), dw
 
 
 def _pairs(n: int, dx: Tensor, *rows_: tuple[Tensor, int, int]) -> bool:
-    """Whether bfloat16 rows can be read as 32-bit pairs (:mod:`backward_pairs`): every one
+    """Whether bfloat16 rows can be read as 32-bit pairs (the ``*_pairs`` kernels): every one
     bfloat16, ``n``, the row strides and the addresses even in elements."""
     return n % 2 == 0 and all(
         t.dtype == BF16 and p % 4 == 0 and rs % 2 == 0 for t, p, rs in (*rows_, (dx, _addr(dx), n))
@@ -303,9 +307,7 @@ def ln_bwd(dy, dh, h, weight, mean, rstd, has_bias, launch=None):
     """LayerNorm backward launcher: ``(dh_total, dweight | None, dbias | None)``."""
     m, n = h.shape
     launch = _launch("ln_bwd", h, launch)
-    dya, dha, ha, dx = _bwd_inputs(dy, dh, h)
-    (dyk, dyp, dys), (_, dhp, dhs), (hk, hp, hs) = dya, dha, ha
-    pairs = launch.bf16_pairs and _pairs(n, dx, dya, dha, ha)
+    (dyk, dyp, dys), (_, dhp, dhs), (hk, hp, hs), dx, pairs = _bwd_inputs(dy, dh, h, launch)
     w = _vec(weight, n)
     dw = None if weight is None else torch.empty(n, dtype=F32)
     db = torch.empty(n, dtype=F32) if has_bias else None

@@ -1,0 +1,150 @@
+"""Numba CPU kernel: the RMSNorm backward of bfloat16 rows read as 32-bit pairs, and its drivers
+(a launch choice, ``Launch.bf16_pairs``; the formulas are those of
+:func:`normlab.kernels.numba.backward._rms_bwd_rows`).
+
+Why, and how a pair is read and stored: :mod:`normlab.kernels.numba.backward_pairs` (the
+LayerNorm backward on pairs), whose conversions (:func:`lo`, :func:`hi`, :func:`pack`), gain
+split and reduction of the partial sums this kernel shares: the gain is split into even and odd
+halves, the dweight partial sums have shape ``(chunks, 2, N / 2)`` and are put back in element
+order by the final reduction (same chunk order). FMA contraction is allowed, as in the reference
+RMSNorm backward.
+
+Rows qualify as for the LayerNorm backward: ``dy``, ``h`` (and ``dh``) bfloat16 with ``N`` and
+the row strides even and 4-byte aligned addresses (:func:`normlab.kernels.numba.launch.rms_bwd`
+checks); other calls run the reference kernel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from normlab.kernels.numba.backward import _rms_k
+from normlab.kernels.numba.backward_pairs import _U32, _reduce_pairs, _split, hi, lo, pack
+from normlab.kernels.numba.bf16 import round_to, rows, vec
+from normlab.kernels.numba.kernels import _F0, _F1, _JIT
+
+
+@njit(inline="always")
+def _dot(hr, dyr, ge, go, acc, rs_, has_w, qt, k):
+    """Pass 1 of a row of ``k`` pairs: ``sum(g dy xhat)``, adding ``dy q(xhat)`` to the partial
+    sums ``acc = (dw even, dw odd)`` if ``has_w``."""
+    awe, awo = acc
+    dot = _F0
+    if has_w:
+        for j in range(k):
+            uh, ud = hr[j], dyr[j]
+            xe, xo, de, do = lo(uh) * rs_, hi(uh) * rs_, lo(ud), hi(ud)
+            awe[j] += de * round_to(xe, qt)
+            awo[j] += do * round_to(xo, qt)
+            dot += de * ge[j] * xe + do * go[j] * xo
+    else:
+        for j in range(k):
+            uh, ud = hr[j], dyr[j]
+            dot += lo(ud) * ge[j] * (lo(uh) * rs_) + hi(ud) * go[j] * (hi(uh) * rs_)
+    return dot
+
+
+@njit(inline="always")
+def _dx(uh, ud, j, ge, go, rs_, kx):
+    """``dx`` of pair ``j`` (before ``dh``): the two float32 values."""
+    ve = rs_ * (lo(ud) * ge[j]) - kx * (lo(uh) * rs_)
+    return ve, rs_ * (hi(ud) * go[j]) - kx * (hi(uh) * rs_)
+
+
+@njit(inline="always")
+def _dx_row(hr, dyr, dhr, dxr, k, ge, go, rs_, kx, has_dh, st):
+    """Pass 2 of a row: its ``dx``."""
+    for j in range(k):
+        ve, vo = _dx(hr[j], dyr[j], j, ge, go, rs_, kx)
+        if has_dh:  # loop-invariant: unswitched by LLVM
+            ve += lo(dhr[j])
+            vo += hi(dhr[j])
+        dxr[j] = pack(ve, vo, st)
+
+
+@njit(inline="always")
+def _dx_row_next(hr, dyr, dhr, dxr, k, ge, go, rs_, kx, has_dh, st, nxt):
+    """:func:`_dx_row` fused with :func:`_dot` of the next row, whose dot it returns; ``nxt =
+    (h row, dy row, rstd, acc, qt)``; always adds to ``acc``, as the reference loop does. Both
+    loop bodies are written out, as in
+    :func:`~normlab.kernels.numba.backward_pairs._dx_row_next` (a per-pair helper returning the
+    terms stopped LLVM from vectorizing the loop)."""
+    hn, dyn, rn, acc, qt = nxt
+    awe, awo = acc
+    dot = _F0
+    for j in range(k):
+        ve, vo = _dx(hr[j], dyr[j], j, ge, go, rs_, kx)
+        if has_dh:
+            ve += lo(dhr[j])
+            vo += hi(dhr[j])
+        dxr[j] = pack(ve, vo, st)
+        uh, ud = hn[j], dyn[j]
+        xe, xo, de, do = lo(uh) * rn, hi(uh) * rn, lo(ud), hi(ud)
+        awe[j] += de * round_to(xe, qt)
+        awo[j] += do * round_to(xo, qt)
+        dot += de * ge[j] * xe + do * go[j] * xo
+    return dot
+
+
+@njit(**_JIT)
+def _rms_bwd_pairs_rows(
+    c0, c1, per, pipe, dw, gd, m, n, dyp, dys, dhp, dhs, hp, hs, gp, rstdp, dxp, eps, eps_inside,
+    has_dh, has_w, dyt, ht, qt, st,
+):  # fmt: skip
+    r"""RMSNorm backward of chunks ``[c0, c1)`` of bfloat16 rows read as pairs, with
+    :math:`\hat x = h\,\mathrm{rstd}`, :math:`\hat g = g \odot dy` and
+    :math:`c = \overline{\hat g \hat x}`:
+
+    .. math::
+        dh = \mathrm{rstd}\,\hat g - k\,\hat x + dh_{in},\quad
+        k = \mathrm{rstd}\,c \;(\epsilon \text{ inside}) \text{ or } c / \sqrt{\overline{h^2}},
+        \quad dw_{\text{chunk}} \mathrel{+}= dy \odot q(\hat x)
+
+    ``gd`` the FP32 gain as ``(even, odd)`` halves, ``dw`` of shape ``(chunks, 2, N / 2)``;
+    ``pipe``, ``has_w`` and ``qt`` as in :func:`~normlab.kernels.numba.backward._rms_bwd_rows`
+    (with ``pipe`` the partial sums are accumulated whether or not ``has_w``)."""
+    k = n // 2
+    dy, dh = rows(dyp, m, dys // 2, _U32), rows(dhp, m, dhs // 2, _U32)
+    h, dx = rows(hp, m, hs // 2, _U32), rows(dxp, m, k, _U32)
+    rstd, ge, go = vec(rstdp, m), gd[0], gd[1]
+    inv_n = _F1 / np.float32(n)
+    for c in range(c0, c1):
+        acc = (dw[c, 0], dw[c, 1])
+        for a in acc:
+            a[:] = _F0
+        i0, i1 = c * per, min(m, (c + 1) * per)
+        dot = _F0
+        if pipe and i0 < i1:
+            dot = _dot(h[i0], dy[i0], ge, go, acc, rstd[i0], True, qt, k)
+        for i in range(i0, i1):
+            hr, dyr, dhr, dxr, rs_ = h[i], dy[i], dh[i], dx[i], rstd[i]
+            if not pipe:
+                dot = _dot(hr, dyr, ge, go, acc, rs_, has_w, qt, k)
+            kx = _rms_k(dot, inv_n, rs_, eps, eps_inside)
+            if pipe and i + 1 < i1:
+                nxt = (h[i + 1], dy[i + 1], rstd[i + 1], acc, qt)
+                dot = _dx_row_next(hr, dyr, dhr, dxr, k, ge, go, rs_, kx, has_dh, st, nxt)
+            else:
+                _dx_row(hr, dyr, dhr, dxr, k, ge, go, rs_, kx, has_dh, st)
+
+
+# Drivers, as backward.rms_bwd (the same arguments; ``nw`` = N or 0, the partial sums' width).
+
+
+@njit(**_JIT)
+def rms_bwd_pairs(nch, per, pipe, nw, args, dwo):
+    """:func:`~normlab.kernels.numba.backward.rms_bwd` of bfloat16 rows read as pairs."""
+    dw = np.empty((nch, 2, max(nw // 2, 1)), np.float32)
+    gd = _split(args[8], args[1])
+    _rms_bwd_pairs_rows(0, nch, per, pipe, dw, gd, *args)
+    _reduce_pairs(dw, dwo)
+
+
+@njit(parallel=True, **_JIT)
+def rms_bwd_pairs_par(nch, per, pipe, nw, args, dwo):
+    dw = np.empty((nch, 2, max(nw // 2, 1)), np.float32)
+    gd = _split(args[8], args[1])
+    for c in prange(nch):
+        _rms_bwd_pairs_rows(c, c + 1, per, pipe, dw, gd, *args)
+    _reduce_pairs(dw, dwo)
