@@ -305,6 +305,9 @@ def test_killed_study_resumes_with_each_run_once(tmp_path):
     before = path.read_bytes()
     n_before = before.count(b"\n")
     tasks = load_builtin("smoke").runs(0)
+    # killed before it wrote its study.json: its start is the mark it wrote as it began
+    assert not (tmp_path / "study.json").exists()
+    began = (tmp_path / ".normlab-began").read_text().strip()
     assert 3 <= n_before < len(tasks)
 
     proc = start_study(tmp_path, "--resume", "--workers", "2")
@@ -320,5 +323,6 @@ def test_killed_study_resumes_with_each_run_once(tmp_path):
     }
     claims = json.loads((tmp_path / "claims.json").read_text())["claims"]
     assert all({"verdict", "effect", "lo", "hi", "n"} <= set(c) or c["parts"] for c in claims)
+    assert json.loads((tmp_path / "study.json").read_text())["began"] == began
     assert (tmp_path / "report.html").stat().st_size > 10_000
     assert "## Claims" in (tmp_path / "report.md").read_text()

@@ -25,7 +25,7 @@ from normlab.lab.kit.io import set_aside
 from normlab.lab.kit.threads import check_threads
 from normlab.lab.study.decide import Claim, Results, decide_all
 from normlab.lab.study.run.provenance import record
-from normlab.lab.study.run.study_json import StudyMeta, first_began
+from normlab.lab.study.run.study_json import BEGAN_FILE, StudyMeta, first_began, mark_began
 from normlab.lab.study.spec import SEED_STRIDE, Run, Study
 from normlab.lab.verdict import Verdict
 
@@ -312,7 +312,9 @@ def train_runs(study: Study, corpus, options: StudyOptions, plan=None, executor=
 # What a study writes in its output directory: without --resume, the ones there move aside
 # together, so the study they hold can still be decided (--redecide DIR/previous-<time>) and a
 # file of the user's of one of these names is kept, not overwritten.
-STUDY_FILES = ("results.jsonl", "study.json", "claims.json", "report.md", "report.html", "plots")
+STUDY_FILES = (
+    "results.jsonl", "study.json", "claims.json", "report.md", "report.html", "plots", BEGAN_FILE
+)  # fmt: skip
 
 
 def _open_store(store, options: StudyOptions):
@@ -322,6 +324,7 @@ def _open_store(store, options: StudyOptions):
         print(f"a torn last line of {store.path.name} (a crash mid-write) was moved to {torn}")
     if not options.resume:
         start_anew(options)
+    mark_began(options.out, _utc(time.time()))
     return store
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from normlab.lab.kit.errors import UsageError
-from normlab.lab.kit.io import write_json
+from normlab.lab.kit.io import write_file, write_json
 from normlab.lab.kit.reading import check_strings, printable, read_json
 from normlab.lab.kit.shapes import SCALAR, Choice, Either, Int, Maybe, Num, check_shape
 from normlab.lab.train.device import DEVICES, PRECISIONS
@@ -71,15 +71,41 @@ class StudyMeta:
         write_json(out / "study.json", self.to_dict(), indent=2)
 
 
+# When a study's first run began, written as it starts: a study killed before it wrote its
+# study.json still knows it when resumed (the registry reads it to tell a design fixed before the
+# data from one fixed after).
+BEGAN_FILE = ".normlab-began"
+_UTC = "%Y-%m-%dT%H:%M:%SZ"
+
+
 def first_began(out: Path, now: str) -> str:
-    """When the study in ``out`` first began: the ``began`` its study.json records, or ``now``
-    (a UTC time)."""
+    """When the study in ``out`` first began: the earliest of the ``began`` its study.json
+    records, its :data:`BEGAN_FILE` and ``now`` (a UTC time)."""
+    found = [now]
     try:
-        began = read_json(out / "study.json")["began"]
-        time.strptime(began, "%Y-%m-%dT%H:%M:%SZ")
+        found.append(read_json(out / "study.json")["began"])
     except (OSError, ValueError, KeyError, TypeError):
-        return now
-    return min(began, now)
+        pass
+    try:
+        found.append((out / BEGAN_FILE).read_text("ascii").strip())
+    except (OSError, ValueError):
+        pass
+    return min(t for t in found if _is_utc(t))
+
+
+def mark_began(out: Path, now: str) -> None:
+    """Record ``now`` as the start of the study in ``out``, unless one is recorded."""
+    path = out / BEGAN_FILE
+    if not path.exists():
+        write_file(path, now + "\n")
+
+
+def _is_utc(t: object) -> bool:
+    try:
+        time.strptime(t, _UTC)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def check_study_json(meta: Any, where: str, *, complete: bool = True) -> dict:
