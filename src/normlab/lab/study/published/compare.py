@@ -179,7 +179,7 @@ class Agreement:
         differ = sorted(set(self.decided) - set(self.alike))
         head += f"; decided differently: {', '.join(differ)}." if differ else "."
         disjoint = "; ".join(self.disjoint) if self.disjoint else "none"
-        return f"{head}\nIntervals that do not overlap between two studies: {disjoint}.\n"
+        return f"{head}\n\nIntervals that do not overlap between two studies: {disjoint}.\n"
 
 
 def agreement(studies: list[dict[str, Any]]) -> Agreement:
