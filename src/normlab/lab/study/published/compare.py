@@ -183,6 +183,7 @@ class Agreement:
 
 
 def agreement(studies: list[dict[str, Any]]) -> Agreement:
+    """How well ``studies`` (each a claims.json with its ``label``) agree, claim by claim."""
     by_name: dict[str, list[tuple[str, dict]]] = {}
     for s in studies:
         for c in s["claims"]:
@@ -194,7 +195,8 @@ def agreement(studies: list[dict[str, Any]]) -> Agreement:
         words = {c["verdict"] for _, c in entries}
         if words & {w.value for w in DECIDED}:
             decided.append(name)
-            alike += [name] * (len(words) == 1)
+            if len(words) == 1:
+                alike.append(name)
         for i, (la, a) in enumerate(entries):
             for lb, b in entries[i + 1 :]:
                 ea, eb = effects(a), effects(b)
