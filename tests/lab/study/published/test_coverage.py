@@ -391,3 +391,12 @@ def test_every_design_and_plan_is_registered_as_it_stands_today():
     assert not missing, (
         f"run `normlab study --register` and commit docs/data/registry.json: {missing}"
     )
+
+
+def test_a_later_round_is_read_by_its_number_not_its_spelling():
+    names = ["quick-round10", "quick-round9", "quick-round4"]
+    assert sorted(names, key=coverage._natural) == ["quick-round4", "quick-round9", "quick-round10"]
+    # round 10 (seed block 17) supplies the claim it ran, round 9 the rest
+    rows = coverage.published(DOCS)["quick"]
+    assert rows["norm-needed-unscaled-init"].where == "quick-round10"
+    assert rows["norm-needed"].where == "quick-round9"

@@ -13,6 +13,7 @@ tests check that the file in the repository is what it writes today, so republis
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from functools import cache
@@ -125,7 +126,14 @@ def data_dirs(docs: Path) -> list[tuple[Path, dict]]:
     again on their own, on a fresh seed block, and its rows replace the preset's."""
     paths = (docs / "data").glob("*/claims.json")
     found = [(p.parent, read_claims(p)) for p in paths]  # bounded, checked to the leaves
-    return sorted(found, key=lambda t: (t[1]["preset"], t[0].name != t[1]["preset"], t[0].name))
+    return sorted(
+        found, key=lambda t: (t[1]["preset"], t[0].name != t[1]["preset"], _natural(t[0].name))
+    )
+
+
+def _natural(name: str) -> list:
+    """``name``'s sort key with its numbers read as numbers: round 10 after round 9."""
+    return [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", name)]
 
 
 @dataclass(frozen=True)
