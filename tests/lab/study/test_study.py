@@ -199,7 +199,7 @@ def test_seed_blocks_share_no_seed_and_pair_the_arms():
     assert len(by_arm["init-post-L6"]) == 16  # at-init claims are cheap: many seeds
     # caps: sized by the pilots, raised for the claims seed block 9 left open (sequential looks
     # spend them only while a claim is open)
-    assert p.seeds("base") == 16 and p.seeds("batchnorm-B4") == 24
+    assert p.seeds("base") == 24 and p.seeds("batchnorm-B4") == 24  # norm-needed-unscaled-init
 
 
 def test_list_prints_the_plan_and_runs_nothing(tmp_path, capsys):
