@@ -278,8 +278,7 @@ def across(data: Data, args: list[str]) -> str:
         own = replaced.setdefault(doc["preset"], set())
         claims = [c for c in doc["claims"] if c["name"] not in own]
         own.update(c["name"] for c in doc["claims"])
-        label = f"{doc['preset']} (--seed {doc.get('seed_block', 0)})"
-        studies.append({**doc, "claims": claims, "label": label, "where": where.name})
+        studies.append({**doc, "claims": claims, "label": compare.label(doc), "where": where.name})
     studies.sort(key=lambda s: (s["preset"], s["where"]))
     rows, changes = compare.compare(studies)
     text = d.md_table(compare.HEADER, rows)
@@ -297,8 +296,7 @@ def agreement(data: Data, args: list[str]) -> str:
         doc = data.dirs.get(where)
         if doc is None:
             raise BlockError(f"agreement: no docs/data/{where}/claims.json")
-        label = f"{doc['preset']} (--seed {doc.get('seed_block', 0)})"
-        studies.append({**doc, "label": label})
+        studies.append({**doc, "label": compare.label(doc)})
     return compare.studies_markdown(studies).rstrip("\n")
 
 

@@ -42,8 +42,13 @@ def load(dirs: list[Path]) -> list[dict[str, Any]]:
         if doc is None:
             raise FileNotFoundError(f"{path}: no claims.json (is {d} a study's output directory?)")
         _check(doc, path)
-        doc["label"] = f"{doc['preset']} (--seed {doc.get('seed_block', 0)})"
+        doc["label"] = label(doc)
     return docs
+
+
+def label(doc: dict[str, Any]) -> str:
+    """How a study is named in a comparison: its preset and seed block."""
+    return f"{doc['preset']} (--seed {doc.get('seed_block', 0)})"
 
 
 def _read(path: Path) -> Any:

@@ -25,7 +25,13 @@ from normlab.lab.kit.io import set_aside
 from normlab.lab.kit.threads import check_threads
 from normlab.lab.study.decide import Claim, Results, decide_all
 from normlab.lab.study.run.provenance import record
-from normlab.lab.study.run.study_json import BEGAN_FILE, StudyMeta, first_began, mark_began
+from normlab.lab.study.run.study_json import (
+    BEGAN_FILE,
+    UTC,
+    StudyMeta,
+    first_began,
+    mark_began,
+)
 from normlab.lab.study.spec import SEED_STRIDE, Run, Study
 from normlab.lab.verdict import Verdict
 
@@ -176,7 +182,7 @@ def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
 
 
 def _utc(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+    return time.strftime(UTC, time.gmtime(t))
 
 
 def summary(result: StudyResult, out: Path) -> str:

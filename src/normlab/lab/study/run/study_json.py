@@ -75,7 +75,7 @@ class StudyMeta:
 # study.json still knows it when resumed (the registry reads it to tell a design fixed before the
 # data from one fixed after).
 BEGAN_FILE = ".normlab-began"
-_UTC = "%Y-%m-%dT%H:%M:%SZ"
+UTC = "%Y-%m-%dT%H:%M:%SZ"  # how study.json writes a time
 
 
 def first_began(out: Path, now: str) -> str:
@@ -102,7 +102,7 @@ def mark_began(out: Path, now: str) -> None:
 
 def _is_utc(t: object) -> bool:
     try:
-        time.strptime(t, _UTC)  # type: ignore[arg-type]
+        time.strptime(t, UTC)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return False
     return True
