@@ -3,6 +3,7 @@ docs/benchmarks.md, "CPU kernels against copy_, per machine class".
 
     python benchmarks/bench_cpu_limit.py --write-docs docs/benchmarks.md   # the published table
     python benchmarks/bench_cpu_limit.py --quick                           # a fast look
+    python benchmarks/bench_cpu_limit.py --copy-sizes 32 64 128 256        # copy_ GB/s by MiB
 
 First the tuner picks the launch choices of every key the table needs (in a temporary cache,
 ``--tune-budget`` seconds per key: more than a user's first call spends, for a steadier pick);
@@ -14,10 +15,15 @@ with the tuned choices, normlab with the old choices (``choices.OLD``) and torch
 interleaved rounds in this one process: each round times a batch (>= 20 ms) of each in turn, the
 order reversed every other round, so a load spike of a shared machine lands on one round of
 each. ``--force OP=CHOICE ...`` runs the named launch choices in the tuned column instead (no
-tuning): a comparison of one candidate with the old choices, on a busy machine too. Per round, %
-of copy_ = (tensors x bytes / t_normlab) / (2 x bytes / t_copy) (tensors: 2 for a forward, 5 for
-forward+backward; runner.TENSORS) and eager x = t_eager / t_normlab; the table gives each one's
-median over the rounds and its spread (min-max).
+tuning): a comparison of one candidate with the old choices, on a busy machine too.
+
+``copy_`` moves the same bytes as the kernel: a source of tensors / 2 times the input's bytes
+(tensors: 2 for a forward, 5 for forward+backward; bandwidth.TENSORS), so that both work on
+the same amount of memory: a CPU whose last-level cache holds ``copy_``'s two tensors but not the
+kernel's four or five would otherwise set a limit no kernel of that size can reach. Per round, %
+of copy_ = t_copy / t_normlab, and eager x = t_eager / t_normlab; for forward+backward the
+``copy_`` of the input alone is timed too (``% of copy_ x``: (5 x bytes / t_normlab) / (2 x bytes
+/ t_copy_x)). The table gives each one's median over the rounds and its spread (min-max).
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ class Case:
     pct_old: list[float]
     x_eager: list[float]
     copy_gbps: list[float]
+    pct_input_copy: list[float]  # against copy_ of the input alone (== pct for a forward)
 
 
 def _call(op: str, n: int, eager: bool):
@@ -122,19 +129,25 @@ def measure(op, dtype, n, mode, elements, rounds, eager, force=None) -> Case:
     x = torch.randn(max(1, elements // n), n, generator=g).to(dtype)
     w = (1 + 0.1 * torch.randn(n, generator=g)).to(dtype)
     b = (0.1 * torch.randn(n, generator=g)).to(dtype)
-    dst = torch.empty_like(x)
+    k = TENSORS[(mode, False)]
+    src = x if k == 2 else torch.randn(x.numel() * k // 2, generator=g).to(dtype)  # same bytes
+    dst, dst_x = torch.empty_like(src), torch.empty_like(x)
     old = {o: choices.OLD[o] for o in OPS[op]}
     mine = {o: force.get(o, choices.OLD[o]) for o in OPS[op]} if force else None
     fns = {
-        "copy": lambda: dst.copy_(x),
+        "copy": lambda: dst.copy_(src),
         "tuned": _runner(_call(op, n, False), mode, x, w, b, forced=mine),
         "old": _runner(_call(op, n, False), mode, x, w, b, forced=old),
     }
+    if k != 2:
+        fns["copy_x"] = lambda: dst_x.copy_(x)
     if eager:
         fns["eager"] = _runner(_call(op, n, True), mode, x, w, b)
     t = _rounds(fns, rounds)
-    nbytes, k = x.numel() * x.element_size(), TENSORS[(mode, False)]
-    pct = lambda ts: [100 * (k / a) / (2 / c) for a, c in zip(ts, t["copy"], strict=True)]  # noqa: E731
+    pct = lambda ts: [100 * c / a for a, c in zip(ts, t["copy"], strict=True)]  # noqa: E731
+    pct_x = [
+        100 * (k / a) / (2 / c) for a, c in zip(t["tuned"], t.get("copy_x", t["copy"]), strict=True)
+    ]
     ran = [(mine or {}).get(o) or numba_launch._launch(o, x, None) for o in OPS[op]]
     picks = "+".join(c.name for c in ran[: 1 + (mode != "fwd")])
     return Case(
@@ -146,7 +159,8 @@ def measure(op, dtype, n, mode, elements, rounds, eager, force=None) -> Case:
         pct(t["tuned"]),
         pct(t["old"]),
         [e / a for e, a in zip(t.get("eager", []), t["tuned"], strict=False)],
-        [2 * nbytes / c / 1e9 for c in t["copy"]],
+        [2 * src.numel() * src.element_size() / c / 1e9 for c in t["copy"]],
+        pct_x,
     )
 
 
@@ -198,8 +212,34 @@ def targets(cases: list[Case]) -> list[str]:
         if goal is not None:
             met = sum(m >= goal for m in med)
             line += f"; target ≥ {goal} %: met in {met} of {len(med)}"
+        if mode != "fwd":
+            inp = sorted(statistics.median(c.pct_input_copy) for c in rows)
+            line += f" (against copy_ of the input alone: {inp[0]:.0f}–{inp[-1]:.0f} %"
+            line += f", met in {sum(m >= goal for m in inp)} of {len(inp)})" if goal else ")"
         out.append(f"{line}; tuned > 5 % slower than the old choices in {slower} of {len(rows)}")
     return out
+
+
+def copy_sizes(mib: list[int], dtypes: list[torch.dtype], rounds: int) -> str:
+    """``copy_`` GB/s (read + write) by source size, interleaved as the kernels are: where the
+    last-level cache stops serving it, and why ``measure`` copies the kernel's bytes."""
+    fns, moved = {}, {}
+    for dtype in dtypes:
+        for size in mib:
+            src = torch.randn(size * 2**20 // dtype.itemsize).to(dtype)
+            dst = torch.empty_like(src)
+            fns[(dtype, size)] = lambda dst=dst, src=src: dst.copy_(src)
+            moved[(dtype, size)] = 2 * size * 2**20
+    t = _rounds(fns, rounds)
+    rows = [
+        [
+            str(d).removeprefix("torch."),
+            size,
+            _spread([moved[(d, size)] / s / 1e9 for s in ts], "{:.1f}"),
+        ]
+        for (d, size), ts in t.items()
+    ]
+    return md_table(["dtype", "source MiB", "copy_ GB/s"], rows)
 
 
 def _command() -> str:
@@ -292,6 +332,8 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="9 rounds, hidden 4096, 2**23 elements")
     p.add_argument("--write-docs", type=Path, help="put the table in this Markdown file")
     p.add_argument("--json", type=Path, help="every round's values, as JSON")
+    p.add_argument("--copy-sizes", type=int, nargs="+", metavar="MIB",
+                   help="only time copy_ of sources of these sizes (MiB), then stop")  # fmt: skip
     p.add_argument(
         "--force",
         nargs="+",
@@ -306,6 +348,9 @@ def main() -> int:
     if args.rounds < 9:
         p.error("--rounds: at least 9")
     dtypes = [getattr(torch, d) for d in args.dtypes]
+    if args.copy_sizes:
+        print(copy_sizes(args.copy_sizes, dtypes, args.rounds))
+        return 0
     force = _forced(p, args.force)
     if force and args.write_docs:
         p.error("--force with --write-docs: the published table runs the tuner's picks")
