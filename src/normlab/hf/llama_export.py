@@ -37,16 +37,20 @@ def export(model: nn.Module, path: str | Path, **save_kwargs) -> Path:
     tf = importlib.import_module("transformers")
     fam = FAMILIES["llama"]
     dtype = model.tok_emb.weight.dtype
+    # The sizes under the config keys the family table names (normlab advise reads them by it).
+    sizes = {
+        "hidden": cfg.dim,
+        "layers": cfg.n_layers,
+        "heads": cfg.n_heads,
+        "ffn": cfg.hidden_dim,
+        "positions": cfg.max_seq_len,
+        "eps": fam.eps_default if cfg.eps is None else cfg.eps,
+    }
     hf_cfg = getattr(tf, fam.config_class)(
+        **{fam.keys[role]: value for role, value in sizes.items()},
         vocab_size=cfg.vocab_size,
-        hidden_size=cfg.dim,
-        intermediate_size=cfg.hidden_dim,
-        num_hidden_layers=cfg.n_layers,
-        num_attention_heads=cfg.n_heads,
         num_key_value_heads=cfg.n_heads,
         head_dim=cfg.head_dim,
-        max_position_embeddings=cfg.max_seq_len,
-        rms_norm_eps=fam.eps_default if cfg.eps is None else cfg.eps,
         hidden_act="silu",
         attention_bias=cfg.use_bias,
         mlp_bias=cfg.use_bias,

@@ -60,6 +60,23 @@ def _rms_rstd(sumsq, N, eps, EPS_INSIDE: tl.constexpr, CASTING: tl.constexpr, hd
 
 
 @triton.jit
+def _rms_sumsq(h, CASTING: tl.constexpr, hdt: tl.constexpr):
+    """Each row's sum of h^2 (FP32); casting "none" rounds the squares to the input dtype."""
+    sq = h * h
+    if CASTING == NONE:
+        sq = _round(sq, hdt)
+    return tl.sum(sq, axis=1)
+
+
+@triton.jit
+def _chunk(start, offs, row_ok, N):
+    """A looped tile's chunk: its columns ``start + offs``, the in-row mask and the tile mask."""
+    cols = start + offs
+    cmask = cols < N
+    return cols, cmask, row_ok[:, None] & cmask
+
+
+@triton.jit
 def _load_h(X, R, H, rows, cols, mask, stride_x, stride_r, stride_h, HAS_RES: tl.constexpr):
     """The normalized input as FP32: ``x``, or ``h = x + r`` rounded to ``h``'s dtype and
     written once (the statistics must see the same rounded ``h`` the caller gets back)."""
@@ -141,11 +158,8 @@ def norm_fwd_kernel(
         mask = row_ok[:, None] & cmask
         h = _load_h(X, R, H, rows, offs, mask, stride_x, stride_r, stride_h, HAS_RES)
         if IS_RMS:
-            sq = h * h
-            if CASTING == NONE:
-                sq = _round(sq, hdt)
             mean = tl.zeros((BLOCK_M,), tl.float32)
-            rstd = _rms_rstd(tl.sum(sq, axis=1), N, eps, EPS_INSIDE, CASTING, hdt)
+            rstd = _rms_rstd(_rms_sumsq(h, CASTING, hdt), N, eps, EPS_INSIDE, CASTING, hdt)
         else:
             # Corrected two-pass variance over registers: a large mean cannot cancel it away,
             # and the mean of the deviations corrects the rounded mean (which, times rstd,
@@ -160,39 +174,19 @@ def norm_fwd_kernel(
             var = tl.maximum(tl.sum(xc * xc, axis=1) / N - c * c, 0.0)
             rstd = 1.0 / tl.sqrt(var + eps)
         _store_y(
-            h,
-            mean,
-            rstd,
-            W,
-            B,
-            Y,
-            rows,
-            offs,
-            cmask,
-            mask,
-            stride_y,
-            offset,
-            IS_RMS,
-            HAS_W,
-            HAS_B,
-            CASTING,
-            hdt,
-        )
+            h, mean, rstd, W, B, Y, rows, offs, cmask, mask, stride_y, offset,
+            IS_RMS, HAS_W, HAS_B, CASTING, hdt,
+        )  # fmt: skip
     else:
         # Pass 1: statistics, chunk by chunk (writing h once). LayerNorm merges per-chunk
         # (count, mean, M2) with Chan's formula, which keeps the two-pass accuracy.
         acc = tl.zeros((BLOCK_M,), tl.float32)
         mean = tl.zeros((BLOCK_M,), tl.float32)
         for start in range(0, N, BLOCK_N):
-            cols = start + offs
-            cmask = cols < N
-            mask = row_ok[:, None] & cmask
+            cols, cmask, mask = _chunk(start, offs, row_ok, N)
             h = _load_h(X, R, H, rows, cols, mask, stride_x, stride_r, stride_h, HAS_RES)
             if IS_RMS:
-                sq = h * h
-                if CASTING == NONE:
-                    sq = _round(sq, hdt)
-                acc += tl.sum(sq, axis=1)
+                acc += _rms_sumsq(h, CASTING, hdt)
             else:
                 cnt = tl.minimum(N - start, BLOCK_N).to(tl.float32)
                 cmean = tl.sum(h, axis=1) / cnt
@@ -207,32 +201,15 @@ def norm_fwd_kernel(
             rstd = 1.0 / tl.sqrt(acc / N + eps)
         # Pass 2: normalize; h is re-read from where pass 1 put it (L2-resident for one row).
         for start in range(0, N, BLOCK_N):
-            cols = start + offs
-            cmask = cols < N
-            mask = row_ok[:, None] & cmask
+            cols, cmask, mask = _chunk(start, offs, row_ok, N)
             if HAS_RES:
                 h = tl.load(H + rows * stride_h + cols, mask=mask, other=0.0).to(tl.float32)
             else:
                 h = tl.load(X + rows * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
             _store_y(
-                h,
-                mean,
-                rstd,
-                W,
-                B,
-                Y,
-                rows,
-                cols,
-                cmask,
-                mask,
-                stride_y,
-                offset,
-                IS_RMS,
-                HAS_W,
-                HAS_B,
-                CASTING,
-                hdt,
-            )
+                h, mean, rstd, W, B, Y, rows, cols, cmask, mask, stride_y, offset,
+                IS_RMS, HAS_W, HAS_B, CASTING, hdt,
+            )  # fmt: skip
     if not IS_RMS:
         tl.store(MEAN + rows1, mean, mask=row_ok)
     tl.store(RSTD + rows1, rstd, mask=row_ok)
@@ -347,6 +324,22 @@ def _dh_terms(
     else:
         dxhat = dy
     return h, dy, xhat, xq, dxhat
+
+
+@triton.jit
+def _chunk_terms(
+    H, DY, W, B, DH, rows, row_ok, start, offs, N, mean, rstd, offset, stride_h, stride_dy,
+    IS_RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, CASTING: tl.constexpr,
+    FROM_Y: tl.constexpr,
+):  # fmt: skip
+    """A looped tile's chunk, as both of its passes need it: its columns and masks, then the
+    :func:`_dh_terms` of its loaded ``(h, dy)``."""
+    cols, cmask, mask = _chunk(start, offs, row_ok, N)
+    h, dy = _load_tile(H, DY, rows, cols, mask, stride_h, stride_dy)
+    h, dy, xhat, xq, dxhat = _dh_terms(
+        h, dy, H, W, B, DH, cols, cmask, mean, rstd, offset, IS_RMS, HAS_W, HAS_B, CASTING, FROM_Y
+    )
+    return cols, cmask, mask, h, dy, xhat, xq, dxhat
 
 
 @triton.jit
@@ -512,13 +505,9 @@ def norm_bwd_kernel(
             c2 = tl.zeros((BLOCK_M,), tl.float32)
             ss = tl.zeros((BLOCK_M,), tl.float32)
             for start in range(0, N, BLOCK_N):
-                cols = start + offs
-                cmask = cols < N
-                mask = row_ok[:, None] & cmask
-                h, dy = _load_tile(H, DY, rows, cols, mask, stride_h, stride_dy)
-                h, dy, xhat, xq, dxhat = _dh_terms(
-                    h, dy, H, W, B, DH, cols, cmask, mean, rstd, offset,
-                    IS_RMS, HAS_W, HAS_B, CASTING, FROM_Y,
+                cols, cmask, mask, h, dy, xhat, xq, dxhat = _chunk_terms(
+                    H, DY, W, B, DH, rows, row_ok, start, offs, N, mean, rstd, offset,
+                    stride_h, stride_dy, IS_RMS, HAS_W, HAS_B, CASTING, FROM_Y,
                 )  # fmt: skip
                 s0, s1, s2, s3 = _row_sums(dxhat, xhat, h, IS_RMS, EPS_INSIDE)
                 c0 += s0
@@ -528,13 +517,9 @@ def norm_bwd_kernel(
             c1, c2, q = _coefficients(c0, c1, c2, ss, rstd, N, IS_RMS, EPS_INSIDE)
             # Pass 2: dh, and this tile's column sums added to the program's partial rows.
             for start in range(0, N, BLOCK_N):
-                cols = start + offs
-                cmask = cols < N
-                mask = row_ok[:, None] & cmask
-                h, dy = _load_tile(H, DY, rows, cols, mask, stride_h, stride_dy)
-                h, dy, xhat, xq, dxhat = _dh_terms(
-                    h, dy, H, W, B, DH, cols, cmask, mean, rstd, offset,
-                    IS_RMS, HAS_W, HAS_B, CASTING, FROM_Y,
+                cols, cmask, mask, h, dy, xhat, xq, dxhat = _chunk_terms(
+                    H, DY, W, B, DH, rows, row_ok, start, offs, N, mean, rstd, offset,
+                    stride_h, stride_dy, IS_RMS, HAS_W, HAS_B, CASTING, FROM_Y,
                 )  # fmt: skip
                 dh = _dh(dxhat, xhat, rstd, c1, c2, q, IS_RMS)
                 if HAS_DHO:
