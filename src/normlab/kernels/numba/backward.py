@@ -20,6 +20,13 @@ from numba import njit, prange
 from normlab.kernels.numba.bf16 import from_f32_of, round_to, rows, to_f32, vec
 from normlab.kernels.numba.kernels import _F0, _F1, _JIT, _JIT_NO_FMA, _nan_free
 
+# Rows of at least this many elements run pass 1 of a two-pass LayerNorm backward two rows at a
+# time (here and on bfloat16 pairs): their partial sums (16 bytes per element) no longer share
+# the L1 cache with the rows, and loading them once per two rows pays; below, they stay in L1 and
+# the two rows' extra streams cost more than that saves (measured: docs/kernels.md, "Launch
+# choices and the tuner").
+TWO_ROWS_MIN_N = 2048
+
 
 @njit(**_JIT)
 def nan_free(gp, n):
@@ -165,6 +172,27 @@ def _ln_sums(hr, dyr, accw, accb, w, mu, rs_, n):
 
 
 @njit(inline="always")
+def _ln_sums2(h0, dy0, h1, dy1, accw, accb, w, st0, st1, n):
+    """:func:`_ln_sums` of two rows at once, ``st0``/``st1`` their ``(mean, rstd)``: each
+    partial sum is loaded and stored once for both rows."""
+    (m0, r0), (m1, r1) = st0, st1
+    s0 = s1 = s2 = t0 = t1 = t2 = _F0
+    for j in range(n):
+        xa, ga = (to_f32(h0[j]) - m0) * r0, to_f32(dy0[j])
+        xb, gb = (to_f32(h1[j]) - m1) * r1, to_f32(dy1[j])
+        accw[j] += ga * xa + gb * xb
+        accb[j] += ga + gb
+        wa, wb = ga * w[j], gb * w[j]
+        s0 += xa
+        s1 += wa
+        s2 += wa * xa
+        t0 += xb
+        t1 += wb
+        t2 += wb * xb
+    return (s0, s1, s2), (t0, t1, t2)
+
+
+@njit(inline="always")
 def _ln_coefs(sums, inv_n):
     """``(a, bb)`` of ``dh = rstd (w dy - a - xhat bb)`` from the row's pass-1 sums.
 
@@ -249,7 +277,10 @@ def _ln_bwd_rows(
         db_{\text{chunk}} \mathrel{+}= dy
 
     with :math:`\hat x` centred on its computed mean in the two row means
-    (:func:`_ln_coefs`). Built without FMA contraction (``_JIT_NO_FMA``).
+    (:func:`_ln_coefs`). Built without FMA contraction (``_JIT_NO_FMA``). Without ``pipe`` and
+    from :data:`TWO_ROWS_MIN_N` elements, pass 1 runs over two rows at once (:func:`_ln_sums2`):
+    the partial sums, 16 bytes of loads and stores per element and row, are then loaded and
+    stored once per two rows.
     """
     dy, dh, h = rows(dyp, m, dys, dyt), rows(dhp, m, dhs, ht), rows(hp, m, hs, ht)
     dx, w = rows(dxp, m, n, ht), vec(wp, n)
@@ -260,6 +291,14 @@ def _ln_bwd_rows(
         accw[:] = _F0
         accb[:] = _F0
         i0, i1 = c * per, min(m, (c + 1) * per)
+        if not pipe and n >= TWO_ROWS_MIN_N:  # two rows a step; an odd last row alone below
+            for i in range(i0, i1 - 1, 2):
+                st0, st1 = (mean[i], rstd[i]), (mean[i + 1], rstd[i + 1])
+                both = _ln_sums2(h[i], dy[i], h[i + 1], dy[i + 1], accw, accb, w, st0, st1, n)
+                for r, sums in ((i, both[0]), (i + 1, both[1])):
+                    coefs = _ln_coefs(sums, inv_n)
+                    _ln_dx(h[r], dy[r], dh[r], dx[r], n, mean[r], rstd[r], coefs, w, has_dh, ht, st)
+            i0 += max(0, i1 - i0) // 2 * 2
         sums = (_F0, _F0, _F0)
         if pipe and i0 < i1:
             sums = _ln_sums(h[i0], dy[i0], accw, accb, w, mean[i0], rstd[i0], n)

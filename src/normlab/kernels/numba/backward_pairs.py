@@ -29,16 +29,11 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
-from normlab.kernels.numba.backward import _ln_coefs
+from normlab.kernels.numba.backward import TWO_ROWS_MIN_N, _ln_coefs
 from normlab.kernels.numba.bf16 import _HALF, _ONE, _QNAN, _S16, _bits_f32, _f32_bits, rows, vec
 from normlab.kernels.numba.kernels import _F0, _F1, _JIT
 
 _HI = np.uint32(0xFFFF0000)
-# Rows of at least this many elements run pass 1 of the two-pass loop two rows at a time: their
-# partial sums (16 bytes per element) no longer share the L1 cache with the rows, and loading
-# them once per two rows pays; below, they stay in L1 and the two rows' extra streams cost more
-# than that saves (measured: docs/kernels.md, "Launch choices and the tuner").
-TWO_ROWS_MIN_N = 2048
 _U32 = np.uint32(0)  # the tag of a row of pairs
 
 
