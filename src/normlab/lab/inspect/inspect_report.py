@@ -5,13 +5,12 @@ findings, as ``normlab numerics`` publishes its own) and the plots under ``plots
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 from normlab.lab.inspect import summary_words
 from normlab.lab.inspect.inspect_plots import PLOTS
 from normlab.lab.kit import doc as d
-from normlab.lab.kit.io import write_file
+from normlab.lab.kit.io import write_file, write_json
 from normlab.lab.study.report import badge
 from normlab.lab.verdict.finding import interval_text
 
@@ -196,10 +195,6 @@ def _how(r) -> str:
     )
 
 
-def to_json(r) -> str:
-    return json.dumps(dataclasses.asdict(r), indent=1, allow_nan=False, ensure_ascii=False)
-
-
 def write(r, out: Path) -> dict[str, Path]:
     """Write every file of the report under ``out``; their paths by kind."""
     figures = {name: draw(r) for name, draw in PLOTS.items()}
@@ -207,17 +202,9 @@ def write(r, out: Path) -> dict[str, Path]:
     paths = {name: out / FIGURES / f"{name}.png" for name in figures}
     for name, png in figures.items():
         write_file(paths[name], png)
-    doc = document(r, figures)
-    paths |= {
-        "md": out / "report.md",
-        "html": out / "report.html",
-        "json": out / "inspect.json",
-        "findings": out / "inspect-findings.json",
-    }
-    write_file(paths["md"], d.to_markdown(doc))
-    write_file(paths["html"], d.to_html(doc, toc_after=4))
-    write_file(paths["json"], to_json(r))
-    write_file(
-        paths["findings"], json.dumps(r.findings, indent=1, allow_nan=False, ensure_ascii=False)
-    )
+    md, html = d.write_page(document(r, figures), out / "report", toc_after=4)
+    paths |= {"md": md, "html": html}
+    paths |= {"json": out / "inspect.json", "findings": out / "inspect-findings.json"}
+    write_json(paths["json"], dataclasses.asdict(r), indent=1, ensure_ascii=False)
+    write_json(paths["findings"], r.findings, indent=1, ensure_ascii=False)
     return paths

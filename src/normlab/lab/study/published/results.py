@@ -182,12 +182,9 @@ def write(docs: Path) -> list[Path]:
     """``docs/results.md``, ``docs/results.html`` and the forest plot; returns their paths."""
     doc = document(docs)
     (fig,) = [b for b in d.walk(doc.blocks) if isinstance(b, d.Figure)]
-    paths = [docs / "results.md", docs / "results.html", docs / FOREST]
-    sub_dir(docs, paths[2].parent.name)  # a symlink there is refused, not written through
-    write_file(paths[0], d.to_markdown(doc))
-    write_file(paths[1], d.to_html(doc, toc_after=2))
-    write_file(paths[2], fig.png)
-    return paths
+    sub_dir(docs, Path(FOREST).parent.name)  # a symlink there is refused, not written through
+    write_file(docs / FOREST, fig.png)
+    return [*d.write_page(doc, docs / "results", toc_after=2), docs / FOREST]
 
 
 def main(docs: str) -> int:

@@ -265,6 +265,5 @@ def write_reports(result, out: Path, *, lead: d.Block | None = None) -> None:
     doc.add(*arms_section(out, study, results, meta))
     # The contents stand after the title, the meta line, any lead, the verdicts (heading,
     # table) and the summary (heading, table, the link to the coverage table).
-    write_file(out / "report.html", d.to_html(doc, toc_after=7 + (lead is not None)))
-    write_file(out / "report.md", d.to_markdown(doc))
+    d.write_page(doc, out / "report", toc_after=7 + (lead is not None))
     write_claims(out, study, verdicts, meta)
