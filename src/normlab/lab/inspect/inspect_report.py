@@ -10,7 +10,7 @@ from pathlib import Path
 from normlab.lab.inspect import summary_words
 from normlab.lab.inspect.inspect_plots import PLOTS
 from normlab.lab.kit import doc as d
-from normlab.lab.kit.io import write_file, write_json
+from normlab.lab.kit.io import write_file, write_json, write_page
 from normlab.lab.study.report import badge
 from normlab.lab.verdict.finding import interval_text
 
@@ -202,7 +202,7 @@ def write(r, out: Path) -> dict[str, Path]:
     paths = {name: out / FIGURES / f"{name}.png" for name in figures}
     for name, png in figures.items():
         write_file(paths[name], png)
-    md, html = d.write_page(document(r, figures), out / "report", toc_after=4)
+    md, html = write_page(document(r, figures), out / "report", toc_after=4)
     paths |= {"md": md, "html": html}
     paths |= {"json": out / "inspect.json", "findings": out / "inspect-findings.json"}
     write_json(paths["json"], dataclasses.asdict(r), indent=1, ensure_ascii=False)

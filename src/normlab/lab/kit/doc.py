@@ -17,9 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from html import escape
-from pathlib import Path
 
-from normlab.lab.kit.io import write_file
 from normlab.lab.kit.render import CSS, html_table, img
 
 # --------------------------------------------------------------------------------------------
@@ -383,15 +381,6 @@ def markdown(*blocks: Block) -> str:
     while lines and not lines[-1]:
         lines.pop()
     return "\n".join(lines)
-
-
-def write_page(doc: Document, stem: Path, *, toc_after: int) -> list[Path]:
-    """``doc`` written as ``stem.md`` and ``stem.html`` (:func:`to_html`'s ``toc_after``); their
-    paths, in that order."""
-    paths = [stem.with_suffix(".md"), stem.with_suffix(".html")]
-    write_file(paths[0], to_markdown(doc))
-    write_file(paths[1], to_html(doc, toc_after=toc_after))
-    return paths
 
 
 def dense_table(header: Sequence[object], rows: Sequence[Sequence[object]]) -> Table:

@@ -161,4 +161,6 @@ def document(docs: Path) -> d.Document:
 
 def write(docs: Path) -> list[Path]:
     """``docs/answers.md`` and ``docs/answers.html``; returns their paths."""
-    return d.write_page(document(docs), docs / PAGE, toc_after=2)
+    from normlab.lab.kit.io import write_page
+
+    return write_page(document(docs), docs / PAGE, toc_after=2)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from normlab.lab.kit import doc as d
 from normlab.lab.kit.errors import UsageError
-from normlab.lab.kit.io import hold, sub_dir, write_file
+from normlab.lab.kit.io import hold, sub_dir, write_file, write_page
 from normlab.lab.study.decide import rules_of
 from normlab.lab.study.published import (
     answers,
@@ -180,7 +180,7 @@ def write(docs: Path) -> list[Path]:
     (fig,) = [b for b in d.walk(doc.blocks) if isinstance(b, d.Figure)]
     sub_dir(docs, Path(FOREST).parent.name)  # a symlink there is refused, not written through
     write_file(docs / FOREST, fig.png)
-    return [*d.write_page(doc, docs / "results", toc_after=2), docs / FOREST]
+    return [*write_page(doc, docs / "results", toc_after=2), docs / FOREST]
 
 
 def main(docs: str) -> int:
