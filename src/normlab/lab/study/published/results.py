@@ -34,13 +34,6 @@ from normlab.lab.verdict import Word, signed
 FOREST = forest.FOREST
 
 
-def forest_effects(docs: Path) -> list[forest.Effect]:
-    """Every decided claim's effect (a compound's: each part's), by statement."""
-    cat = coverage.load()
-    pub = coverage.Published.read(docs, cat)
-    return forest.effects(cat, pub, answers.designs(docs, pub))
-
-
 # --------------------------------------------------------------------------------------------
 # what decided a statement
 
