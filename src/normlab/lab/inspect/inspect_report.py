@@ -42,24 +42,22 @@ def _findings_table(r) -> d.Table:
 
 
 def _layer_table(r) -> d.Table:
-    rows = []
-    for s in r.layers:
-        num = summary_words.num
-        gains = f"{num(s.gain_min)} / {num(s.gain_median)} / {num(s.gain_max)}"
-        rows.append(
-            (
-                s.layer,
-                summary_words.num(s.max_abs),
-                summary_words.pct(s.square_overflow["FP16"]),
-                summary_words.pct(s.stat_overflow["FP16"]),
-                summary_words.num(s.min_stat),
-                summary_words.pct(s.near_constant),
-                f"{summary_words.num(s.mean_share_median)} / {summary_words.num(s.mean_share_p90)}",
-                summary_words.num(s.massive),
-                gains,
-                "–" if s.gain_near_zero is None else summary_words.pct(s.gain_near_zero),
-            )
+    num, pct = summary_words.num, summary_words.pct
+    rows = tuple(
+        (
+            s.layer,
+            num(s.max_abs),
+            pct(s.square_overflow["FP16"]),
+            pct(s.stat_overflow["FP16"]),
+            num(s.min_stat),
+            pct(s.near_constant),
+            f"{num(s.mean_share_median)} / {num(s.mean_share_p90)}",
+            num(s.massive),
+            f"{num(s.gain_min)} / {num(s.gain_median)} / {num(s.gain_max)}",
+            "–" if s.gain_near_zero is None else pct(s.gain_near_zero),
         )
+        for s in r.layers
+    )
     header = (
         "layer",
         "max |x|",
@@ -72,24 +70,23 @@ def _layer_table(r) -> d.Table:
         "gain min / median / max",
         "gains near 0",
     )
-    return d.Table(header, tuple(rows))
+    return d.Table(header, rows)
 
 
 def _replay_table(r) -> d.Table:
-    rows = []
-    for x in r.replay:
-        which = x.op + ("" if x.own else " (variant)")
-        rows.append(
-            (
-                x.layer,
-                which,
-                x.format,
-                x.impl,
-                summary_words.num(x.worst),
-                summary_words.num(x.median),
-                str(x.failures),
-            )
+    num = summary_words.num
+    rows = tuple(
+        (
+            x.layer,
+            x.op + ("" if x.own else " (variant)"),
+            x.format,
+            x.impl,
+            num(x.worst),
+            num(x.median),
+            str(x.failures),
         )
+        for x in r.replay
+    )
     header = (
         "layer",
         "norm",
@@ -99,26 +96,24 @@ def _replay_table(r) -> d.Table:
         "median",
         "failing rows",
     )
-    return d.Table(header, tuple(rows))
+    return d.Table(header, rows)
 
 
 def _changes_table(r) -> d.Table:
-    rows = []
-    for c in r.changes:
-        n = len(c.direction)
-        what = "swap: the variant's statistics" if c.name == "swap" else "train mode (dropout)"
-        rows.append(
-            (
-                what,
-                summary_words.num(sum(c.direction) / n),
-                summary_words.num(1 - max(c.direction)),
-                summary_words.num(sum(c.task) / n),
-                "yes" if c.identical else "no",
-            )
+    num = summary_words.num
+    rows = tuple(
+        (
+            "swap: the variant's statistics" if c.name == "swap" else "train mode (dropout)",
+            num(sum(c.direction) / len(c.direction)),
+            num(1 - max(c.direction)),
+            num(sum(c.task) / len(c.direction)),
+            "yes" if c.identical else "no",
         )
+        for c in r.changes
+    )
     task = "1 − ρ (similarity ranks)" if r.model.kind == "embedding" else "top-1 changed"
     header = ("change", "mean 1 − cos", "worst chunk's cos", f"mean {task}", "output identical")
-    return d.Table(header, tuple(rows))
+    return d.Table(header, rows)
 
 
 def _finding_blocks(r) -> list:
