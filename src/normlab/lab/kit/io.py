@@ -86,8 +86,8 @@ def write_json(path: str | os.PathLike, doc, end: str = "", **dumps) -> None:
 
 
 def write_page(doc: d.Document, stem: Path, *, toc_after: int) -> list[Path]:
-    """``doc`` as ``stem.md`` and ``stem.html`` (its contents after ``toc_after`` blocks:
-    ``doc.to_html``); their paths, in that order."""
+    """``doc`` as ``stem.md`` and ``stem.html`` (the table of contents after its first
+    ``toc_after`` blocks: :func:`normlab.lab.kit.doc.to_html`); their paths, in that order."""
     paths = [stem.with_suffix(".md"), stem.with_suffix(".html")]
     write_file(paths[0], d.to_markdown(doc))
     write_file(paths[1], d.to_html(doc, toc_after=toc_after))
