@@ -11,6 +11,7 @@ from normlab.lab.inspect import summary_words
 from normlab.lab.inspect.inspect_plots import PLOTS
 from normlab.lab.kit import doc as d
 from normlab.lab.kit.io import write_file, write_json, write_page
+from normlab.lab.numerics.tables import finding_blocks
 from normlab.lab.study.report import badge
 from normlab.lab.verdict.finding import interval_text
 
@@ -119,21 +120,8 @@ def _changes_table(r) -> d.Table:
 def _finding_blocks(r) -> list:
     out = []
     for f in r.findings:
-        out += [
-            d.Heading(3, (f["name"], " ", badge(f["verdict"]))),
-            d.Paragraph(
-                (d.Em(f["statement"]), f" ({f['source']}; one repetition = one {f['unit']})")
-            ),
-            d.Paragraph(f"Rule (fixed before the measurement): {f['rule']}"),
-            d.Items(
-                tuple(
-                    (p["part"], ": ", d.Strong(p["verdict"]), f" — {p['why']}") for p in f["parts"]
-                )
-            ),
-        ]
-        if f["means"]:
-            shown = "; ".join(f"{k} = {summary_words.num(v)}" for k, v in f["means"].items())
-            out.append(d.Paragraph(f"Measured: {shown}.", muted=True))
+        heading = (f["name"], " ", badge(f["verdict"]))
+        out += finding_blocks(f, heading, summary_words.num, muted=True)
     return out
 
 
