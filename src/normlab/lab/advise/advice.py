@@ -17,7 +17,7 @@ from normlab.lab.advise.ranking import Quality, Ranking, Speed, Stability, rank
 from normlab.lab.advise.twin import AS_GOOD, BEATS, FASTER, STABLER, Twin, claim_name, twin_params
 from normlab.lab.kit import doc as d
 from normlab.lab.study.run import StudyResult
-from normlab.lab.verdict import Estimate, Word
+from normlab.lab.verdict import Estimate, Word, signed
 
 Claim = tuple[str, str]  # an arm's claim status (its field in ranking's Arm*), what it says
 
@@ -43,13 +43,11 @@ def _verdict(arms, label: dict[str, str], win: Claim, no_wins: str, loss: Claim)
 def _est(e: Estimate | None, pct: bool = False) -> str:
     if e is None or e.effect is None:
         return "–"
-    if not pct:
-        return e.text()
 
-    def f(x: float) -> str:
-        return f"{x:+.1%}" if math.isfinite(x) else ("−∞" if x < 0 else "+∞")
+    def percent(x: float) -> str:
+        return f"{x:+.1%}" if math.isfinite(x) else signed(x)
 
-    return f"{f(e.effect)} [{f(e.lo)}, {f(e.hi)}], n={e.n}"
+    return e.text(number=percent if pct else None)
 
 
 def blocks(twin: Twin, result: StudyResult) -> list[d.Block]:

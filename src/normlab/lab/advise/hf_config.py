@@ -10,7 +10,6 @@ Gemma3TextConfig's default)"), since that is the value the real model runs with.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 from normlab.hf.families import FAMILIES, Family
 from normlab.lab.advise.gaps import gaps
 from normlab.lab.kit.errors import UsageError
-from normlab.lab.kit.reading import check_tree, printable, read_json
+from normlab.lab.kit.reading import check_tree, read_json, shown
 from normlab.models.config import MAX_SIZE
 
 _PLACEMENT_SOURCES = {
@@ -42,11 +41,6 @@ _FINAL_NORM_SOURCES = {
 }
 # gemma3 is the multimodal Gemma 3: its decoder is a gemma3_text config under "text_config".
 SUPPORTED = (*FAMILIES, "gemma3")
-
-
-def _shown(v: Any) -> str:
-    """A value of the file, for a one-line message: JSON, escaped, cut short."""
-    return printable(json.dumps(v), 40)
 
 
 @dataclass
@@ -98,7 +92,7 @@ def from_dict(doc: dict[str, Any], name: str = "config.json", *, where: str = ""
         prefix, model_type = "text_config.", "gemma3_text"
     if not isinstance(model_type, str) or model_type not in FAMILIES:
         raise UsageError(
-            f"{where}: model_type {_shown(model_type)} is not supported; "
+            f"{where}: model_type {shown(model_type)} is not supported; "
             f"supported: {', '.join(SUPPORTED)}"
         )
     return _Reader(name, where, model_type, cfg, doc, prefix).model()
@@ -124,7 +118,7 @@ class _Reader:
         beyond it the size arithmetic leaves int64)."""
         v, src = self.get(key, default)
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            got = "missing" if v is None else f"got {_shown(v)}"
+            got = "missing" if v is None else f"got {shown(v)}"
             raise UsageError(f"{self.where}: {self.prefix}{key}: expected a positive int ({got})")
         if v > MAX_SIZE:
             raise UsageError(f"{self.where}: {self.prefix}{key}: {v:,} is more than 2**40")
@@ -177,7 +171,7 @@ class _Reader:
         saying it ``expected``."""
         v, src = self.get(key, default)
         if isinstance(v, bool) or not isinstance(v, int | float) or not ok(v):
-            raise UsageError(f"{self.where}: {src}: expected {expected}, got {_shown(v)}")
+            raise UsageError(f"{self.where}: {src}: expected {expected}, got {shown(v)}")
         return float(v), src
 
     def recipe(self, sizes: dict[str, int], ffn_src: str) -> dict[str, tuple[Any, str]]:
@@ -185,7 +179,7 @@ class _Reader:
         fam, mt, k = self.fam, self.model_type, self.fam.keys
         tie, tie_src = self.get("tie_word_embeddings", fam.tie_default)
         if not isinstance(tie, bool):  # "no" must not read as tied
-            raise UsageError(f"{self.where}: {tie_src}: expected true or false, got {_shown(tie)}")
+            raise UsageError(f"{self.where}: {tie_src}: expected true or false, got {shown(tie)}")
         eps = self.number(k["eps"], fam.eps_default, lambda x: 0 <= x < 1, "a number in [0, 1)")
         on, norm_src = f"model_type {mt}: ", f"model_type {mt}: {fam.norm_class}"
         qk = "no q/k norm"

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import Any
 
 from normlab.lab.kit.reading import (
-    INT_MAX,
     bounded_int,
     finite_float,
     non_negative_int,
@@ -36,7 +35,6 @@ def arg_type(check: Callable[[str], Any], name: str) -> Callable[[str], Any]:
 POSITIVE_INT = arg_type(positive_int, "an int >= 1")
 NON_NEGATIVE_INT = arg_type(non_negative_int, "an int >= 0")
 FLOAT = arg_type(finite_float, "a number")  # nan, inf and 1e400 are refused
-INT = arg_type(bounded_int(-INT_MAX - 1), "an int")  # 10**400 is refused before int()
 # A study's seed block S: its runs' seeds 10000*S + i must stay in int64.
 SEED_BLOCK = arg_type(bounded_int(0, 10**14), "an int in [0, 10**14]")
 # Every path option: "" (a script's unset variable) and control characters are refused.

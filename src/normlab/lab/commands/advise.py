@@ -9,7 +9,7 @@ from functools import partial
 
 from normlab.lab.advise.engine import SPEC_FILE, shipped_configs
 from normlab.lab.commands import PATH, int_in
-from normlab.lab.commands.options import add_run_options, only_with, record_defaults
+from normlab.lab.commands.options import add_redecide, add_run_options, only_with, record_defaults
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -58,12 +58,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     budget(
         "steps", MAX_STEPS, "training steps per run", "the warmup keeps the preset's share of them"
     )
-    p.add_argument(
-        "--redecide",
-        type=PATH,
-        metavar="DIR",
-        default=None,
-        help="rebuild an advise's DIR/advice.md, reports and claims.json from its files, "
+    add_redecide(
+        p,
+        "rebuild an advise's DIR/advice.md, reports and claims.json from its files, "
         "without training: the twin from DIR/twin.json, the study that ran (DIR/study.json's "
         "spec, or DIR/advise-spec.toml for an advise stopped before its study finished) and "
         "the runs in DIR/results.jsonl; the runs missing are named in the advice",

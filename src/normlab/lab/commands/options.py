@@ -26,6 +26,11 @@ def add_set(group, help_: str) -> None:
     )
 
 
+def add_redecide(p: argparse.ArgumentParser, help_: str) -> None:
+    """``--redecide DIR``: a finished run's directory, decided again without training."""
+    p.add_argument("--redecide", type=PATH, metavar="DIR", default=None, help=help_)
+
+
 def add_run_options(p: argparse.ArgumentParser, *, out: str, listed: str) -> None:
     """How a study runs (the fields of ``StudyOptions``), plus --list printing ``listed``.
     Shared by the commands that run one (``normlab study``, ``normlab advise``)."""

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from normlab.lab.commands import PATH
 from normlab.lab.commands.options import (
+    add_redecide,
     add_run_options,
     add_set,
     add_spec,
@@ -80,12 +81,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "published study's data, as fixed now (commit the file with the change, before any run "
         "of the new design); and exit",
     )
-    p.add_argument(
-        "--redecide",
-        type=PATH,
-        metavar="DIR",
-        default=None,
-        help="decide a finished study in DIR again without training: its runs from "
+    add_redecide(
+        p,
+        "decide a finished study in DIR again without training: its runs from "
         "DIR/results.jsonl, its spec, H and the timing rounds from DIR/study.json (nothing "
         "re-timed); rewrites DIR/claims.json and the reports (--spec FILE: decide with that spec "
         "instead, as a study.json without one needs)",

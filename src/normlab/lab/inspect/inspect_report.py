@@ -5,13 +5,13 @@ findings, as ``normlab numerics`` publishes its own) and the plots under ``plots
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 from normlab.lab.inspect import summary_words
 from normlab.lab.inspect.inspect_plots import PLOTS
 from normlab.lab.kit import doc as d
-from normlab.lab.kit.io import write_file
+from normlab.lab.kit.io import write_file, write_json, write_page
+from normlab.lab.numerics.tables import finding_blocks
 from normlab.lab.study.report import badge
 from normlab.lab.verdict.finding import interval_text
 
@@ -43,24 +43,22 @@ def _findings_table(r) -> d.Table:
 
 
 def _layer_table(r) -> d.Table:
-    rows = []
-    for s in r.layers:
-        num = summary_words.num
-        gains = f"{num(s.gain_min)} / {num(s.gain_median)} / {num(s.gain_max)}"
-        rows.append(
-            (
-                s.layer,
-                summary_words.num(s.max_abs),
-                summary_words.pct(s.square_overflow["FP16"]),
-                summary_words.pct(s.stat_overflow["FP16"]),
-                summary_words.num(s.min_stat),
-                summary_words.pct(s.near_constant),
-                f"{summary_words.num(s.mean_share_median)} / {summary_words.num(s.mean_share_p90)}",
-                summary_words.num(s.massive),
-                gains,
-                "–" if s.gain_near_zero is None else summary_words.pct(s.gain_near_zero),
-            )
+    num, pct = summary_words.num, summary_words.pct
+    rows = tuple(
+        (
+            s.layer,
+            num(s.max_abs),
+            pct(s.square_overflow["FP16"]),
+            pct(s.stat_overflow["FP16"]),
+            num(s.min_stat),
+            pct(s.near_constant),
+            f"{num(s.mean_share_median)} / {num(s.mean_share_p90)}",
+            num(s.massive),
+            f"{num(s.gain_min)} / {num(s.gain_median)} / {num(s.gain_max)}",
+            "–" if s.gain_near_zero is None else pct(s.gain_near_zero),
         )
+        for s in r.layers
+    )
     header = (
         "layer",
         "max |x|",
@@ -73,24 +71,23 @@ def _layer_table(r) -> d.Table:
         "gain min / median / max",
         "gains near 0",
     )
-    return d.Table(header, tuple(rows))
+    return d.Table(header, rows)
 
 
 def _replay_table(r) -> d.Table:
-    rows = []
-    for x in r.replay:
-        which = x.op + ("" if x.own else " (variant)")
-        rows.append(
-            (
-                x.layer,
-                which,
-                x.format,
-                x.impl,
-                summary_words.num(x.worst),
-                summary_words.num(x.median),
-                str(x.failures),
-            )
+    num = summary_words.num
+    rows = tuple(
+        (
+            x.layer,
+            x.op + ("" if x.own else " (variant)"),
+            x.format,
+            x.impl,
+            num(x.worst),
+            num(x.median),
+            str(x.failures),
         )
+        for x in r.replay
+    )
     header = (
         "layer",
         "norm",
@@ -100,46 +97,31 @@ def _replay_table(r) -> d.Table:
         "median",
         "failing rows",
     )
-    return d.Table(header, tuple(rows))
+    return d.Table(header, rows)
 
 
 def _changes_table(r) -> d.Table:
-    rows = []
-    for c in r.changes:
-        n = len(c.direction)
-        what = "swap: the variant's statistics" if c.name == "swap" else "train mode (dropout)"
-        rows.append(
-            (
-                what,
-                summary_words.num(sum(c.direction) / n),
-                summary_words.num(1 - max(c.direction)),
-                summary_words.num(sum(c.task) / n),
-                "yes" if c.identical else "no",
-            )
+    num = summary_words.num
+    rows = tuple(
+        (
+            "swap: the variant's statistics" if c.name == "swap" else "train mode (dropout)",
+            num(sum(c.direction) / len(c.direction)),
+            num(1 - max(c.direction)),
+            num(sum(c.task) / len(c.direction)),
+            "yes" if c.identical else "no",
         )
+        for c in r.changes
+    )
     task = "1 − ρ (similarity ranks)" if r.model.kind == "embedding" else "top-1 changed"
     header = ("change", "mean 1 − cos", "worst chunk's cos", f"mean {task}", "output identical")
-    return d.Table(header, tuple(rows))
+    return d.Table(header, rows)
 
 
 def _finding_blocks(r) -> list:
     out = []
     for f in r.findings:
-        out += [
-            d.Heading(3, (f["name"], " ", badge(f["verdict"]))),
-            d.Paragraph(
-                (d.Em(f["statement"]), f" ({f['source']}; one repetition = one {f['unit']})")
-            ),
-            d.Paragraph(f"Rule (fixed before the measurement): {f['rule']}"),
-            d.Items(
-                tuple(
-                    (p["part"], ": ", d.Strong(p["verdict"]), f" — {p['why']}") for p in f["parts"]
-                )
-            ),
-        ]
-        if f["means"]:
-            shown = "; ".join(f"{k} = {summary_words.num(v)}" for k, v in f["means"].items())
-            out.append(d.Paragraph(f"Measured: {shown}.", muted=True))
+        heading = (f["name"], " ", badge(f["verdict"]))
+        out += finding_blocks(f, heading, summary_words.num, muted=True)
     return out
 
 
@@ -196,10 +178,6 @@ def _how(r) -> str:
     )
 
 
-def to_json(r) -> str:
-    return json.dumps(dataclasses.asdict(r), indent=1, allow_nan=False, ensure_ascii=False)
-
-
 def write(r, out: Path) -> dict[str, Path]:
     """Write every file of the report under ``out``; their paths by kind."""
     figures = {name: draw(r) for name, draw in PLOTS.items()}
@@ -207,17 +185,9 @@ def write(r, out: Path) -> dict[str, Path]:
     paths = {name: out / FIGURES / f"{name}.png" for name in figures}
     for name, png in figures.items():
         write_file(paths[name], png)
-    doc = document(r, figures)
-    paths |= {
-        "md": out / "report.md",
-        "html": out / "report.html",
-        "json": out / "inspect.json",
-        "findings": out / "inspect-findings.json",
-    }
-    write_file(paths["md"], d.to_markdown(doc))
-    write_file(paths["html"], d.to_html(doc, toc_after=4))
-    write_file(paths["json"], to_json(r))
-    write_file(
-        paths["findings"], json.dumps(r.findings, indent=1, allow_nan=False, ensure_ascii=False)
-    )
+    md, html = write_page(document(r, figures), out / "report", toc_after=4)
+    paths |= {"md": md, "html": html}
+    paths |= {"json": out / "inspect.json", "findings": out / "inspect-findings.json"}
+    write_json(paths["json"], dataclasses.asdict(r), indent=1, ensure_ascii=False)
+    write_json(paths["findings"], r.findings, indent=1, ensure_ascii=False)
     return paths

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from normlab.lab.kit import doc as d
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.kit.reading import printable
 
@@ -82,6 +83,15 @@ def write_json(path: str | os.PathLike, doc, end: str = "", **dumps) -> None:
     except ValueError as e:
         raise ValueError(f"{path}: {e} (nothing written)") from None
     write_file(path, text + end)
+
+
+def write_page(doc: d.Document, stem: Path, *, toc_after: int) -> list[Path]:
+    """``doc`` as ``stem.md`` and ``stem.html`` (the table of contents after its first
+    ``toc_after`` blocks: :func:`normlab.lab.kit.doc.to_html`); their paths, in that order."""
+    paths = [stem.with_suffix(".md"), stem.with_suffix(".html")]
+    write_file(paths[0], d.to_markdown(doc))
+    write_file(paths[1], d.to_html(doc, toc_after=toc_after))
+    return paths
 
 
 def no_symlink(path: str | os.PathLike) -> None:

@@ -46,6 +46,11 @@ def printable(text: str, limit: int = 80) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in short)
 
 
+def shown(v: Any) -> str:
+    """A JSON value for a one-line message: as JSON, escaped, cut short."""
+    return printable(json.dumps(v), 40)
+
+
 def _control(text: str, newlines: bool) -> str | None:
     """The first character of ``text`` a terminal would act on (ESC, a carriage return, a
     newline unless ``newlines``), or None."""

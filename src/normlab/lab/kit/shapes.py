@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from normlab.lab.kit.reading import ReadError, printable
+from normlab.lab.kit.reading import ReadError, printable, shown
 
 ANY = object()
 
@@ -144,5 +144,5 @@ def _join(at: str, key: str) -> str:
 
 def _wrong(source: str, at: str, expected: str, v: Any) -> None:
     big = isinstance(v, dict | list) and len(v) > 8  # not serialised whole for a message
-    got = {dict: "an object", list: "a list"}[type(v)] if big else printable(json.dumps(v), 40)
+    got = {dict: "an object", list: "a list"}[type(v)] if big else shown(v)
     raise ReadError(f"{source}: {at or 'the document'}: expected {expected}, got {got}")

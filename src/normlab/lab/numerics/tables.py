@@ -3,9 +3,10 @@ reports (the findings are decided by the verdict engine, ``normlab.lab.verdict.f
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from normlab.lab.kit import doc as d
 from normlab.lab.verdict.finding import Finding, interval_text
 
 FINDINGS_HEADER = ["finding", "verdict", "part", "part verdict", "v: mean [95 % CI], n", "δ"]
@@ -25,21 +26,29 @@ def table_rows(findings: Sequence[Mapping[str, Any]], rules: Mapping[str, Findin
 def blocks(findings: Sequence[Mapping[str, Any]], rules: Mapping[str, Finding]) -> list:
     """The findings as a page's blocks (``normlab.lab.kit.doc``): the table, then each statement
     with its rule and the why."""
-    from normlab.lab.kit import doc as d
-
     out = [d.dense_table(FINDINGS_HEADER, table_rows(findings, rules))]
     for f in findings:
-        out += [
-            d.Heading(3, f"{f['name']}: {f['verdict']}"),
-            d.Paragraph(
-                (d.Em(f["statement"]), f" ({f['source']}; one repetition = one {f['unit']})")
-            ),
-            d.Paragraph(f"Rule (fixed before the measurement): {f['rule']}"),
-            d.Items(tuple(f"{p['part']}: **{p['verdict']}** — {p['why']}" for p in f["parts"])),
-        ]
-        if f["means"]:
-            shown = "; ".join(f"{k} = {_show(v)}" for k, v in f["means"].items())
-            out.append(d.Paragraph(f"Measured: {shown}."))
+        out += finding_blocks(f, f"{f['name']}: {f['verdict']}", _show)
+    return out
+
+
+def finding_blocks(
+    f: Mapping[str, Any], heading: d.Inline, number: Callable[[Any], str], *, muted: bool = False
+) -> list:
+    """One finding (as ``Finding.decide`` returns it) under ``heading``: its statement, rule and
+    parts, then its means, each number written by ``number`` (in a muted paragraph if
+    ``muted``)."""
+    out = [
+        d.Heading(3, heading),
+        d.Paragraph((d.Em(f["statement"]), f" ({f['source']}; one repetition = one {f['unit']})")),
+        d.Paragraph(f"Rule (fixed before the measurement): {f['rule']}"),
+        d.Items(
+            tuple((p["part"], ": ", d.Strong(p["verdict"]), f" — {p['why']}") for p in f["parts"])
+        ),
+    ]
+    if f["means"]:
+        shown = "; ".join(f"{k} = {number(v)}" for k, v in f["means"].items())
+        out.append(d.Paragraph(f"Measured: {shown}.", muted=muted))
     return out
 
 

@@ -30,10 +30,13 @@ class Estimate:
     level: float = LEVEL
     values: tuple[float, ...] = ()
 
-    def text(self, digits: int = 3) -> str:
+    def text(self, digits: int = 3, number: Callable[[float], str] | None = None) -> str:
+        """``+0.123 [+0.050, +0.196], n=8``: each number ``signed`` to ``digits``, or written by
+        ``number``."""
         if self.effect is None:
             return f"no data, n={self.n}"
-        return f"{signed(self.effect, digits)} [{signed(self.lo, digits)}, {signed(self.hi, digits)}], n={self.n}"  # noqa: E501
+        f = number or (lambda x: signed(x, digits))
+        return f"{f(self.effect)} [{f(self.lo)}, {f(self.hi)}], n={self.n}"
 
     def to_dict(self) -> dict[str, Any]:
         fin = lambda x: x if x is None or math.isfinite(x) else None  # noqa: E731

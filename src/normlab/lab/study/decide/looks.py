@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 from normlab.lab.study.decide import rivals
 from normlab.lab.study.decide.claims import Claim, by_design
@@ -138,8 +137,3 @@ def needed(study, outcomes: list[Outcome]) -> dict[str, int]:
         for a in o.claim.arms:
             need[a] = max(need[a], o.need)
     return need
-
-
-def looks_record(outcomes: list[Outcome]) -> dict[str, Any]:
-    """Per claim, the look it stopped at (what ``study.json`` records of a sequential study)."""
-    return {o.claim.name: o.verdict.sequential for o in outcomes if o.look is not None}

@@ -161,10 +161,6 @@ def document(docs: Path) -> d.Document:
 
 def write(docs: Path) -> list[Path]:
     """``docs/answers.md`` and ``docs/answers.html``; returns their paths."""
-    from normlab.lab.kit.io import write_file
+    from normlab.lab.kit.io import write_page
 
-    doc = document(docs)
-    paths = [docs / PAGE, docs / "answers.html"]
-    write_file(paths[0], d.to_markdown(doc))
-    write_file(paths[1], d.to_html(doc, toc_after=2))
-    return paths
+    return write_page(document(docs), docs / PAGE, toc_after=2)

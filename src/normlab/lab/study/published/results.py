@@ -15,7 +15,7 @@ from pathlib import Path
 
 from normlab.lab.kit import doc as d
 from normlab.lab.kit.errors import UsageError
-from normlab.lab.kit.io import hold, sub_dir, write_file
+from normlab.lab.kit.io import hold, sub_dir, write_file, write_page
 from normlab.lab.study.decide import rules_of
 from normlab.lab.study.published import (
     answers,
@@ -28,25 +28,14 @@ from normlab.lab.study.published import (
     pages,
 )
 from normlab.lab.study.published.compare import effects
-from normlab.lab.study.report import COLORS
+from normlab.lab.study.report import badge
 from normlab.lab.verdict import Word, signed
 
 FOREST = forest.FOREST
 
 
-def forest_effects(docs: Path) -> list[forest.Effect]:
-    """Every decided claim's effect (a compound's: each part's), by statement."""
-    cat = coverage.load()
-    pub = coverage.Published.read(docs, cat)
-    return forest.effects(cat, pub, answers.designs(docs, pub))
-
-
 # --------------------------------------------------------------------------------------------
 # what decided a statement
-
-
-def _word(word: str) -> d.Badge:
-    return d.Badge(word, COLORS.get(word, "#57606a"))
 
 
 def _claim_spans(ref: str, pub, rules: dict[str, dict]) -> list[d.Span]:
@@ -57,14 +46,14 @@ def _claim_spans(ref: str, pub, rules: dict[str, dict]) -> list[d.Span]:
     parts = dict(rules_of(rule))
     found = effects(c)
     words = {p["part"]: p["verdict"] for p in c.get("parts") or []}
-    out: list[d.Span] = [f"{preset} ", d.Code(name), ": ", _word(c["verdict"])]
+    out: list[d.Span] = [f"{preset} ", d.Code(name), ": ", badge(c["verdict"])]
     for i, (label, est) in enumerate(found.items()):
         u = legend.unit(parts.get(label, rule))
         interval = f"{signed(est.effect)} [{signed(est.lo)}, {signed(est.hi)}]"
         head = f"{label}: " if label else ""
         out += [";" if i else ",", f" {head}{interval}{' ' * bool(u)}{u}, n={est.n}"]
         if label:
-            out += [" ", _word(words.get(label, c["verdict"]))]
+            out += [" ", badge(words.get(label, c["verdict"]))]
     if c["verdict"] == Word.NOT_TESTABLE:
         why = c["why"].split(" (its own result")[0]
         out.append(f" ({re.sub(r' [(]docs/[^)]*[)]', '', why)}; listed, not counted)")
@@ -75,14 +64,14 @@ def _finding_spans(s, ref: str, pub) -> list[d.Span]:
     """A finding's verdict (on the statement's parts) and each part's value and verdict."""
     f = pub.finding(ref)
     design = {q["label"]: q for q in f.get("design", {}).get("parts", [])}
-    out: list[d.Span] = [f"{ref.replace(':', ' ')}: ", _word(headline.finding_verdict(s, f))]
+    out: list[d.Span] = [f"{ref.replace(':', ' ')}: ", badge(headline.finding_verdict(s, f))]
     parts = [p for p in f["parts"] if not s.parts or p["part"] in s.parts]
     for i, p in enumerate(parts):
         u = answers.measure_unit(design.get(p["part"], {}).get("measure", ""))
         interval = f"{signed(p.get('effect'))} [{signed(p.get('lo'))}, {signed(p.get('hi'))}]"
         n = f", n={p['n']}" if "n" in p else ""
         out += [";" if i else ",", f" {p['part']}: {interval}{' ' * bool(u)}{u}{n} "]
-        out.append(_word(p["verdict"]))
+        out.append(badge(p["verdict"]))
     return out
 
 
@@ -105,7 +94,7 @@ def verdict_cell(dec: headline.Decision) -> d.Inline:
     """The headline's badge; where sizes disagree or one is undecided, each size's verdict."""
     word = dec.status
     shown = word if word in coverage.HEADLINES else coverage.NOT_DECIDED[word][0]
-    out: list[d.Span] = [_word(shown)]
+    out: list[d.Span] = [badge(shown)]
     sizes = [(answers.size_words(s), w) for s, w in dec.sizes]
     if len({w for _, w in sizes}) > 1:
         out += [d.Break(), d.Muted("; ".join(f"{w} at {s}" for s, w in sizes))]
@@ -182,12 +171,9 @@ def write(docs: Path) -> list[Path]:
     """``docs/results.md``, ``docs/results.html`` and the forest plot; returns their paths."""
     doc = document(docs)
     (fig,) = [b for b in d.walk(doc.blocks) if isinstance(b, d.Figure)]
-    paths = [docs / "results.md", docs / "results.html", docs / FOREST]
-    sub_dir(docs, paths[2].parent.name)  # a symlink there is refused, not written through
-    write_file(paths[0], d.to_markdown(doc))
-    write_file(paths[1], d.to_html(doc, toc_after=2))
-    write_file(paths[2], fig.png)
-    return paths
+    sub_dir(docs, Path(FOREST).parent.name)  # a symlink there is refused, not written through
+    write_file(docs / FOREST, fig.png)
+    return [*write_page(doc, docs / "results", toc_after=2), docs / FOREST]
 
 
 def main(docs: str) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from normlab.lab.kit import doc as d
-from normlab.lab.kit.io import sub_dir, write_file
+from normlab.lab.kit.io import sub_dir, write_file, write_page
 from normlab.lab.study.decide import H_TEXT, Claim, rules_of
 from normlab.lab.study.report import claim_text
 from normlab.lab.study.report.arms import arms_section, fmt
@@ -265,6 +265,5 @@ def write_reports(result, out: Path, *, lead: d.Block | None = None) -> None:
     doc.add(*arms_section(out, study, results, meta))
     # The contents stand after the title, the meta line, any lead, the verdicts (heading,
     # table) and the summary (heading, table, the link to the coverage table).
-    write_file(out / "report.html", d.to_html(doc, toc_after=7 + (lead is not None)))
-    write_file(out / "report.md", d.to_markdown(doc))
+    write_page(doc, out / "report", toc_after=7 + (lead is not None))
     write_claims(out, study, verdicts, meta)

@@ -8,7 +8,6 @@ its study finished has none, and rebuilds one from its runs (``advise.redecide_a
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any
 
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.kit.io import write_file, write_json
-from normlab.lab.kit.reading import check_strings, printable, read_json
+from normlab.lab.kit.reading import check_strings, read_json, shown
 from normlab.lab.kit.shapes import SCALAR, Choice, Either, Int, Maybe, Num, check_shape
 from normlab.lab.train.device import DEVICES, PRECISIONS
 
@@ -119,14 +118,14 @@ def check_study_json(meta: Any, where: str, *, complete: bool = True) -> dict:
     h = meta.get("plateau_h")
     bad_h = isinstance(h, bool) or not isinstance(h, int | float) or not 0 < h < 1e3
     if bad_h and (complete or "plateau_h" in meta):
-        raise UsageError(f"{where}: plateau_h: expected a number in (0, 1000), got {_val(h)}")
+        raise UsageError(f"{where}: plateau_h: expected a number in (0, 1000), got {shown(h)}")
     corpus = meta.get("corpus")
     bad_corpus = not isinstance(corpus, dict) or not isinstance(corpus.get("sha256"), str)
     if bad_corpus and (complete or "corpus" in meta):
         raise UsageError(f"{where}: corpus: expected an object with the corpus's sha256")
     block = meta.get("seed_block", 0)
     if isinstance(block, bool) or not isinstance(block, int) or not 0 <= block <= 10**14:
-        raise UsageError(f"{where}: seed_block: expected an int in [0, 10**14], got {_val(block)}")
+        raise UsageError(f"{where}: seed_block: expected an int in [0, 10**14], got {shown(block)}")
     # the rest to its leaves: what the report, the verdicts and the rebuilt study read
     schema = (
         _STUDY_JSON if complete else {k.removesuffix("?") + "?": v for k, v in _STUDY_JSON.items()}
@@ -158,7 +157,3 @@ _STUDY_JSON = {
     **dict.fromkeys(("decided_again?", "decided_with?"), str),
     "untimed?": bool,
 }
-
-
-def _val(v: Any) -> str:
-    return printable(json.dumps(v), 40)
