@@ -270,6 +270,15 @@ def test_a_busy_machine_runs_the_shipped_choices_and_tunes_later(fresh, monkeypa
     assert not fresh.exists()
 
 
+def test_the_shipped_table_holds_keys_and_candidates_the_tuner_could_pick():
+    for cls, table in choices.SHIPPED.items():
+        assert table, cls
+        for k, pick in table.items():
+            op, dtype, n = k.split("/")
+            assert k == choices.key(op, dtype, int(n)), k
+            assert pick in choices.candidates(op, dtype=dtype) and pick != OLD[op], k
+
+
 def test_tune_0_takes_the_shipped_choices_without_timing_or_cache(fresh, monkeypatch):
     monkeypatch.setenv("NORMLAB_TUNE", "0")
     monkeypatch.setattr(tuner, "tune", lambda *a, **k: pytest.fail("timed with NORMLAB_TUNE=0"))

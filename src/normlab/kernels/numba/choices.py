@@ -183,8 +183,19 @@ def machine_class() -> str:
 
 # The shipped table: per machine class, the picks measured there (`python
 # benchmarks/bench_cpu_limit.py --tune-budget 2` prints this machine's); keys absent here, and
-# every key of an unlisted class, run OLD. What is used with NORMLAB_TUNE=0.
-SHIPPED: dict[str, dict[str, Launch]] = {}
+# every key of an unlisted class, run OLD. What is used with NORMLAB_TUNE=0 and on a busy
+# machine. A key is shipped where two quiet runs of that script picked the same choice and it is
+# not OLD (docs/benchmarks.md has the runs): here every float32 key kept OLD.
+_PAIRS, _PAIRS_2PASS = Launch(pipelined=True, bf16_pairs=True), Launch(False, bf16_pairs=True)
+SHIPPED: dict[str, dict[str, Launch]] = {
+    "intel-avx512-amx": {
+        **{
+            f"{op}/bfloat16/{n}": _PAIRS for op in ("rms_fwd", "ln_fwd") for n in (1024, 4096, 8192)
+        },
+        **{f"rms_bwd/bfloat16/{n}": _PAIRS for n in (4096, 8192)},
+        **{f"ln_bwd/bfloat16/{n}": _PAIRS_2PASS for n in (1024, 4096, 8192)},
+    }
+}
 
 
 def shipped(k: str, op: str) -> Launch:
