@@ -117,19 +117,29 @@ def _header_text(result) -> list[str]:
     ]
 
 
-def finding_plots(result) -> dict[str, bytes]:
-    """The findings' plots that have data: ``{"more-stable": png, "error-vs-scale": png,
-    "grad-vs-eps": png}``."""
-    from normlab.lab.numerics.error_plots import (
-        finding_error_vs_scale,
-        finding_grad_vs_eps,
-        finding_more_stable,
-    )
+# The page's plots: name (the file is numerics-NAME.png) -> title; the findings' under the
+# statements, the sweep's as sections of their own.
+FINDING_PLOTS = {
+    "more-stable": "LayerNorm vs RMSNorm inside the range",
+    "error-vs-scale": "Error vs input scale",
+    "grad-vs-eps": "Gradient vs eps",
+}
+SWEEP_PLOTS = {
+    "sweep-error-vs-scale": "Forward error vs input scale",
+    "sweep-grad-vs-eps": "Gradient magnitude vs eps, near-zero rows",
+}
+
+
+def plots(result) -> dict[str, bytes]:
+    """The plots of :data:`FINDING_PLOTS` and :data:`SWEEP_PLOTS` that have data, by name."""
+    from normlab.lab.numerics import error_plots as ep
 
     pngs = {
-        "more-stable": finding_more_stable(result.verdicts),
-        "error-vs-scale": finding_error_vs_scale(result.verdicts),
-        "grad-vs-eps": finding_grad_vs_eps(result.verdicts),
+        "more-stable": ep.finding_more_stable(result.verdicts),
+        "error-vs-scale": ep.finding_error_vs_scale(result.verdicts),
+        "grad-vs-eps": ep.finding_grad_vs_eps(result.verdicts),
+        "sweep-error-vs-scale": ep.error_vs_scale(result),
+        "sweep-grad-vs-eps": ep.grad_vs_eps(result),
     }
     return {k: v for k, v in pngs.items() if v}
 
@@ -141,81 +151,42 @@ def _scale_tables(result):
             yield (f"{OPS[op]} {DTYPE_SHORT[dt]}", *scale_table(result, op, dt))
 
 
-def markdown(result) -> str:
+def document(result, pngs: dict[str, bytes] | None = None) -> d.Document:
+    """The page as a ``normlab.lab.kit.doc`` document, as the study report is: the same CSS, tables
+    that scroll in their own box, a table of contents, figures with captions; ``pngs``: its
+    :func:`plots`, if made already (the Markdown finds them as ``numerics-NAME.png``)."""
     from normlab.lab.numerics import tables
     from normlab.lab.numerics.findings import FINDINGS
 
+    pngs = plots(result) if pngs is None else pngs
+    figure = lambda name, title: d.Figure(title, pngs[name], f"numerics-{name}.png")  # noqa: E731
     page = d.Document("normlab numerics")
-    page.add(d.Heading(1, page.title), d.Paragraph("\n".join(_header_text(result))))
+    page.add(d.Heading(1, page.title), *(d.Paragraph(t) for t in _header_text(result)))
     if result.verdicts:
-        page.add(d.Heading(2, "The articles' statements, decided"))
+        page.add(d.Heading(2, "The articles' statements, decided", "statements"))
         page.add(*tables.blocks(result.verdicts, FINDINGS))
-    page.add(
-        d.Heading(2, "What this shows"),
-        d.Items(tuple(result.findings)),
-        d.Heading(2, "Summary (worst case over the sweep)"),
-        d.dense_table(SUMMARY_HEADER, summary_rows(result)),
-    )
-    for what, header, rows in _scale_tables(result):
-        title = f"{what}: forward max relative error vs input scale"
-        page.add(d.Heading(2, title), d.dense_table(header, rows))
-    page.add(d.Heading(2, "Definitions"), d.Items(tuple(DEFINITIONS)))
-    return d.to_markdown(page)
-
-
-def document(result):
-    """The page as a ``normlab.lab.kit.doc`` document, as the study report is: the same CSS, tables
-    that scroll in their own box, a table of contents, figures with captions."""
-    from normlab.lab.numerics.error_plots import error_vs_scale, grad_vs_eps
-
-    page = d.Document("normlab numerics")
-    page.add(d.Heading(1, "normlab numerics"), *(d.Paragraph(t) for t in _header_text(result)))
-    if result.verdicts:
-        page.add(*_statements_blocks(result))
+        for name, title in FINDING_PLOTS.items():
+            if name in pngs:
+                page.add(d.Heading(3, title), figure(name, title))
     page.add(
         d.Heading(2, "What this shows", "what-this-shows"),
         d.Items(tuple(result.findings)),
         d.Heading(2, "Summary (worst case over the sweep)", "summary"),
-        d.Table(tuple(SUMMARY_HEADER), tuple(map(tuple, summary_rows(result)))),
+        d.dense_table(SUMMARY_HEADER, summary_rows(result)),
     )
-    for title, name, png in (
-        ("Forward error vs input scale", "error-vs-scale", error_vs_scale(result)),
-        ("Gradient magnitude vs eps, near-zero rows", "grad-vs-eps", grad_vs_eps(result)),
-    ):
-        if png:
-            page.add(d.Heading(2, title, f"sweep-{name}"), d.Figure(title, png, ""))
+    for name, title in SWEEP_PLOTS.items():
+        if name in pngs:
+            page.add(d.Heading(2, title, name), figure(name, title))
     for what, header, rows in _scale_tables(result):
-        title = f"{what}: forward max relative error vs scale"
-        page.add(d.Heading(2, title), d.Table(tuple(header), tuple(map(tuple, rows))))
+        title = f"{what}: forward max relative error vs input scale"
+        page.add(d.Heading(2, title), d.dense_table(header, rows))
     page.add(d.Heading(2, "Definitions", "definitions"), d.Items(tuple(DEFINITIONS)))
     return page
 
 
-def _statements_blocks(result) -> list:
-    from normlab.lab.numerics import tables
-    from normlab.lab.numerics.findings import FINDINGS
-
-    # The rows are written for Markdown (**verdict**): spans, so the HTML shows them bold.
-    rows = tables.table_rows(result.verdicts, FINDINGS)
-    cells = tuple(tuple(d.from_markdown(str(c)) for c in r) for r in rows)
-    out = [
-        d.Heading(2, "The articles' statements, decided", "statements"),
-        d.Table(tuple(tables.FINDINGS_HEADER), cells),
-    ]
-    for v in result.verdicts:
-        text = (d.Strong(v["name"]), ": ", d.Em(v["statement"]), f" ({v['source']}) — ")
-        out.append(d.Paragraph((*text, d.Strong(v["verdict"]), f". Rule: {v['rule']}")))
-        out.append(d.Items(tuple(f"{p['part']}: {p['verdict']} — {p['why']}" for p in v["parts"])))
-    titles = {
-        "more-stable": "LayerNorm vs RMSNorm inside the range",
-        "error-vs-scale": "Error vs input scale",
-        "grad-vs-eps": "Gradient vs eps",
-    }
-    for name, png in finding_plots(result).items():
-        out += [d.Heading(3, titles[name]), d.Figure(titles[name], png, f"numerics-{name}.png")]
-    return out
+# The HTML's table of contents follows the title and the two paragraphs of _header_text.
+TOC_AFTER = 3
 
 
-def html(result) -> str:
-    """A self-contained page: tables plus the plots, embedded."""
-    return d.to_html(document(result), toc_after=1 + len(_header_text(result)))
+def markdown(result) -> str:
+    return d.to_markdown(document(result))

@@ -303,7 +303,7 @@ def run_numerics(options: NumericsOptions) -> NumericsResult:
     """Sweep, then write ``numerics.{json,md,html}`` under ``options.out`` (created first, so a
     bad directory fails before the sweep); returns the result (``result.files`` maps each format
     to its path, for the study report to link)."""
-    from normlab.lab.kit.io import write_file, write_json
+    from normlab.lab.kit.io import write_file, write_json, write_page
     from normlab.lab.numerics import report
     from normlab.lab.numerics.findings import SEEDS, decide_all
     from normlab.lab.numerics.sentences import sentences
@@ -322,14 +322,14 @@ def run_numerics(options: NumericsOptions) -> NumericsResult:
         result.verdicts = decide_all(seeds, progress=progress, seed_block=options.seed_block)
     paths = {k: out / f"numerics.{k}" for k in ("json", "md", "html")}
     write_json(paths["json"], asdict(result), indent=1)
-    write_file(paths["md"], report.markdown(result))
-    write_file(paths["html"], report.html(result))
+    pngs = report.plots(result)
+    write_page(report.document(result, pngs), out / "numerics", toc_after=report.TOC_AFTER)
+    for name, png in pngs.items():
+        paths[name] = out / f"numerics-{name}.png"
+        write_file(paths[name], png)
     if result.verdicts:  # the findings alone, for the coverage table and the docs
         paths["findings"] = out / "numerics-findings.json"
         write_json(paths["findings"], result.verdicts, indent=1)
-        for name, png in report.finding_plots(result).items():
-            paths[name] = out / f"numerics-{name}.png"
-            write_file(paths[name], png)
     result.files = {k: str(p) for k, p in paths.items()}
     return result
 

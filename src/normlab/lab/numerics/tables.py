@@ -26,7 +26,8 @@ def table_rows(findings: Sequence[Mapping[str, Any]], rules: Mapping[str, Findin
 def blocks(findings: Sequence[Mapping[str, Any]], rules: Mapping[str, Finding]) -> list:
     """The findings as a page's blocks (``normlab.lab.kit.doc``): the table, then each statement
     with its rule and the why."""
-    out = [d.dense_table(FINDINGS_HEADER, table_rows(findings, rules))]
+    cells = tuple(tuple(d.from_markdown(str(c)) for c in r) for r in table_rows(findings, rules))
+    out: list = [d.Table(tuple(FINDINGS_HEADER), cells, dense=True)]
     for f in findings:
         out += finding_blocks(f, f"{f['name']}: {f['verdict']}", _show)
     return out
