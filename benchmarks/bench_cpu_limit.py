@@ -223,19 +223,18 @@ def targets(cases: list[Case]) -> list[str]:
 def copy_sizes(mib: list[int], dtypes: list[torch.dtype], rounds: int) -> str:
     """``copy_`` GB/s (read + write) by source size, interleaved as the kernels are: where the
     last-level cache stops serving it, and why ``measure`` copies the kernel's bytes."""
-    fns, moved = {}, {}
+    fns = {}
     for dtype in dtypes:
         for size in mib:
             src = torch.randn(size * 2**20 // dtype.itemsize).to(dtype)
             dst = torch.empty_like(src)
             fns[(dtype, size)] = lambda dst=dst, src=src: dst.copy_(src)
-            moved[(dtype, size)] = 2 * size * 2**20
     t = _rounds(fns, rounds)
     rows = [
         [
             str(d).removeprefix("torch."),
             size,
-            _spread([moved[(d, size)] / s / 1e9 for s in ts], "{:.1f}"),
+            _spread([2 * size * 2**20 / s / 1e9 for s in ts], "{:.1f}"),
         ]
         for (d, size), ts in t.items()
     ]

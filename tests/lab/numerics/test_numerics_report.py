@@ -30,7 +30,7 @@ def test_numerics_html_renders_bold_and_keeps_its_tables_in_scroll_boxes(monkeyp
         findings=["a finding"],
         verdicts=[verdict],
     )
-    page = doc.to_html(report.document(result), toc_after=report.TOC_AFTER)
+    page = doc.to_html(report.document(result), toc_after=report.toc_after(result))
     assert "**" not in page
     assert "<td><b>does not hold</b></td>" in page and "<i>a statement</i>" in page
     assert page.count("<table") == page.count('<div class="scroll"><table') >= 3

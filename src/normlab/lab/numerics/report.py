@@ -184,8 +184,9 @@ def document(result, pngs: dict[str, bytes] | None = None) -> d.Document:
     return page
 
 
-# The HTML's table of contents follows the title and the two paragraphs of _header_text.
-TOC_AFTER = 3
+def toc_after(result) -> int:
+    """Where the HTML's table of contents goes: after the title and :func:`_header_text`."""
+    return 1 + len(_header_text(result))
 
 
 def markdown(result) -> str:

@@ -323,7 +323,7 @@ def run_numerics(options: NumericsOptions) -> NumericsResult:
     paths = {k: out / f"numerics.{k}" for k in ("json", "md", "html")}
     write_json(paths["json"], asdict(result), indent=1)
     pngs = report.plots(result)
-    write_page(report.document(result, pngs), out / "numerics", toc_after=report.TOC_AFTER)
+    write_page(report.document(result, pngs), out / "numerics", toc_after=report.toc_after(result))
     for name, png in pngs.items():
         paths[name] = out / f"numerics-{name}.png"
         write_file(paths[name], png)
