@@ -18,24 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from normlab.kernels.dispatch import (
-    RowNormFunction,
-    RowNormKernels,
-    detach,
-    dh_and_dtype,
-    dx_dr,
-    empty_if_none,
-    function_outputs,
-    grad_to,
-    h_dtype_of,
-    nd,
-    needs_grad,
-    recompute_ok_cached,
-    refuse_small_gain,
-    rows,
-    save_dtypes,
-    vec,
-)
+from normlab.kernels import dispatch as dp
 
 __all__ = ["LayerNormKernels", "bind"]
 
@@ -58,7 +41,7 @@ F32 = torch.float32
 
 
 def _fwd_fake(x, weight, bias, residual, eps):
-    h_dtype = h_dtype_of(x, residual)
+    h_dtype = dp.h_dtype_of(x, residual)
     h = x.new_empty(0) if residual is None else x.new_empty(x.shape, dtype=h_dtype)
     m = x.numel() // x.shape[-1]
     stat = x.new_empty(m, dtype=F32)
@@ -81,7 +64,7 @@ def _setup(ctx, inputs, output):
     x, weight, bias, residual, eps = inputs
     _, h, mean, rstd = output
     ctx.save_for_backward(x if residual is None else h, weight, mean, rstd)
-    save_dtypes(ctx, x, residual)
+    dp.save_dtypes(ctx, x, residual)
     ctx.bias_dtype = None if bias is None else bias.dtype
 
 
@@ -91,7 +74,7 @@ def _setup_y(ctx, inputs, output):
     x, weight, bias, residual, eps = inputs
     y, _, _, rstd = output
     ctx.save_for_backward(y, weight, bias, rstd)
-    save_dtypes(ctx, x, residual)
+    dp.save_dtypes(ctx, x, residual)
 
 
 # ---- gradients of (x, weight, bias, residual); ``bwd`` is the row launcher or its custom op ----
@@ -99,21 +82,21 @@ def _setup_y(ctx, inputs, output):
 
 def _grads(bwd, ctx, dy, dh):
     hsaved, weight, mean, rstd = ctx.saved_tensors
-    dh = dh_and_dtype(ctx, dh)[0]
+    dh = dp.dh_and_dtype(ctx, dh)[0]
     dht, dw, db = bwd(dy, dh, hsaved, weight, mean, rstd, ctx.bias_dtype is not None)
-    dx, dr = dx_dr(ctx, dht)
-    return dx, grad_to(dw, weight), grad_to(db, ctx.bias_dtype), dr
+    dx, dr = dp.dx_dr(ctx, dht)
+    return dx, dp.grad_to(dw, weight), dp.grad_to(db, ctx.bias_dtype), dr
 
 
 def _grads_y(bwd, ctx, dy, dh):
     y, weight, bias, rstd = ctx.saved_tensors
-    dh, h_dtype = dh_and_dtype(ctx, dh)
+    dh, h_dtype = dp.dh_and_dtype(ctx, dh)
     dht, dw, db = bwd(dy, dh, y, weight, bias, rstd, h_dtype)
-    dx, dr = dx_dr(ctx, dht)
-    return dx, grad_to(dw, weight), grad_to(db, bias), dr
+    dx, dr = dp.dx_dr(ctx, dht)
+    return dx, dp.grad_to(dw, weight), dp.grad_to(db, bias), dr
 
 
-class LayerNormFn(RowNormFunction):
+class LayerNormFn(dp.RowNormFunction):
     """``apply(kern, save_y, x, weight, bias, residual, eps)``: the eager path with gradients;
     ``save_y`` picks the memory-efficient backward."""
 
@@ -122,10 +105,10 @@ class LayerNormFn(RowNormFunction):
         inputs = (x, weight, bias, residual, eps)
         out = kern.fwd(*inputs)
         (_setup_y if save_y else _setup)(ctx, inputs, out)
-        return function_outputs(ctx, kern, save_y, out[0], out[1])
+        return dp.function_outputs(ctx, kern, save_y, out[0], out[1])
 
 
-class LayerNormKernels(RowNormKernels):
+class LayerNormKernels(dp.RowNormKernels):
     """One backend's LayerNorm: its launchers behind ``(..., N)`` tensors, its custom ops, and
     :meth:`layer_norm`, the Backend-contract function that picks the call path."""
 
@@ -139,22 +122,24 @@ class LayerNormKernels(RowNormKernels):
 
     def fwd(self, x, weight, bias, residual, eps):
         shape, n = x.shape, x.shape[-1]
-        h_dtype = h_dtype_of(x, residual)
+        h_dtype = dp.h_dtype_of(x, residual)
         if x.numel() // n == 0:
             h = None if residual is None else x.new_empty(shape, dtype=h_dtype)
             stat = x.new_empty(0, dtype=F32)
             return x.new_empty(shape, dtype=h_dtype), h, stat, x.new_empty(0, dtype=F32)
-        y, h, mean, rstd = self.launch_fwd(rows(x), vec(weight), vec(bias), rows(residual), eps)
-        return nd(y, shape), nd(h, shape), mean, rstd
+        y, h, mean, rstd = self.launch_fwd(
+            dp.rows(x), dp.vec(weight), dp.vec(bias), dp.rows(residual), eps
+        )
+        return dp.nd(y, shape), dp.nd(h, shape), mean, rstd
 
     def bwd(self, dy, dh, hsaved, weight, mean, rstd, has_bias):
         if hsaved.numel() == 0:
             z = hsaved.new_zeros(hsaved.shape[-1], dtype=F32)
             return torch.zeros_like(hsaved), None if weight is None else z, z if has_bias else None
         dht, dw, db = self.launch_bwd(
-            rows(dy), rows(dh), rows(hsaved), vec(weight), mean, rstd, has_bias
+            dp.rows(dy), dp.rows(dh), dp.rows(hsaved), dp.vec(weight), mean, rstd, has_bias
         )
-        return nd(dht, hsaved.shape), dw, db
+        return dp.nd(dht, hsaved.shape), dw, db
 
     def bwd_y(self, dy, dh, y, weight, bias, rstd, h_dtype):
         if y.numel() == 0:
@@ -162,34 +147,34 @@ class LayerNormKernels(RowNormKernels):
             dw, db = None if weight is None else z, None if bias is None else z
             return y.new_zeros(y.shape, dtype=h_dtype), dw, db
         dht, dw, db = self.launch_bwd_y(
-            rows(dy), rows(dh), rows(y), vec(weight), vec(bias), rstd, h_dtype
+            dp.rows(dy), dp.rows(dh), dp.rows(y), dp.vec(weight), dp.vec(bias), rstd, h_dtype
         )
-        return nd(dht, y.shape), dw, db
+        return dp.nd(dht, y.shape), dw, db
 
     # ---- the custom ops' implementations and autograd ------------------------------------------
 
     def _fwd_impl(self, x, weight, bias, residual, eps):
         y, h, mean, rstd = self.fwd(x, weight, bias, residual, eps)
-        return y, empty_if_none(h, x), mean, rstd
+        return y, dp.empty_if_none(h, x), mean, rstd
 
     def _fwd_y_impl(self, x, weight, bias, residual, eps):
-        refuse_small_gain(weight, bias, x.shape[-1])
+        dp.refuse_small_gain(weight, bias, x.shape[-1])
         return self._fwd_impl(x, weight, bias, residual, eps)
 
     def _bwd_impl(self, dy, dh, hsaved, weight, mean, rstd, has_bias):
         dht, dw, db = self.bwd(dy, dh, hsaved, weight, mean, rstd, has_bias)
-        return dht, empty_if_none(dw, rstd), empty_if_none(db, rstd)
+        return dht, dp.empty_if_none(dw, rstd), dp.empty_if_none(db, rstd)
 
     def _bwd_y_impl(self, dy, dh, y, weight, bias, rstd, h_dtype):
         dht, dw, db = self.bwd_y(dy, dh, y, weight, bias, rstd, h_dtype)
-        return dht, empty_if_none(dw, rstd), empty_if_none(db, rstd)
+        return dht, dp.empty_if_none(dw, rstd), dp.empty_if_none(db, rstd)
 
     def _bwd_via_op(self, dy, dh, hsaved, weight, mean, rstd, has_bias):
-        dht, dw, db = self.bwd_op(dy, dh, hsaved.detach(), detach(weight), mean, rstd, has_bias)
+        dht, dw, db = self.bwd_op(dy, dh, hsaved.detach(), dp.detach(weight), mean, rstd, has_bias)
         return dht, None if weight is None else dw, db if has_bias else None
 
     def _bwd_y_via_op(self, dy, dh, y, weight, bias, rstd, h_dtype):
-        w, b = detach(weight), detach(bias)
+        w, b = dp.detach(weight), dp.detach(bias)
         dht, dw, db = self.bwd_y_op(dy, dh, y.detach(), w, b, rstd, h_dtype)
         return dht, None if weight is None else dw, None if bias is None else db
 
@@ -210,8 +195,8 @@ class LayerNormKernels(RowNormKernels):
         args = (x, weight, bias, residual, eps)
         if torch.compiler.is_compiling():
             y, h, _, _ = (self.fwd_y_op if memory_efficient else self.fwd_op)(*args)
-        elif needs_grad(x, weight, bias, residual):
-            save_y = memory_efficient and recompute_ok_cached(weight, bias, x.shape[-1])
+        elif dp.needs_grad(x, weight, bias, residual):
+            save_y = memory_efficient and dp.recompute_ok_cached(weight, bias, x.shape[-1])
             return LayerNormFn.apply(self, save_y, *args)
         else:
             y, h, _, _ = self.fwd(*args)

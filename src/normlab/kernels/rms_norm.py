@@ -22,24 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from normlab.kernels.dispatch import (
-    RowNormFunction,
-    RowNormKernels,
-    detach,
-    dh_and_dtype,
-    dx_dr,
-    empty_if_none,
-    function_outputs,
-    grad_to,
-    h_dtype_of,
-    nd,
-    needs_grad,
-    recompute_ok_cached,
-    refuse_small_gain,
-    rows,
-    save_dtypes,
-    vec,
-)
+from normlab.kernels import dispatch as dp
 from normlab.reference import rms_gain
 
 __all__ = ["RMSNormKernels", "bind", "rms_out_dtype"]
@@ -69,7 +52,7 @@ def rms_out_dtype(h_dtype: torch.dtype, weight: Tensor | None, casting: str) -> 
 
 
 def _fwd_fake(x, weight, residual, eps, offset, casting, eps_inside):
-    h_dtype = h_dtype_of(x, residual)
+    h_dtype = dp.h_dtype_of(x, residual)
     y = x.new_empty(x.shape, dtype=rms_out_dtype(h_dtype, weight, casting))
     h = x.new_empty(0) if residual is None else x.new_empty(x.shape, dtype=h_dtype)
     m = x.numel() // x.shape[-1]
@@ -91,7 +74,7 @@ def _setup(ctx, inputs, output):
     _, h, rstd = output
     ctx.save_for_backward(x if residual is None else h, weight, rstd)
     ctx.args = (eps, offset, casting, eps_inside)
-    save_dtypes(ctx, x, residual)
+    dp.save_dtypes(ctx, x, residual)
 
 
 def _setup_y(ctx, inputs, output):
@@ -101,7 +84,7 @@ def _setup_y(ctx, inputs, output):
     y, _, rstd = output
     ctx.save_for_backward(y, weight, rstd)
     ctx.args = (eps, offset, casting, eps_inside)
-    save_dtypes(ctx, x, residual)
+    dp.save_dtypes(ctx, x, residual)
 
 
 # ---- gradients of (x, weight, residual); ``bwd`` is the row launcher or its custom op ----------
@@ -109,20 +92,20 @@ def _setup_y(ctx, inputs, output):
 
 def _grads(bwd, ctx, dy, dh):
     hsaved, weight, rstd = ctx.saved_tensors
-    dht, dw = bwd(dy, dh_and_dtype(ctx, dh)[0], hsaved, weight, rstd, *ctx.args)
-    dx, dr = dx_dr(ctx, dht)
-    return dx, grad_to(dw, weight), dr
+    dht, dw = bwd(dy, dp.dh_and_dtype(ctx, dh)[0], hsaved, weight, rstd, *ctx.args)
+    dx, dr = dp.dx_dr(ctx, dht)
+    return dx, dp.grad_to(dw, weight), dr
 
 
 def _grads_y(bwd, ctx, dy, dh):
     y, weight, rstd = ctx.saved_tensors
-    dh, h_dtype = dh_and_dtype(ctx, dh)
+    dh, h_dtype = dp.dh_and_dtype(ctx, dh)
     dht, dw = bwd(dy, dh, y, weight, rstd, *ctx.args, h_dtype)
-    dx, dr = dx_dr(ctx, dht)
-    return dx, grad_to(dw, weight), dr
+    dx, dr = dp.dx_dr(ctx, dht)
+    return dx, dp.grad_to(dw, weight), dr
 
 
-class RMSNormFn(RowNormFunction):
+class RMSNormFn(dp.RowNormFunction):
     """``apply(kern, save_y, x, weight, residual, eps, offset, casting, eps_inside)``: the eager
     path with gradients; ``save_y`` picks the memory-efficient backward."""
 
@@ -131,10 +114,10 @@ class RMSNormFn(RowNormFunction):
         inputs = (x, weight, residual, eps, offset, casting, eps_inside)
         y, h, rstd = kern.fwd(*inputs)
         (_setup_y if save_y else _setup)(ctx, inputs, (y, h, rstd))
-        return function_outputs(ctx, kern, save_y, y, h)
+        return dp.function_outputs(ctx, kern, save_y, y, h)
 
 
-class RMSNormKernels(RowNormKernels):
+class RMSNormKernels(dp.RowNormKernels):
     """One backend's RMSNorm: its launchers behind ``(..., N)`` tensors, its custom ops, and
     :meth:`rms_norm`, the Backend-contract function that picks the call path."""
 
@@ -148,56 +131,67 @@ class RMSNormKernels(RowNormKernels):
 
     def fwd(self, x, weight, residual, eps, offset, casting, eps_inside):
         shape, n = x.shape, x.shape[-1]
-        h_dtype = h_dtype_of(x, residual)
+        h_dtype = dp.h_dtype_of(x, residual)
         out_dtype = rms_out_dtype(h_dtype, weight, casting)
         if x.numel() // n == 0:
             h = None if residual is None else x.new_empty(shape, dtype=h_dtype)
             return x.new_empty(shape, dtype=out_dtype), h, x.new_empty(0, dtype=torch.float32)
         y, h, rstd = self.launch_fwd(
-            rows(x), vec(weight), rows(residual), eps, offset, casting, eps_inside, out_dtype
+            dp.rows(x),
+            dp.vec(weight),
+            dp.rows(residual),
+            eps,
+            offset,
+            casting,
+            eps_inside,
+            out_dtype,
         )
-        return nd(y, shape), nd(h, shape), rstd
+        return dp.nd(y, shape), dp.nd(h, shape), rstd
 
     def bwd(self, dy, dh, hsaved, weight, rstd, eps, offset, casting, eps_inside):
         if hsaved.numel() == 0:
             dw = None if weight is None else hsaved.new_zeros(hsaved.shape[-1], dtype=torch.float32)
             return torch.zeros_like(hsaved), dw
         args = (eps, offset, casting, eps_inside)
-        dht, dw = self.launch_bwd(rows(dy), rows(dh), rows(hsaved), vec(weight), rstd, *args)
-        return nd(dht, hsaved.shape), dw
+        dht, dw = self.launch_bwd(
+            dp.rows(dy), dp.rows(dh), dp.rows(hsaved), dp.vec(weight), rstd, *args
+        )
+        return dp.nd(dht, hsaved.shape), dw
 
     def bwd_y(self, dy, dh, y, weight, rstd, eps, offset, casting, eps_inside, h_dtype):
         if y.numel() == 0:
             dw = None if weight is None else y.new_zeros(y.shape[-1], dtype=torch.float32)
             return y.new_zeros(y.shape, dtype=h_dtype), dw
         args = (eps, offset, casting, eps_inside, h_dtype)
-        dht, dw = self.launch_bwd_y(rows(dy), rows(dh), rows(y), vec(weight), rstd, *args)
-        return nd(dht, y.shape), dw
+        dht, dw = self.launch_bwd_y(
+            dp.rows(dy), dp.rows(dh), dp.rows(y), dp.vec(weight), rstd, *args
+        )
+        return dp.nd(dht, y.shape), dw
 
     # ---- the custom ops' implementations and autograd ------------------------------------------
 
     def _fwd_impl(self, x, weight, residual, eps, offset, casting, eps_inside):
         y, h, rstd = self.fwd(x, weight, residual, eps, offset, casting, eps_inside)
-        return y, empty_if_none(h, x), rstd
+        return y, dp.empty_if_none(h, x), rstd
 
     def _fwd_y_impl(self, x, weight, residual, eps, offset, casting, eps_inside):
-        refuse_small_gain(rms_gain(weight, offset, casting), None, x.shape[-1])
+        dp.refuse_small_gain(rms_gain(weight, offset, casting), None, x.shape[-1])
         return self._fwd_impl(x, weight, residual, eps, offset, casting, eps_inside)
 
     def _bwd_impl(self, dy, dh, hsaved, weight, rstd, eps, offset, casting, eps_inside):
         dht, dw = self.bwd(dy, dh, hsaved, weight, rstd, eps, offset, casting, eps_inside)
-        return dht, empty_if_none(dw, rstd)
+        return dht, dp.empty_if_none(dw, rstd)
 
     def _bwd_y_impl(self, dy, dh, y, weight, rstd, eps, offset, casting, eps_inside, h_dtype):
         dht, dw = self.bwd_y(dy, dh, y, weight, rstd, eps, offset, casting, eps_inside, h_dtype)
-        return dht, empty_if_none(dw, rstd)
+        return dht, dp.empty_if_none(dw, rstd)
 
     def _bwd_via_op(self, dy, dh, hsaved, weight, rstd, *args):
-        dht, dw = self.bwd_op(dy, dh, hsaved.detach(), detach(weight), rstd, *args)
+        dht, dw = self.bwd_op(dy, dh, hsaved.detach(), dp.detach(weight), rstd, *args)
         return dht, None if weight is None else dw
 
     def _bwd_y_via_op(self, dy, dh, y, weight, rstd, *args):
-        dht, dw = self.bwd_y_op(dy, dh, y.detach(), detach(weight), rstd, *args)
+        dht, dw = self.bwd_y_op(dy, dh, y.detach(), dp.detach(weight), rstd, *args)
         return dht, None if weight is None else dw
 
     def _backward(self, ctx, dy, dh, _drstd):
@@ -219,8 +213,8 @@ class RMSNormKernels(RowNormKernels):
         args = (x, weight, residual, eps, offset, casting, eps_inside)
         if torch.compiler.is_compiling():
             y, h, _ = (self.fwd_y_op if memory_efficient else self.fwd_op)(*args)
-        elif needs_grad(x, weight, residual):
-            save_y = memory_efficient and recompute_ok_cached(
+        elif dp.needs_grad(x, weight, residual):
+            save_y = memory_efficient and dp.recompute_ok_cached(
                 weight, None, x.shape[-1], offset, casting
             )
             return RMSNormFn.apply(self, save_y, *args)
