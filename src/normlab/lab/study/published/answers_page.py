@@ -52,9 +52,10 @@ def number(shown: Shown | None) -> str:
     if shown is None:
         return "nothing published"
     where, name = split_ref(shown.ref)
-    part = f" ({shown.part})" if shown.part else ""
-    said = f", not decided on: {Word.NOT_TESTABLE}" if shown.why else f", {shown.word}"
-    return f"{where} `{name}`{part}: {shown.text} at {answers.size_words(shown.size)}{said}"
+    x = shown.number
+    part = f" ({x.part})" if x.part else ""
+    said = f", not decided on: {Word.NOT_TESTABLE}" if shown.why else f", {x.word}"
+    return f"{where} `{name}`{part}: {x.with_delta()} at {answers.size_words(shown.size)}{said}"
 
 
 def rows(read_: list[tuple[Choice, list]], cat: Catalogue, base: str, compact: bool) -> tuple:
@@ -68,7 +69,7 @@ def rows(read_: list[tuple[Choice, list]], cat: Catalogue, base: str, compact: b
             gap = [d.Break()] if i else []
             text = answers.answer(r.aspect, r.decision, r.shown)
             said += [*gap, d.Strong(r.aspect.what), ": ", *d.from_markdown(text)]
-            n = f"n={r.shown.n}; " if r.shown and r.shown.n else ""
+            n = f"n={r.shown.number.n}; " if r.shown and r.shown.number.n else ""
             if compact:
                 said += [f" ({n}", source(r.aspect, cat, base), ")"]
                 continue
@@ -132,7 +133,7 @@ def document(docs: Path) -> d.Document:
     cat = coverage.load()
     pub = Published.read(docs, cat)
     read_ = read(cat, pub, answers.designs(docs, pub))
-    units = {r.shown.unit for _, reads in read_ for r in reads if r.shown}
+    units = {r.shown.number.unit for _, reads in read_ for r in reads if r.shown}
     doc = d.Document("Answers for a model builder")
     doc.add(
         d.Heading(1, "Answers for a model builder"),

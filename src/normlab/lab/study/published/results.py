@@ -10,13 +10,11 @@ Built by ``normlab study --coverage`` from the same published data as ``claims.m
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from normlab.lab.kit import doc as d
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.kit.io import hold, sub_dir, write_file, write_page
-from normlab.lab.study.decide import rules_of
 from normlab.lab.study.published import (
     answers,
     answers_page,
@@ -27,9 +25,8 @@ from normlab.lab.study.published import (
     legend,
     pages,
 )
-from normlab.lab.study.published.compare import effects
 from normlab.lab.study.report import badge
-from normlab.lab.verdict import Word, signed
+from normlab.lab.verdict import Word
 
 FOREST = forest.FOREST
 
@@ -42,36 +39,23 @@ def _claim_spans(ref: str, pub, rules: dict[str, dict]) -> list[d.Span]:
     """A claim's verdict and its effect, or each part's with its own verdict, with the unit."""
     preset, name = coverage.split_ref(ref)
     c = pub.claim(ref)
-    rule = rules[preset][name]
-    parts = dict(rules_of(rule))
-    found = effects(c)
-    words = {p["part"]: p["verdict"] for p in c.get("parts") or []}
     out: list[d.Span] = [f"{preset} ", d.Code(name), ": ", badge(c["verdict"])]
-    for i, (label, est) in enumerate(found.items()):
-        u = legend.unit(parts.get(label, rule))
-        interval = f"{signed(est.effect)} [{signed(est.lo)}, {signed(est.hi)}]"
-        head = f"{label}: " if label else ""
-        out += [";" if i else ",", f" {head}{interval}{' ' * bool(u)}{u}, n={est.n}"]
-        if label:
-            out += [" ", badge(words.get(label, c["verdict"]))]
+    for i, x in enumerate(answers.claim_numbers(c, rules[preset][name])):
+        head = f"{x.part}: " if x.part else ""
+        out += [";" if i else ",", f" {head}{x.text}"]
+        if x.part:
+            out += [" ", badge(x.word)]
     if c["verdict"] == Word.NOT_TESTABLE:
-        why = c["why"].split(" (its own result")[0]
-        out.append(f" ({re.sub(r' [(]docs/[^)]*[)]', '', why)}; listed, not counted)")
+        out.append(f" ({answers.untestable_why(c)}; listed, not counted)")
     return out
 
 
 def _finding_spans(s, ref: str, pub) -> list[d.Span]:
     """A finding's verdict (on the statement's parts) and each part's value and verdict."""
     f = pub.finding(ref)
-    design = {q["label"]: q for q in f.get("design", {}).get("parts", [])}
     out: list[d.Span] = [f"{ref.replace(':', ' ')}: ", badge(headline.finding_verdict(s, f))]
-    parts = [p for p in f["parts"] if not s.parts or p["part"] in s.parts]
-    for i, p in enumerate(parts):
-        u = answers.measure_unit(design.get(p["part"], {}).get("measure", ""))
-        interval = f"{signed(p.get('effect'))} [{signed(p.get('lo'))}, {signed(p.get('hi'))}]"
-        n = f", n={p['n']}" if "n" in p else ""
-        out += [";" if i else ",", f" {p['part']}: {interval}{' ' * bool(u)}{u}{n} "]
-        out.append(badge(p["verdict"]))
+    for i, x in enumerate(answers.finding_numbers(s, f)):
+        out += [";" if i else ",", f" {x.part}: {x.text} ", badge(x.word)]
     return out
 
 
