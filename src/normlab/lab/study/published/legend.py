@@ -1,6 +1,7 @@
 """What a reader needs to read a published number, said once for every page that shows one (the
 answers and the results page): δ, the units, the bar, each preset's sizes and each article's
-title. The sizes and the bar are read from the published data, never retyped."""
+title. The sizes and the bar are read from the published data, never retyped. And how those
+pages open (``page``)."""
 
 from __future__ import annotations
 
@@ -101,3 +102,14 @@ def _plateaus(pub: Published):
     for _, doc in data_dirs(pub.docs):
         if doc.get("plateau_h"):
             yield doc["plateau_h"]
+
+
+def page(title: str, heading: str, lead: str, see: dict[str, str], tail: str) -> d.Document:
+    """A page over the published data: its heading, then what it is (``lead``) and where to
+    read more (``see``: words -> the page, ``;``-separated), ``tail`` after."""
+    spans: list[d.Span] = [lead]
+    for i, (words, href) in enumerate(see.items()):
+        spans += [f"{'; ' * bool(i)}{words}: ", d.Link(href.partition("#")[0], href)]
+    doc = d.Document(title)
+    doc.add(d.Heading(1, heading), d.Paragraph((*spans, tail)))
+    return doc

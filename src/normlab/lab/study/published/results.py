@@ -104,10 +104,6 @@ def _table(statements, status, cat, pub, rules) -> d.Table:
     return d.Table(header, tuple(rows), cls="summary")
 
 
-def _units(effects_: list[forest.Effect]) -> set[str]:
-    return {e.unit for e in effects_} | {"log10 ratio", "share"}
-
-
 def document(docs: Path) -> d.Document:
     cat = coverage.load()
     pub = coverage.Published.read(docs, cat)
@@ -120,23 +116,21 @@ def document(docs: Path) -> d.Document:
         if s not in decided and headline.evidence(s, pub) and status[s.id].status != s.reason
     ]
     drawn = forest.effects(cat, pub, rules)
-    doc = d.Document("What the lab found")
+    doc = legend.page(
+        "What the lab found",
+        "What the lab found: the articles' statements, decided",
+        "Every statement of the three articles that a study, a finding or a library test "
+        "decides, with what decided it and the size it was seen at (a verdict holds there, not "
+        "beyond). ",
+        {
+            "A model builder's choices, answered from these": "answers.md",
+            "how a verdict is decided": "study.md#how-a-verdict-is-decided",
+            "every statement with all its evidence": "claims.md",
+        },
+        ".",
+    )
     doc.add(
-        d.Heading(1, "What the lab found: the articles' statements, decided"),
-        d.Paragraph(
-            (
-                "Every statement of the three articles that a study, a finding or a library "
-                "test decides, with what decided it and the size it was seen at (a verdict holds "
-                "there, not beyond). A model builder's choices, answered from these: ",
-                d.Link("answers.md", "answers.md"),
-                "; how a verdict is decided: ",
-                d.Link("study.md", "study.md#how-a-verdict-is-decided"),
-                "; every statement with all its evidence: ",
-                d.Link("claims.md", "claims.md"),
-                ".",
-            )
-        ),
-        *legend.blocks(cat, pub, _units(drawn)),
+        *legend.blocks(cat, pub, {e.unit for e in drawn} | {"log10 ratio", "share"}),
         _table(decided, status, cat, pub, rules),
         d.Heading(2, "Tested, not decided", id="tested-not-decided"),
         d.Paragraph(
@@ -176,7 +170,8 @@ def main(docs: str) -> int:
             changed = pages.write(root)
         except pages.BlockError as e:  # a page names data that is not published
             raise UsageError(f"--coverage: {e}") from None
-        paths = [root / "claims.md", *write(root), *answers_page.write(root), *changed]
-    for path in paths:
+        paths = [root / "claims.md", *write(root)]
+        paths += write_page(answers_page.document(root), root / answers_page.PAGE, toc_after=2)
+    for path in [*paths, *changed]:
         print(path)
     return 0
