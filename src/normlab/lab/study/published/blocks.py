@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from normlab.lab.kit import doc as d
-from normlab.lab.study.published import audit, compare, coverage, headline
+from normlab.lab.study.published import answers, audit, compare, coverage, headline
 from normlab.lab.study.report.claims_json import read_claims
 from normlab.lab.verdict import Word
 from normlab.lab.verdict.finding import interval_text
@@ -61,17 +61,20 @@ class Data:
             raise BlockError(f"{ref}: no claim {name!r} in docs/data/{where}/claims.json")
         return found
 
-    def standing(self, where: str, name: str) -> str:
-        """`` (exploratory)`` where the verdict of claim ``name`` in ``docs/data/WHERE`` is the
-        one its preset publishes and was decided after its data was seen, `` (replaced by …)``
-        where a later round's row replaces it, else ``""``."""
-        preset = (self.dirs.get(where) or {}).get("preset")
-        row = self.pub.rows.get(preset, {}).get(name)
-        if row is None:
-            return ""
-        if row.where != where:
-            return f" (replaced by {row.where})"
-        return "" if self.pub.standing(f"{preset}:{name}").confirmatory else " (exploratory)"
+    def standing(self, ref: str) -> str:
+        """`` (exploratory)`` where the published verdict of ``ref`` (a finding, or a claim in
+        ``docs/data/WHERE``: the one its preset publishes) was decided after its data was seen,
+        `` (replaced by …)`` where a later round's row replaces the claim's, else ``""``."""
+        where, name = coverage.split_ref(ref)
+        if where not in self.pub.findings:
+            preset = (self.dirs.get(where) or {}).get("preset")
+            row = self.pub.rows.get(preset, {}).get(name)
+            if row is None:
+                return ""
+            if row.where != where:
+                return f" (replaced by {row.where})"
+            ref = f"{preset}:{name}"
+        return "" if self.pub.standing(ref).confirmatory else " (exploratory)"
 
     def finding(self, ref: str) -> dict:
         found = self.pub.finding(ref)
@@ -111,10 +114,6 @@ def bold(word: str) -> str:
     return f"**{word}**"
 
 
-def _finding_standing(data: Data, ref: str) -> str:
-    return "" if data.pub.standing(ref).confirmatory else " (exploratory)"
-
-
 # --------------------------------------------------------------------------------------------
 # the kinds
 
@@ -129,7 +128,7 @@ def claims_table(data: Data, args: list[str]) -> str:
     rows = []
     for name in names:
         c = data.claim(f"{args[0]}:{name}")
-        said = bold(c["verdict"]) + data.standing(args[0], name)
+        said = bold(c["verdict"]) + data.standing(f"{args[0]}:{name}")
         rows.append([f"`{name}`", said, detail(c), coverage.scope(c)])
     return d.md_table(["claim", "verdict", "what decided it", "tested at"], rows)
 
@@ -144,10 +143,7 @@ def verdict(data: Data, args: list[str]) -> str:
     is_finding = coverage.split_ref(ref)[0] in data.cat.findings
     entry = data.finding(ref) if is_finding else data.claim(ref)
     if not part:
-        standing = (
-            _finding_standing(data, ref) if is_finding else data.standing(*coverage.split_ref(ref))
-        )
-        return bold(entry["verdict"]) + standing
+        return bold(entry["verdict"]) + data.standing(ref)
     found = [p for p in entry.get("parts") or [] if p["part"] == part]
     if not found:
         labels = [p["part"] for p in entry.get("parts") or []]
@@ -177,19 +173,14 @@ def _tested_at(data: Data, s: coverage.Statement) -> str:
     """Where the evidence that tests ``s`` as stated was measured: each claim's size, each
     finding by name, or the library's tests."""
     where = [
-        size(data.pub.claim(e.ref)) if e.kind == "claim" else f"{e.ref.replace(':', ' finding `')}`"
+        answers.size_words(headline.size_of(data.pub.claim(e.ref)))
+        if e.kind == "claim"
+        else f"{e.ref.replace(':', ' finding `')}`"
         for e in headline.evidence(s, data.pub)
     ]
     if headline.tests_decide(s):
         where.append("library tests, in CI")
     return "; ".join(dict.fromkeys(where)) or "–"
-
-
-def size(c: dict) -> str:
-    """``d=64, 6/24 blocks``: the widths and depths a claim's arms were tested at."""
-    shapes = c.get("scope", ())
-    d, blocks = ("/".join(dict.fromkeys(str(s[k]) for s in shapes)) for k in ("d", "blocks"))
-    return f"d={d}, {blocks} blocks"
 
 
 def statements_table(data: Data, args: list[str]) -> str:
