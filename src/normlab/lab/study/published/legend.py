@@ -6,7 +6,7 @@ pages open (``page``)."""
 from __future__ import annotations
 
 from normlab.lab.kit import doc as d
-from normlab.lab.study.published.coverage import Catalogue, Published
+from normlab.lab.study.published.coverage import Catalogue, Published, data_dirs
 
 # Each unit a published effect is given in, in words; a page lists the ones it shows.
 UNITS = {
@@ -61,7 +61,8 @@ def _sizes(pub: Published) -> list[tuple[d.Code, str]]:
 
 def blocks(cat: Catalogue, pub: Published, units: set[str]) -> list[d.Block]:
     """The legend: δ, the bar, the units in ``units``, the presets, the articles."""
-    bar = next(_plateaus(pub), None)
+    # the bar H each published study decided with (the same corpus gives the same H)
+    bar = next((h for _, doc in data_dirs(pub.docs) if (h := doc.get("plateau_h"))), None)
     items: list[d.Inline] = [
         (
             d.Strong("δ"),
@@ -93,15 +94,6 @@ def blocks(cat: Catalogue, pub: Published, units: set[str]) -> list[d.Block]:
         articles += ["; " * bool(i), d.Code(key), f" {info['title']}{english}"]
     items.append(tuple(articles))
     return [d.Items(tuple(items), cls="legend")]
-
-
-def _plateaus(pub: Published):
-    """The bar H each published study decided with (the same corpus gives the same H)."""
-    from normlab.lab.study.published.coverage import data_dirs
-
-    for _, doc in data_dirs(pub.docs):
-        if doc.get("plateau_h"):
-            yield doc["plateau_h"]
 
 
 def page(title: str, heading: str, lead: str, see: dict[str, str], tail: str) -> d.Document:

@@ -129,11 +129,8 @@ class Registry:
         entry = self.in_force(table, key, d.began)
         if entry is None or entry.fingerprint != fp:
             later = [e for e in getattr(self, table).get(key, []) if e.fingerprint == fp]
-            fixed = (
-                f"fixed on {later[-1].registered[:10]} ({later[-1].commit[:7]})"
-                if later
-                else ("not registered")
-            )
+            e = later[-1] if later else None
+            fixed = f"fixed on {e.registered[:10]} ({e.commit[:7]})" if e else "not registered"
             return Standing(False, f"its design was {fixed}, after its data began ({d.began[:10]})")
         if not self.fresh(where, entry.registered):
             why = (

@@ -217,6 +217,15 @@ def _seen(claim, v, h: float | None) -> str:
     return out + "."
 
 
+# How a compound claim's parts combine, by whether one part holding suffices (``any_of``).
+COMBINED = {
+    False: " The claim holds iff every part holds; it does not hold iff some part does not, "
+    "after Holm's correction across the parts.",
+    True: " The claim holds iff some part holds after Holm's correction across the parts; it "
+    "does not hold iff every part does not.",
+}
+
+
 def rule_words(claim) -> tuple[list[str], str]:
     """The claim's rule in plain words: one line per part (its v), and the decision."""
     c = compound_parts(claim.rule)
@@ -229,16 +238,7 @@ def rule_words(claim) -> tuple[list[str], str]:
     text = f"Measures: {'; '.join(measures)}. Each v: {decision} (δ = {deltas})."
     text += next((w for _, r in rules if (w := r.statistic_words())), "")
     if c is not None:
-        if not c[1]:
-            text += (
-                " The claim holds iff every part holds; it does not hold iff some part does "
-                "not, after Holm's correction across the parts."
-            )
-        else:
-            text += (
-                " The claim holds iff some part holds after Holm's correction across the "
-                "parts; it does not hold iff every part does not."
-            )
+        text += COMBINED[c[1]]
     controls = [label for label, _ in claim.controls]
     controls += [label for _, r in rules for label, _ in r.controls]
     if controls:

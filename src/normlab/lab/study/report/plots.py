@@ -106,10 +106,6 @@ def seeds(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | 
     return png(fig)
 
 
-def _matrix(claim: Claim) -> str | None:
-    return next((m for _, r in claim.rule.parts() if (m := r.matrix)), None)
-
-
 def _profiles(results: Results, arm: str, key: str, step: str, matrix: str | None):
     out = []
     for r in results.get(arm, {}).values():
@@ -153,7 +149,7 @@ def _probe_lines(results, claim, key: str, *, logy: bool, ylabel: str, matrix=No
 
 
 def grad_blocks(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | None:
-    matrix = _matrix(claim)
+    matrix = next((m for _, r in claim.rule.parts() if (m := r.matrix)), None)
     key = "grad_norm" if matrix else "grad_norm_block"
     what = f"‖∇ {matrix}‖ per block" if matrix else "block gradient norm"
     ylabel = f"{what} (geometric mean, log)"
