@@ -278,13 +278,11 @@ def across(data: Data, args: list[str]) -> str:
     """``compare``: every claim more than one published study decides, as ``normlab study
     --compare`` prints it, over the rows each study publishes today (a later round's rows
     replace its preset's)."""
-    replaced: dict[str, set[str]] = {}
     studies = []
-    for where, doc in reversed(coverage.data_dirs(data.docs)):  # later rounds first
-        own = replaced.setdefault(doc["preset"], set())
-        claims = [c for c in doc["claims"] if c["name"] not in own]
-        own.update(c["name"] for c in doc["claims"])
-        studies.append({**doc, "claims": claims, "label": compare.label(doc), "where": where.name})
+    for where, doc in data.dirs.items():
+        rows = data.pub.rows[doc["preset"]]  # the row each claim's preset publishes
+        claims = [c for c in doc["claims"] if rows[c["name"]].where == where]
+        studies.append({**doc, "claims": claims, "label": compare.label(doc), "where": where})
     studies.sort(key=lambda s: (s["preset"], s["where"]))
     rows, changes = compare.compare(studies)
     text = d.md_table(compare.HEADER, rows)
