@@ -35,27 +35,23 @@ FOREST = forest.FOREST
 # what decided a statement
 
 
-def _claim_spans(ref: str, pub, rules: dict[str, dict]) -> list[d.Span]:
-    """A claim's verdict and its effect, or each part's with its own verdict, with the unit."""
-    preset, name = coverage.split_ref(ref)
-    c = pub.claim(ref)
-    out: list[d.Span] = [f"{preset} ", d.Code(name), ": ", badge(c["verdict"])]
-    for i, x in enumerate(answers.claim_numbers(c, rules[preset][name])):
-        head = f"{x.part}: " if x.part else ""
-        out += [";" if i else ",", f" {head}{x.text}"]
-        if x.part:
-            out += [" ", badge(x.word)]
-    if c["verdict"] == Word.NOT_TESTABLE:
+def _spans(s, e: headline.Evidence, pub, rules: dict[str, dict]) -> list[d.Span]:
+    """The verdict of ``e`` (a finding's on the statement's parts) and its effect, or each
+    part's with its own verdict, with the unit."""
+    where, name = coverage.split_ref(e.ref)
+    if e.kind == "claim":
+        c = pub.claim(e.ref)
+        out: list[d.Span] = [f"{where} ", d.Code(name), ": ", badge(c["verdict"])]
+        numbers = answers.claim_numbers(c, rules[where][name])
+    else:
+        f = pub.finding(e.ref)
+        out = [f"{e.ref.replace(':', ' ')}: ", badge(headline.finding_verdict(s, f))]
+        numbers = answers.finding_numbers(s, f)
+    for i, x in enumerate(numbers):
+        out += [";" if i else ",", f" {x.part}: {x.text}" if x.part else f" {x.text}"]
+        out += [" ", badge(x.word)] if x.part else []
+    if e.kind == "claim" and c["verdict"] == Word.NOT_TESTABLE:
         out.append(f" ({answers.untestable_why(c)}; listed, not counted)")
-    return out
-
-
-def _finding_spans(s, ref: str, pub) -> list[d.Span]:
-    """A finding's verdict (on the statement's parts) and each part's value and verdict."""
-    f = pub.finding(ref)
-    out: list[d.Span] = [f"{ref.replace(':', ' ')}: ", badge(headline.finding_verdict(s, f))]
-    for i, x in enumerate(answers.finding_numbers(s, f)):
-        out += [";" if i else ",", f" {x.part}: {x.text} ", badge(x.word)]
     return out
 
 
@@ -66,8 +62,7 @@ def decided_by(s, pub, rules: dict[str, dict]) -> d.Inline:
     e = answers.strongest(found, pub)
     if e is None:
         return "checked by a library test (in CI)" if headline.tests_decide(s) else "–"
-    spans = _claim_spans(e.ref, pub, rules) if e.kind == "claim" else _finding_spans(s, e.ref, pub)
-    spans.append(f"; at {answers.size_words(e.size)}")
+    spans = [*_spans(s, e, pub, rules), f"; at {answers.size_words(e.size)}"]
     more = len(found) - 1
     if more:
         spans += [" (+", d.Link(f"{more} more", f"claims.md#{s.id}"), ")"]
