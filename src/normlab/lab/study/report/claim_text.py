@@ -21,11 +21,11 @@ def _f(x: float) -> str:
     return signed(x).replace("-", "−")
 
 
-def interval(est) -> str:
-    """ "+0.201 [+0.089, +0.314]" (or why there is none)."""
+def interval(est, shift: float = 0) -> str:
+    """ "+0.201 [+0.089, +0.314]" (or why there is none), each number less ``shift``."""
     if est is None or est.effect is None:
         return "no interval"
-    return f"{_f(est.effect)} [{_f(est.lo)}, {_f(est.hi)}]"
+    return f"{_f(est.effect - shift)} [{_f(est.lo - shift)}, {_f(est.hi - shift)}]"
 
 
 def effect_text(est, rule, u: str = "") -> str:
@@ -35,8 +35,7 @@ def effect_text(est, rule, u: str = "") -> str:
     m = rule.offset()
     if not m or est is None or est.effect is None:
         return f"{interval(est)}{u}"
-    diff = f"{_f(est.effect - m)} [{_f(est.lo - m)}, {_f(est.hi - m)}]"
-    return f"difference {diff}{u}, margin {m:g}{u}"
+    return f"difference {interval(est, m)}{u}, margin {m:g}{u}"
 
 
 def _why_undecided(v, rule) -> str:
