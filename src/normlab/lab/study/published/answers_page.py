@@ -89,12 +89,6 @@ def table(read_: list[tuple[Choice, list]], cat: Catalogue, base: str, compact: 
     return d.Table(HEADER[:2] if compact else HEADER, tuple(out), cls="summary answers")
 
 
-def markdown_table(docs: Path) -> str:
-    """The README's table: each answer with its n and the statement it rests on."""
-    cat, _, read_ = read(docs)
-    return d.markdown(table(read_, cat, "docs/", compact=True))
-
-
 def _evidence(a: Aspect, pub: Published) -> list[d.Inline]:
     """Every claim and finding that tests the aspect's statement as stated, with its verdict."""
     out = []

@@ -309,7 +309,8 @@ def answers_table(data: Data, args: list[str]) -> str:
     statement it rests on, links from the repository's root (the README's first table)."""
     from normlab.lab.study.published import answers_page
 
-    return answers_page.markdown_table(data.docs)
+    cat, _, read_ = answers_page.read(data.docs)
+    return d.markdown(answers_page.table(read_, cat, "docs/", compact=True))
 
 
 @kind("figures DIR", 1, 1)

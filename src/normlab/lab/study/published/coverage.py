@@ -167,14 +167,13 @@ class Published:
 
     @classmethod
     def read(cls, docs: Path, cat: Catalogue) -> Published:
-        findings = {}
-        for command, where in cat.findings.items():
-            path = docs / where["data"]
-            if os.path.lexists(path):  # bounded, checked to the leaves (a FIFO is refused)
-                findings[command] = {f["name"]: f for f in read_findings(path)}
-        sizes = {
-            command: where["size"] for command, where in cat.findings.items() if "size" in where
+        paths = {command: docs / where["data"] for command, where in cat.findings.items()}
+        findings = {  # bounded, checked to the leaves (a FIFO is refused)
+            command: {f["name"]: f for f in read_findings(path)}
+            for command, path in paths.items()
+            if os.path.lexists(path)
         }
+        sizes = {c: where["size"] for c, where in cat.findings.items() if "size" in where}
         return cls(published(docs), findings, Registry.read(docs), docs, sizes)
 
     @property
