@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from normlab.lab.kit import doc as d
-from normlab.lab.study.published import answers, coverage, forest, headline, results
+from normlab.lab.study.published import answers, compare, coverage, forest, headline, results
 
 ROOT = Path(__file__).resolve().parents[4]
 DOCS = ROOT / "docs"
@@ -56,7 +56,7 @@ def test_a_claim_that_expects_a_negative_effect_is_drawn_in_its_direction():
         pub, rows={"paper": {"mix-ln-beats-pre": coverage.Row(entry, row.where)}}
     )
     (e,) = forest.effects(cat, one, answers.designs(DOCS, pub))
-    (est,) = results.effects(entry).values()
+    (est,) = compare.effects(entry).values()
     # flipped, so that "holds" lies right of the δ band whatever the claim's direction
     assert e.sign == -1 and (e.effect, e.lo, e.hi) == (-est.effect, -est.hi, -est.lo)
 

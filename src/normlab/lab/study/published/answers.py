@@ -158,28 +158,47 @@ def size_words(size: str) -> str:
 
 
 @dataclass(frozen=True)
+class Number:
+    """One published effect of a claim or a finding (or of one of its parts), in its unit."""
+
+    part: str  # its label ("" for a claim's own effect)
+    word: str  # its verdict
+    text: str  # "+0.107 [+0.093, +0.120] nats/byte, n=5"
+    n: int | None  # None: a finding's part published without one
+    delta: float | None
+    unit: str
+
+    def with_delta(self) -> str:
+        return self.text + (f" (δ = {self.delta:.3g})" if self.delta is not None else "")
+
+
+@dataclass(frozen=True)
 class Shown:
     """The deciding number: one claim's or finding's (or one of its parts') effect."""
 
     ref: str
-    part: str
-    word: str  # what that claim, finding or part said
-    text: str  # "+0.107 [+0.093, +0.120] nats/byte, n=5 (δ = 0.02)"
     size: str
-    why: str  # why it was not testable here ("" otherwise)
-    unit: str = ""
-    n: int = 0
+    number: Number
+    why: str = ""  # why it was not testable here
 
 
 def deciding(a: Aspect, pub: Published, designs: dict[str, dict]) -> Shown | None:
-    """The number that decides ``a`` at the largest size it was tested at (module docstring)."""
+    """The number that decides ``a`` at the largest size it was tested at (module docstring):
+    the one that says the evidence's verdict, else its first."""
     s = statement_of(a)
     e = strongest(headline.evidence(s, pub), pub)
     if e is None:
         return None
     if e.kind == "finding":
-        return _finding_number(s, e, pub)
-    return _claim_number(e, pub, designs)
+        found, why = finding_numbers(s, pub.finding(e.ref)), ""
+    else:
+        preset, name = split_ref(e.ref)
+        c, rule = pub.claim(e.ref), designs[preset][name]
+        found = claim_numbers(c, rule) or [
+            Number("", c["verdict"], "no effect published", 0, None, unit_of(rule))
+        ]
+        why = untestable_why(c) if e.word == Word.NOT_TESTABLE else ""
+    return Shown(e.ref, e.size, next((x for x in found if x.word == e.word), found[0]), why)
 
 
 def strongest(found: list[Evidence], pub: Published) -> Evidence | None:
@@ -199,24 +218,21 @@ def _n(e: Evidence, pub: Published) -> int:
     return max([entry.get("n") or 0] + [p.get("n") or 0 for p in entry.get("parts") or []])
 
 
-def _claim_number(e: Evidence, pub: Published, designs: dict[str, dict]) -> Shown:
-    preset, name = split_ref(e.ref)
-    c = pub.claim(e.ref)
-    rule = designs[preset][name]
+def _interval(effect, lo, hi, u: str) -> str:
+    return f"{signed(effect)} [{signed(lo)}, {signed(hi)}]{' ' * bool(u)}{u}"
+
+
+def claim_numbers(c: dict, rule) -> list[Number]:
+    """A published claim's effect, or each part's of a compound one (``rule``: its design's)."""
+    parts = dict(rules_of(rule))
     words = {p["part"]: p["verdict"] for p in c.get("parts") or []}
-    found = effects(c)
-    label = next((k for k, w in words.items() if w == c["verdict"] and k in found), "")
-    label = label if label in found else next(iter(found), "")
-    part = dict(rules_of(rule)).get(label, rule)
-    text, u = "no effect published", unit_of(part)
-    if label in found:
-        est = found[label]
-        text = f"{signed(est.effect)} [{signed(est.lo)}, {signed(est.hi)}]{' ' * bool(u)}{u}"
-        text += f", n={est.n} (δ = {part.delta:.3g})"
-    why = c["why"].split(" (its own result")[0] if e.word == Word.NOT_TESTABLE else ""
-    why = re.sub(r" \(docs/[^)\s]*\)", "", why)  # the rule's page: the legend links it
-    n = found[label].n if label in found else 0
-    return Shown(e.ref, label, words.get(label, c["verdict"]), text, e.size, why, u, n)
+    out = []
+    for label, est in effects(c).items():
+        part = parts.get(label, rule)
+        u = unit_of(part)
+        text = f"{_interval(est.effect, est.lo, est.hi, u)}, n={est.n}"
+        out.append(Number(label, words.get(label, c["verdict"]), text, est.n, part.delta, u))
+    return out
 
 
 def measure_unit(measure: str) -> str:
@@ -227,17 +243,23 @@ def measure_unit(measure: str) -> str:
     return ""
 
 
-def _finding_number(s: Statement, e: Evidence, pub: Published) -> Shown:
-    f = pub.finding(e.ref)
-    parts = [p for p in f["parts"] if not s.parts or p["part"] in s.parts]
-    p = next((p for p in parts if p["verdict"] == e.word), parts[0])
-    design = {q["label"]: q for q in f.get("design", {}).get("parts", [])}.get(p["part"], {})
-    u = measure_unit(design.get("measure", ""))
-    delta = f" (δ = {design['delta']:.3g})" if "delta" in design else ""
-    n = f", n={p['n']}" if "n" in p else ""
-    text = f"{signed(p.get('effect'))} [{signed(p.get('lo'))}, {signed(p.get('hi'))}]"
-    text += f"{' ' * bool(u)}{u}{n}{delta}"
-    return Shown(e.ref, p["part"], p["verdict"], text, e.size, "", u, p.get("n") or 0)
+def finding_numbers(s: Statement, f: dict) -> list[Number]:
+    """A published finding's parts (the ones ``s`` is about), each in its measure's unit."""
+    design = {q["label"]: q for q in f.get("design", {}).get("parts", [])}
+    out = []
+    for p in (p for p in f["parts"] if not s.parts or p["part"] in s.parts):
+        q = design.get(p["part"], {})
+        u = measure_unit(q.get("measure", ""))
+        text = _interval(p.get("effect"), p.get("lo"), p.get("hi"), u)
+        text += f", n={p['n']}" if "n" in p else ""
+        out.append(Number(p["part"], p["verdict"], text, p.get("n"), q.get("delta"), u))
+    return out
+
+
+def untestable_why(c: dict) -> str:
+    """Why a claim is not testable here, without its own result and its rule's page (the
+    legend links it)."""
+    return re.sub(r" \(docs/[^)\s]*\)", "", c["why"].split(" (its own result")[0])
 
 
 # --------------------------------------------------------------------------------------------

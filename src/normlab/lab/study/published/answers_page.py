@@ -30,12 +30,16 @@ class Read:
     shown: Shown | None
 
 
-def read(cat: Catalogue, pub: Published, designs: dict[str, dict]) -> list[tuple[Choice, list]]:
-    """Every choice with each aspect read from the published data."""
-    return [
+def read(docs: Path) -> tuple[Catalogue, Published, list[tuple[Choice, list[Read]]]]:
+    """The statements, the published data, and every choice with each aspect read from it."""
+    cat = coverage.load()
+    pub = Published.read(docs, cat)
+    designs = answers.designs(docs, pub)
+    found = [
         (c, [Read(a, answers.decide(a, pub), answers.deciding(a, pub, designs)) for a in c.aspects])
         for c in answers.load()
     ]
+    return cat, pub, found
 
 
 def source(a: Aspect, cat: Catalogue, base: str) -> d.Link:
@@ -52,14 +56,19 @@ def number(shown: Shown | None) -> str:
     if shown is None:
         return "nothing published"
     where, name = split_ref(shown.ref)
-    part = f" ({shown.part})" if shown.part else ""
-    said = f", not decided on: {Word.NOT_TESTABLE}" if shown.why else f", {shown.word}"
-    return f"{where} `{name}`{part}: {shown.text} at {answers.size_words(shown.size)}{said}"
+    x = shown.number
+    part = f" ({x.part})" if x.part else ""
+    said = f", not decided on: {Word.NOT_TESTABLE}" if shown.why else f", {x.word}"
+    return f"{where} `{name}`{part}: {x.with_delta()} at {answers.size_words(shown.size)}{said}"
 
 
-def rows(read_: list[tuple[Choice, list]], cat: Catalogue, base: str, compact: bool) -> tuple:
-    """The table's rows: the choice and its answer per aspect, each with its n and statement
-    (``compact``: the README's), or beside it the deciding number (answers.md's)."""
+HEADER = ("choice", "answer, from the published verdicts", "the deciding number (size, n)")
+
+
+def table(read_: list[tuple[Choice, list]], cat: Catalogue, base: str, compact: bool) -> d.Table:
+    """The answers, a row per choice, links relative to ``base`` (``""`` in docs/, ``docs/``
+    above): its answer per aspect, each with its n and statement (``compact``: the README's),
+    or beside it the deciding number (answers.md's)."""
     out = []
     for choice, reads in read_:
         said: list[d.Span] = []
@@ -68,7 +77,7 @@ def rows(read_: list[tuple[Choice, list]], cat: Catalogue, base: str, compact: b
             gap = [d.Break()] if i else []
             text = answers.answer(r.aspect, r.decision, r.shown)
             said += [*gap, d.Strong(r.aspect.what), ": ", *d.from_markdown(text)]
-            n = f"n={r.shown.n}; " if r.shown and r.shown.n else ""
+            n = f"n={r.shown.number.n}; " if r.shown and r.shown.number.n else ""
             if compact:
                 said += [f" ({n}", source(r.aspect, cat, base), ")"]
                 continue
@@ -76,24 +85,8 @@ def rows(read_: list[tuple[Choice, list]], cat: Catalogue, base: str, compact: b
             nums += [source(r.aspect, cat, base), ")"]
         link = d.Link(choice.choice, f"{base}{PAGE}#{choice.id}")
         out.append((link, tuple(said)) if compact else (link, tuple(said), tuple(nums)))
-    return tuple(out)
-
-
-HEADER = ("choice", "answer, from the published verdicts", "the deciding number (size, n)")
-
-
-def table(docs: Path, base: str, compact: bool = False) -> d.Table:
-    """The answers as a table, links relative to ``base`` (``""`` in docs/, ``docs/`` above)."""
-    cat = coverage.load()
-    pub = Published.read(docs, cat)
-    found = rows(read(cat, pub, answers.designs(docs, pub)), cat, base, compact)
     # "answers": the choice column narrow (a question, not a statement)
-    return d.Table(HEADER[:2] if compact else HEADER, found, cls="summary answers")
-
-
-def markdown_table(docs: Path, base: str = "docs/") -> str:
-    """The README's table: each answer with its n and the statement it rests on."""
-    return d.markdown(table(docs, base, compact=True))
+    return d.Table(HEADER[:2] if compact else HEADER, tuple(out), cls="summary answers")
 
 
 def _evidence(a: Aspect, pub: Published) -> list[d.Inline]:
@@ -129,38 +122,27 @@ def _choice_blocks(choice: Choice, reads: list[Read], cat: Catalogue, pub: Publi
 
 
 def document(docs: Path) -> d.Document:
-    cat = coverage.load()
-    pub = Published.read(docs, cat)
-    read_ = read(cat, pub, answers.designs(docs, pub))
-    units = {r.shown.unit for _, reads in read_ for r in reads if r.shown}
-    doc = d.Document("Answers for a model builder")
+    cat, pub, read_ = read(docs)
+    units = {r.shown.number.unit for _, reads in read_ for r in reads if r.shown}
+    doc = legend.page(
+        "Answers for a model builder",
+        "Answers for a model builder",
+        "The choices a model builder makes about normalization, each answered from the published "
+        "verdicts of the articles' statements it rests on, with the deciding number: the claim or "
+        "finding that tests the statement as stated, at the largest size the lab ran it. An "
+        "answer says no more than those verdicts: where they are undecided, not testable here, "
+        "exploratory or depend on size, it says so. ",
+        {
+            "Every statement with all its evidence": "claims.md",
+            "every decided statement with what decided it": "results.md",
+        },
+        ". Generated by normlab study --coverage from answers.toml and the data.",
+    )
     doc.add(
-        d.Heading(1, "Answers for a model builder"),
-        d.Paragraph(
-            (
-                "The choices a model builder makes about normalization, each answered from the "
-                "published verdicts of the articles' statements it rests on, with the deciding "
-                "number: the claim or finding that tests the statement as stated, at the largest "
-                "size the lab ran it. An answer says no more than those verdicts: where they are "
-                "undecided, not testable here, exploratory or depend on size, it says so. Every "
-                "statement with all its evidence: ",
-                d.Link("claims.md", "claims.md"),
-                "; every decided statement with what decided it: ",
-                d.Link("results.md", "results.md"),
-                ". Generated by normlab study --coverage from answers.toml and the data.",
-            )
-        ),
-        table(docs, ""),
+        table(read_, cat, "", compact=False),
         d.Heading(2, "How to read the numbers", id="legend"),
         *legend.blocks(cat, pub, units),
     )
     for choice, reads in read_:
         doc.add(*_choice_blocks(choice, reads, cat, pub))
     return doc
-
-
-def write(docs: Path) -> list[Path]:
-    """``docs/answers.md`` and ``docs/answers.html``; returns their paths."""
-    from normlab.lab.kit.io import write_page
-
-    return write_page(document(docs), docs / PAGE, toc_after=2)

@@ -11,7 +11,7 @@ from pathlib import Path
 from normlab.lab.kit import doc as d
 from normlab.lab.kit.reading import read_json
 from normlab.lab.study.decide import rivals
-from normlab.lab.study.published.coverage import NOT_DECIDED, Catalogue, Published, _design
+from normlab.lab.study.published.coverage import NOT_DECIDED, Catalogue, Published, stored_design
 from normlab.lab.study.published.headline import Decision
 from normlab.lab.study.spec import load_builtin
 
@@ -77,8 +77,8 @@ def changes(cat: Catalogue, decisions: dict[str, Decision], docs: Path) -> d.Tab
 
 def _met(pub: Published, where: str, name: str) -> str:
     """The standard the design stored beside a published study met for claim ``name``."""
-    if not (pub.docs / "data" / where / "spec.toml").is_file():
+    ran = stored_design(pub.docs / "data" / where)
+    if ran is None:
         return "its design is not stored beside it"
-    ran = _design(pub.docs / "data" / where)
     old = next((c for c in ran.claims if c.name == name), None)
     return rivals.standard(ran, old) if old else "not in its design"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from normlab.lab.kit import doc as d
-from normlab.lab.study.published import audit, compare, coverage, headline
+from normlab.lab.study.published import answers, audit, compare, coverage, headline
 from normlab.lab.study.report.claims_json import read_claims
 from normlab.lab.verdict import Word
 from normlab.lab.verdict.finding import interval_text
@@ -61,17 +61,20 @@ class Data:
             raise BlockError(f"{ref}: no claim {name!r} in docs/data/{where}/claims.json")
         return found
 
-    def standing(self, where: str, name: str) -> str:
-        """`` (exploratory)`` where the verdict of claim ``name`` in ``docs/data/WHERE`` is the
-        one its preset publishes and was decided after its data was seen, `` (replaced by …)``
-        where a later round's row replaces it, else ``""``."""
-        preset = (self.dirs.get(where) or {}).get("preset")
-        row = self.pub.rows.get(preset, {}).get(name)
-        if row is None:
-            return ""
-        if row.where != where:
-            return f" (replaced by {row.where})"
-        return "" if self.pub.standing(f"{preset}:{name}").confirmatory else " (exploratory)"
+    def standing(self, ref: str) -> str:
+        """`` (exploratory)`` where the published verdict of ``ref`` (a finding, or a claim in
+        ``docs/data/WHERE``: the one its preset publishes) was decided after its data was seen,
+        `` (replaced by …)`` where a later round's row replaces the claim's, else ``""``."""
+        where, name = coverage.split_ref(ref)
+        if where not in self.pub.findings:
+            preset = (self.dirs.get(where) or {}).get("preset")
+            row = self.pub.rows.get(preset, {}).get(name)
+            if row is None:
+                return ""
+            if row.where != where:
+                return f" (replaced by {row.where})"
+            ref = f"{preset}:{name}"
+        return "" if self.pub.standing(ref).confirmatory else " (exploratory)"
 
     def finding(self, ref: str) -> dict:
         found = self.pub.finding(ref)
@@ -111,43 +114,52 @@ def bold(word: str) -> str:
     return f"**{word}**"
 
 
-def _finding_standing(data: Data, ref: str) -> str:
-    return "" if data.pub.standing(ref).confirmatory else " (exploratory)"
-
-
 # --------------------------------------------------------------------------------------------
 # the kinds
 
+KINDS: dict[str, Callable[[Data, list[str]], str]] = {}
 
+
+def kind(usage: str, least: int = 0, most: int | None = 0):
+    """Register a function of the data and a block's arguments as the kind ``usage`` names
+    (its first word), taking ``least`` to ``most`` arguments (None: any number)."""
+
+    def register(fill: Callable[[Data, list[str]], str]) -> Callable[[Data, list[str]], str]:
+        def checked(data: Data, args: list[str]) -> str:
+            if not least <= len(args) <= (len(args) if most is None else most):
+                raise BlockError(f"expected {usage}, got {' '.join(args)!r}")
+            return fill(data, args)
+
+        KINDS[usage.split()[0]] = checked
+        return checked
+
+    return register
+
+
+@kind("claims DIR [NAME ...]", 1, None)
 def claims_table(data: Data, args: list[str]) -> str:
     """``claims DIR [NAME ...]``: the claims of ``docs/data/DIR/claims.json`` (or those named,
     in that order), each with its verdict, what decided it and the sizes it was tested at."""
-    if not args:
-        raise BlockError("claims: name a data directory")
     claims = data.claims(args[0])
     names = args[1:] or list(claims)
     rows = []
     for name in names:
         c = data.claim(f"{args[0]}:{name}")
-        said = bold(c["verdict"]) + data.standing(args[0], name)
+        said = bold(c["verdict"]) + data.standing(f"{args[0]}:{name}")
         rows.append([f"`{name}`", said, detail(c), coverage.scope(c)])
     return d.md_table(["claim", "verdict", "what decided it", "tested at"], rows)
 
 
+@kind("verdict DIR:NAME [PART] or verdict COMMAND:NAME [PART]", 1, None)
 def verdict(data: Data, args: list[str]) -> str:
     """``verdict REF [PART]``: one word: the verdict of a claim (``DIR:NAME``) or a finding
     (``numerics:NAME``, ``bench:NAME``), or of its part labelled ``PART``, for a line of prose
     that says what it means."""
-    if not args:
-        raise BlockError("expected verdict DIR:NAME [PART] or verdict COMMAND:NAME [PART]")
     ref, part = args[0], " ".join(args[1:])
     is_finding = coverage.split_ref(ref)[0] in data.cat.findings
     entry = data.finding(ref) if is_finding else data.claim(ref)
     if not part:
-        standing = (
-            _finding_standing(data, ref) if is_finding else data.standing(*coverage.split_ref(ref))
-        )
-        return bold(entry["verdict"]) + standing
+        return bold(entry["verdict"]) + data.standing(ref)
     found = [p for p in entry.get("parts") or [] if p["part"] == part]
     if not found:
         labels = [p["part"] for p in entry.get("parts") or []]
@@ -155,10 +167,10 @@ def verdict(data: Data, args: list[str]) -> str:
     return bold(found[0]["verdict"])
 
 
+@kind("statement ID", 1, 1)
 def statement(data: Data, args: list[str]) -> str:
     """``statement ID``: a statement's headline (``headline.status``)."""
-    (sid,) = _one(args, "statement ID")
-    return _headline(data, data.statement(sid))
+    return _headline(data, data.statement(args[0]))
 
 
 def _headline(data: Data, s: coverage.Statement) -> str:
@@ -177,7 +189,9 @@ def _tested_at(data: Data, s: coverage.Statement) -> str:
     """Where the evidence that tests ``s`` as stated was measured: each claim's size, each
     finding by name, or the library's tests."""
     where = [
-        size(data.pub.claim(e.ref)) if e.kind == "claim" else f"{e.ref.replace(':', ' finding `')}`"
+        answers.size_words(headline.size_of(data.pub.claim(e.ref)))
+        if e.kind == "claim"
+        else f"{e.ref.replace(':', ' finding `')}`"
         for e in headline.evidence(s, data.pub)
     ]
     if headline.tests_decide(s):
@@ -185,18 +199,10 @@ def _tested_at(data: Data, s: coverage.Statement) -> str:
     return "; ".join(dict.fromkeys(where)) or "–"
 
 
-def size(c: dict) -> str:
-    """``d=64, 6/24 blocks``: the widths and depths a claim's arms were tested at."""
-    shapes = c.get("scope", ())
-    d, blocks = ("/".join(dict.fromkeys(str(s[k]) for s in shapes)) for k in ("d", "blocks"))
-    return f"d={d}, {blocks} blocks"
-
-
+@kind("statements ID ...", 1, None)
 def statements_table(data: Data, args: list[str]) -> str:
     """``statements ID ...``: those statements with their headlines and where they were
     tested."""
-    if not args:
-        raise BlockError("statements: name one statement id or more")
     rows = []
     for sid in args:
         s = data.statement(sid)
@@ -220,24 +226,24 @@ def _rules(command: str) -> dict:
     return {f.name: f for f in all_findings()}
 
 
+@kind("findings-table COMMAND", 1, 1)
 def findings_table(data: Data, args: list[str]) -> str:
     """``findings-table COMMAND``: the findings table ``normlab numerics`` or ``normlab bench
     --findings`` writes, by its own renderer (``numerics.tables``), of the published findings:
     each finding's verdict and every part's value and verdict."""
     from normlab.lab.numerics import tables
 
-    if len(args) != 1 or args[0] not in data.pub.findings:
+    if args[0] not in data.pub.findings:
         raise BlockError(f"expected findings-table COMMAND, one of {sorted(data.pub.findings)}")
     published = list(data.pub.findings[args[0]].values())
     return d.md_table(tables.FINDINGS_HEADER, tables.table_rows(published, _rules(args[0])))
 
 
+@kind("parts COMMAND:NAME ...", 1, None)
 def parts_table(data: Data, args: list[str]) -> str:
     """``parts COMMAND:NAME ...``: findings over the same parts (sizes) side by side, one row
     per part, each cell the part's value and verdict."""
     found = [data.finding(ref) for ref in args]
-    if not found:
-        raise BlockError("parts: name one finding or more")
     labels = list(dict.fromkeys(p["part"] for f in found for p in f["parts"]))
     cells = [{p["part"]: f"{interval_text(p)}, {p['verdict']}" for p in f["parts"]} for f in found]
     rows = [[label, *(c.get(label, "–") for c in cells)] for label in labels]
@@ -245,11 +251,12 @@ def parts_table(data: Data, args: list[str]) -> str:
     return d.md_table(header, rows)
 
 
+@kind("checks COMMAND:NAME", 1, 1)
 def checks_table(data: Data, args: list[str]) -> str:
     """``checks COMMAND:NAME``: a finding's control and rate checks as published beside it
     (``normlab vision``): per part, its value and verdict at the shared rate and at each
     check's, and each rate's control."""
-    (ref,) = _one(args, "checks COMMAND:NAME")
+    (ref,) = args
     f = data.finding(ref)
     if "rate_checks" not in f:
         raise BlockError(f"{ref}: published without rate checks")
@@ -266,31 +273,27 @@ def checks_table(data: Data, args: list[str]) -> str:
     return d.md_table(["part", *(f"lr {label}" for label, _, _ in rates)], rows)
 
 
+@kind("compare")
 def across(data: Data, args: list[str]) -> str:
     """``compare``: every claim more than one published study decides, as ``normlab study
     --compare`` prints it, over the rows each study publishes today (a later round's rows
     replace its preset's)."""
-    if args:
-        raise BlockError("compare takes no arguments")
-    replaced: dict[str, set[str]] = {}
     studies = []
-    for where, doc in reversed(coverage.data_dirs(data.docs)):  # later rounds first
-        own = replaced.setdefault(doc["preset"], set())
-        claims = [c for c in doc["claims"] if c["name"] not in own]
-        own.update(c["name"] for c in doc["claims"])
-        studies.append({**doc, "claims": claims, "label": compare.label(doc), "where": where.name})
+    for where, doc in data.dirs.items():
+        rows = data.pub.rows[doc["preset"]]  # the row each claim's preset publishes
+        claims = [c for c in doc["claims"] if rows[c["name"]].where == where]
+        studies.append({**doc, "claims": claims, "label": compare.label(doc), "where": where})
     studies.sort(key=lambda s: (s["preset"], s["where"]))
     rows, changes = compare.compare(studies)
     text = d.md_table(compare.HEADER, rows)
     return text + ("\n\nSign changes:\n\n" + "\n".join(changes) if changes else "")
 
 
+@kind("agreement DIR DIR...", 2, None)
 def agreement(data: Data, args: list[str]) -> str:
     """``agreement DIR DIR...``: how well these published studies (runs of one preset on
     different seed blocks) agree, and every claim more than one of them decides, as ``normlab
     study --compare`` prints it for their directories."""
-    if len(args) < 2:
-        raise BlockError(f"expected agreement DIR DIR..., got {' '.join(args)!r}")
     studies = []
     for where in args:
         doc = data.dirs.get(where)
@@ -300,20 +303,21 @@ def agreement(data: Data, args: list[str]) -> str:
     return compare.studies_markdown(studies).rstrip("\n")
 
 
+@kind("answers")
 def answers_table(data: Data, args: list[str]) -> str:
     """``answers``: the answers for a model builder (``answers_page``), each with its n and the
     statement it rests on, links from the repository's root (the README's first table)."""
     from normlab.lab.study.published import answers_page
 
-    if args:
-        raise BlockError(f"answers takes no arguments, got {' '.join(args)!r}")
-    return answers_page.markdown_table(data.docs)
+    cat, _, read_ = answers_page.read(data.docs)
+    return d.markdown(answers_page.table(read_, cat, "docs/", compact=True))
 
 
+@kind("figures DIR", 1, 1)
 def figures(data: Data, args: list[str]) -> str:
     """``figures DIR``: every image in ``docs/DIR``, a row per claim (its name: the file's stem
     before its last ``-``, which names the plot), each plot linked."""
-    (where,) = _one(args, "figures DIR")
+    (where,) = args
     pngs = sorted((data.docs / where).glob("*.png"))
     if not pngs:
         raise BlockError(f"figures: no image in docs/{where}")
@@ -324,32 +328,9 @@ def figures(data: Data, args: list[str]) -> str:
     return d.md_table(["claim", "plots"], [[f"`{c}`", " · ".join(v)] for c, v in by.items()])
 
 
-def _one(args: list[str], usage: str) -> list[str]:
-    if len(args) != 1:
-        raise BlockError(f"expected {usage}, got {' '.join(args)!r}")
-    return args
-
-
+@kind("changes")
 def changes(data: Data, args: list[str]) -> str:
     """``changes``: every statement whose status differs from the frozen earlier reading
     (``audit.changes``)."""
-    if args:
-        raise BlockError(f"changes takes no arguments, got {' '.join(args)!r}")
     decisions = {s.id: headline.status(s, data.pub) for s in data.cat.statements}
     return d.markdown(audit.changes(data.cat, decisions, data.docs))
-
-
-KINDS: dict[str, Callable[[Data, list[str]], str]] = {
-    "claims": claims_table,
-    "verdict": verdict,
-    "statement": statement,
-    "statements": statements_table,
-    "findings-table": findings_table,
-    "parts": parts_table,
-    "checks": checks_table,
-    "compare": across,
-    "agreement": agreement,
-    "changes": changes,
-    "answers": answers_table,
-    "figures": figures,
-}

@@ -121,15 +121,29 @@ def _scope_values(c: dict[str, Any]) -> dict[str, set]:
     return {k: {s[k] for s in c["scope"]} for k in SCOPE_KEYS}
 
 
+def _by_name(studies: list[dict[str, Any]], key=lambda name: name) -> dict[str, list]:
+    """``key(claim name) -> [(study label, claim)]`` over ``studies``, in their order."""
+    out: dict[str, list[tuple[str, dict]]] = {}
+    for s in studies:
+        for c in s["claims"]:
+            out.setdefault(key(c["name"]), []).append((s["label"], c))
+    return out
+
+
+def _pairs(entries: list[tuple[str, dict]]):
+    """Each two of ``entries`` (a claim in two studies) with the effects both estimate:
+    ``(label a, a, label b, b, [(part, a's, b's)])``."""
+    for i, (la, a) in enumerate(entries):
+        for lb, b in entries[i + 1 :]:
+            ea, eb = effects(a), effects(b)
+            yield la, a, lb, b, [(part, ea[part], eb[part]) for part in ea if part in eb]
+
+
 def compare(studies: list[dict[str, Any]]) -> tuple[list[list[str]], list[str]]:
     """The table rows (claim, study, verdict, effect, scope) of every claim more than one study
     decided, and one line per sign change of an effect between two of them."""
-    seen: dict[str, list[tuple[str, dict]]] = {}
-    for s in studies:
-        for c in s["claims"]:
-            seen.setdefault(base_name(c["name"]), []).append((s["label"], c))
     rows, changes = [], []
-    for name, entries in seen.items():
+    for name, entries in _by_name(studies, base_name).items():
         if len(entries) < 2:
             continue
         for label, c in entries:
@@ -140,23 +154,21 @@ def compare(studies: list[dict[str, Any]]) -> tuple[list[list[str]], list[str]]:
 
 def _sign_changes(name: str, entries: list[tuple[str, dict]]) -> list[str]:
     out = []
-    for i, (la, a) in enumerate(entries):
-        for lb, b in entries[i + 1 :]:
-            ea, eb = effects(a), effects(b)
-            flips = [f for part in ea if part in eb and (f := _flip(part, ea[part], eb[part]))]
-            if not flips:
-                continue
-            va, vb = _scope_values(a), _scope_values(b)
-            diff = [
-                f"{k} {'/'.join(map(str, sorted(va[k])))} vs {'/'.join(map(str, sorted(vb[k])))}"
-                for k in SCOPE_KEYS
-                if va[k] != vb[k]
-            ]
-            what = ", ".join(diff) if diff else "nothing in the scope (seeds only)"
-            out.append(
-                f"- **{name}**: {', '.join(flips)} changes sign between {a['name']} in {la} "
-                f"and {b['name']} in {lb}; what differs: {what}."
-            )
+    for la, a, lb, b, shared in _pairs(entries):
+        flips = [f for part, x, y in shared if (f := _flip(part, x, y))]
+        if not flips:
+            continue
+        va, vb = _scope_values(a), _scope_values(b)
+        diff = [
+            f"{k} {'/'.join(map(str, sorted(va[k])))} vs {'/'.join(map(str, sorted(vb[k])))}"
+            for k in SCOPE_KEYS
+            if va[k] != vb[k]
+        ]
+        what = ", ".join(diff) if diff else "nothing in the scope (seeds only)"
+        out.append(
+            f"- **{name}**: {', '.join(flips)} changes sign between {a['name']} in {la} "
+            f"and {b['name']} in {lb}; what differs: {what}."
+        )
     return out
 
 
@@ -189,12 +201,8 @@ class Agreement:
 
 def agreement(studies: list[dict[str, Any]]) -> Agreement:
     """How well ``studies`` (each a claims.json with its ``label``) agree, claim by claim."""
-    by_name: dict[str, list[tuple[str, dict]]] = {}
-    for s in studies:
-        for c in s["claims"]:
-            by_name.setdefault(c["name"], []).append((s["label"], c))
     decided, alike, disjoint = [], [], []
-    for name, entries in by_name.items():
+    for name, entries in _by_name(studies).items():
         if len(entries) < 2:
             continue
         words = {c["verdict"] for _, c in entries}
@@ -202,13 +210,10 @@ def agreement(studies: list[dict[str, Any]]) -> Agreement:
             decided.append(name)
             if len(words) == 1:
                 alike.append(name)
-        for i, (la, a) in enumerate(entries):
-            for lb, b in entries[i + 1 :]:
-                ea, eb = effects(a), effects(b)
-                for part in (p for p in ea if p in eb):
-                    x, y = ea[part], eb[part]
-                    if x.hi < y.lo or y.hi < x.lo:
-                        disjoint.append(f"{name}{': ' + part if part else ''} ({la} vs {lb})")
+        for la, _, lb, _, shared in _pairs(entries):
+            for part, x, y in shared:
+                if x.hi < y.lo or y.hi < x.lo:
+                    disjoint.append(f"{name}{': ' + part if part else ''} ({la} vs {lb})")
     return Agreement(tuple(decided), tuple(alike), tuple(disjoint))
 
 

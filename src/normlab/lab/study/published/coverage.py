@@ -167,14 +167,13 @@ class Published:
 
     @classmethod
     def read(cls, docs: Path, cat: Catalogue) -> Published:
-        findings = {}
-        for command, where in cat.findings.items():
-            path = docs / where["data"]
-            if os.path.lexists(path):  # bounded, checked to the leaves (a FIFO is refused)
-                findings[command] = {f["name"]: f for f in read_findings(path)}
-        sizes = {
-            command: where["size"] for command, where in cat.findings.items() if "size" in where
+        paths = {command: docs / where["data"] for command, where in cat.findings.items()}
+        findings = {  # bounded, checked to the leaves (a FIFO is refused)
+            command: {f["name"]: f for f in read_findings(path)}
+            for command, path in paths.items()
+            if os.path.lexists(path)
         }
+        sizes = {c: where["size"] for c, where in cat.findings.items() if "size" in where}
         return cls(published(docs), findings, Registry.read(docs), docs, sizes)
 
     @property
@@ -202,9 +201,9 @@ class Published:
         row = self.rows[preset][name]
         if row.where not in self.registry.data:  # checked first: no design read for nothing
             return Standing(False, "its data has no registered date")
-        if not (self.docs / "data" / row.where / "spec.toml").is_file():
+        study = stored_design(self.docs / "data" / row.where)
+        if study is None:
             return Standing(False, "the design that decided it is not stored beside it")
-        study = _design(self.docs / "data" / row.where)
         claim = next(c for c in study.claims if c.name == name)
         fp = fingerprint(claim_design(study, claim))
         return self.registry.standing("designs", ref, fp, row.where)
@@ -224,12 +223,17 @@ class Published:
 
 
 @cache
-def _design(where: Path):
-    """The design that decided a published study: the spec.toml stored beside it."""
+def stored_design(where: Path):
+    """The design that decided the published study in ``where``: the spec.toml stored beside
+    it (None: none is)."""
     from normlab.lab.study.spec import parse_spec
+    from normlab.lab.study.spec.parse import MAX_SPEC_BYTES
 
     path = where / "spec.toml"
-    return parse_spec(read_text(path, str(path)), str(path))
+    if not os.path.lexists(path):  # bounded: a FIFO or a directory there is refused
+        return None
+    text = read_text(path, str(path), limit=MAX_SPEC_BYTES)
+    return parse_spec(text, str(path), default_name=where.name)
 
 
 def split_ref(ref: str) -> tuple[str, str]:

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from normlab.lab.study.published.coverage import Published, Statement, scope, split_ref
+from normlab.lab.study.published.coverage import HEADLINES, Published, Statement, scope, split_ref
 from normlab.lab.study.published.registry import plan_fingerprint
 from normlab.lab.verdict import Word, combine, headline
 from normlab.lab.verdict.finding import TARGET
@@ -145,11 +145,7 @@ def decide(found: list[Evidence], plan: Callable[[], str] = lambda: "") -> Decis
     why = next((e.exploratory for e in found if e.counted and e.exploratory), "")
     why = why and f"{why} ({next(e.ref for e in found if e.exploratory == why)})"
     why = why or plan()
-    return Decision(word, by, tuple(counts.items()), sizes, why if word in DECIDED else "")
-
-
-# A statement's headline that decides it (HEADLINES' words with a verdict to stand by).
-DECIDED = (Word.HOLDS, Word.DOES_NOT_HOLD, Word.MIXED, Word.DEPENDS)
+    return Decision(word, by, tuple(counts.items()), sizes, why if word in HEADLINES else "")
 
 
 def tests_decide(s: Statement) -> bool:

@@ -1,11 +1,12 @@
 """What a reader needs to read a published number, said once for every page that shows one (the
 answers and the results page): δ, the units, the bar, each preset's sizes and each article's
-title. The sizes and the bar are read from the published data, never retyped."""
+title. The sizes and the bar are read from the published data, never retyped. And how those
+pages open (``page``)."""
 
 from __future__ import annotations
 
 from normlab.lab.kit import doc as d
-from normlab.lab.study.published.coverage import Catalogue, Published
+from normlab.lab.study.published.coverage import Catalogue, Published, data_dirs
 
 # Each unit a published effect is given in, in words; a page lists the ones it shows.
 UNITS = {
@@ -60,7 +61,8 @@ def _sizes(pub: Published) -> list[tuple[d.Code, str]]:
 
 def blocks(cat: Catalogue, pub: Published, units: set[str]) -> list[d.Block]:
     """The legend: δ, the bar, the units in ``units``, the presets, the articles."""
-    bar = next(_plateaus(pub), None)
+    # the bar H each published study decided with (the same corpus gives the same H)
+    bar = next((h for _, doc in data_dirs(pub.docs) if (h := doc.get("plateau_h"))), None)
     items: list[d.Inline] = [
         (
             d.Strong("δ"),
@@ -94,10 +96,12 @@ def blocks(cat: Catalogue, pub: Published, units: set[str]) -> list[d.Block]:
     return [d.Items(tuple(items), cls="legend")]
 
 
-def _plateaus(pub: Published):
-    """The bar H each published study decided with (the same corpus gives the same H)."""
-    from normlab.lab.study.published.coverage import data_dirs
-
-    for _, doc in data_dirs(pub.docs):
-        if doc.get("plateau_h"):
-            yield doc["plateau_h"]
+def page(title: str, heading: str, lead: str, see: dict[str, str], tail: str) -> d.Document:
+    """A page over the published data: its heading, then what it is (``lead``) and where to
+    read more (``see``: words -> the page, ``;``-separated), ``tail`` after."""
+    spans: list[d.Span] = [lead]
+    for i, (words, href) in enumerate(see.items()):
+        spans += [f"{'; ' * bool(i)}{words}: ", d.Link(href.partition("#")[0], href)]
+    doc = d.Document(title)
+    doc.add(d.Heading(1, heading), d.Paragraph((*spans, tail)))
+    return doc

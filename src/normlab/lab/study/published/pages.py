@@ -58,27 +58,26 @@ def fill(text: str, data: Data, where: str = "") -> str:
 def render(docs: Path) -> dict[Path, str]:
     """Every page with a block, as ``write`` would write it today."""
     data = Data.read(docs)
-    out = {}
-    for page in pages(docs):
-        text = page.read_text("utf-8")
-        if BLOCK.search(text):
-            out[page] = fill(text, data, page.name)
-    return out
+    texts = {page: page.read_text("utf-8") for page in pages(docs)}
+    return {p: fill(text, data, p.name) for p, text in texts.items() if BLOCK.search(text)}
+
+
+def _stale(docs: Path) -> dict[Path, str]:
+    """The pages whose blocks differ from what they would be today, as they would be."""
+    return {p: text for p, text in render(docs).items() if p.read_text("utf-8") != text}
 
 
 def write(docs: Path) -> list[Path]:
     """Fill every page's blocks; returns the pages that changed."""
-    changed = []
-    for page, text in render(docs).items():
-        if page.read_text("utf-8") != text:
-            write_file(page, text)
-            changed.append(page)
-    return changed
+    changed = _stale(docs)
+    for page, text in changed.items():
+        write_file(page, text)
+    return list(changed)
 
 
 def stale(docs: Path) -> list[str]:
     """The pages whose blocks differ from what ``write`` would write today."""
-    return [p.name for p, text in render(docs).items() if p.read_text("utf-8") != text]
+    return [p.name for p in _stale(docs)]
 
 
 # --------------------------------------------------------------------------------------------

@@ -5,8 +5,8 @@ is marked *exploratory* on every page until a fresh seed block confirms it.
 - a claim's **design** (``spec.fingerprint``: rule, measures, δ, seeds, controls, rate checks,
   the arms' configs), keyed ``preset:claim``;
 - a finding's **design** (``Finding.design()``), keyed ``numerics:name`` / ``bench:name``;
-- a statement's **plan** (``plan_of``: the claims and findings that decide it as stated, their
-  parts, the related evidence, the tests, the reason), keyed by the statement's id;
+- a statement's **plan** (``plan_fingerprint``: the claims and findings that decide it as
+  stated, their parts, the related evidence, the tests, the reason), keyed by the statement's id;
 - each published **data** directory: its preset, seed block and when its runs began.
 
 Every fingerprint is registered with the UTC time and the commit at which it was first fixed:
@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from normlab.lab.kit.io import write_json
 from normlab.lab.kit.reading import read_json
@@ -129,11 +128,8 @@ class Registry:
         entry = self.in_force(table, key, d.began)
         if entry is None or entry.fingerprint != fp:
             later = [e for e in getattr(self, table).get(key, []) if e.fingerprint == fp]
-            fixed = (
-                f"fixed on {later[-1].registered[:10]} ({later[-1].commit[:7]})"
-                if later
-                else ("not registered")
-            )
+            e = later[-1] if later else None
+            fixed = f"fixed on {e.registered[:10]} ({e.commit[:7]})" if e else "not registered"
             return Standing(False, f"its design was {fixed}, after its data began ({d.began[:10]})")
         if not self.fresh(where, entry.registered):
             why = (
@@ -152,10 +148,7 @@ class Standing:
     why: str  # what makes it exploratory ("" when confirmatory)
 
 
-def plan_of(statement) -> dict[str, Any]:
-    """A statement's test plan as data: what decides it and how (``PLAN_FIELDS``)."""
-    return {k: canonical(getattr(statement, k, None)) for k in PLAN_FIELDS}
-
-
 def plan_fingerprint(statement) -> str:
-    return fingerprint(plan_of(statement))
+    """The fingerprint of a statement's test plan as data: what decides it and how
+    (``PLAN_FIELDS``)."""
+    return fingerprint({k: canonical(getattr(statement, k, None)) for k in PLAN_FIELDS})

@@ -13,7 +13,6 @@ stores only one end of its range, so a file with bounded seeds is refused.
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from normlab.lab.study.decide import (
     rivals,
 )
 from normlab.lab.study.decide.looks import with_look
+from normlab.lab.study.published.coverage import stored_design
 from normlab.lab.train.result import RunResult
 from normlab.lab.verdict import Estimate, Seeds, Verdict, Word
 from normlab.lab.verdict.sequential import Look
@@ -126,15 +126,9 @@ def _checks(claim: Claim, entry: dict) -> tuple[tuple[str, Verdict], ...]:
 def published_design(docs: Path, preset: str):
     """The design that decided ``docs/data/<preset>/claims.json``: the ``spec.toml`` stored
     beside it (today's preset may have changed since), else today's built-in preset."""
-    from normlab.lab.kit.reading import read_text
-    from normlab.lab.study.spec import load_builtin, parse_spec
-    from normlab.lab.study.spec.parse import MAX_SPEC_BYTES
+    from normlab.lab.study.spec import load_builtin
 
-    path = docs / "data" / preset / "spec.toml"
-    if os.path.lexists(path):  # bounded: a FIFO or a directory there is refused, not waited on
-        text = read_text(path, str(path), limit=MAX_SPEC_BYTES)
-        return parse_spec(text, str(path), default_name=preset)
-    return load_builtin(preset, whole=True)
+    return stored_design(docs / "data" / preset) or load_builtin(preset, whole=True)
 
 
 def replay(study, doc: dict[str, Any]) -> list[tuple[Claim, Verdict]]:

@@ -10,13 +10,11 @@ Built by ``normlab study --coverage`` from the same published data as ``claims.m
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from normlab.lab.kit import doc as d
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.kit.io import hold, sub_dir, write_file, write_page
-from normlab.lab.study.decide import rules_of
 from normlab.lab.study.published import (
     answers,
     answers_page,
@@ -27,9 +25,8 @@ from normlab.lab.study.published import (
     legend,
     pages,
 )
-from normlab.lab.study.published.compare import effects
 from normlab.lab.study.report import badge
-from normlab.lab.verdict import Word, signed
+from normlab.lab.verdict import Word
 
 FOREST = forest.FOREST
 
@@ -38,40 +35,23 @@ FOREST = forest.FOREST
 # what decided a statement
 
 
-def _claim_spans(ref: str, pub, rules: dict[str, dict]) -> list[d.Span]:
-    """A claim's verdict and its effect, or each part's with its own verdict, with the unit."""
-    preset, name = coverage.split_ref(ref)
-    c = pub.claim(ref)
-    rule = rules[preset][name]
-    parts = dict(rules_of(rule))
-    found = effects(c)
-    words = {p["part"]: p["verdict"] for p in c.get("parts") or []}
-    out: list[d.Span] = [f"{preset} ", d.Code(name), ": ", badge(c["verdict"])]
-    for i, (label, est) in enumerate(found.items()):
-        u = legend.unit(parts.get(label, rule))
-        interval = f"{signed(est.effect)} [{signed(est.lo)}, {signed(est.hi)}]"
-        head = f"{label}: " if label else ""
-        out += [";" if i else ",", f" {head}{interval}{' ' * bool(u)}{u}, n={est.n}"]
-        if label:
-            out += [" ", badge(words.get(label, c["verdict"]))]
-    if c["verdict"] == Word.NOT_TESTABLE:
-        why = c["why"].split(" (its own result")[0]
-        out.append(f" ({re.sub(r' [(]docs/[^)]*[)]', '', why)}; listed, not counted)")
-    return out
-
-
-def _finding_spans(s, ref: str, pub) -> list[d.Span]:
-    """A finding's verdict (on the statement's parts) and each part's value and verdict."""
-    f = pub.finding(ref)
-    design = {q["label"]: q for q in f.get("design", {}).get("parts", [])}
-    out: list[d.Span] = [f"{ref.replace(':', ' ')}: ", badge(headline.finding_verdict(s, f))]
-    parts = [p for p in f["parts"] if not s.parts or p["part"] in s.parts]
-    for i, p in enumerate(parts):
-        u = answers.measure_unit(design.get(p["part"], {}).get("measure", ""))
-        interval = f"{signed(p.get('effect'))} [{signed(p.get('lo'))}, {signed(p.get('hi'))}]"
-        n = f", n={p['n']}" if "n" in p else ""
-        out += [";" if i else ",", f" {p['part']}: {interval}{' ' * bool(u)}{u}{n} "]
-        out.append(badge(p["verdict"]))
+def _spans(s, e: headline.Evidence, pub, rules: dict[str, dict]) -> list[d.Span]:
+    """The verdict of ``e`` (a finding's on the statement's parts) and its effect, or each
+    part's with its own verdict, with the unit."""
+    where, name = coverage.split_ref(e.ref)
+    if e.kind == "claim":
+        c = pub.claim(e.ref)
+        out: list[d.Span] = [f"{where} ", d.Code(name), ": ", badge(c["verdict"])]
+        numbers = answers.claim_numbers(c, rules[where][name])
+    else:
+        f = pub.finding(e.ref)
+        out = [f"{e.ref.replace(':', ' ')}: ", badge(headline.finding_verdict(s, f))]
+        numbers = answers.finding_numbers(s, f)
+    for i, x in enumerate(numbers):
+        out += [";" if i else ",", f" {x.part}: {x.text}" if x.part else f" {x.text}"]
+        out += [" ", badge(x.word)] if x.part else []
+    if e.kind == "claim" and c["verdict"] == Word.NOT_TESTABLE:
+        out.append(f" ({answers.untestable_why(c)}; listed, not counted)")
     return out
 
 
@@ -82,8 +62,7 @@ def decided_by(s, pub, rules: dict[str, dict]) -> d.Inline:
     e = answers.strongest(found, pub)
     if e is None:
         return "checked by a library test (in CI)" if headline.tests_decide(s) else "–"
-    spans = _claim_spans(e.ref, pub, rules) if e.kind == "claim" else _finding_spans(s, e.ref, pub)
-    spans.append(f"; at {answers.size_words(e.size)}")
+    spans = [*_spans(s, e, pub, rules), f"; at {answers.size_words(e.size)}"]
     more = len(found) - 1
     if more:
         spans += [" (+", d.Link(f"{more} more", f"claims.md#{s.id}"), ")"]
@@ -120,10 +99,6 @@ def _table(statements, status, cat, pub, rules) -> d.Table:
     return d.Table(header, tuple(rows), cls="summary")
 
 
-def _units(effects_: list[forest.Effect]) -> set[str]:
-    return {e.unit for e in effects_} | {"log10 ratio", "share"}
-
-
 def document(docs: Path) -> d.Document:
     cat = coverage.load()
     pub = coverage.Published.read(docs, cat)
@@ -136,23 +111,21 @@ def document(docs: Path) -> d.Document:
         if s not in decided and headline.evidence(s, pub) and status[s.id].status != s.reason
     ]
     drawn = forest.effects(cat, pub, rules)
-    doc = d.Document("What the lab found")
+    doc = legend.page(
+        "What the lab found",
+        "What the lab found: the articles' statements, decided",
+        "Every statement of the three articles that a study, a finding or a library test "
+        "decides, with what decided it and the size it was seen at (a verdict holds there, not "
+        "beyond). ",
+        {
+            "A model builder's choices, answered from these": "answers.md",
+            "how a verdict is decided": "study.md#how-a-verdict-is-decided",
+            "every statement with all its evidence": "claims.md",
+        },
+        ".",
+    )
     doc.add(
-        d.Heading(1, "What the lab found: the articles' statements, decided"),
-        d.Paragraph(
-            (
-                "Every statement of the three articles that a study, a finding or a library "
-                "test decides, with what decided it and the size it was seen at (a verdict holds "
-                "there, not beyond). A model builder's choices, answered from these: ",
-                d.Link("answers.md", "answers.md"),
-                "; how a verdict is decided: ",
-                d.Link("study.md", "study.md#how-a-verdict-is-decided"),
-                "; every statement with all its evidence: ",
-                d.Link("claims.md", "claims.md"),
-                ".",
-            )
-        ),
-        *legend.blocks(cat, pub, _units(drawn)),
+        *legend.blocks(cat, pub, {e.unit for e in drawn} | {"log10 ratio", "share"}),
         _table(decided, status, cat, pub, rules),
         d.Heading(2, "Tested, not decided", id="tested-not-decided"),
         d.Paragraph(
@@ -192,7 +165,8 @@ def main(docs: str) -> int:
             changed = pages.write(root)
         except pages.BlockError as e:  # a page names data that is not published
             raise UsageError(f"--coverage: {e}") from None
-        paths = [root / "claims.md", *write(root), *answers_page.write(root), *changed]
-    for path in paths:
+        paths = [root / "claims.md", *write(root)]
+        paths += write_page(answers_page.document(root), root / answers_page.PAGE, toc_after=2)
+    for path in [*paths, *changed]:
         print(path)
     return 0

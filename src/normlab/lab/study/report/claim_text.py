@@ -21,11 +21,11 @@ def _f(x: float) -> str:
     return signed(x).replace("-", "−")
 
 
-def interval(est) -> str:
-    """ "+0.201 [+0.089, +0.314]" (or why there is none)."""
+def interval(est, shift: float = 0) -> str:
+    """ "+0.201 [+0.089, +0.314]" (or why there is none), each number less ``shift``."""
     if est is None or est.effect is None:
         return "no interval"
-    return f"{_f(est.effect)} [{_f(est.lo)}, {_f(est.hi)}]"
+    return f"{_f(est.effect - shift)} [{_f(est.lo - shift)}, {_f(est.hi - shift)}]"
 
 
 def effect_text(est, rule, u: str = "") -> str:
@@ -35,8 +35,7 @@ def effect_text(est, rule, u: str = "") -> str:
     m = rule.offset()
     if not m or est is None or est.effect is None:
         return f"{interval(est)}{u}"
-    diff = f"{_f(est.effect - m)} [{_f(est.lo - m)}, {_f(est.hi - m)}]"
-    return f"difference {diff}{u}, margin {m:g}{u}"
+    return f"difference {interval(est, m)}{u}, margin {m:g}{u}"
 
 
 def _why_undecided(v, rule) -> str:
@@ -217,6 +216,15 @@ def _seen(claim, v, h: float | None) -> str:
     return out + "."
 
 
+# How a compound claim's parts combine, by whether one part holding suffices (``any_of``).
+COMBINED = {
+    False: " The claim holds iff every part holds; it does not hold iff some part does not, "
+    "after Holm's correction across the parts.",
+    True: " The claim holds iff some part holds after Holm's correction across the parts; it "
+    "does not hold iff every part does not.",
+}
+
+
 def rule_words(claim) -> tuple[list[str], str]:
     """The claim's rule in plain words: one line per part (its v), and the decision."""
     c = compound_parts(claim.rule)
@@ -229,16 +237,7 @@ def rule_words(claim) -> tuple[list[str], str]:
     text = f"Measures: {'; '.join(measures)}. Each v: {decision} (δ = {deltas})."
     text += next((w for _, r in rules if (w := r.statistic_words())), "")
     if c is not None:
-        if not c[1]:
-            text += (
-                " The claim holds iff every part holds; it does not hold iff some part does "
-                "not, after Holm's correction across the parts."
-            )
-        else:
-            text += (
-                " The claim holds iff some part holds after Holm's correction across the "
-                "parts; it does not hold iff every part does not."
-            )
+        text += COMBINED[c[1]]
     controls = [label for label, _ in claim.controls]
     controls += [label for _, r in rules for label, _ in r.controls]
     if controls:

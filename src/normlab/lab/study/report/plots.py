@@ -106,10 +106,6 @@ def seeds(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | 
     return png(fig)
 
 
-def _matrix(claim: Claim) -> str | None:
-    return next((m for _, r in claim.rule.parts() if (m := r.matrix)), None)
-
-
 def _profiles(results: Results, arm: str, key: str, step: str, matrix: str | None):
     out = []
     for r in results.get(arm, {}).values():
@@ -153,7 +149,7 @@ def _probe_lines(results, claim, key: str, *, logy: bool, ylabel: str, matrix=No
 
 
 def grad_blocks(results: Results, claim: Claim, verdict: Verdict, timings) -> bytes | None:
-    matrix = _matrix(claim)
+    matrix = next((m for _, r in claim.rule.parts() if (m := r.matrix)), None)
     key = "grad_norm" if matrix else "grad_norm_block"
     what = f"‖∇ {matrix}‖ per block" if matrix else "block gradient norm"
     ylabel = f"{what} (geometric mean, log)"
@@ -216,14 +212,10 @@ def lr_curves(results: Results, claim: Claim, verdict: Verdict, timings) -> byte
         return None
     fig, ax = figure()
     for curve in curves:
-        xs, mean, lo, hi = [], [], [], []
-        for lr, arm in curve:
-            losses = [_final_loss(r) for r in results[arm].values()]
-            xs.append(lr)
-            mean.append(sum(losses) / len(losses))
-            lo.append(min(losses))
-            hi.append(max(losses))
-        label = _literal(f"{_curve_name([arm for _, arm in curve])} (n={len(losses)})")
+        losses = [[_final_loss(r) for r in results[arm].values()] for _, arm in curve]
+        mean, lo, hi = ([f(x) for x in losses] for f in (lambda x: sum(x) / len(x), min, max))
+        xs = [lr for lr, _ in curve]
+        label = _literal(f"{_curve_name([arm for _, arm in curve])} (n={len(losses[-1])})")
         (line,) = ax.plot(xs, mean, marker="o", lw=1.4, label=label)
         ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15, lw=0)
     ax.set_xscale("log")
