@@ -29,12 +29,28 @@ def fmt_params(n: float) -> str:
     return str(int(n))
 
 
-def _verdict(arms, label: dict[str, str], win: Claim, no_wins: str, loss: Claim) -> str:
-    """A dimension's verdict: "what: labels" for the alternatives whose claim ``win`` holds (or
-    ``no_wins``), then the same for the claim ``loss``, if it holds for any."""
+# What a dimension's claims decided, for its summary row: the claim that an alternative wins,
+# the words where it holds for none, and the claim that the recipe wins.
+Claims = tuple[Claim, str, Claim]
+_QUALITY_CLAIMS: Claims = (
+    ("beats", f"beat the recipe by ≥ {BEATS}"),
+    f"no alternative beats the recipe by ≥ {BEATS}",
+    ("as_good", f"the recipe is at least as good as (within {AS_GOOD})"),
+)
+_STABILITY_CLAIMS: Claims = (
+    ("alt_stabler", f"less LR-sensitive than the recipe by ≥ {STABLER}"),
+    f"no alternative is less LR-sensitive than the recipe by ≥ {STABLER}",
+    ("recipe_stabler", "the recipe is less LR-sensitive than"),
+)
+
+
+def _verdict(dim: Quality | Stability, label: dict[str, str], claims: Claims) -> str:
+    """A dimension's verdict: "what: labels" for the alternatives whose winning claim holds (or
+    the words for none), then the same for the recipe's, if it holds for any."""
+    win, no_wins, loss = claims
 
     def holds(attr: str, what: str) -> str:
-        got = [label[x.arm] for x in arms if getattr(x, attr) == Word.HOLDS]
+        got = [label[x.arm] for x in dim.arms if getattr(x, attr) == Word.HOLDS]
         return f"{what}: {', '.join(got)}" if got else ""
 
     return "; ".join(x for x in (holds(*win) or no_wins, holds(*loss)) if x)
@@ -115,13 +131,6 @@ def _best(dim: Quality | Stability, label: dict[str, str], none: str, mean: str)
 
 
 def _quality_row(twin: Twin, q: Quality, label: dict[str, str]) -> list[str]:
-    verdict = _verdict(
-        q.arms,
-        label,
-        ("beats", f"beat the recipe by ≥ {BEATS}"),
-        f"no alternative beats the recipe by ≥ {BEATS}",
-        ("as_good", f"the recipe is at least as good as (within {AS_GOOD})"),
-    )
     what = f"Quality (final validation loss at lr {twin.scale.lr:g}, nats/byte)"
     none = "no finished runs"
     if q.unlearned and q.best is None:  # ranked on nothing: said where the best would stand
@@ -130,19 +139,13 @@ def _quality_row(twin: Twin, q: Quality, label: dict[str, str]) -> list[str]:
     if q.unlearned and q.best is not None:
         gone = ", ".join(label[a] for a in q.unlearned)
         best[0] += f"; did not learn past the bytes' frequencies: {gone}"
-    return [what, *best, verdict]
+    return [what, *best, _verdict(q, label, _QUALITY_CLAIMS)]
 
 
 def _stability_row(twin: Twin, st: Stability, label: dict[str, str]) -> list[str]:
-    verdict = _verdict(
-        st.arms,
-        label,
-        ("alt_stabler", f"less LR-sensitive than the recipe by ≥ {STABLER}"),
-        f"no alternative is less LR-sensitive than the recipe by ≥ {STABLER}",
-        ("recipe_stabler", "the recipe is less LR-sensitive than"),
-    )
     what = f"Stability (LR sensitivity over lr {', '.join(f'{x:g}' for x in twin.scale.sweep)})"
-    return [what, *_best(st, label, "no finished sweeps", "LR sensitivity {:.4f}"), verdict]
+    best = _best(st, label, "no finished sweeps", "LR sensitivity {:.4f}")
+    return [what, *best, _verdict(st, label, _STABILITY_CLAIMS)]
 
 
 def _speed_row(sp: Speed) -> list[str]:
@@ -292,42 +295,29 @@ def _scale_blocks(twin: Twin) -> list[d.Block]:
 def _caveats(twin: Twin) -> list[d.Block]:
     s, sz = twin.scale, twin.hf.sizes
     m = twin.config().model
-    depth = (
+    caveats = (
         f"Depth: the twin has {m.n_layers} blocks, the model {sz['layers']}. Post-LN's failures "
         "grow with depth (Xiong et al. 2020; Wang et al. 2022, DeepNet): a Post-LN that trains "
         f"at {m.n_layers} blocks may not at {sz['layers']}, and DeepNorm's advantage over it "
-        "grows with depth too."
-    )
-    qk = (
+        "grows with depth too.",
         "QK-norm: its benefit shows at high learning rates and large attention logits "
         "(Dehghani et al. 2023; Wortsman et al. 2023), and the logits grow with width and "
         f"training length; at d={m.dim} and {s.steps} steps, no difference is weak evidence "
-        f"about QK-norm at width {sz['hidden']}."
-    )
-    lr = (
+        f"about QK-norm at width {sz['hidden']}.",
         "Learning rates: the best learning rate falls as width grows, so the sweep's values "
         f"belong to a d={m.dim} model. Wortsman et al. 2023 reproduce large models' "
         "instabilities in small ones by raising the learning rate, which is why the sweep goes "
-        "high; whether a ranking found here holds at the model's width is not tested."
-    )
-    speed = (
+        "high; whether a ranking found here holds at the model's width is not tested.",
         f"Speed: at d={m.dim} a norm's time is per-call overhead (dispatch, kernel launch), not "
         "the memory traffic that decides RMSNorm vs LayerNorm at width "
-        f"{sz['hidden']}; normlab bench measures the kernels at real shapes."
-    )
-    quality = (
+        f"{sz['hidden']}; normlab bench measures the kernels at real shapes.",
         f"Quality: {s.steps} steps on bytes; differences of a few hundredths of a nat per byte "
-        "this early in training can shrink or reverse over a full run."
-    )
-    precision = (
+        "this early in training can shrink or reverse over a full run.",
         "Precision: the twin trains in FP32; the model's bf16 cast orders (rms_casting) and "
         f"eps = {twin.fields['eps'][0]:g} matter in low precision, which normlab numerics "
-        "compares."
+        "compares.",
     )
-    return [
-        d.Heading(2, "What depends on scale"),
-        d.Items((depth, qk, lr, speed, quality, precision)),
-    ]
+    return [d.Heading(2, "What depends on scale"), d.Items(caveats)]
 
 
 # The choices advise leaves to other commands (each the answer of docs/answers.md's choice):
