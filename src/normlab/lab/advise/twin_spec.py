@@ -183,7 +183,8 @@ def _stability_claims(spec: SpecDoc, twin: Twin) -> None:
     span = f"(learning rates {s.sweep[0]:g} to {s.sweep[-1]:g})"
     claims = []
     for a in (a for a in twin.alts if a.swept):
-        mine, theirs = _sweep("recipe"), _sweep(a.arm)
+        # a sweep's arms (globs): the arm itself at the recipe's lr, its grid arms at the others
+        mine, theirs = ["recipe", "recipe-lr*"], [a.arm, f"{a.arm}-lr*"]
         for kind, x, y, stable, unstable in (
             ("stabler", who, a.label, mine, theirs),
             ("stabler_alt", a.label, who, theirs, mine),
@@ -208,9 +209,3 @@ def _stability_claims(spec: SpecDoc, twin: Twin) -> None:
 
 def _who(twin: Twin) -> str:
     return f"{twin.hf.family.name}'s recipe ({twin.recipe_label()})"
-
-
-def _sweep(arm: str) -> list[str]:
-    """The arm names (globs) of ``arm``'s learning-rate sweep: itself at the recipe's learning
-    rate, the grid arms at the others."""
-    return [arm, f"{arm}-lr*"]

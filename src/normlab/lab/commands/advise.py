@@ -7,7 +7,7 @@ import argparse
 import sys
 from functools import partial
 
-from normlab.lab.advise.engine import SPEC_FILE, shipped_configs
+from normlab.lab.advise.engine import SPEC_FILE, examples
 from normlab.lab.commands import PATH, int_in
 from normlab.lab.commands.options import add_redecide, add_run_options, only_with, record_defaults
 
@@ -16,7 +16,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from normlab.lab.advise.twin import SCALES
     from normlab.lab.kit.limits import MAX_SEEDS, MAX_STEPS
 
-    examples = ", ".join(n.removesuffix(".json") for n in shipped_configs())
     p.add_argument(
         "config",
         type=PATH,
@@ -25,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="(required, except with --redecide) a Hugging Face decoder's config.json (read as "
         "JSON; transformers is not needed), a model directory holding one, or the name of an "
-        f"example shipped with normlab: {examples}",
+        f"example shipped with normlab: {examples()}",
     )
     p.add_argument(
         "--hf-config",
