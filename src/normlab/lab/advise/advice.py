@@ -83,7 +83,8 @@ def blocks(twin: Twin, result: StudyResult) -> list[d.Block]:
         *_speed_blocks(r.speed),
         *_scale_blocks(twin),
         *_caveats(twin),
-        *_untested(),
+        d.Heading(2, "Not tested by advise"),
+        d.Items(UNTESTED),
     ]
 
 
@@ -330,10 +331,6 @@ UNTESTED = (
     "Norm statistics in FP16/BF16: normlab numerics measures each norm's error against float64, "
     "normlab inspect a real checkpoint's",
 )
-
-
-def _untested() -> list[d.Block]:
-    return [d.Heading(2, "Not tested by advise"), d.Items(UNTESTED)]
 
 
 # --------------------------------------------------------------------------------------------

@@ -63,7 +63,9 @@ def run_sequence(study: Study, args: argparse.Namespace, steps: RunSteps[R]) -> 
         return 0
     if steps.instead is not None:
         return steps.instead(study)
-    options = _study_options(args)
+    # the runner's options, the output directory created
+    tensorboard = None if args.tensorboard is None else Path(args.tensorboard)
+    options = options_of(StudyOptions, args, out=out_dir(args.out), tensorboard=tensorboard)
     steps.started(options)
     with hold(options.out, steps.lock):  # one process per output directory, before any work
         corpus = load_data(args.data)
@@ -88,9 +90,3 @@ def run_sequence(study: Study, args: argparse.Namespace, steps: RunSteps[R]) -> 
         )
     steps.closing(r, options)
     return result.exit_code
-
-
-def _study_options(args: argparse.Namespace) -> StudyOptions:
-    """The parsed run options as the runner's options, the output directory created."""
-    tensorboard = None if args.tensorboard is None else Path(args.tensorboard)
-    return options_of(StudyOptions, args, out=out_dir(args.out), tensorboard=tensorboard)
