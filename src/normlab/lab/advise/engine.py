@@ -30,7 +30,7 @@ def shipped_configs() -> list[str]:
     return sorted(p.name for p in _CONFIGS.iterdir() if p.name.endswith(".json"))
 
 
-def examples() -> str:
+def example_names() -> str:
     """The shipped examples' names, as a user types them."""
     return ", ".join(n.removesuffix(".json") for n in shipped_configs())
 
@@ -61,7 +61,7 @@ def config_path(given: str) -> str:
     raise UsageError(
         f"{printable(given)}: no such file, model directory or shipped example; type normlab "
         f"advise path/to/config.json (or the directory holding it), or an example: normlab "
-        f"advise {EXAMPLE} (examples: {examples()})"
+        f"advise {EXAMPLE} (examples: {example_names()})"
     )
 
 

@@ -7,9 +7,10 @@ import argparse
 import sys
 from functools import partial
 
-from normlab.lab.advise.engine import SPEC_FILE, examples
+from normlab.lab.advise.engine import EXAMPLE, SPEC_FILE, example_names
 from normlab.lab.commands import PATH, int_in
 from normlab.lab.commands.options import add_redecide, add_run_options, only_with, record_defaults
+from normlab.lab.kit.errors import UsageError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="(required, except with --redecide) a Hugging Face decoder's config.json (read as "
         "JSON; transformers is not needed), a model directory holding one, or the name of an "
-        f"example shipped with normlab: {examples()}",
+        f"example shipped with normlab: {example_names()}",
     )
     p.add_argument(
         "--hf-config",
@@ -124,9 +125,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _config(args: argparse.Namespace) -> str:
     """CONFIG or --hf-config, given once."""
-    from normlab.lab.advise.engine import EXAMPLE
-    from normlab.lab.kit.errors import UsageError
-
     if args.config and args.hf_config:
         raise UsageError(f"CONFIG {args.config} and --hf-config {args.hf_config}: give one")
     if not (args.config or args.hf_config):
@@ -144,7 +142,6 @@ def _redecide(args: argparse.Namespace) -> int:
     from normlab.lab.advise.advice import headline
     from normlab.lab.advise.engine import write_advice
     from normlab.lab.advise.redecide_advise import redecide_advise
-    from normlab.lab.kit.errors import UsageError
     from normlab.lab.kit.io import hold
     from normlab.lab.study.run import summary
 
