@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
+from typing import Any
 
 from normlab.lab.advise.bottom import BOTTOM_LINE, bottom_line, missing_runs
-from normlab.lab.advise.ranking import Quality, Ranking, Speed, Stability, rank
+from normlab.lab.advise.ranking import ArmMean, Quality, Ranking, Speed, Stability, rank
 from normlab.lab.advise.twin import AS_GOOD, BEATS, FASTER, STABLER, Twin, claim_name, twin_params
 from normlab.lab.kit import doc as d
 from normlab.lab.study.run import StudyResult
@@ -88,10 +90,6 @@ def blocks(twin: Twin, result: StudyResult) -> list[d.Block]:
     ]
 
 
-def _mean(m: float | None, n: int) -> str:
-    return "–" if m is None else f"{m:.4f} (n={n})"
-
-
 def _lead(twin: Twin, r: Ranking, label: dict[str, str]) -> list[d.Block]:
     """The title, what was trained, the summary table (one row per dimension), and how to
     read it."""
@@ -162,25 +160,33 @@ def _speed_row(sp: Speed) -> list[str]:
     return [what, sp.faster or "no difference resolved", delta, verdict]
 
 
+def _table(columns: dict[str, Callable[[Any], object]], items) -> d.Table:
+    """A column per entry of ``columns`` (its header: its cell of an item), a row per item."""
+    return d.dense_table(list(columns), [[cell(x) for cell in columns.values()] for x in items])
+
+
+def _vs_recipe(mean: str) -> dict[str, Callable[[ArmMean], str]]:
+    """The columns of an arm's mean (headed ``mean``) and its difference from the recipe's (the
+    recipe's own: "–")."""
+    return {
+        mean: lambda x: "–" if x.mean is None else f"{x.mean:.4f} (n={x.n})",
+        "Δ vs recipe [95 %], n": lambda x: _est(x.vs_recipe),
+    }
+
+
 def _quality_blocks(twin: Twin, q: Quality, label: dict[str, str]) -> list[d.Block]:
     change = {
         a.arm: ", ".join(f"{k} = {json.dumps(v)}" for k, v in a.model.items()) for a in twin.alts
     }
     # The recipe's row: no change, no estimate, no claims ("–" each).
-    rows = [
-        [label[x.arm], change.get(x.arm, "–"), _mean(x.mean, x.n), _est(x.vs_recipe)]
-        + [x.as_good, x.beats]
-        for x in q.arms
-    ]
-    header = [
-        "arm",
-        "change from the recipe",
-        "final val loss (mean)",
-        "Δ vs recipe [95 %], n",
-        f"recipe at least as good (within {AS_GOOD})",
-        f"beats the recipe (≥ {BEATS})",
-    ]
-    return [d.Heading(2, f"Quality at lr {twin.scale.lr:g}"), d.dense_table(header, rows)]
+    columns = {
+        "arm": lambda x: label[x.arm],
+        "change from the recipe": lambda x: change.get(x.arm, "–"),
+        **_vs_recipe("final val loss (mean)"),
+        f"recipe at least as good (within {AS_GOOD})": lambda x: x.as_good,
+        f"beats the recipe (≥ {BEATS})": lambda x: x.beats,
+    }
+    return [d.Heading(2, f"Quality at lr {twin.scale.lr:g}"), _table(columns, q.arms)]
 
 
 def _stability_blocks(twin: Twin, st: Stability | None, label: dict[str, str]) -> list[d.Block]:
@@ -192,25 +198,15 @@ def _stability_blocks(twin: Twin, st: Stability | None, label: dict[str, str]) -
                 "the recipe and of each alternative placement and QK-norm setting.",
             ),
         ]
-    rows = [
-        [
-            label[x.arm],
-            _mean(x.mean, x.n),
-            _est(x.vs_recipe),  # the recipe's: None, "–"
-            "–" if x.best_lr is None else f"{x.best_lr[0]:g} ({x.best_lr[1]:.4f})",
-            x.recipe_stabler,
-            x.alt_stabler,
-        ]
-        for x in st.arms
-    ]
-    header = [
-        "sweep",
-        "LR sensitivity (mean)",
-        "Δ vs recipe [95 %], n",
-        "best lr (mean loss)",
-        "recipe less sensitive",
-        "alternative less sensitive",
-    ]
+    columns = {
+        "sweep": lambda x: label[x.arm],
+        **_vs_recipe("LR sensitivity (mean)"),
+        "best lr (mean loss)": lambda x: (
+            "–" if x.best_lr is None else f"{x.best_lr[0]:g} ({x.best_lr[1]:.4f})"
+        ),
+        "recipe less sensitive": lambda x: x.recipe_stabler,
+        "alternative less sensitive": lambda x: x.alt_stabler,
+    }
     return [
         d.Heading(2, "Stability"),
         d.Paragraph(
@@ -218,27 +214,28 @@ def _stability_blocks(twin: Twin, st: Stability | None, label: dict[str, str]) -
             "rates of the final loss above the sweep's best, a diverged run counted as a "
             "uniform guess (ln 256); lower is more stable.",
         ),
-        d.dense_table(header, rows),
+        _table(columns, st.arms),
     ]
 
 
 def _speed_blocks(sp: Speed | None) -> list[d.Block]:
     if sp is None:
         return [d.Heading(2, "Speed")]
-    rows = []
-    for x in sp.arms:
-        med = (x.norm_ms, x.torch_norm_ms, x.step_ms)
-        share = f"{x.norm_ms / x.step_ms:.1%}" if x.norm_ms and x.step_ms else "–"
-        rows.append([x.norm, x.arm, *("–" if v is None else f"{v:.3f}" for v in med), share])
-    header = [
-        "norm",
-        "arm",
-        "norms ms/step (normlab)",
-        "norms ms/step (torch)",
-        "step ms",
-        "norms' share of a step",
-    ]
-    return [d.Heading(2, "Speed"), d.dense_table(header, rows)]
+
+    def ms(v: float | None) -> str:
+        return "–" if v is None else f"{v:.3f}"
+
+    columns = {
+        "norm": lambda x: x.norm,
+        "arm": lambda x: x.arm,
+        "norms ms/step (normlab)": lambda x: ms(x.norm_ms),
+        "norms ms/step (torch)": lambda x: ms(x.torch_norm_ms),
+        "step ms": lambda x: ms(x.step_ms),
+        "norms' share of a step": lambda x: (
+            f"{x.norm_ms / x.step_ms:.1%}" if x.norm_ms and x.step_ms else "–"
+        ),
+    }
+    return [d.Heading(2, "Speed"), _table(columns, sp.arms)]
 
 
 def ratio(real: float, twin: float) -> str:
