@@ -63,8 +63,8 @@ def _base(spec: SpecDoc, twin: Twin) -> None:
     with where it came from."""
     base = spec.values(("base",), twin.train)
     # vocab_size is the data's and cannot be set in a spec; the lab's defaults need no line.
-    model = {k: vw for k, vw in twin.fields.items() if vw[1] != "the lab's default"}
-    del model["vocab_size"]
+    model = {k: vs for k, vs in twin.fields.items() if k != "vocab_size"}
+    model = {k: (v, why) for k, (v, why) in model.items() if why != "the lab's default"}
     base["model"] = spec.values(("base", "model"), model)
     spec.comments[("base",)] = (
         "The model's recipe, scaled down: training fields here, model fields under [base.model]."
