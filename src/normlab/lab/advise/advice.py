@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
+from typing import Any
 
 from normlab.lab.advise.bottom import BOTTOM_LINE, bottom_line, missing_runs
-from normlab.lab.advise.ranking import Quality, Ranking, Speed, Stability, rank
+from normlab.lab.advise.ranking import ArmMean, Quality, Ranking, Speed, Stability, rank
 from normlab.lab.advise.twin import AS_GOOD, BEATS, FASTER, STABLER, Twin, claim_name, twin_params
 from normlab.lab.kit import doc as d
 from normlab.lab.study.run import StudyResult
@@ -29,12 +31,28 @@ def fmt_params(n: float) -> str:
     return str(int(n))
 
 
-def _verdict(arms, label: dict[str, str], win: Claim, no_wins: str, loss: Claim) -> str:
-    """A dimension's verdict: "what: labels" for the alternatives whose claim ``win`` holds (or
-    ``no_wins``), then the same for the claim ``loss``, if it holds for any."""
+# What a dimension's claims decided, for its summary row: the claim that an alternative wins,
+# the words where it holds for none, and the claim that the recipe wins.
+Claims = tuple[Claim, str, Claim]
+_QUALITY_CLAIMS: Claims = (
+    ("beats", f"beat the recipe by ≥ {BEATS}"),
+    f"no alternative beats the recipe by ≥ {BEATS}",
+    ("as_good", f"the recipe is at least as good as (within {AS_GOOD})"),
+)
+_STABILITY_CLAIMS: Claims = (
+    ("alt_stabler", f"less LR-sensitive than the recipe by ≥ {STABLER}"),
+    f"no alternative is less LR-sensitive than the recipe by ≥ {STABLER}",
+    ("recipe_stabler", "the recipe is less LR-sensitive than"),
+)
+
+
+def _verdict(dim: Quality | Stability, label: dict[str, str], claims: Claims) -> str:
+    """A dimension's verdict: "what: labels" for the alternatives whose winning claim holds (or
+    the words for none), then the same for the recipe's, if it holds for any."""
+    win, no_wins, loss = claims
 
     def holds(attr: str, what: str) -> str:
-        got = [label[x.arm] for x in arms if getattr(x, attr) == Word.HOLDS]
+        got = [label[x.arm] for x in dim.arms if getattr(x, attr) == Word.HOLDS]
         return f"{what}: {', '.join(got)}" if got else ""
 
     return "; ".join(x for x in (holds(*win) or no_wins, holds(*loss)) if x)
@@ -67,12 +85,9 @@ def blocks(twin: Twin, result: StudyResult) -> list[d.Block]:
         *_speed_blocks(r.speed),
         *_scale_blocks(twin),
         *_caveats(twin),
-        *_untested(),
+        d.Heading(2, "Not tested by advise"),
+        d.Items(UNTESTED),
     ]
-
-
-def _mean(m: float | None, n: int) -> str:
-    return "–" if m is None else f"{m:.4f} (n={n})"
 
 
 def _lead(twin: Twin, r: Ranking, label: dict[str, str]) -> list[d.Block]:
@@ -115,13 +130,6 @@ def _best(dim: Quality | Stability, label: dict[str, str], none: str, mean: str)
 
 
 def _quality_row(twin: Twin, q: Quality, label: dict[str, str]) -> list[str]:
-    verdict = _verdict(
-        q.arms,
-        label,
-        ("beats", f"beat the recipe by ≥ {BEATS}"),
-        f"no alternative beats the recipe by ≥ {BEATS}",
-        ("as_good", f"the recipe is at least as good as (within {AS_GOOD})"),
-    )
     what = f"Quality (final validation loss at lr {twin.scale.lr:g}, nats/byte)"
     none = "no finished runs"
     if q.unlearned and q.best is None:  # ranked on nothing: said where the best would stand
@@ -130,19 +138,13 @@ def _quality_row(twin: Twin, q: Quality, label: dict[str, str]) -> list[str]:
     if q.unlearned and q.best is not None:
         gone = ", ".join(label[a] for a in q.unlearned)
         best[0] += f"; did not learn past the bytes' frequencies: {gone}"
-    return [what, *best, verdict]
+    return [what, *best, _verdict(q, label, _QUALITY_CLAIMS)]
 
 
 def _stability_row(twin: Twin, st: Stability, label: dict[str, str]) -> list[str]:
-    verdict = _verdict(
-        st.arms,
-        label,
-        ("alt_stabler", f"less LR-sensitive than the recipe by ≥ {STABLER}"),
-        f"no alternative is less LR-sensitive than the recipe by ≥ {STABLER}",
-        ("recipe_stabler", "the recipe is less LR-sensitive than"),
-    )
     what = f"Stability (LR sensitivity over lr {', '.join(f'{x:g}' for x in twin.scale.sweep)})"
-    return [what, *_best(st, label, "no finished sweeps", "LR sensitivity {:.4f}"), verdict]
+    best = _best(st, label, "no finished sweeps", "LR sensitivity {:.4f}")
+    return [what, *best, _verdict(st, label, _STABILITY_CLAIMS)]
 
 
 def _speed_row(sp: Speed) -> list[str]:
@@ -158,25 +160,33 @@ def _speed_row(sp: Speed) -> list[str]:
     return [what, sp.faster or "no difference resolved", delta, verdict]
 
 
+def _table(columns: dict[str, Callable[[Any], object]], items) -> d.Table:
+    """A column per entry of ``columns`` (its header: its cell of an item), a row per item."""
+    return d.dense_table(list(columns), [[cell(x) for cell in columns.values()] for x in items])
+
+
+def _vs_recipe(mean: str) -> dict[str, Callable[[ArmMean], str]]:
+    """The columns of an arm's mean (headed ``mean``) and its difference from the recipe's (the
+    recipe's own: "–")."""
+    return {
+        mean: lambda x: "–" if x.mean is None else f"{x.mean:.4f} (n={x.n})",
+        "Δ vs recipe [95 %], n": lambda x: _est(x.vs_recipe),
+    }
+
+
 def _quality_blocks(twin: Twin, q: Quality, label: dict[str, str]) -> list[d.Block]:
     change = {
         a.arm: ", ".join(f"{k} = {json.dumps(v)}" for k, v in a.model.items()) for a in twin.alts
     }
     # The recipe's row: no change, no estimate, no claims ("–" each).
-    rows = [
-        [label[x.arm], change.get(x.arm, "–"), _mean(x.mean, x.n), _est(x.vs_recipe)]
-        + [x.as_good, x.beats]
-        for x in q.arms
-    ]
-    header = [
-        "arm",
-        "change from the recipe",
-        "final val loss (mean)",
-        "Δ vs recipe [95 %], n",
-        f"recipe at least as good (within {AS_GOOD})",
-        f"beats the recipe (≥ {BEATS})",
-    ]
-    return [d.Heading(2, f"Quality at lr {twin.scale.lr:g}"), d.dense_table(header, rows)]
+    columns = {
+        "arm": lambda x: label[x.arm],
+        "change from the recipe": lambda x: change.get(x.arm, "–"),
+        **_vs_recipe("final val loss (mean)"),
+        f"recipe at least as good (within {AS_GOOD})": lambda x: x.as_good,
+        f"beats the recipe (≥ {BEATS})": lambda x: x.beats,
+    }
+    return [d.Heading(2, f"Quality at lr {twin.scale.lr:g}"), _table(columns, q.arms)]
 
 
 def _stability_blocks(twin: Twin, st: Stability | None, label: dict[str, str]) -> list[d.Block]:
@@ -188,25 +198,15 @@ def _stability_blocks(twin: Twin, st: Stability | None, label: dict[str, str]) -
                 "the recipe and of each alternative placement and QK-norm setting.",
             ),
         ]
-    rows = [
-        [
-            label[x.arm],
-            _mean(x.mean, x.n),
-            _est(x.vs_recipe),  # the recipe's: None, "–"
-            "–" if x.best_lr is None else f"{x.best_lr[0]:g} ({x.best_lr[1]:.4f})",
-            x.recipe_stabler,
-            x.alt_stabler,
-        ]
-        for x in st.arms
-    ]
-    header = [
-        "sweep",
-        "LR sensitivity (mean)",
-        "Δ vs recipe [95 %], n",
-        "best lr (mean loss)",
-        "recipe less sensitive",
-        "alternative less sensitive",
-    ]
+    columns = {
+        "sweep": lambda x: label[x.arm],
+        **_vs_recipe("LR sensitivity (mean)"),
+        "best lr (mean loss)": lambda x: (
+            "–" if x.best_lr is None else f"{x.best_lr[0]:g} ({x.best_lr[1]:.4f})"
+        ),
+        "recipe less sensitive": lambda x: x.recipe_stabler,
+        "alternative less sensitive": lambda x: x.alt_stabler,
+    }
     return [
         d.Heading(2, "Stability"),
         d.Paragraph(
@@ -214,27 +214,28 @@ def _stability_blocks(twin: Twin, st: Stability | None, label: dict[str, str]) -
             "rates of the final loss above the sweep's best, a diverged run counted as a "
             "uniform guess (ln 256); lower is more stable.",
         ),
-        d.dense_table(header, rows),
+        _table(columns, st.arms),
     ]
 
 
 def _speed_blocks(sp: Speed | None) -> list[d.Block]:
     if sp is None:
         return [d.Heading(2, "Speed")]
-    rows = []
-    for x in sp.arms:
-        med = (x.norm_ms, x.torch_norm_ms, x.step_ms)
-        share = f"{x.norm_ms / x.step_ms:.1%}" if x.norm_ms and x.step_ms else "–"
-        rows.append([x.norm, x.arm, *("–" if v is None else f"{v:.3f}" for v in med), share])
-    header = [
-        "norm",
-        "arm",
-        "norms ms/step (normlab)",
-        "norms ms/step (torch)",
-        "step ms",
-        "norms' share of a step",
-    ]
-    return [d.Heading(2, "Speed"), d.dense_table(header, rows)]
+
+    def ms(v: float | None) -> str:
+        return "–" if v is None else f"{v:.3f}"
+
+    columns = {
+        "norm": lambda x: x.norm,
+        "arm": lambda x: x.arm,
+        "norms ms/step (normlab)": lambda x: ms(x.norm_ms),
+        "norms ms/step (torch)": lambda x: ms(x.torch_norm_ms),
+        "step ms": lambda x: ms(x.step_ms),
+        "norms' share of a step": lambda x: (
+            f"{x.norm_ms / x.step_ms:.1%}" if x.norm_ms and x.step_ms else "–"
+        ),
+    }
+    return [d.Heading(2, "Speed"), _table(columns, sp.arms)]
 
 
 def ratio(real: float, twin: float) -> str:
@@ -292,42 +293,29 @@ def _scale_blocks(twin: Twin) -> list[d.Block]:
 def _caveats(twin: Twin) -> list[d.Block]:
     s, sz = twin.scale, twin.hf.sizes
     m = twin.config().model
-    depth = (
+    caveats = (
         f"Depth: the twin has {m.n_layers} blocks, the model {sz['layers']}. Post-LN's failures "
         "grow with depth (Xiong et al. 2020; Wang et al. 2022, DeepNet): a Post-LN that trains "
         f"at {m.n_layers} blocks may not at {sz['layers']}, and DeepNorm's advantage over it "
-        "grows with depth too."
-    )
-    qk = (
+        "grows with depth too.",
         "QK-norm: its benefit shows at high learning rates and large attention logits "
         "(Dehghani et al. 2023; Wortsman et al. 2023), and the logits grow with width and "
         f"training length; at d={m.dim} and {s.steps} steps, no difference is weak evidence "
-        f"about QK-norm at width {sz['hidden']}."
-    )
-    lr = (
+        f"about QK-norm at width {sz['hidden']}.",
         "Learning rates: the best learning rate falls as width grows, so the sweep's values "
         f"belong to a d={m.dim} model. Wortsman et al. 2023 reproduce large models' "
         "instabilities in small ones by raising the learning rate, which is why the sweep goes "
-        "high; whether a ranking found here holds at the model's width is not tested."
-    )
-    speed = (
+        "high; whether a ranking found here holds at the model's width is not tested.",
         f"Speed: at d={m.dim} a norm's time is per-call overhead (dispatch, kernel launch), not "
         "the memory traffic that decides RMSNorm vs LayerNorm at width "
-        f"{sz['hidden']}; normlab bench measures the kernels at real shapes."
-    )
-    quality = (
+        f"{sz['hidden']}; normlab bench measures the kernels at real shapes.",
         f"Quality: {s.steps} steps on bytes; differences of a few hundredths of a nat per byte "
-        "this early in training can shrink or reverse over a full run."
-    )
-    precision = (
+        "this early in training can shrink or reverse over a full run.",
         "Precision: the twin trains in FP32; the model's bf16 cast orders (rms_casting) and "
         f"eps = {twin.fields['eps'][0]:g} matter in low precision, which normlab numerics "
-        "compares."
+        "compares.",
     )
-    return [
-        d.Heading(2, "What depends on scale"),
-        d.Items((depth, qk, lr, speed, quality, precision)),
-    ]
+    return [d.Heading(2, "What depends on scale"), d.Items(caveats)]
 
 
 # The choices advise leaves to other commands (each the answer of docs/answers.md's choice):
@@ -340,10 +328,6 @@ UNTESTED = (
     "Norm statistics in FP16/BF16: normlab numerics measures each norm's error against float64, "
     "normlab inspect a real checkpoint's",
 )
-
-
-def _untested() -> list[d.Block]:
-    return [d.Heading(2, "Not tested by advise"), d.Items(UNTESTED)]
 
 
 # --------------------------------------------------------------------------------------------

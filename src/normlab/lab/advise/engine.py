@@ -30,6 +30,11 @@ def shipped_configs() -> list[str]:
     return sorted(p.name for p in _CONFIGS.iterdir() if p.name.endswith(".json"))
 
 
+def example_names() -> str:
+    """The shipped examples' names, as a user types them."""
+    return ", ".join(n.removesuffix(".json") for n in shipped_configs())
+
+
 def shipped_config(name: str) -> str:
     """The path of a shipped example config (e.g. ``llama-3.2-1b.json``)."""
     return str(_CONFIGS.joinpath(name))
@@ -53,11 +58,10 @@ def config_path(given: str) -> str:
     for name in (given, f"{given}.json"):
         if name in shipped_configs():
             return shipped_config(name)
-    examples = ", ".join(n.removesuffix(".json") for n in shipped_configs())
     raise UsageError(
         f"{printable(given)}: no such file, model directory or shipped example; type normlab "
         f"advise path/to/config.json (or the directory holding it), or an example: normlab "
-        f"advise {EXAMPLE} (examples: {examples})"
+        f"advise {EXAMPLE} (examples: {example_names()})"
     )
 
 
@@ -85,8 +89,8 @@ def plan(hf_config: str, scale: str, seeds: int | None = None, steps: int | None
 
     model = hf_reader.read(config_path(hf_config))
     try:
+        # make_twin runs the model configs' own checks (an MLP ratio beyond their bound)
         twin = make_twin(model, scale_of(scale, seeds, steps))
-        twin.config()  # the model configs' own checks (an MLP ratio beyond their bound)
     except UsageError:
         raise
     except ValueError as e:  # sizes the file may hold that no twin of them can have

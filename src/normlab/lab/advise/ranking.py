@@ -23,13 +23,21 @@ NONE = "–"  # the status of a claim the study does not have
 
 
 @dataclass(frozen=True)
-class ArmQuality:
-    """An arm's final validation loss at the recipe's learning rate."""
+class ArmMean:
+    """An arm's mean over its finished seeds (n of them), and its paired difference from the
+    recipe's (None for the recipe)."""
 
     arm: str
-    mean: float | None  # over its finished seeds
+    mean: float | None
     n: int
-    vs_recipe: Estimate | None  # loss(arm) − loss(recipe), paired; None for the recipe
+    vs_recipe: Estimate | None
+
+
+@dataclass(frozen=True)
+class ArmQuality(ArmMean):
+    """An arm's final validation loss at the recipe's learning rate; ``vs_recipe``: loss(arm) −
+    loss(recipe), paired."""
+
     as_good: str  # the status of "the recipe is at least as good as it" (NONE: the recipe)
     beats: str  # the status of "it beats the recipe"
 
@@ -38,7 +46,7 @@ class ArmQuality:
 class Ranked:
     """A dimension's arms, the recipe first; ``best`` is read from them."""
 
-    arms: tuple
+    arms: tuple[ArmMean, ...]
 
     @property
     def best(self):
@@ -64,13 +72,10 @@ class Quality(Ranked):
 
 
 @dataclass(frozen=True)
-class ArmStability:
-    """The LR sensitivity of an arm's learning-rate sweep."""
+class ArmStability(ArmMean):
+    """The LR sensitivity of an arm's learning-rate sweep, over the seeds whose sweep finished;
+    ``vs_recipe``: the "recipe stabler" claim's estimate."""
 
-    arm: str
-    mean: float | None  # over the seeds whose sweep finished
-    n: int
-    vs_recipe: Estimate | None  # the "recipe stabler" claim's estimate; None for the recipe
     best_lr: tuple[float, float] | None  # (lr, mean loss) of the sweep's best arm
     recipe_stabler: str  # the status of "the recipe is less sensitive" (NONE: the recipe)
     alt_stabler: str  # the status of "the alternative is less sensitive"

@@ -137,7 +137,7 @@ def _unfinished(out: Path, spec: Path, flag: str, data, device, precision) -> St
 
     if not spec.is_file():
         raise UsageError(f"{flag}: no study.json and no {spec.name}: not an advise's directory")
-    study = load_spec(spec)
+    loaded = load_spec(spec)
     records = ResultStore(out / "results.jsonl").load(results=True)
     if not records:
         raise UsageError(
@@ -154,18 +154,16 @@ def _unfinished(out: Path, spec: Path, flag: str, data, device, precision) -> St
     # pair under which the most of the study's runs are found.
     ids = [(r.get("seed"), r.get("seed_index")) for r in records.values()]
     blocks = {(s - i) // SEED_STRIDE for s, i in ids if isinstance(s, int) and isinstance(i, int)}
-    best = (-1, None, 0, {}, "cpu")
 
-    def key(run) -> str:
-        return run_key(run.config, corpus.sha256)
+    def found(dev: str, block: int):
+        configured = configure(loaded, dev, precision, check=False)
+        runs, where = configured.runs(block), f"{out}/results.jsonl"
+        got = results_of(records, runs, lambda r: run_key(r.config, corpus.sha256), where)
+        return sum(map(len, got.values())), configured, block, got, dev
 
-    for dev in [device] if device else ["cpu", "cuda"]:
-        configured = configure(study, dev, precision, check=False)
-        for block in sorted(blocks or {0}):
-            found = results_of(records, configured.runs(block), key, f"{out}/results.jsonl")
-            if (n := sum(map(len, found.values()))) > best[0]:
-                best = (n, configured, block, found, dev)
-    n, study, block, results, dev = best
+    devices = [device] if device else ["cpu", "cuda"]
+    tries = (found(dev, block) for dev in devices for block in sorted(blocks or {0}))
+    n, study, block, results, dev = max(tries, key=lambda t: t[0])  # the first of the most
     if not n:
         raise UsageError(
             f"{flag}: none of the study's runs is in results.jsonl (a different spec, "

@@ -43,37 +43,27 @@ class Scale:
 
 # quick is sized with the plan's CPU estimate (normlab advise --list) to finish on a laptop's
 # cores in one sitting (docs/advise.md gives its runs); smoke exercises every path.
-SCALES = {
-    "smoke": Scale(
-        "smoke",
+# Each field of a Scale: (smoke's, quick's).
+_SCALE_FIELDS = {
+    "about": (
         "toy sizes, seconds: exercises the machinery, proves nothing",
-        dim=16,
-        n_layers=2,
-        head_dim=8,
-        seq_len=16,
-        batch_size=4,
-        steps=12,
-        warmup_steps=2,
-        eval_batches=2,
-        lr=1e-3,
-        seeds=2,
-        sweep=(),
-    ),
-    "quick": Scale(
-        "quick",
         "d=64, 6 blocks, 200 steps, 3 seeds; learning-rate sweeps for stability",
-        dim=64,
-        n_layers=6,
-        head_dim=16,
-        seq_len=64,
-        batch_size=16,
-        steps=200,
-        warmup_steps=20,
-        eval_batches=8,
-        lr=1e-3,
-        seeds=3,
-        sweep=(1e-3, 3e-3, 1e-2, 3e-2),
     ),
+    "dim": (16, 64),
+    "n_layers": (2, 6),
+    "head_dim": (8, 16),
+    "seq_len": (16, 64),
+    "batch_size": (4, 16),
+    "steps": (12, 200),
+    "warmup_steps": (2, 20),
+    "eval_batches": (2, 8),
+    "lr": (1e-3, 1e-3),
+    "seeds": (2, 3),
+    "sweep": ((), (1e-3, 3e-3, 1e-2, 3e-2)),
+}
+SCALES = {
+    name: Scale(name, **{k: v[i] for k, v in _SCALE_FIELDS.items()})
+    for i, name in enumerate(("smoke", "quick"))
 }
 
 # δ, the smallest effect that matters, fixed before the runs as in the lab's presets:

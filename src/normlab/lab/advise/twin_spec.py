@@ -26,6 +26,12 @@ class SpecDoc:
         self.comments[(section, len(entries))] = comment
         entries += items
 
+    def values(self, path: tuple, pairs: dict[str, tuple[Any, str]]) -> dict[str, Any]:
+        """The values of ``pairs`` (key -> (value, why)), each why the comment of its key at
+        ``path``."""
+        self.comments |= {(*path, k): why for k, (_, why) in pairs.items()}
+        return {k: v for k, (v, _) in pairs.items()}
+
 
 def spec_text(twin: Twin, command: str) -> str:
     """The study spec of ``twin`` (TOML, docs/spec.md): its base (the recipe), arms and claims;
@@ -55,13 +61,11 @@ def spec_text(twin: Twin, command: str) -> str:
 def _base(spec: SpecDoc, twin: Twin) -> None:
     """[base]: the recipe's training fields and, under [base.model], its model fields, each
     with where it came from."""
-    base: dict[str, Any] = {k: v for k, (v, _) in twin.train.items()}
-    spec.comments |= {("base", k): why for k, (_, why) in twin.train.items()}
+    base = spec.values(("base",), twin.train)
     # vocab_size is the data's and cannot be set in a spec; the lab's defaults need no line.
     model = {k: vs for k, vs in twin.fields.items() if k != "vocab_size"}
     model = {k: (v, why) for k, (v, why) in model.items() if why != "the lab's default"}
-    base["model"] = {k: v for k, (v, _) in model.items()}
-    spec.comments |= {("base", "model", k): why for k, (_, why) in model.items()}
+    base["model"] = spec.values(("base", "model"), model)
     spec.comments[("base",)] = (
         "The model's recipe, scaled down: training fields here, model fields under [base.model]."
     )
@@ -183,7 +187,8 @@ def _stability_claims(spec: SpecDoc, twin: Twin) -> None:
     span = f"(learning rates {s.sweep[0]:g} to {s.sweep[-1]:g})"
     claims = []
     for a in (a for a in twin.alts if a.swept):
-        mine, theirs = _sweep("recipe"), _sweep(a.arm)
+        # a sweep's arms (globs): the arm itself at the recipe's lr, its grid arms at the others
+        mine, theirs = ["recipe", "recipe-lr*"], [a.arm, f"{a.arm}-lr*"]
         for kind, x, y, stable, unstable in (
             ("stabler", who, a.label, mine, theirs),
             ("stabler_alt", a.label, who, theirs, mine),
@@ -208,9 +213,3 @@ def _stability_claims(spec: SpecDoc, twin: Twin) -> None:
 
 def _who(twin: Twin) -> str:
     return f"{twin.hf.family.name}'s recipe ({twin.recipe_label()})"
-
-
-def _sweep(arm: str) -> list[str]:
-    """The arm names (globs) of ``arm``'s learning-rate sweep: itself at the recipe's learning
-    rate, the grid arms at the others."""
-    return [arm, f"{arm}-lr*"]

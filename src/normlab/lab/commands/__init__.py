@@ -6,8 +6,9 @@ becomes an exit status. This package and ``normlab.lab.cli`` are the only places
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from normlab.lab.kit.reading import (
     bounded_int,
@@ -44,3 +45,13 @@ PATH = arg_type(path_arg, "a path")
 def int_in(low: int, high: int) -> Callable[[str], int]:
     """An argparse type: an int in [``low``, ``high``]."""
     return arg_type(bounded_int(low, high), f"an int in [{low}, {high}]")
+
+
+Options = TypeVar("Options")
+
+
+def options_of(cls: type[Options], args: argparse.Namespace, **given: Any) -> Options:
+    """The options dataclass ``cls`` of a command: each field the parsed option of its name, but
+    those ``given``."""
+    names = [f.name for f in dataclasses.fields(cls) if f.name not in given]
+    return cls(**{name: getattr(args, name) for name in names}, **given)

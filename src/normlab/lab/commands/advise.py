@@ -7,16 +7,16 @@ import argparse
 import sys
 from functools import partial
 
-from normlab.lab.advise.engine import SPEC_FILE, shipped_configs
+from normlab.lab.advise.engine import EXAMPLE, SPEC_FILE, example_names
 from normlab.lab.commands import PATH, int_in
 from normlab.lab.commands.options import add_redecide, add_run_options, only_with, record_defaults
+from normlab.lab.kit.errors import UsageError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from normlab.lab.advise.twin import SCALES
     from normlab.lab.kit.limits import MAX_SEEDS, MAX_STEPS
 
-    examples = ", ".join(n.removesuffix(".json") for n in shipped_configs())
     p.add_argument(
         "config",
         type=PATH,
@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="(required, except with --redecide) a Hugging Face decoder's config.json (read as "
         "JSON; transformers is not needed), a model directory holding one, or the name of an "
-        f"example shipped with normlab: {examples}",
+        f"example shipped with normlab: {example_names()}",
     )
     p.add_argument(
         "--hf-config",
@@ -125,9 +125,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _config(args: argparse.Namespace) -> str:
     """CONFIG or --hf-config, given once."""
-    from normlab.lab.advise.engine import EXAMPLE
-    from normlab.lab.kit.errors import UsageError
-
     if args.config and args.hf_config:
         raise UsageError(f"CONFIG {args.config} and --hf-config {args.hf_config}: give one")
     if not (args.config or args.hf_config):
@@ -145,7 +142,6 @@ def _redecide(args: argparse.Namespace) -> int:
     from normlab.lab.advise.advice import headline
     from normlab.lab.advise.engine import write_advice
     from normlab.lab.advise.redecide_advise import redecide_advise
-    from normlab.lab.kit.errors import UsageError
     from normlab.lab.kit.io import hold
     from normlab.lab.study.run import summary
 

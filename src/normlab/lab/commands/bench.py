@@ -7,7 +7,7 @@ import argparse
 from normlab.lab.bench.bandwidth import DTYPES, OPS, BenchOptions, parse_shape, run_bench
 from normlab.lab.bench.cost_findings import KINDS, FindingsOptions, run_findings
 from normlab.lab.bench.ratio import IMPLS, ROUNDS, SIZES
-from normlab.lab.commands import PATH, arg_type, int_in
+from normlab.lab.commands import PATH, arg_type, int_in, options_of
 from normlab.lab.kit.threads import MAX_THREADS
 
 _DEFAULT = BenchOptions()
@@ -74,14 +74,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _findings(args: argparse.Namespace) -> int:
-    options = FindingsOptions(
-        out=args.out,
+    options = options_of(
+        FindingsOptions,
+        args,
         kinds=tuple(k for k in args.findings.split(",") if k),
         sizes=(64, 1024, 4096) if args.quick else SIZES,
         impls=tuple(i for i in IMPLS if i != "compile" or not args.no_compile),
         rounds=min(args.rounds, 7) if args.quick else args.rounds,
-        device=args.device,
-        threads=args.threads,
     )
     path = run_findings(options)
     print(path.read_text().split("\n### ")[0])
@@ -100,16 +99,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    options = BenchOptions(
-        device=args.device,
-        out=args.out,
-        quick=args.quick,
+    options = options_of(
+        BenchOptions,
+        args,
         compile=not args.no_compile,
-        repeat=args.repeat,
         ops=tuple(args.ops),
         dtypes=tuple(args.dtypes),
         shapes=tuple(args.shapes) if args.shapes else None,
-        threads=args.threads,
     )
     path = run_bench(options)
     print(f"wrote {path} (+ .csv, .json)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from normlab.lab.commands import POSITIVE_INT
+from normlab.lab.commands import POSITIVE_INT, options_of
 from normlab.lab.demo import DTYPES, DemoOptions, run_demo
 
 _DEFAULT = DemoOptions()
@@ -22,5 +22,5 @@ def run(args: argparse.Namespace) -> int:
     from normlab.lab.kit.limits import check_rows
 
     check_rows(args.rows, args.hidden)  # before the tensor is allocated
-    run_demo(DemoOptions(rows=args.rows, hidden=args.hidden, dtype=args.dtype))
+    run_demo(options_of(DemoOptions, args))
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from normlab.lab.commands import FLOAT, NON_NEGATIVE_INT, SEED_BLOCK, int_in
+from normlab.lab.commands import FLOAT, NON_NEGATIVE_INT, SEED_BLOCK, int_in, options_of
 from normlab.lab.inspect.inspect_options import CHUNK, MAX_TOKENS, TOKENS, InspectOptions
 
 
@@ -51,16 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from normlab.lab.inspect import summary_words
     from normlab.lab.inspect.run import run_inspect
 
-    options = InspectOptions(
-        model=args.model,
-        out=args.out,
-        tokens=args.tokens,
-        chunk=args.chunk,
-        memory_gib=args.memory_gib,
-        seed=args.seed,
-        threads=args.threads,
-        progress=not args.quiet,
-    )
+    options = options_of(InspectOptions, args, progress=not args.quiet)
     log = (lambda *a: None) if args.quiet else print
     result, paths = run_inspect(options, log=log)
     if not args.quiet:

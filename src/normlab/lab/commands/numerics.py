@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from normlab.lab.commands import PATH, POSITIVE_INT, int_in
+from normlab.lab.commands import PATH, POSITIVE_INT, int_in, options_of
 from normlab.lab.numerics.findings import SEEDS
 from normlab.lab.numerics.sweep import REDUCED, Grid, NumericsOptions, run_numerics, summary
 
@@ -52,16 +52,8 @@ def run(args: argparse.Namespace) -> int:
     if kind not in ("cpu", "cuda"):
         raise UsageError(f"--device {printable(args.device, 30)}: expected cpu or cuda")
     check_device(kind)
-    options = NumericsOptions(
-        out=args.out,
-        reduced=args.reduced,
-        rows=args.rows,
-        device=args.device,
-        backends=None if args.backends == "all" else tuple(args.backends.split(",")),
-        quiet=args.quiet,
-        seeds=args.seeds,
-        seed_block=args.seed_block,
-    )
+    backends = None if args.backends == "all" else tuple(args.backends.split(","))
+    options = options_of(NumericsOptions, args, backends=backends)
     options.resolved_grid()  # the rows' bound, before the directory is made
     # One process per output directory: two sweeps into one --out would mix their files.
     with hold(out_dir(args.out), "numerics"):

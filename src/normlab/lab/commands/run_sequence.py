@@ -5,13 +5,13 @@ failures. What a command adds to it is a :class:`RunSteps`."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from normlab.lab.commands import options_of
 from normlab.lab.kit.io import hold, out_dir
 from normlab.lab.kit.limits import check_study
 from normlab.lab.study.run import (
@@ -52,7 +52,10 @@ class RunSteps(Generic[R]):
 def run_sequence(study: Study, args: argparse.Namespace, steps: RunSteps[R]) -> int:
     """``study`` run as the options of ``add_run_options`` in ``args`` say, with ``steps``;
     the command's exit status."""
-    study = _configured(study, args)  # --device cuda without CUDA stops here, before any work
+    # --device cuda without CUDA stops here, before the output directory or the data (not with
+    # --list, which runs nothing)
+    check = not args.list and checks_device(args.executor, args.address)
+    study = configure(study, args.device, args.precision, check=check)
     check_study(study)  # sizes, from the configs' arithmetic: before anything is allocated
     check_workers([a.config for a in study.arms], args.workers)  # --workers N of them at once
     if args.list:
@@ -60,7 +63,9 @@ def run_sequence(study: Study, args: argparse.Namespace, steps: RunSteps[R]) -> 
         return 0
     if steps.instead is not None:
         return steps.instead(study)
-    options = _study_options(args)
+    # the runner's options, the output directory created
+    tensorboard = None if args.tensorboard is None else Path(args.tensorboard)
+    options = options_of(StudyOptions, args, out=out_dir(args.out), tensorboard=tensorboard)
     steps.started(options)
     with hold(options.out, steps.lock):  # one process per output directory, before any work
         corpus = load_data(args.data)
@@ -85,24 +90,3 @@ def run_sequence(study: Study, args: argparse.Namespace, steps: RunSteps[R]) -> 
         )
     steps.closing(r, options)
     return result.exit_code
-
-
-def _configured(study: Study, args: argparse.Namespace) -> Study:
-    """``study`` on ``--device`` in ``--precision``; without ``--list``, a UsageError now if it
-    needs CUDA and there is none (before the output directory or the data)."""
-    check = not args.list and checks_device(args.executor, args.address)
-    return configure(study, args.device, args.precision, check=check)
-
-
-def _study_options(args: argparse.Namespace) -> StudyOptions:
-    """The parsed run options as the runner's options (each its field's name), the output
-    directory created."""
-    return StudyOptions(
-        out=out_dir(args.out),
-        tensorboard=None if args.tensorboard is None else Path(args.tensorboard),
-        **{
-            f.name: getattr(args, f.name)
-            for f in dataclasses.fields(StudyOptions)
-            if f.name not in ("out", "tensorboard")
-        },
-    )

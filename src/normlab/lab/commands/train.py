@@ -18,7 +18,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
-from normlab.lab.commands import FLOAT, NON_NEGATIVE_INT, PATH, SEED_BLOCK
+from normlab.lab.commands import FLOAT, NON_NEGATIVE_INT, PATH, SEED_BLOCK, arg_type, options_of
 from normlab.lab.commands.options import add_set, add_spec
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.kit.io import hold, is_main_process, out_dir
@@ -61,14 +61,12 @@ def _parser(hint: Any):
     coercer the spec loader uses (``normlab.lab.train.fields.coerce``)."""
 
     def parse(text: str) -> Any:
-        try:
+        try:  # a number parser's ValueError says itself what came and what was expected
             return coerce(hint, text, text=True)
         except Expected as e:
-            raise argparse.ArgumentTypeError(f"expected {e}, got {text!r}") from None
-        except ValueError as e:  # the number parsers' own message: what came, what was expected
-            raise argparse.ArgumentTypeError(str(e)) from None
+            raise ValueError(f"expected {e}, got {text!r}") from None
 
-    return parse
+    return arg_type(parse, "parse")
 
 
 def _add_field(group, f: dataclasses.Field, hint, default: Any) -> None:
@@ -233,14 +231,8 @@ def run(args: argparse.Namespace) -> int:
         check_device(cfg.device)
         # Recorded (config.json, the checkpoint) as the device it runs on, never "auto".
         cfg = cfg.replace(device=concrete_device(cfg.device))
-        opts = RunOptions(
-            out=Path(args.out),
-            fsdp=args.fsdp,
-            ckpt_every=args.ckpt_every,
-            resume=args.resume,
-            log_every=args.log_every,
-            tensorboard=None if args.tensorboard is None else Path(args.tensorboard),
-        )
+        tensorboard = None if args.tensorboard is None else Path(args.tensorboard)
+        opts = options_of(RunOptions, args, out=Path(args.out), tensorboard=tensorboard)
     except UsageError:  # a spec's or a saved config's own one-line message
         raise
     except (ValueError, TypeError) as e:  # the dataclasses' validation of the options' values

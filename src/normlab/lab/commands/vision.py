@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from normlab.lab.commands import PATH, SEED_BLOCK, int_in
+from normlab.lab.commands import PATH, SEED_BLOCK, int_in, options_of
 
 _HELP_DESIGN = "; any other value than the default is not the registered design"
 
@@ -46,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
     if args.list:
         print(listing(plan, args.seed))
         return 0
-    options = VisionOptions(
-        out=args.out, seed_block=args.seed, plan=plan, jobs=args.jobs, progress=not args.quiet
+    options = options_of(
+        VisionOptions, args, seed_block=args.seed, plan=plan, progress=not args.quiet
     )
     with hold(out_dir(args.out), "vision"):
         decided, runs = run_vision(options)
