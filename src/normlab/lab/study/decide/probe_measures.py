@@ -21,6 +21,15 @@ def finite(v: Any) -> float | None:
 MISSING = (KeyError, TypeError, ValueError, ZeroDivisionError)  # a probe missing or not finite
 
 
+def value_of(fn: Callable[..., float], *args: Any) -> float | None:
+    """``fn(*args)`` if it is a finite number; None where what it reads is missing or not finite
+    (``MISSING``)."""
+    try:
+        return finite(fn(*args))
+    except MISSING:
+        return None
+
+
 def values(probe: dict, key: str) -> list[float]:
     vals = probe.get(key) or []
     if not vals or any(v is None for v in vals):
@@ -39,12 +48,7 @@ def over_training(fn: Callable[[list[dict]], float]) -> Measured:
 
     def measure(res: RunResult, matrix: str | None) -> float | None:
         during = training(res) if res.status == "ok" else []
-        if not during:
-            return None
-        try:
-            return finite(fn(during))
-        except MISSING:
-            return None
+        return value_of(fn, during) if during else None
 
     return measure
 
@@ -75,10 +79,7 @@ def input_grad_ratio(p: dict) -> float:
 def at_init(fn: Callable[[dict], float]) -> Measured:
     def measure(res: RunResult, matrix: str | None) -> float | None:
         probe = res.probes.get("0")
-        try:
-            return finite(fn(probe)) if probe else None
-        except MISSING:
-            return None
+        return value_of(fn, probe) if probe else None
 
     return measure
 
@@ -173,7 +174,5 @@ def log_ln_input_growth_first(res: RunResult, matrix: str | None) -> float | Non
     got = _first_steps(res, FIRST_STEPS)
     if got is None:
         return None
-    try:
-        return finite(math.log(max(_ln_input(p) for p in got[1]) / _ln_input(got[0])))
-    except MISSING:
-        return None
+    init, early = got
+    return value_of(lambda: math.log(max(map(_ln_input, early)) / _ln_input(init)))
