@@ -65,14 +65,9 @@ def claim_design(study, claim) -> dict[str, Any]:
 def _without_added(cfg: dict[str, Any]) -> dict[str, Any]:
     """``cfg`` (a ``TrainConfig.to_dict()``) without the ``ADDED`` fields at their old value."""
     out = dict(cfg)
-    for table, fields in ADDED.items():
-        if not isinstance(out.get(table), dict):
-            continue
-        sub = dict(out[table])
-        for name, old in fields.items():
-            if name in sub and sub[name] == old:
-                del sub[name]
-        out[table] = sub
+    for table, old in ADDED.items():
+        if isinstance(out.get(table), dict):
+            out[table] = {k: v for k, v in out[table].items() if k not in old or v != old[k]}
     return out
 
 
