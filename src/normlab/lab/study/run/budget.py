@@ -23,7 +23,7 @@ from pathlib import Path
 
 from normlab.lab.study.report.claims_json import read_claims
 from normlab.lab.study.run.pilot import part_values
-from normlab.lab.verdict import Estimate, Word, decide, statistic
+from normlab.lab.verdict import DECIDED, Estimate, Word, combine, decide, statistic
 
 SIMULATED = 400  # studies
 
@@ -91,10 +91,8 @@ def _stops(claim, ns, quantiles, moments, rng) -> int:
             row.append(decide(rule.expect, est, rule.delta)[0])
         words.append(row)
     target = getattr(claim.rule, "TARGET", Word.DOES_NOT_HOLD)
-    other = Word.HOLDS if target == Word.DOES_NOT_HOLD else Word.DOES_NOT_HOLD
     for k, n in enumerate(ns):
-        look = [w[k] for w in words]
-        if target in look or all(w == other for w in look):
+        if combine(target, [w[k] for w in words]) in DECIDED:  # the claim's word settled
             return n
     return ns[-1]
 
