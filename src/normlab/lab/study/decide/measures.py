@@ -43,7 +43,6 @@ from normlab.lab.study.decide.probe_measures import (
     log_max_over_min,
     log_update,
     over_training,
-    value_of,
     values,
 )
 from normlab.lab.train.result import RunResult
@@ -72,20 +71,10 @@ def _summary(name: str) -> Measured:
     return measure
 
 
-def _at_end(res: RunResult) -> dict:
-    """The probe taken at the latest step (after the last update when ``probe_steps`` has it);
-    none (an empty probe: no value) where the model was probed at init alone."""
-    probes = {t: p for t, p in res.probes.items() if int(t) > 0}
-    return probes[max(probes, key=int)] if probes else {}
-
-
 def _end(fn: Callable[[dict], float]) -> Measured:
-    """A measure of the probe at the latest step: ``fn(probe)``."""
-
-    def measure(res: RunResult, matrix: str | None) -> float | None:
-        return value_of(lambda: fn(_at_end(res))) if res.status == "ok" else None
-
-    return measure
+    """A measure of the probe at the latest step (after the last update when ``probe_steps`` has
+    it): ``fn(probe)``; none where the model was probed at init alone."""
+    return over_training(lambda during: fn(during[-1]))
 
 
 def _drift(fn: Callable[[dict, dict], float]) -> Measured:
