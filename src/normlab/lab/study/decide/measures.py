@@ -43,6 +43,7 @@ from normlab.lab.study.decide.probe_measures import (
     log_max_over_min,
     log_update,
     over_training,
+    value_of,
     values,
 )
 from normlab.lab.train.result import RunResult
@@ -150,10 +151,9 @@ def _early_stopping_gain(res: RunResult, matrix: str | None) -> float | None:
 
 
 def _block_drop_mean(res: RunResult, matrix: str | None) -> float | None:
-    drops = res.summary.get("block_drop_loss") if res.status == "ok" else None
-    if not drops or any(not isinstance(v, int | float) for v in drops):
+    if res.status != "ok":
         return None
-    return finite(statistics.fmean(drops))
+    return value_of(statistics.fmean, res.summary.get("block_drop_loss"))
 
 
 # The serving measures (TrainConfig.eval_serving; normlab.lab.train.serving), each read from the

@@ -121,13 +121,8 @@ def log_grad_spread(res: RunResult, matrix: str | None) -> float | None:
 
 
 def branch_ratio(sublayer: str) -> Measured:
-    def measure(res: RunResult, matrix: str | None) -> float | None:
-        probe = res.probes.get("0") or {}
-        vals = (probe.get("branch_ratio") or {}).get(sublayer) or []
-        ok = vals and all(isinstance(v, int | float) for v in vals)
-        return finite(statistics.fmean(vals)) if ok else None
-
-    return measure
+    """Var f / Var(x + f) of the ``sublayer`` branches at init, the mean over the blocks."""
+    return at_init(lambda p: statistics.fmean(p["branch_ratio"][sublayer]))
 
 
 def log_max_over_min(values: list[float]) -> float:
