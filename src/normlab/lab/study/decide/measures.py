@@ -107,12 +107,10 @@ def _gap(a: str, b: str, size: bool = False) -> Measured:
 def _abs_gap_short(res: RunResult, matrix: str | None) -> float | None:
     """The same |eval − train mode| gap on the validation sequences cut to the shortest of the
     run's ``eval_lengths``: served at a length it was not trained at."""
-    at, train_at = (res.summary.get(k) or {} for k in ("val_loss_at", "val_loss_train_mode_at"))
+    at, train_at = (res.summary.get(k) for k in ("val_loss_at", "val_loss_train_mode_at"))
     if res.status != "ok" or not at or not train_at:
         return None
-    n = min(at, key=int)
-    x, y = finite(at[n]), finite(train_at.get(n))
-    return None if x is None or y is None else abs(x - y)
+    return value_of(lambda n: abs(at[n] - train_at[n]), min(at, key=int))
 
 
 def _deep_cos(p: dict) -> float:

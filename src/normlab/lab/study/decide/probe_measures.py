@@ -37,17 +37,13 @@ def values(probe: dict, key: str) -> list[float]:
     return [float(v) for v in vals]
 
 
-def training(res: RunResult) -> list[dict]:
-    """The probes taken during training (steps ≥ 1, after an update), in step order."""
-    probes = res.probes
-    return [probes[t] for t in sorted(probes, key=int) if int(t) > 0]
-
-
 def over_training(fn: Callable[[list[dict]], float]) -> Measured:
-    """A measure of the probes taken during training: ``fn(probes at steps ≥ 1)``."""
+    """A measure of the probes taken during training (steps ≥ 1, after an update), in step
+    order: ``fn(those probes)``."""
 
     def measure(res: RunResult, matrix: str | None) -> float | None:
-        during = training(res) if res.status == "ok" else []
+        probes = res.probes if res.status == "ok" else {}
+        during = [probes[t] for t in sorted(probes, key=int) if int(t) > 0]
         return value_of(fn, during) if during else None
 
     return measure
