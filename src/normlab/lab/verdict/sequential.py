@@ -144,11 +144,7 @@ class Design:
     def looks(self, cap: int) -> tuple[int, ...]:
         """The seeds at each look of a claim whose cap is ``cap``: ``first``, then every
         ``batch`` more, the last look at ``cap``."""
-        n, out = self.first or self.batch, []
-        while n < cap:
-            out.append(n)
-            n += self.batch
-        return (*out, cap)
+        return (*range(self.first or self.batch, cap, self.batch), cap)
 
     def levels(self, cap: int, level: float = LEVEL) -> tuple[float, ...]:
         """Each look's nominal level for a claim with cap ``cap`` whose looks together cover at

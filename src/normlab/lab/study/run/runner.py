@@ -323,8 +323,7 @@ def _open_store(store, options: StudyOptions):
     (what an earlier study left moved aside whole, never overwritten: :func:`start_anew`)."""
     if options.resume and (torn := store.set_aside_torn_line()) is not None and not options.quiet:
         print(f"a torn last line of {store.path.name} (a crash mid-write) was moved to {torn}")
-    if not options.resume:
-        start_anew(options)
+    start_anew(options)  # without resume
     mark_began(options.out, _utc(time.time()))
     return store
 
