@@ -17,7 +17,7 @@ findings file is read and checked here, `finding.read_findings`).
 """
 
 from normlab.lab.verdict.claim_verdict import Seeds, Verdict
-from normlab.lab.verdict.holm import ALL_OF_TEXT, ANY_OF_TEXT, combine, correct, headline, holm
+from normlab.lab.verdict.holm import ALL_OF_TEXT, ANY_OF_TEXT, combine, correct, headline
 from normlab.lab.verdict.rule import (
     BOUND_TEXT,
     EXPECT,
@@ -64,7 +64,6 @@ __all__ = [
     "decide_rows",
     "detectable",
     "headline",
-    "holm",
     "pick",
     "signed",
     "statistic",

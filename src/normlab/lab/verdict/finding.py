@@ -114,10 +114,7 @@ class Finding:
             for label, _ in self.parts
         ]
         return {
-            "name": self.name,
-            "statement": self.statement,
-            "source": self.source,
-            "unit": self.unit,
+            **self._said(),
             "rule": self.describe(),
             "verdict": combine(TARGET, [p["verdict"] for p in parts]),
             "parts": parts,
@@ -129,13 +126,11 @@ class Finding:
         statement, source, unit, and per part its label, measure, expect, δ, trim and why that
         δ): equal designs give equal canonical JSON, so a fingerprint of it (e.g. the sha256 of
         ``json.dumps(design, sort_keys=True)``) tells whether a design changed after its data."""
-        return {
-            "name": self.name,
-            "statement": self.statement,
-            "source": self.source,
-            "unit": self.unit,
-            "parts": [part.design(label) for label, part in self.parts],
-        }
+        return {**self._said(), "parts": [part.design(label) for label, part in self.parts]}
+
+    def _said(self) -> dict[str, str]:
+        """What the finding states: its name, statement, source and unit (in that order)."""
+        return {k: getattr(self, k) for k in ("name", "statement", "source", "unit")}
 
     def redecide(self, published: Mapping[str, Any]) -> dict:
         """``published`` (a finding as ``decide`` wrote it) decided again from its stored

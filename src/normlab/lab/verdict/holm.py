@@ -88,11 +88,9 @@ def combine(target: str, words: Sequence[str]) -> Word:
     if words and all(w == other for w in words):
         return other
     rest = [w for w in words if w != other]
-    return (
-        Word.NOT_TESTABLE
-        if rest and all(w == Word.NOT_TESTABLE for w in rest)
-        else Word.INCONCLUSIVE
-    )
+    if rest and all(w == Word.NOT_TESTABLE for w in rest):
+        return Word.NOT_TESTABLE
+    return Word.INCONCLUSIVE
 
 
 def headline(words: Sequence[str]) -> Word:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 from normlab.lab.verdict.statistic import Estimate, statistic
-from normlab.lab.verdict.words import Word
+from normlab.lab.verdict.words import DECIDED, Word
 
 # expect -> the decision in words, as the report and the docs state it
 EXPECT = {
@@ -33,7 +33,6 @@ EXPECT = {
     "≈0": "holds if the interval lies inside ±δ; does not hold if it lies wholly outside ±δ; "
     "otherwise inconclusive",
 }
-SUPERIORITY, EQUIVALENCE = (">0", "<0"), ("≈0", "≠0")
 
 # How a seed whose measure is undefined is scored, as the rule texts say it.
 BOUND_TEXT = (
@@ -52,14 +51,6 @@ def check_rule(expect: str, seeds: int, delta: float) -> None:
         raise ValueError(f"seeds must be >= 1 and delta a finite number >= 0, got {seeds}, {delta}")
 
 
-def _outside(lo: float, hi: float, delta: float) -> bool:
-    return lo > delta or hi < -delta
-
-
-def _inside(lo: float, hi: float, delta: float) -> bool:
-    return -delta < lo and hi < delta
-
-
 def decide(expect: str, est: Estimate, delta: float) -> tuple[Word, str]:
     """(word, why) of ``est`` under the claim form ``expect`` with minimum effect ``delta``."""
     if expect not in EXPECT:
@@ -72,25 +63,19 @@ def decide(expect: str, est: Estimate, delta: float) -> tuple[Word, str]:
     if est.effect is None or est.n < 2:
         return Word.INCONCLUSIVE, f"n={est.n}: too few seeds for an interval"
     lo, hi, ci, d = est.lo, est.hi, est.text(), f"{delta:.3g}"
-    if expect == ">0":
-        if lo > delta:
-            return Word.HOLDS, f"{ci}: the interval lies above δ={d}"
-        if hi < delta:
-            return Word.DOES_NOT_HOLD, f"{ci}: the interval lies below δ={d}"
-    elif expect == "<0":
-        if hi < -delta:
-            return Word.HOLDS, f"{ci}: the interval lies below −δ=−{d}"
-        if lo > -delta:
-            return Word.DOES_NOT_HOLD, f"{ci}: the interval lies above −δ=−{d}"
-    elif expect == "≈0":
-        if _inside(lo, hi, delta):
-            return Word.HOLDS, f"{ci}: the interval lies inside ±δ={d}"
-        if _outside(lo, hi, delta):
-            return Word.DOES_NOT_HOLD, f"{ci}: the interval lies wholly outside ±δ={d}"
-    elif _outside(lo, hi, delta):  # ≠0
-        return Word.HOLDS, f"{ci}: the interval lies wholly outside ±δ={d}"
-    elif _inside(lo, hi, delta):
-        return Word.DOES_NOT_HOLD, f"{ci}: the interval lies inside ±δ={d}"
+    inside = (-delta < lo and hi < delta, f"inside ±δ={d}")
+    outside = (lo > delta or hi < -delta, f"wholly outside ±δ={d}")
+    # expect -> (where the interval lies when it holds, where when it does not), each tested
+    # in that order
+    edges = {
+        ">0": ((lo > delta, f"above δ={d}"), (hi < delta, f"below δ={d}")),
+        "<0": ((hi < -delta, f"below −δ=−{d}"), (lo > -delta, f"above −δ=−{d}")),
+        "≈0": (inside, outside),
+        "≠0": (outside, inside),
+    }
+    for word, (lies, where) in zip(DECIDED, edges[expect], strict=True):
+        if lies:
+            return word, f"{ci}: the interval lies {where}"
     mde = f"; detectable at this n: {est.mde:.3g}" if est.mde is not None else ""
     return Word.INCONCLUSIVE, f"{ci}: the interval straddles an edge at δ={d}{mde}"
 

@@ -134,10 +134,9 @@ class Design:
     first: int = 0  # the seeds at the first look; 0: batch
 
     def __post_init__(self) -> None:
-        for name in ("batch", "first"):
+        for name, low in (("batch", 1), ("first", 0)):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < (name == "batch"):
-                low = 1 if name == "batch" else 0
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
                 raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
         if self.spending not in SPENDING:
             raise ValueError(f"spending must be one of {SPENDING}, got {self.spending!r}")
@@ -145,11 +144,7 @@ class Design:
     def looks(self, cap: int) -> tuple[int, ...]:
         """The seeds at each look of a claim whose cap is ``cap``: ``first``, then every
         ``batch`` more, the last look at ``cap``."""
-        n, out = self.first or self.batch, []
-        while n < cap:
-            out.append(n)
-            n += self.batch
-        return (*out, cap)
+        return (*range(self.first or self.batch, cap, self.batch), cap)
 
     def levels(self, cap: int, level: float = LEVEL) -> tuple[float, ...]:
         """Each look's nominal level for a claim with cap ``cap`` whose looks together cover at

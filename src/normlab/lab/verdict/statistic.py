@@ -71,13 +71,6 @@ def detectable(sd: float, n: int, level: float = LEVEL, power: float = POWER) ->
     return t * sd / math.sqrt(n)
 
 
-def _unbounded(values, level: float) -> Estimate | None:
-    """No estimate where there is no value or one is infinite (a measure undefined everywhere)."""
-    if not values or not all(math.isfinite(v) for v in values):
-        return Estimate(None, None, None, len(values), None, level)
-    return None
-
-
 # Beyond this magnitude a value's square leaves float range: the spread, the interval and the
 # detectable effect of such values are no numbers.
 VALUE_MAX = 1e150
@@ -85,9 +78,9 @@ VALUE_MAX = 1e150
 
 def _finite(estimate) -> Callable[..., Estimate]:
     """``estimate`` given its values as floats and kept from what it cannot estimate: no
-    estimate where there is no value or one is infinite (:func:`_unbounded`), and none with its
-    values kept, to say why, where its arithmetic would leave float range (finite values of
-    1e308 sum to infinity, and their spread overflows)."""
+    estimate where there is no value or one is infinite (a measure undefined everywhere), and
+    none with its values kept, to say why, where its arithmetic would leave float range (finite
+    values of 1e308 sum to infinity, and their spread overflows)."""
 
     @functools.wraps(estimate)
     def checked(self, values, level: float = LEVEL) -> Estimate:
@@ -95,8 +88,8 @@ def _finite(estimate) -> Callable[..., Estimate]:
         none = Estimate(None, None, None, len(vals), None, level, tuple(vals))
         if any(abs(v) > VALUE_MAX for v in vals if math.isfinite(v)):
             return none
-        if (unbounded := _unbounded(vals, level)) is not None:
-            return unbounded
+        if not vals or not all(math.isfinite(v) for v in vals):
+            return Estimate(None, None, None, len(vals), None, level)
         try:
             est = estimate(self, vals, level)
         except OverflowError:  # not expected below VALUE_MAX; never a traceback if it is

@@ -3,7 +3,7 @@ through the verdict engine."""
 
 from normlab.lab.study.decide.claims import Claim, by_design
 from normlab.lab.study.decide.looks import decide_all
-from normlab.lab.study.decide.measure_needs import Measure, unmet
+from normlab.lab.study.decide.measure_needs import unmet
 from normlab.lab.study.decide.measures import H_TEXT, MEASURES
 from normlab.lab.study.decide.rules import RULES, control_kinds
 from normlab.lab.study.decide.rules_compound import AnyOf, Controlled
@@ -23,7 +23,6 @@ __all__ = [
     "Controlled",
     "decide_all",
     "H_TEXT",
-    "Measure",
     "MEASURES",
     "Results",
     "RULES",

@@ -60,13 +60,11 @@ class Claim:
         return text
 
     def decide(self, results: Results, ctx: Context) -> Verdict:
-        v = with_controls(self.rule.decide(results, ctx), self.controls, results, ctx)
-        checks = tuple(
-            (c.label, with_controls(self.rule.decide(r, ctx), self.controls, r, ctx))
-            for c in self.rate_checks
-            for r in (c.results(results),)
-        )
-        return rivals.checked(v, checks)
+        def on(runs: Results) -> Verdict:
+            return with_controls(self.rule.decide(runs, ctx), self.controls, runs, ctx)
+
+        v = on(results)
+        return rivals.checked(v, tuple((c.label, on(c.results(results))) for c in self.rate_checks))
 
 
 def by_design(study, claim: Claim, v: Verdict) -> Verdict:

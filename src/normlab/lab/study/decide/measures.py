@@ -30,7 +30,6 @@ from normlab.lab.study.decide.measure_needs import (
 )
 from normlab.lab.study.decide.probe_measures import (
     FIRST_STEPS,
-    MISSING,
     UPDATE_WINDOW,
     at_init,
     branch_ratio,
@@ -44,6 +43,7 @@ from normlab.lab.study.decide.probe_measures import (
     log_max_over_min,
     log_update,
     over_training,
+    value_of,
     values,
 )
 from normlab.lab.train.result import RunResult
@@ -72,25 +72,10 @@ def _summary(name: str) -> Measured:
     return measure
 
 
-def _at_end(res: RunResult) -> dict:
-    """The probe taken at the latest step (after the last update when ``probe_steps`` has it);
-    none (an empty probe: no value) where the model was probed at init alone."""
-    probes = {t: p for t, p in res.probes.items() if int(t) > 0}
-    return probes[max(probes, key=int)] if probes else {}
-
-
 def _end(fn: Callable[[dict], float]) -> Measured:
-    """A measure of the probe at the latest step: ``fn(probe)``."""
-
-    def measure(res: RunResult, matrix: str | None) -> float | None:
-        if res.status != "ok":
-            return None
-        try:
-            return finite(fn(_at_end(res)))
-        except MISSING:
-            return None
-
-    return measure
+    """A measure of the probe at the latest step (after the last update when ``probe_steps`` has
+    it): ``fn(probe)``; none where the model was probed at init alone."""
+    return over_training(lambda during: fn(during[-1]))
 
 
 def _drift(fn: Callable[[dict, dict], float]) -> Measured:
@@ -122,17 +107,10 @@ def _gap(a: str, b: str, size: bool = False) -> Measured:
 def _abs_gap_short(res: RunResult, matrix: str | None) -> float | None:
     """The same |eval − train mode| gap on the validation sequences cut to the shortest of the
     run's ``eval_lengths``: served at a length it was not trained at."""
-    at, train_at = (res.summary.get(k) or {} for k in ("val_loss_at", "val_loss_train_mode_at"))
+    at, train_at = (res.summary.get(k) for k in ("val_loss_at", "val_loss_train_mode_at"))
     if res.status != "ok" or not at or not train_at:
         return None
-    n = min(at, key=int)
-    x, y = finite(at[n]), finite(train_at.get(n))
-    return None if x is None or y is None else abs(x - y)
-
-
-def _grad_spread(p: dict) -> float:
-    g = values(p, "grad_norm_block")
-    return math.log(max(g) / min(g))
+    return value_of(lambda n: abs(at[n] - train_at[n]), min(at, key=int))
 
 
 def _deep_cos(p: dict) -> float:
@@ -171,11 +149,25 @@ def _early_stopping_gain(res: RunResult, matrix: str | None) -> float | None:
 
 
 def _block_drop_mean(res: RunResult, matrix: str | None) -> float | None:
-    drops = res.summary.get("block_drop_loss") if res.status == "ok" else None
-    if not drops or any(not isinstance(v, int | float) for v in drops):
+    if res.status != "ok":
         return None
-    return finite(statistics.fmean(drops))
+    return value_of(statistics.fmean, res.summary.get("block_drop_loss"))
 
+
+# The serving measures (TrainConfig.eval_serving; normlab.lab.train.serving), each read from the
+# run's summary under its own name: name -> what it is.
+_SERVING = {
+    "batchmate_shift_train": "mean ‖Δlogits‖ / ‖logits‖ of a sequence when all its batch-mates "
+    "change, train mode (batch statistics)",
+    "batchmate_shift_eval": "mean ‖Δlogits‖ / ‖logits‖ of a sequence when all its batch-mates "
+    "change, eval mode (running statistics)",
+    "forgot_eval_gap": "validation loss at batch 1 in train mode − in eval mode, the same bytes "
+    "(model.eval() forgotten)",
+    "padding_gap_train": "a whole sequence's loss with its batch-mates cut short and right-padded "
+    "− with them whole, train mode",
+    "padding_gap_eval": "a whole sequence's loss with its batch-mates cut short and right-padded "
+    "− with them whole, eval mode",
+}
 
 # name -> what it is, how it is read from a run, what the run needs for it
 MEASURES: dict[str, Measure] = {
@@ -200,37 +192,7 @@ MEASURES: dict[str, Measure] = {
         _abs_gap_short,
         (TRAINED, TRAIN_MODE, LENGTHS),
     ),
-    # The serving measures (TrainConfig.eval_serving; normlab.lab.train.serving).
-    "batchmate_shift_train": Measure(
-        "mean ‖Δlogits‖ / ‖logits‖ of a sequence when all its batch-mates change, train mode "
-        "(batch statistics)",
-        _summary("batchmate_shift_train"),
-        (TRAINED, SERVING),
-    ),
-    "batchmate_shift_eval": Measure(
-        "mean ‖Δlogits‖ / ‖logits‖ of a sequence when all its batch-mates change, eval mode "
-        "(running statistics)",
-        _summary("batchmate_shift_eval"),
-        (TRAINED, SERVING),
-    ),
-    "forgot_eval_gap": Measure(
-        "validation loss at batch 1 in train mode − in eval mode, the same bytes (model.eval() "
-        "forgotten)",
-        _summary("forgot_eval_gap"),
-        (TRAINED, SERVING),
-    ),
-    "padding_gap_train": Measure(
-        "a whole sequence's loss with its batch-mates cut short and right-padded − with them "
-        "whole, train mode",
-        _summary("padding_gap_train"),
-        (TRAINED, SERVING),
-    ),
-    "padding_gap_eval": Measure(
-        "a whole sequence's loss with its batch-mates cut short and right-padded − with them "
-        "whole, eval mode",
-        _summary("padding_gap_eval"),
-        (TRAINED, SERVING),
-    ),
+    **{name: Measure(text, _summary(name), (TRAINED, SERVING)) for name, text in _SERVING.items()},
     "log_logit_rms_drift": Measure(
         "ln(RMS of the output logits at the last probe / at step 0): the output scale's drift",
         _drift(lambda end, init: math.log(end["logit_rms"] / init["logit_rms"])),
@@ -290,7 +252,7 @@ MEASURES: dict[str, Measure] = {
     ),
     "log_grad_spread_end": Measure(
         "ln(max/min over blocks of the block gradient norm), end of training",
-        _end(_grad_spread),
+        _end(lambda p: log_max_over_min(values(p, "grad_norm_block"))),
         (DURING,),
     ),
     "deep_cos_end": Measure(

@@ -21,6 +21,15 @@ def finite(v: Any) -> float | None:
 MISSING = (KeyError, TypeError, ValueError, ZeroDivisionError)  # a probe missing or not finite
 
 
+def value_of(fn: Callable[..., float], *args: Any) -> float | None:
+    """``fn(*args)`` if it is a finite number; None where what it reads is missing or not finite
+    (``MISSING``)."""
+    try:
+        return finite(fn(*args))
+    except MISSING:
+        return None
+
+
 def values(probe: dict, key: str) -> list[float]:
     vals = probe.get(key) or []
     if not vals or any(v is None for v in vals):
@@ -28,23 +37,14 @@ def values(probe: dict, key: str) -> list[float]:
     return [float(v) for v in vals]
 
 
-def training(res: RunResult) -> list[dict]:
-    """The probes taken during training (steps ≥ 1, after an update), in step order."""
-    probes = res.probes
-    return [probes[t] for t in sorted(probes, key=int) if int(t) > 0]
-
-
 def over_training(fn: Callable[[list[dict]], float]) -> Measured:
-    """A measure of the probes taken during training: ``fn(probes at steps ≥ 1)``."""
+    """A measure of the probes taken during training (steps ≥ 1, after an update), in step
+    order: ``fn(those probes)``."""
 
     def measure(res: RunResult, matrix: str | None) -> float | None:
-        during = training(res) if res.status == "ok" else []
-        if not during:
-            return None
-        try:
-            return finite(fn(during))
-        except MISSING:
-            return None
+        probes = res.probes if res.status == "ok" else {}
+        during = [probes[t] for t in sorted(probes, key=int) if int(t) > 0]
+        return value_of(fn, during) if during else None
 
     return measure
 
@@ -75,10 +75,7 @@ def input_grad_ratio(p: dict) -> float:
 def at_init(fn: Callable[[dict], float]) -> Measured:
     def measure(res: RunResult, matrix: str | None) -> float | None:
         probe = res.probes.get("0")
-        try:
-            return finite(fn(probe)) if probe else None
-        except MISSING:
-            return None
+        return value_of(fn, probe) if probe else None
 
     return measure
 
@@ -120,13 +117,8 @@ def log_grad_spread(res: RunResult, matrix: str | None) -> float | None:
 
 
 def branch_ratio(sublayer: str) -> Measured:
-    def measure(res: RunResult, matrix: str | None) -> float | None:
-        probe = res.probes.get("0") or {}
-        vals = (probe.get("branch_ratio") or {}).get(sublayer) or []
-        ok = vals and all(isinstance(v, int | float) for v in vals)
-        return finite(statistics.fmean(vals)) if ok else None
-
-    return measure
+    """Var f / Var(x + f) of the ``sublayer`` branches at init, the mean over the blocks."""
+    return at_init(lambda p: statistics.fmean(p["branch_ratio"][sublayer]))
 
 
 def log_max_over_min(values: list[float]) -> float:
@@ -173,7 +165,5 @@ def log_ln_input_growth_first(res: RunResult, matrix: str | None) -> float | Non
     got = _first_steps(res, FIRST_STEPS)
     if got is None:
         return None
-    try:
-        return finite(math.log(max(_ln_input(p) for p in got[1]) / _ln_input(got[0])))
-    except MISSING:
-        return None
+    init, early = got
+    return value_of(lambda: math.log(max(map(_ln_input, early)) / _ln_input(init)))

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from normlab.lab.study.decide.rules_protocol import rules_of
 from normlab.lab.study.decide.stats import Results
 from normlab.lab.verdict import Verdict, Word
 
@@ -72,7 +71,7 @@ def checked(v: Verdict, checks: tuple[tuple[str, Verdict], ...]) -> Verdict:
 
 def standard(study, claim) -> str:
     """How ``claim`` of ``study`` meets the standard for rivals (one of the kinds above)."""
-    leaves = [r for _, r in rules_of(claim.rule)]
+    leaves = [r for _, r in claim.rule.parts()]
     if claim.timed or any(r.rate == "timed" for r in leaves):
         return TIMING
     steps = {a.name: a.config.steps for a in study.arms}

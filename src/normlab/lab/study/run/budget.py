@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from normlab.lab.study.report.claims_json import read_claims
-from normlab.lab.verdict import Estimate, Word, decide, statistic
+from normlab.lab.study.run.pilot import part_values
+from normlab.lab.verdict import DECIDED, Estimate, Word, combine, decide, statistic
 
 SIMULATED = 400  # studies
 
@@ -58,16 +59,14 @@ def from_claims(out: str | Path) -> Assumption:
     return Assumption(entries, f"{out} (seed block {doc.get('seed_block')})")
 
 
-def _parts(claim, entry: dict) -> list[tuple[object, list[float]]] | None:
-    """(rule, values) per part of ``claim`` from its entry, None where some part has none."""
-    got = {p.get("part", ""): p for p in entry.get("parts") or [entry]}
-    out = []
-    for label, rule in claim.rule.parts():
-        values = (got.get(label) or {}).get("values") or []
-        if len(values) < 2 or not all(math.isfinite(v) for v in values):
-            return None
-        out.append((rule, values))
-    return out
+def _moments(claim, entry: dict) -> list[tuple[object, float, float]] | None:
+    """(rule, effect, seed-to-seed spread) of each part of ``claim``, from the values of its
+    entry; None where some part has fewer than two, or one that is not finite."""
+    parts = part_values(claim, entry)
+    if any(len(v) < 2 or not all(map(math.isfinite, v)) for _, _, v in parts):
+        return None
+    stats = [(rule, statistic(rule.trim), v) for _, rule, v in parts]
+    return [(rule, stat.estimate(v).effect, stat.spread(v)) for rule, stat, v in stats]
 
 
 def _quantiles(ns, levels) -> list[float]:
@@ -78,15 +77,6 @@ def _quantiles(ns, levels) -> list[float]:
         stats.t.ppf((1 + lvl) / 2, n - 1) if n > 1 else math.inf
         for n, lvl in zip(ns, levels, strict=True)
     ]
-
-
-def _moments(parts) -> list[tuple[object, float, float]]:
-    """(rule, effect, seed-to-seed spread) of each part, from its values."""
-    out = []
-    for rule, values in parts:
-        stat = statistic(rule.trim)
-        out.append((rule, stat.estimate(values).effect, stat.spread(values)))
-    return out
 
 
 def _stops(claim, ns, quantiles, moments, rng) -> int:
@@ -101,10 +91,8 @@ def _stops(claim, ns, quantiles, moments, rng) -> int:
             row.append(decide(rule.expect, est, rule.delta)[0])
         words.append(row)
     target = getattr(claim.rule, "TARGET", Word.DOES_NOT_HOLD)
-    other = Word.HOLDS if target == Word.DOES_NOT_HOLD else Word.DOES_NOT_HOLD
     for k, n in enumerate(ns):
-        look = [w[k] for w in words]
-        if target in look or all(w == other for w in look):
+        if combine(target, [w[k] for w in words]) in DECIDED:  # the claim's word settled
             return n
     return ns[-1]
 
@@ -124,9 +112,8 @@ def budget(study, cost, assume: Assumption = NONE, sims: int = SIMULATED, seed: 
         if c.timed:
             continue
         ns = study.sequential.looks(c.seeds)
-        parts = _parts(c, entries[c.name]) if c.name in entries else None
-        assumed, unassumed = assumed + (parts is not None), unassumed + (parts is None)
-        moments = None if parts is None else _moments(parts)
+        moments = _moments(c, entries[c.name]) if c.name in entries else None
+        assumed, unassumed = assumed + (moments is not None), unassumed + (moments is None)
         plans.append((c, ns, _quantiles(ns, study.sequential.levels(c.seeds)), moments))
     total, runs = 0.0, 0.0
     for _ in range(sims):

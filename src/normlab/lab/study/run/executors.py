@@ -68,9 +68,7 @@ def gpu_assignment(workers: int, gpus: list[str]) -> list[str | None]:
     """``CUDA_VISIBLE_DEVICES`` for each of ``workers`` worker processes: worker i gets GPU
     ``gpus[i % len(gpus)]`` alone (one worker per GPU when ``workers == len(gpus)``; more share
     round-robin); no GPUs: None for every worker (the environment is left alone)."""
-    if not gpus:
-        return [None] * workers
-    return [gpus[i % len(gpus)] for i in range(workers)]
+    return [gpus[i % len(gpus)] if gpus else None for i in range(workers)]
 
 
 def steps_taken(result: RunResult | None) -> int:

@@ -13,17 +13,7 @@ import sys
 from dataclasses import replace
 
 from normlab.lab.study.decide.looks import decide_looks, needed
-from normlab.lab.study.spec import SEED_STRIDE, Run, Study
-
-
-def look_runs(study: Study, need: dict[str, int], seed_block: int) -> list[Run]:
-    """The runs that give each arm its first ``need[arm]`` seeds (``Study.runs``' seeds)."""
-    base = SEED_STRIDE * seed_block
-    return [
-        Run(a.name, i, a.config.replace(seed=base + i))
-        for a in study.arms
-        for i in range(need[a.name])
-    ]
+from normlab.lab.study.spec import Study
 
 
 def train_looks(study: Study, corpus, options, train_runs) -> tuple:
@@ -43,7 +33,7 @@ def train_looks(study: Study, corpus, options, train_runs) -> tuple:
     while True:
         outcomes = decide_looks(study, results, h)
         need = {a: max(n, need[a]) for a, n in needed(study, outcomes).items()}
-        runs = look_runs(study, need, options.seed)
+        runs = study.runs(options.seed, need)
         todo = [r for r in runs if r.index not in results.get(r.arm, {}) and r.label not in tried]
         if not todo:
             break

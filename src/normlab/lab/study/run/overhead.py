@@ -51,14 +51,12 @@ def timing_seconds(study, step_s: Callable) -> float:
     :data:`normlab.lab.study.run.timing.STEP_REPS` steps a measurement."""
     from normlab.lab.study.run.timing import STEP_REPS, TIMING_ROUNDS, WARMUP_ROUNDS
 
-    timed = [c for c in study.claims if c.timed]
-    if not timed:
+    arms, processes = study.timing_phase()
+    if not arms:
         return 0.0
     configs = {a.name: a.config for a in study.arms}
-    arms = dict.fromkeys(a for c in timed for a in c.arms)
     steps = (WARMUP_ROUNDS + TIMING_ROUNDS) * 2 * STEP_REPS
-    per_process = TIMING_PROCESS_S + steps * sum(step_s(configs[a]) for a in arms)
-    return max(c.rule.processes for c in timed) * per_process
+    return processes * (TIMING_PROCESS_S + steps * sum(step_s(configs[a]) for a in arms))
 
 
 def overhead(study, workers: int, step_s: Callable) -> Overhead:

@@ -40,6 +40,13 @@ def seeds_for(sd: float, target: float, cap: int) -> int | None:
     return next((n for n in range(2, cap + 1) if detectable(sd, n) <= target), None)
 
 
+def part_values(claim, entry: dict[str, Any]) -> list[tuple[str, Any, list[float]]]:
+    """``(label, rule, values)`` per part of ``claim``: the per-seed values its entry of a
+    finished study's ``claims.json`` holds (none: [])."""
+    got = {p.get("part", ""): p for p in entry.get("parts") or [entry]}
+    return [(lb, rule, (got.get(lb) or {}).get("values") or []) for lb, rule in claim.rule.parts()]
+
+
 @dataclass(frozen=True)
 class SeedPlan:
     claim: str
@@ -61,9 +68,7 @@ def size_seeds(study: Study, pilot: dict[str, Any], cap: int = 16) -> list[SeedP
         got = by_name.get(claim.name)
         if claim.timed or got is None:
             continue
-        parts = {p.get("part", ""): p for p in got.get("parts") or [got]}
-        for label, rule in claim.rule.parts():
-            values = (parts.get(label) or {}).get("values") or []
+        for label, rule, values in part_values(claim, got):
             if len(values) < 2:
                 continue
             sd = statistic(rule.trim).spread(values)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.kit.io import hold
-from normlab.lab.kit.reading import printable
-from normlab.lab.study.decide import decide_all
+from normlab.lab.kit.reading import printable, read_json
+from normlab.lab.study.decide.looks import decide_looks, needed
 from normlab.lab.study.report import write_reports
 from normlab.lab.study.run.provenance import run_with, study_of
 from normlab.lab.study.run.runner import StudyResult, configure, summary
@@ -33,7 +33,6 @@ def redecide_study(
     """The verdicts of the finished study in ``out``, from its recorded runs and timings.
     ``device``/``precision``: what the study was run with (``--device``/``--precision``), where
     ``study.json`` does not record it; its runs are found by the same keys it wrote them under."""
-    from normlab.lab.kit.reading import read_json
     from normlab.lab.study.run.store import ResultStore, results_of, run_key
 
     path = out / "study.json"  # bounded and checked: a tampered file is one line, not a crash
@@ -57,13 +56,10 @@ def redecide_study(
             f"--redecide {out}: none of the study's {len(runs)} runs is in results.jsonl (a "
             "different spec, --set, --device or --precision than the study ran with?)"
         )
-    verdicts = decide_all(study, results, meta.plateau_h, meta.timings)
+    outcomes = decide_looks(study, results, meta.plateau_h, meta.timings)
+    verdicts = [(o.claim, o.verdict) for o in outcomes]
     if study.sequential is not None:  # the runs its looks needed, not every seed to the caps
-        from normlab.lab.study.decide.looks import decide_looks, needed
-        from normlab.lab.study.run.look_runner import look_runs
-
-        need = needed(study, decide_looks(study, results, meta.plateau_h))
-        runs = look_runs(study, need, meta.seed_block)
+        runs = study.runs(meta.seed_block, needed(study, outcomes))
     missing = [r.label for r in runs if r.index not in results.get(r.arm, {})]
     design = f"the spec {spec_file}" if spec_file else "the spec study.json stores"
     now = time.strftime("%Y-%m-%d %H:%M:%S %Z")

@@ -210,19 +210,16 @@ def run_timing(study: Study, corpus, seed: int, plan, quiet: bool) -> dict:
 
     from normlab.lab.study.run.timing import TIMING_ROUNDS, time_arms
 
-    timed = [c for c in study.claims if c.timed]
-    arms = list(dict.fromkeys(a for c in timed for a in c.arms))
+    arms, processes = study.timing_phase()
     if not arms:
         return {}
-    processes = max(c.rule.processes for c in timed)
     by_name = {a.name: a.config for a in study.arms}
     configs = {a: by_name[a].replace(seed=SEED_STRIDE * seed) for a in arms}
     threads = max(plan.threads_for(c) for c in configs.values())
     out: dict[str, dict[str, list]] = {a: {} for a in arms}
-    bar = tqdm(
+    with tqdm(
         total=processes, unit="process", dynamic_ncols=True, desc="timing (serial)", disable=quiet
-    )
-    try:
+    ) as bar:
         for p in range(processes):
             # a fresh spawned process each time (fork after torch started threads can deadlock)
             with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
@@ -234,8 +231,6 @@ def run_timing(study: Study, corpus, seed: int, plan, quiet: bool) -> dict:
                     out[a].setdefault(k, []).extend(xs)
                 out[a].setdefault("process", []).extend([p] * TIMING_ROUNDS)
             bar.update()
-    finally:
-        bar.close()
     return out
 
 
@@ -328,8 +323,7 @@ def _open_store(store, options: StudyOptions):
     (what an earlier study left moved aside whole, never overwritten: :func:`start_anew`)."""
     if options.resume and (torn := store.set_aside_torn_line()) is not None and not options.quiet:
         print(f"a torn last line of {store.path.name} (a crash mid-write) was moved to {torn}")
-    if not options.resume:
-        start_anew(options)
+    start_anew(options)  # without resume
     mark_began(options.out, _utc(time.time()))
     return store
 

@@ -134,16 +134,9 @@ class ResultStore:
         for i, line in enumerate(text.split("\n"), 1):
             if not line.strip():
                 continue
-            where = f"{self.path} line {i}"
-            try:
-                # control characters too: names and reasons reach terminals and reports
-                rec = check_strings(loads_json(line, where), where)
-            except ReadError as e:
-                if _torn(line):
-                    continue  # a write cut short by a crash: the start of a record
-                raise UsageError(
-                    f"{e}; fix or remove that line, or start without --resume"
-                ) from None
+            rec = _parsed(line, f"{self.path} line {i}")
+            if rec is None:
+                continue  # a write cut short by a crash: the start of a record
             if problem := record_problem(rec, results):
                 raise UsageError(
                     f"{self.path} line {i}: not a run's record ({problem}); fix or remove that "
@@ -165,14 +158,8 @@ class ResultStore:
             return None
         cut = data.rfind(b"\n") + 1
         where = f"{self.path} line {data.count(NEWLINE, 0, cut) + 1}"
-        text = data[cut:].decode("utf-8", "replace")
-        try:
-            rec = check_strings(loads_json(text, where), where)
-        except ReadError as e:
-            if not _torn(text):
-                raise UsageError(
-                    f"{e}; fix or remove that line, or start without --resume"
-                ) from None
+        rec = _parsed(data[cut:].decode("utf-8", "replace"), where)
+        if rec is None:
             torn = self.path.with_name(self.path.name + ".torn")
             _append_line(torn, data[cut:] + b"\n")
             _truncate(self.path, cut)
@@ -214,6 +201,18 @@ def _append_line(path: Path, line: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _parsed(line: str, where: str) -> Any:
+    """``line`` parsed, its strings checked (names and reasons reach terminals and reports); None
+    where it is a record cut short by a crash (:func:`_torn`); a :class:`UsageError` if it is
+    neither."""
+    try:
+        return check_strings(loads_json(line, where), where)
+    except ReadError as e:
+        if _torn(line):
+            return None
+        raise UsageError(f"{e}; fix or remove that line, or start without --resume") from None
 
 
 def _torn(line: str) -> bool:

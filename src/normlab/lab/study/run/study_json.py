@@ -7,6 +7,7 @@ its study finished has none, and rebuilds one from its runs (``advise.redecide_a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from dataclasses import dataclass, field
@@ -81,14 +82,10 @@ def first_began(out: Path, now: str) -> str:
     """When the study in ``out`` first began: the earliest of the ``began`` its study.json
     records, its :data:`BEGAN_FILE` and ``now`` (a UTC time)."""
     found = [now]
-    try:
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         found.append(read_json(out / "study.json")["began"])
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    try:
+    with contextlib.suppress(OSError, ValueError):
         found.append((out / BEGAN_FILE).read_text("ascii").strip())
-    except (OSError, ValueError):
-        pass
     return min(t for t in found if _is_utc(t))
 
 

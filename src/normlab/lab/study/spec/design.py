@@ -5,10 +5,10 @@ presets are spec files too."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from normlab.lab.study.decide import rules_of
 from normlab.lab.verdict import statistic
 from normlab.lab.verdict.sequential import Design
 
@@ -79,14 +79,22 @@ class Study:
         return any(
             not rule.timed
             and min(self.seeds(a) for a in rule.arms()) < statistic(rule.trim).min_seeds()
-            for _, rule in rules_of(claim.rule)
+            for _, rule in claim.rule.parts()
         )
 
-    def runs(self, seed_block: int = 0) -> list[Run]:
-        """Every run of the study: each arm under seeds ``SEED_STRIDE * seed_block + i``."""
+    def timing_phase(self) -> tuple[tuple[str, ...], int]:
+        """The arms the serial timing phase times (its timing claims'), and the fresh processes
+        it takes: the most any of them asks for (no timing claim: none, 0)."""
+        timed = [c for c in self.claims if c.timed]
+        arms = tuple(dict.fromkeys(a for c in timed for a in c.arms))
+        return arms, max((c.rule.processes for c in timed), default=0)
+
+    def runs(self, seed_block: int = 0, need: Mapping[str, int] | None = None) -> list[Run]:
+        """Every run of the study: each arm under seeds ``SEED_STRIDE * seed_block + i``, for its
+        first ``need[arm]`` seeds (a sequential study's looks so far) or all of them."""
         base = SEED_STRIDE * seed_block
         return [
             Run(a.name, i, a.config.replace(seed=base + i))
             for a in self.arms
-            for i in range(self.seeds(a.name))
+            for i in range(self.seeds(a.name) if need is None else need[a.name])
         ]

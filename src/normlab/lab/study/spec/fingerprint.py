@@ -53,26 +53,18 @@ def claim_design(study, claim) -> dict[str, Any]:
     kept = {f.name: getattr(claim, f.name) for f in dataclasses.fields(claim)}
     own = canonical({k: v for k, v in kept.items() if k not in NOT_DESIGN})
     configs = {a.name: a.config for a in study.arms}
-    arms = {}
-    for name in claim.arms:
-        cfg = configs[name].to_dict()
-        cfg.pop("seed", None)
-        arms[name] = canonical(_without_added(cfg))
+    arms = {name: canonical(_as_designed(configs[name])) for name in claim.arms}
     seq = getattr(study, "sequential", None)
     return {"claim": own, "arms": arms} | ({"sequential": canonical(seq)} if seq else {})
 
 
-def _without_added(cfg: dict[str, Any]) -> dict[str, Any]:
-    """``cfg`` (a ``TrainConfig.to_dict()``) without the ``ADDED`` fields at their old value."""
-    out = dict(cfg)
-    for table, fields in ADDED.items():
-        if not isinstance(out.get(table), dict):
-            continue
-        sub = dict(out[table])
-        for name, old in fields.items():
-            if name in sub and sub[name] == old:
-                del sub[name]
-        out[table] = sub
+def _as_designed(cfg) -> dict[str, Any]:
+    """``cfg`` (a ``TrainConfig``) as a design holds it: its ``to_dict()`` without the seed (the
+    seed block is the data's) nor the ``ADDED`` fields at their old value."""
+    out = {k: v for k, v in cfg.to_dict().items() if k != "seed"}
+    for table, old in ADDED.items():
+        if isinstance(out.get(table), dict):
+            out[table] = {k: v for k, v in out[table].items() if k not in old or v != old[k]}
     return out
 
 

@@ -4,18 +4,11 @@ checked (``parse.parse_spec`` applies them)."""
 from __future__ import annotations
 
 import re
-import sys
 import typing
 from typing import Any
 
-from normlab.lab.kit.reading import ReadError, check_strings, check_tree, printable
+from normlab.lab.kit.reading import ReadError, check_strings, check_tree, printable, tomllib
 from normlab.lab.study.spec.checks import SpecError, key_at
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # the same parser, before it joined the standard library
-    import tomli as tomllib
-
 
 _SEGMENT = re.compile(r"([A-Za-z0-9_-]+)((?:\[\d+\])*)")
 
