@@ -31,9 +31,8 @@ import normlab
 from normlab import reference
 from normlab.lab.inspect.load import NormSite
 from normlab.lab.numerics.naive import forward, naive_layer_norm, naive_rms_norm
-from normlab.lab.numerics.sentences import FAIL_REL
+from normlab.lab.numerics.sentences import DTYPE_SHORT, FAIL_REL
 
-FORMATS = {"float16": "FP16", "bfloat16": "BF16", "float32": "FP32"}
 IMPLS = ("naive", "FP32 statistics", "normlab")
 FLOOR = 1e-8  # an error below this counts as this (an exact row: no log of 0)
 ZEROED = 0.01  # an output flushed to 0 where |t| is at least this share of the row's largest
@@ -157,7 +156,7 @@ def replay_layer(out: Replay, site: NormSite, module, x: Tensor) -> None:
     chunks = x.shape[0]
     flat = x.reshape(-1, x.shape[-1])
     for k, op in enumerate(ops_of(site, module)):
-        for dt, short in FORMATS.items():
+        for dt, short in DTYPE_SHORT.items():
             xd = flat.to(getattr(torch, dt))
             truth = run_op(op, "truth", xd)
             row_max = truth.abs().amax(-1)
@@ -195,7 +194,7 @@ def replay_grads(
         for label, eps in (("small", eps_small), ("default", eps_default)):
             dx = true_dx(op, flat.double(), dy, eps, torch.float32)  # the model's FP32 weights
             _merge(out.chunk_dx, (op.name, label), dx.abs().reshape(chunks, -1).amax(-1))
-        for dt, short in FORMATS.items():
+        for dt, short in DTYPE_SHORT.items():
             dtype = getattr(torch, dt)
             xd, dyd = flat.to(dtype), dy.to(dtype)
             truth = true_dx(op, xd.double(), dyd.double(), eps_small, dtype)

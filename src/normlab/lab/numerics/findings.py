@@ -29,7 +29,6 @@ from normlab.lab.numerics.measuring import (
     EPS,
     FP32_STATS,
     HIDDEN,
-    LOW,
     NAIVE,
     SCALES,
     capped_error,
@@ -38,7 +37,7 @@ from normlab.lab.numerics.measuring import (
     run,
     seeds_of,
 )
-from normlab.lab.numerics.sentences import OPS
+from normlab.lab.numerics.sentences import LOW, OPS
 from normlab.lab.verdict.finding import Finding
 
 SEEDS = 8  # input draws per finding

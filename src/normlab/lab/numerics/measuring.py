@@ -20,7 +20,6 @@ from normlab.lab.numerics.naive import forward, naive_layer_norm, naive_rms_norm
 from normlab.lab.numerics.sentences import failure
 from normlab.lab.verdict.finding import Part
 
-LOW = {"float16": "FP16", "bfloat16": "BF16"}
 ROWS, HIDDEN = 16, 1024
 NEAR_ZERO = 1e-4  # the peak |x| of a near-zero row: its statistic is ~1e-9, far below eps
 EPS = 1e-6  # the eps of the scale and FP32-statistics measurements (LLaMA's, the articles')
