@@ -142,24 +142,24 @@ def _sphere(seeds: range, record: dict) -> dict[str, list[float]]:
 Measure = Callable[[range], dict[str, tuple[dict[str, list[float]], dict]]]
 
 
-def _alone(name: str, fn: Callable[[range, dict], dict[str, list[float]]]) -> Measure:
-    """A measure of one finding as a group's: ``seeds -> {name: (values, record)}``."""
+def _alone(f: Finding, fn: Callable[[range, dict], dict[str, list[float]]]):
+    """The group of one finding ``f``, measured by ``fn(seeds, record) -> values``."""
 
     def measure(seeds: range) -> dict:
         record: dict = {}
-        return {name: (fn(seeds, record), record)}
+        return {f.name: (fn(seeds, record), record)}
 
-    return measure
+    return (f.name,), measure
 
 
 # Each group of findings is measured in one pass (the small-eps findings share their runs).
 GROUPS: tuple[tuple[tuple[str, ...], Measure], ...] = (
-    *(((n,), _alone(n, fn)) for n, fn in stability.MEASURES.items()),
-    ((overflow.SQUARES.name,), _alone(overflow.SQUARES.name, overflow.measure_squares)),
+    _alone(stability.MORE_STABLE, stability.measure_more_stable),
+    _alone(overflow.SQUARES, overflow.measure_squares),
     ((overflow.STABLE.name, overflow.PARITY.name), overflow.measure_fixes),
     (tuple(f.name for f in eps_findings.FINDINGS), eps_findings.measure),
-    ((FP32_NEEDED.name,), _alone(FP32_NEEDED.name, _fp32_stats)),
-    ((SPHERE.name,), _alone(SPHERE.name, _sphere)),
+    _alone(FP32_NEEDED, _fp32_stats),
+    _alone(SPHERE, _sphere),
 )
 
 

@@ -143,6 +143,3 @@ def measure_more_stable(seeds: range, record: dict) -> dict[str, list[float]]:
     # per mean, the worst over the spreads and the draws
     record["curves"] = {k: [max(c) for c in zip(*v, strict=True)] for k, v in curves.items()}
     return vals
-
-
-MEASURES = {MORE_STABLE.name: measure_more_stable}
