@@ -88,14 +88,6 @@ def _changes_table(r) -> d.Table:
     return _table(columns, r.changes)
 
 
-def _finding_blocks(r) -> list:
-    out = []
-    for f in r.findings:
-        heading = (f["name"], " ", badge(f["verdict"]))
-        out += finding_blocks(f, heading, num, muted=True)
-    return out
-
-
 def document(r, figures: dict[str, bytes]) -> d.Document:
     fig = lambda name, title: d.Figure(title, figures[name], f"{FIGURES}/{name}.png")  # noqa: E731
     m = r.model
@@ -132,7 +124,11 @@ def document(r, figures: dict[str, bytes]) -> d.Document:
         d.Heading(2, "Swap and train mode", "changes"),
         _changes_table(r),
         d.Heading(2, "The findings", "rules"),
-        *_finding_blocks(r),
+        *(
+            b
+            for f in r.findings
+            for b in finding_blocks(f, (f["name"], " ", badge(f["verdict"])), num, muted=True)
+        ),
         d.Heading(2, "How this was measured", "how"),
         d.Paragraph(_how(r)),
     )

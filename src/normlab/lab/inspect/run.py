@@ -71,18 +71,14 @@ def read_result(path) -> InspectResult:
     from normlab.lab.kit.reading import read_json
 
     doc = read_json(path)
-    return InspectResult(
-        ModelInfo(**doc["model"]),
-        SampleInfo(**doc["sample"]),
-        [hazards.LayerStats(**x) for x in doc["layers"]],
-        doc["stream_rms"],
-        [formats_replay.LayerReplay(**x) for x in doc["replay"]],
-        [swap.Change(**x) for x in doc["changes"]],
-        doc["findings"],
-        doc["eps_small"],
-        doc["seconds"],
-        doc["machine"],
-    )
+    rows = {
+        "layers": hazards.LayerStats,
+        "replay": formats_replay.LayerReplay,
+        "changes": swap.Change,
+    }
+    typed = {k: [cls(**x) for x in doc[k]] for k, cls in rows.items()}
+    model, sample = ModelInfo(**doc["model"]), SampleInfo(**doc["sample"])
+    return InspectResult(**doc | typed | {"model": model, "sample": sample})
 
 
 class _Clock:
