@@ -17,7 +17,7 @@ failing row's error counts as 1 (``measuring.capped_error``).
 
 The gradient replay (for the small-eps findings) runs the naive code's backward with a seeded
 Gaussian upstream gradient and counts the wrong entries of ``dx`` as numerics does
-(``measuring.wrong_fraction``, row by row); the truth's gradient is in closed form.
+(``measuring.wrong_entries``); the truth's gradient is in closed form.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from torch import Tensor
 import normlab
 from normlab import reference
 from normlab.lab.inspect.load import NormSite
+from normlab.lab.numerics.measuring import wrong_entries
 from normlab.lab.numerics.naive import forward, naive_layer_norm, naive_rms_norm
 from normlab.lab.numerics.sentences import DTYPE_SHORT, FAIL_REL
 
@@ -236,12 +237,3 @@ def naive_dx(op: Op, x: Tensor, dy: Tensor, eps: float) -> Tensor:
         y, leaves = forward(naive_rms_norm, "rms_norm", x, gain, None, eps)
     (dx,) = torch.autograd.grad(y, leaves[:1], dy)
     return dx
-
-
-def wrong_entries(actual: Tensor, truth: Tensor) -> Tensor:
-    """Per row, the entries that are inf/NaN or off by ≥ 10 % of the row's max ``|truth|``:
-    ``measuring.wrong_fraction``'s count, row by row (a NaN difference is never ≥, so the
-    nonfinite entries are counted apart)."""
-    scale = truth.abs().amax(-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
-    diff = (actual.double() - truth).abs_()
-    return ((diff >= 0.1 * scale) | diff.isnan()).sum(-1).double()

@@ -145,13 +145,18 @@ def run(fn: Callable, op: str, inputs, eps: float, *, grad: bool = False) -> dic
     return out
 
 
+def wrong_entries(actual: Tensor, truth: Tensor) -> Tensor:
+    """Per row, the entries that are inf/NaN or off by ≥ 10 % of the row's max ``|truth|``
+    (``truth``: float64; a truth beyond the dtype's range counts: its entry is then inf or
+    wrong). A NaN difference is never ≥, so the nonfinite entries are counted apart."""
+    scale = truth.abs().amax(-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
+    diff = (actual.double() - truth).abs_()
+    return ((diff >= 0.1 * scale) | diff.isnan()).sum(-1).double()
+
+
 def wrong_fraction(actual: Tensor, truth: Tensor) -> float:
-    """The fraction of entries that are inf/NaN or off by ≥ 10 % of their row's max ``|truth|``
-    (a truth beyond the dtype's range counts: its entry is then inf or wrong)."""
-    a, t = actual.double(), truth.double()
-    scale = t.abs().amax(-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
-    bad = ~torch.isfinite(a) | ((a - t).abs() >= 0.1 * scale)
-    return float(bad.double().mean())
+    """The fraction of the entries that are wrong (:func:`wrong_entries`)."""
+    return float(wrong_entries(actual, truth).sum() / actual.numel())
 
 
 def capped_error(m: dict) -> float:
