@@ -64,11 +64,8 @@ def rmsnorm_faster(impl: str, sizes=ratio.SIZES) -> Finding:
 
 def work_rows() -> list[list[str]]:
     """The counted work of the articles' two forwards (``work.count``)."""
-    rows = []
-    for op, name in OPS.items():
-        w = work.count(op)
-        rows.append([name, str(w.passes), str(w.per_element), " → ".join(w.ops)])
-    return rows
+    counted = {name: work.count(op) for op, name in OPS.items()}
+    return [[k, str(w.passes), str(w.per_element), " → ".join(w.ops)] for k, w in counted.items()]
 
 
 WORK_HEADER = ["the articles' forward", "passes over the row", "operations per element", "ops"]
