@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 import platform
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from normlab.lab.kit import doc as d
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.kit.io import out_dir, write_file, write_json
 from normlab.lab.kit.threads import set_threads
-from normlab.lab.numerics.measuring import part
+from normlab.lab.numerics.measuring import part, registered, utc_now
 from normlab.lab.numerics.sentences import OPS
 from normlab.lab.verdict.finding import Finding
 
@@ -136,20 +135,17 @@ def decide_ratio(o: FindingsOptions, log=print) -> list[dict]:
         mine = {f"d={d}": values[f"{impl} d={d}"] for d in o.sizes}
         own = {"sizes": list(o.sizes), "impl": impl, "median_ms": ms, "rows_x_d": ratio.ELEMENTS}
         finding = rmsnorm_faster(impl, o.sizes)
-        decided = finding.decide(mine, means=_medians(ms, o.sizes))
-        out.append(decided | {"record": own, "design": finding.design()})
+        out.append(registered(finding, mine, own, means=_medians(ms, o.sizes)))
     return out
 
 
 def decide_fused(o: FindingsOptions, log=print) -> dict:
     """The fusion finding from one interleaved measurement of both sides at each size."""
     sizes = tuple(d for d in o.sizes if d in fused.SIZES) or fused.SIZES
-    began = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # the registry reads it
-    finding = fused_saves(sizes)
-    stamp = {"design": finding.design(), "began": began}
+    finding, began = fused_saves(sizes), utc_now()
     why = fused.working_set_why(o.device)
     if why:  # the saved traffic would not come from memory here: nothing to decide
-        return finding.decide({}, untestable={p: why for p, _ in finding.parts}) | stamp
+        return registered(finding, {}, why=why, began=began)
     values, ms = fused.measure(sizes, o.rounds, o.device, log=log)
     record = {
         "sizes": list(sizes),
@@ -157,7 +153,7 @@ def decide_fused(o: FindingsOptions, log=print) -> dict:
         "traffic": fused.TRAFFIC,
         "llc": fused.llc_bytes(),
     }
-    return finding.decide(values, means=_medians(ms, sizes)) | {"record": record} | stamp
+    return registered(finding, values, record, means=_medians(ms, sizes), began=began)
 
 
 def decide_comm(o: FindingsOptions, out: Path) -> dict:
@@ -166,8 +162,7 @@ def decide_comm(o: FindingsOptions, out: Path) -> dict:
         counts = comm.launch(out / "comm_counts.json")
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:  # a job hung past TIMEOUT_S
         why = f"the torchrun job did not run here: {str(e).splitlines()[0]}"
-        untestable = {p: why for p, _ in COMMUNICATION.parts}
-        return COMMUNICATION.decide({}, untestable=untestable) | {"design": COMMUNICATION.design()}
+        return registered(COMMUNICATION, {}, why=why)
     return decide_counts(counts)
 
 
@@ -185,11 +180,8 @@ def decide_counts(counts: dict) -> dict:
         for key in ("calls", "bytes")
         for kind in comm.KINDS
     }
-    untestable = {}
-    if counts.get("world_size", 1) < 2:
-        untestable = {p: "one process: nothing to communicate" for p, _ in COMMUNICATION.parts}
-    decided = COMMUNICATION.decide(values, means=means, untestable=untestable)
-    return decided | {"record": counts, "design": COMMUNICATION.design()}
+    alone = "one process: nothing to communicate" if counts.get("world_size", 1) < 2 else ""
+    return registered(COMMUNICATION, values, counts, means=means, why=alone)
 
 
 def run_findings(options: FindingsOptions, log=print) -> Path:

@@ -23,6 +23,7 @@ from normlab.lab.inspect.inspect_options import InspectOptions
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.kit.limits import fmt_bytes
 from normlab.lab.kit.threads import set_threads
+from normlab.lab.numerics.measuring import utc_now
 
 
 @dataclass
@@ -113,7 +114,7 @@ def measure(o: InspectOptions, md: locate.ModelDir, log=print) -> InspectResult:
     from normlab.lab.inspect.load import load
 
     clock, busy = _Clock(log), _load()
-    began = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # the data's start (registry)
+    block = {"seed_block": o.seed, "began": utc_now()}  # the data's (the registry reads them)
     m = load(md.path, md.name)  # refuses an unknown norm class before the weights are read
     encoder = text.Encoder(m.tokenizer, md.hf.sizes["vocab"], m.no_tokenizer)
     sample = text.sample(encoder, o.chunks, o.chunk, o.seed)  # the seed block's text
@@ -144,10 +145,9 @@ def measure(o: InspectOptions, md: locate.ModelDir, log=print) -> InspectResult:
             swap.measure("train", base, swap.in_train_mode(*args, o.seed)),
         ]
         clock.done("compare", tick=False)
-        record_ = {"model": md.name, "kind": m.kind, "params": m.params, "tokens": sample.tokens}
-        decided = scale_findings.decide(m.kind, rep, changes[1], record_ | {"eps_small": small})
-        block = {"seed_block": o.seed, "began": began}  # the data's block and start (registry)
-        decided = [f | block for f in decided]
+        rec = {"model": md.name, "kind": m.kind, "params": m.params, "tokens": sample.tokens}
+        rec["eps_small"] = small
+        decided = scale_findings.decide(m.kind, rep, changes[1], rec, **block)
         clock.done("decide")
     return InspectResult(
         _info(md, m),

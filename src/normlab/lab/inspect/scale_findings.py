@@ -24,7 +24,7 @@ from normlab.lab.numerics import eps as numerics_eps
 from normlab.lab.numerics import findings as numerics_findings
 from normlab.lab.numerics import sentences, stability
 from normlab.lab.numerics.eps import EPS_DEFAULT, EPS_SMALL
-from normlab.lab.numerics.measuring import part
+from normlab.lab.numerics.measuring import part, registered
 from normlab.lab.verdict.finding import Finding
 
 LOW = tuple(sentences.LOW.values())  # ("FP16", "BF16")
@@ -218,20 +218,17 @@ def means(replay: Replay, train) -> dict[str, dict[str, float]]:
     }
 
 
-def decide(kind: str, replay: Replay, train, record: dict) -> list[dict]:
+def decide(kind: str, replay: Replay, train, record: dict, **stamp) -> list[dict]:
     """Every finding decided, each with ``record`` (the model, its kind, the small eps: what
-    ``redecide`` needs); forgetting eval() is not testable where train mode changes nothing
-    (the model has no active dropout)."""
+    ``redecide`` needs), its design and ``stamp`` (its seed block and start); forgetting eval()
+    is not testable where train mode changes nothing (the model has no active dropout)."""
     vals, shown = values(replay, train), means(replay, train)
-    out = []
-    for f in all_findings(kind):
-        untestable = {}
-        if f.name == "forgot-eval-dropout" and train.identical:
-            why = "train mode changes nothing: the model has no active dropout"
-            untestable = {label: why for label, _ in f.parts}
-        verdict = f.decide(vals[f.name], means=shown[f.name], untestable=untestable)
-        out.append(verdict | {"record": record, "design": f.design()})  # registered design
-    return out
+    idle = "train mode changes nothing: the model has no active dropout" if train.identical else ""
+    why = {"forgot-eval-dropout": idle}
+    return [
+        registered(f, vals[f.name], record, means=shown[f.name], why=why.get(f.name, ""), **stamp)
+        for f in all_findings(kind)
+    ]
 
 
 def redecide(published: dict) -> dict:

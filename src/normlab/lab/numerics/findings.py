@@ -16,7 +16,6 @@ block, its draws and its design (``Finding.design``).
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 
 import torch
@@ -34,8 +33,10 @@ from normlab.lab.numerics.measuring import (
     capped_error,
     draw,
     part,
+    registered,
     run,
     seeds_of,
+    utc_now,
 )
 from normlab.lab.numerics.sentences import LOW, OPS
 from normlab.lab.verdict.finding import Finding
@@ -186,7 +187,7 @@ def decide_all(
     from tqdm.auto import tqdm
 
     draws = seeds_of(seed_block, seeds)
-    began = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # the registry reads it
+    stamp = {"seed_block": seed_block, "began": utc_now(), "seeds": list(draws)}
     wanted = [n for n in FINDINGS if names is None or n in names]
     out: dict[str, dict] = {}
     with using_threads(1):  # thousands of tiny ops: thread barriers cost more than the work
@@ -194,7 +195,5 @@ def decide_all(
         for _, fn in tqdm(groups, desc="findings", disable=not progress, leave=False):
             for name, (values, record) in fn(draws).items():
                 finding = FINDINGS[name]
-                verdict = finding.decide(values, means=_summary(record))
-                registered = {"design": finding.design(), "seed_block": seed_block, "began": began}
-                out[name] = verdict | {"record": record, **registered, "seeds": list(draws)}
+                out[name] = registered(finding, values, record, means=_summary(record), **stamp)
     return [out[n] for n in wanted]

@@ -9,6 +9,7 @@ float32 reference (RMSNorm with LLaMA's cast order, the closest to the naive one
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 
 import torch
@@ -18,7 +19,7 @@ from normlab import reference
 from normlab.lab.numerics.metrics import error_metrics
 from normlab.lab.numerics.naive import forward, naive_layer_norm, naive_rms_norm, truth_of
 from normlab.lab.numerics.sentences import failure
-from normlab.lab.verdict.finding import Part
+from normlab.lab.verdict.finding import Finding, Part
 
 ROWS, HIDDEN = 16, 1024
 NEAR_ZERO = 1e-4  # the peak |x| of a near-zero row: its statistic is ~1e-9, far below eps
@@ -64,6 +65,22 @@ def part(
     if why is None:
         why = FACTOR_2_WHY if delta == FACTOR_2 else ""
     return label, Part(what, expect, delta, trim, why)
+
+
+def registered(
+    f: Finding, values, record: dict | None = None, *, means=None, why: str = "", **stamp
+) -> dict:
+    """``f`` decided from ``values`` (every part not testable here for ``why``, if given), with
+    what every findings file publishes beside a verdict: ``record`` (what its plots read), the
+    design it was decided under and ``stamp`` (its seed block, draws, ``utc_now`` of its start)."""
+    untestable = dict.fromkeys((label for label, _ in f.parts), why) if why else None
+    beside = ({} if record is None else {"record": record}) | {"design": f.design()}
+    return f.decide(values, means=means, untestable=untestable) | beside | stamp
+
+
+def utc_now() -> str:
+    """Now, as a findings file registers when its data began (the registry reads it)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def append(record: dict, key: str, value) -> None:
