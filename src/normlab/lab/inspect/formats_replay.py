@@ -30,8 +30,8 @@ from torch import Tensor
 import normlab
 from normlab import reference
 from normlab.lab.inspect.load import NormSite
-from normlab.lab.numerics.measuring import wrong_entries
-from normlab.lab.numerics.naive import forward, naive_layer_norm, naive_rms_norm
+from normlab.lab.numerics.measuring import NAIVE, wrong_entries
+from normlab.lab.numerics.naive import forward
 from normlab.lab.numerics.sentences import DTYPE_SHORT, FAIL_REL
 
 IMPLS = ("naive", "FP32 statistics", "normlab")
@@ -73,6 +73,16 @@ def ops_of(site: NormSite, module) -> tuple[Op, Op]:
     return own, Op("LayerNorm", gain, None, site.eps)
 
 
+def _naive(op: Op, x: Tensor) -> tuple[str, Tensor, Tensor | None]:
+    """The articles' code of ``op`` (its key in ``measuring.NAIVE``) and its gain and bias in
+    ``x``'s dtype: ones where the layer has no weight, zeros where a LayerNorm has no bias."""
+    dt, d = x.dtype, x.shape[-1]
+    gain = torch.ones(d, dtype=dt) if op.weight is None else op.gain(dt)
+    if op.name == "RMSNorm":
+        return "rms_norm", gain, None
+    return "layer_norm", gain, torch.zeros(d, dtype=dt) if op.bias is None else op.bias.to(dt)
+
+
 def run_op(op: Op, impl: str, x: Tensor) -> Tensor:
     """``op`` on ``x`` (rows, d) by ``impl`` (``IMPLS`` or ``"truth"``: float64 of ``x`` and of
     the weights rounded to ``x``'s dtype)."""
@@ -86,12 +96,8 @@ def run_op(op: Op, impl: str, x: Tensor) -> Tensor:
             return reference.layer_norm(x, gain, bias, op.eps)
         return reference.rms_norm(x, gain, op.eps, casting="gemma")
     if impl == "naive":
-        gain = op.gain(dt)
-        if op.name == "RMSNorm":
-            return naive_rms_norm(x, gain, None, op.eps)
-        ones = torch.ones(x.shape[-1], dtype=dt)
-        zero = torch.zeros(x.shape[-1], dtype=dt)
-        return naive_layer_norm(x, ones if gain is None else gain, zero if b is None else b, op.eps)
+        key, gain, bias = _naive(op, x)
+        return NAIVE[key](x, gain, bias, op.eps)
     fn = reference if impl == "FP32 statistics" else normlab
     if op.name == "LayerNorm":
         return fn.layer_norm(x, w, b, op.eps)
@@ -228,12 +234,7 @@ def true_dx(
 
 def naive_dx(op: Op, x: Tensor, dy: Tensor, eps: float) -> Tensor:
     """``dx`` of the articles' code in ``x``'s dtype (autograd through its every step)."""
-    dt, d = x.dtype, x.shape[-1]
-    gain = op.gain(dt) if op.weight is not None else torch.ones(d, dtype=dt)
-    bias = torch.zeros(d, dtype=dt) if op.bias is None else op.bias.to(dt)
-    if op.name == "LayerNorm":
-        y, leaves = forward(naive_layer_norm, "layer_norm", x, gain, bias, eps)
-    else:
-        y, leaves = forward(naive_rms_norm, "rms_norm", x, gain, None, eps)
+    key, gain, bias = _naive(op, x)
+    y, leaves = forward(NAIVE[key], key, x, gain, bias, eps)
     (dx,) = torch.autograd.grad(y, leaves[:1], dy)
     return dx
