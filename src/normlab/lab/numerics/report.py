@@ -140,13 +140,6 @@ def plots(result) -> dict[str, bytes]:
     return {k: v for k, v in pngs.items() if v}
 
 
-def _scale_tables(result):
-    """``(op and dtype, header, rows)`` of the :func:`scale_table` of every op and dtype."""
-    for op in OPS:
-        for dt in result.grid["dtypes"]:
-            yield (f"{OPS[op]} {DTYPE_SHORT[dt]}", *scale_table(result, op, dt))
-
-
 def document(result, pngs: dict[str, bytes] | None = None) -> d.Document:
     """The page as a ``normlab.lab.kit.doc`` document, as the study report is: the same CSS, tables
     that scroll in their own box, a table of contents, figures with captions; ``pngs``: its
@@ -173,9 +166,9 @@ def document(result, pngs: dict[str, bytes] | None = None) -> d.Document:
     for name, (title, _) in SWEEP_PLOTS.items():
         if name in pngs:
             page.add(d.Heading(2, title, name), figure(name, title))
-    for what, header, rows in _scale_tables(result):
-        title = f"{what}: forward max relative error vs input scale"
-        page.add(d.Heading(2, title), d.dense_table(header, rows))
+    for op, dt in ((op, dt) for op in OPS for dt in result.grid["dtypes"]):
+        title = f"{OPS[op]} {DTYPE_SHORT[dt]}: forward max relative error vs input scale"
+        page.add(d.Heading(2, title), d.dense_table(*scale_table(result, op, dt)))
     page.add(d.Heading(2, "Definitions", "definitions"), d.Items(tuple(DEFINITIONS)))
     return page
 
