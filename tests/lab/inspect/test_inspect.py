@@ -104,6 +104,10 @@ def test_wrong_entries_count_as_numerics_does():
     a = (t + 0.08 * torch.randn(5, 16, generator=g, dtype=torch.float64)).half()
     a[1, 3], a[2, 4] = float("inf"), float("nan")
     counts = formats_replay.wrong_entries(a, t)
+    # the definition written out: inf/NaN, or off by >= 10 % of the row's max |truth|
+    bad = ~torch.isfinite(a.double()) | ((a - t).abs() >= 0.1 * t.abs().amax(-1, keepdim=True))
+    assert counts.tolist() == bad.sum(-1).double().tolist()
+    assert counts[1] >= 1 and counts[2] >= 1
     for i in range(5):
         assert counts[i] == wrong_fraction(a[i : i + 1], t[i : i + 1]) * 16
 

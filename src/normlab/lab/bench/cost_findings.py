@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 import platform
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +29,8 @@ from normlab.lab.kit import doc as d
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.kit.io import out_dir, write_file, write_json
 from normlab.lab.kit.threads import set_threads
-from normlab.lab.numerics.measuring import part
+from normlab.lab.numerics.measuring import part, registered, utc_now
+from normlab.lab.numerics.sentences import OPS
 from normlab.lab.verdict.finding import Finding
 
 WORK_DELTA = -math.log(0.95)  # RMSNorm must save at least 5 % of LayerNorm's time to count
@@ -42,33 +42,29 @@ IMPL_WORDS = {
 }
 
 
+def _timed(name: str, statement: str, source: str, sizes, what: str) -> Finding:
+    """A timing finding: one part per size ``d``, ``v`` = ``what`` per interleaved round, on
+    the 20 %-trimmed mean (a round stalled by the machine moves nothing) against 5 %."""
+    parts = tuple(part(f"d={d}", what, delta=WORK_DELTA, trim=0.2) for d in sizes)
+    return Finding(name, statement, source, parts, unit="interleaved timing round")
+
+
 def rmsnorm_faster(impl: str, sizes=ratio.SIZES) -> Finding:
     """RMSNorm's forward takes less time than LayerNorm's in ``impl``, at every size."""
-    return Finding(
+    return _timed(
         f"rmsnorm-faster-{impl}",
         f"RMSNorm's forward takes less time than LayerNorm's, in {IMPL_WORDS[impl]}.",
         "000 §3.3, §4.2; 001; 003 §八",
-        tuple(
-            part(
-                f"d={d}",
-                "ln(t_LayerNorm / t_RMSNorm) per interleaved round at this d (forward, FP32, "
-                f"{ratio.ELEMENTS} elements per call); δ: RMSNorm saves 5 % of LayerNorm's time",
-                delta=WORK_DELTA,
-                trim=0.2,
-            )
-            for d in sizes
-        ),
-        unit="interleaved timing round",
+        sizes,
+        "ln(t_LayerNorm / t_RMSNorm) per interleaved round at this d (forward, FP32, "
+        f"{ratio.ELEMENTS} elements per call); δ: RMSNorm saves 5 % of LayerNorm's time",
     )
 
 
 def work_rows() -> list[list[str]]:
     """The counted work of the articles' two forwards (``work.count``)."""
-    rows = []
-    for op, name in (("rms_norm", "RMSNorm"), ("layer_norm", "LayerNorm")):
-        w = work.count(op)
-        rows.append([name, str(w.passes), str(w.per_element), " → ".join(w.ops)])
-    return rows
+    counted = {name: work.count(op) for op, name in OPS.items()}
+    return [[k, str(w.passes), str(w.per_element), " → ".join(w.ops)] for k, w in counted.items()]
 
 
 WORK_HEADER = ["the articles' forward", "passes over the row", "operations per element", "ops"]
@@ -97,24 +93,16 @@ COMMUNICATION = Finding(
 
 def fused_saves(sizes=fused.SIZES) -> Finding:
     """The fused residual-add + RMSNorm takes less time than the add and the norm apart."""
-    return Finding(
+    return _timed(
         "fused-add-norm-saves-traffic",
         "Fusing the residual add into the norm's kernel saves time over the same two steps "
         "apart, by cutting a memory round trip (normlab's kernels on both sides).",
         "001",
-        tuple(
-            part(
-                f"d={d}",
-                "ln(t_unfused / t_fused) per interleaved round at this d (forward, FP32, "
-                f"{fused.ELEMENTS} elements a tensor per call, past the last-level cache; "
-                "unfused: x + r, then the norm of the sum); δ: the fusion saves 5 % of the "
-                "unfused time",
-                delta=WORK_DELTA,
-                trim=0.2,
-            )
-            for d in sizes
-        ),
-        unit="interleaved timing round",
+        sizes,
+        "ln(t_unfused / t_fused) per interleaved round at this d (forward, FP32, "
+        f"{fused.ELEMENTS} elements a tensor per call, past the last-level cache; "
+        "unfused: x + r, then the norm of the sum); δ: the fusion saves 5 % of the "
+        "unfused time",
     )
 
 
@@ -131,46 +119,41 @@ class FindingsOptions:
     threads: int = 0  # torch's (and so normlab's) threads for the timings; 0: torch's default
 
 
+def _medians(ms: dict[str, list[float]], sizes) -> dict[str, float]:
+    """What a timing verdict shows beside its parts: each contender's median ms at each size."""
+    return {
+        f"median ms {k} d={d}": t for k, ts in ms.items() for d, t in zip(sizes, ts, strict=True)
+    }
+
+
 def decide_ratio(o: FindingsOptions, log=print) -> list[dict]:
     """One finding per implementation from one interleaved measurement of them all."""
     values, median_ms = ratio.measure(o.sizes, o.rounds, o.impls, o.device, log=log)
     out = []
     for impl in o.impls:
-        ms = {op: median_ms[f"{impl} {op}"] for op in ("rms_norm", "layer_norm")}
-        means = {
-            f"median ms {op} d={d}": t
-            for op, ts in ms.items()
-            for d, t in zip(o.sizes, ts, strict=True)
-        }
+        ms = {op: median_ms[f"{impl} {op}"] for op in OPS}
         mine = {f"d={d}": values[f"{impl} d={d}"] for d in o.sizes}
         own = {"sizes": list(o.sizes), "impl": impl, "median_ms": ms, "rows_x_d": ratio.ELEMENTS}
         finding = rmsnorm_faster(impl, o.sizes)
-        out.append(finding.decide(mine, means=means) | {"record": own, "design": finding.design()})
+        out.append(registered(finding, mine, own, means=_medians(ms, o.sizes)))
     return out
 
 
 def decide_fused(o: FindingsOptions, log=print) -> dict:
     """The fusion finding from one interleaved measurement of both sides at each size."""
     sizes = tuple(d for d in o.sizes if d in fused.SIZES) or fused.SIZES
-    began = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # the registry reads it
-    finding = fused_saves(sizes)
-    stamp = {"design": finding.design(), "began": began}
+    finding, began = fused_saves(sizes), utc_now()
     why = fused.working_set_why(o.device)
     if why:  # the saved traffic would not come from memory here: nothing to decide
-        return finding.decide({}, untestable={p: why for p, _ in finding.parts}) | stamp
+        return registered(finding, {}, why=why, began=began)
     values, ms = fused.measure(sizes, o.rounds, o.device, log=log)
-    means = {
-        f"median ms {side} d={d}": t
-        for side, ts in ms.items()
-        for d, t in zip(sizes, ts, strict=True)
-    }
     record = {
         "sizes": list(sizes),
         "median_ms": ms,
         "traffic": fused.TRAFFIC,
         "llc": fused.llc_bytes(),
     }
-    return finding.decide(values, means=means) | {"record": record} | stamp
+    return registered(finding, values, record, means=_medians(ms, sizes), began=began)
 
 
 def decide_comm(o: FindingsOptions, out: Path) -> dict:
@@ -179,8 +162,7 @@ def decide_comm(o: FindingsOptions, out: Path) -> dict:
         counts = comm.launch(out / "comm_counts.json")
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:  # a job hung past TIMEOUT_S
         why = f"the torchrun job did not run here: {str(e).splitlines()[0]}"
-        untestable = {p: why for p, _ in COMMUNICATION.parts}
-        return COMMUNICATION.decide({}, untestable=untestable) | {"design": COMMUNICATION.design()}
+        return registered(COMMUNICATION, {}, why=why)
     return decide_counts(counts)
 
 
@@ -198,11 +180,8 @@ def decide_counts(counts: dict) -> dict:
         for key in ("calls", "bytes")
         for kind in comm.KINDS
     }
-    untestable = {}
-    if counts.get("world_size", 1) < 2:
-        untestable = {p: "one process: nothing to communicate" for p, _ in COMMUNICATION.parts}
-    decided = COMMUNICATION.decide(values, means=means, untestable=untestable)
-    return decided | {"record": counts, "design": COMMUNICATION.design()}
+    alone = "one process: nothing to communicate" if counts.get("world_size", 1) < 2 else ""
+    return registered(COMMUNICATION, values, counts, means=means, why=alone)
 
 
 def run_findings(options: FindingsOptions, log=print) -> Path:

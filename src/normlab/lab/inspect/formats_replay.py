@@ -17,7 +17,7 @@ failing row's error counts as 1 (``measuring.capped_error``).
 
 The gradient replay (for the small-eps findings) runs the naive code's backward with a seeded
 Gaussian upstream gradient and counts the wrong entries of ``dx`` as numerics does
-(``measuring.wrong_fraction``, row by row); the truth's gradient is in closed form.
+(``measuring.wrong_entries``); the truth's gradient is in closed form.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from torch import Tensor
 import normlab
 from normlab import reference
 from normlab.lab.inspect.load import NormSite
-from normlab.lab.numerics.naive import forward, naive_layer_norm, naive_rms_norm
-from normlab.lab.numerics.sentences import FAIL_REL
+from normlab.lab.numerics.measuring import NAIVE, wrong_entries
+from normlab.lab.numerics.naive import forward
+from normlab.lab.numerics.sentences import DTYPE_SHORT, FAIL_REL
 
-FORMATS = {"float16": "FP16", "bfloat16": "BF16", "float32": "FP32"}
 IMPLS = ("naive", "FP32 statistics", "normlab")
 FLOOR = 1e-8  # an error below this counts as this (an exact row: no log of 0)
 ZEROED = 0.01  # an output flushed to 0 where |t| is at least this share of the row's largest
@@ -73,6 +73,16 @@ def ops_of(site: NormSite, module) -> tuple[Op, Op]:
     return own, Op("LayerNorm", gain, None, site.eps)
 
 
+def _naive(op: Op, x: Tensor) -> tuple[str, Tensor, Tensor | None]:
+    """The articles' code of ``op`` (its key in ``measuring.NAIVE``) and its gain and bias in
+    ``x``'s dtype: ones where the layer has no weight, zeros where a LayerNorm has no bias."""
+    dt, d = x.dtype, x.shape[-1]
+    gain = torch.ones(d, dtype=dt) if op.weight is None else op.gain(dt)
+    if op.name == "RMSNorm":
+        return "rms_norm", gain, None
+    return "layer_norm", gain, torch.zeros(d, dtype=dt) if op.bias is None else op.bias.to(dt)
+
+
 def run_op(op: Op, impl: str, x: Tensor) -> Tensor:
     """``op`` on ``x`` (rows, d) by ``impl`` (``IMPLS`` or ``"truth"``: float64 of ``x`` and of
     the weights rounded to ``x``'s dtype)."""
@@ -86,12 +96,8 @@ def run_op(op: Op, impl: str, x: Tensor) -> Tensor:
             return reference.layer_norm(x, gain, bias, op.eps)
         return reference.rms_norm(x, gain, op.eps, casting="gemma")
     if impl == "naive":
-        gain = op.gain(dt)
-        if op.name == "RMSNorm":
-            return naive_rms_norm(x, gain, None, op.eps)
-        ones = torch.ones(x.shape[-1], dtype=dt)
-        zero = torch.zeros(x.shape[-1], dtype=dt)
-        return naive_layer_norm(x, ones if gain is None else gain, zero if b is None else b, op.eps)
+        key, gain, bias = _naive(op, x)
+        return NAIVE[key](x, gain, bias, op.eps)
     fn = reference if impl == "FP32 statistics" else normlab
     if op.name == "LayerNorm":
         return fn.layer_norm(x, w, b, op.eps)
@@ -157,7 +163,7 @@ def replay_layer(out: Replay, site: NormSite, module, x: Tensor) -> None:
     chunks = x.shape[0]
     flat = x.reshape(-1, x.shape[-1])
     for k, op in enumerate(ops_of(site, module)):
-        for dt, short in FORMATS.items():
+        for dt, short in DTYPE_SHORT.items():
             xd = flat.to(getattr(torch, dt))
             truth = run_op(op, "truth", xd)
             row_max = truth.abs().amax(-1)
@@ -195,7 +201,7 @@ def replay_grads(
         for label, eps in (("small", eps_small), ("default", eps_default)):
             dx = true_dx(op, flat.double(), dy, eps, torch.float32)  # the model's FP32 weights
             _merge(out.chunk_dx, (op.name, label), dx.abs().reshape(chunks, -1).amax(-1))
-        for dt, short in FORMATS.items():
+        for dt, short in DTYPE_SHORT.items():
             dtype = getattr(torch, dt)
             xd, dyd = flat.to(dtype), dy.to(dtype)
             truth = true_dx(op, xd.double(), dyd.double(), eps_small, dtype)
@@ -228,21 +234,7 @@ def true_dx(
 
 def naive_dx(op: Op, x: Tensor, dy: Tensor, eps: float) -> Tensor:
     """``dx`` of the articles' code in ``x``'s dtype (autograd through its every step)."""
-    dt, d = x.dtype, x.shape[-1]
-    gain = op.gain(dt) if op.weight is not None else torch.ones(d, dtype=dt)
-    bias = torch.zeros(d, dtype=dt) if op.bias is None else op.bias.to(dt)
-    if op.name == "LayerNorm":
-        y, leaves = forward(naive_layer_norm, "layer_norm", x, gain, bias, eps)
-    else:
-        y, leaves = forward(naive_rms_norm, "rms_norm", x, gain, None, eps)
+    key, gain, bias = _naive(op, x)
+    y, leaves = forward(NAIVE[key], key, x, gain, bias, eps)
     (dx,) = torch.autograd.grad(y, leaves[:1], dy)
     return dx
-
-
-def wrong_entries(actual: Tensor, truth: Tensor) -> Tensor:
-    """Per row, the entries that are inf/NaN or off by ≥ 10 % of the row's max ``|truth|``:
-    ``measuring.wrong_fraction``'s count, row by row (a NaN difference is never ≥, so the
-    nonfinite entries are counted apart)."""
-    scale = truth.abs().amax(-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
-    diff = (actual.double() - truth).abs_()
-    return ((diff >= 0.1 * scale) | diff.isnan()).sum(-1).double()

@@ -17,8 +17,8 @@ import torch
 from torch import Tensor
 
 from normlab.lab.inspect.load import NormSite
+from normlab.lab.numerics.sentences import LOW
 
-LOW = {"float16": "FP16", "bfloat16": "BF16"}
 NEAR_CONSTANT = 100.0  # a row whose statistic is below this many eps is near-constant
 GAIN_NEAR_ZERO = 0.01  # |gain| below this: the feature is (almost) switched off
 

@@ -74,10 +74,8 @@ def error_by_format(replay) -> bytes:
             ("naive", False, "^-.", f"naive {variant} (the variant)"),
         )
         for impl, own, style, label in lines:
-            ys = []
-            for n in names:
-                r = next(r for r in rows if r.layer == n and r.impl == impl and r.own == own)
-                ys.append(1.0 if r.failures else max(r.worst or 0.0, 1e-8))
+            line = {r.layer: r for r in rows if r.impl == impl and r.own == own}
+            ys = [1.0 if r.failures else max(r.worst or 0.0, 1e-8) for r in map(line.get, names)]
             ax.plot(range(len(names)), ys, style, label=label)
         ax.set(yscale="log", ylabel="worst row error vs float64", title=f"{fmt}: error by layer")
         _layer_axis(ax, names)

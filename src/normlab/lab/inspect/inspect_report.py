@@ -9,6 +9,7 @@ from pathlib import Path
 
 from normlab.lab.inspect import summary_words
 from normlab.lab.inspect.inspect_plots import PLOTS
+from normlab.lab.inspect.summary_words import num, pct
 from normlab.lab.kit import doc as d
 from normlab.lab.kit.io import write_file, write_json, write_page
 from normlab.lab.numerics.tables import finding_blocks
@@ -23,106 +24,68 @@ def _intro(r) -> d.Paragraph:
     eps = sorted({x.eps for x in r.layers})
     return d.Paragraph(
         f"{m.family} ({m.arch}), {m.params:,} parameters, {m.norms} norm layers "
-        f"({', '.join(m.norm_classes)}, eps {', '.join(summary_words.num(e) for e in eps)}); "
+        f"({', '.join(m.norm_classes)}, eps {', '.join(num(e) for e in eps)}); "
         f"{s.tokens:,} tokens in {s.chunks} chunks of {s.chunk}: {s.source}, read with "
         f"{s.tokenizer}; run in FP32, eval mode; {r.seconds.get('total', 0):.0f} s.",
         muted=True,
     )
 
 
-def _findings_table(r) -> d.Table:
-    rows = []
-    for f in r.findings:
-        parts = "; ".join(f"{p['part']}: {interval_text(p)}" for p in f["parts"])
-        rows.append(
-            ((f["statement"], " ", d.Muted(f"({f['source']})")), badge(f["verdict"]), parts)
-        )
+def _table(columns, items, cls: str = "") -> d.Table:
+    """One row per item: ``columns`` pairs each header with its cell of an item."""
     return d.Table(
-        ("statement (source)", "verdict", "v per part: mean [95 % CI], n"), tuple(rows), "summary"
+        tuple(header for header, _ in columns),
+        tuple(tuple(cell(x) for _, cell in columns) for x in items),
+        cls,
     )
 
 
-def _layer_table(r) -> d.Table:
-    num, pct = summary_words.num, summary_words.pct
-    rows = tuple(
-        (
-            s.layer,
-            num(s.max_abs),
-            pct(s.square_overflow["FP16"]),
-            pct(s.stat_overflow["FP16"]),
-            num(s.min_stat),
-            pct(s.near_constant),
-            f"{num(s.mean_share_median)} / {num(s.mean_share_p90)}",
-            num(s.massive),
-            f"{num(s.gain_min)} / {num(s.gain_median)} / {num(s.gain_max)}",
-            "–" if s.gain_near_zero is None else pct(s.gain_near_zero),
-        )
-        for s in r.layers
-    )
-    header = (
-        "layer",
-        "max |x|",
-        "FP16 x² overflows (rows)",
-        "FP16 statistic overflows (rows)",
-        "smallest statistic",
-        "near-constant rows",
-        "|mean|/RMS median / p90",
-        "max |x| / median |x|",
+# Each table as (header, its cell of one row's item) pairs.
+FINDING_COLUMNS = (
+    ("statement (source)", lambda f: (f["statement"], " ", d.Muted(f"({f['source']})"))),
+    ("verdict", lambda f: badge(f["verdict"])),
+    (
+        "v per part: mean [95 % CI], n",
+        lambda f: "; ".join(f"{p['part']}: {interval_text(p)}" for p in f["parts"]),
+    ),
+)
+LAYER_COLUMNS = (
+    ("layer", lambda s: s.layer),
+    ("max |x|", lambda s: num(s.max_abs)),
+    ("FP16 x² overflows (rows)", lambda s: pct(s.square_overflow["FP16"])),
+    ("FP16 statistic overflows (rows)", lambda s: pct(s.stat_overflow["FP16"])),
+    ("smallest statistic", lambda s: num(s.min_stat)),
+    ("near-constant rows", lambda s: pct(s.near_constant)),
+    ("|mean|/RMS median / p90", lambda s: f"{num(s.mean_share_median)} / {num(s.mean_share_p90)}"),
+    ("max |x| / median |x|", lambda s: num(s.massive)),
+    (
         "gain min / median / max",
-        "gains near 0",
-    )
-    return d.Table(header, rows)
-
-
-def _replay_table(r) -> d.Table:
-    num = summary_words.num
-    rows = tuple(
-        (
-            x.layer,
-            x.op + ("" if x.own else " (variant)"),
-            x.format,
-            x.impl,
-            num(x.worst),
-            num(x.median),
-            str(x.failures),
-        )
-        for x in r.replay
-    )
-    header = (
-        "layer",
-        "norm",
-        "format",
-        "implementation",
-        "worst row error",
-        "median",
-        "failing rows",
-    )
-    return d.Table(header, rows)
+        lambda s: f"{num(s.gain_min)} / {num(s.gain_median)} / {num(s.gain_max)}",
+    ),
+    ("gains near 0", lambda s: pct(s.gain_near_zero)),
+)
+REPLAY_COLUMNS = (
+    ("layer", lambda x: x.layer),
+    ("norm", lambda x: x.op + ("" if x.own else " (variant)")),
+    ("format", lambda x: x.format),
+    ("implementation", lambda x: x.impl),
+    ("worst row error", lambda x: num(x.worst)),
+    ("median", lambda x: num(x.median)),
+    ("failing rows", lambda x: str(x.failures)),
+)
+CHANGES = {"swap": "swap: the variant's statistics", "train": "train mode (dropout)"}
 
 
 def _changes_table(r) -> d.Table:
-    num = summary_words.num
-    rows = tuple(
-        (
-            "swap: the variant's statistics" if c.name == "swap" else "train mode (dropout)",
-            num(sum(c.direction) / len(c.direction)),
-            num(1 - max(c.direction)),
-            num(sum(c.task) / len(c.direction)),
-            "yes" if c.identical else "no",
-        )
-        for c in r.changes
-    )
     task = "1 − ρ (similarity ranks)" if r.model.kind == "embedding" else "top-1 changed"
-    header = ("change", "mean 1 − cos", "worst chunk's cos", f"mean {task}", "output identical")
-    return d.Table(header, rows)
-
-
-def _finding_blocks(r) -> list:
-    out = []
-    for f in r.findings:
-        heading = (f["name"], " ", badge(f["verdict"]))
-        out += finding_blocks(f, heading, summary_words.num, muted=True)
-    return out
+    columns = (
+        ("change", lambda c: CHANGES[c.name]),
+        ("mean 1 − cos", lambda c: num(sum(c.direction) / len(c.direction))),
+        ("worst chunk's cos", lambda c: num(1 - max(c.direction))),
+        (f"mean {task}", lambda c: num(sum(c.task) / len(c.direction))),
+        ("output identical", lambda c: "yes" if c.identical else "no"),
+    )
+    return _table(columns, r.changes)
 
 
 def document(r, figures: dict[str, bytes]) -> d.Document:
@@ -140,12 +103,12 @@ def document(r, figures: dict[str, bytes]) -> d.Document:
             "chunks (one chunk, one repetition; δ fixed before the run); the rules and every "
             "reason are under The findings below."
         ),
-        _findings_table(r),
+        _table(FINDING_COLUMNS, r.findings, "summary"),
         d.Heading(2, "Per layer", "layers"),
         fig("range-vs-fp16", "Norm inputs against FP16's limit"),
         fig("mean-share", "The mean's share of each row"),
         fig("residual-stream", "The residual stream's size"),
-        _layer_table(r),
+        _table(LAYER_COLUMNS, r.layers),
         d.Heading(2, "The replay: error by format", "replay"),
         d.Paragraph(
             "The recorded inputs rounded to each format and run through the naive code (every "
@@ -155,11 +118,17 @@ def document(r, figures: dict[str, bytes]) -> d.Document:
             "is max|y − t| / max|t|; a row fails on inf/NaN, an output flushed to 0, or 10 %."
         ),
         fig("error-by-format", "Worst row error by layer and format (the layer's own norm)"),
-        d.Details("Every layer, norm, format and implementation", (_replay_table(r),)),
+        d.Details(
+            "Every layer, norm, format and implementation", (_table(REPLAY_COLUMNS, r.replay),)
+        ),
         d.Heading(2, "Swap and train mode", "changes"),
         _changes_table(r),
         d.Heading(2, "The findings", "rules"),
-        *_finding_blocks(r),
+        *(
+            b
+            for f in r.findings
+            for b in finding_blocks(f, (f["name"], " ", badge(f["verdict"])), num, muted=True)
+        ),
         d.Heading(2, "How this was measured", "how"),
         d.Paragraph(_how(r)),
     )
@@ -174,7 +143,7 @@ def _how(r) -> str:
         f"{mach.get('threads')} threads on {mach.get('cpu')} (load average {mach.get('load')} "
         f"at the start); {stages}. Sized before loading: "
         f"about {m.need_bytes / 2**20:,.0f} MiB needed of {m.limit_bytes / 2**20:,.0f} MiB "
-        f"allowed. The small eps of the eps findings: {summary_words.num(r.eps_small)}."
+        f"allowed. The small eps of the eps findings: {num(r.eps_small)}."
     )
 
 

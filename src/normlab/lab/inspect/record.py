@@ -43,16 +43,11 @@ def hooked(modules: dict[str, nn.Module], hook: Callable) -> Iterator[None]:
             h.remove()
 
 
-def batches(ids: Tensor) -> list[Tensor]:
-    per = max(1, BATCH_TOKENS // ids.shape[1])
-    return list(ids.split(per))
-
-
 def run(model: nn.Module, ids: Tensor, kind: str, pooling: str) -> Output:
     """One pass over ``ids`` (chunks, T) in the model's current mode, without gradients."""
     vectors, top1, stream = [], [], []
     with torch.no_grad():
-        for b in batches(ids):
+        for b in ids.split(max(1, BATCH_TOKENS // ids.shape[1])):  # about BATCH_TOKENS a batch
             out = model(input_ids=b, attention_mask=torch.ones_like(b), output_hidden_states=True)
             hidden = out.hidden_states
             last = hidden[-1].float()  # (B, T, d)

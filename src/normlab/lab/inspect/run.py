@@ -23,6 +23,7 @@ from normlab.lab.inspect.inspect_options import InspectOptions
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.kit.limits import fmt_bytes
 from normlab.lab.kit.threads import set_threads
+from normlab.lab.numerics.measuring import utc_now
 
 
 @dataclass
@@ -71,38 +72,27 @@ def read_result(path) -> InspectResult:
     from normlab.lab.kit.reading import read_json
 
     doc = read_json(path)
-    return InspectResult(
-        ModelInfo(**doc["model"]),
-        SampleInfo(**doc["sample"]),
-        [hazards.LayerStats(**x) for x in doc["layers"]],
-        doc["stream_rms"],
-        [formats_replay.LayerReplay(**x) for x in doc["replay"]],
-        [swap.Change(**x) for x in doc["changes"]],
-        doc["findings"],
-        doc["eps_small"],
-        doc["seconds"],
-        doc["machine"],
-    )
+    rows = {
+        "layers": hazards.LayerStats,
+        "replay": formats_replay.LayerReplay,
+        "changes": swap.Change,
+    }
+    typed = {k: [cls(**x) for x in doc[k]] for k, cls in rows.items()}
+    model, sample = ModelInfo(**doc["model"]), SampleInfo(**doc["sample"])
+    return InspectResult(**doc | typed | {"model": model, "sample": sample})
 
 
 class _Clock:
-    def __init__(self, log):
-        self.log, self.bar = log, None
+    """The wall seconds of each stage, from the end of the one before."""
+
+    def __init__(self):
         self.seconds: dict[str, float] = {}
         self.at = time.perf_counter()
 
-    def tick(self) -> None:
-        if self.bar is not None:
-            self.bar.update(1)
-
-    def done(self, stage: str, what: str = "", tick: bool = True) -> None:
+    def done(self, stage: str) -> None:
         now = time.perf_counter()
         self.seconds[stage] = now - self.at
         self.at = now
-        if tick:
-            self.tick()
-        if what:
-            self.log(what)
 
 
 # The progress bar's steps after loading: the eval pass, one per norm layer's replay, the two
@@ -116,20 +106,22 @@ def measure(o: InspectOptions, md: locate.ModelDir, log=print) -> InspectResult:
 
     from normlab.lab.inspect.load import load
 
-    clock, busy = _Clock(log), _load()
-    began = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # the data's start (registry)
+    clock, busy = _Clock(), _load()
+    block = {"seed_block": o.seed, "began": utc_now()}  # the data's (the registry reads them)
     m = load(md.path, md.name)  # refuses an unknown norm class before the weights are read
     encoder = text.Encoder(m.tokenizer, md.hf.sizes["vocab"], m.no_tokenizer)
     sample = text.sample(encoder, o.chunks, o.chunk, o.seed)  # the seed block's text
-    clock.done("load", f"{md.name}: {m.arch}, {m.params:,} parameters, {len(m.sites)} norms")
+    clock.done("load")
+    log(f"{md.name}: {m.arch}, {m.params:,} parameters, {len(m.sites)} norms")
     steps = len(m.sites) + STEPS_BESIDE_THE_LAYERS
     with tqdm(total=steps, desc="inspect", disable=not o.progress, leave=False) as bar:
-        clock.bar = bar
         base, inputs = record.record(m.model, m.sites, sample.ids, m.kind, m.pooling)
         for s, _ in m.sites:
             if inputs[s.name].shape[0] != o.chunks:  # a norm called twice per forward
                 raise UsageError(f"{md.name}: the norm {s.name} runs more than once per forward")
-        clock.done("record", f"recorded {sample.tokens:,} tokens in {o.chunks} chunks")
+        clock.done("record")
+        bar.update(1)
+        log(f"recorded {sample.tokens:,} tokens in {o.chunks} chunks")
         stats = [hazards.layer_stats(s, mod, inputs[s.name]) for s, mod in m.sites]
         small = scale_findings.eps_small(min(s.eps for s, _ in m.sites))
         rep = formats_replay.Replay()
@@ -139,20 +131,20 @@ def measure(o: InspectOptions, md: locate.ModelDir, log=print) -> InspectResult:
             formats_replay.replay_grads(
                 rep, s, mod, inputs[s.name], small, scale_findings.EPS_DEFAULT, seed
             )
-            clock.tick()
-        clock.done("replay", tick=False)
+            bar.update(1)
+        clock.done("replay")
         args = (m.model, sample.ids, m.kind, m.pooling)
         swapped = swap.with_swap(m.model, m.sites, *args[1:])
         changes = [
             swap.measure("swap", base, swapped),
             swap.measure("train", base, swap.in_train_mode(*args, o.seed)),
         ]
-        clock.done("compare", tick=False)
-        record_ = {"model": md.name, "kind": m.kind, "params": m.params, "tokens": sample.tokens}
-        decided = scale_findings.decide(m.kind, rep, changes[1], record_ | {"eps_small": small})
-        block = {"seed_block": o.seed, "began": began}  # the data's block and start (registry)
-        decided = [f | block for f in decided]
+        clock.done("compare")
+        rec = {"model": md.name, "kind": m.kind, "params": m.params, "tokens": sample.tokens}
+        rec["eps_small"] = small
+        decided = scale_findings.decide(m.kind, rep, changes[1], rec, **block)
         clock.done("decide")
+        bar.update(1)
     return InspectResult(
         _info(md, m),
         SampleInfo(o.chunks, o.chunk, sample.tokens, len(set(sample.files)), sample.tokenizer),

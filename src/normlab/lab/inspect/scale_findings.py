@@ -20,13 +20,15 @@ import math
 import torch
 
 from normlab.lab.inspect.formats_replay import Replay
+from normlab.lab.numerics import eps as numerics_eps
+from normlab.lab.numerics import findings as numerics_findings
+from normlab.lab.numerics import sentences, stability
 from normlab.lab.numerics.eps import EPS_DEFAULT, EPS_SMALL
-from normlab.lab.numerics.measuring import part
-from normlab.lab.numerics.sentences import OPS
+from normlab.lab.numerics.measuring import part, registered
 from normlab.lab.verdict.finding import Finding
 
-LOW = ("FP16", "BF16")
-NORMS = tuple(OPS.values())  # ("RMSNorm", "LayerNorm")
+LOW = tuple(sentences.LOW.values())  # ("FP16", "BF16")
+NORMS = tuple(sentences.OPS.values())  # ("RMSNorm", "LayerNorm")
 UNIT = "text chunk"
 _ROWS = "the chunk's rows at every norm layer"
 _E = (
@@ -42,24 +44,25 @@ def eps_small(model_eps: float) -> float:
     return min(model_eps, EPS_SMALL)
 
 
-FP32_NEEDED = Finding(
-    "fp32-statistics-needed",
-    "Under FP16/BF16 the statistics must be computed in FP32 (on a real model's activations).",
-    "000 §7.1, 001",
-    tuple(
+def _real(f: Finding, parts, statement: str = "") -> Finding:
+    """numerics' finding ``f`` decided on a real model's activations, one text chunk a
+    repetition: its name and source, its statement (or ``statement``) said of them, ``parts``."""
+    said = f"{statement or f.statement.removesuffix('.')} (on a real model's activations)."
+    return Finding(f.name, said, f.source, tuple(parts), unit=UNIT)
+
+
+FP32_NEEDED = _real(
+    numerics_findings.FP32_NEEDED,
+    (
         part(f"{name} {short}", f"log10(E_naive / E_FP32-statistics), {_E}")
         for name in NORMS
         for short in LOW
     ),
-    unit=UNIT,
 )
 
-MORE_STABLE = Finding(
-    "rmsnorm-more-stable",
-    "RMSNorm is numerically more stable than LayerNorm because it computes no mean (on a real "
-    "model's activations).",
-    "000 §7.2",
-    tuple(
+MORE_STABLE = _real(
+    stability.MORE_STABLE,
+    (
         part(
             f"{short} error",
             f"log10(E_LayerNorm / E_RMSNorm), the naive {short} code on the same recorded "
@@ -67,14 +70,12 @@ MORE_STABLE = Finding(
         )
         for short in LOW
     ),
-    unit=UNIT,
+    "RMSNorm is numerically more stable than LayerNorm because it computes no mean",
 )
 
-EXPLODES = Finding(
-    "small-eps-explodes",
-    "A small eps makes 1/sqrt(var + eps) and the gradient explode (on a real model's activations).",
-    "000 §7.2, 003 §十一",
-    tuple(
+EXPLODES = _real(
+    numerics_eps.EXPLODES,
+    (
         part(
             f"{name}: true max|dx| grows",
             f"log10(max|dx| at the small eps / at eps={EPS_DEFAULT:g}) over {_ROWS}, float64 "
@@ -84,17 +85,13 @@ EXPLODES = Finding(
         )
         for name in NORMS
     ),
-    unit=UNIT,
 )
 
 
-def _worse(short: str) -> Finding:
-    return Finding(
-        f"small-eps-worse-in-{short.lower()}",
-        f"With a small eps the gradient is worse in {short} mixed precision than in FP32 (on a "
-        "real model's activations).",
-        "000 §7.2, 003 §十一",
-        tuple(
+def _worse(dt: str, short: str) -> Finding:
+    return _real(
+        numerics_eps.WORSE[dt],
+        (
             part(
                 f"{name} {short}: worse than FP32",
                 f"W({short}) − W(FP32) at the small eps, W = the share of dx entries of the "
@@ -104,11 +101,10 @@ def _worse(short: str) -> Finding:
             )
             for name in NORMS
         ),
-        unit=UNIT,
     )
 
 
-WORSE = {short: _worse(short) for short in LOW}
+WORSE = {short: _worse(dt, short) for dt, short in sentences.LOW.items()}
 
 
 def forgot_eval(kind: str) -> Finding:
@@ -222,20 +218,17 @@ def means(replay: Replay, train) -> dict[str, dict[str, float]]:
     }
 
 
-def decide(kind: str, replay: Replay, train, record: dict) -> list[dict]:
+def decide(kind: str, replay: Replay, train, record: dict, **stamp) -> list[dict]:
     """Every finding decided, each with ``record`` (the model, its kind, the small eps: what
-    ``redecide`` needs); forgetting eval() is not testable where train mode changes nothing
-    (the model has no active dropout)."""
+    ``redecide`` needs), its design and ``stamp`` (its seed block and start); forgetting eval()
+    is not testable where train mode changes nothing (the model has no active dropout)."""
     vals, shown = values(replay, train), means(replay, train)
-    out = []
-    for f in all_findings(kind):
-        untestable = {}
-        if f.name == "forgot-eval-dropout" and train.identical:
-            why = "train mode changes nothing: the model has no active dropout"
-            untestable = {label: why for label, _ in f.parts}
-        verdict = f.decide(vals[f.name], means=shown[f.name], untestable=untestable)
-        out.append(verdict | {"record": record, "design": f.design()})  # registered design
-    return out
+    idle = "train mode changes nothing: the model has no active dropout" if train.identical else ""
+    why = {"forgot-eval-dropout": idle}
+    return [
+        registered(f, vals[f.name], record, means=shown[f.name], why=why.get(f.name, ""), **stamp)
+        for f in all_findings(kind)
+    ]
 
 
 def redecide(published: dict) -> dict:

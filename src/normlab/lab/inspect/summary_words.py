@@ -6,6 +6,7 @@ often, and one whose norms do not says how much room is left.
 
 from __future__ import annotations
 
+from normlab.lab.inspect import formats_replay
 from normlab.lab.inspect.inspect_plots import FP16_SQUARE
 
 ROOM = 0.5  # a largest input past this share of 256 leaves "little room" in FP16
@@ -19,14 +20,11 @@ def pct(v: float | None) -> str:
     return "–" if v is None else f"{100 * v:.2g} %"
 
 
-def _own(result, fmt: str, impl: str):
-    return [r for r in result.replay if r.own and r.format == fmt and r.impl == impl]
-
-
 def _errors(result, fmt: str) -> str:
     """The worst row error of the naive code and of FP32 statistics in ``fmt``, and the rows
     that fail."""
-    naive, stats, kern = (_own(result, fmt, i) for i in ("naive", "FP32 statistics", "normlab"))
+    own = [r for r in result.replay if r.own and r.format == fmt]
+    naive, stats, kern = ([r for r in own if r.impl == i] for i in formats_replay.IMPLS)
     worst = lambda rs: max((r.worst for r in rs if r.worst is not None), default=None)  # noqa: E731
     failed = [r for r in naive if r.failures]
     text = (

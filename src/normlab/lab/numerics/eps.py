@@ -11,7 +11,6 @@ import math
 import torch
 
 from normlab.lab.numerics.measuring import (
-    LOW,
     NAIVE,
     NEAR_ZERO,
     ORDER_OF_MAGNITUDE,
@@ -20,7 +19,7 @@ from normlab.lab.numerics.measuring import (
     part,
     run,
 )
-from normlab.lab.numerics.sentences import OPS
+from normlab.lab.numerics.sentences import LOW, OPS
 from normlab.lab.verdict.finding import Finding
 
 EPS_DEFAULT, EPS_SMALL = 1e-5, 1e-10  # a common default vs a small one

@@ -1,4 +1,5 @@
-"""The two plots of ``normlab numerics``, drawn on bare Agg figures (no pyplot state)."""
+"""The plots of ``normlab numerics``: the sweep's, from its records, and the findings', each from
+its finding's record; drawn on bare Agg figures (no pyplot state)."""
 
 from __future__ import annotations
 
@@ -94,17 +95,9 @@ def grad_vs_eps(result) -> bytes | None:
 # the findings' plots (from the verdicts' records, so they show what was decided)
 
 
-def _record(verdicts, name: str) -> dict | None:
-    """The record of the verdict ``name``; None when it was not decided or has none."""
-    return next((v.get("record") for v in verdicts if v["name"] == name), None)
-
-
-def finding_error_vs_scale(verdicts) -> bytes | None:
-    """fp32-statistics-needed: the worst forward error over the draws vs input scale, naive
-    (in-dtype statistics) against FP32 statistics, one panel per op and dtype."""
-    rec = _record(verdicts, "fp32-statistics-needed")
-    if not rec:
-        return None
+def fp32_statistics(rec: dict) -> bytes:
+    """fp32-statistics-needed's record: the worst forward error over the draws vs input scale,
+    naive (in-dtype statistics) against FP32 statistics, one panel per op and dtype."""
     # Two by two, not four in a row: a figure shown at a page's width keeps its type readable.
     fig, axes = render.figure(2, 2, figsize=(9, 6.4), squeeze=False)
     panels = [(o, d) for o in OPS.values() for d in ("FP16", "BF16")]
@@ -121,12 +114,9 @@ def finding_error_vs_scale(verdicts) -> bytes | None:
     return render.png(fig, dpi=80)
 
 
-def finding_grad_vs_eps(verdicts) -> bytes | None:
-    """small-eps-explodes: the true max |dx| on near-zero rows vs eps (left), and the fraction
-    of the naive op's dx that is wrong per dtype (right)."""
-    rec = _record(verdicts, "small-eps-explodes")
-    if not rec:
-        return None
+def small_eps(rec: dict) -> bytes:
+    """small-eps-explodes' record: the true max |dx| on near-zero rows vs eps (left), and the
+    fraction of the naive op's dx that is wrong per dtype (right)."""
     fig, (a, b) = render.figure(1, 2, figsize=(10, 3.6))
     for k, op in enumerate(OPS.values()):
         a.plot(rec["eps"], rec["curves"][f"{op} truth"], STYLES[k], marker=".", label=op)
@@ -145,13 +135,10 @@ def finding_grad_vs_eps(verdicts) -> bytes | None:
     return render.png(fig, dpi=80)
 
 
-def finding_more_stable(verdicts) -> bytes | None:
-    """rmsnorm-more-stable: the naive ops' worst error on the large-mean rows vs the rows' mean,
-    per format and output (the worst over the spreads and the draws), and the true max|dx| on
-    near-constant rows (the mean over the draws)."""
-    rec = _record(verdicts, "rmsnorm-more-stable")
-    if not rec:
-        return None
+def more_stable(rec: dict) -> bytes:
+    """rmsnorm-more-stable's record: the naive ops' worst error on the large-mean rows vs the
+    rows' mean, per format and output (the worst over the spreads and the draws), and the true
+    max|dx| on near-constant rows (the mean over the draws)."""
     # Three by two, not five in a row (type shrunk to 5 px at a page's width); the sixth
     # place holds the legend.
     fig, axes = render.figure(2, 3, figsize=(11, 6.4), squeeze=False)

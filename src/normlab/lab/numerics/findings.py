@@ -16,7 +16,6 @@ block, its draws and its design (``Finding.design``).
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 
 import torch
@@ -29,16 +28,17 @@ from normlab.lab.numerics.measuring import (
     EPS,
     FP32_STATS,
     HIDDEN,
-    LOW,
     NAIVE,
     SCALES,
     capped_error,
     draw,
     part,
+    registered,
     run,
     seeds_of,
+    utc_now,
 )
-from normlab.lab.numerics.sentences import OPS
+from normlab.lab.numerics.sentences import LOW, OPS
 from normlab.lab.verdict.finding import Finding
 
 SEEDS = 8  # input draws per finding
@@ -143,24 +143,24 @@ def _sphere(seeds: range, record: dict) -> dict[str, list[float]]:
 Measure = Callable[[range], dict[str, tuple[dict[str, list[float]], dict]]]
 
 
-def _alone(name: str, fn: Callable[[range, dict], dict[str, list[float]]]) -> Measure:
-    """A measure of one finding as a group's: ``seeds -> {name: (values, record)}``."""
+def _alone(f: Finding, fn: Callable[[range, dict], dict[str, list[float]]]):
+    """The group of one finding ``f``, measured by ``fn(seeds, record) -> values``."""
 
     def measure(seeds: range) -> dict:
         record: dict = {}
-        return {name: (fn(seeds, record), record)}
+        return {f.name: (fn(seeds, record), record)}
 
-    return measure
+    return (f.name,), measure
 
 
 # Each group of findings is measured in one pass (the small-eps findings share their runs).
 GROUPS: tuple[tuple[tuple[str, ...], Measure], ...] = (
-    *(((n,), _alone(n, fn)) for n, fn in stability.MEASURES.items()),
-    ((overflow.SQUARES.name,), _alone(overflow.SQUARES.name, overflow.measure_squares)),
+    _alone(stability.MORE_STABLE, stability.measure_more_stable),
+    _alone(overflow.SQUARES, overflow.measure_squares),
     ((overflow.STABLE.name, overflow.PARITY.name), overflow.measure_fixes),
     (tuple(f.name for f in eps_findings.FINDINGS), eps_findings.measure),
-    ((FP32_NEEDED.name,), _alone(FP32_NEEDED.name, _fp32_stats)),
-    ((SPHERE.name,), _alone(SPHERE.name, _sphere)),
+    _alone(FP32_NEEDED, _fp32_stats),
+    _alone(SPHERE, _sphere),
 )
 
 
@@ -187,7 +187,7 @@ def decide_all(
     from tqdm.auto import tqdm
 
     draws = seeds_of(seed_block, seeds)
-    began = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # the registry reads it
+    stamp = {"seed_block": seed_block, "began": utc_now(), "seeds": list(draws)}
     wanted = [n for n in FINDINGS if names is None or n in names]
     out: dict[str, dict] = {}
     with using_threads(1):  # thousands of tiny ops: thread barriers cost more than the work
@@ -195,7 +195,5 @@ def decide_all(
         for _, fn in tqdm(groups, desc="findings", disable=not progress, leave=False):
             for name, (values, record) in fn(draws).items():
                 finding = FINDINGS[name]
-                verdict = finding.decide(values, means=_summary(record))
-                registered = {"design": finding.design(), "seed_block": seed_block, "began": began}
-                out[name] = verdict | {"record": record, **registered, "seeds": list(draws)}
+                out[name] = registered(finding, values, record, means=_summary(record), **stamp)
     return [out[n] for n in wanted]

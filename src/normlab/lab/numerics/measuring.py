@@ -9,6 +9,7 @@ float32 reference (RMSNorm with LLaMA's cast order, the closest to the naive one
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 
 import torch
@@ -18,9 +19,8 @@ from normlab import reference
 from normlab.lab.numerics.metrics import error_metrics
 from normlab.lab.numerics.naive import forward, naive_layer_norm, naive_rms_norm, truth_of
 from normlab.lab.numerics.sentences import failure
-from normlab.lab.verdict.finding import Part
+from normlab.lab.verdict.finding import Finding, Part
 
-LOW = {"float16": "FP16", "bfloat16": "BF16"}
 ROWS, HIDDEN = 16, 1024
 NEAR_ZERO = 1e-4  # the peak |x| of a near-zero row: its statistic is ~1e-9, far below eps
 EPS = 1e-6  # the eps of the scale and FP32-statistics measurements (LLaMA's, the articles')
@@ -65,6 +65,22 @@ def part(
     if why is None:
         why = FACTOR_2_WHY if delta == FACTOR_2 else ""
     return label, Part(what, expect, delta, trim, why)
+
+
+def registered(
+    f: Finding, values, record: dict | None = None, *, means=None, why: str = "", **stamp
+) -> dict:
+    """``f`` decided from ``values`` (every part not testable here for ``why``, if given), with
+    what every findings file publishes beside a verdict: ``record`` (what its plots read), the
+    design it was decided under and ``stamp`` (its seed block, draws, ``utc_now`` of its start)."""
+    untestable = dict.fromkeys((label for label, _ in f.parts), why) if why else None
+    beside = ({} if record is None else {"record": record}) | {"design": f.design()}
+    return f.decide(values, means=means, untestable=untestable) | beside | stamp
+
+
+def utc_now() -> str:
+    """Now, as a findings file registers when its data began (the registry reads it)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def append(record: dict, key: str, value) -> None:
@@ -146,13 +162,18 @@ def run(fn: Callable, op: str, inputs, eps: float, *, grad: bool = False) -> dic
     return out
 
 
+def wrong_entries(actual: Tensor, truth: Tensor) -> Tensor:
+    """Per row, the entries that are inf/NaN or off by ≥ 10 % of the row's max ``|truth|``
+    (``truth``: float64; a truth beyond the dtype's range counts: its entry is then inf or
+    wrong). A NaN difference is never ≥, so the nonfinite entries are counted apart."""
+    scale = truth.abs().amax(-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
+    diff = (actual.double() - truth).abs_()
+    return ((diff >= 0.1 * scale) | diff.isnan()).sum(-1).double()
+
+
 def wrong_fraction(actual: Tensor, truth: Tensor) -> float:
-    """The fraction of entries that are inf/NaN or off by ≥ 10 % of their row's max ``|truth|``
-    (a truth beyond the dtype's range counts: its entry is then inf or wrong)."""
-    a, t = actual.double(), truth.double()
-    scale = t.abs().amax(-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
-    bad = ~torch.isfinite(a) | ((a - t).abs() >= 0.1 * scale)
-    return float(bad.double().mean())
+    """The fraction of the entries that are wrong (:func:`wrong_entries`)."""
+    return float(wrong_entries(actual, truth).sum() / actual.numel())
 
 
 def capped_error(m: dict) -> float:

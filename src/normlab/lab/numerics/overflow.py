@@ -14,7 +14,6 @@ import torch
 from normlab.lab.numerics.measuring import (
     EPS,
     FP32_STATS,
-    LOW,
     NAIVE,
     NEAR_ZERO,
     RANGE_WHY,
@@ -29,7 +28,7 @@ from normlab.lab.numerics.measuring import (
     visibly_fails,
 )
 from normlab.lab.numerics.naive import fp32_rms_norm, stable_rms_norm
-from normlab.lab.numerics.sentences import OPS, failure
+from normlab.lab.numerics.sentences import LOW, OPS, failure
 from normlab.lab.verdict.finding import Finding
 
 EPS_RANGE = (1e-12, 1e-2)

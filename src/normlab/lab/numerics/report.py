@@ -6,6 +6,7 @@ from collections import defaultdict
 from collections.abc import Callable
 
 from normlab.lab.kit import doc as d
+from normlab.lab.numerics import error_plots as ep
 from normlab.lab.numerics.sentences import (
     DTYPE_SHORT,
     FAIL_REL,
@@ -117,38 +118,26 @@ def _header_text(result) -> list[str]:
     ]
 
 
-# The page's plots: name (the file is numerics-NAME.png) -> title; the findings' under the
-# statements, the sweep's as sections of their own.
+# The page's plots: name (the file is numerics-NAME.png) -> (title, what it is drawn from and
+# by). The findings' under the statements, each from the record of a finding; the sweep's as
+# sections of their own, from the sweep.
 FINDING_PLOTS = {
-    "more-stable": "LayerNorm vs RMSNorm inside the range",
-    "error-vs-scale": "Error vs input scale",
-    "grad-vs-eps": "Gradient vs eps",
+    "more-stable": ("LayerNorm vs RMSNorm inside the range", "rmsnorm-more-stable", ep.more_stable),
+    "error-vs-scale": ("Error vs input scale", "fp32-statistics-needed", ep.fp32_statistics),
+    "grad-vs-eps": ("Gradient vs eps", "small-eps-explodes", ep.small_eps),
 }
 SWEEP_PLOTS = {
-    "sweep-error-vs-scale": "Forward error vs input scale",
-    "sweep-grad-vs-eps": "Gradient magnitude vs eps, near-zero rows",
+    "sweep-error-vs-scale": ("Forward error vs input scale", ep.error_vs_scale),
+    "sweep-grad-vs-eps": ("Gradient magnitude vs eps, near-zero rows", ep.grad_vs_eps),
 }
 
 
 def plots(result) -> dict[str, bytes]:
     """The plots of :data:`FINDING_PLOTS` and :data:`SWEEP_PLOTS` that have data, by name."""
-    from normlab.lab.numerics import error_plots as ep
-
-    pngs = {
-        "more-stable": ep.finding_more_stable(result.verdicts),
-        "error-vs-scale": ep.finding_error_vs_scale(result.verdicts),
-        "grad-vs-eps": ep.finding_grad_vs_eps(result.verdicts),
-        "sweep-error-vs-scale": ep.error_vs_scale(result),
-        "sweep-grad-vs-eps": ep.grad_vs_eps(result),
-    }
+    records = {v["name"]: v.get("record") for v in result.verdicts}
+    pngs = {k: draw(records[f]) for k, (_, f, draw) in FINDING_PLOTS.items() if records.get(f)}
+    pngs |= {k: draw(result) for k, (_, draw) in SWEEP_PLOTS.items()}
     return {k: v for k, v in pngs.items() if v}
-
-
-def _scale_tables(result):
-    """``(op and dtype, header, rows)`` of the :func:`scale_table` of every op and dtype."""
-    for op in OPS:
-        for dt in result.grid["dtypes"]:
-            yield (f"{OPS[op]} {DTYPE_SHORT[dt]}", *scale_table(result, op, dt))
 
 
 def document(result, pngs: dict[str, bytes] | None = None) -> d.Document:
@@ -165,7 +154,7 @@ def document(result, pngs: dict[str, bytes] | None = None) -> d.Document:
     if result.verdicts:
         page.add(d.Heading(2, "The articles' statements, decided", "statements"))
         page.add(*tables.blocks(result.verdicts, FINDINGS))
-        for name, title in FINDING_PLOTS.items():
+        for name, (title, *_) in FINDING_PLOTS.items():
             if name in pngs:
                 page.add(d.Heading(3, title), figure(name, title))
     page.add(
@@ -174,12 +163,12 @@ def document(result, pngs: dict[str, bytes] | None = None) -> d.Document:
         d.Heading(2, "Summary (worst case over the sweep)", "summary"),
         d.dense_table(SUMMARY_HEADER, summary_rows(result)),
     )
-    for name, title in SWEEP_PLOTS.items():
+    for name, (title, _) in SWEEP_PLOTS.items():
         if name in pngs:
             page.add(d.Heading(2, title, name), figure(name, title))
-    for what, header, rows in _scale_tables(result):
-        title = f"{what}: forward max relative error vs input scale"
-        page.add(d.Heading(2, title), d.dense_table(header, rows))
+    for op, dt in ((op, dt) for op in OPS for dt in result.grid["dtypes"]):
+        title = f"{OPS[op]} {DTYPE_SHORT[dt]}: forward max relative error vs input scale"
+        page.add(d.Heading(2, title), d.dense_table(*scale_table(result, op, dt)))
     page.add(d.Heading(2, "Definitions", "definitions"), d.Items(tuple(DEFINITIONS)))
     return page
 

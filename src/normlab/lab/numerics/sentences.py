@@ -15,7 +15,7 @@ import torch
 FAIL_REL = 0.1  # a 10 % relative error in some output counts as visibly wrong
 OPS = {"rms_norm": "RMSNorm", "layer_norm": "LayerNorm"}
 DTYPE_SHORT = {"float16": "FP16", "bfloat16": "BF16", "float32": "FP32"}
-LOW_DTYPES = ("float16", "bfloat16")
+LOW = {dt: DTYPE_SHORT[dt] for dt in ("float16", "bfloat16")}  # the low precisions
 GUARANTEED_CASTINGS = ("llama", "gemma", "")  # "" is LayerNorm, which has one cast order
 FP32_SLACK_ULP = 4.0  # FP32 outputs: row_ulp within the reference's + this (see guarantee)
 
@@ -246,7 +246,7 @@ def _torch_sentence(result) -> str | None:
 
 def sentences(result) -> list[str]:
     """The generated "what this shows" bullets."""
-    out = [_naive_scale_sentence(result.records, op, dt) for dt in LOW_DTYPES for op in OPS]
+    out = [_naive_scale_sentence(result.records, op, dt) for dt in LOW for op in OPS]
     out.append(_guarantee_sentence(result))
     out += [_eps_sentence(result.records, op) for op in OPS] + [_torch_sentence(result)]
     return [t for t in out if t]

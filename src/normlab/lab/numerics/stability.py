@@ -26,7 +26,6 @@ import torch
 
 from normlab.lab.numerics.measuring import (
     EPS,
-    LOW,
     NAIVE,
     ORDER_OF_MAGNITUDE,
     ORDER_WHY,
@@ -38,7 +37,7 @@ from normlab.lab.numerics.measuring import (
     part,
     run,
 )
-from normlab.lab.numerics.sentences import OPS
+from normlab.lab.numerics.sentences import LOW, OPS
 from normlab.lab.verdict.finding import Finding
 
 MEANS = {"FP16": (10.0, 30.0, 100.0), "BF16": (10.0, 30.0, 100.0, 1e3, 1e4)}
@@ -144,6 +143,3 @@ def measure_more_stable(seeds: range, record: dict) -> dict[str, list[float]]:
     # per mean, the worst over the spreads and the draws
     record["curves"] = {k: [max(c) for c in zip(*v, strict=True)] for k, v in curves.items()}
     return vals
-
-
-MEASURES = {MORE_STABLE.name: measure_more_stable}

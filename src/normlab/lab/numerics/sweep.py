@@ -38,7 +38,6 @@ from normlab.lab.kit.threads import using_threads
 from normlab.lab.numerics.metrics import error_metrics
 from normlab.lab.numerics.naive import forward, naive_layer_norm, naive_rms_norm, truth_of
 
-DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 SHAPES = ("ordinary", "outlier", "constant", "near_zero")
 OUTLIER_RATIO = 1e3  # the outlier is this many times larger than the rest of its row
 NEAR_ZERO = 1e-4  # near-zero rows peak at this fraction of the nominal input scale
@@ -135,7 +134,7 @@ def make_inputs(case: Case, device: str = "cpu") -> tuple[Tensor, Tensor, Tensor
         x = NEAR_ZERO * z / peak
     else:
         raise ValueError(f"shape must be one of {SHAPES}, got {case.shape!r}")
-    dt = DTYPES[case.dtype]
+    dt = getattr(torch, case.dtype)
     w = 1.0 + 0.1 * torch.randn(n, generator=gen, dtype=torch.float64)
     b = 0.1 * torch.randn(n, generator=gen, dtype=torch.float64)
     dy = torch.randn(r, n, generator=gen, dtype=torch.float64)

@@ -22,9 +22,10 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
+from normlab.lab.numerics.measuring import part
 from normlab.lab.study.decide.rivals import ANCHOR, CHECK, OPPOSITE
 from normlab.lab.verdict import Word
-from normlab.lab.verdict.finding import Finding, Part
+from normlab.lab.verdict.finding import Finding
 from normlab.lab.vision.net import Arm, Outcome, Recipe
 
 SEEDS = 14  # seeds per arm: sized from a pilot's CPU time (docs/vision.md#the-design)
@@ -48,11 +49,11 @@ def _ratio(a: Outcome, b: Outcome) -> float:
 @dataclass(frozen=True)
 class VisionFinding:
     """A finding, the arms it reads (at the shared rate) and its per-seed values: ``value``
-    maps each part to ``v`` from the seed's outcomes (``arm -> Outcome``)."""
+    maps each part to ``v`` from the seed's outcomes of ``arms`` (in their order, at one rate)."""
 
     finding: Finding
     arms: tuple[Arm, ...]
-    value: Callable[[Mapping[Arm, Outcome], float], dict[str, float]] = field(compare=False)
+    value: Callable[..., dict[str, float]] = field(compare=False)
 
 
 def _l(recipe: Recipe) -> str:
@@ -71,35 +72,28 @@ def fits(recipe: Recipe) -> VisionFinding:
         "validation loss than no norm, and one at least as low as LayerNorm's.",
         "003 §二, §七",
         (
-            (
+            part(
                 "better than none",
-                Part(
-                    f"ln(L_none / L_BatchNorm) at B={LARGE}; {_l(recipe)}",
-                    ">0",
-                    DELTA,
-                    delta_why="a 10.5 % lower validation loss: less is within the run-to-run "
-                    "spread of one recipe",
-                ),
+                f"ln(L_none / L_BatchNorm) at B={LARGE}; {_l(recipe)}",
+                delta=DELTA,
+                why="a 10.5 % lower validation loss: less is within the run-to-run spread of "
+                "one recipe",
             ),
-            (
+            part(
                 "as good as LayerNorm",
-                Part(
-                    f"ln(L_LayerNorm / L_BatchNorm) + {MARGIN:g} at B={LARGE} (above 0 where "
-                    f"BatchNorm's loss is under e^{MARGIN:g} = {math.exp(MARGIN):.3f}× "
-                    f"LayerNorm's: the margin of 'at least as good' shifted into v); "
-                    f"{_l(recipe)}",
-                    ">0",
-                    0.0,
-                    delta_why=f"non-inferiority: the margin ({MARGIN:g}, as δ elsewhere) is in "
-                    "v, so the interval is held against 0",
-                ),
+                f"ln(L_LayerNorm / L_BatchNorm) + {MARGIN:g} at B={LARGE} (above 0 where "
+                f"BatchNorm's loss is under e^{MARGIN:g} = {math.exp(MARGIN):.3f}× "
+                f"LayerNorm's: the margin of 'at least as good' shifted into v); "
+                f"{_l(recipe)}",
+                delta=0.0,
+                why=f"non-inferiority: the margin ({MARGIN:g}, as δ elsewhere) is in v, so the "
+                "interval is held against 0",
             ),
         ),
         unit=UNIT,
     )
 
-    def value(runs: Mapping[Arm, Outcome], factor: float) -> dict[str, float]:
-        bn, ln, none = (runs[Arm(a.norm, a.batch, factor)] for a in arms)
+    def value(bn: Outcome, ln: Outcome, none: Outcome) -> dict[str, float]:
         return {
             "better than none": _ratio(none, bn),
             "as good as LayerNorm": _ratio(ln, bn) + MARGIN,
@@ -117,23 +111,18 @@ def shrinks(recipe: Recipe) -> VisionFinding:
         f"its validation loss relative to LayerNorm's is worse than at {LARGE}.",
         "003 §二",
         (
-            (
+            part(
                 f"worse at B={SMALL}",
-                Part(
-                    f"ln(L_BatchNorm / L_LayerNorm) at B={SMALL} − the same at B={LARGE}; "
-                    f"{_l(recipe)} (the same epochs and step per sample at both batches)",
-                    ">0",
-                    DELTA,
-                    delta_why="BatchNorm's loss relative to LayerNorm's 10.5 % worse at the "
-                    "small batch",
-                ),
+                f"ln(L_BatchNorm / L_LayerNorm) at B={SMALL} − the same at B={LARGE}; "
+                f"{_l(recipe)} (the same epochs and step per sample at both batches)",
+                delta=DELTA,
+                why="BatchNorm's loss relative to LayerNorm's 10.5 % worse at the small batch",
             ),
         ),
         unit=UNIT,
     )
 
-    def value(runs: Mapping[Arm, Outcome], factor: float) -> dict[str, float]:
-        bn64, ln64, bn4, ln4 = (runs[Arm(a.norm, a.batch, factor)] for a in arms)
+    def value(bn64: Outcome, ln64: Outcome, bn4: Outcome, ln4: Outcome) -> dict[str, float]:
         return {f"worse at B={SMALL}": _ratio(bn4, ln4) - _ratio(bn64, ln64)}
 
     return VisionFinding(finding, arms, value)
@@ -142,14 +131,12 @@ def shrinks(recipe: Recipe) -> VisionFinding:
 def control(arms: Sequence[Arm]) -> Finding:
     """Every arm of ``arms`` trains: its validation error well under chance."""
     parts = tuple(
-        (
+        part(
             arm.label,
-            Part(
-                f"validation error after eval() − {CHANCE:g} (chance)",
-                "<0",
-                TRAINS,
-                delta_why=f"the arm trains: error under {CHANCE - TRAINS:.1f}",
-            ),
+            f"validation error after eval() − {CHANCE:g} (chance)",
+            "<0",
+            TRAINS,
+            why=f"the arm trains: error under {CHANCE - TRAINS:.1f}",
         )
         for arm in arms
     )
@@ -189,7 +176,7 @@ class Plan:
 def _decide_at(f: VisionFinding, runs, seeds, factor: float) -> tuple[dict, dict]:
     """``f`` and its control decided on the runs at ``factor`` × the shared rate."""
     at = [Arm(a.norm, a.batch, factor) for a in f.arms]
-    per_seed = [f.value({a: runs[a, s] for a in at}, factor) for s in seeds]
+    per_seed = [f.value(*(runs[a, s] for a in at)) for s in seeds]
     values = {label: [v[label] for v in per_seed] for label, _ in f.finding.parts}
     errors = {
         a.label: [runs[b, s].val_error - CHANCE for s in seeds]
