@@ -232,33 +232,32 @@ section{page-break-before:auto}}
 _EXPONENT = re.compile(r"\d[\d.]*e[-+]\d+")
 
 
-# The text spans' markup: (opening, closing) in HTML, the mark on both sides in Markdown.
-_HTML_TAGS = {
-    Strong: ("<b>", "</b>"),
-    Em: ("<i>", "</i>"),
-    Code: ("<code>", "</code>"),
-    Muted: ('<span class="src">', "</span>"),
+# Each inline span (a plain string aside) as HTML and as Markdown.
+_HTML = {
+    Badge: lambda s: f'<span class="v" style="background:{s.color}">{escape(s.word)}</span>',
+    Link: lambda s: f'<a href="{escape(s.href)}">{escape(s.text)}</a>',
+    Break: lambda s: "<br>",
+    Strong: lambda s: f"<b>{escape(s.text)}</b>",
+    Em: lambda s: f"<i>{escape(s.text)}</i>",
+    Code: lambda s: f"<code>{escape(s.text)}</code>",
+    Muted: lambda s: f'<span class="src">{escape(s.text)}</span>',
 }
-_MD_MARKS = {Strong: "**", Em: "*", Code: "`", Muted: "*"}
+_MD = {
+    Badge: lambda s: f"**{s.word}**",
+    Link: lambda s: f"[{s.text}]({s.href})",
+    Break: lambda s: "<br>",
+    Strong: lambda s: f"**{s.text}**",
+    Em: lambda s: f"*{s.text}*",
+    Code: lambda s: f"`{s.text}`",
+    Muted: lambda s: f"*{s.text}*",
+}
 
 
 def _html_inline(x: Inline, *, cell: bool = False) -> str:
-    out = []
-    for s in _spans(x):
-        if isinstance(s, str) and cell:
-            out.append(_EXPONENT.sub(r'<span class="n">\g<0></span>', escape(s)))
-        elif isinstance(s, str):
-            out.append(escape(s))
-        elif isinstance(s, Badge):
-            out.append(f'<span class="v" style="background:{s.color}">{escape(s.word)}</span>')
-        elif isinstance(s, Link):
-            out.append(f'<a href="{escape(s.href)}">{escape(s.text)}</a>')
-        elif isinstance(s, Break):
-            out.append("<br>")
-        else:
-            start, end = _HTML_TAGS[type(s)]
-            out.append(f"{start}{escape(s.text)}{end}")
-    return "".join(out)
+    def text(s: str) -> str:  # in a cell, a number in exponent form kept on one line
+        return _EXPONENT.sub(r'<span class="n">\g<0></span>', escape(s)) if cell else escape(s)
+
+    return "".join(text(s) if isinstance(s, str) else _HTML[type(s)](s) for s in _spans(x))
 
 
 def _html_block(b: Block) -> str:
@@ -323,19 +322,7 @@ def to_html(doc: Document, *, toc_after: int = 0) -> str:
 
 
 def _md_inline(x: Inline) -> str:
-    out = []
-    for s in _spans(x):
-        if isinstance(s, str):
-            out.append(s)
-        elif isinstance(s, Badge):
-            out.append(f"**{s.word}**")
-        elif isinstance(s, Link):
-            out.append(f"[{s.text}]({s.href})")
-        elif isinstance(s, Break):
-            out.append("<br>")
-        else:
-            out.append(f"{_MD_MARKS[type(s)]}{s.text}{_MD_MARKS[type(s)]}")
-    return "".join(out)
+    return "".join(s if isinstance(s, str) else _MD[type(s)](s) for s in _spans(x))
 
 
 def _md_cell(x: Inline) -> str:
