@@ -25,22 +25,22 @@ from normlab.lab.kit.render import CSS, html_table, img
 
 
 @dataclass(frozen=True)
-class Badge:
+class _Text:
+    """A span of text; every span but a :class:`Break` is one, with its own markup."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Badge(_Text):
     """A verdict (or any status) as a coloured pill that carries its word."""
 
-    word: str
     color: str = "#57606a"
 
 
 @dataclass(frozen=True)
-class Link:
-    text: str
+class Link(_Text):
     href: str
-
-
-@dataclass(frozen=True)
-class _Text:
-    text: str
 
 
 class Strong(_Text):
@@ -85,8 +85,8 @@ def from_markdown(text: str) -> tuple[Span, ...]:
 def plain(x: Inline, *, badges: bool = True) -> str:
     """The text a reader sees, without markup (``badges=False``: without the badges' words)."""
     return "".join(
-        (s.word if badges else "")
-        if isinstance(s, Badge)
+        ""
+        if isinstance(s, Badge) and not badges
         else " "
         if isinstance(s, Break)
         else getattr(s, "text", s)
@@ -224,32 +224,28 @@ section{page-break-before:auto}}
 _EXPONENT = re.compile(r"\d[\d.]*e[-+]\d+")
 
 
-# Each inline span (a plain string aside) as HTML and as Markdown.
-_HTML = {
-    Badge: lambda s: f'<span class="v" style="background:{s.color}">{escape(s.word)}</span>',
-    Link: lambda s: f'<a href="{escape(s.href)}">{escape(s.text)}</a>',
-    Break: lambda s: "<br>",
-    Strong: lambda s: f"<b>{escape(s.text)}</b>",
-    Em: lambda s: f"<i>{escape(s.text)}</i>",
-    Code: lambda s: f"<code>{escape(s.text)}</code>",
-    Muted: lambda s: f'<span class="src">{escape(s.text)}</span>',
-}
-_MD = {
-    Badge: lambda s: f"**{s.word}**",
-    Link: lambda s: f"[{s.text}]({s.href})",
-    Break: lambda s: "<br>",
-    Strong: lambda s: f"**{s.text}**",
-    Em: lambda s: f"*{s.text}*",
-    Code: lambda s: f"`{s.text}`",
-    Muted: lambda s: f"*{s.text}*",
+# Each inline span (a plain string aside) as (HTML, Markdown): its fields put in by name,
+# escaped in the HTML.
+_MARKUP = {
+    Badge: ('<span class="v" style="background:{color}">{text}</span>', "**{text}**"),
+    Link: ('<a href="{href}">{text}</a>', "[{text}]({href})"),
+    Break: ("<br>", "<br>"),
+    Strong: ("<b>{text}</b>", "**{text}**"),
+    Em: ("<i>{text}</i>", "*{text}*"),
+    Code: ("<code>{text}</code>", "`{text}`"),
+    Muted: ('<span class="src">{text}</span>', "*{text}*"),
 }
 
 
 def _html_inline(x: Inline, *, cell: bool = False) -> str:
-    def text(s: str) -> str:  # in a cell, a number in exponent form kept on one line
-        return _EXPONENT.sub(r'<span class="n">\g<0></span>', escape(s)) if cell else escape(s)
-
-    return "".join(text(s) if isinstance(s, str) else _HTML[type(s)](s) for s in _spans(x))
+    out = []
+    for s in _spans(x):
+        if isinstance(s, str):  # in a cell, a number in exponent form kept on one line
+            text = escape(s)
+            out.append(_EXPONENT.sub(r'<span class="n">\g<0></span>', text) if cell else text)
+        else:
+            out.append(_MARKUP[type(s)][0].format(**{k: escape(v) for k, v in vars(s).items()}))
+    return "".join(out)
 
 
 def _html_block(b: Block) -> str:
@@ -314,7 +310,9 @@ def to_html(doc: Document, *, toc_after: int = 0) -> str:
 
 
 def _md_inline(x: Inline) -> str:
-    return "".join(s if isinstance(s, str) else _MD[type(s)](s) for s in _spans(x))
+    return "".join(
+        s if isinstance(s, str) else _MARKUP[type(s)][1].format(**vars(s)) for s in _spans(x)
+    )
 
 
 def _md_cell(x: Inline) -> str:
