@@ -270,13 +270,11 @@ def _html_block(b: Block) -> str:
     if isinstance(b, Figure):
         return f"<figure>{img(b.title, b.png)}<figcaption>{escape(b.title)}</figcaption></figure>"
     if isinstance(b, Details):
-        inner = "\n".join(_html_block(x) for x in b.blocks)
-        return f"<details><summary>{escape(b.summary)}</summary>\n{inner}\n</details>"
+        return f"<details><summary>{escape(b.summary)}</summary>\n{html(*b.blocks)}\n</details>"
     if isinstance(b, Pre):
         return f"<pre>{escape(b.text)}</pre>"
     if isinstance(b, Section):
-        inner = "\n".join(_html_block(x) for x in b.blocks)
-        return f'<section id="{escape(b.id)}">\n{inner}\n</section>'
+        return f'<section id="{escape(b.id)}">\n{html(*b.blocks)}\n</section>'
     raise TypeError(f"not a block: {b!r}")
 
 
