@@ -255,9 +255,8 @@ class TrainConfig:
         return self.eval_sequences or self.eval_batches * self.batch_size
 
     def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        d = {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}  # JSON's lists
-        return {**d, "model": self.model.to_dict()}
+        d = dataclasses.asdict(self)  # the model's config a dict too
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}  # JSON's lists
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:

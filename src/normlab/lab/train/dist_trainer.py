@@ -31,7 +31,7 @@ from normlab.lab.train import distributed as D
 from normlab.lab.train.config import INT64
 from normlab.lab.train.data import Corpus, RandomBatches
 from normlab.lab.train.result import RunResult
-from normlab.lab.train.trainer import StepCallback, TrainConfig, Trainer
+from normlab.lab.train.trainer import TrainConfig, Trainer
 from normlab.models import Transformer
 
 CHECKPOINT, METRICS, RESULT, CONFIG = "checkpoint.pt", "metrics.jsonl", "result.json", "config.json"
@@ -266,7 +266,6 @@ def run_training(
     data: Corpus,
     info: D.DistInfo,
     opts: RunOptions,
-    on_step: StepCallback | None = None,
 ) -> RunResult:
     """One run on this process's share; rank 0 writes ``out/config.json`` and ``result.json``."""
     trainer = DistributedTrainer(cfg, data, info, opts)  # checks first: a refusal writes nothing
@@ -279,7 +278,7 @@ def run_training(
 
         trainer.tb = TensorBoardLog(opts.tensorboard, cfg.to_dict(), start=trainer._start)
     try:
-        res = trainer.run(on_step)
+        res = trainer.run()
         if trainer.tb is not None:
             trainer.tb.finish(res.summary)  # the config as hparams, the final losses
     finally:
