@@ -278,3 +278,12 @@ class TrainConfig:
         frac = (step - self.warmup_steps) / (self.steps - 1 - self.warmup_steps)
         lo = self.lr * self.min_lr_ratio
         return lo + (self.lr - lo) * 0.5 * (1 + math.cos(math.pi * min(1.0, frac)))
+
+
+def flat_fields(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A config dict (``TrainConfig.to_dict``) with its nested tables' fields as dotted names
+    (``model.dim``)."""
+    out: dict[str, Any] = {}
+    for k, v in config.items():
+        out.update(flat_fields(v, f"{prefix}{k}.") if isinstance(v, dict) else {prefix + k: v})
+    return out
