@@ -11,7 +11,7 @@ import torch
 
 from normlab.lab.bench.bandwidth import seconds_per_call
 from normlab.lab.kit.errors import UsageError
-from normlab.lab.kit.reading import positive_int
+from normlab.lab.kit.reading import checked, positive_int
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -33,10 +33,7 @@ class DemoRow:
 
 def _check(options: DemoOptions) -> None:
     for what, value in (("rows", options.rows), ("hidden", options.hidden)):
-        try:
-            positive_int(value)
-        except ValueError as e:
-            raise UsageError(f"{what}: {e}") from None
+        checked(what, positive_int, value)
     if options.dtype not in DTYPES:
         raise UsageError(f"dtype: expected one of {list(DTYPES)}, got {options.dtype!r}")
 

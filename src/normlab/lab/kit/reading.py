@@ -17,6 +17,7 @@ import math
 import os
 import stat
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from normlab.lab.kit.errors import UsageError
@@ -69,6 +70,12 @@ def check_text(text: str, what: str, limit: int, *, newlines: bool = True) -> st
     return text
 
 
+def key_path(at: str, key: str) -> str:
+    """Where the value of ``key`` in the object at ``at`` sits (``at.key``; ``key`` at the top),
+    the key escaped and cut short."""
+    return f"{at}.{printable(key, 40)}" if at else printable(key, 40)
+
+
 def _values(doc: Any):
     """``(value, depth, path)`` for every value of ``doc``, depth first (a path: ``a.b[2]``); a
     dict comes before its values, so a check of its keys runs before anything below them."""
@@ -77,8 +84,7 @@ def _values(doc: Any):
         v, depth, where = stack.pop()
         yield v, depth, where
         if isinstance(v, dict):
-            keys = ((x, printable(k, 40)) for k, x in v.items())
-            stack.extend((x, depth + 1, f"{where}.{k}" if where else k) for x, k in keys)
+            stack.extend((x, depth + 1, key_path(where, k)) for k, x in v.items())
         elif isinstance(v, list | tuple):
             stack.extend((x, depth + 1, f"{where}[{i}]") for i, x in enumerate(v))
 
@@ -247,6 +253,15 @@ def bounded_int(low: int, high: int = INT_MAX):
 
 # ``text`` as an int >= 1 (>= 0); ``ValueError`` with the user's value otherwise.
 positive_int, non_negative_int = bounded_int(1), bounded_int(0)
+
+
+def checked(what: str, parse: Callable[[Any], Any], value: Any) -> Any:
+    """``parse(value)`` for an engine's option ``what`` (a parser above), its ``ValueError`` a
+    :class:`UsageError` naming the option."""
+    try:
+        return parse(value)
+    except ValueError as e:
+        raise UsageError(f"{what}: {e}") from None
 
 
 def finite_float(text: str) -> float:
