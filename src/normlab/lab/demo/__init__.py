@@ -11,7 +11,7 @@ import torch
 
 from normlab.lab.bench.bandwidth import seconds_per_call
 from normlab.lab.kit.errors import UsageError
-from normlab.lab.kit.reading import positive_int
+from normlab.lab.kit.reading import checked, positive_int
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -33,10 +33,7 @@ class DemoRow:
 
 def _check(options: DemoOptions) -> None:
     for what, value in (("rows", options.rows), ("hidden", options.hidden)):
-        try:
-            positive_int(value)
-        except ValueError as e:
-            raise UsageError(f"{what}: {e}") from None
+        checked(what, positive_int, value)
     if options.dtype not in DTYPES:
         raise UsageError(f"dtype: expected one of {list(DTYPES)}, got {options.dtype!r}")
 
@@ -45,7 +42,6 @@ def run_demo(options: DemoOptions, log: Callable[[str], None] = print) -> list[D
     """Each op on each available backend that runs on the CPU, on one random tensor; ``log``
     gets the table line by line as it is measured."""
     from normlab import functional as F
-    from normlab import reference
 
     _check(options)
     o = options
@@ -54,13 +50,9 @@ def run_demo(options: DemoOptions, log: Callable[[str], None] = print) -> list[D
     x = torch.randn(o.rows, o.hidden, dtype=dtype) * 3 + 1
     w = 1 + 0.1 * torch.randn(o.hidden, dtype=dtype)
     b = 0.1 * torch.randn(o.hidden, dtype=dtype)
-    truth = {
-        "rms_norm": reference.rms_norm(x.double(), w.double(), casting="gemma"),
-        "layer_norm": reference.layer_norm(x.double(), w.double(), b.double()),
-    }
-    calls = {
-        "rms_norm": lambda be: F.rms_norm(x, w, casting="gemma", backend=be),
-        "layer_norm": lambda be: F.layer_norm(x, w, b, backend=be),
+    calls = {  # op -> its call on (x, weight, bias) by a backend
+        "rms_norm": lambda be, x, w, b: F.rms_norm(x, w, casting="gemma", backend=be),
+        "layer_norm": lambda be, x, w, b: F.layer_norm(x, w, b, backend=be),
     }
     log(f"x: ({o.rows}, {o.hidden}) {o.dtype}; error vs float64, time per call")
     log(f"{'op':<11} {'backend':<10} {'max abs err':>12} {'ms':>8}")
@@ -69,10 +61,11 @@ def run_demo(options: DemoOptions, log: Callable[[str], None] = print) -> list[D
     backends = [be for be in F.available_backends() if F.get_backend(be).supports(x.device)]
     rows = []
     for op, call in calls.items():
+        truth = call("reference", x.double(), w.double(), b.double())  # float64: the truth
         for be in backends:
-            err = (call(be).double() - truth[op]).abs().max().item()
+            err = (call(be, x, w, b).double() - truth).abs().max().item()
             # the call above was the warm-up
-            ms = 1e3 * seconds_per_call(lambda be=be, call=call: call(be), 5)
+            ms = 1e3 * seconds_per_call(lambda be=be, call=call: call(be, x, w, b), 5)
             log(f"{op:<11} {be:<10} {err:>12.3e} {ms:>8.2f}")
             rows.append(DemoRow(op, be, err, ms))
     return rows

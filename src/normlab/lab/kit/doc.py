@@ -25,22 +25,22 @@ from normlab.lab.kit.render import CSS, html_table, img
 
 
 @dataclass(frozen=True)
-class Badge:
+class _Text:
+    """A span of text; every span but a :class:`Break` is one, with its own markup."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Badge(_Text):
     """A verdict (or any status) as a coloured pill that carries its word."""
 
-    word: str
     color: str = "#57606a"
 
 
 @dataclass(frozen=True)
-class Link:
-    text: str
+class Link(_Text):
     href: str
-
-
-@dataclass(frozen=True)
-class _Text:
-    text: str
 
 
 class Strong(_Text):
@@ -78,23 +78,15 @@ _MARKED = re.compile(r"\*\*(.+?)\*\*|`([^`]+)`")
 def from_markdown(text: str) -> tuple[Span, ...]:
     """Text that marks its bold (``**x**``) and code (`` `x` ``) as Markdown does, as spans: so
     a cell written for a Markdown table reads bold in the HTML, not as literal asterisks."""
-    out: list[Span] = []
-    at = 0
-    for m in _MARKED.finditer(text):
-        if m.start() > at:
-            out.append(text[at : m.start()])
-        out.append(Strong(m.group(1)) if m.group(1) is not None else Code(m.group(2)))
-        at = m.end()
-    if at < len(text):
-        out.append(text[at:])
-    return tuple(out)
+    parts = _MARKED.split(text)  # text, bold, code, text, bold, code, ..., text
+    return tuple((str, Strong, Code)[i % 3](p) for i, p in enumerate(parts) if p)
 
 
 def plain(x: Inline, *, badges: bool = True) -> str:
     """The text a reader sees, without markup (``badges=False``: without the badges' words)."""
     return "".join(
-        (s.word if badges else "")
-        if isinstance(s, Badge)
+        ""
+        if isinstance(s, Badge) and not badges
         else " "
         if isinstance(s, Break)
         else getattr(s, "text", s)
@@ -232,32 +224,27 @@ section{page-break-before:auto}}
 _EXPONENT = re.compile(r"\d[\d.]*e[-+]\d+")
 
 
-# The text spans' markup: (opening, closing) in HTML, the mark on both sides in Markdown.
-_HTML_TAGS = {
-    Strong: ("<b>", "</b>"),
-    Em: ("<i>", "</i>"),
-    Code: ("<code>", "</code>"),
-    Muted: ('<span class="src">', "</span>"),
+# Each inline span (a plain string aside) as (HTML, Markdown): its fields put in by name,
+# escaped in the HTML.
+_MARKUP = {
+    Badge: ('<span class="v" style="background:{color}">{text}</span>', "**{text}**"),
+    Link: ('<a href="{href}">{text}</a>', "[{text}]({href})"),
+    Break: ("<br>", "<br>"),
+    Strong: ("<b>{text}</b>", "**{text}**"),
+    Em: ("<i>{text}</i>", "*{text}*"),
+    Code: ("<code>{text}</code>", "`{text}`"),
+    Muted: ('<span class="src">{text}</span>', "*{text}*"),
 }
-_MD_MARKS = {Strong: "**", Em: "*", Code: "`", Muted: "*"}
 
 
 def _html_inline(x: Inline, *, cell: bool = False) -> str:
     out = []
     for s in _spans(x):
-        if isinstance(s, str) and cell:
-            out.append(_EXPONENT.sub(r'<span class="n">\g<0></span>', escape(s)))
-        elif isinstance(s, str):
-            out.append(escape(s))
-        elif isinstance(s, Badge):
-            out.append(f'<span class="v" style="background:{s.color}">{escape(s.word)}</span>')
-        elif isinstance(s, Link):
-            out.append(f'<a href="{escape(s.href)}">{escape(s.text)}</a>')
-        elif isinstance(s, Break):
-            out.append("<br>")
+        if isinstance(s, str):  # in a cell, a number in exponent form kept on one line
+            text = escape(s)
+            out.append(_EXPONENT.sub(r'<span class="n">\g<0></span>', text) if cell else text)
         else:
-            start, end = _HTML_TAGS[type(s)]
-            out.append(f"{start}{escape(s.text)}{end}")
+            out.append(_MARKUP[type(s)][0].format(**{k: escape(v) for k, v in vars(s).items()}))
     return "".join(out)
 
 
@@ -283,13 +270,11 @@ def _html_block(b: Block) -> str:
     if isinstance(b, Figure):
         return f"<figure>{img(b.title, b.png)}<figcaption>{escape(b.title)}</figcaption></figure>"
     if isinstance(b, Details):
-        inner = "\n".join(_html_block(x) for x in b.blocks)
-        return f"<details><summary>{escape(b.summary)}</summary>\n{inner}\n</details>"
+        return f"<details><summary>{escape(b.summary)}</summary>\n{html(*b.blocks)}\n</details>"
     if isinstance(b, Pre):
         return f"<pre>{escape(b.text)}</pre>"
     if isinstance(b, Section):
-        inner = "\n".join(_html_block(x) for x in b.blocks)
-        return f'<section id="{escape(b.id)}">\n{inner}\n</section>'
+        return f'<section id="{escape(b.id)}">\n{html(*b.blocks)}\n</section>'
     raise TypeError(f"not a block: {b!r}")
 
 
@@ -323,19 +308,9 @@ def to_html(doc: Document, *, toc_after: int = 0) -> str:
 
 
 def _md_inline(x: Inline) -> str:
-    out = []
-    for s in _spans(x):
-        if isinstance(s, str):
-            out.append(s)
-        elif isinstance(s, Badge):
-            out.append(f"**{s.word}**")
-        elif isinstance(s, Link):
-            out.append(f"[{s.text}]({s.href})")
-        elif isinstance(s, Break):
-            out.append("<br>")
-        else:
-            out.append(f"{_MD_MARKS[type(s)]}{s.text}{_MD_MARKS[type(s)]}")
-    return "".join(out)
+    return "".join(
+        s if isinstance(s, str) else _MARKUP[type(s)][1].format(**vars(s)) for s in _spans(x)
+    )
 
 
 def _md_cell(x: Inline) -> str:

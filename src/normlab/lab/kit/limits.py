@@ -7,6 +7,7 @@ Validators raise ``ValueError`` (names: the spec loader places the message at it
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import string
@@ -177,7 +178,4 @@ def check_study(study) -> None:
 
 
 def grid_size(lengths: Iterable[int]) -> int:
-    n = 1
-    for k in lengths:
-        n *= k
-    return n
+    return math.prod(lengths)

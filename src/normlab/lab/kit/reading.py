@@ -17,6 +17,7 @@ import math
 import os
 import stat
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from normlab.lab.kit.errors import UsageError
@@ -64,34 +65,45 @@ def check_text(text: str, what: str, limit: int, *, newlines: bool = True) -> st
     and at most ``limit`` characters; else a ``ValueError`` naming ``what``."""
     if len(text) > limit:
         raise ValueError(f"{what}: {len(text):,} characters; at most {limit:,} are allowed")
-    bad = _control(text, newlines)
-    if bad is not None:
+    if (bad := _control(text, newlines)) is not None:
         raise ValueError(f"{what}: the control character {bad!r} is not allowed")
     return text
+
+
+def key_path(at: str, key: str) -> str:
+    """Where the value of ``key`` in the object at ``at`` sits (``at.key``; ``key`` at the top),
+    the key escaped and cut short."""
+    return f"{at}.{printable(key, 40)}" if at else printable(key, 40)
+
+
+def _values(doc: Any):
+    """``(value, depth, path)`` for every value of ``doc``, depth first (a path: ``a.b[2]``); a
+    dict comes before its values, so a check of its keys runs before anything below them."""
+    stack: list[tuple[Any, int, str]] = [(doc, 0, "")]
+    while stack:
+        v, depth, where = stack.pop()
+        yield v, depth, where
+        if isinstance(v, dict):
+            stack.extend((x, depth + 1, key_path(where, k)) for k, x in v.items())
+        elif isinstance(v, list | tuple):
+            stack.extend((x, depth + 1, f"{where}[{i}]") for i, x in enumerate(v))
 
 
 def check_strings(doc: Any, source: str) -> Any:
     """``doc`` if no key holds a control character and no string value one other than a newline
     or a tab: what a spec says reaches terminals, ``study.json`` and Markdown. A
     :class:`ReadError` saying where otherwise."""
-    stack: list[tuple[Any, str]] = [(doc, "")]
-    while stack:
-        v, where = stack.pop()
-        bad = _control(v, True) if isinstance(v, str) else None
-        if bad is not None:
-            at = where or "a value"
-            raise ReadError(f"{source}: {at}: the control character {bad!r} is not allowed")
-        if isinstance(v, dict):
-            for k, x in v.items():
-                bad = _control(k, False)
-                if bad is not None:
-                    key = json.dumps(k)[:60]
-                    raise ReadError(
-                        f"{source}: the key {key}: the control character {bad!r} is not allowed"
-                    )
-                stack.append((x, f"{where}.{printable(k, 40)}" if where else printable(k, 40)))
-        elif isinstance(v, list):
-            stack.extend((x, f"{where}[{i}]") for i, x in enumerate(v))
+    for v, _, where in _values(doc):
+        if isinstance(v, str) and (bad := _control(v, True)) is not None:
+            raise ReadError(
+                f"{source}: {where or 'a value'}: the control character {bad!r} is not allowed"
+            )
+        for k in v if isinstance(v, dict) else ():
+            if (bad := _control(k, False)) is not None:
+                key = json.dumps(k)[:60]
+                raise ReadError(
+                    f"{source}: the key {key}: the control character {bad!r} is not allowed"
+                )
     return doc
 
 
@@ -99,30 +111,19 @@ def check_tree(doc: Any, source: str) -> Any:
     """``doc`` (parsed JSON or TOML) if it is nested at most :data:`MAX_DEPTH` deep, its numbers
     finite and its ints within 64 bits, its strings and keys at most :data:`MAX_STRING`
     characters; else a :class:`ReadError` saying where."""
-    stack: list[tuple[Any, int, str]] = [(doc, 0, "")]
-    while stack:
-        v, depth, where = stack.pop()
+    for v, depth, where in _values(doc):
         at = f"{source}: {printable(where, 60) if where else 'the document'}"
         if depth > MAX_DEPTH:
             raise ReadError(f"{at}: nested more than {MAX_DEPTH} deep")
-        if isinstance(v, bool) or v is None:
-            continue
-        if isinstance(v, int):
-            if not -INT_MAX - 1 <= v <= INT_MAX:
-                raise ReadError(f"{at}: the int {_cut(v)} does not fit in 64 bits")
-        elif isinstance(v, float):
-            if not math.isfinite(v):
-                raise ReadError(f"{at}: {v} is not a finite number")
-        elif isinstance(v, str):
-            if len(v) > MAX_STRING:
-                raise ReadError(f"{at}: a string of {len(v):,} characters (at most {MAX_STRING:,})")
-        elif isinstance(v, dict):
-            for k, x in v.items():
-                if not isinstance(k, str) or len(k) > MAX_STRING:
-                    raise ReadError(f"{at}: a key of {len(str(k)):,} characters")
-                stack.append((x, depth + 1, f"{where}.{printable(k, 40)}" if where else k))
-        elif isinstance(v, list | tuple):
-            stack.extend((x, depth + 1, f"{where}[{i}]") for i, x in enumerate(v))
+        if isinstance(v, int) and not -INT_MAX - 1 <= v <= INT_MAX:  # a bool is in range
+            raise ReadError(f"{at}: the int {_cut(v)} does not fit in 64 bits")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ReadError(f"{at}: {v} is not a finite number")
+        if isinstance(v, str) and len(v) > MAX_STRING:
+            raise ReadError(f"{at}: a string of {len(v):,} characters (at most {MAX_STRING:,})")
+        for k in v if isinstance(v, dict) else ():
+            if not isinstance(k, str) or len(k) > MAX_STRING:
+                raise ReadError(f"{at}: a key of {len(str(k)):,} characters")
     return doc
 
 
@@ -254,6 +255,15 @@ def bounded_int(low: int, high: int = INT_MAX):
 positive_int, non_negative_int = bounded_int(1), bounded_int(0)
 
 
+def checked(what: str, parse: Callable[[Any], Any], value: Any) -> Any:
+    """``parse(value)`` for an engine's option ``what`` (a parser above), its ``ValueError`` a
+    :class:`UsageError` naming the option."""
+    try:
+        return parse(value)
+    except ValueError as e:
+        raise UsageError(f"{what}: {e}") from None
+
+
 def finite_float(text: str) -> float:
     """An argparse type: a finite float (``nan``, ``inf`` and ``1e400`` are refused)."""
     try:
@@ -279,8 +289,7 @@ def path_arg(text: str) -> str:
         raise ValueError("expected a path, got an empty string")
     if len(text) > MAX_PATH:
         raise ValueError(f"expected a path, got {len(text):,} characters (at most {MAX_PATH:,})")
-    bad = _control(text, False)
-    if bad is not None:
+    if (bad := _control(text, False)) is not None:
         raise ValueError(f"the control character {bad!r} is not allowed in a path")
     return text
 

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from normlab.lab.kit.reading import ReadError, printable, shown
+from normlab.lab.kit.reading import ReadError, key_path, shown
 
 ANY = object()
 
@@ -117,12 +117,12 @@ def _shape(v: Any, schema: Any, source: str, at: str) -> None:
             if key == "*":
                 for k, x in v.items():
                     if k not in schema and f"{k}?" not in schema:
-                        _shape(x, sub, source, _join(at, k))
+                        _shape(x, sub, source, key_path(at, k))
             elif name not in v or (optional and v[name] is None):
                 if not optional:
-                    raise ReadError(f"{source}: {_join(at, name)}: missing")
+                    raise ReadError(f"{source}: {key_path(at, name)}: missing")
             else:
-                _shape(v[name], sub, source, _join(at, name))
+                _shape(v[name], sub, source, key_path(at, name))
     elif isinstance(schema, list):
         if not isinstance(v, list):
             _wrong(source, at, "a list", v)
@@ -136,10 +136,6 @@ def _shape(v: Any, schema: Any, source: str, at: str) -> None:
             _wrong(source, at, str(schema), v)
     elif not isinstance(v, schema) or (schema is not bool and isinstance(v, bool)):
         _wrong(source, at, _what(schema), v)
-
-
-def _join(at: str, key: str) -> str:
-    return f"{at}.{printable(key, 40)}" if at else printable(key, 40)
 
 
 def _wrong(source: str, at: str, expected: str, v: Any) -> None:

@@ -6,18 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from normlab.lab.kit.errors import UsageError
-from normlab.lab.kit.reading import bounded_int
+from normlab.lab.kit.reading import bounded_int, checked
 
 MAX_THREADS = 1024  # torch threads: a million would be started before any work
 
 
 def check_threads(n: int) -> int:
     """``n`` if it is a thread count the lab allows (0: torch's own); else a UsageError."""
-    try:
-        return bounded_int(0, MAX_THREADS)(n)
-    except ValueError as e:
-        raise UsageError(f"threads: {e}") from None
+    return checked("threads", bounded_int(0, MAX_THREADS), n)
 
 
 def set_threads(n: int) -> int:

@@ -255,9 +255,8 @@ class TrainConfig:
         return self.eval_sequences or self.eval_batches * self.batch_size
 
     def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        d = {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}  # JSON's lists
-        return {**d, "model": self.model.to_dict()}
+        d = dataclasses.asdict(self)  # the model's config a dict too
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}  # JSON's lists
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
@@ -279,3 +278,12 @@ class TrainConfig:
         frac = (step - self.warmup_steps) / (self.steps - 1 - self.warmup_steps)
         lo = self.lr * self.min_lr_ratio
         return lo + (self.lr - lo) * 0.5 * (1 + math.cos(math.pi * min(1.0, frac)))
+
+
+def flat_fields(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A config dict (``TrainConfig.to_dict``) with its nested tables' fields as dotted names
+    (``model.dim``)."""
+    out: dict[str, Any] = {}
+    for k, v in config.items():
+        out.update(flat_fields(v, f"{prefix}{k}.") if isinstance(v, dict) else {prefix + k: v})
+    return out

@@ -28,10 +28,10 @@ from torch import nn
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.kit.io import open_append, write_file, write_json
 from normlab.lab.train import distributed as D
-from normlab.lab.train.config import INT64
+from normlab.lab.train.config import INT64, flat_fields
 from normlab.lab.train.data import Corpus, RandomBatches
 from normlab.lab.train.result import RunResult
-from normlab.lab.train.trainer import StepCallback, TrainConfig, Trainer
+from normlab.lab.train.trainer import TrainConfig, Trainer
 from normlab.models import Transformer
 
 CHECKPOINT, METRICS, RESULT, CONFIG = "checkpoint.pt", "metrics.jsonl", "result.json", "config.json"
@@ -227,17 +227,13 @@ def _load_checkpoint(path: Path) -> dict:
     return ckpt
 
 
-def _config_diff(saved: dict, wanted: dict, prefix: str = "") -> str:
+def _config_diff(saved: dict, wanted: dict) -> str:
     """``field: checkpoint X, now Y`` for each field that decides the numbers and differs."""
-    out = []
-    for k in sorted(set(saved) | set(wanted)):
-        a, b = saved.get(k), wanted.get(k)
-        if isinstance(a, dict) and isinstance(b, dict):
-            sub = _config_diff(a, b, f"{prefix}{k}.")
-            out += [sub] if sub else []
-        elif k != "threads" and a != b:
-            out.append(f"{prefix}{k}: checkpoint {a!r}, now {b!r}")
-    return "; ".join(out)
+    a, b = flat_fields(saved), flat_fields(wanted)
+    keys = sorted((set(a) | set(b)) - {"threads"})
+    return "; ".join(
+        f"{k}: checkpoint {a.get(k)!r}, now {b.get(k)!r}" for k in keys if a.get(k) != b.get(k)
+    )
 
 
 def _records(history: dict[str, list], evals: list[dict]) -> list[dict]:
@@ -266,7 +262,6 @@ def run_training(
     data: Corpus,
     info: D.DistInfo,
     opts: RunOptions,
-    on_step: StepCallback | None = None,
 ) -> RunResult:
     """One run on this process's share; rank 0 writes ``out/config.json`` and ``result.json``."""
     trainer = DistributedTrainer(cfg, data, info, opts)  # checks first: a refusal writes nothing
@@ -279,7 +274,7 @@ def run_training(
 
         trainer.tb = TensorBoardLog(opts.tensorboard, cfg.to_dict(), start=trainer._start)
     try:
-        res = trainer.run(on_step)
+        res = trainer.run()
         if trainer.tb is not None:
             trainer.tb.finish(res.summary)  # the config as hparams, the final losses
     finally:

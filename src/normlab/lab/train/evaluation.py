@@ -20,6 +20,13 @@ class Evaluation:
     and seams (``autocast``, ``all_reduce_mean``, ``train_split``, ``log_eval``), and keeps the
     probe batches' logits at step 0 in its ``_logits0``."""
 
+    def _forward(self, model: nn.Module, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+        """``model``'s logits on ``x`` in the run's precision, and their mean cross-entropy
+        against ``y`` (in FP32): the one forward of training, validation and the probes."""
+        with self.autocast():
+            logits = model(x)  # (B, T, V)
+            return logits, nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+
     def _probe(
         self, model: nn.Module, batches: list[tuple[Tensor, Tensor]], step: int | None = None
     ) -> dict:
@@ -29,9 +36,7 @@ class Evaluation:
         outs = []
         for i, (x, y) in enumerate(batches):
             with buffers_restored(model), Probes(raw) as probes:
-                with self.autocast():
-                    logits = model(x)
-                    loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+                logits, loss = self._forward(model, x, y)
                 loss.backward()
                 out = probes.collect()
             out.update(self._output_change(i, logits, step))
@@ -71,13 +76,8 @@ class Evaluation:
     @torch.no_grad()
     def _mean_loss(self, model: nn.Module, batches: list, *, train_mode: bool) -> float:
         model.train(train_mode)
-        total = 0.0
         with buffers_restored(model) if train_mode else contextlib.nullcontext():
-            for x, y in batches:
-                with self.autocast():
-                    logits = model(x)
-                loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
-                total += float(loss)
+            total = sum(float(self._forward(model, x, y)[1]) for x, y in batches)
         model.train()
         return self.all_reduce_mean(total / len(batches))
 

@@ -50,23 +50,24 @@ def coerce(hint: Any, v: Any, *, text: bool = False) -> Any:
     if text and hint is not str:
         parse = {int: bounded_int(-INT_MAX - 1), float: finite_float}.get(hint)
         v = parse(v) if parse else {"true": True, "false": False}.get(v.lower(), v)
-    if hint is bool:
-        if not isinstance(v, bool):
-            raise Expected("true or false")
-        return v
-    if hint is int:
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise Expected("an int")
-        return v
-    if hint is float:
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-            raise Expected("a number")
-        return float(v)  # 1 and 1.0 must give the same config, and the same run key
-    if hint is str:
-        if not isinstance(v, str):
-            raise Expected("a string")
-        return v
-    raise TypeError(f"no TOML form for the field type {hint!r}")
+    if hint not in _SCALARS:
+        raise TypeError(f"no TOML form for the field type {hint!r}")
+    expected, ok = _SCALARS[hint]
+    if not ok(v):
+        raise Expected(expected)
+    return float(v) if hint is float else v  # 1 and 1.0 must give the same config, and run key
+
+
+# A scalar field type -> what its value must be, and the check of a value.
+_SCALARS = {
+    bool: ("true or false", lambda v: isinstance(v, bool)),
+    int: ("an int", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    float: (
+        "a number",
+        lambda v: isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v),
+    ),
+    str: ("a string", lambda v: isinstance(v, str)),
+}
 
 
 def _name(hint: Any) -> str:

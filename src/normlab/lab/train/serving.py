@@ -97,14 +97,13 @@ def serving_measures(
     padded = x.masked_fill(~keep, PAD_BYTE)
     probes = torch.arange(0, n, batch_size, device=x.device)
 
-    def logits(tokens: Tensor, train: bool, mask: Tensor | None = None) -> Tensor:
+    def logits(tokens: Tensor, train: bool, mask: Tensor | None = None, size=batch_size) -> Tensor:
+        """The model's logits on ``tokens`` (``mask``: their real tokens) in batches of ``size``."""
         model.train(train)
-        out = []
-        for i in range(0, n, batch_size):
-            m = None if mask is None else mask[i : i + batch_size]
-            with autocast():
-                out.append(model(tokens[i : i + batch_size], mask=m).float())
-        return torch.cat(out)  # (n, T, V)
+        chunks = tokens.split(size)
+        masks = [None] * len(chunks) if mask is None else mask.split(size)
+        with autocast():
+            return torch.cat([model(b, mask=m).float() for b, m in zip(chunks, masks, strict=True)])
 
     def loss(lg: Tensor, target: Tensor) -> float:
         return float(F.cross_entropy(lg.flatten(0, 1), target.flatten()))
@@ -121,9 +120,7 @@ def serving_measures(
             out[f"padding_gap_{mode}"] = loss(p, y[probes]) - loss(a[probes], y[probes])
             if not train:
                 k = min(n, BATCH1_SEQUENCES)
-                model.train()
-                with autocast():
-                    b1 = torch.cat([model(x[i : i + 1]).float() for i in range(k)])
+                b1 = logits(x[:k], train=True, size=1)
                 out["forgot_eval_gap"] = loss(b1, y[:k]) - loss(a[:k], y[:k])
     model.train()
     return out

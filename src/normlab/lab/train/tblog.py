@@ -19,6 +19,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from normlab.lab.train.config import flat_fields
+
 TRAIN_TAGS = ("loss", "grad_norm", "lr", "tokens_per_s")
 VAL_TAGS = {"val_loss": "val/loss", "val_loss_train_mode": "val/loss_train_mode"}
 
@@ -32,20 +34,13 @@ def tensorboard_available() -> bool:
     return True
 
 
-def flat_hparams(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def flat_hparams(config: dict[str, Any]) -> dict[str, Any]:
     """A config dict as TensorBoard hparams: nested tables as dotted names (``model.dim``),
     lists as their text, None as ``"none"``; numbers, strings and bools as they are."""
-    out: dict[str, Any] = {}
-    for k, v in config.items():
-        if isinstance(v, dict):
-            out.update(flat_hparams(v, f"{prefix}{k}."))
-        elif v is None:
-            out[prefix + k] = "none"
-        elif isinstance(v, bool | int | float | str):
-            out[prefix + k] = v
-        else:
-            out[prefix + k] = json.dumps(v)
-    return out
+    return {
+        k: "none" if v is None else v if isinstance(v, bool | int | float | str) else json.dumps(v)
+        for k, v in flat_fields(config).items()
+    }
 
 
 class TensorBoardLog:

@@ -200,9 +200,8 @@ class Trainer(Evaluation):
         k = self.cfg.grad_accum
         total = 0.0
         for xb, yb in zip(x.chunk(k), y.chunk(k), strict=True):
-            with timer or contextlib.nullcontext(), self.autocast():
-                logits = self.model(xb)  # (B / k, T, V)
-                loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), yb.flatten())
+            with timer or contextlib.nullcontext():
+                loss = self._forward(self.model, xb, yb)[1]  # on B / k sequences
             t1 = time.perf_counter()
             scaler.scale(loss / k).backward()
             total = total + loss.detach().cpu() / k  # on the CPU: the recorded losses' sums
