@@ -156,15 +156,22 @@ def _rms_bwd_rows(
 
 
 @njit(inline="always")
+def _ln_acc(hj, dyj, j, accw, accb, w, mu, rs_):
+    """Element ``j`` of pass 1: ``dy * xhat`` and ``dy`` added to the partial sums; returns
+    ``(xhat, w dy)``."""
+    xh, gy = (to_f32(hj) - mu) * rs_, to_f32(dyj)
+    accw[j] += gy * xh
+    accb[j] += gy
+    return xh, gy * w[j]
+
+
+@njit(inline="always")
 def _ln_sums(hr, dyr, accw, accb, w, mu, rs_, n):
     """Pass 1 of a LayerNorm row: ``(sum xhat, sum w dy, sum w dy xhat)``, and ``dy * xhat``,
     ``dy`` added to the partial sums."""
     s0 = s1 = s2 = _F0
     for j in range(n):
-        xh, gy = (to_f32(hr[j]) - mu) * rs_, to_f32(dyr[j])
-        accw[j] += gy * xh
-        accb[j] += gy
-        gw = gy * w[j]
+        xh, gw = _ln_acc(hr[j], dyr[j], j, accw, accb, w, mu, rs_)
         s0 += xh
         s1 += gw
         s2 += gw * xh
@@ -233,10 +240,7 @@ def _ln_dx_next(hr, dyr, dhr, dxr, n, mu, rs_, coefs, w, has_dh, ht, st, nxt):
         if has_dh:  # loop-invariant: unswitched by LLVM
             v += to_f32(dhr[j])
         dxr[j] = from_f32_of(v, ht, st)
-        xn, gy = (to_f32(hn[j]) - mn) * rn, to_f32(dyn[j])
-        accw[j] += gy * xn
-        accb[j] += gy
-        gw = gy * w[j]
+        xn, gw = _ln_acc(hn[j], dyn[j], j, accw, accb, w, mn, rn)
         s0 += xn
         s1 += gw
         s2 += gw * xn

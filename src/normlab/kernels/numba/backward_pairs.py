@@ -78,20 +78,26 @@ def _pack(ve, vo, st):
 
 
 @njit(inline="always")
+def _acc(uh, ud, j, we, wo, awe, awo, abe, abo, mu, rs_):
+    """Pair ``j`` of pass 1: ``dy xhat`` and ``dy`` added to the partial sums (dw even, dw odd,
+    db even, db odd); returns ``(xhat even, xhat odd, w dy even, w dy odd)``."""
+    xe, xo = (lo(uh) - mu) * rs_, (hi(uh) - mu) * rs_
+    ge, go = lo(ud), hi(ud)
+    awe[j] += ge * xe
+    awo[j] += go * xo
+    abe[j] += ge
+    abo[j] += go
+    return xe, xo, ge * we[j], go * wo[j]
+
+
+@njit(inline="always")
 def _sums(hr, dyr, we, wo, acc, mu, rs_, k):
     """Pass 1 of a row of ``k`` pairs: ``(sum xhat, sum w dy, sum w dy xhat)``, and ``dy xhat``,
     ``dy`` added to the partial sums ``acc = (dw even, dw odd, db even, db odd)``."""
     awe, awo, abe, abo = acc
     s0 = s1 = s2 = _F0
     for j in range(k):
-        uh, ud = hr[j], dyr[j]
-        xe, xo = (lo(uh) - mu) * rs_, (hi(uh) - mu) * rs_
-        ge, go = lo(ud), hi(ud)
-        awe[j] += ge * xe
-        awo[j] += go * xo
-        abe[j] += ge
-        abo[j] += go
-        gwe, gwo = ge * we[j], go * wo[j]
+        xe, xo, gwe, gwo = _acc(hr[j], dyr[j], j, we, wo, awe, awo, abe, abo, mu, rs_)
         s0 += xe + xo
         s1 += gwe + gwo
         s2 += gwe * xe + gwo * xo
@@ -146,11 +152,11 @@ def _dx_row(hr, dyr, dhr, dxr, k, we, wo, mu, rs_, coefs, has_dh, st):
 @njit(inline="always")
 def _dx_row_next(hr, dyr, dhr, dxr, k, we, wo, mu, rs_, coefs, has_dh, st, nxt):
     """:func:`_dx_row` fused with :func:`_sums` of the next row, whose sums it returns;
-    ``nxt = (h row, dy row, mean, rstd, acc)``. Both loop bodies are written out here, as in
-    :func:`~normlab.kernels.numba.backward._ln_dx_next`: an inlined per-pair helper returning
-    the three terms stopped LLVM from vectorizing the loop (several times slower, tried)."""
-    hn, dyn, mn, rn, acc = nxt
-    awe, awo, abe, abo = acc
+    ``nxt = (h row, dy row, mean, rstd, acc)``. The partial sums' rows are unpacked before the
+    loop and passed to :func:`_acc` one by one: a helper that unpacked ``acc`` itself, in the
+    loop, stopped LLVM from vectorizing it (several times slower; compiled as it is now, the
+    kernel's vector code is the same as with the body written out)."""
+    hn, dyn, mn, rn, (awe, awo, abe, abo) = nxt
     s0 = s1 = s2 = _F0
     for j in range(k):
         ve, vo = _dx(hr[j], dyr[j], j, we, wo, mu, rs_, coefs)
@@ -158,14 +164,7 @@ def _dx_row_next(hr, dyr, dhr, dxr, k, we, wo, mu, rs_, coefs, has_dh, st, nxt):
             ve += lo(dhr[j])
             vo += hi(dhr[j])
         dxr[j] = pack(ve, vo, st)
-        uh, ud = hn[j], dyn[j]
-        xe, xo = (lo(uh) - mn) * rn, (hi(uh) - mn) * rn
-        ge, go = lo(ud), hi(ud)
-        awe[j] += ge * xe
-        awo[j] += go * xo
-        abe[j] += ge
-        abo[j] += go
-        gwe, gwo = ge * we[j], go * wo[j]
+        xe, xo, gwe, gwo = _acc(hn[j], dyn[j], j, we, wo, awe, awo, abe, abo, mn, rn)
         s0 += xe + xo
         s1 += gwe + gwo
         s2 += gwe * xe + gwo * xo
