@@ -31,7 +31,6 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from normlab.lab.study.decide import rules_of
 from normlab.lab.study.published import coverage, headline
 from normlab.lab.study.published.compare import effects
 from normlab.lab.study.published.coverage import Published, Statement, split_ref
@@ -224,7 +223,7 @@ def _interval(effect, lo, hi, u: str) -> str:
 
 def claim_numbers(c: dict, rule) -> list[Number]:
     """A published claim's effect, or each part's of a compound one (``rule``: its design's)."""
-    parts = dict(rules_of(rule))
+    parts = dict(rule.parts())
     words = {p["part"]: p["verdict"] for p in c.get("parts") or []}
     out = []
     for label, est in effects(c).items():
