@@ -101,7 +101,7 @@ def _check(a: Aspect, statements: dict[str, Statement]) -> None:
         raise ValueError(f"{ANSWERS}: {a.what!r}: parts {a.parts} are not {s.id}'s")
 
 
-def designs(docs: Path, pub) -> dict[str, dict]:
+def designs(docs: Path) -> dict[str, dict]:
     """Per published preset, claim name -> the rule that decided it (parsed once a page), a
     later round's design over the preset's as ``coverage.published`` takes its rows."""
     out: dict[str, dict] = {}

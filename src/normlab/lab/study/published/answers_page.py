@@ -34,7 +34,7 @@ def read(docs: Path) -> tuple[Catalogue, Published, list[tuple[Choice, list[Read
     """The statements, the published data, and every choice with each aspect read from it."""
     cat = coverage.load()
     pub = Published.read(docs, cat)
-    designs = answers.designs(docs, pub)
+    designs = answers.designs(docs)
     found = [
         (c, [Read(a, answers.decide(a, pub), answers.deciding(a, pub, designs)) for a in c.aspects])
         for c in answers.load()
