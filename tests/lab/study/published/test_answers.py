@@ -210,10 +210,10 @@ def test_an_exploratory_headline_says_so(monkeypatch):
 
 
 def test_an_aspect_may_read_only_its_statements_parts():
-    statements = {s.id: s for s in coverage.load().statements}
+    cat = coverage.load()
     bad = Aspect("x", "h", "n", statement="001-implementation-a", parts=("LayerNorm FP16",))
     with pytest.raises(ValueError, match="are not 001-implementation-a's"):
-        answers._check(bad, statements)
+        answers._check(bad, cat)
     both = dataclasses.replace(bad, parts=(), claims=("quick:norm-needed",))
     with pytest.raises(ValueError, match="not both"):
-        answers._check(both, statements)
+        answers._check(both, cat)
