@@ -7,11 +7,10 @@ Validators raise ``ValueError`` (names: the spec loader places the message at it
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import string
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from normlab.lab.kit.errors import UsageError
@@ -175,7 +174,3 @@ def check_study(study) -> None:
     check_bound(f"study {study.name}: runs (arms x seeds)", runs, MAX_RUNS)
     for a in study.arms:
         check_run(a.config, f"arm {a.name}")
-
-
-def grid_size(lengths: Iterable[int]) -> int:
-    return math.prod(lengths)

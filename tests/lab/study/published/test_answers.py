@@ -94,12 +94,12 @@ def check(a: Aspect, pub, designs: dict | None = None) -> str:
 def _shown(a: Aspect, pub, designs: dict | None = None):
     """The evidence ``a``'s answer shows; ``designs``: ``answers.designs`` of ``pub``, if read
     already (it parses every published spec: a test over every aspect reads it once)."""
-    return answers.deciding(a, pub, answers.designs(pub.docs, pub) if designs is None else designs)
+    return answers.deciding(a, pub, answers.designs(pub.docs) if designs is None else designs)
 
 
 def test_every_published_answer_says_its_verdicts_and_no_more():
     pub = _pub()
-    designs = answers.designs(pub.docs, pub)
+    designs = answers.designs(pub.docs)
     page = (DOCS / "answers.md").read_text()
     for choice in answers.load():
         for a in choice.aspects:
@@ -110,7 +110,7 @@ def test_every_published_answer_says_its_verdicts_and_no_more():
 
 def test_the_deciding_number_is_from_the_largest_size_tested():
     pub = _pub()
-    designs = answers.designs(pub.docs, pub)
+    designs = answers.designs(pub.docs)
     for a in (a for c in answers.load() for a in c.aspects):
         found = headline.evidence(answers.statement_of(a), pub)
         pool = [e for e in found if e.counted] or found
@@ -131,7 +131,7 @@ def test_the_readme_leads_with_the_answers_one_line_a_choice():
     assert [re.search(r"answers\.md#([\w-]+)", r).group(1) for r in rows] == list(CHOICES)
     assert readme.splitlines().index("<!-- from-data answers -->") < 40  # the first screen
     pub = _pub()
-    designs = answers.designs(pub.docs, pub)
+    designs = answers.designs(pub.docs)
     for choice, row in zip(answers.load(), rows, strict=True):
         for a in choice.aspects:
             assert answers.answer(a, answers.decide(a, pub), _shown(a, pub, designs)) in row
@@ -210,10 +210,10 @@ def test_an_exploratory_headline_says_so(monkeypatch):
 
 
 def test_an_aspect_may_read_only_its_statements_parts():
-    statements = {s.id: s for s in coverage.load().statements}
+    cat = coverage.load()
     bad = Aspect("x", "h", "n", statement="001-implementation-a", parts=("LayerNorm FP16",))
     with pytest.raises(ValueError, match="are not 001-implementation-a's"):
-        answers._check(bad, statements)
+        answers._check(bad, cat)
     both = dataclasses.replace(bad, parts=(), claims=("quick:norm-needed",))
     with pytest.raises(ValueError, match="not both"):
-        answers._check(both, statements)
+        answers._check(both, cat)

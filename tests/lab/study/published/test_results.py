@@ -37,7 +37,7 @@ def test_every_decided_statement_is_on_the_page_in_words_with_its_verdict():
 def test_every_decided_claim_is_on_the_forest_plot():
     cat = coverage.load()
     pub = coverage.Published.read(DOCS, cat)
-    drawn = forest.effects(cat, pub, answers.designs(DOCS, pub))  # what results.document draws
+    drawn = forest.effects(cat, pub, answers.designs(DOCS))  # what results.document draws
     plotted = {e.label.split(" / ")[0] for e in drawn}
     for preset, rows in coverage.published(DOCS).items():  # a later round's rows replace
         for c in (r.entry for r in rows.values()):
@@ -55,7 +55,7 @@ def test_a_claim_that_expects_a_negative_effect_is_drawn_in_its_direction():
     one = dataclasses.replace(
         pub, rows={"paper": {"mix-ln-beats-pre": coverage.Row(entry, row.where)}}
     )
-    (e,) = forest.effects(cat, one, answers.designs(DOCS, pub))
+    (e,) = forest.effects(cat, one, answers.designs(DOCS))
     (est,) = compare.effects(entry).values()
     # flipped, so that "holds" lies right of the δ band whatever the claim's direction
     assert e.sign == -1 and (e.effect, e.lo, e.hi) == (-est.effect, -est.hi, -est.lo)

@@ -76,7 +76,7 @@ def test_a_large_effect_stops_at_the_first_look_and_a_null_at_delta_runs_on(stud
 
 def test_a_claims_json_is_an_assumption(study, tmp_path):
     from normlab.lab.study.decide.looks import decide_looks
-    from normlab.lab.study.report.claims_json import claims_json
+    from normlab.lab.study.report.claims_json import claims_json, read_claims
 
     def run(x: float) -> RunResult:  # an untrained arm's probe at init: attn_branch_ratio = x
         return RunResult({}, probes={"0": {"branch_ratio": {"attn": [x]}}})
@@ -88,8 +88,9 @@ def test_a_claims_json_is_an_assumption(study, tmp_path):
     verdicts = [(o.claim, o.verdict) for o in decide_looks(study, results, None)]
     meta = StudyMeta(seed_block=3)
     (tmp_path / "claims.json").write_text(json.dumps(claims_json(study, verdicts, meta)))
-    got = budget.from_claims(tmp_path)
-    assert "seed block 3" in got.source and got.entries["c"]["values"]
+    doc = read_claims(tmp_path / "claims.json")  # as a pilot's or a published block's
+    got = budget.Assumption({c["name"]: c for c in doc["claims"]}, "a pilot")
+    assert doc["seed_block"] == 3 and got.entries["c"]["values"]
     assert budget.budget(study, one, got).expected == 9
 
 

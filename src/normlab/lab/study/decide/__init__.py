@@ -8,7 +8,7 @@ from normlab.lab.study.decide.measures import H_TEXT, MEASURES
 from normlab.lab.study.decide.rules import RULES, control_kinds
 from normlab.lab.study.decide.rules_compound import AnyOf, Controlled
 from normlab.lab.study.decide.rules_contrast import Contrast
-from normlab.lab.study.decide.rules_protocol import compound_parts, rules_of
+from normlab.lab.study.decide.rules_protocol import compound_parts
 from normlab.lab.study.decide.stats import Context, Results
 from normlab.lab.study.decide.sweeps import sweep_name
 
@@ -26,7 +26,6 @@ __all__ = [
     "MEASURES",
     "Results",
     "RULES",
-    "rules_of",
     "sweep_name",
     "unmet",
 ]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from normlab.lab.study.decide import rivals
-from normlab.lab.study.decide.compound import control_arms, controls_text, with_controls
+from normlab.lab.study.decide.rules_compound import control_arms, controls_text, with_controls
 from normlab.lab.study.decide.rules_protocol import Rule
 from normlab.lab.study.decide.stats import Context, Results
 from normlab.lab.verdict import LEVEL, Verdict, Word

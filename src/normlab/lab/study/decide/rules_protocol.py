@@ -117,8 +117,3 @@ def compound_parts(rule) -> tuple[tuple[tuple[str, Any], ...], bool] | None:
     if len(parts) == 1 and parts[0][1] is rule:
         return None
     return parts, rule.TARGET == Word.HOLDS
-
-
-def rules_of(rule) -> list[tuple[str, Any]]:
-    """A rule's parts, or the rule itself as its one part (label "")."""
-    return list(rule.parts())

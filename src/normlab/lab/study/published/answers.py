@@ -31,10 +31,9 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from normlab.lab.study.decide import rules_of
 from normlab.lab.study.published import coverage, headline
 from normlab.lab.study.published.compare import effects
-from normlab.lab.study.published.coverage import Published, Statement, split_ref
+from normlab.lab.study.published.coverage import Catalogue, Published, Statement, split_ref
 from normlab.lab.study.published.headline import OP_LEVEL, Decision, Evidence
 from normlab.lab.study.published.legend import unit as unit_of
 from normlab.lab.study.published.replay import published_design
@@ -78,31 +77,31 @@ class Choice:
 def load() -> tuple[Choice, ...]:
     """The choices shipped in the package, each checked against the statements."""
     text = resources.files("normlab.lab.study.published").joinpath(ANSWERS).read_text("utf-8")
-    statements = {s.id: s for s in coverage.load().statements}
+    cat = coverage.load()
     out = []
     for c in tomllib.loads(text)["choices"]:
         aspects = []
         for a in c.pop("aspects"):
             a.update({k: tuple(a.get(k, ())) for k in ("parts", "claims")})
             aspect = Aspect(**a)
-            _check(aspect, statements)
+            _check(aspect, cat)
             aspects.append(aspect)
         out.append(Choice(c["id"], c["choice"], tuple(aspects)))
     return tuple(out)
 
 
-def _check(a: Aspect, statements: dict[str, Statement]) -> None:
+def _check(a: Aspect, cat: Catalogue) -> None:
     """An aspect rests on a statement or on claims, never both; its parts are the statement's."""
     if bool(a.statement) == bool(a.claims):
         raise ValueError(f"{ANSWERS}: {a.what!r} rests on a statement or on claims, not both")
-    if a.statement and a.statement not in statements:
+    s = cat.statement(a.statement)
+    if a.statement and s is None:
         raise ValueError(f"{ANSWERS}: {a.what!r}: no statement {a.statement!r}")
-    s = statements.get(a.statement)
     if a.parts and (not s.findings or (s.parts and not set(a.parts) <= set(s.parts))):
         raise ValueError(f"{ANSWERS}: {a.what!r}: parts {a.parts} are not {s.id}'s")
 
 
-def designs(docs: Path, pub) -> dict[str, dict]:
+def designs(docs: Path) -> dict[str, dict]:
     """Per published preset, claim name -> the rule that decided it (parsed once a page), a
     later round's design over the preset's as ``coverage.published`` takes its rows."""
     out: dict[str, dict] = {}
@@ -120,7 +119,7 @@ def statement_of(a: Aspect) -> Statement:
     """The statement an aspect reads: its own (with only its parts), or one made of its claims."""
     if a.claims:
         return Statement(f"claims:{','.join(a.claims)}", "", "", a.what, claims=a.claims)
-    s = next(s for s in coverage.load().statements if s.id == a.statement)
+    s = coverage.load().statement(a.statement)
     return dataclasses.replace(s, parts=a.parts) if a.parts else s
 
 
@@ -134,7 +133,7 @@ def decide(a: Aspect, pub: Published) -> Decision:
     found = headline.evidence(s, pub)
     if not found:
         return Decision("not-run" if a.claims else "pending")
-    whole = next((x for x in coverage.load().statements if x.id == a.statement), None)
+    whole = coverage.load().statement(a.statement)
     return headline.decide(found, lambda: headline.plan_changed(whole, pub, found) if whole else "")
 
 
@@ -224,7 +223,7 @@ def _interval(effect, lo, hi, u: str) -> str:
 
 def claim_numbers(c: dict, rule) -> list[Number]:
     """A published claim's effect, or each part's of a compound one (``rule``: its design's)."""
-    parts = dict(rules_of(rule))
+    parts = dict(rule.parts())
     words = {p["part"]: p["verdict"] for p in c.get("parts") or []}
     out = []
     for label, est in effects(c).items():
@@ -247,7 +246,7 @@ def finding_numbers(s: Statement, f: dict) -> list[Number]:
     """A published finding's parts (the ones ``s`` is about), each in its measure's unit."""
     design = {q["label"]: q for q in f.get("design", {}).get("parts", [])}
     out = []
-    for p in (p for p in f["parts"] if not s.parts or p["part"] in s.parts):
+    for p in s.parts_of(f):
         q = design.get(p["part"], {})
         u = measure_unit(q.get("measure", ""))
         text = _interval(p.get("effect"), p.get("lo"), p.get("hi"), u)

@@ -34,7 +34,7 @@ def read(docs: Path) -> tuple[Catalogue, Published, list[tuple[Choice, list[Read
     """The statements, the published data, and every choice with each aspect read from it."""
     cat = coverage.load()
     pub = Published.read(docs, cat)
-    designs = answers.designs(docs, pub)
+    designs = answers.designs(docs)
     found = [
         (c, [Read(a, answers.decide(a, pub), answers.deciding(a, pub, designs)) for a in c.aspects])
         for c in answers.load()
@@ -45,7 +45,7 @@ def read(docs: Path) -> tuple[Catalogue, Published, list[tuple[Choice, list[Read
 def source(a: Aspect, cat: Catalogue, base: str) -> d.Link:
     """Where an aspect's statement stands on claims.md (its row), or its claims' report."""
     if a.statement:
-        s = next(s for s in cat.statements if s.id == a.statement)
+        s = cat.statement(a.statement)
         return d.Link(f"{s.article} §{s.section}", f"{base}claims.md#{s.id}")
     preset = split_ref(a.claims[0])[0]
     return d.Link(f"{preset} study", base + cat.reports[preset]["report"])
@@ -112,7 +112,7 @@ def _choice_blocks(choice: Choice, reads: list[Read], cat: Catalogue, pub: Publi
         out.append(d.Paragraph((d.Strong(a.what), ": ", *d.from_markdown(text))))
         rests = (
             ("Rests on ", source(a, cat, ""), ": ")
-            + ((f"“{next(s for s in cat.statements if s.id == a.statement).statement}”",)
+            + ((f"“{cat.statement(a.statement).statement}”",)
                if a.statement else (f"claims beyond the articles: {', '.join(a.claims)}",))
             + ((f" (its findings' parts {', '.join(a.parts)})",) if a.parts else ())
         )  # fmt: skip

@@ -83,10 +83,9 @@ class Data:
         return found
 
     def statement(self, sid: str) -> coverage.Statement:
-        found = [s for s in self.cat.statements if s.id == sid]
-        if not found:
+        if (found := self.cat.statement(sid)) is None:
             raise BlockError(f"{sid}: no such statement in statements.toml")
-        return found[0]
+        return found
 
 
 # --------------------------------------------------------------------------------------------

@@ -68,7 +68,7 @@ def _finding_line(s: Statement, ref: str, cat: Catalogue, pub: Published) -> str
     f = pub.finding(ref)
     if f is None:
         return f"{command} finding `{name}`: not in {where['data']} ({report})"
-    parts = [p for p in f["parts"] if not s.parts or p["part"] in s.parts]
+    parts = s.parts_of(f)
     ns = {p.get("n") for p in parts}
     shown = "; ".join(_part(p, len(ns) > 1) for p in parts)
     if len(ns) == 1 and None not in ns:

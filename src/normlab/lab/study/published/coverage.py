@@ -93,6 +93,10 @@ class Statement:
     note: str = ""
     scale: str = ""  # a scale the statement speaks of that the lab does not reach, in words
 
+    def parts_of(self, finding: dict) -> list[dict]:
+        """The published ``finding``'s parts this statement is about (all where it names none)."""
+        return [p for p in finding["parts"] if not self.parts or p["part"] in self.parts]
+
 
 @dataclass(frozen=True)
 class Catalogue:
@@ -101,6 +105,10 @@ class Catalogue:
     findings: dict[str, dict[str, str]]  # "numerics"/"bench" -> {"data", "report"}
     beyond: dict[str, str]  # "<preset>:<claim>" -> the later paper it comes from
     statements: tuple[Statement, ...]
+
+    def statement(self, sid: str) -> Statement | None:
+        """The statement whose id is ``sid`` (None where there is none)."""
+        return next((s for s in self.statements if s.id == sid), None)
 
 
 @cache

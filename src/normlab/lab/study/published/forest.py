@@ -16,7 +16,6 @@ import math
 import textwrap
 from dataclasses import dataclass
 
-from normlab.lab.study.decide import rules_of
 from normlab.lab.study.published import legend
 from normlab.lab.study.published.compare import effects as estimates
 from normlab.lab.study.published.headline import size_of
@@ -99,7 +98,7 @@ def effects(cat, pub, designs: dict[str, dict]) -> list[Effect]:
             if c["verdict"] not in DECIDED or name not in rules:
                 continue
             group, related = groups.get(ref, (UNNAMED, False))
-            parts = dict(rules_of(rules[name]))
+            parts = dict(rules[name].parts())
             words = {p["part"]: p["verdict"] for p in c.get("parts") or []}
             for label, est in estimates(c).items():
                 rule = parts.get(label, rules[name])

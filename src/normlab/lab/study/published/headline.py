@@ -81,7 +81,7 @@ def finding_verdict(s: Statement, f: dict) -> Word:
     parts' verdicts combined by the finding's own rule (each part as published)."""
     if not s.parts:
         return Word(f["verdict"])
-    return combine(TARGET, [p["verdict"] for p in f["parts"] if p["part"] in s.parts])
+    return combine(TARGET, [p["verdict"] for p in s.parts_of(f)])
 
 
 def across_sizes(found: list[Evidence]) -> tuple[Word, tuple[tuple[str, str], ...]]:

@@ -55,29 +55,21 @@ def fill(text: str, data: Data, where: str = "") -> str:
     return "".join(p if i % 2 else BLOCK.sub(one, p) for i, p in enumerate(parts))
 
 
-def render(docs: Path) -> dict[Path, str]:
-    """Every page with a block, as ``write`` would write it today."""
+def stale(docs: Path) -> dict[Path, str]:
+    """The pages whose blocks differ from what they would be today, as ``write`` would write
+    them."""
     data = Data.read(docs)
     texts = {page: page.read_text("utf-8") for page in pages(docs)}
-    return {p: fill(text, data, p.name) for p, text in texts.items() if BLOCK.search(text)}
-
-
-def _stale(docs: Path) -> dict[Path, str]:
-    """The pages whose blocks differ from what they would be today, as they would be."""
-    return {p: text for p, text in render(docs).items() if p.read_text("utf-8") != text}
+    filled = {p: fill(text, data, p.name) for p, text in texts.items() if BLOCK.search(text)}
+    return {p: text for p, text in filled.items() if texts[p] != text}
 
 
 def write(docs: Path) -> list[Path]:
     """Fill every page's blocks; returns the pages that changed."""
-    changed = _stale(docs)
+    changed = stale(docs)
     for page, text in changed.items():
         write_file(page, text)
     return list(changed)
-
-
-def stale(docs: Path) -> list[str]:
-    """The pages whose blocks differ from what ``write`` would write today."""
-    return [p.name for p in _stale(docs)]
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,9 +22,9 @@ from normlab.lab.study.decide import (
     Contrast,
     Controlled,
     by_design,
-    compound,
     compound_parts,
     rivals,
+    rules_compound,
 )
 from normlab.lab.study.decide.looks import with_look
 from normlab.lab.study.published.coverage import stored_design
@@ -101,8 +101,8 @@ def _decide(claim: Claim, entry: dict, ctx: Context) -> Verdict:
         for label, rule in split[0]:
             stand_in = _stand_in(f"{claim.name}/{label}", rule, stored[label], results)
             members.append((label, Controlled(stand_in, _stored(rule.controls, stored[label]))))
-        v = compound.decide_parts(tuple(members), claim.rule.TARGET, results, ctx)
-    v = compound.with_controls(v, _stored(claim.controls, entry), results, ctx)
+        v = rules_compound.decide_parts(tuple(members), claim.rule.TARGET, results, ctx)
+    v = rules_compound.with_controls(v, _stored(claim.controls, entry), results, ctx)
     return rivals.checked(v, _checks(claim, entry))
 
 

@@ -102,7 +102,7 @@ def _table(statements, status, cat, pub, rules) -> d.Table:
 def document(docs: Path) -> d.Document:
     cat = coverage.load()
     pub = coverage.Published.read(docs, cat)
-    rules = answers.designs(docs, pub)
+    rules = answers.designs(docs)
     status = {s.id: headline.status(s, pub) for s in cat.statements}
     decided = [s for s in cat.statements if status[s.id].status in coverage.HEADLINES]
     tested = [

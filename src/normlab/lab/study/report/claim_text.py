@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any
 
-from normlab.lab.study.decide import compound_parts, rules_of
+from normlab.lab.study.decide import compound_parts
 from normlab.lab.verdict import CLAIM_WORDS, EXPECT, MEDIAN, Word, signed
 
 
@@ -228,7 +228,7 @@ COMBINED = {
 def rule_words(claim) -> tuple[list[str], str]:
     """The claim's rule in plain words: one line per part (its v), and the decision."""
     c = compound_parts(claim.rule)
-    rules = rules_of(claim.rule)
+    rules = claim.rule.parts()
     lines = [(f"[{label}] " if label else "") + "v = " + r.formula_words() for label, r in rules]
     measures = list(dict.fromkeys(m for _, r in rules for m in r.measure_words()))
     expects = {r.expect for _, r in rules}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from normlab.lab.kit import doc as d
 from normlab.lab.kit.io import sub_dir, write_file, write_page
-from normlab.lab.study.decide import H_TEXT, Claim, rules_of
+from normlab.lab.study.decide import H_TEXT, Claim
 from normlab.lab.study.report import claim_text
 from normlab.lab.study.report.arms import arms_section, fmt
 from normlab.lab.study.report.claims_json import family, scope, write_claims
@@ -176,7 +176,7 @@ PARTS_HEADER = ("part", "verdict", "effect [95 % interval]", "n", "δ", "detecta
 
 
 def _claim(study, c: Claim, v: Verdict, figures: list[d.Figure], h) -> d.Section:
-    parts = zip(rules_of(c.rule), v.parts or (("", v),), strict=True)
+    parts = zip(c.rule.parts(), v.parts or (("", v),), strict=True)
     estimates = tuple(_estimate_row(label, rule, pv) for (label, rule), (_, pv) in parts)
     blocks: list[d.Block] = [
         d.Heading(2, (c.name, " ", badge(v.status)), c.name),

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
-from normlab.lab.study.report.claims_json import read_claims
 from normlab.lab.study.run.pilot import part_values
 from normlab.lab.verdict import DECIDED, Estimate, Word, combine, decide, statistic
 
@@ -49,14 +47,6 @@ class Assumption:
 
 
 NONE = Assumption({}, "")
-
-
-def from_claims(out: str | Path) -> Assumption:
-    """The assumption a pilot's or a published block's directory ``out`` gives (its
-    ``claims.json``)."""
-    doc = read_claims(Path(out) / "claims.json")
-    entries = {c["name"]: c for c in doc["claims"]}
-    return Assumption(entries, f"{out} (seed block {doc.get('seed_block')})")
 
 
 def _moments(claim, entry: dict) -> list[tuple[object, float, float]] | None:

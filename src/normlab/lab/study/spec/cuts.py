@@ -8,7 +8,7 @@ import dataclasses
 from typing import Any
 
 from normlab.lab.study.decide import Claim
-from normlab.lab.study.decide.compound import control_arms
+from normlab.lab.study.decide.rules_compound import control_arms
 from normlab.lab.study.spec.checks import Checks, did_you_mean, key_at, show
 from normlab.lab.study.spec.design import Arm
 

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import re
 import typing
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.kit.limits import MAX_ARMS, NAME_MAX, format_name, grid_size
+from normlab.lab.kit.limits import MAX_ARMS, NAME_MAX, format_name
 from normlab.lab.kit.reading import (
     ReadError,
     check_strings,
@@ -240,7 +241,7 @@ class _StudyLoader:
             model = axes.get("model")
             flat = [*model.values()] if isinstance(model, dict) else []
             flat += [v for k, v in axes.items() if k != "model"]
-            n = grid_size(len(v) if isinstance(v, list) else 1 for v in flat)
+            n = math.prod(len(v) if isinstance(v, list) else 1 for v in flat)
             if n > MAX_ARMS:
                 self.check.fail(
                     key_at(key_at("arms", i), "axes"), f"{n:,} arms; the lab allows {MAX_ARMS:,}"
