@@ -128,12 +128,9 @@ def run(args: argparse.Namespace) -> int:
     if mode == "print_spec":
         print(spec.builtin_text(args.print_spec), end="")
         return 0
-    if mode == "compare":
-        return compare.main(args.compare)
-    if mode == "coverage":
-        return results.main(args.coverage)
-    if mode == "register":
-        return register.main(args.register)
+    mains = {"compare": compare.main, "coverage": results.main, "register": register.main}
+    if mode in mains:  # each given its option's value
+        return mains[mode](getattr(args, mode))
     if mode == "redecide":
         out = Path(args.redecide)
         return redecide.main(out, args.spec, args.device, args.precision, args.quiet)
