@@ -15,7 +15,6 @@ from normlab.lab.commands.options import (
     add_set,
     add_spec,
     only_with,
-    record_defaults,
 )
 from normlab.lab.commands.run_sequence import RunSteps, run_sequence
 from normlab.lab.study.report import write_reports
@@ -89,7 +88,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "instead, as a study.json without one needs)",
     )
     add_run_options(p, out="normlab-out", listed="the plan (runs x seeds, claims, estimated time)")
-    record_defaults(p)
 
 
 # The modes that print or write and exit: the options each reads besides its own, and why the
