@@ -6,6 +6,7 @@ each the work of a module of ``normlab.lab.study``."""
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
 
 from normlab.lab.commands import PATH
@@ -145,10 +146,7 @@ def run(args: argparse.Namespace) -> int:
         kw = {"workers": args.workers, "threads": args.threads, "assume": assume}
         return format_plan(study, args.seed, how, **kw)
 
-    def size_seeds(study) -> int:
-        return pilot.main(study, args.size_seeds)
-
-    instead = size_seeds if mode == "size_seeds" else None
+    instead = partial(pilot.main, pilot_dir=args.size_seeds) if mode == "size_seeds" else None
     return run_sequence(study, args, RunSteps("study", listing, _train, instead=instead))
 
 
