@@ -229,15 +229,16 @@ class TrainConfig:
             ("adam_eps", 0, 1, True),
             ("diverge_factor", 0, 1e6, True),
             ("stall_margin", -1e3, 1e3, False),
-            ("grad_clip", 0, 1e12, True),  # these two: None is off
-            ("norm_weight_decay", 0, 1e3, False),
         ):
-            if getattr(self, name) is not None:
-                check_real(name, getattr(self, name), low=low, high=high, low_open=low_open)
+            check_real(name, getattr(self, name), low=low, high=high, low_open=low_open)
         for i, b in enumerate(self.betas):
             check_real(f"betas[{i}]", b, low=0, high=1)
             if b == 1:
                 raise ValueError(f"betas[{i}] must be < 1, got {b}")
+        if self.grad_clip is not None:
+            check_real("grad_clip", self.grad_clip, low=0, high=1e12, low_open=True)
+        if self.norm_weight_decay is not None:
+            check_real("norm_weight_decay", self.norm_weight_decay, low=0, high=1e3)
         for name, high in _HIGHS.items():
             if not getattr(self, name) <= high:
                 raise ValueError(f"{name} must be <= {high:,}, got {shown(getattr(self, name))}")
