@@ -136,9 +136,8 @@ class _Reader:
     def sizes(self) -> tuple[dict[str, int], str]:
         """The model's sizes, and where its FFN width came from."""
         fam, k = self.fam, self.fam.keys
-        (hidden, _), (layers, _) = self.positive(k["hidden"]), self.positive(k["layers"])
-        heads, _ = self.positive(k["heads"])
-        vocab, _ = self.positive("vocab_size")
+        keys = (k["hidden"], k["layers"], k["heads"], "vocab_size")
+        hidden, layers, heads, vocab = (self.positive(key)[0] for key in keys)
         ffn, ffn_src = self.get(k["ffn"])
         if ffn is None and fam.arch == "gpt2":  # GPT-2's n_inner = null means 4 × n_embd
             ffn, ffn_src = 4 * hidden, f"{ffn_src} = null: 4 × {k['hidden']}"

@@ -100,9 +100,7 @@ def redecide_advise(
     if not out.is_dir():
         raise UsageError(f"{flag}: no such directory")
     doc = read_json(out / "twin.json", f"{flag}: cannot read {out / 'twin.json'}")
-    if not isinstance(doc, dict):
-        raise UsageError(f"{flag}: {out / 'twin.json'} is not a JSON object")
-    twin = twin_from_json(doc, f"{flag}: {out / 'twin.json'}")
+    twin = twin_from_json(doc, f"{flag}: {out / 'twin.json'}")  # an object of twin.json's shape
     try:  # a file in DIR, never a path out of it
         spec = out / check_name(doc.get("spec_file") or SPEC_FILE)
     except ValueError as e:

@@ -9,7 +9,7 @@ from functools import partial
 
 from normlab.lab.advise.engine import EXAMPLE, SPEC_FILE, example_names
 from normlab.lab.commands import PATH, int_in
-from normlab.lab.commands.options import add_redecide, add_run_options, only_with, record_defaults
+from normlab.lab.commands.options import add_redecide, add_run_options, only_with
 from normlab.lab.kit.errors import UsageError
 
 
@@ -68,7 +68,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_run_options(
         p, out="normlab-advise", listed="the twin and the plan (runs, claims, estimated CPU time)"
     )
-    record_defaults(p)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -33,7 +33,8 @@ def add_redecide(p: argparse.ArgumentParser, help_: str) -> None:
 
 def add_run_options(p: argparse.ArgumentParser, *, out: str, listed: str) -> None:
     """How a study runs (the fields of ``StudyOptions``), plus --list printing ``listed``.
-    Shared by the commands that run one (``normlab study``, ``normlab advise``)."""
+    Shared by the commands that run one (``normlab study``, ``normlab advise``), after their
+    other options: it ends by recording every option's default (:func:`record_defaults`)."""
     p.add_argument(
         "--seed",
         type=SEED_BLOCK,
@@ -101,6 +102,7 @@ def add_run_options(p: argparse.ArgumentParser, *, out: str, listed: str) -> Non
         "(DIR/<arm>/seed<i>), from the process that trains it (needs tensorboard)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bars or tables")
+    record_defaults(p)
 
 
 def record_defaults(p: argparse.ArgumentParser) -> None:

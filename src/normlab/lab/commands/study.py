@@ -6,6 +6,7 @@ each the work of a module of ``normlab.lab.study``."""
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
 
 from normlab.lab.commands import PATH
@@ -15,7 +16,6 @@ from normlab.lab.commands.options import (
     add_set,
     add_spec,
     only_with,
-    record_defaults,
 )
 from normlab.lab.commands.run_sequence import RunSteps, run_sequence
 from normlab.lab.study.report import write_reports
@@ -89,7 +89,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "instead, as a study.json without one needs)",
     )
     add_run_options(p, out="normlab-out", listed="the plan (runs x seeds, claims, estimated time)")
-    record_defaults(p)
 
 
 # The modes that print or write and exit: the options each reads besides its own, and why the
@@ -128,12 +127,9 @@ def run(args: argparse.Namespace) -> int:
     if mode == "print_spec":
         print(spec.builtin_text(args.print_spec), end="")
         return 0
-    if mode == "compare":
-        return compare.main(args.compare)
-    if mode == "coverage":
-        return results.main(args.coverage)
-    if mode == "register":
-        return register.main(args.register)
+    mains = {"compare": compare.main, "coverage": results.main, "register": register.main}
+    if mode in mains:  # each given its option's value
+        return mains[mode](getattr(args, mode))
     if mode == "redecide":
         out = Path(args.redecide)
         return redecide.main(out, args.spec, args.device, args.precision, args.quiet)
@@ -150,10 +146,7 @@ def run(args: argparse.Namespace) -> int:
         kw = {"workers": args.workers, "threads": args.threads, "assume": assume}
         return format_plan(study, args.seed, how, **kw)
 
-    def size_seeds(study) -> int:
-        return pilot.main(study, args.size_seeds)
-
-    instead = size_seeds if mode == "size_seeds" else None
+    instead = partial(pilot.main, pilot_dir=args.size_seeds) if mode == "size_seeds" else None
     return run_sequence(study, args, RunSteps("study", listing, _train, instead=instead))
 
 

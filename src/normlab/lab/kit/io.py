@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import json
 import os
 import re
@@ -134,9 +135,8 @@ def open_append(path: str | os.PathLike) -> int:
     no_symlink(Path(path).parent)
     try:
         return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | _NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as e:
-        if os.path.islink(path):
-            raise UsageError(f"{path} is a symlink; the lab does not write through one") from e
+    except OSError:
+        no_symlink(path)  # the refusal to name, rather than the open's ELOOP
         raise
 
 
@@ -167,10 +167,8 @@ def set_aside(folder: str | os.PathLike, names, stem: str) -> Path | None:
 def unused_name(path: str | os.PathLike) -> Path:
     """``path``, or ``stem.1.suffix``, ``stem.2.suffix``... : the first that does not exist."""
     path = Path(path)
-    n = 0
-    while os.path.lexists(path if n == 0 else path.with_suffix(f".{n}{path.suffix}")):
-        n += 1
-    return path if n == 0 else path.with_suffix(f".{n}{path.suffix}")
+    names = (path.with_suffix(f".{n}{path.suffix}") if n else path for n in itertools.count())
+    return next(p for p in names if not os.path.lexists(p))
 
 
 # --------------------------------------------------------------------------------------------

@@ -280,8 +280,7 @@ def run_training(
     finally:
         if trainer.tb is not None:
             trainer.tb.close()
-    res.summary["world_size"] = info.world_size
-    res.summary["parallel"] = _mode(opts, info, none="none")
+    res.summary.update(world_size=info.world_size, parallel=_mode(opts, info, none="none"))
     if opts.out is not None and info.is_main:
         write_json(Path(opts.out) / RESULT, res.to_dict(), "\n", indent=1)
     return res
