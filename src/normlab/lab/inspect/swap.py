@@ -38,18 +38,15 @@ class Change:
 
 def swapped(site, module, args, out) -> Tensor:
     """The norm's output with its variant's statistics, its gain and bias kept."""
-    x = args[0]
-    xs = x.to(STATS_DTYPE)
-    if site.kind == "layernorm":
-        xhat = xs * torch.rsqrt(xs.pow(2).mean(-1, keepdim=True) + site.eps)
-        w, b = module.weight, module.bias
-        y = xhat if w is None else xhat * w.to(STATS_DTYPE)
-        y = y if b is None else y + b.to(STATS_DTYPE)
-    else:
-        xc = xs - xs.mean(-1, keepdim=True)
-        xhat = xc * torch.rsqrt(xc.pow(2).mean(-1, keepdim=True) + site.eps)
-        w = module.weight
-        y = xhat if w is None else xhat * (site.offset + w.to(STATS_DTYPE))
+    layernorm = site.kind == "layernorm"
+    xs = args[0].to(STATS_DTYPE)
+    xc = xs if layernorm else xs - xs.mean(-1, keepdim=True)  # RMSNorm, the variant, does not center
+    y = xc * torch.rsqrt(xc.pow(2).mean(-1, keepdim=True) + site.eps)
+    w, b = module.weight, (module.bias if layernorm else None)
+    if w is not None:
+        y = y * (w.to(STATS_DTYPE) if layernorm else site.offset + w.to(STATS_DTYPE))
+    if b is not None:
+        y = y + b.to(STATS_DTYPE)
     return y.to(out.dtype)
 
 
