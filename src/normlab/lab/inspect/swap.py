@@ -40,9 +40,8 @@ def swapped(site, module, args, out) -> Tensor:
     """The norm's output with its variant's statistics, its gain and bias kept."""
     layernorm = site.kind == "layernorm"
     xs = args[0].to(STATS_DTYPE)
-    xc = (
-        xs if layernorm else xs - xs.mean(-1, keepdim=True)
-    )  # RMSNorm, the variant, does not center
+    # LayerNorm's variant, RMSNorm, does not center; RMSNorm's, LayerNorm, does
+    xc = xs if layernorm else xs - xs.mean(-1, keepdim=True)
     y = xc * torch.rsqrt(xc.pow(2).mean(-1, keepdim=True) + site.eps)
     w, b = module.weight, (module.bias if layernorm else None)
     if w is not None:
