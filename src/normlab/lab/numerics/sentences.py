@@ -54,16 +54,9 @@ def _where(r: dict) -> str:
     return f"{r['dtype']} scale={r['scale']:g} N={r['hidden']} {r['shape']} eps={r['eps']:g}"
 
 
-def select(records, *, op, impl=None, dtype=None, axis=None, shape=None) -> list[dict]:
-    return [
-        r
-        for r in records
-        if r["op"] == op
-        and (impl is None or r["impl"] == impl)
-        and (dtype is None or r["dtype"] == dtype)
-        and (axis is None or axis in r["axes"])
-        and (shape is None or r["shape"] == shape)
-    ]
+def select(records, *, axis: str, **fields) -> list[dict]:
+    """The records of ``axis``'s sweep whose ``fields`` (op, impl, dtype, shape) are these."""
+    return [r for r in records if axis in r["axes"] and all(r[k] == v for k, v in fields.items())]
 
 
 # --------------------------------------------------------------------------------------------
