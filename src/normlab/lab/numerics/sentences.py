@@ -25,8 +25,7 @@ def fmt(v: float | None) -> str:
 
 
 def max_of(vals: Iterable[float | None]) -> float | None:
-    vals = [v for v in vals if v is not None]
-    return max(vals) if vals else None
+    return max((v for v in vals if v is not None), default=None)
 
 
 def failure(m: dict | None) -> str | None:
