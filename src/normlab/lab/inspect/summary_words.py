@@ -168,10 +168,4 @@ def activations(result) -> tuple[str, str]:
 
 def hazards(result) -> list[tuple[str, str]]:
     """The first screen's sentences, in order, each a lead (set in bold) and the rest."""
-    return [
-        bf16(result),
-        fp16(result),
-        recentering(result),
-        train_mode(result),
-        activations(result),
-    ]
+    return [say(result) for say in (bf16, fp16, recentering, train_mode, activations)]
