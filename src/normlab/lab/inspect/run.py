@@ -134,9 +134,8 @@ def measure(o: InspectOptions, md: locate.ModelDir, log=print) -> InspectResult:
             bar.update(1)
         clock.done("replay")
         args = (m.model, sample.ids, m.kind, m.pooling)
-        swapped = swap.with_swap(m.model, m.sites, *args[1:])
         changes = [
-            swap.measure("swap", base, swapped),
+            swap.measure("swap", base, swap.with_swap(m.model, m.sites, *args[1:])),
             swap.measure("train", base, swap.in_train_mode(*args, o.seed)),
         ]
         clock.done("compare")

@@ -76,11 +76,10 @@ def measure(name: str, base: Output, other: Output) -> Change:
     cos = torch.nn.functional.cosine_similarity(a, b, dim=-1)
     direction = 1 - (cos.mean(-1) if cos.dim() > 1 else cos)
     if base.top1 is not None:
-        task = (base.top1 != other.top1).double().mean(-1)
+        task = (base.top1 != other.top1).double().mean(-1).tolist()
     else:
-        task = torch.tensor(_rank_change(a, b), dtype=torch.float64)
-    same = torch.equal(base.vectors, other.vectors)
-    return Change(name, direction.tolist(), task.tolist(), same)
+        task = _rank_change(a, b)
+    return Change(name, direction.tolist(), task, torch.equal(base.vectors, other.vectors))
 
 
 def _rank_change(a: Tensor, b: Tensor) -> list[float]:
