@@ -156,6 +156,28 @@ def test_inspect_writes_the_report_and_decides_every_finding(kind, tmp_path):
     )
 
 
+def test_the_progress_bar_ends_full(tmp_path, monkeypatch):
+    """The bar's total is the steps it ticks: no run ends with the bar short of its end."""
+    import tqdm.auto
+
+    bars = []
+
+    class Bar(tqdm.auto.tqdm):  # counts the ticks, shown or not
+        def __init__(self, *args, desc=None, **kw):
+            super().__init__(*args, desc=desc, **kw)
+            self.label, self.ticks = desc, 0
+            bars.append(self)
+
+        def update(self, n=1):
+            self.ticks += n
+            return super().update(n)
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
+    _run("llama", tmp_path)
+    [bar] = [b for b in bars if b.label == "inspect"]
+    assert bar.ticks == bar.total == 5 + 3  # five norms; the eval pass, the other two, the decision
+
+
 def test_the_findings_part_labels_are_numerics_own():
     """A statement that names parts of a finding names the same parts in numerics' and here."""
     from normlab.lab.numerics.findings import FINDINGS

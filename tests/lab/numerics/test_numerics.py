@@ -9,6 +9,7 @@ import torch
 
 from normlab import functional, reference
 from normlab.lab.commands import numerics as numerics_command
+from normlab.lab.kit.doc import to_markdown
 from normlab.lab.numerics import report as numerics_report
 from normlab.lab.numerics import sentences as ns
 from normlab.lab.numerics import sweep as numerics
@@ -171,7 +172,7 @@ def test_cli_arguments_have_defaults():
 
 def test_markdown_regenerates_from_the_json(result):
     again = numerics.NumericsResult(**json.loads(Path(result.files["json"]).read_text()))
-    text = numerics_report.markdown(again)
+    text = to_markdown(numerics_report.document(again))
     assert text == Path(result.files["md"]).read_text()
     assert all(f in text for f in result.findings)
 

@@ -29,7 +29,7 @@ from normlab.lab.kit import doc as d
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.kit.io import out_dir, write_file, write_json
 from normlab.lab.kit.limits import check_rows
-from normlab.lab.kit.reading import positive_int, printable
+from normlab.lab.kit.reading import checked, positive_int, printable
 from normlab.lab.kit.threads import set_threads
 from normlab.lab.train.device import check_device
 
@@ -261,10 +261,7 @@ class BenchOptions:
 def _check(options: BenchOptions) -> None:
     """A :class:`UsageError` for an option value the bench cannot run."""
     o = options
-    try:
-        positive_int(o.repeat)
-    except ValueError as e:
-        raise UsageError(f"repeat: {e}") from None
+    checked("repeat", positive_int, o.repeat)
     for what, got, known in [
         ("device", (o.device,), ("cpu", "cuda")),
         ("ops", o.ops, OPS),

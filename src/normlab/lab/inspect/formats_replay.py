@@ -62,10 +62,8 @@ class Op:
 
 def ops_of(site: NormSite, module) -> tuple[Op, Op]:
     """The layer's own op and its variant, on the layer's parameters (float64 copies)."""
-    w = getattr(module, "weight", None)
-    b = getattr(module, "bias", None)
-    w = None if w is None else w.detach().double()
-    b = None if b is None else b.detach().double()
+    w, b = (getattr(module, k, None) for k in ("weight", "bias"))
+    w, b = (None if t is None else t.detach().double() for t in (w, b))
     if site.kind == "layernorm":
         return Op("LayerNorm", w, b, site.eps), Op("RMSNorm", w, None, site.eps)
     own = Op("RMSNorm", w, None, site.eps, site.offset, site.casting)
@@ -222,14 +220,12 @@ def true_dx(
     """
     gain = op.gain(stored, exact=True)
     gdy = dy if gain is None else dy * gain
-    if op.name == "LayerNorm":
-        xc = x - x.mean(-1, keepdim=True)
-        r = torch.rsqrt(xc.pow(2).mean(-1, keepdim=True) + eps)
-        xhat = xc * r
-        return r * (gdy - gdy.mean(-1, keepdim=True) - xhat * (gdy * xhat).mean(-1, keepdim=True))
-    r = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
-    xhat = x * r
-    return r * (gdy - xhat * (gdy * xhat).mean(-1, keepdim=True))
+    centered = op.name == "LayerNorm"
+    xc = x - x.mean(-1, keepdim=True) if centered else x
+    r = torch.rsqrt(xc.pow(2).mean(-1, keepdim=True) + eps)
+    xhat = xc * r
+    mean_gdy = gdy.mean(-1, keepdim=True) if centered else 0.0  # RMSNorm subtracts no mean
+    return r * (gdy - mean_gdy - xhat * (gdy * xhat).mean(-1, keepdim=True))
 
 
 def naive_dx(op: Op, x: Tensor, dy: Tensor, eps: float) -> Tensor:

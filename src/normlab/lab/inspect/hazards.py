@@ -59,8 +59,7 @@ def layer_stats(site: NormSite, module, x: Tensor) -> LayerStats:
     """The layer's numbers from its inputs ``x`` (chunks, rows, d) and its parameters."""
     rows = x.reshape(-1, x.shape[-1]).double()
     ms = rows.pow(2).mean(-1)
-    var = rows.var(-1, unbiased=False)
-    stat = var if site.kind == "layernorm" else ms
+    stat = rows.var(-1, unbiased=False) if site.kind == "layernorm" else ms
     share = rows.mean(-1).abs() / ms.sqrt().clamp_min(torch.finfo(torch.float64).tiny)
     a = rows.abs()
     square, over, held = {}, {}, {}

@@ -90,10 +90,9 @@ def _changes_table(r) -> d.Table:
 
 def document(r, figures: dict[str, bytes]) -> d.Document:
     fig = lambda name, title: d.Figure(title, figures[name], f"{FIGURES}/{name}.png")  # noqa: E731
-    m = r.model
-    doc = d.Document(f"normlab inspect: {m.name}")
+    doc = d.Document(f"normlab inspect: {r.model.name}")
     doc.add(
-        d.Heading(1, f"normlab inspect: {m.name}"),
+        d.Heading(1, doc.title),
         _intro(r),
         d.Heading(2, "What its norms say", "hazards"),
         d.Items(tuple((d.Strong(lead), " ", rest) for lead, rest in summary_words.hazards(r))),

@@ -95,8 +95,8 @@ class _Clock:
         self.at = now
 
 
-# The progress bar's steps after loading: the eval pass, one per norm layer's replay, the two
-# other passes and the decision.
+# The progress bar's steps after loading: the eval pass, one per norm layer's replay, the
+# swapped and train-mode passes (one step) and the decision.
 STEPS_BESIDE_THE_LAYERS = 3
 
 
@@ -134,12 +134,12 @@ def measure(o: InspectOptions, md: locate.ModelDir, log=print) -> InspectResult:
             bar.update(1)
         clock.done("replay")
         args = (m.model, sample.ids, m.kind, m.pooling)
-        swapped = swap.with_swap(m.model, m.sites, *args[1:])
         changes = [
-            swap.measure("swap", base, swapped),
+            swap.measure("swap", base, swap.with_swap(m.model, m.sites, *args[1:])),
             swap.measure("train", base, swap.in_train_mode(*args, o.seed)),
         ]
         clock.done("compare")
+        bar.update(1)
         rec = {"model": md.name, "kind": m.kind, "params": m.params, "tokens": sample.tokens}
         rec["eps_small"] = small
         decided = scale_findings.decide(m.kind, rep, changes[1], rec, **block)

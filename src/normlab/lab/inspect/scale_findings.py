@@ -179,8 +179,7 @@ def values(replay: Replay, train) -> dict[str, dict[str, list[float]]]:
 
 
 def _mean(t) -> float:
-    t = torch.as_tensor(t, dtype=torch.float64)
-    return float(t.mean())
+    return float(torch.as_tensor(t, dtype=torch.float64).mean())
 
 
 def means(replay: Replay, train) -> dict[str, dict[str, float]]:

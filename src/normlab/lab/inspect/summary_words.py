@@ -116,10 +116,6 @@ def fp16(result) -> tuple[str, str]:
     return lead, f"{head}; {eps}; {_errors(result, 'FP16')}."
 
 
-def _change(result, name: str):
-    return next(c for c in result.changes if c.name == name)
-
-
 def _measured(c, kind: str) -> str:
     mean = lambda v: sum(v) / len(v)  # noqa: E731
     task = (
@@ -134,11 +130,11 @@ def _measured(c, kind: str) -> str:
 
 
 def recentering(result) -> tuple[str, str]:
+    c = next(c for c in result.changes if c.name == "swap")
     shares = [s.mean_share_median for s in result.layers]
     own = result.layers[0].kind
     swap = "LayerNorm → RMSNorm" if own == "layernorm" else "RMSNorm → LayerNorm"
     size = "small" if max(shares) < 0.1 else "large"
-    c = _change(result, "swap")
     return f"Re-centering: the mean's share is {size}.", (
         f"Median |mean|/RMS {pct(min(shares))} – {pct(max(shares))} per layer; swapping "
         f"{swap} at inference {_measured(c, result.model.kind)}."
@@ -146,7 +142,7 @@ def recentering(result) -> tuple[str, str]:
 
 
 def train_mode(result) -> tuple[str, str]:
-    c = _change(result, "train")
+    c = next(c for c in result.changes if c.name == "train")
     if c.identical:
         return "Forgetting eval() changes nothing.", "The model has no active dropout."
     return "Forgetting eval() changes the outputs.", (
@@ -172,10 +168,4 @@ def activations(result) -> tuple[str, str]:
 
 def hazards(result) -> list[tuple[str, str]]:
     """The first screen's sentences, in order, each a lead (set in bold) and the rest."""
-    return [
-        bf16(result),
-        fp16(result),
-        recentering(result),
-        train_mode(result),
-        activations(result),
-    ]
+    return [say(result) for say in (bf16, fp16, recentering, train_mode, activations)]

@@ -38,18 +38,16 @@ class Change:
 
 def swapped(site, module, args, out) -> Tensor:
     """The norm's output with its variant's statistics, its gain and bias kept."""
-    x = args[0]
-    xs = x.to(STATS_DTYPE)
-    if site.kind == "layernorm":
-        xhat = xs * torch.rsqrt(xs.pow(2).mean(-1, keepdim=True) + site.eps)
-        w, b = module.weight, module.bias
-        y = xhat if w is None else xhat * w.to(STATS_DTYPE)
-        y = y if b is None else y + b.to(STATS_DTYPE)
-    else:
-        xc = xs - xs.mean(-1, keepdim=True)
-        xhat = xc * torch.rsqrt(xc.pow(2).mean(-1, keepdim=True) + site.eps)
-        w = module.weight
-        y = xhat if w is None else xhat * (site.offset + w.to(STATS_DTYPE))
+    layernorm = site.kind == "layernorm"
+    xs = args[0].to(STATS_DTYPE)
+    # LayerNorm's variant, RMSNorm, does not center; RMSNorm's, LayerNorm, does
+    xc = xs if layernorm else xs - xs.mean(-1, keepdim=True)
+    y = xc * torch.rsqrt(xc.pow(2).mean(-1, keepdim=True) + site.eps)
+    w, b = module.weight, (module.bias if layernorm else None)
+    if w is not None:
+        y = y * (w.to(STATS_DTYPE) if layernorm else site.offset + w.to(STATS_DTYPE))
+    if b is not None:
+        y = y + b.to(STATS_DTYPE)
     return y.to(out.dtype)
 
 
@@ -78,11 +76,10 @@ def measure(name: str, base: Output, other: Output) -> Change:
     cos = torch.nn.functional.cosine_similarity(a, b, dim=-1)
     direction = 1 - (cos.mean(-1) if cos.dim() > 1 else cos)
     if base.top1 is not None:
-        task = (base.top1 != other.top1).double().mean(-1)
+        task = (base.top1 != other.top1).double().mean(-1).tolist()
     else:
-        task = torch.tensor(_rank_change(a, b), dtype=torch.float64)
-    same = torch.equal(base.vectors, other.vectors)
-    return Change(name, direction.tolist(), task.tolist(), same)
+        task = _rank_change(a, b)
+    return Change(name, direction.tolist(), task, torch.equal(base.vectors, other.vectors))
 
 
 def _rank_change(a: Tensor, b: Tensor) -> list[float]:

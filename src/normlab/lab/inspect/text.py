@@ -92,7 +92,7 @@ def sample(encoder: Encoder, chunks: int, chunk: int, block: int = 0) -> Sample:
     rows: list[list[int]] = []
     names: list[str] = []
     for r in itertools.count():
-        took = False
+        before = len(rows)
         for i, f in enumerate(files):
             if len(rows) == chunks:
                 return Sample(torch.tensor(rows, dtype=torch.long), tuple(names), encoder.words)
@@ -101,8 +101,7 @@ def sample(encoder: Encoder, chunks: int, chunk: int, block: int = 0) -> Sample:
             if len(ids[i]) >= (r + 1) * body:
                 rows.append(encoder.chunk(ids[i][r * body : (r + 1) * body]))
                 names.append(f.name)
-                took = True
-        if not took:
+        if len(rows) == before:  # no file has prose for another round
             break
     raise UsageError(
         f"--tokens {chunks * chunk:,}: the text sample holds only {len(rows)} chunks of "

@@ -45,7 +45,6 @@ def error_vs_scale(result) -> bytes | None:
 
     def panel(ax, op: str, dt: str) -> bool:
         recs = select(result.records, op=op, dtype=dt, axis="scale")
-        recs = sorted(recs, key=lambda r: r["scale"])
         impls = list(dict.fromkeys(r["impl"] for r in recs))
         for k, impl in enumerate(impls):
             pts = [r for r in recs if r["impl"] == impl and r.get("y")]
@@ -68,7 +67,7 @@ def grad_vs_eps(result) -> bytes | None:
 
     def panel(ax, op: str, dt: str) -> bool:
         recs = select(result.records, op=op, dtype=dt, axis="eps", shape="near_zero")
-        recs = sorted((r for r in recs if r.get("dx")), key=lambda r: r["eps"])
+        recs = [r for r in recs if r.get("dx")]
         impls = list(dict.fromkeys(r["impl"] for r in recs))
         if not impls:
             return False

@@ -22,6 +22,7 @@ from normlab.lab.numerics.sentences import failure
 from normlab.lab.verdict.finding import Finding, Part
 
 ROWS, HIDDEN = 16, 1024
+Inputs = tuple[Tensor, Tensor, Tensor, Tensor]  # (x, w, b, dy): what an implementation is run on
 NEAR_ZERO = 1e-4  # the peak |x| of a near-zero row: its statistic is ~1e-9, far below eps
 EPS = 1e-6  # the eps of the scale and FP32-statistics measurements (LLaMA's, the articles')
 SCALES = (1e-2, 1.0, 10.0, 100.0, 300.0, 1e3, 3e3, 1e4, 6e4)  # largest |x| of a row
@@ -95,21 +96,19 @@ def seeds_of(block: int, n: int) -> range:
     return range(SEED_STRIDE * block, SEED_STRIDE * block + n)
 
 
-def draw(
-    seed: int, dtype: torch.dtype, scale: float = 1.0, rows: int = ROWS, hidden: int = HIDDEN
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def draw(seed: int, dtype: torch.dtype, scale: float = 1.0) -> Inputs:
     """``(x, w, b, dy)`` in ``dtype``: Gaussian rows whose largest ``|x|`` is ``scale``; the
     same rows (rescaled) for every scale and dtype of one ``seed``."""
     g = torch.Generator().manual_seed(7919 + seed)
-    z = torch.randn(rows, hidden, generator=g, dtype=torch.float64)
+    z = torch.randn(ROWS, HIDDEN, generator=g, dtype=torch.float64)
     x = z / z.abs().amax(-1, keepdim=True) * scale
-    w = 1.0 + 0.1 * torch.randn(hidden, generator=g, dtype=torch.float64)
-    b = 0.1 * torch.randn(hidden, generator=g, dtype=torch.float64)
-    dy = torch.randn(rows, hidden, generator=g, dtype=torch.float64)
+    w = 1.0 + 0.1 * torch.randn(HIDDEN, generator=g, dtype=torch.float64)
+    b = 0.1 * torch.randn(HIDDEN, generator=g, dtype=torch.float64)
+    dy = torch.randn(ROWS, HIDDEN, generator=g, dtype=torch.float64)
     return tuple(t.to(dtype) for t in (x, w, b, dy))
 
 
-def _standardized(seed: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def _standardized(seed: int) -> Inputs:
     """:func:`draw`'s float64 rows at zero mean and unit standard deviation, with its w, b, dy."""
     x, w, b, dy = draw(seed, torch.float64)
     z = (x - x.mean(-1, keepdim=True)) / x.std(-1, unbiased=False, keepdim=True)
@@ -122,9 +121,7 @@ def spacing(v: float, dtype: torch.dtype) -> float:
     return math.ldexp(torch.finfo(dtype).eps, math.frexp(v)[1] - 1)
 
 
-def draw_shifted(
-    seed: int, dtype: torch.dtype, mean: float, spread_ulps: float
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def draw_shifted(seed: int, dtype: torch.dtype, mean: float, spread_ulps: float) -> Inputs:
     """:func:`draw`'s rows moved to ``x = mean + u·g + σ·z`` (z: the draw's rows at unit
     standard deviation, g the gap of ``dtype`` at ``mean``, σ = ``spread_ulps``·g, u uniform in
     [0, 1) per row): rows whose values lie close together far from 0, the case where
@@ -139,9 +136,7 @@ def draw_shifted(
     return tuple(t.to(dtype) for t in (x, w, b, dy))
 
 
-def draw_near_constant(
-    seed: int, dtype: torch.dtype, mean: float, sd: float
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def draw_near_constant(seed: int, dtype: torch.dtype, mean: float, sd: float) -> Inputs:
     """:func:`draw`'s rows as ``x = mean + sd·z`` (z at unit standard deviation), rounded to
     ``dtype``: near-constant rows, where σ² + ε is small and the mean is not."""
     z, w, b, dy = _standardized(seed)

@@ -149,8 +149,7 @@ def measure_fixes(seeds: range) -> dict[str, tuple[dict[str, list[float]], dict]
     """``stable-rmsnorm`` and ``stable-rmsnorm-parity`` from one pass (they share the overflow
     scales): name -> (values per part, record)."""
     fix, par = ({p: [] for p, _ in f.parts} for f in (STABLE, PARITY))
-    rec_fix: dict = {}
-    rec_par: dict = {}
+    rec_fix, rec_par = {}, {}
     for s in seeds:
         rms, ln = _scales(RMS_FNS, "rms_norm", s), _scales(LN_FNS, "layer_norm", s)
         _log_ratio(fix, "RMSNorm FP16 overflow: stable vs naive", rms["stable"], rms["naive"])

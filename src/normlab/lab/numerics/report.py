@@ -176,7 +176,3 @@ def document(result, pngs: dict[str, bytes] | None = None) -> d.Document:
 def toc_after(result) -> int:
     """Where the HTML's table of contents goes: after the title and :func:`_header_text`."""
     return 1 + len(_header_text(result))
-
-
-def markdown(result) -> str:
-    return d.to_markdown(document(result))

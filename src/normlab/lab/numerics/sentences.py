@@ -25,8 +25,7 @@ def fmt(v: float | None) -> str:
 
 
 def max_of(vals: Iterable[float | None]) -> float | None:
-    vals = [v for v in vals if v is not None]
-    return max(vals) if vals else None
+    return max((v for v in vals if v is not None), default=None)
 
 
 def failure(m: dict | None) -> str | None:
@@ -54,16 +53,11 @@ def _where(r: dict) -> str:
     return f"{r['dtype']} scale={r['scale']:g} N={r['hidden']} {r['shape']} eps={r['eps']:g}"
 
 
-def select(records, *, op, impl=None, dtype=None, axis=None, shape=None) -> list[dict]:
-    return [
-        r
-        for r in records
-        if r["op"] == op
-        and (impl is None or r["impl"] == impl)
-        and (dtype is None or r["dtype"] == dtype)
-        and (axis is None or axis in r["axes"])
-        and (shape is None or r["shape"] == shape)
-    ]
+def select(records, *, axis: str, **fields) -> list[dict]:
+    """The records of ``axis``'s sweep whose ``fields`` (op, impl, dtype, shape) are these, in
+    the order of ``axis``."""
+    rows = [r for r in records if axis in r["axes"] and all(r[k] == v for k, v in fields.items())]
+    return sorted(rows, key=lambda r: r[axis])
 
 
 # --------------------------------------------------------------------------------------------
@@ -128,7 +122,6 @@ def guarantee(result) -> Guarantee:
 
 def _naive_scale_sentence(records, op: str, dtype: str) -> str:
     rows = select(records, op=op, impl="naive", dtype=dtype, axis="scale")
-    rows = sorted(rows, key=lambda r: r["scale"])
     name = f"Naive {DTYPE_SHORT[dtype]} {OPS[op]}"
     if not rows:
         return f"{name}: not measured in this run."
@@ -194,7 +187,7 @@ def _guarantee_sentence(result) -> str:
 
 def _eps_sentence(records, op: str) -> str | None:
     rows = select(records, op=op, impl="naive", dtype="float32", axis="eps", shape="near_zero")
-    rows = sorted((r for r in rows if r.get("dx")), key=lambda r: r["eps"])
+    rows = [r for r in rows if r.get("dx")]
     if len(rows) < 2:
         return None
     lo, hi = rows[0], rows[-1]
@@ -204,7 +197,6 @@ def _eps_sentence(records, op: str) -> str | None:
         f"{fmt(lo['dx']['truth_max_abs'])} at eps={lo['eps']:g}."
     )
     h16 = select(records, op=op, impl="naive", dtype="float16", axis="eps", shape="near_zero")
-    h16 = sorted(h16, key=lambda r: r["eps"])
     over = [r for r in h16 if r.get("dx") and r["dx"]["unrepresentable"]]
     if over:
         text += (

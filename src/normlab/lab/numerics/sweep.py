@@ -33,8 +33,9 @@ from normlab.kernels import registry
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.kit.io import out_dir
 from normlab.lab.kit.limits import check_rows
-from normlab.lab.kit.reading import positive_int
+from normlab.lab.kit.reading import checked, positive_int
 from normlab.lab.kit.threads import using_threads
+from normlab.lab.numerics.measuring import Inputs
 from normlab.lab.numerics.metrics import error_metrics
 from normlab.lab.numerics.naive import forward, naive_layer_norm, naive_rms_norm, truth_of
 
@@ -115,7 +116,7 @@ def build_cases(grid: Grid) -> list[Case]:
     return list(cases.values())
 
 
-def make_inputs(case: Case, device: str = "cpu") -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def make_inputs(case: Case, device: str = "cpu") -> Inputs:
     """``(x, weight, bias, dy)`` in ``case.dtype``; deterministic per case."""
     seed = zlib.crc32(repr(case.key).encode())
     gen = torch.Generator().manual_seed(seed)
@@ -290,10 +291,7 @@ class NumericsOptions:
         grid = REDUCED if self.reduced else Grid()
         if self.rows is None:
             return grid
-        try:
-            rows = positive_int(self.rows)
-        except ValueError as e:
-            raise UsageError(f"rows: {e}") from None
+        rows = checked("rows", positive_int, self.rows)
         check_rows(rows, max(grid.hiddens + (grid.base_hidden,)))
         return replace(grid, rows=rows)
 

@@ -107,9 +107,8 @@ def listing(plan: Plan, seed_block: int) -> str:
         f"recipe: {plan.recipe.words()}",
         f"{len(arms)} arms × {plan.seeds} seeds = {len(arms) * plan.seeds} runs:",
         *(f"  {a.label}" for a in arms),
+        *(f"{f.finding.name}: {f.finding.describe()}" for f in plan.findings()),
     ]
-    for f in plan.findings():
-        lines.append(f"{f.finding.name}: {f.finding.describe()}")
     return "\n".join(lines)
 
 
