@@ -112,6 +112,13 @@ def test_bench_out_threads_repeat_and_shapes(files, capsys):
     assert "argument --shapes: expected MxN with M, N >= 1, e.g. 1024x64; got '1024by64'" in err
 
 
+@pytest.mark.parametrize("command", ["bench", "inspect"])
+def test_threads_are_bounded_on_the_command_line(command, capsys):
+    args = [command, "--threads", "5000"] + (["a-model"] if command == "inspect" else [])
+    err = _fails(args, capsys)
+    assert "argument --threads: expected an int in [0, 1,024], got 5,000" in err
+
+
 def test_demo_sizes(capsys):
     assert "argument --rows: expected an int >= 1, got 0" in _fails(["demo", "--rows", "0"], capsys)
     err = _fails(["demo", "--hidden", "100000000000"], capsys)
