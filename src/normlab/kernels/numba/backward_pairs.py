@@ -153,9 +153,10 @@ def _dx_row(hr, dyr, dhr, dxr, k, we, wo, mu, rs_, coefs, has_dh, st):
 def _dx_row_next(hr, dyr, dhr, dxr, k, we, wo, mu, rs_, coefs, has_dh, st, nxt):
     """:func:`_dx_row` fused with :func:`_sums` of the next row, whose sums it returns;
     ``nxt = (h row, dy row, mean, rstd, acc)``. The partial sums' rows are unpacked before the
-    loop and passed to :func:`_acc` one by one: a helper that unpacked ``acc`` itself, in the
-    loop, stopped LLVM from vectorizing it (several times slower; compiled as it is now, the
-    kernel's vector code is the same as with the body written out)."""
+    loop and passed to :func:`_acc` one by one: so written, the kernel compiles to the same
+    assembly as with the body written out. An earlier per-pair helper returning the three terms
+    stopped LLVM from vectorizing the loop (several times slower); one that unpacked ``acc`` in
+    the loop compiled to other code (not timed)."""
     hn, dyn, mn, rn, (awe, awo, abe, abo) = nxt
     s0 = s1 = s2 = _F0
     for j in range(k):
