@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from typing import Any
 
 from normlab.lab.advise.bottom import BOTTOM_LINE, bottom_line, missing_runs
 from normlab.lab.advise.ranking import ArmMean, Quality, Ranking, Speed, Stability, rank
@@ -160,11 +159,6 @@ def _speed_row(sp: Speed) -> list[str]:
     return [what, sp.faster or "no difference resolved", delta, verdict]
 
 
-def _table(columns: dict[str, Callable[[Any], object]], items) -> d.Table:
-    """A column per entry of ``columns`` (its header: its cell of an item), a row per item."""
-    return d.dense_table(list(columns), [[cell(x) for cell in columns.values()] for x in items])
-
-
 def _vs_recipe(mean: str) -> dict[str, Callable[[ArmMean], str]]:
     """The columns of an arm's mean (headed ``mean``) and its difference from the recipe's (the
     recipe's own: "–")."""
@@ -186,7 +180,10 @@ def _quality_blocks(twin: Twin, q: Quality, label: dict[str, str]) -> list[d.Blo
         f"recipe at least as good (within {AS_GOOD})": lambda x: x.as_good,
         f"beats the recipe (≥ {BEATS})": lambda x: x.beats,
     }
-    return [d.Heading(2, f"Quality at lr {twin.scale.lr:g}"), _table(columns, q.arms)]
+    return [
+        d.Heading(2, f"Quality at lr {twin.scale.lr:g}"),
+        d.column_table(columns, q.arms, dense=True),
+    ]
 
 
 def _stability_blocks(twin: Twin, st: Stability | None, label: dict[str, str]) -> list[d.Block]:
@@ -214,7 +211,7 @@ def _stability_blocks(twin: Twin, st: Stability | None, label: dict[str, str]) -
             "rates of the final loss above the sweep's best, a diverged run counted as a "
             "uniform guess (ln 256); lower is more stable.",
         ),
-        _table(columns, st.arms),
+        d.column_table(columns, st.arms, dense=True),
     ]
 
 
@@ -235,7 +232,7 @@ def _speed_blocks(sp: Speed | None) -> list[d.Block]:
             f"{x.norm_ms / x.step_ms:.1%}" if x.norm_ms and x.step_ms else "–"
         ),
     }
-    return [d.Heading(2, "Speed"), _table(columns, sp.arms)]
+    return [d.Heading(2, "Speed"), d.column_table(columns, sp.arms, dense=True)]
 
 
 def ratio(real: float, twin: float) -> str:

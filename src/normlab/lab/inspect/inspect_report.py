@@ -31,61 +31,50 @@ def _intro(r) -> d.Paragraph:
     )
 
 
-def _table(columns, items, cls: str = "") -> d.Table:
-    """One row per item: ``columns`` pairs each header with its cell of an item."""
-    return d.Table(
-        tuple(header for header, _ in columns),
-        tuple(tuple(cell(x) for _, cell in columns) for x in items),
-        cls,
-    )
-
-
-# Each table as (header, its cell of one row's item) pairs.
-FINDING_COLUMNS = (
-    ("statement (source)", lambda f: (f["statement"], " ", d.Muted(f"({f['source']})"))),
-    ("verdict", lambda f: badge(f["verdict"])),
-    (
-        "v per part: mean [95 % CI], n",
-        lambda f: "; ".join(f"{p['part']}: {interval_text(p)}" for p in f["parts"]),
+# Each table as header -> its cell of one row's item.
+FINDING_COLUMNS = {
+    "statement (source)": lambda f: (f["statement"], " ", d.Muted(f"({f['source']})")),
+    "verdict": lambda f: badge(f["verdict"]),
+    "v per part: mean [95 % CI], n": lambda f: "; ".join(
+        f"{p['part']}: {interval_text(p)}" for p in f["parts"]
     ),
-)
-LAYER_COLUMNS = (
-    ("layer", lambda s: s.layer),
-    ("max |x|", lambda s: num(s.max_abs)),
-    ("FP16 x² overflows (rows)", lambda s: pct(s.square_overflow["FP16"])),
-    ("FP16 statistic overflows (rows)", lambda s: pct(s.stat_overflow["FP16"])),
-    ("smallest statistic", lambda s: num(s.min_stat)),
-    ("near-constant rows", lambda s: pct(s.near_constant)),
-    ("|mean|/RMS median / p90", lambda s: f"{num(s.mean_share_median)} / {num(s.mean_share_p90)}"),
-    ("max |x| / median |x|", lambda s: num(s.massive)),
-    (
-        "gain min / median / max",
-        lambda s: f"{num(s.gain_min)} / {num(s.gain_median)} / {num(s.gain_max)}",
+}
+LAYER_COLUMNS = {
+    "layer": lambda s: s.layer,
+    "max |x|": lambda s: num(s.max_abs),
+    "FP16 x² overflows (rows)": lambda s: pct(s.square_overflow["FP16"]),
+    "FP16 statistic overflows (rows)": lambda s: pct(s.stat_overflow["FP16"]),
+    "smallest statistic": lambda s: num(s.min_stat),
+    "near-constant rows": lambda s: pct(s.near_constant),
+    "|mean|/RMS median / p90": lambda s: f"{num(s.mean_share_median)} / {num(s.mean_share_p90)}",
+    "max |x| / median |x|": lambda s: num(s.massive),
+    "gain min / median / max": lambda s: (
+        f"{num(s.gain_min)} / {num(s.gain_median)} / {num(s.gain_max)}"
     ),
-    ("gains near 0", lambda s: pct(s.gain_near_zero)),
-)
-REPLAY_COLUMNS = (
-    ("layer", lambda x: x.layer),
-    ("norm", lambda x: x.op + ("" if x.own else " (variant)")),
-    ("format", lambda x: x.format),
-    ("implementation", lambda x: x.impl),
-    ("worst row error", lambda x: num(x.worst)),
-    ("median", lambda x: num(x.median)),
-    ("failing rows", lambda x: str(x.failures)),
-)
+    "gains near 0": lambda s: pct(s.gain_near_zero),
+}
+REPLAY_COLUMNS = {
+    "layer": lambda x: x.layer,
+    "norm": lambda x: x.op + ("" if x.own else " (variant)"),
+    "format": lambda x: x.format,
+    "implementation": lambda x: x.impl,
+    "worst row error": lambda x: num(x.worst),
+    "median": lambda x: num(x.median),
+    "failing rows": lambda x: str(x.failures),
+}
 CHANGES = {"swap": "swap: the variant's statistics", "train": "train mode (dropout)"}
 
 
 def _changes_table(r) -> d.Table:
     task = "1 − ρ (similarity ranks)" if r.model.kind == "embedding" else "top-1 changed"
-    columns = (
-        ("change", lambda c: CHANGES[c.name]),
-        ("mean 1 − cos", lambda c: num(sum(c.direction) / len(c.direction))),
-        ("worst chunk's cos", lambda c: num(1 - max(c.direction))),
-        (f"mean {task}", lambda c: num(sum(c.task) / len(c.direction))),
-        ("output identical", lambda c: "yes" if c.identical else "no"),
-    )
-    return _table(columns, r.changes)
+    columns = {
+        "change": lambda c: CHANGES[c.name],
+        "mean 1 − cos": lambda c: num(sum(c.direction) / len(c.direction)),
+        "worst chunk's cos": lambda c: num(1 - max(c.direction)),
+        f"mean {task}": lambda c: num(sum(c.task) / len(c.direction)),
+        "output identical": lambda c: "yes" if c.identical else "no",
+    }
+    return d.column_table(columns, r.changes)
 
 
 def document(r, figures: dict[str, bytes]) -> d.Document:
@@ -102,12 +91,12 @@ def document(r, figures: dict[str, bytes]) -> d.Document:
             "chunks (one chunk, one repetition; δ fixed before the run); the rules and every "
             "reason are under The findings below."
         ),
-        _table(FINDING_COLUMNS, r.findings, "summary"),
+        d.column_table(FINDING_COLUMNS, r.findings, cls="summary"),
         d.Heading(2, "Per layer", "layers"),
         fig("range-vs-fp16", "Norm inputs against FP16's limit"),
         fig("mean-share", "The mean's share of each row"),
         fig("residual-stream", "The residual stream's size"),
-        _table(LAYER_COLUMNS, r.layers),
+        d.column_table(LAYER_COLUMNS, r.layers),
         d.Heading(2, "The replay: error by format", "replay"),
         d.Paragraph(
             "The recorded inputs rounded to each format and run through the naive code (every "
@@ -118,7 +107,8 @@ def document(r, figures: dict[str, bytes]) -> d.Document:
         ),
         fig("error-by-format", "Worst row error by layer and format (the layer's own norm)"),
         d.Details(
-            "Every layer, norm, format and implementation", (_table(REPLAY_COLUMNS, r.replay),)
+            "Every layer, norm, format and implementation",
+            (d.column_table(REPLAY_COLUMNS, r.replay),),
         ),
         d.Heading(2, "Swap and train mode", "changes"),
         _changes_table(r),

@@ -14,9 +14,10 @@ The Markdown names the figures by their file (``plots/<name>.png``) and folds ``
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from html import escape
+from typing import Any
 
 from normlab.lab.kit.render import CSS, html_table, img
 
@@ -361,6 +362,17 @@ def markdown(*blocks: Block) -> str:
 def dense_table(header: Sequence[object], rows: Sequence[Sequence[object]]) -> Table:
     """A dense table of plain cells (numbers written by ``str``)."""
     return Table(tuple(map(str, header)), tuple(tuple(map(str, r)) for r in rows), dense=True)
+
+
+def column_table(
+    columns: Mapping[str, Callable[[Any], Inline]], items, *, cls: str = "", dense: bool = False
+) -> Table:
+    """A column per entry of ``columns`` (its header: its cell of an item), a row per item;
+    ``dense``: plain cells, as :func:`dense_table`."""
+    rows = [[cell(x) for cell in columns.values()] for x in items]
+    if dense:
+        return dense_table(list(columns), rows)
+    return Table(tuple(columns), tuple(map(tuple, rows)), cls)
 
 
 def md_table(header: Sequence[object], rows: Sequence[Sequence[object]]) -> str:
