@@ -22,7 +22,7 @@ from normlab.lab.advise.hf_config import HFModel
 from normlab.lab.advise.twin import Alt, Scale, Twin
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.kit.limits import check_name
-from normlab.lab.kit.reading import ReadError, check_strings
+from normlab.lab.kit.reading import ReadError, check_strings, checked
 from normlab.lab.kit.shapes import SCALAR, Int, Num, check_shape
 from normlab.lab.study.run import StudyResult
 
@@ -101,10 +101,8 @@ def redecide_advise(
         raise UsageError(f"{flag}: no such directory")
     doc = read_json(out / "twin.json", f"{flag}: cannot read {out / 'twin.json'}")
     twin = twin_from_json(doc, f"{flag}: {out / 'twin.json'}")  # an object of twin.json's shape
-    try:  # a file in DIR, never a path out of it
-        spec = out / check_name(doc.get("spec_file") or SPEC_FILE)
-    except ValueError as e:
-        raise UsageError(f"{flag}: {out / 'twin.json'}: spec_file: {e}") from None
+    where = f"{flag}: {out / 'twin.json'}: spec_file"  # a file in DIR, never a path out of it
+    spec = out / checked(where, check_name, doc.get("spec_file") or SPEC_FILE)
     if (out / "study.json").exists():
         from normlab.lab.study.run import redecide_study
 

@@ -17,6 +17,7 @@ from normlab.lab.kit.reading import (
     path_arg,
     positive_int,
 )
+from normlab.lab.kit.threads import MAX_THREADS
 
 
 def arg_type(check: Callable[[str], Any], name: str) -> Callable[[str], Any]:
@@ -46,6 +47,9 @@ def int_in(low: int, high: int) -> Callable[[str], int]:
     """An argparse type: an int in [``low``, ``high``]."""
     return arg_type(bounded_int(low, high), f"an int in [{low}, {high}]")
 
+
+# Every --threads option: torch threads (0: torch's default), bounded as set_threads bounds them.
+THREADS = int_in(0, MAX_THREADS)
 
 Options = TypeVar("Options")
 

@@ -7,8 +7,7 @@ import argparse
 from normlab.lab.bench.bandwidth import DTYPES, OPS, BenchOptions, parse_shape, run_bench
 from normlab.lab.bench.cost_findings import KINDS, FindingsOptions, run_findings
 from normlab.lab.bench.ratio import IMPLS, ROUNDS, SIZES
-from normlab.lab.commands import PATH, arg_type, int_in, options_of
-from normlab.lab.kit.threads import MAX_THREADS
+from normlab.lab.commands import PATH, THREADS, arg_type, int_in, options_of
 
 _DEFAULT = BenchOptions()
 SHAPE = arg_type(parse_shape, "MxN")
@@ -50,7 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--threads",
-        type=int_in(0, MAX_THREADS),
+        type=THREADS,
         default=_DEFAULT.threads,
         help="torch threads (0: torch's default)",
     )

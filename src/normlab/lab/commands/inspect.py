@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from normlab.lab.commands import FLOAT, SEED_BLOCK, int_in, options_of
+from normlab.lab.commands import FLOAT, SEED_BLOCK, THREADS, int_in, options_of
 from normlab.lab.inspect.inspect_options import CHUNK, MAX_TOKENS, TOKENS, InspectOptions
-from normlab.lab.kit.threads import MAX_THREADS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -44,9 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the seed block: which text the sample reads (its files' order), dropout's and the "
         "replay's seeds; a block no run used gives fresh data for a registered design",
     )
-    p.add_argument(
-        "--threads", type=int_in(0, MAX_THREADS), default=0, help="torch threads; 0: default"
-    )
+    p.add_argument("--threads", type=THREADS, default=0, help="torch threads; 0: default")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
 
 

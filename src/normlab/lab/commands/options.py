@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-from normlab.lab.commands import PATH, SEED_BLOCK, int_in
+from normlab.lab.commands import PATH, SEED_BLOCK, THREADS, int_in
 from normlab.lab.kit.errors import UsageError
-from normlab.lab.kit.threads import MAX_THREADS
 from normlab.lab.train.device import DEVICES, PRECISIONS
 
 MAX_WORKERS = 1024  # processes: a million would be started before any run
@@ -61,7 +60,7 @@ def add_run_options(p: argparse.ArgumentParser, *, out: str, listed: str) -> Non
     )
     p.add_argument(
         "--threads",
-        type=int_in(0, MAX_THREADS),
+        type=THREADS,
         default=0,
         help="torch threads of every run; 0 = what the run's model width pays for (1 up to "
         "d=512), within its worker's share of the CPUs",
