@@ -27,9 +27,9 @@ import torch
 from normlab.lab.bench import comm, fused, ratio, work
 from normlab.lab.kit import doc as d
 from normlab.lab.kit.errors import UsageError
-from normlab.lab.kit.io import out_dir, write_file, write_json
+from normlab.lab.kit.io import out_dir, utc, write_file, write_json
 from normlab.lab.kit.threads import set_threads
-from normlab.lab.numerics.measuring import part, registered, utc_now
+from normlab.lab.numerics.measuring import part, registered
 from normlab.lab.numerics.sentences import OPS
 from normlab.lab.verdict.finding import Finding
 
@@ -142,7 +142,7 @@ def decide_ratio(o: FindingsOptions, log=print) -> list[dict]:
 def decide_fused(o: FindingsOptions, log=print) -> dict:
     """The fusion finding from one interleaved measurement of both sides at each size."""
     sizes = tuple(d for d in o.sizes if d in fused.SIZES) or fused.SIZES
-    finding, began = fused_saves(sizes), utc_now()
+    finding, began = fused_saves(sizes), utc()
     why = fused.working_set_why(o.device)
     if why:  # the saved traffic would not come from memory here: nothing to decide
         return registered(finding, {}, why=why, began=began)

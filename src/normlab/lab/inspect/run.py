@@ -21,9 +21,9 @@ import torch
 from normlab.lab.inspect import formats_replay, hazards, locate, record, scale_findings, swap, text
 from normlab.lab.inspect.inspect_options import InspectOptions
 from normlab.lab.kit.errors import UsageError
+from normlab.lab.kit.io import utc
 from normlab.lab.kit.limits import fmt_bytes
 from normlab.lab.kit.threads import set_threads
-from normlab.lab.numerics.measuring import utc_now
 
 
 @dataclass
@@ -107,7 +107,7 @@ def measure(o: InspectOptions, md: locate.ModelDir, log=print) -> InspectResult:
     from normlab.lab.inspect.load import load
 
     clock, busy = _Clock(), _load()
-    block = {"seed_block": o.seed, "began": utc_now()}  # the data's (the registry reads them)
+    block = {"seed_block": o.seed, "began": utc()}  # the data's (the registry reads them)
     m = load(md.path, md.name)  # refuses an unknown norm class before the weights are read
     encoder = text.Encoder(m.tokenizer, md.hf.sizes["vocab"], m.no_tokenizer)
     sample = text.sample(encoder, o.chunks, o.chunk, o.seed)  # the seed block's text

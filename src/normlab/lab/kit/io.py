@@ -30,6 +30,14 @@ LOCK_FILE = ".normlab.lock"
 TMP_SUFFIX = ".normlab-tmp"  # what a writer killed before its rename leaves; swept by the lock
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
+# How the lab writes a time: study.json, a findings file's start, the registry.
+UTC = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def utc(t: float | None = None) -> str:
+    """``t`` (seconds since the epoch; None: now) as :data:`UTC` writes it."""
+    return time.strftime(UTC, time.gmtime(t))
+
 
 def out_dir(path: str | os.PathLike, flag: str = "--out") -> Path:
     """Create the output directory now, before any work whose results it would hold."""

@@ -21,6 +21,7 @@ from collections.abc import Callable
 import torch
 
 from normlab import reference
+from normlab.lab.kit.io import utc
 from normlab.lab.kit.threads import using_threads
 from normlab.lab.numerics import eps as eps_findings
 from normlab.lab.numerics import overflow, stability
@@ -36,7 +37,6 @@ from normlab.lab.numerics.measuring import (
     registered,
     run,
     seeds_of,
-    utc_now,
 )
 from normlab.lab.numerics.sentences import LOW, OPS
 from normlab.lab.verdict.finding import Finding
@@ -187,7 +187,7 @@ def decide_all(
     from tqdm.auto import tqdm
 
     draws = seeds_of(seed_block, seeds)
-    stamp = {"seed_block": seed_block, "began": utc_now(), "seeds": list(draws)}
+    stamp = {"seed_block": seed_block, "began": utc(), "seeds": list(draws)}
     wanted = [n for n in FINDINGS if names is None or n in names]
     out: dict[str, dict] = {}
     with using_threads(1):  # thousands of tiny ops: thread barriers cost more than the work

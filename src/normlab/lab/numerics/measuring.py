@@ -9,7 +9,6 @@ float32 reference (RMSNorm with LLaMA's cast order, the closest to the naive one
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 
 import torch
@@ -73,15 +72,11 @@ def registered(
 ) -> dict:
     """``f`` decided from ``values`` (every part not testable here for ``why``, if given), with
     what every findings file publishes beside a verdict: ``record`` (what its plots read), the
-    design it was decided under and ``stamp`` (its seed block, draws, ``utc_now`` of its start)."""
+    design it was decided under and ``stamp`` (its seed block, draws, ``kit.io.utc()`` of its
+    start)."""
     untestable = dict.fromkeys((label for label, _ in f.parts), why) if why else None
     beside = ({} if record is None else {"record": record}) | {"design": f.design()}
     return f.decide(values, means=means, untestable=untestable) | beside | stamp
-
-
-def utc_now() -> str:
-    """Now, as a findings file registers when its data began (the registry reads it)."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def append(record: dict, key: str, value) -> None:

@@ -11,7 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from normlab.lab.kit.errors import UsageError
-from normlab.lab.numerics.measuring import seeds_of, utc_now
+from normlab.lab.kit.io import utc
+from normlab.lab.numerics.measuring import seeds_of
 from normlab.lab.vision.cnn_findings import Plan, decide, loss
 from normlab.lab.vision.net import Arm, Outcome, Recipe, train
 
@@ -86,7 +87,7 @@ def run_vision(options: VisionOptions) -> tuple[list[dict], dict[tuple[Arm, int]
 
     if not importable("sklearn"):
         raise UsageError('needs scikit-learn for its digits: pip install "normlab[lab]"')
-    began = utc_now()
+    began = utc()
     wall = time.perf_counter()
     runs = run_all(options)
     decided = findings(options, runs, began)

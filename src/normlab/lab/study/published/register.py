@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from normlab.lab.kit.io import UTC
 from normlab.lab.kit.reading import read_json
 from normlab.lab.study.published.coverage import load
 from normlab.lab.study.published.registry import Data, Registry, plan_fingerprint
@@ -93,7 +94,7 @@ def _earliest(meta) -> str:
     from datetime import datetime, timedelta, timezone
 
     end = datetime.strptime(meta.finished, "%Y-%m-%d %H:%M:%S UTC").replace(tzinfo=timezone.utc)
-    return (end - timedelta(seconds=float(meta.wall_s))).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return (end - timedelta(seconds=float(meta.wall_s))).strftime(UTC)
 
 
 def main(docs: str) -> int:
@@ -112,7 +113,7 @@ def main(docs: str) -> int:
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         head = "uncommitted"
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = datetime.now(timezone.utc).strftime(UTC)
     done = register(root, now, head)
     print("\n".join(f"registered {d}" for d in done) or "nothing changed since the registry")
     return 0

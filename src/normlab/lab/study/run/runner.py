@@ -21,13 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from normlab.lab.kit.errors import UsageError
-from normlab.lab.kit.io import set_aside
+from normlab.lab.kit.io import set_aside, utc
 from normlab.lab.kit.threads import check_threads
 from normlab.lab.study.decide import Claim, Results, decide_all
 from normlab.lab.study.run.provenance import record
 from normlab.lab.study.run.study_json import (
     BEGAN_FILE,
-    UTC,
     StudyMeta,
     first_began,
     mark_began,
@@ -144,7 +143,7 @@ def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
     ``options.device`` and ``options.precision``). Raises :class:`Interrupted` on SIGTERM or
     Ctrl-C (finished runs are kept)."""
     t0 = time.time()
-    began = first_began(options.out, _utc(t0))
+    began = first_began(options.out, utc(t0))
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
     try:
         if study.sequential is not None:
@@ -170,7 +169,7 @@ def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
         finished=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         # when the first of its runs began (a resumed study keeps its first start): the
         # registry decides from it whether a design was fixed before its data
-        began=began if reused else _utc(t0),
+        began=began if reused else utc(t0),
         failed_runs=failed,
         reused_runs=reused,
         timings=timings,
@@ -179,10 +178,6 @@ def run_study(study: Study, options: StudyOptions, corpus) -> StudyResult:
     meta.write(options.out)
     verdicts = decide_all(study, results, meta.plateau_h, timings)
     return StudyResult(study, results, verdicts, meta, failed)
-
-
-def _utc(t: float) -> str:
-    return time.strftime(UTC, time.gmtime(t))
 
 
 def summary(result: StudyResult, out: Path) -> str:
@@ -324,7 +319,7 @@ def _open_store(store, options: StudyOptions):
     if options.resume and (torn := store.set_aside_torn_line()) is not None and not options.quiet:
         print(f"a torn last line of {store.path.name} (a crash mid-write) was moved to {torn}")
     start_anew(options)  # without resume
-    mark_began(options.out, _utc(time.time()))
+    mark_began(options.out, utc())
     return store
 
 

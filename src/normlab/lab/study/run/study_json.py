@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from normlab.lab.kit.errors import UsageError
-from normlab.lab.kit.io import write_file, write_json
+from normlab.lab.kit.io import UTC, write_file, write_json
 from normlab.lab.kit.reading import check_strings, read_json, shown
 from normlab.lab.kit.shapes import SCALAR, Choice, Either, Int, Maybe, Num, check_shape
 from normlab.lab.train.device import DEVICES, PRECISIONS
@@ -75,7 +75,6 @@ class StudyMeta:
 # study.json still knows it when resumed (the registry reads it to tell a design fixed before the
 # data from one fixed after).
 BEGAN_FILE = ".normlab-began"
-UTC = "%Y-%m-%dT%H:%M:%SZ"  # how study.json writes a time
 
 
 def first_began(out: Path, now: str) -> str:
