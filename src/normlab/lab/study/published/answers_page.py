@@ -30,16 +30,13 @@ class Read:
     shown: Shown | None
 
 
-def read(docs: Path) -> tuple[Catalogue, Published, list[tuple[Choice, list[Read]]]]:
-    """The statements, the published data, and every choice with each aspect read from it."""
-    cat = coverage.load()
-    pub = Published.read(docs, cat)
+def read(docs: Path, pub: Published) -> list[tuple[Choice, list[Read]]]:
+    """Every choice with each aspect read from the published data ``pub``."""
     designs = answers.designs(docs)
-    found = [
+    return [
         (c, [Read(a, answers.decide(a, pub), answers.deciding(a, pub, designs)) for a in c.aspects])
         for c in answers.load()
     ]
-    return cat, pub, found
 
 
 def source(a: Aspect, cat: Catalogue, base: str) -> d.Link:
@@ -122,7 +119,9 @@ def _choice_blocks(choice: Choice, reads: list[Read], cat: Catalogue, pub: Publi
 
 
 def document(docs: Path) -> d.Document:
-    cat, pub, read_ = read(docs)
+    cat = coverage.load()
+    pub = Published.read(docs, cat)
+    read_ = read(docs, pub)
     units = {r.shown.number.unit for _, reads in read_ for r in reads if r.shown}
     doc = legend.page(
         "Answers for a model builder",

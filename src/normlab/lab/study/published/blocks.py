@@ -11,6 +11,7 @@ function of the data and those arguments that returns Markdown.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,6 +125,7 @@ def kind(usage: str, least: int = 0, most: int | None = 0):
     (its first word), taking ``least`` to ``most`` arguments (None: any number)."""
 
     def register(fill: Callable[[Data, list[str]], str]) -> Callable[[Data, list[str]], str]:
+        @functools.wraps(fill)
         def checked(data: Data, args: list[str]) -> str:
             if not least <= len(args) <= (len(args) if most is None else most):
                 raise BlockError(f"expected {usage}, got {' '.join(args)!r}")
@@ -188,9 +190,7 @@ def _tested_at(data: Data, s: coverage.Statement) -> str:
     """Where the evidence that tests ``s`` as stated was measured: each claim's size, each
     finding by name, or the library's tests."""
     where = [
-        answers.size_words(headline.size_of(data.pub.claim(e.ref)))
-        if e.kind == "claim"
-        else f"{e.ref.replace(':', ' finding `')}`"
+        answers.size_words(e.size) if e.kind == "claim" else f"{e.ref.replace(':', ' finding `')}`"
         for e in headline.evidence(s, data.pub)
     ]
     if headline.tests_decide(s):
@@ -308,8 +308,8 @@ def answers_table(data: Data, args: list[str]) -> str:
     statement it rests on, links from the repository's root (the README's first table)."""
     from normlab.lab.study.published import answers_page
 
-    cat, _, read_ = answers_page.read(data.docs)
-    return d.markdown(answers_page.table(read_, cat, "docs/", compact=True))
+    read_ = answers_page.read(data.docs, data.pub)
+    return d.markdown(answers_page.table(read_, data.cat, "docs/", compact=True))
 
 
 @kind("figures DIR", 1, 1)
