@@ -223,9 +223,15 @@ def decide(kind: str, replay: Replay, train, record: dict, **stamp) -> list[dict
     is not testable where train mode changes nothing (the model has no active dropout)."""
     vals, shown = values(replay, train), means(replay, train)
     idle = "train mode changes nothing: the model has no active dropout" if train.identical else ""
-    why = {"forgot-eval-dropout": idle}
     return [
-        registered(f, vals[f.name], record, means=shown[f.name], why=why.get(f.name, ""), **stamp)
+        registered(
+            f,
+            vals[f.name],
+            record,
+            means=shown[f.name],
+            why=idle if f.name == "forgot-eval-dropout" else "",
+            **stamp,
+        )
         for f in all_findings(kind)
     ]
 

@@ -297,9 +297,10 @@ class NumericsOptions:
 
 
 def run_numerics(options: NumericsOptions) -> NumericsResult:
-    """Sweep, then write ``numerics.{json,md,html}`` under ``options.out`` (created first, so a
-    bad directory fails before the sweep); returns the result (``result.files`` maps each format
-    to its path, for the study report to link)."""
+    """Sweep, then write ``numerics.{json,md,html}`` and a ``numerics-<plot>.png`` per plot the
+    page shows under ``options.out`` (created first, so a bad directory fails before the
+    sweep); returns the result (``result.files`` maps each format and plot to its path, for the
+    study report to link)."""
     from normlab.lab.kit.io import write_file, write_json, write_page
     from normlab.lab.numerics import report
     from normlab.lab.numerics.findings import SEEDS, decide_all
@@ -317,10 +318,13 @@ def run_numerics(options: NumericsOptions) -> NumericsResult:
     if seeds:
         progress = not options.quiet
         result.verdicts = decide_all(seeds, progress=progress, seed_block=options.seed_block)
-    paths = {k: out / f"numerics.{k}" for k in ("json", "md", "html")}
+    paths = {"json": out / "numerics.json"}
     write_json(paths["json"], asdict(result), indent=1)
     pngs = report.plots(result)
-    write_page(report.document(result, pngs), out / "numerics", toc_after=report.toc_after(result))
+    toc_after = report.toc_after(result)
+    paths["md"], paths["html"] = write_page(
+        report.document(result, pngs), out / "numerics", toc_after=toc_after
+    )
     for name, png in pngs.items():
         paths[name] = out / f"numerics-{name}.png"
         write_file(paths[name], png)
