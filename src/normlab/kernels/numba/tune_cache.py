@@ -38,12 +38,14 @@ class Timed:
 
 @dataclass(frozen=True)
 class Tuned:
-    """The tuner's result for one key: its pick and every candidate's timings."""
+    """The tuner's result for one key: its pick, every candidate's timings and, where the first
+    look moved away from the old choice, the second look at the two (old first)."""
 
     key: str
     pick: Launch
     timed: tuple[Timed, ...]
     budget_s: float
+    second: tuple[Timed, ...] = ()
 
 
 def cache_file() -> Path:
@@ -74,10 +76,12 @@ def _launch(d) -> Launch:
 def _tuned(k: str, d) -> Tuned:
     if not isinstance(d, dict):
         raise ValueError(f"entry {k!r} is not an object")
-    timed = tuple(
-        Timed(_launch(t["launch"]), tuple(float(s) for s in t["seconds"])) for t in d["timed"]
-    )
-    return Tuned(k, _launch(d["pick"]), timed, float(d["budget_s"]))
+
+    def looked(ts) -> tuple[Timed, ...]:
+        return tuple(Timed(_launch(t["launch"]), tuple(float(s) for s in t["seconds"])) for t in ts)
+
+    second = looked(d.get("second", ()))
+    return Tuned(k, _launch(d["pick"]), looked(d["timed"]), float(d["budget_s"]), second)
 
 
 def load(path: Path) -> dict[str, Tuned]:

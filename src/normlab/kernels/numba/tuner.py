@@ -14,6 +14,11 @@ on the same CPU model and normlab version, look the pick up.
 - The old choice (:data:`~normlab.kernels.numba.choices.OLD`) stays unless a candidate's median
   beats it by more than :data:`KEEP_OLD_WITHIN`: a pick that moves on noise alone would change
   the last bits of results from one tuning to the next for nothing.
+- A second look before a pick other than the old choice is kept: the two alone, interleaved
+  again for another budget, and the pick stands only if it beats the old choice by as much
+  again. On a shared machine the first look's best of several candidates is partly the luck of
+  its rounds (the best of k noisy medians is biased low); one timing of two, drawn afresh, is
+  not. Only a key whose first look moves away from the old choice pays for it.
 - Not on a busy machine: with a load average above :data:`BUSY_LOAD` per CPU the candidates
   would be timed against the load of the moment (fewer threads win on an oversubscribed
   machine, and would stay picked once it is quiet), so the process runs the shipped choice and
@@ -131,14 +136,27 @@ def tune(
     k: str, call: Callable[[Launch], Callable[[], object]], cands, budget: float | None = None
 ) -> Tuned:
     """Time ``cands`` (the first is the old choice) for key ``k`` within ``budget`` seconds
-    (:func:`budget_s` if None) and pick one (:func:`pick`)."""
+    (:func:`budget_s` if None) and pick one (:func:`pick`); a pick other than the old choice is
+    kept only if a second look at the two picks it again."""
     budget = budget_s() if budget is None else budget
     runs = [call(c) for c in cands]
     for run in runs:  # a compile if one is due, page faults of the outputs: outside the budget
         run()
+    timed = _look(cands, runs, budget)
+    first = pick(timed)
+    if first == cands[0]:
+        return Tuned(k, first, timed, budget)
+    best = cands.index(first)
+    second = _look((cands[0], first), (runs[0], runs[best]), budget)
+    return Tuned(k, pick(second), timed, budget, second)
+
+
+def _look(cands, runs, budget: float) -> tuple[Timed, ...]:
+    """Interleaved rounds of ``runs`` (the order reversed every other round) until ``budget``
+    seconds have passed, at least one: each candidate's seconds per round."""
     t_end = time.perf_counter() + budget
-    seconds: list[list[float]] = [[] for _ in cands]
-    order = list(range(len(cands)))
+    seconds: list[list[float]] = [[] for _ in runs]
+    order = list(range(len(runs)))
     r = 0
     while r == 0 or time.perf_counter() < t_end:
         for i in order if r % 2 == 0 else order[::-1]:
@@ -146,8 +164,7 @@ def tune(
             runs[i]()
             seconds[i].append(time.perf_counter() - t0)
         r += 1
-    timed = tuple(Timed(c, tuple(s)) for c, s in zip(cands, seconds, strict=True))
-    return Tuned(k, pick(timed), timed, budget)
+    return tuple(Timed(c, tuple(s)) for c, s in zip(cands, seconds, strict=True))
 
 
 def pick(timed: tuple[Timed, ...]) -> Launch:
