@@ -131,10 +131,9 @@ def available_memory(
 ) -> int:
     """Bytes this process may still allocate: the host's ``MemAvailable``, no more than what the
     cgroup's limit leaves above its usage (v1 reports "no limit" as a huge number, kept as is)."""
-    avail = None
-    for line in (_read(Path(meminfo)) or "").splitlines():
-        if line.startswith("MemAvailable:"):
-            avail = int(line.split()[1]) * 1024
+    lines = (_read(Path(meminfo)) or "").splitlines()
+    found = [int(ln.split()[1]) * 1024 for ln in lines if ln.startswith("MemAvailable:")]
+    avail = found[0] if found else os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     limits = []
     for d in _cgroup_dirs(root, cgroup, ("memory",)):
         for limit, usage in (("memory.max", "memory.current"),
@@ -142,6 +141,4 @@ def available_memory(
             lim, use = _read(d / limit), _read(d / usage)
             if lim is not None and lim != "max":
                 limits.append(int(lim) - int(use or 0))
-    if avail is None:
-        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     return max(0, min([avail, *limits]))
