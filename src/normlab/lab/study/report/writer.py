@@ -224,11 +224,10 @@ def _summary_line(study, results, meta) -> str:
     cpu_s = f" ({sum(cpu):.0f} CPU s in the runs)" if cpu and None not in cpu else ""
     reused = meta.reused_runs
     again = f"; {reused} run(s) reused from an earlier invocation (--resume)" if reused else ""
-    decided = meta.decided_again
     decided = (
-        f" Decided again from its results on {decided} with "
-        f"{meta.decided_with} (nothing retrained)."
-        if decided
+        f" Decided again from its results on {meta.decided_again} with {meta.decided_with} "
+        "(nothing retrained)."
+        if meta.decided_again
         else ""
     )
     return (
