@@ -236,10 +236,8 @@ def claim_numbers(c: dict, rule) -> list[Number]:
 
 def measure_unit(measure: str) -> str:
     """The unit of a finding part's measure."""
-    for head, unit in (("log10(", "log10 ratio"), ("ln(", "ln ratio"), ("W(", "share")):
-        if measure.startswith(head):
-            return unit
-    return ""
+    heads = (("log10(", "log10 ratio"), ("ln(", "ln ratio"), ("W(", "share"))
+    return next((unit for head, unit in heads if measure.startswith(head)), "")
 
 
 def finding_numbers(s: Statement, f: dict) -> list[Number]:
