@@ -167,9 +167,6 @@ class Number:
     delta: float | None
     unit: str
 
-    def with_delta(self) -> str:
-        return self.text + (f" (δ = {self.delta:.3g})" if self.delta is not None else "")
-
 
 @dataclass(frozen=True)
 class Shown:
