@@ -113,8 +113,7 @@ def main(docs: str) -> int:
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         head = "uncommitted"
-    now = datetime.now(timezone.utc).strftime(UTC)
-    done = register(root, now, head)
+    done = register(root, datetime.now(timezone.utc).strftime(UTC), head)
     print("\n".join(f"registered {d}" for d in done) or "nothing changed since the registry")
     return 0
 
