@@ -198,8 +198,7 @@ class Median(Mean):
         times √n)."""
         from scipy import stats
 
-        mad = stats.median_abs_deviation(values, scale="normal")
-        return float(math.sqrt(math.pi / 2) * mad)
+        return float(math.sqrt(math.pi / 2) * stats.median_abs_deviation(values, scale="normal"))
 
     def min_seeds(self, level: float = LEVEL) -> int:
         """The n at which the sign test's outermost order statistics cover ``level``:
