@@ -90,8 +90,7 @@ class ClaimLoader:
             kw["not_testable"] = self.check.string(d["not_testable"], key_at(path, "not_testable"))
         if "rate_check" in d:
             kw["rate_checks"] = self.rate_check(d["rate_check"], key_at(path, "rate_check"))
-        if "extended" in d:
-            kw["extended"] = self.check.flag(d, "extended", path)
+        kw["extended"] = self.check.flag(d, "extended", path)  # false where it is not set
         return Claim(name, statement, source, rule, **kw)
 
     def rate_check(self, v: Any, path: str) -> tuple[RateCheck, ...]:
