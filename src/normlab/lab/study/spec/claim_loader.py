@@ -130,10 +130,8 @@ class ClaimLoader:
             self.check.keys(c, cpath, _CONTROL_KEYS)
             if ("arm" in c) == ("any" in c):
                 self.check.fail(cpath, 'expected one of "arm" (an arm) or "any" (a list of arms)')
-            if "arm" in c:
-                arm = self.arm(c["arm"], key_at(cpath, "arm"), arms)
-            else:
-                arm = self.sweep(c["any"], key_at(cpath, "any"), arms)
+            key, read = ("arm", self.arm) if "arm" in c else ("any", self.sweep)
+            arm = read(c[key], key_at(cpath, key), arms)
             expect = c.get("expect", "trains")
             if expect not in CONTROL_EXPECTS:
                 wanted = " or ".join(map(show, CONTROL_EXPECTS))
