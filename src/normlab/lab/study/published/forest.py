@@ -107,9 +107,8 @@ def effects(cat, pub, designs: dict[str, dict]) -> list[Effect]:
                 shown = f"{preset} {name}" + (f" / {label}" if label else "")
                 word = words.get(label, c["verdict"])
                 unit = legend.unit(rule) or "other"
-                e = Effect(shown, group, sign * est.effect, lo, hi, rule.delta, unit, word, sign,
-                           related, size_of(c))  # fmt: skip
-                out.append(e)
+                out.append(Effect(shown, group, sign * est.effect, lo, hi, rule.delta, unit, word,
+                                  sign, related, size_of(c)))  # fmt: skip
     return sorted(out, key=lambda e: (order[e.group], e.related, e.label))
 
 
@@ -138,9 +137,8 @@ def _rows(items: list[Effect]) -> list[tuple[str, Effect | None, int]]:
             lines = textwrap.wrap(group, WRAP)
             text = "\n".join(lines[:3]) + (" …" if len(lines) > 3 else "")
             out.append((text, None, min(len(lines), 3)))
-        name = e.label.split(" ", 1)
         tag = "related: " if e.related else ""
-        out.append((f"{tag}{name[0]} {name[1]} ({e.size})", e, 1))
+        out.append((f"{tag}{e.label} ({e.size})", e, 1))
     return out
 
 
