@@ -123,8 +123,7 @@ def _limit(items: list[Effect]) -> float:
     """The panel's half-width: every δ band and most effects in view; a few far ones clipped."""
     finite = sorted(abs(e.effect) for e in items if math.isfinite(e.effect))
     typical = finite[int(0.85 * (len(finite) - 1))] if finite else 1.0
-    reach = max([typical * 1.4, *(2.2 * e.delta for e in items)], default=1.0)
-    return reach or 1.0
+    return max([typical * 1.4, *(2.2 * e.delta for e in items)], default=1.0) or 1.0
 
 
 def _rows(items: list[Effect]) -> list[tuple[str, Effect | None, int]]:
@@ -137,8 +136,7 @@ def _rows(items: list[Effect]) -> list[tuple[str, Effect | None, int]]:
             lines = textwrap.wrap(group, WRAP)
             text = "\n".join(lines[:3]) + (" …" if len(lines) > 3 else "")
             out.append((text, None, min(len(lines), 3)))
-        tag = "related: " if e.related else ""
-        out.append((f"{tag}{e.label} ({e.size})", e, 1))
+        out.append((f"{'related: ' if e.related else ''}{e.label} ({e.size})", e, 1))
     return out
 
 

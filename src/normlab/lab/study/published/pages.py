@@ -51,8 +51,7 @@ def fill(text: str, data: Data, where: str = "") -> str:
         return f"<!-- from-data {m['spec']} -->{body}<!-- /from-data -->"
 
     # a block shown as an example, in a fenced code block, is text, not a block
-    parts = FENCE.split(text)
-    return "".join(p if i % 2 else BLOCK.sub(one, p) for i, p in enumerate(parts))
+    return "".join(p if i % 2 else BLOCK.sub(one, p) for i, p in enumerate(FENCE.split(text)))
 
 
 def stale(docs: Path) -> dict[Path, str]:

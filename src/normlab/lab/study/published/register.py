@@ -31,8 +31,7 @@ def current(docs: Path) -> dict[str, dict[str, str]]:
                 designs[f"{command}:{f['name']}"] = fingerprint(f["design"])
         for name, design in planned(command).items():  # fixed before its first data
             designs.setdefault(f"{command}:{name}", fingerprint(design))
-    plans = {s.id: plan_fingerprint(s) for s in cat.statements}
-    return {"designs": designs, "plans": plans}
+    return {"designs": designs, "plans": {s.id: plan_fingerprint(s) for s in cat.statements}}
 
 
 def planned(command: str) -> dict[str, dict]:

@@ -203,8 +203,7 @@ def _seen(claim, v, h: float | None) -> str:
     limit = 3
     texts = [part_text(label, rule, pv, h) for label, rule, pv in shown[:limit]]
     if len(shown) > limit:
-        more = ", ".join(label for label, _, _ in shown[limit:])
-        texts.append(f"likewise {more}")
+        texts.append(f"likewise {', '.join(label for label, _, _ in shown[limit:])}")
     out = "; ".join(texts)
     if rest:
         groups: dict[str, list[str]] = {}

@@ -38,8 +38,7 @@ def _smooth(xs: Sequence[float], k: int) -> list[float]:
 
 def _band(rows: list[list[float]]) -> tuple[list[float], list[float], list[float]]:
     """Mean, min and max across ``rows`` column by column (rows cut to the shortest)."""
-    n = min(len(r) for r in rows)
-    cols = [[r[i] for r in rows] for i in range(n)]
+    cols = [[r[i] for r in rows] for i in range(min(len(r) for r in rows))]
     return [sum(c) / len(c) for c in cols], [min(c) for c in cols], [max(c) for c in cols]
 
 

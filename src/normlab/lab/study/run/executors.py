@@ -217,8 +217,7 @@ def die_with(parent_pid: int) -> None:
     if sys.platform.startswith("linux"):
         import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:  # the parent died before the signal was armed
         os._exit(1)
 
