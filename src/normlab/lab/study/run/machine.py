@@ -59,17 +59,15 @@ def cpu_share(window: float = 0.3) -> float:
 
 def load_now() -> float:
     """The 1-minute load average (0 where the system has none)."""
-    try:
+    with contextlib.suppress(AttributeError, OSError):
         return os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return 0.0
+    return 0.0
 
 
 def _read(path: Path) -> str | None:
-    try:
+    with contextlib.suppress(OSError):
         return path.read_text().strip()
-    except OSError:
-        return None
+    return None
 
 
 def _cgroup_dirs(root: str, cgroup: str, v1: tuple[str, ...]) -> list[Path]:
