@@ -12,6 +12,7 @@ claims no statement names (``[beyond]``) under the paper they come from.
 
 from __future__ import annotations
 
+import itertools
 import math
 import textwrap
 from dataclasses import dataclass
@@ -129,14 +130,11 @@ def _limit(items: list[Effect]) -> float:
 def _rows(items: list[Effect]) -> list[tuple[str, Effect | None, int]]:
     """The panel's rows, top down: a statement's words (bold, wrapped), then its evidence."""
     out: list[tuple[str, Effect | None, int]] = []
-    group = None
-    for e in items:
-        if e.group != group:
-            group = e.group
-            lines = textwrap.wrap(group, WRAP)
-            text = "\n".join(lines[:3]) + (" …" if len(lines) > 3 else "")
-            out.append((text, None, min(len(lines), 3)))
-        out.append((f"{'related: ' if e.related else ''}{e.label} ({e.size})", e, 1))
+    for group, members in itertools.groupby(items, key=lambda e: e.group):
+        lines = textwrap.wrap(group, WRAP)
+        text = "\n".join(lines[:3]) + (" …" if len(lines) > 3 else "")
+        out.append((text, None, min(len(lines), 3)))
+        out += [(f"{'related: ' if e.related else ''}{e.label} ({e.size})", e, 1) for e in members]
     return out
 
 
