@@ -118,7 +118,6 @@ def _profiles(results: Results, arm: str, key: str, step: str, matrix: str | Non
 
 def _probe_lines(results, claim, key: str, *, logy: bool, ylabel: str, matrix=None):
     fig, ax = figure()
-    drawn = False
     for arm in claim.arms:
         steps = sorted({s for r in results.get(arm, {}).values() for s in r.probes}, key=int)
         for step in steps:
@@ -134,8 +133,7 @@ def _probe_lines(results, claim, key: str, *, logy: bool, ylabel: str, matrix=No
             label = _literal(f"{arm} @ step {step} (n={len(rows)})")
             (line,) = ax.plot(xs, mean, label=label, lw=1.3, ls="-" if step == "0" else "--")
             ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.12, lw=0)
-            drawn = True
-    if not drawn:
+    if not ax.lines:  # no arm has the profile
         return None
     if logy:
         ax.set_yscale("log")
