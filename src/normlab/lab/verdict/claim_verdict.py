@@ -21,9 +21,7 @@ from normlab.lab.verdict.words import Word
 
 
 def _state(res: RunResult) -> str:
-    if res.status == "diverged":
-        return "diverged"
-    return "stalled" if res.stopped_step else "ok"
+    return "diverged" if res.status == "diverged" else "stalled" if res.stopped_step else "ok"
 
 
 @dataclass(frozen=True)

@@ -143,8 +143,7 @@ class Finding:
             if p["verdict"] == Word.NOT_TESTABLE and not p.get("values")
         }
         extra = {k: v for k, v in published.items() if k in KEPT}
-        decided = self.decide(values, means=published.get("means"), untestable=untestable)
-        return decided | extra
+        return self.decide(values, means=published.get("means"), untestable=untestable) | extra
 
     def describe(self) -> str:
         groups: dict[str, list[str]] = {}  # parts that share a rule are named together

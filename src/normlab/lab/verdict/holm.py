@@ -102,6 +102,4 @@ def headline(words: Sequence[str]) -> Word:
     for word in (Word.HOLDS, Word.DOES_NOT_HOLD, Word.NOT_TESTABLE):
         if words and all(w == word for w in words):
             return word
-    if Word.HOLDS in words and Word.DOES_NOT_HOLD in words:
-        return Word.MIXED
-    return Word.INCONCLUSIVE
+    return Word.MIXED if Word.HOLDS in words and Word.DOES_NOT_HOLD in words else Word.INCONCLUSIVE

@@ -21,6 +21,7 @@ import math
 
 from normlab.lab.verdict.statistic import Estimate, statistic
 from normlab.lab.verdict.words import DECIDED, Word
+from normlab.validation import check_choice
 
 # expect -> the decision in words, as the report and the docs state it
 EXPECT = {
@@ -45,16 +46,14 @@ BOUND_TEXT = (
 
 def check_rule(expect: str, seeds: int, delta: float) -> None:
     """A rule's ``expect``, ``seeds`` and ``delta``, or ValueError."""
-    if expect not in EXPECT:
-        raise ValueError(f"expect must be one of {tuple(EXPECT)}, got {expect!r}")
+    check_choice("expect", expect, EXPECT)
     if seeds < 1 or not (delta >= 0 and math.isfinite(delta)):
         raise ValueError(f"seeds must be >= 1 and delta a finite number >= 0, got {seeds}, {delta}")
 
 
 def decide(expect: str, est: Estimate, delta: float) -> tuple[Word, str]:
     """(word, why) of ``est`` under the claim form ``expect`` with minimum effect ``delta``."""
-    if expect not in EXPECT:
-        raise ValueError(f"expect must be one of {tuple(EXPECT)}, got {expect!r}")
+    check_choice("expect", expect, EXPECT)
     if est.effect is None and est.n >= 2 and est.values:
         return Word.INCONCLUSIVE, f"n={est.n}: the values' statistic leaves float range"
     if est.effect is None and est.n >= 2:

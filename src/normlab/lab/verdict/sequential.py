@@ -149,8 +149,7 @@ class Design:
     def levels(self, cap: int, level: float = LEVEL) -> tuple[float, ...]:
         """Each look's nominal level for a claim with cap ``cap`` whose looks together cover at
         ``level``."""
-        ns = self.looks(cap)
-        return nominal_levels(tuple(n / cap for n in ns), level, self.spending)
+        return nominal_levels(tuple(n / cap for n in self.looks(cap)), level, self.spending)
 
     def words(self) -> str:
         first = f"{self.first} seeds, then " if self.first and self.first != self.batch else ""

@@ -57,9 +57,8 @@ def signed(x: float | None, digits: int = 3) -> str:
         return "?"
     if not math.isfinite(x):
         return "−∞" if x < 0 else "+∞"
-    if abs(x) >= 1e12:  # fixed-point would write hundreds of digits
-        return f"{x:+.{digits}g}"
-    return f"{x:+.{digits}f}"
+    # from 1e12 on, fixed-point would write hundreds of digits
+    return f"{x:+.{digits}g}" if abs(x) >= 1e12 else f"{x:+.{digits}f}"
 
 
 def detectable(sd: float, n: int, level: float = LEVEL, power: float = POWER) -> float:
@@ -198,8 +197,7 @@ class Median(Mean):
         times √n)."""
         from scipy import stats
 
-        mad = stats.median_abs_deviation(values, scale="normal")
-        return float(math.sqrt(math.pi / 2) * mad)
+        return float(math.sqrt(math.pi / 2) * stats.median_abs_deviation(values, scale="normal"))
 
     def min_seeds(self, level: float = LEVEL) -> int:
         """The n at which the sign test's outermost order statistics cover ``level``:
@@ -218,6 +216,4 @@ def statistic(trim: float = 0.0) -> Mean:
     trimmed mean."""
     if not 0 <= trim <= MEDIAN:
         raise ValueError(f"trim must be in [0, {MEDIAN}] (the median), got {trim!r}")
-    if trim >= MEDIAN:
-        return Median()
-    return TrimmedMean(trim) if trim else Mean()
+    return Median() if trim >= MEDIAN else TrimmedMean(trim) if trim else Mean()

@@ -129,8 +129,6 @@ def decide_looks(study, results: Results, plateau_h: float | None, timings=None)
 def needed(study, outcomes: list[Outcome]) -> dict[str, int]:
     """The seeds each arm of ``study`` needs for its claims' current looks (an arm no claim
     reads: one)."""
-    need = dict.fromkeys((a.name for a in study.arms), 1)
-    for o in outcomes:
-        for a in o.claim.arms:
-            need[a] = max(need[a], o.need)
-    return need
+    return {
+        a.name: max([1, *(o.need for o in outcomes if a.name in o.claim.arms)]) for a in study.arms
+    }

@@ -167,9 +167,6 @@ class Number:
     delta: float | None
     unit: str
 
-    def with_delta(self) -> str:
-        return self.text + (f" (δ = {self.delta:.3g})" if self.delta is not None else "")
-
 
 @dataclass(frozen=True)
 class Shown:
@@ -236,10 +233,8 @@ def claim_numbers(c: dict, rule) -> list[Number]:
 
 def measure_unit(measure: str) -> str:
     """The unit of a finding part's measure."""
-    for head, unit in (("log10(", "log10 ratio"), ("ln(", "ln ratio"), ("W(", "share")):
-        if measure.startswith(head):
-            return unit
-    return ""
+    heads = (("log10(", "log10 ratio"), ("ln(", "ln ratio"), ("W(", "share"))
+    return next((unit for head, unit in heads if measure.startswith(head)), "")
 
 
 def finding_numbers(s: Statement, f: dict) -> list[Number]:

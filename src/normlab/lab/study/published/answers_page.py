@@ -55,8 +55,9 @@ def number(shown: Shown | None) -> str:
     where, name = split_ref(shown.ref)
     x = shown.number
     part = f" ({x.part})" if x.part else ""
+    delta = f" (δ = {x.delta:.3g})" if x.delta is not None else ""
     said = f", not decided on: {Word.NOT_TESTABLE}" if shown.why else f", {x.word}"
-    return f"{where} `{name}`{part}: {x.with_delta()} at {answers.size_words(shown.size)}{said}"
+    return f"{where} `{name}`{part}: {x.text}{delta} at {answers.size_words(shown.size)}{said}"
 
 
 HEADER = ("choice", "answer, from the published verdicts", "the deciding number (size, n)")

@@ -12,6 +12,7 @@ claims no statement names (``[beyond]``) under the paper they come from.
 
 from __future__ import annotations
 
+import itertools
 import math
 import textwrap
 from dataclasses import dataclass
@@ -107,9 +108,8 @@ def effects(cat, pub, designs: dict[str, dict]) -> list[Effect]:
                 shown = f"{preset} {name}" + (f" / {label}" if label else "")
                 word = words.get(label, c["verdict"])
                 unit = legend.unit(rule) or "other"
-                e = Effect(shown, group, sign * est.effect, lo, hi, rule.delta, unit, word, sign,
-                           related, size_of(c))  # fmt: skip
-                out.append(e)
+                out.append(Effect(shown, group, sign * est.effect, lo, hi, rule.delta, unit, word,
+                                  sign, related, size_of(c)))  # fmt: skip
     return sorted(out, key=lambda e: (order[e.group], e.related, e.label))
 
 
@@ -124,23 +124,17 @@ def _limit(items: list[Effect]) -> float:
     """The panel's half-width: every δ band and most effects in view; a few far ones clipped."""
     finite = sorted(abs(e.effect) for e in items if math.isfinite(e.effect))
     typical = finite[int(0.85 * (len(finite) - 1))] if finite else 1.0
-    reach = max([typical * 1.4, *(2.2 * e.delta for e in items)], default=1.0)
-    return reach or 1.0
+    return max([typical * 1.4, *(2.2 * e.delta for e in items)], default=1.0) or 1.0
 
 
 def _rows(items: list[Effect]) -> list[tuple[str, Effect | None, int]]:
     """The panel's rows, top down: a statement's words (bold, wrapped), then its evidence."""
     out: list[tuple[str, Effect | None, int]] = []
-    group = None
-    for e in items:
-        if e.group != group:
-            group = e.group
-            lines = textwrap.wrap(group, WRAP)
-            text = "\n".join(lines[:3]) + (" …" if len(lines) > 3 else "")
-            out.append((text, None, min(len(lines), 3)))
-        name = e.label.split(" ", 1)
-        tag = "related: " if e.related else ""
-        out.append((f"{tag}{name[0]} {name[1]} ({e.size})", e, 1))
+    for group, members in itertools.groupby(items, key=lambda e: e.group):
+        lines = textwrap.wrap(group, WRAP)
+        text = "\n".join(lines[:3]) + (" …" if len(lines) > 3 else "")
+        out.append((text, None, min(len(lines), 3)))
+        out += [(f"{'related: ' if e.related else ''}{e.label} ({e.size})", e, 1) for e in members]
     return out
 
 

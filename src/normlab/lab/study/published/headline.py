@@ -105,10 +105,9 @@ def across_sizes(found: list[Evidence]) -> tuple[Word, tuple[tuple[str, str], ..
 def plan_changed(s: Statement, pub: Published, found: list[Evidence]) -> str:
     """Why ``s``'s headline was decided after its data was seen by its plan ("" if not): the plan
     in force when its earliest counted data began is not today's."""
-    began = [b for e in found if e.counted and (b := pub.began(e.ref))]
-    if not began:
+    first = min((b for e in found if e.counted and (b := pub.began(e.ref))), default=None)
+    if first is None:
         return ""
-    first = min(began)
     entry = pub.registry.in_force("plans", s.id, first)
     if entry is not None and entry.fingerprint == plan_fingerprint(s):
         return ""

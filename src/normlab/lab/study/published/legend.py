@@ -54,8 +54,7 @@ def _sizes(pub: Published) -> list[tuple[d.Code, str]]:
         seeds = sorted({c["n"] for c in rows.values() if c.get("n")})
         n = f", n = {seeds[0]}–{seeds[-1]} seeds" if len(seeds) > 1 else ""
         d_, blocks_, steps = (_each(shapes, k) for k in ("d", "blocks", "steps"))
-        words = f"d={d_}, {blocks_} blocks, {steps} steps{n}"
-        out.append((d.Code(preset), f" {words}"))
+        out.append((d.Code(preset), f" d={d_}, {blocks_} blocks, {steps} steps{n}"))
     return out
 
 

@@ -51,8 +51,7 @@ def fill(text: str, data: Data, where: str = "") -> str:
         return f"<!-- from-data {m['spec']} -->{body}<!-- /from-data -->"
 
     # a block shown as an example, in a fenced code block, is text, not a block
-    parts = FENCE.split(text)
-    return "".join(p if i % 2 else BLOCK.sub(one, p) for i, p in enumerate(parts))
+    return "".join(p if i % 2 else BLOCK.sub(one, p) for i, p in enumerate(FENCE.split(text)))
 
 
 def stale(docs: Path) -> dict[Path, str]:
@@ -126,15 +125,11 @@ class Loose:
         return f"{self.page}:{self.line}: {self.word!r} in: {self.text.strip()[:160]}"
 
 
-def _blank(m: re.Match) -> str:
-    """A span cut out of the text, its line breaks kept so that line numbers stay."""
-    return "\n" * m.group(0).count("\n")
-
-
 def hidden(text: str) -> str:
     """``text`` without its blocks, code (fenced and inline) and other HTML comments."""
     for pattern in (FENCE, BLOCK, re.compile(r"<!--.*?-->", re.S)):
-        text = pattern.sub(_blank, text)
+        # each span cut out with its line breaks kept, so that line numbers stay
+        text = pattern.sub(lambda m: "\n" * m.group(0).count("\n"), text)
     return re.sub(r"`[^`\n]*`", "``", text)
 
 

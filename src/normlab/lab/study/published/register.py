@@ -31,8 +31,7 @@ def current(docs: Path) -> dict[str, dict[str, str]]:
                 designs[f"{command}:{f['name']}"] = fingerprint(f["design"])
         for name, design in planned(command).items():  # fixed before its first data
             designs.setdefault(f"{command}:{name}", fingerprint(design))
-    plans = {s.id: plan_fingerprint(s) for s in cat.statements}
-    return {"designs": designs, "plans": plans}
+    return {"designs": designs, "plans": {s.id: plan_fingerprint(s) for s in cat.statements}}
 
 
 def planned(command: str) -> dict[str, dict]:
@@ -113,8 +112,7 @@ def main(docs: str) -> int:
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         head = "uncommitted"
-    now = datetime.now(timezone.utc).strftime(UTC)
-    done = register(root, now, head)
+    done = register(root, datetime.now(timezone.utc).strftime(UTC), head)
     print("\n".join(f"registered {d}" for d in done) or "nothing changed since the registry")
     return 0
 

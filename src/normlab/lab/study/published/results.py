@@ -88,7 +88,7 @@ def verdict_cell(dec: headline.Decision) -> d.Inline:
 # the page
 
 
-def _table(statements, status, cat, pub, rules) -> d.Table:
+def _table(statements, status, pub, rules) -> d.Table:
     """One row per statement; its source links its row of claims.md."""
     rows = []
     for s in statements:
@@ -126,13 +126,13 @@ def document(docs: Path) -> d.Document:
     )
     doc.add(
         *legend.blocks(cat, pub, {e.unit for e in drawn} | {"log10 ratio", "share"}),
-        _table(decided, status, cat, pub, rules),
+        _table(decided, status, pub, rules),
         d.Heading(2, "Tested, not decided", id="tested-not-decided"),
         d.Paragraph(
             "A claim or finding tests these, but the evidence is inconclusive, not testable "
             "here, or tests another size or measure (each row of claims.md says which)."
         ),
-        _table(tested, status, cat, pub, rules),
+        _table(tested, status, pub, rules),
         d.Heading(2, "Every decided claim in one figure", id="forest"),
         d.Paragraph(forest.CAPTION),
         d.Figure(forest.TITLE, forest.png(drawn), FOREST),

@@ -75,10 +75,9 @@ def _decision(v, rule) -> str:
         return v.status
     d = f"{delta:.3g}"
     lo, hi = (-est.hi, -est.lo) if expect == "<0" else (est.lo, est.hi)
-    if expect == "≈0":
-        return f"inside ±{d}" if v.status == Word.HOLDS else f"wholly outside ±{d}"
-    if expect == "≠0":
-        return f"wholly outside ±{d}" if v.status == Word.HOLDS else f"inside ±{d}"
+    if expect in ("≈0", "≠0"):  # holding means inside ±δ for ≈0, outside it for ≠0
+        inside = (v.status == Word.HOLDS) == (expect == "≈0")
+        return f"inside ±{d}" if inside else f"wholly outside ±{d}"
     sign = "−" if expect == "<0" else ""
     if rule.offset() and not delta and expect in (">0", "<0"):
         return _margin_decision(v, rule)
@@ -204,8 +203,7 @@ def _seen(claim, v, h: float | None) -> str:
     limit = 3
     texts = [part_text(label, rule, pv, h) for label, rule, pv in shown[:limit]]
     if len(shown) > limit:
-        more = ", ".join(label for label, _, _ in shown[limit:])
-        texts.append(f"likewise {more}")
+        texts.append(f"likewise {', '.join(label for label, _, _ in shown[limit:])}")
     out = "; ".join(texts)
     if rest:
         groups: dict[str, list[str]] = {}

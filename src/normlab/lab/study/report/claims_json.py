@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from normlab.lab.kit.io import write_json
 from normlab.lab.kit.reading import ReadError, check_strings, read_json
 from normlab.lab.kit.shapes import ANY, Int, Maybe, Num, check_shape
 from normlab.lab.study.decide import Claim
@@ -89,11 +88,6 @@ def claims_json(study, verdicts, meta) -> dict[str, Any]:  # meta: run.study_jso
             for c, v in verdicts
         ],
     }
-
-
-def write_claims(out: Path, study, verdicts, meta) -> None:
-    claims = claims_json(study, verdicts, meta)
-    write_json(out / "claims.json", claims, indent=1, ensure_ascii=False)
 
 
 # What the readers of a claims.json (--compare, --size-seeds, --coverage and the published

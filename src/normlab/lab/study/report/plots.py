@@ -38,8 +38,7 @@ def _smooth(xs: Sequence[float], k: int) -> list[float]:
 
 def _band(rows: list[list[float]]) -> tuple[list[float], list[float], list[float]]:
     """Mean, min and max across ``rows`` column by column (rows cut to the shortest)."""
-    n = min(len(r) for r in rows)
-    cols = [[r[i] for r in rows] for i in range(n)]
+    cols = [[r[i] for r in rows] for i in range(min(len(r) for r in rows))]
     return [sum(c) / len(c) for c in cols], [min(c) for c in cols], [max(c) for c in cols]
 
 
@@ -119,7 +118,6 @@ def _profiles(results: Results, arm: str, key: str, step: str, matrix: str | Non
 
 def _probe_lines(results, claim, key: str, *, logy: bool, ylabel: str, matrix=None):
     fig, ax = figure()
-    drawn = False
     for arm in claim.arms:
         steps = sorted({s for r in results.get(arm, {}).values() for s in r.probes}, key=int)
         for step in steps:
@@ -135,8 +133,7 @@ def _probe_lines(results, claim, key: str, *, logy: bool, ylabel: str, matrix=No
             label = _literal(f"{arm} @ step {step} (n={len(rows)})")
             (line,) = ax.plot(xs, mean, label=label, lw=1.3, ls="-" if step == "0" else "--")
             ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.12, lw=0)
-            drawn = True
-    if not drawn:
+    if not ax.lines:  # no arm has the profile
         return None
     if logy:
         ax.set_yscale("log")

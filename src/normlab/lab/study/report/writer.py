@@ -13,11 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from normlab.lab.kit import doc as d
-from normlab.lab.kit.io import sub_dir, write_file, write_page
+from normlab.lab.kit.io import sub_dir, write_file, write_json, write_page
 from normlab.lab.study.decide import H_TEXT, Claim
 from normlab.lab.study.report import claim_text
 from normlab.lab.study.report.arms import arms_section, fmt
-from normlab.lab.study.report.claims_json import family, scope, write_claims
+from normlab.lab.study.report.claims_json import claims_json, family, scope
 from normlab.lab.study.report.plots import PLOTS
 from normlab.lab.verdict import BOUND_TEXT, EXPECT, LEVEL, POWER, Verdict, Word
 
@@ -224,11 +224,10 @@ def _summary_line(study, results, meta) -> str:
     cpu_s = f" ({sum(cpu):.0f} CPU s in the runs)" if cpu and None not in cpu else ""
     reused = meta.reused_runs
     again = f"; {reused} run(s) reused from an earlier invocation (--resume)" if reused else ""
-    decided = meta.decided_again
     decided = (
-        f" Decided again from its results on {decided} with "
-        f"{meta.decided_with} (nothing retrained)."
-        if decided
+        f" Decided again from its results on {meta.decided_again} with {meta.decided_with} "
+        "(nothing retrained)."
+        if meta.decided_again
         else ""
     )
     return (
@@ -260,10 +259,10 @@ def write_reports(result, out: Path, *, lead: d.Block | None = None) -> None:
     doc.add(*_verdicts(verdicts), *_summary(study, verdicts, h), *_how(verdicts, h))
     doc.add(d.Heading(2, "Claims", "claims"))
     for c, v in verdicts:
-        figures = _plots(c, v, results, timings, plot_dir)
-        doc.add(_claim(study, c, v, figures, h))
+        doc.add(_claim(study, c, v, _plots(c, v, results, timings, plot_dir), h))
     doc.add(*arms_section(out, study, results, meta))
     # The contents stand after the title, the meta line, any lead, the verdicts (heading,
     # table) and the summary (heading, table, the link to the coverage table).
     write_page(doc, out / "report", toc_after=7 + (lead is not None))
-    write_claims(out, study, verdicts, meta)
+    claims = claims_json(study, verdicts, meta)
+    write_json(out / "claims.json", claims, indent=1, ensure_ascii=False)

@@ -81,10 +81,8 @@ def _stops(claim, ns, quantiles, moments, rng) -> int:
             row.append(decide(rule.expect, est, rule.delta)[0])
         words.append(row)
     target = getattr(claim.rule, "TARGET", Word.DOES_NOT_HOLD)
-    for k, n in enumerate(ns):
-        if combine(target, [w[k] for w in words]) in DECIDED:  # the claim's word settled
-            return n
-    return ns[-1]
+    settled = (n for k, n in enumerate(ns) if combine(target, [w[k] for w in words]) in DECIDED)
+    return next(settled, ns[-1])  # the first look that settles the claim's word, else its cap
 
 
 def budget(study, cost, assume: Assumption = NONE, sims: int = SIMULATED, seed: int = 0) -> Budget:

@@ -15,7 +15,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -154,11 +154,8 @@ class LocalExecutor:
             futures = {
                 pool.submit(_worker_run, t.config.to_dict(), run_logdir(job, t)): t for t in runs
             }
-            pending = set(futures)
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for f in finished:
-                    on_done(futures[f], *_outcome(f.result))
+            for f in as_completed(futures):  # each as it finishes
+                on_done(futures[f], *_outcome(f.result))
         except BaseException:
             # Interrupted: the runs in progress are abandoned, not waited for. The pool's
             # workers are this process's only multiprocessing children. A worker killed inside
@@ -217,8 +214,7 @@ def die_with(parent_pid: int) -> None:
     if sys.platform.startswith("linux"):
         import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:  # the parent died before the signal was armed
         os._exit(1)
 

@@ -59,17 +59,15 @@ def cpu_share(window: float = 0.3) -> float:
 
 def load_now() -> float:
     """The 1-minute load average (0 where the system has none)."""
-    try:
+    with contextlib.suppress(AttributeError, OSError):
         return os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return 0.0
+    return 0.0
 
 
 def _read(path: Path) -> str | None:
-    try:
+    with contextlib.suppress(OSError):
         return path.read_text().strip()
-    except OSError:
-        return None
+    return None
 
 
 def _cgroup_dirs(root: str, cgroup: str, v1: tuple[str, ...]) -> list[Path]:
@@ -131,10 +129,9 @@ def available_memory(
 ) -> int:
     """Bytes this process may still allocate: the host's ``MemAvailable``, no more than what the
     cgroup's limit leaves above its usage (v1 reports "no limit" as a huge number, kept as is)."""
-    avail = None
-    for line in (_read(Path(meminfo)) or "").splitlines():
-        if line.startswith("MemAvailable:"):
-            avail = int(line.split()[1]) * 1024
+    lines = (_read(Path(meminfo)) or "").splitlines()
+    found = [int(ln.split()[1]) * 1024 for ln in lines if ln.startswith("MemAvailable:")]
+    avail = found[0] if found else os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     limits = []
     for d in _cgroup_dirs(root, cgroup, ("memory",)):
         for limit, usage in (("memory.max", "memory.current"),
@@ -142,6 +139,4 @@ def available_memory(
             lim, use = _read(d / limit), _read(d / usage)
             if lim is not None and lim != "max":
                 limits.append(int(lim) - int(use or 0))
-    if avail is None:
-        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     return max(0, min([avail, *limits]))

@@ -119,10 +119,8 @@ def cpu_seconds(cfg: TrainConfig) -> float:
 
 def run_threads(cfg: TrainConfig) -> int:
     """The torch threads that pay for ``cfg``'s model width (:data:`THREADS_BY_DIM`)."""
-    for dim, threads in THREADS_BY_DIM:
-        if cfg.model.dim <= dim:
-            return threads
-    return 2 * THREADS_BY_DIM[-1][1]
+    wider = 2 * THREADS_BY_DIM[-1][1]
+    return next((threads for dim, threads in THREADS_BY_DIM if cfg.model.dim <= dim), wider)
 
 
 def run_memory(model: TransformerConfig, batch_size: int, seq_len: int) -> int:

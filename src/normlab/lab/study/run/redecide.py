@@ -62,8 +62,7 @@ def redecide_study(
         runs = study.runs(meta.seed_block, needed(study, outcomes))
     missing = [r.label for r in runs if r.index not in results.get(r.arm, {})]
     design = f"the spec {spec_file}" if spec_file else "the spec study.json stores"
-    now = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    shown = replace(meta, decided_again=now, decided_with=design)
+    shown = replace(meta, decided_again=time.strftime("%Y-%m-%d %H:%M:%S %Z"), decided_with=design)
     return StudyResult(study, results, verdicts, shown, missing)
 
 

@@ -78,20 +78,15 @@ class ClaimLoader:
             )
         statement = self.check.string(d["statement"], key_at(path, "statement"))
         source = self.check.plain(d, "source", path)
-        kw = {}
-        if "plots" in d:
-            kw["plots"] = self.plots(d["plots"], key_at(path, "plots"))
+        kw = {"plots": self.plots(d["plots"], key_at(path, "plots"))} if "plots" in d else {}
         rule = self.rule(kind, d, path, arms, {})
-        if "controls" in d:
-            kw["controls"] = self.controls(
-                d["controls"], key_at(path, "controls"), arms, rule.seeds
-            )
-        if "not_testable" in d:
-            kw["not_testable"] = self.check.string(d["not_testable"], key_at(path, "not_testable"))
-        if "rate_check" in d:
-            kw["rate_checks"] = self.rate_check(d["rate_check"], key_at(path, "rate_check"))
-        if "extended" in d:
-            kw["extended"] = self.check.flag(d, "extended", path)
+        readers = {  # an optional key after the rule -> (the Claim field, how its value is read)
+            "controls": ("controls", lambda v, at: self.controls(v, at, arms, rule.seeds)),
+            "not_testable": ("not_testable", self.check.string),
+            "rate_check": ("rate_checks", self.rate_check),
+        }
+        kw |= {f: read(d[k], key_at(path, k)) for k, (f, read) in readers.items() if k in d}
+        kw["extended"] = self.check.flag(d, "extended", path)  # false where it is not set
         return Claim(name, statement, source, rule, **kw)
 
     def rate_check(self, v: Any, path: str) -> tuple[RateCheck, ...]:
@@ -135,10 +130,8 @@ class ClaimLoader:
             self.check.keys(c, cpath, _CONTROL_KEYS)
             if ("arm" in c) == ("any" in c):
                 self.check.fail(cpath, 'expected one of "arm" (an arm) or "any" (a list of arms)')
-            if "arm" in c:
-                arm = self.arm(c["arm"], key_at(cpath, "arm"), arms)
-            else:
-                arm = self.sweep(c["any"], key_at(cpath, "any"), arms)
+            key, read = ("arm", self.arm) if "arm" in c else ("any", self.sweep)
+            arm = read(c[key], key_at(cpath, key), arms)
             expect = c.get("expect", "trains")
             if expect not in CONTROL_EXPECTS:
                 wanted = " or ".join(map(show, CONTROL_EXPECTS))
