@@ -69,7 +69,7 @@ def test_bf16_pairs_layer_norm_backward_is_accurate_where_used_and_skipped_elsew
     with tuner.forced({"ln_bwd": Launch(pipelined=pipe, bf16_pairs=True)}):
         # rows from TWO_ROWS_MIN_N in the 2-pass loop: 3 rows a chunk (two a step, then one), 4
         # (two steps), 1 (one)
-        assert numba_launch.BP.TWO_ROWS_MIN_N <= 2050
+        assert numba_launch.B.TWO_ROWS_MIN_N <= 2050
         for shape in ((37, 124), (130, 258), (37, 2050), (64, 2050), (2, 3, 2050), (0, 64)):
             x, w, b, r = make_inputs(shape, BF16)
             check("layer_norm", x, weight=w, bias=b, residual=r)  # with dh

@@ -35,8 +35,9 @@ def nan_free(gp, n):
 
 
 @njit(inline="always")
-def _rms_dot(hr, dyr, acc, n, rs_, g, has_w, qt):
-    """``sum(g * dy * xhat)`` over the row, adding ``dy * q(xhat)`` to ``acc`` if ``has_w``."""
+def _rms_dot(hr, dyr, g, _, acc, rs_, has_w, qt, n):
+    """``sum(g * dy * xhat)`` over the row, adding ``dy * q(xhat)`` to ``acc`` if ``has_w``
+    (``_``: see :func:`rms_row_loop`)."""
     dot = _F0
     if has_w:
         for j in range(n):
@@ -60,8 +61,9 @@ def _rms_k(dot, inv_n, rs_, eps, eps_inside):
 
 
 @njit(inline="always")
-def _rms_dx(hr, dyr, dhr, dxr, n, rs_, k, g, has_dh, ht, st):
-    """``dh`` of one row (pass 2)."""
+def _rms_dx(hr, dyr, dhr, dxr, n, g, _, rs_, k, has_dh, tags):
+    """``dh`` of one row (pass 2); ``tags = (ht, st)``."""
+    ht, st = tags
     if has_dh:
         for j in range(n):
             v = rs_ * (to_f32(dyr[j]) * g[j]) - k * (to_f32(hr[j]) * rs_)
@@ -73,9 +75,10 @@ def _rms_dx(hr, dyr, dhr, dxr, n, rs_, k, g, has_dh, ht, st):
 
 
 @njit(inline="always")
-def _rms_dx_next(hr, dyr, dhr, dxr, n, rs_, k, g, has_dh, ht, st, nxt):
+def _rms_dx_next(hr, dyr, dhr, dxr, n, g, _, rs_, k, has_dh, tags, nxt):
     """:func:`_rms_dx` of one row fused with :func:`_rms_dot` of the next, whose dot it returns;
     ``nxt = (h row, dy row, rstd, acc, qt)``; always adds to ``acc``."""
+    ht, st = tags
     hn, dyn, rn, acc, qt = nxt
     dot = _F0
     if has_dh:
@@ -95,35 +98,19 @@ def _rms_dx_next(hr, dyr, dhr, dxr, n, rs_, k, g, has_dh, ht, st, nxt):
     return dot
 
 
-@njit(**_JIT)
-def _rms_bwd_rows(
-    c0,
-    c1,
-    per,
-    pipe,
-    dw,
-    m,
-    n,
-    dyp,
-    dys,
-    dhp,
-    dhs,
-    hp,
-    hs,
-    gp,
-    rstdp,
-    dxp,
-    eps,
-    eps_inside,
-    has_dh,
-    has_w,
-    dyt,
-    ht,
-    qt,
-    st,
-):
-    r"""RMSNorm backward of chunks ``[c0, c1)``, with :math:`\hat x = h\,\mathrm{rstd}`,
-    :math:`\hat g = g \odot dy` and :math:`c = \overline{\hat g \hat x}`:
+@njit(inline="always")
+def _rms_chunk(dw, c):
+    """Chunk ``c``'s partial sums of dweight, zeroed."""
+    acc = dw[c]
+    acc[:] = _F0
+    return acc
+
+
+def rms_row_loop(chunk, dot, dx_row, dx_next):
+    r"""The RMSNorm backward's row loop over chunks ``[c0, c1)``, made of its row helpers (this
+    module's, or those of :mod:`~normlab.kernels.numba.backward_pairs_rms` on bfloat16 pairs),
+    with :math:`\hat x = h\,\mathrm{rstd}`, :math:`\hat g = g \odot dy` and
+    :math:`c = \overline{\hat g \hat x}`:
 
     .. math::
         dh = \mathrm{rstd}\,\hat g - k\,\hat x + dh_{in},\quad
@@ -131,28 +118,60 @@ def _rms_bwd_rows(
         \quad dw_{\text{chunk}} \mathrel{+}= dy \odot q(\hat x)
 
     (the rounding ``q`` of the llama cast order passes gradients straight through). With
-    ``pipe`` the partial sums ``dw`` are accumulated whether or not ``has_w`` (N wide).
-    """
+    ``pipe`` (``dx_next``), ``dw`` is summed whether or not ``has_w``. The helpers' parameters
+    and the build as in :func:`ln_row_loop` (the gain ``g, g1`` as ``w, w1`` there)."""
+
+    @njit(inline="always")
+    def loop(
+        c0, c1, per, pipe, dw, m, n, k, dy, dh, h, dx, g, g1, rstd, eps, eps_inside, has_dh,
+        has_w, qt, st,
+    ):  # fmt: skip
+        inv_n = _F1 / np.float32(n)
+        for c in range(c0, c1):
+            acc = chunk(dw, c)
+            i0, i1 = c * per, min(m, (c + 1) * per)
+            d = _F0
+            if pipe and i0 < i1:
+                d = dot(h[i0], dy[i0], g, g1, acc, rstd[i0], True, qt, k)
+            for i in range(i0, i1):
+                hr, dyr, dhr, dxr, rs_ = h[i], dy[i], dh[i], dx[i], rstd[i]
+                if not pipe:
+                    d = dot(hr, dyr, g, g1, acc, rs_, has_w, qt, k)
+                kx = _rms_k(d, inv_n, rs_, eps, eps_inside)
+                if pipe and i + 1 < i1:
+                    nxt = (h[i + 1], dy[i + 1], rstd[i + 1], acc, qt)
+                    d = dx_next(hr, dyr, dhr, dxr, k, g, g1, rs_, kx, has_dh, st, nxt)
+                else:
+                    dx_row(hr, dyr, dhr, dxr, k, g, g1, rs_, kx, has_dh, st)
+
+    return loop
+
+
+_rms_loop = rms_row_loop(_rms_chunk, _rms_dot, _rms_dx, _rms_dx_next)
+
+
+@njit(**_JIT)
+def _rms_bwd_rows(
+    c0, c1, per, pipe, dw, m, n, dyp, dys, dhp, dhs, hp, hs, gp, rstdp, dxp, eps, eps_inside,
+    has_dh, has_w, dyt, ht, qt, st,
+):  # fmt: skip
+    """RMSNorm backward of chunks ``[c0, c1)`` (:func:`rms_row_loop`); ``dw`` the partial sums,
+    ``(chunks, N)``, or ``(chunks, 1)`` where nothing adds to them."""
     dy, dh, h = rows(dyp, m, dys, dyt), rows(dhp, m, dhs, ht), rows(hp, m, hs, ht)
     dx, g, rstd = rows(dxp, m, n, ht), vec(gp, n), vec(rstdp, m)
-    inv_n = _F1 / np.float32(n)
-    for c in range(c0, c1):
-        acc = dw[c]
-        acc[:] = _F0
-        i0, i1 = c * per, min(m, (c + 1) * per)
-        dot = _F0
-        if pipe and i0 < i1:
-            dot = _rms_dot(h[i0], dy[i0], acc, n, rstd[i0], g, True, qt)
-        for i in range(i0, i1):
-            hr, dyr, dhr, dxr, rs_ = h[i], dy[i], dh[i], dx[i], rstd[i]
-            if not pipe:
-                dot = _rms_dot(hr, dyr, acc, n, rs_, g, has_w, qt)
-            k = _rms_k(dot, inv_n, rs_, eps, eps_inside)
-            if pipe and i + 1 < i1:
-                nxt = (h[i + 1], dy[i + 1], rstd[i + 1], acc, qt)
-                dot = _rms_dx_next(hr, dyr, dhr, dxr, n, rs_, k, g, has_dh, ht, st, nxt)
-            else:
-                _rms_dx(hr, dyr, dhr, dxr, n, rs_, k, g, has_dh, ht, st)
+    _rms_loop(
+        c0, c1, per, pipe, dw, m, n, n, dy, dh, h, dx, g, g, rstd, eps, eps_inside, has_dh, has_w,
+        qt, (ht, st),
+    )  # fmt: skip
+
+
+@njit(inline="always")
+def _ln_chunk(dw, db, c):
+    """Chunk ``c``'s partial sums ``(dweight, dbias)``, zeroed."""
+    accw, accb = dw[c], db[c]
+    accw[:] = _F0
+    accb[:] = _F0
+    return accw, accb
 
 
 @njit(inline="always")
@@ -166,9 +185,10 @@ def _ln_acc(hj, dyj, j, accw, accb, w, mu, rs_):
 
 
 @njit(inline="always")
-def _ln_sums(hr, dyr, accw, accb, w, mu, rs_, n):
+def _ln_sums(hr, dyr, w, _, acc, mu, rs_, n):
     """Pass 1 of a LayerNorm row: ``(sum xhat, sum w dy, sum w dy xhat)``, and ``dy * xhat``,
-    ``dy`` added to the partial sums."""
+    ``dy`` added to the partial sums ``acc = (dweight, dbias)`` (``_``: see :func:`ln_row_loop`)."""
+    accw, accb = acc
     s0 = s1 = s2 = _F0
     for j in range(n):
         xh, gw = _ln_acc(hr[j], dyr[j], j, accw, accb, w, mu, rs_)
@@ -179,9 +199,10 @@ def _ln_sums(hr, dyr, accw, accb, w, mu, rs_, n):
 
 
 @njit(inline="always")
-def _ln_sums2(h0, dy0, h1, dy1, accw, accb, w, st0, st1, n):
+def _ln_sums2(h0, dy0, h1, dy1, w, _, acc, st0, st1, n):
     """:func:`_ln_sums` of two rows at once, ``st0``/``st1`` their ``(mean, rstd)``: each
     partial sum is loaded and stored once for both rows."""
+    accw, accb = acc
     (m0, r0), (m1, r1) = st0, st1
     s0 = s1 = s2 = t0 = t1 = t2 = _F0
     for j in range(n):
@@ -213,8 +234,9 @@ def _ln_coefs(sums, inv_n):
 
 
 @njit(inline="always")
-def _ln_dx(hr, dyr, dhr, dxr, n, mu, rs_, coefs, w, has_dh, ht, st):
-    """``dh`` of one LayerNorm row (pass 2)."""
+def _ln_dx(hr, dyr, dhr, dxr, n, w, _, mu, rs_, coefs, has_dh, tags):
+    """``dh`` of one LayerNorm row (pass 2); ``tags = (ht, st)``."""
+    ht, st = tags
     a, bb = coefs
     if has_dh:
         for j in range(n):
@@ -228,10 +250,11 @@ def _ln_dx(hr, dyr, dhr, dxr, n, mu, rs_, coefs, w, has_dh, ht, st):
 
 
 @njit(inline="always")
-def _ln_dx_next(hr, dyr, dhr, dxr, n, mu, rs_, coefs, w, has_dh, ht, st, nxt):
+def _ln_dx_next(hr, dyr, dhr, dxr, n, w, _, mu, rs_, coefs, has_dh, tags, nxt):
     """:func:`_ln_dx` of one row fused with :func:`_ln_sums` of the next, whose sums it
-    returns; ``nxt = (h row, dy row, mean, rstd, accw, accb)``."""
-    hn, dyn, mn, rn, accw, accb = nxt
+    returns; ``nxt = (h row, dy row, mean, rstd, (accw, accb))``."""
+    ht, st = tags
+    hn, dyn, mn, rn, (accw, accb) = nxt
     a, bb = coefs
     s0 = s1 = s2 = _F0
     for j in range(n):
@@ -247,75 +270,76 @@ def _ln_dx_next(hr, dyr, dhr, dxr, n, mu, rs_, coefs, w, has_dh, ht, st, nxt):
     return s0, s1, s2
 
 
-@njit(**_JIT_NO_FMA)
-def _ln_bwd_rows(
-    c0,
-    c1,
-    per,
-    pipe,
-    dw,
-    db,
-    m,
-    n,
-    dyp,
-    dys,
-    dhp,
-    dhs,
-    hp,
-    hs,
-    wp,
-    meanp,
-    rstdp,
-    dxp,
-    has_dh,
-    dyt,
-    ht,
-    st,
-):
-    r"""LayerNorm backward of chunks ``[c0, c1)``, with :math:`\hat x = (h-\mu)\,\mathrm{rstd}`
-    and :math:`\hat g = w \odot dy`:
+def ln_row_loop(chunk, sums2, sums, dx_row, dx_next):
+    r"""The LayerNorm backward's row loop over chunks ``[c0, c1)``, made of its row helpers (this
+    module's, or those of :mod:`~normlab.kernels.numba.backward_pairs` on bfloat16
+    pairs), with :math:`\hat x = (h-\mu)\,\mathrm{rstd}` and :math:`\hat g = w \odot dy`:
 
     .. math::
         dh = \mathrm{rstd}\,(\hat g - \overline{\hat g} - \hat x\,\overline{\hat g \hat x})
         + dh_{in},\quad dw_{\text{chunk}} \mathrel{+}= dy \odot \hat x,\quad
         db_{\text{chunk}} \mathrel{+}= dy
 
-    with :math:`\hat x` centred on its computed mean in the two row means
-    (:func:`_ln_coefs`). Built without FMA contraction (``_JIT_NO_FMA``). Without ``pipe`` and
-    from :data:`TWO_ROWS_MIN_N` elements, pass 1 runs over two rows at once (:func:`_ln_sums2`):
-    the partial sums, 16 bytes of loads and stores per element and row, are then loaded and
-    stored once per two rows.
-    """
+    with :math:`\hat x` centred on its computed mean in the two row means (:func:`_ln_coefs`).
+    With ``pipe``, pass 2 of row ``i`` (``dx_next``) sums row ``i + 1`` (pass 1) as it goes.
+    Without ``pipe`` and from :data:`TWO_ROWS_MIN_N` elements, pass 1 runs over two rows at once
+    (``sums2``): the partial sums, 16 bytes of loads and stores per element and row, are then
+    loaded and stored once per two rows.
+
+    The helpers take the weight as ``w, w1`` (here the vector twice, the second unused; on pairs
+    the even and odd halves, which as one tuple compiled to other vector code), the partial sums
+    ``acc`` as ``chunk`` lays them out, rows of ``k`` elements or pairs, and ``st``, how ``dx`` is
+    stored. Inlined into its caller, the loop is built with the caller's options; Numba reads the
+    helpers (closure variables) as globals: direct calls, inlined."""
+
+    @njit(inline="always")
+    def loop(c0, c1, per, pipe, dw, db, m, n, k, dy, dh, h, dx, w, w1, mean, rstd, has_dh, st):
+        inv_n = _F1 / np.float32(n)
+        for c in range(c0, c1):
+            acc = chunk(dw, db, c)
+            i0, i1 = c * per, min(m, (c + 1) * per)
+            if not pipe and n >= TWO_ROWS_MIN_N:  # two rows a step; an odd last row alone below
+                for i in range(i0, i1 - 1, 2):
+                    st0, st1 = (mean[i], rstd[i]), (mean[i + 1], rstd[i + 1])
+                    both = sums2(h[i], dy[i], h[i + 1], dy[i + 1], w, w1, acc, st0, st1, k)
+                    for r, s in ((i, both[0]), (i + 1, both[1])):
+                        coefs = _ln_coefs(s, inv_n)
+                        dx_row(
+                            h[r], dy[r], dh[r], dx[r], k, w, w1, mean[r], rstd[r], coefs, has_dh, st
+                        )
+                i0 += max(0, i1 - i0) // 2 * 2
+            s = (_F0, _F0, _F0)
+            if pipe and i0 < i1:
+                s = sums(h[i0], dy[i0], w, w1, acc, mean[i0], rstd[i0], k)
+            for i in range(i0, i1):
+                hr, dyr, dhr, dxr, mu, rs_ = h[i], dy[i], dh[i], dx[i], mean[i], rstd[i]
+                if not pipe:
+                    s = sums(hr, dyr, w, w1, acc, mu, rs_, k)
+                coefs = _ln_coefs(s, inv_n)
+                if pipe and i + 1 < i1:
+                    nxt = (h[i + 1], dy[i + 1], mean[i + 1], rstd[i + 1], acc)
+                    s = dx_next(hr, dyr, dhr, dxr, k, w, w1, mu, rs_, coefs, has_dh, st, nxt)
+                else:
+                    dx_row(hr, dyr, dhr, dxr, k, w, w1, mu, rs_, coefs, has_dh, st)
+
+    return loop
+
+
+_ln_loop = ln_row_loop(_ln_chunk, _ln_sums2, _ln_sums, _ln_dx, _ln_dx_next)
+
+
+@njit(**_JIT_NO_FMA)
+def _ln_bwd_rows(
+    c0, c1, per, pipe, dw, db, m, n, dyp, dys, dhp, dhs, hp, hs, wp, meanp, rstdp, dxp, has_dh,
+    dyt, ht, st,
+):  # fmt: skip
+    """LayerNorm backward of chunks ``[c0, c1)`` (:func:`ln_row_loop`); ``dw``/``db`` the
+    partial sums, ``(chunks, N)``. Built without FMA contraction (``_JIT_NO_FMA``): the
+    one-element row's ``w dy - mean(w dy)`` must be exactly 0."""
     dy, dh, h = rows(dyp, m, dys, dyt), rows(dhp, m, dhs, ht), rows(hp, m, hs, ht)
     dx, w = rows(dxp, m, n, ht), vec(wp, n)
     mean, rstd = vec(meanp, m), vec(rstdp, m)
-    inv_n = _F1 / np.float32(n)
-    for c in range(c0, c1):
-        accw, accb = dw[c], db[c]
-        accw[:] = _F0
-        accb[:] = _F0
-        i0, i1 = c * per, min(m, (c + 1) * per)
-        if not pipe and n >= TWO_ROWS_MIN_N:  # two rows a step; an odd last row alone below
-            for i in range(i0, i1 - 1, 2):
-                st0, st1 = (mean[i], rstd[i]), (mean[i + 1], rstd[i + 1])
-                both = _ln_sums2(h[i], dy[i], h[i + 1], dy[i + 1], accw, accb, w, st0, st1, n)
-                for r, sums in ((i, both[0]), (i + 1, both[1])):
-                    coefs = _ln_coefs(sums, inv_n)
-                    _ln_dx(h[r], dy[r], dh[r], dx[r], n, mean[r], rstd[r], coefs, w, has_dh, ht, st)
-            i0 += max(0, i1 - i0) // 2 * 2
-        sums = (_F0, _F0, _F0)
-        if pipe and i0 < i1:
-            sums = _ln_sums(h[i0], dy[i0], accw, accb, w, mean[i0], rstd[i0], n)
-        for i in range(i0, i1):
-            hr, dyr, dhr, dxr, mu, rs_ = h[i], dy[i], dh[i], dx[i], mean[i], rstd[i]
-            if not pipe:
-                sums = _ln_sums(hr, dyr, accw, accb, w, mu, rs_, n)
-            coefs = _ln_coefs(sums, inv_n)
-            if pipe and i + 1 < i1:
-                nxt = (h[i + 1], dy[i + 1], mean[i + 1], rstd[i + 1], accw, accb)
-                sums = _ln_dx_next(hr, dyr, dhr, dxr, n, mu, rs_, coefs, w, has_dh, ht, st, nxt)
-            else:
-                _ln_dx(hr, dyr, dhr, dxr, n, mu, rs_, coefs, w, has_dh, ht, st)
+    _ln_loop(c0, c1, per, pipe, dw, db, m, n, n, dy, dh, h, dx, w, w, mean, rstd, has_dh, (ht, st))
 
 
 # Drivers: what the launcher calls, once per op. They run the row kernels over all chunks, on

@@ -1,6 +1,6 @@
 """Numba CPU kernel: the LayerNorm backward of bfloat16 rows read as 32-bit pairs, and its
 drivers (a launch choice, ``Launch.bf16_pairs``; the formulas are those of
-:func:`normlab.kernels.numba.backward._ln_bwd_rows`).
+:func:`normlab.kernels.numba.backward.ln_row_loop`).
 
 Why: the bfloat16 LayerNorm backward is bound by the vector units on a machine of few cores,
 and a good share of their work is converting (a widening load with a shuffle and a shift per
@@ -29,9 +29,9 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
-from normlab.kernels.numba.backward import TWO_ROWS_MIN_N, _ln_coefs
+from normlab.kernels.numba.backward import ln_row_loop
 from normlab.kernels.numba.bf16 import _HALF, _ONE, _QNAN, _S16, _bits_f32, _f32_bits, rows, vec
-from normlab.kernels.numba.kernels import _F0, _F1, _JIT
+from normlab.kernels.numba.kernels import _F0, _JIT
 
 _HI = np.uint32(0xFFFF0000)
 _U32 = np.uint32(0)  # the tag of a row of pairs
@@ -75,6 +75,15 @@ def _pack(ve, vo, st):
     if st == types.uint16:
         return lambda ve, vo, st: np.uint32((_rne(ve) >> _S16) | (_rne(vo) & _HI))
     return lambda ve, vo, st: np.uint32((_rne_nan(ve) >> _S16) | (_rne_nan(vo) & _HI))
+
+
+@njit(inline="always")
+def _chunk(dw, db, c):
+    """Chunk ``c``'s partial sums ``(dw even, dw odd, db even, db odd)``, zeroed."""
+    acc = (dw[c, 0], dw[c, 1], db[c, 0], db[c, 1])
+    for a in acc:
+        a[:] = _F0
+    return acc
 
 
 @njit(inline="always")
@@ -172,56 +181,22 @@ def _dx_row_next(hr, dyr, dhr, dxr, k, we, wo, mu, rs_, coefs, has_dh, st, nxt):
     return s0, s1, s2
 
 
+_loop = ln_row_loop(_chunk, _sums2, _sums, _dx_row, _dx_row_next)
+
+
 @njit(**_JIT)
 def _ln_bwd_pairs_rows(
     c0, c1, per, pipe, dw, db, wd, m, n, dyp, dys, dhp, dhs, hp, hs, wp, meanp, rstdp, dxp,
     has_dh, dyt, ht, st,
 ):  # fmt: skip
-    r"""LayerNorm backward of chunks ``[c0, c1)`` of bfloat16 rows read as pairs:
-
-    .. math::
-        dh = \mathrm{rstd}\,(\hat g - \overline{\hat g} - \hat x\,\overline{\hat g \hat x})
-        + dh_{in},\quad dw_{\text{chunk}} \mathrel{+}= dy \odot \hat x,\quad
-        db_{\text{chunk}} \mathrel{+}= dy
-
-    with :math:`\hat x = (h-\mu)\,\mathrm{rstd}` centred on its computed mean, as
-    :func:`~normlab.kernels.numba.backward._ln_bwd_rows` (``pipe`` likewise). Without ``pipe``
-    and from :data:`TWO_ROWS_MIN_N` elements, pass 1 runs over two rows at once
-    (:func:`_sums2`): the partial sums, 16 bytes of loads and stores per element and row, are
-    then the row loop's largest memory traffic."""
+    """LayerNorm backward of chunks ``[c0, c1)`` of bfloat16 rows read as pairs
+    (:func:`~normlab.kernels.numba.backward.ln_row_loop`); ``wd`` the FP32 weight as ``(even,
+    odd)`` halves, ``dw``/``db`` the partial sums, ``(chunks, 2, N / 2)``."""
     k = n // 2
     dy, dh = rows(dyp, m, dys // 2, _U32), rows(dhp, m, dhs // 2, _U32)
     h, dx = rows(hp, m, hs // 2, _U32), rows(dxp, m, k, _U32)
     mean, rstd, we, wo = vec(meanp, m), vec(rstdp, m), wd[0], wd[1]
-    inv_n = _F1 / np.float32(n)
-    for c in range(c0, c1):
-        acc = (dw[c, 0], dw[c, 1], db[c, 0], db[c, 1])
-        for a in acc:
-            a[:] = _F0
-        i0, i1 = c * per, min(m, (c + 1) * per)
-        if not pipe and n >= TWO_ROWS_MIN_N:  # two rows a step; an odd last row alone below
-            for i in range(i0, i1 - 1, 2):
-                st0, st1 = (mean[i], rstd[i]), (mean[i + 1], rstd[i + 1])
-                both = _sums2(h[i], dy[i], h[i + 1], dy[i + 1], we, wo, acc, st0, st1, k)
-                for r, sums in ((i, both[0]), (i + 1, both[1])):
-                    coefs = _ln_coefs(sums, inv_n)
-                    _dx_row(
-                        h[r], dy[r], dh[r], dx[r], k, we, wo, mean[r], rstd[r], coefs, has_dh, st
-                    )
-            i0 += max(0, i1 - i0) // 2 * 2
-        sums = (_F0, _F0, _F0)
-        if pipe and i0 < i1:
-            sums = _sums(h[i0], dy[i0], we, wo, acc, mean[i0], rstd[i0], k)
-        for i in range(i0, i1):
-            hr, dyr, dhr, dxr, mu, rs_ = h[i], dy[i], dh[i], dx[i], mean[i], rstd[i]
-            if not pipe:
-                sums = _sums(hr, dyr, we, wo, acc, mu, rs_, k)
-            coefs = _ln_coefs(sums, inv_n)
-            if pipe and i + 1 < i1:
-                nxt = (h[i + 1], dy[i + 1], mean[i + 1], rstd[i + 1], acc)
-                sums = _dx_row_next(hr, dyr, dhr, dxr, k, we, wo, mu, rs_, coefs, has_dh, st, nxt)
-            else:
-                _dx_row(hr, dyr, dhr, dxr, k, we, wo, mu, rs_, coefs, has_dh, st)
+    _loop(c0, c1, per, pipe, dw, db, m, n, k, dy, dh, h, dx, we, wo, mean, rstd, has_dh, st)
 
 
 @njit(inline="always")

@@ -1,6 +1,6 @@
 """Numba CPU kernel: the RMSNorm backward of bfloat16 rows read as 32-bit pairs, and its drivers
 (a launch choice, ``Launch.bf16_pairs``; the formulas are those of
-:func:`normlab.kernels.numba.backward._rms_bwd_rows`).
+:func:`normlab.kernels.numba.backward.rms_row_loop`).
 
 Why, and how a pair is read and stored: :mod:`normlab.kernels.numba.backward_pairs` (the
 LayerNorm backward on pairs), whose conversions (:func:`lo`, :func:`hi`, :func:`pack`), gain
@@ -19,10 +19,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from normlab.kernels.numba.backward import _rms_k
+from normlab.kernels.numba.backward import rms_row_loop
 from normlab.kernels.numba.backward_pairs import _U32, _reduce_pairs, _split, hi, lo, pack
 from normlab.kernels.numba.bf16 import round_to, rows, vec
-from normlab.kernels.numba.kernels import _F0, _F1, _JIT
+from normlab.kernels.numba.kernels import _F0, _JIT
 
 
 @njit(inline="always")
@@ -87,46 +87,34 @@ def _dx_row_next(hr, dyr, dhr, dxr, k, ge, go, rs_, kx, has_dh, st, nxt):
     return dot
 
 
+@njit(inline="always")
+def _chunk(dw, c):
+    """Chunk ``c``'s partial sums ``(dw even, dw odd)``, zeroed."""
+    acc = (dw[c, 0], dw[c, 1])
+    for a in acc:
+        a[:] = _F0
+    return acc
+
+
+_loop = rms_row_loop(_chunk, _dot, _dx_row, _dx_row_next)
+
+
 @njit(**_JIT)
 def _rms_bwd_pairs_rows(
     c0, c1, per, pipe, dw, gd, m, n, dyp, dys, dhp, dhs, hp, hs, gp, rstdp, dxp, eps, eps_inside,
     has_dh, has_w, dyt, ht, qt, st,
 ):  # fmt: skip
-    r"""RMSNorm backward of chunks ``[c0, c1)`` of bfloat16 rows read as pairs, with
-    :math:`\hat x = h\,\mathrm{rstd}`, :math:`\hat g = g \odot dy` and
-    :math:`c = \overline{\hat g \hat x}`:
-
-    .. math::
-        dh = \mathrm{rstd}\,\hat g - k\,\hat x + dh_{in},\quad
-        k = \mathrm{rstd}\,c \;(\epsilon \text{ inside}) \text{ or } c / \sqrt{\overline{h^2}},
-        \quad dw_{\text{chunk}} \mathrel{+}= dy \odot q(\hat x)
-
-    ``gd`` the FP32 gain as ``(even, odd)`` halves, ``dw`` of shape ``(chunks, 2, N / 2)``;
-    ``pipe``, ``has_w`` and ``qt`` as in :func:`~normlab.kernels.numba.backward._rms_bwd_rows`
-    (with ``pipe`` the partial sums are accumulated whether or not ``has_w``)."""
+    """RMSNorm backward of chunks ``[c0, c1)`` of bfloat16 rows read as pairs
+    (:func:`~normlab.kernels.numba.backward.rms_row_loop`); ``gd`` the FP32 gain as ``(even,
+    odd)`` halves, ``dw`` the partial sums, ``(chunks, 2, N / 2)``."""
     k = n // 2
     dy, dh = rows(dyp, m, dys // 2, _U32), rows(dhp, m, dhs // 2, _U32)
     h, dx = rows(hp, m, hs // 2, _U32), rows(dxp, m, k, _U32)
     rstd, ge, go = vec(rstdp, m), gd[0], gd[1]
-    inv_n = _F1 / np.float32(n)
-    for c in range(c0, c1):
-        acc = (dw[c, 0], dw[c, 1])
-        for a in acc:
-            a[:] = _F0
-        i0, i1 = c * per, min(m, (c + 1) * per)
-        dot = _F0
-        if pipe and i0 < i1:
-            dot = _dot(h[i0], dy[i0], ge, go, acc, rstd[i0], True, qt, k)
-        for i in range(i0, i1):
-            hr, dyr, dhr, dxr, rs_ = h[i], dy[i], dh[i], dx[i], rstd[i]
-            if not pipe:
-                dot = _dot(hr, dyr, ge, go, acc, rs_, has_w, qt, k)
-            kx = _rms_k(dot, inv_n, rs_, eps, eps_inside)
-            if pipe and i + 1 < i1:
-                nxt = (h[i + 1], dy[i + 1], rstd[i + 1], acc, qt)
-                dot = _dx_row_next(hr, dyr, dhr, dxr, k, ge, go, rs_, kx, has_dh, st, nxt)
-            else:
-                _dx_row(hr, dyr, dhr, dxr, k, ge, go, rs_, kx, has_dh, st)
+    _loop(
+        c0, c1, per, pipe, dw, m, n, k, dy, dh, h, dx, ge, go, rstd, eps, eps_inside, has_dh, has_w,
+        qt, st,
+    )  # fmt: skip
 
 
 # Drivers, as backward.rms_bwd (the same arguments; ``nw`` = N or 0, the partial sums' width).

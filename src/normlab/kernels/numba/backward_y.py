@@ -45,8 +45,8 @@ def _rms_bwd_y_rows(
     r"""RMSNorm backward of chunks ``[c0, c1)`` from ``y``: :math:`\hat x = q(y / g)`, where
     ``q`` rounds to h's dtype for the llama/none orders (``qt``): it recovers the rounded xhat
     those orders multiplied by g exactly (y's rounding is at most half a unit of it), the one
-    dweight needs. Then as :func:`_rms_bwd_rows`; eps outside takes :math:`\sqrt{\overline{h^2}} =
-    \sqrt{\overline{\hat x^2}} / \mathrm{rstd}`."""
+    dweight needs. Then as :func:`~normlab.kernels.numba.backward.rms_row_loop`; eps outside
+    takes :math:`\sqrt{\overline{h^2}} = \sqrt{\overline{\hat x^2}} / \mathrm{rstd}`."""
     dy, dh, y = rows(dyp, m, dys, dyt), rows(dhp, m, dhs, ht), rows(yp, m, ys, yt)
     dx, g, gi, rstd = rows(dxp, m, n, ht), vec(gp, n), vec(gip, n), vec(rstdp, m)
     inv_n = _F1 / np.float32(n)
