@@ -82,11 +82,10 @@ def measure(
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Per ``"d=<d>"`` the round values ``ln(t_unfused / t_fused)``, and per side the median
     milliseconds at each size."""
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     values: dict[str, list[float]] = {}
     ms: dict[str, list[float]] = {"fused": [], "unfused": []}
     for d in sizes:
-        times = interleaved(contenders(d, device), rounds, sync)
+        times = interleaved(contenders(d, device), rounds, device)
         pairs = zip(times["fused"], times["unfused"], strict=True)
         values[f"d={d}"] = [math.log(u / f) for f, u in pairs]
         for side in ms:
