@@ -152,7 +152,6 @@ class _Reader:
                 f"{self.prefix}{k['heads']} {heads}: not a model transformers builds"
             )
         head_dim = self.optional("head_dim", hidden // heads)
-        positions = self.optional(k["positions"], 0)
         sizes = {
             "hidden": hidden,
             "layers": layers,
@@ -161,7 +160,7 @@ class _Reader:
             "head_dim": head_dim,
             "ffn": ffn,
             "vocab": vocab,
-            "positions": positions,
+            "positions": self.optional(k["positions"], 0),
         }
         return sizes, ffn_src
 

@@ -132,8 +132,7 @@ def _measured(c, kind: str) -> str:
 def recentering(result) -> tuple[str, str]:
     c = next(c for c in result.changes if c.name == "swap")
     shares = [s.mean_share_median for s in result.layers]
-    own = result.layers[0].kind
-    swap = "LayerNorm → RMSNorm" if own == "layernorm" else "RMSNorm → LayerNorm"
+    swap = "LayerNorm → RMSNorm" if result.layers[0].kind == "layernorm" else "RMSNorm → LayerNorm"
     size = "small" if max(shares) < 0.1 else "large"
     return f"Re-centering: the mean's share is {size}.", (
         f"Median |mean|/RMS {pct(min(shares))} – {pct(max(shares))} per layer; swapping "

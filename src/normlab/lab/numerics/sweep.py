@@ -321,9 +321,8 @@ def run_numerics(options: NumericsOptions) -> NumericsResult:
     paths = {"json": out / "numerics.json"}
     write_json(paths["json"], asdict(result), indent=1)
     pngs = report.plots(result)
-    toc_after = report.toc_after(result)
     paths["md"], paths["html"] = write_page(
-        report.document(result, pngs), out / "numerics", toc_after=toc_after
+        report.document(result, pngs), out / "numerics", toc_after=report.toc_after(result)
     )
     for name, png in pngs.items():
         paths[name] = out / f"numerics-{name}.png"

@@ -114,8 +114,7 @@ def listing(plan: Plan, seed_block: int) -> str:
 
 
 def summary(decided: list[dict], runs) -> str:
-    cpu = sum(o.cpu_s for o in runs.values())
-    lines = [f"{len(runs)} runs, {cpu:,.0f} CPU s"]
+    lines = [f"{len(runs)} runs, {sum(o.cpu_s for o in runs.values()):,.0f} CPU s"]
     for f in decided:
         why = f" ({f['why']})" if f.get("why") else ""
         lines.append(f"{f['name']}: {f['verdict']}{why}")
