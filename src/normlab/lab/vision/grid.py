@@ -93,9 +93,8 @@ def run_vision(options: VisionOptions) -> tuple[list[dict], dict[tuple[Arm, int]
     decided = findings(options, runs, began)
     out = Path(options.out)
     write_json(out / FILES[0], decided, "\n", indent=1, ensure_ascii=False)
-    rows = [asdict(o) for o in runs.values()]
     meta = {"wall_s": round(time.perf_counter() - wall, 1), "jobs": options.jobs}
-    write_json(out / FILES[1], {**meta, "runs": rows}, "\n", indent=1)
+    write_json(out / FILES[1], {**meta, "runs": [asdict(o) for o in runs.values()]}, "\n", indent=1)
     write_file(out / FILES[2], loss_plot(runs, options.plan))
     return decided, runs
 
