@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from normlab.lab.bench.bandwidth import norm_call
 from normlab.lab.bench.ratio import interleaved
 
 SIZES = (256, 1024, 4096)
@@ -58,23 +59,20 @@ def working_set_why(device: str = "cpu") -> str | None:
 
 
 def contenders(d: int, device: str = "cpu", elements: int = ELEMENTS) -> dict[str, object]:
-    """``"fused"``/``"unfused"`` -> no-argument forward on ``elements // d`` FP32 rows of ``d``."""
-    import normlab
-
+    """``"fused"``/``"unfused"`` -> no-argument forward on ``elements // d`` FP32 rows of ``d``,
+    each norm called as ``normlab bench`` calls it (``bandwidth.norm_call``)."""
     backend = "triton" if device == "cuda" else "numba"
     g = torch.Generator(device=device).manual_seed(d)
     x = torch.randn(max(1, elements // d), d, generator=g, device=device)
     r = torch.randn(x.shape, generator=g, device=device)
     w = 1 + 0.1 * torch.randn(d, generator=g, device=device)
-
-    def fused():
-        return normlab.rms_norm(x, w, 1e-6, residual=r, casting="gemma", backend=backend)
+    fused, norm = (norm_call(op, d, backend) for op in ("fused_add_rms_norm", "rms_norm"))
 
     def unfused():
         h = x + r
-        return normlab.rms_norm(h, w, 1e-6, casting="gemma", backend=backend), h
+        return norm(h, w, None, None), h
 
-    return {"fused": fused, "unfused": unfused}
+    return {"fused": lambda: fused(x, w, None, r), "unfused": unfused}
 
 
 def measure(
