@@ -267,8 +267,7 @@ def _check(options: BenchOptions) -> None:
         ("ops", o.ops, OPS),
         ("dtypes", o.dtypes, ("float32", "bfloat16", "float16")),
     ]:
-        bad = [v for v in got if v not in known]
-        if bad:
+        if bad := [v for v in got if v not in known]:
             raise UsageError(f"{what}: unknown {bad}; known {list(known)}")
 
 
@@ -299,8 +298,7 @@ def run_bench(options: BenchOptions) -> Path:
         f"{torch.get_num_threads()} threads, {where or platform.machine()}"
     )
     page = d.Document(name, [d.Paragraph(preamble), table(results)])
-    png = bench_chart(rows)
-    if png is not None:
+    if (png := bench_chart(rows)) is not None:
         write_file(out / f"{name}.png", png)
         page.add(d.Figure(name, png, f"{name}.png"))
     write_file(out / f"{name}.md", d.to_markdown(page))

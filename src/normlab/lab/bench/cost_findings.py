@@ -203,8 +203,7 @@ def run_findings(options: FindingsOptions, log=print) -> Path:
         head += f"; timings: {torch.get_num_threads()} threads, {o.rounds} interleaved rounds"
         counted = "Work per row, counted from the articles' code (`normlab.lab.bench.work`):"
         tail += [d.Paragraph(counted), d.dense_table(WORK_HEADER, work_rows())]
-        png = ratio.ratio_plot(verdicts)
-        if png:
+        if png := ratio.ratio_plot(verdicts):
             write_file(out / "bench-ratio-vs-d.png", png)
             tail.append(d.Figure("bench-ratio-vs-d.png", png, "bench-ratio-vs-d.png"))
     if "fused" in o.kinds:

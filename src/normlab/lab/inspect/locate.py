@@ -48,8 +48,7 @@ def find(model: str) -> tuple[Path, str]:
     if path.is_dir():
         return path, path.resolve().name
     if _PACKAGE.fullmatch(model):
-        where = _package_dir(model.replace("-", "_"))
-        if where is not None:
+        if (where := _package_dir(model.replace("-", "_"))) is not None:
             return _shipped_model(where, model), model
     raise UsageError(f"{printable(model)}: no such directory, nor an installed package")
 

@@ -252,8 +252,7 @@ def sweep(
 
     avail, skipped = usable_backends(device)
     if backends is not None:
-        unknown = sorted(set(backends) - set(avail) - set(skipped))
-        if unknown:
+        if unknown := sorted(set(backends) - set(avail) - set(skipped)):
             raise UsageError(f"backends: unknown {unknown}; known {avail + sorted(skipped)}")
         skipped.update({b: "not selected" for b in avail if b not in backends})
         avail = [b for b in avail if b in backends]
