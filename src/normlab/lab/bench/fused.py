@@ -66,7 +66,8 @@ def contenders(d: int, device: str = "cpu", elements: int = ELEMENTS) -> dict[st
     x = torch.randn(max(1, elements // d), d, generator=g, device=device)
     r = torch.randn(x.shape, generator=g, device=device)
     w = 1 + 0.1 * torch.randn(d, generator=g, device=device)
-    fused, norm = (norm_call(op, d, backend) for op in ("fused_add_rms_norm", "rms_norm"))
+    fused = norm_call("fused_add_rms_norm", d, backend)
+    norm = norm_call("rms_norm", d, backend)
 
     def unfused():
         h = x + r
