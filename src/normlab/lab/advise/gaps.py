@@ -104,8 +104,7 @@ def _attention(r, s: dict[str, int]) -> list[str]:
             f"{p}rope_scaling ({kind}, factor {_num(rs.get('factor'))}): the twin's "
             "RoPE is unscaled"
         )
-    local = r.cfg.get("rope_local_base_freq")
-    if local is not None:
+    if (local := r.cfg.get("rope_local_base_freq")) is not None:
         out.append(
             f"{p}rope_local_base_freq = {_num(local)}: a second RoPE base for the "
             "sliding-window layers"

@@ -151,17 +151,15 @@ class _Reader:
                 f"{self.where}: {self.prefix}num_key_value_heads {kv} does not divide "
                 f"{self.prefix}{k['heads']} {heads}: not a model transformers builds"
             )
-        head_dim = self.optional("head_dim", hidden // heads)
-        positions = self.optional(k["positions"], 0)
         sizes = {
             "hidden": hidden,
             "layers": layers,
             "heads": heads,
             "kv_heads": kv,
-            "head_dim": head_dim,
+            "head_dim": self.optional("head_dim", hidden // heads),
             "ffn": ffn,
             "vocab": vocab,
-            "positions": positions,
+            "positions": self.optional(k["positions"], 0),
         }
         return sizes, ffn_src
 

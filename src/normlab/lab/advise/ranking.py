@@ -67,8 +67,7 @@ class Quality(Ranked):
 
     @property
     def best(self):
-        learned = Ranked(tuple(a for a in self.arms if a.arm not in self.unlearned))
-        return learned.best
+        return Ranked(tuple(a for a in self.arms if a.arm not in self.unlearned)).best
 
 
 @dataclass(frozen=True)

@@ -69,8 +69,7 @@ def _comment_lines(text: str) -> list[str]:
 def _pairs(out: list[str], path: KeyPath, items, comments: Mapping[KeyPath, str]) -> None:
     for k, v in items:
         line = f"{key(k)} = {value(v)}"
-        note = comments.get((*path, k))
-        if note:
+        if note := comments.get((*path, k)):
             if "\n" in note:
                 raise ValueError(f"a comment at the end of a line is one line: {note!r}")
             line += f"  # {note}"

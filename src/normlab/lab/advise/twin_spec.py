@@ -50,11 +50,8 @@ def spec_text(twin: Twin, command: str) -> str:
         "A study spec (docs/spec.md): edit it and rerun it with normlab study --spec FILE.\n"
         "The comments say where each value came from."
     )
-    _base(spec, twin)
-    _arms(spec, twin)
-    _quality_claims(spec, twin)
-    _speed_claims(spec, twin)
-    _stability_claims(spec, twin)
+    for section in (_base, _arms, _quality_claims, _speed_claims, _stability_claims):
+        section(spec, twin)
     return toml_writer.dumps(spec.doc, header=header, comments=spec.comments)
 
 

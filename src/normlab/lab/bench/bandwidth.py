@@ -60,15 +60,17 @@ class Result:
 
 
 def time_ms(
-    fns: dict[str, Callable[[], object]], repeat: int, sync: Callable[[], None] = lambda: None
+    fns: dict[str, Callable[[], object]], repeat: int, device: str = "cpu"
 ) -> dict[str, float]:
     """Best wall time in ms of each of ``fns`` over ``repeat`` rounds (4x as many when a round
-    is shorter than 20 ms); a round runs one batch of calls (>= ~3 ms) of every function in turn.
+    is shorter than 20 ms); a round runs one batch of calls (>= ~3 ms) of every function in turn,
+    synced on ``device``.
 
     Interleaved so that drift of a shared machine's load hits all contenders alike, and the
     minimum, not the median: other processes only ever add time, and the fastest batch is the
     best estimate of what the code costs on a quiet machine.
     """
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     number, round_s = {}, 0.0
     for name, fn in fns.items():
         seconds_per_call(fn, 1, sync)  # warm up
@@ -130,9 +132,7 @@ def _outputs(fn, args) -> tuple:
     return out if isinstance(out, tuple) else (out,)
 
 
-def _time_case(
-    op: str, mode: str, tensors, backend: str, repeat: int, compile: bool, sync
-) -> Result:
+def _time_case(op: str, mode: str, tensors, backend: str, repeat: int, compile: bool) -> Result:
     """One :class:`Result`: ``op`` in ``mode`` on ``tensors`` (x, w, b, r), normlab's
     ``backend`` against ``copy_``, torch eager and (``compile``) ``torch.compile``."""
     x, w, b, r = tensors
@@ -147,7 +147,7 @@ def _time_case(
         torch._dynamo.reset()
         fn = torch.compile(norm_call(op, n, None), dynamic=False)
         fns["compile"] = _runner(fn, mode, x, w, b, r)
-    ms = time_ms(fns, repeat, sync)
+    ms = time_ms(fns, repeat, x.device.type)
     t_ours, t_eager, t_comp = ms["ours"], ms["eager"], ms.get("compile")
     nbytes = x.numel() * x.element_size()
     copy_gbps = 2 * nbytes / ms["copy"] / 1e6
@@ -181,7 +181,6 @@ def run_matrix(
 ) -> list[Result]:
     """Time every case; returns one :class:`Result` per (op, dtype, shape, mode), each logged
     as a table row as soon as it is measured."""
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     results = []
     for dtype_name in dtypes:
         dtype = getattr(torch, dtype_name)
@@ -193,7 +192,7 @@ def run_matrix(
             b = 0.1 * torch.randn(n, device=device, dtype=dtype, generator=g)
             for op in ops:
                 for mode in ("fwd", "fwd+bwd"):
-                    res = _time_case(op, mode, (x, w, b, r), backend, repeat, compile, sync)
+                    res = _time_case(op, mode, (x, w, b, r), backend, repeat, compile)
                     log(format_table([res], header=not results))
                     results.append(res)
     return results
@@ -267,8 +266,7 @@ def _check(options: BenchOptions) -> None:
         ("ops", o.ops, OPS),
         ("dtypes", o.dtypes, ("float32", "bfloat16", "float16")),
     ]:
-        bad = [v for v in got if v not in known]
-        if bad:
+        if bad := [v for v in got if v not in known]:
             raise UsageError(f"{what}: unknown {bad}; known {list(known)}")
 
 
@@ -299,8 +297,7 @@ def run_bench(options: BenchOptions) -> Path:
         f"{torch.get_num_threads()} threads, {where or platform.machine()}"
     )
     page = d.Document(name, [d.Paragraph(preamble), table(results)])
-    png = bench_chart(rows)
-    if png is not None:
+    if (png := bench_chart(rows)) is not None:
         write_file(out / f"{name}.png", png)
         page.add(d.Figure(name, png, f"{name}.png"))
     write_file(out / f"{name}.md", d.to_markdown(page))

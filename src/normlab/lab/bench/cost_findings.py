@@ -143,8 +143,8 @@ def decide_fused(o: FindingsOptions, log=print) -> dict:
     """The fusion finding from one interleaved measurement of both sides at each size."""
     sizes = tuple(d for d in o.sizes if d in fused.SIZES) or fused.SIZES
     finding, began = fused_saves(sizes), utc()
-    why = fused.working_set_why(o.device)
-    if why:  # the saved traffic would not come from memory here: nothing to decide
+    # The saved traffic would not come from memory here: nothing to decide.
+    if why := fused.working_set_why(o.device):
         return registered(finding, {}, why=why, began=began)
     values, ms = fused.measure(sizes, o.rounds, o.device, log=log)
     record = {
@@ -203,8 +203,7 @@ def run_findings(options: FindingsOptions, log=print) -> Path:
         head += f"; timings: {torch.get_num_threads()} threads, {o.rounds} interleaved rounds"
         counted = "Work per row, counted from the articles' code (`normlab.lab.bench.work`):"
         tail += [d.Paragraph(counted), d.dense_table(WORK_HEADER, work_rows())]
-        png = ratio.ratio_plot(verdicts)
-        if png:
+        if png := ratio.ratio_plot(verdicts):
             write_file(out / "bench-ratio-vs-d.png", png)
             tail.append(d.Figure("bench-ratio-vs-d.png", png, "bench-ratio-vs-d.png"))
     if "fused" in o.kinds:

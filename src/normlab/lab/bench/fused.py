@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from normlab.lab.bench.bandwidth import norm_call
 from normlab.lab.bench.ratio import interleaved
 
 SIZES = (256, 1024, 4096)
@@ -58,23 +59,21 @@ def working_set_why(device: str = "cpu") -> str | None:
 
 
 def contenders(d: int, device: str = "cpu", elements: int = ELEMENTS) -> dict[str, object]:
-    """``"fused"``/``"unfused"`` -> no-argument forward on ``elements // d`` FP32 rows of ``d``."""
-    import normlab
-
+    """``"fused"``/``"unfused"`` -> no-argument forward on ``elements // d`` FP32 rows of ``d``,
+    each norm called as ``normlab bench`` calls it (``bandwidth.norm_call``)."""
     backend = "triton" if device == "cuda" else "numba"
     g = torch.Generator(device=device).manual_seed(d)
     x = torch.randn(max(1, elements // d), d, generator=g, device=device)
     r = torch.randn(x.shape, generator=g, device=device)
     w = 1 + 0.1 * torch.randn(d, generator=g, device=device)
-
-    def fused():
-        return normlab.rms_norm(x, w, 1e-6, residual=r, casting="gemma", backend=backend)
+    fused = norm_call("fused_add_rms_norm", d, backend)
+    norm = norm_call("rms_norm", d, backend)
 
     def unfused():
         h = x + r
-        return normlab.rms_norm(h, w, 1e-6, casting="gemma", backend=backend), h
+        return norm(h, w, None, None), h
 
-    return {"fused": fused, "unfused": unfused}
+    return {"fused": lambda: fused(x, w, None, r), "unfused": unfused}
 
 
 def measure(
@@ -82,11 +81,10 @@ def measure(
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Per ``"d=<d>"`` the round values ``ln(t_unfused / t_fused)``, and per side the median
     milliseconds at each size."""
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     values: dict[str, list[float]] = {}
     ms: dict[str, list[float]] = {"fused": [], "unfused": []}
     for d in sizes:
-        times = interleaved(contenders(d, device), rounds, sync)
+        times = interleaved(contenders(d, device), rounds, device)
         pairs = zip(times["fused"], times["unfused"], strict=True)
         values[f"d={d}"] = [math.log(u / f) for f, u in pairs]
         for side in ms:

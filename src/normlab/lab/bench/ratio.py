@@ -43,10 +43,10 @@ def contenders(d: int, impls=IMPLS, device: str = "cpu") -> dict[tuple[str, str]
     return fns
 
 
-def interleaved(
-    fns: dict, rounds: int, sync: Callable[[], None] = lambda: None
-) -> dict[object, list[float]]:
-    """Seconds per call of each of ``fns`` in each of ``rounds`` interleaved rounds."""
+def interleaved(fns: dict, rounds: int, device: str = "cpu") -> dict[object, list[float]]:
+    """Seconds per call of each of ``fns`` in each of ``rounds`` interleaved rounds (synced on
+    ``device``)."""
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     number = {}
     out: dict[object, list[float]] = {k: [] for k in fns}
     order = list(fns)
@@ -68,11 +68,10 @@ def measure(
     import math
     import statistics
 
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     values: dict[str, list[float]] = {}
     ms: dict[str, list[float]] = {}
     for d in sizes:
-        times = interleaved(contenders(d, impls, device), rounds, sync)
+        times = interleaved(contenders(d, impls, device), rounds, device)
         for impl in impls:
             rms, ln = times[impl, "rms_norm"], times[impl, "layer_norm"]
             values[f"{impl} d={d}"] = [math.log(b / a) for a, b in zip(rms, ln, strict=True)]
@@ -110,8 +109,7 @@ def ratio_plot(findings: list[dict]) -> bytes | None:
             below.append(y - math.exp(-p["hi"]) if p.get("hi") is not None else 0.0)
             above.append(math.exp(-p["lo"]) - y if p.get("lo") is not None else 0.0)
         if xs:
-            yerr = [below, above]
-            ax.errorbar(xs, ys, yerr=yerr, marker="o", capsize=3, label=impl, ls="-:"[k % 2])
+            ax.errorbar(xs, ys, [below, above], marker="o", capsize=3, label=impl, ls="-:"[k % 2])
     ax.axhline(1, color="k", lw=0.8)
     ax.set(xscale="log", yscale="log", xlabel="hidden size d")
     ax.set_ylabel("time RMSNorm / time LayerNorm (log)")

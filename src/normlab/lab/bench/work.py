@@ -52,11 +52,9 @@ def count(op: str, d: int = 64) -> Work:
             tuple(getattr(a, "meta", {}).get("val", torch.empty(0)).shape) == (rows, d)
             for a in node.args
         )
-        if name in REDUCTIONS and reads_row and shape[-1:] in ((1,), ()):
-            passes += 1
-            per_element += REDUCTIONS[name]
-            ops.append(name)
-        elif shape == (rows, d):
-            per_element += 1
+        reduction = name in REDUCTIONS and reads_row and shape[-1:] in ((1,), ())
+        if reduction or shape == (rows, d):  # a reduction of a row, or a row-shaped output
+            passes += reduction
+            per_element += REDUCTIONS[name] if reduction else 1
             ops.append(name)
     return Work(passes, per_element, tuple(ops))

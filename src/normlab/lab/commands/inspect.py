@@ -52,8 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from normlab.lab.inspect.run import run_inspect
 
     options = options_of(InspectOptions, args, progress=not args.quiet)
-    log = (lambda *a: None) if args.quiet else print
-    result, paths = run_inspect(options, log=log)
+    result, paths = run_inspect(options, log=(lambda *a: None) if args.quiet else print)
     if not args.quiet:
         for lead, rest in summary_words.hazards(result):
             print(f"- {lead} {rest}")

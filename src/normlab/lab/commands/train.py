@@ -243,6 +243,5 @@ def run(args: argparse.Namespace) -> int:
     # One process per output directory: rank 0 holds it for the whole job (the other ranks
     # write nothing there).
     with hold(args.out, "train") if is_main_process() else contextlib.nullcontext():
-        data = load_data(args.data)
-        train_process(cfg, data, opts, timeout_s=args.timeout)
+        train_process(cfg, load_data(args.data), opts, timeout_s=args.timeout)
     return 0

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from normlab.lab.bench.bandwidth import seconds_per_call
+from normlab.lab.bench.bandwidth import norm_call, seconds_per_call
 from normlab.lab.kit.errors import UsageError
 from normlab.lab.kit.reading import checked, positive_int
 
@@ -50,22 +50,20 @@ def run_demo(options: DemoOptions, log: Callable[[str], None] = print) -> list[D
     x = torch.randn(o.rows, o.hidden, dtype=dtype) * 3 + 1
     w = 1 + 0.1 * torch.randn(o.hidden, dtype=dtype)
     b = 0.1 * torch.randn(o.hidden, dtype=dtype)
-    calls = {  # op -> its call on (x, weight, bias) by a backend
-        "rms_norm": lambda be, x, w, b: F.rms_norm(x, w, casting="gemma", backend=be),
-        "layer_norm": lambda be, x, w, b: F.layer_norm(x, w, b, backend=be),
-    }
     log(f"x: ({o.rows}, {o.hidden}) {o.dtype}; error vs float64, time per call")
     log(f"{'op':<11} {'backend':<10} {'max abs err':>12} {'ms':>8}")
     # A backend that cannot run on x's device (triton on the CPU without TRITON_INTERPRET=1)
     # has nothing to show here.
     backends = [be for be in F.available_backends() if F.get_backend(be).supports(x.device)]
     rows = []
-    for op, call in calls.items():
-        truth = call("reference", x.double(), w.double(), b.double())  # float64: the truth
+    for op in ("rms_norm", "layer_norm"):  # each as normlab bench calls it
+        # float64: the truth
+        truth = norm_call(op, o.hidden, "reference")(x.double(), w.double(), b.double(), None)
         for be in backends:
-            err = (call(be, x, w, b).double() - truth).abs().max().item()
+            call = norm_call(op, o.hidden, be)
+            err = (call(x, w, b, None).double() - truth).abs().max().item()
             # the call above was the warm-up
-            ms = 1e3 * seconds_per_call(lambda be=be, call=call: call(be, x, w, b), 5)
+            ms = 1e3 * seconds_per_call(lambda call=call: call(x, w, b, None), 5)
             log(f"{op:<11} {be:<10} {err:>12.3e} {ms:>8.2f}")
             rows.append(DemoRow(op, be, err, ms))
     return rows

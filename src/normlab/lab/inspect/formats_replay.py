@@ -67,8 +67,7 @@ def ops_of(site: NormSite, module) -> tuple[Op, Op]:
     if site.kind == "layernorm":
         return Op("LayerNorm", w, b, site.eps), Op("RMSNorm", w, None, site.eps)
     own = Op("RMSNorm", w, None, site.eps, site.offset, site.casting)
-    gain = None if w is None else site.offset + w
-    return own, Op("LayerNorm", gain, None, site.eps)
+    return own, Op("LayerNorm", None if w is None else site.offset + w, None, site.eps)
 
 
 def _naive(op: Op, x: Tensor) -> tuple[str, Tensor, Tensor | None]:

@@ -143,8 +143,7 @@ def write(r, out: Path) -> dict[str, Path]:
     paths = {name: out / FIGURES / f"{name}.png" for name in figures}
     for name, png in figures.items():
         write_file(paths[name], png)
-    md, html = write_page(document(r, figures), out / "report", toc_after=4)
-    paths |= {"md": md, "html": html}
+    paths["md"], paths["html"] = write_page(document(r, figures), out / "report", toc_after=4)
     paths |= {"json": out / "inspect.json", "findings": out / "inspect-findings.json"}
     write_json(paths["json"], dataclasses.asdict(r), indent=1, ensure_ascii=False)
     write_json(paths["findings"], r.findings, indent=1, ensure_ascii=False)

@@ -36,9 +36,7 @@ class ModelDir:
 
     path: Path
     name: str  # for the report: the package's name or the directory's
-    config: dict
     hf: HFModel
-    params: int  # from the config's sizes (normlab.lab.advise.hf_config)
     need: int  # bytes the run needs (estimate)
     limit: int  # bytes it may use
     flops: float  # the three passes' work (2 · parameters outside the embeddings · tokens each)
@@ -50,8 +48,7 @@ def find(model: str) -> tuple[Path, str]:
     if path.is_dir():
         return path, path.resolve().name
     if _PACKAGE.fullmatch(model):
-        where = _package_dir(model.replace("-", "_"))
-        if where is not None:
+        if (where := _package_dir(model.replace("-", "_"))) is not None:
             return _shipped_model(where, model), model
     raise UsageError(f"{printable(model)}: no such directory, nor an installed package")
 
@@ -111,7 +108,7 @@ def read(options) -> ModelDir:
             f"allowed ({said})"
         )
     flops = PASSES * 2 * hf.params(embeddings=False) * options.tokens
-    return ModelDir(path, name, config, hf, params, need, limit, flops)
+    return ModelDir(path, name, hf, need, limit, flops)
 
 
 def activation_bytes(hf: HFModel, tokens: int, chunk: int) -> int:
@@ -120,8 +117,8 @@ def activation_bytes(hf: HFModel, tokens: int, chunk: int) -> int:
     logits (a batch of ``chunk`` tokens per ``BATCH_TOKENS``)."""
     from normlab.lab.inspect.record import BATCH_TOKENS
 
-    s = sizes = hf.sizes
+    s = hf.sizes
     batch = max(1, BATCH_TOKENS // chunk) * chunk  # tokens per forward
     per_token = (4 * s["layers"] + 1) * _PER_TOKEN_HIDDEN * s["hidden"]
-    work = batch * (4 * sizes["ffn"] + s["vocab"]) + batch * s["heads"] * chunk * 4
+    work = batch * (4 * s["ffn"] + s["vocab"]) + batch * s["heads"] * chunk * 4
     return (tokens * per_token + work) * FP32

@@ -127,9 +127,8 @@ def measure(o: InspectOptions, md: locate.ModelDir, log=print) -> InspectResult:
         rep = formats_replay.Replay()
         for i, (s, mod) in enumerate(m.sites):
             formats_replay.replay_layer(rep, s, mod, inputs[s.name])
-            seed = 1000 * o.seed + i
-            formats_replay.replay_grads(
-                rep, s, mod, inputs[s.name], small, scale_findings.EPS_DEFAULT, seed
+            formats_replay.replay_grads(  # the layer's own seed: 1000 * seed + i
+                rep, s, mod, inputs[s.name], small, scale_findings.EPS_DEFAULT, 1000 * o.seed + i
             )
             bar.update(1)
         clock.done("replay")

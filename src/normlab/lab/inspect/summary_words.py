@@ -40,8 +40,7 @@ def _errors(result, fmt: str) -> str:
         )
     else:
         text += "; no row fails"
-    kern_failed = sum(r.failures for r in kern)
-    if kern_failed:
+    if kern_failed := sum(r.failures for r in kern):
         text += f"; normlab's kernels fail on {kern_failed:,} rows"
     return text
 
@@ -83,8 +82,7 @@ def _near_constant(result) -> str:
 
 
 def bf16(result) -> tuple[str, str]:
-    over = _overflow(result, "BF16")
-    if over:
+    if over := _overflow(result, "BF16"):
         layer, share, what = max(over, key=lambda t: t[1])
         lead, head = "BF16 overflows.", f"The naive {what} in {layer} on {pct(share)} of rows"
     else:
@@ -93,9 +91,8 @@ def bf16(result) -> tuple[str, str]:
 
 
 def fp16(result) -> tuple[str, str]:
-    over = _overflow(result, "FP16")
     top = max(result.layers, key=lambda s: s.max_abs)
-    if over:
+    if over := _overflow(result, "FP16"):
         layer, share, what = max(over, key=lambda t: t[1])
         more = f" and {len(over) - 1} more layers" if len(over) > 1 else ""
         lead = f"FP16 overflows in {layer}'s {top.cls} on {pct(share)} of rows{more}."
@@ -132,8 +129,7 @@ def _measured(c, kind: str) -> str:
 def recentering(result) -> tuple[str, str]:
     c = next(c for c in result.changes if c.name == "swap")
     shares = [s.mean_share_median for s in result.layers]
-    own = result.layers[0].kind
-    swap = "LayerNorm → RMSNorm" if own == "layernorm" else "RMSNorm → LayerNorm"
+    swap = "LayerNorm → RMSNorm" if result.layers[0].kind == "layernorm" else "RMSNorm → LayerNorm"
     size = "small" if max(shares) < 0.1 else "large"
     return f"Re-centering: the mean's share is {size}.", (
         f"Median |mean|/RMS {pct(min(shares))} – {pct(max(shares))} per layer; swapping "

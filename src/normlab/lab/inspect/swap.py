@@ -75,10 +75,8 @@ def measure(name: str, base: Output, other: Output) -> Change:
     a, b = base.vectors.double(), other.vectors.double()
     cos = torch.nn.functional.cosine_similarity(a, b, dim=-1)
     direction = 1 - (cos.mean(-1) if cos.dim() > 1 else cos)
-    if base.top1 is not None:
-        task = (base.top1 != other.top1).double().mean(-1).tolist()
-    else:
-        task = _rank_change(a, b)
+    lm = base.top1 is not None  # a language model's task: its top-1 predictions
+    task = (base.top1 != other.top1).double().mean(-1).tolist() if lm else _rank_change(a, b)
     return Change(name, direction.tolist(), task, torch.equal(base.vectors, other.vectors))
 
 
@@ -97,9 +95,7 @@ def _rank_change(a: Tensor, b: Tensor) -> list[float]:
     for i in range(n):
         keep = [j for j in range(n) if j != i]
         a_i, b_i = sa[i, keep], sb[i, keep]
-        if torch.equal(a_i, b_i):  # the same similarities (constant ones too): nothing moved
-            out.append(0.0)
-            continue
-        rho = float(stats.spearmanr(a_i.numpy(), b_i.numpy()).statistic)
+        same = torch.equal(a_i, b_i)  # the same similarities (constant ones too): nothing moved
+        rho = 1.0 if same else float(stats.spearmanr(a_i.numpy(), b_i.numpy()).statistic)
         out.append(1.0 - rho if math.isfinite(rho) else 1.0)  # one side constant: no order kept
     return out

@@ -85,14 +85,8 @@ def from_markdown(text: str) -> tuple[Span, ...]:
 
 def plain(x: Inline, *, badges: bool = True) -> str:
     """The text a reader sees, without markup (``badges=False``: without the badges' words)."""
-    return "".join(
-        ""
-        if isinstance(s, Badge) and not badges
-        else " "
-        if isinstance(s, Break)
-        else getattr(s, "text", s)
-        for s in _spans(x)
-    ).strip()
+    shown = (s for s in _spans(x) if badges or not isinstance(s, Badge))
+    return "".join(" " if isinstance(s, Break) else getattr(s, "text", s) for s in shown).strip()
 
 
 # --------------------------------------------------------------------------------------------

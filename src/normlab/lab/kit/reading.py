@@ -213,9 +213,8 @@ def read_text(
 ) -> str:
     """The UTF-8 text of the regular file ``path`` (:func:`read_bytes`)."""
     what = what or printable(str(path), 200)
-    data = read_bytes(path, what, limit)
     try:
-        return data.decode("utf-8", errors)
+        return read_bytes(path, what, limit).decode("utf-8", errors)
     except UnicodeDecodeError as e:
         raise ReadError(f"{what}: not UTF-8 text ({e.reason} at byte {e.start})") from None
 

@@ -15,6 +15,7 @@ from normlab.lab.numerics.measuring import (
     NEAR_ZERO,
     ORDER_OF_MAGNITUDE,
     ORDER_WHY,
+    append,
     draw,
     part,
     run,
@@ -80,10 +81,9 @@ def measure(seeds: range) -> dict[str, tuple[dict[str, list[float]], dict]]:
                 inputs = draw(s, getattr(torch, dt), NEAR_ZERO)
                 ms = {e: run(NAIVE[op], op, inputs, e, grad=True) for e in EPSS}
                 wrong[op, dt] = {e: m["dx_wrong"] for e, m in ms.items()}
-                curves.setdefault(f"{name} {dt}", []).append(list(wrong[op, dt].values()))
+                append(curves, f"{name} {dt}", list(wrong[op, dt].values()))
                 if dt == "float32":
-                    truth = [m["dx_max"] for m in ms.values()]
-                    curves.setdefault(f"{name} truth", []).append(truth)
+                    append(curves, f"{name} truth", [m["dx_max"] for m in ms.values()])
                     grow = ms[EPS_SMALL]["dx_max"] / ms[EPS_DEFAULT]["dx_max"]
                     vals[EXPLODES.name][f"{name}: true max|dx| grows"].append(math.log10(grow))
             for dt, short in LOW.items():
@@ -92,8 +92,7 @@ def measure(seeds: range) -> dict[str, tuple[dict[str, list[float]], dict]]:
                 vals[f][f"{name} {short}: worse than FP32"].append(d)
                 for e in (EPS_DEFAULT, EPS_SMALL):
                     for key, w in ((short, wrong[op, dt][e]), ("FP32", wrong[op, "float32"][e])):
-                        k = f"{name} {key} wrong dx fraction at eps={e:g}"
-                        records[f].setdefault(k, []).append(w)
+                        append(records[f], f"{name} {key} wrong dx fraction at eps={e:g}", w)
     rec = records[EXPLODES.name]
     rec["eps"] = list(EPSS)
     rec["curves"] = {k: [sum(c) / len(c) for c in zip(*v, strict=True)] for k, v in curves.items()}

@@ -77,8 +77,7 @@ def grad_vs_eps(result) -> bytes | None:
         top = 3 * max(truth)
         for k, impl in enumerate(impls):
             pts = [r for r in recs if r["impl"] == impl]
-            ok = [r for r in pts if r["dx"]["max_abs"]]
-            if ok:
+            if ok := [r for r in pts if r["dx"]["max_abs"]]:
                 xs, ys = [r["eps"] for r in ok], [r["dx"]["max_abs"] for r in ok]
                 bad = [r["eps"] for r in pts if r["dx"]["nonfinite"]]
                 _curve(ax, k, impl, xs, ys, bad, [top] * len(bad))
@@ -103,8 +102,7 @@ def fp32_statistics(rec: dict) -> bytes:
     flat = [ax for row in axes for ax in row]
     for ax, (op, dt) in zip(flat, panels, strict=True):
         for k, impl in enumerate(("naive", "FP32 statistics")):
-            ys = rec["curves"].get(f"{op} {dt} {impl}")
-            if ys:
+            if ys := rec["curves"].get(f"{op} {dt} {impl}"):
                 ax.plot(rec["scales"], ys, STYLES[k], marker=".", label=impl)
         ax.axhline(0.1, color="grey", lw=0.6, ls=":", label="10 % (visible failure)")
         ax.set(xscale="log", yscale="log", title=f"{op} {dt}", xlabel="input scale (max |x|)")
@@ -120,8 +118,7 @@ def small_eps(rec: dict) -> bytes:
     for k, op in enumerate(OPS.values()):
         a.plot(rec["eps"], rec["curves"][f"{op} truth"], STYLES[k], marker=".", label=op)
         for j, dt in enumerate(("float32", "float16", "bfloat16")):
-            ys = rec["curves"].get(f"{op} {dt}")
-            if ys:
+            if ys := rec["curves"].get(f"{op} {dt}"):
                 label = f"{op} {DTYPE_SHORT[dt]}"
                 b.plot(rec["eps"], ys, STYLES[j], marker=".", label=label, alpha=0.8)
     a.axhline(65504, color="red", lw=0.7, ls=":", label="FP16 max")

@@ -31,6 +31,7 @@ from normlab.lab.numerics.measuring import (
     HIDDEN,
     NAIVE,
     SCALES,
+    append,
     capped_error,
     draw,
     part,
@@ -116,8 +117,8 @@ def _fp32_stats(seeds: range, record: dict) -> dict[str, list[float]]:
                         for sc in SCALES
                     ]
                     worst[impl] = max(errs)
-                    record.setdefault(f"{name} {short} {impl} worst error", []).append(max(errs))
-                    curves.setdefault(f"{name} {short} {impl}", []).append(errs)
+                    append(record, f"{name} {short} {impl} worst error", worst[impl])
+                    append(curves, f"{name} {short} {impl}", errs)
                 ratio = worst["naive"] / worst["FP32 statistics"]
                 vals[f"{name} {short}"].append(math.log10(ratio))
     record["scales"] = list(SCALES)

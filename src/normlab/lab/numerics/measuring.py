@@ -175,9 +175,7 @@ def in_range_error(m: dict) -> float:
     """The max relative error in [1e-8, 1] of an output whose inputs lie inside the dtype's
     range: inf/NaN counts as 1; an output flushed to 0 counts by its error (``|t| / max|t|`` of
     its row), as any other, since inside the range a 0 is a rounding, not an overflow."""
-    if m["nonfinite"] or m["max_rel"] is None:
-        return 1.0
-    return min(max(m["max_rel"], 1e-8), 1.0)
+    return 1.0 if m["nonfinite"] or m["max_rel"] is None else min(max(m["max_rel"], 1e-8), 1.0)
 
 
 def threshold(fails: Callable[[float], bool], lo: float, hi: float, rising: bool) -> float:

@@ -73,8 +73,7 @@ def scale_table(result, op: str, dtype: str) -> tuple[list[str], list[list[str]]
     impls = list(dict.fromkeys(r["impl"] for r in recs))
     cells: dict[float, dict[str, str]] = defaultdict(dict)
     for r in recs:
-        m = r.get("y")
-        if m is None:
+        if (m := r.get("y")) is None:
             cell = "raised"
         elif m["nonfinite"]:
             cell = f"inf×{m['nonfinite']}"

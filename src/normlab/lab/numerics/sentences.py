@@ -158,8 +158,7 @@ def _naive_scale_sentence(records, op: str, dtype: str) -> str:
     elif large:
         text += " It never returns inf/NaN in the forward pass: the overflow shows as wrong "
         text += "finite outputs instead."
-    dx_inf = [x for x in rows if x.get("dx") and x["dx"]["nonfinite"]]
-    if dx_inf:
+    if dx_inf := [x for x in rows if x.get("dx") and x["dx"]["nonfinite"]]:
         text += f" Its dx has inf/NaN at scales {_list(x['scale'] for x in dx_inf)}."
     return text
 
@@ -197,8 +196,7 @@ def _eps_sentence(records, op: str) -> str | None:
         f"{fmt(lo['dx']['truth_max_abs'])} at eps={lo['eps']:g}."
     )
     h16 = select(records, op=op, impl="naive", dtype="float16", axis="eps", shape="near_zero")
-    over = [r for r in h16 if r.get("dx") and r["dx"]["unrepresentable"]]
-    if over:
+    if over := [r for r in h16 if r.get("dx") and r["dx"]["unrepresentable"]]:
         text += (
             f" In FP16 some true dx exceed {torch.finfo(torch.float16).max:g} "
             f"for eps ≤ {max(r['eps'] for r in over):g}."

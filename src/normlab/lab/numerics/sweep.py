@@ -118,8 +118,7 @@ def build_cases(grid: Grid) -> list[Case]:
 
 def make_inputs(case: Case, device: str = "cpu") -> Inputs:
     """``(x, weight, bias, dy)`` in ``case.dtype``; deterministic per case."""
-    seed = zlib.crc32(repr(case.key).encode())
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(zlib.crc32(repr(case.key).encode()))
     r, n = case.rows, case.hidden
     z = torch.randn(r, n, generator=gen, dtype=torch.float64)
     peak = z.abs().amax(-1, keepdim=True)
@@ -252,8 +251,7 @@ def sweep(
 
     avail, skipped = usable_backends(device)
     if backends is not None:
-        unknown = sorted(set(backends) - set(avail) - set(skipped))
-        if unknown:
+        if unknown := sorted(set(backends) - set(avail) - set(skipped)):
             raise UsageError(f"backends: unknown {unknown}; known {avail + sorted(skipped)}")
         skipped.update({b: "not selected" for b in avail if b not in backends})
         avail = [b for b in avail if b in backends]
@@ -321,9 +319,8 @@ def run_numerics(options: NumericsOptions) -> NumericsResult:
     paths = {"json": out / "numerics.json"}
     write_json(paths["json"], asdict(result), indent=1)
     pngs = report.plots(result)
-    toc_after = report.toc_after(result)
     paths["md"], paths["html"] = write_page(
-        report.document(result, pngs), out / "numerics", toc_after=toc_after
+        report.document(result, pngs), out / "numerics", toc_after=report.toc_after(result)
     )
     for name, png in pngs.items():
         paths[name] = out / f"numerics-{name}.png"

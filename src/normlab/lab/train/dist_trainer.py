@@ -185,12 +185,9 @@ class DistributedTrainer(Trainer):
                 print(f"--resume: no checkpoint at {path} yet; starting at step 0", flush=True)
             return None
         ckpt = _load_checkpoint(path)
-        saved, wanted = ckpt["config"], self.cfg.to_dict()
-        diff = _config_diff(saved, wanted)
-        if diff:
+        if diff := _config_diff(ckpt["config"], self.cfg.to_dict()):
             raise ResumeRefused(f"--resume: the options differ from the checkpoint's run: {diff}")
-        corpus = ckpt.get("corpus_sha256")
-        if corpus != self.data.sha256:
+        if (corpus := ckpt.get("corpus_sha256")) != self.data.sha256:
             was = f"corpus SHA-256 {corpus[:16]}..." if corpus else "no corpus SHA-256 (older)"
             raise ResumeRefused(
                 f"--resume: {path} was trained on another corpus ({was}; --data now is "

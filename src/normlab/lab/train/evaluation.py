@@ -51,9 +51,7 @@ class Evaluation:
         if step == 0:
             self._logits0[i] = logits
         ref = self._logits0.get(i) if step else None  # none at step 0, or outside training
-        if ref is None:
-            return {}
-        return {"output_change": float((logits - ref).pow(2).mean().sqrt())}
+        return {} if ref is None else {"output_change": float((logits - ref).pow(2).mean().sqrt())}
 
     @torch.no_grad()
     def _validate(self, res: RunResult, model: nn.Module, val: list, step: int, on_eval) -> None:

@@ -65,9 +65,7 @@ def n_probes(n_val: int, batch_size: int) -> int:
     """How many of ``n_val`` validation sequences ``probe_set`` takes (one block of B² even
     where that is more than :data:`SERVING_SEQUENCES`; 0 where the set is smaller)."""
     block = batch_size * batch_size
-    if n_val < block:
-        return 0
-    return block * max(1, min(SERVING_SEQUENCES, n_val) // block)
+    return 0 if n_val < block else block * max(1, min(SERVING_SEQUENCES, n_val) // block)
 
 
 def layout_b(n: int, batch_size: int) -> Tensor:

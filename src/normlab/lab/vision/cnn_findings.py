@@ -199,8 +199,7 @@ def decide(f: VisionFinding, runs: Mapping[tuple[Arm, int], Outcome], seeds, fac
         out["verdict"] = Word.NOT_TESTABLE
     for factor in factors:
         check, check_ctrl = _decide_at(f, runs, seeds, factor)
-        voided = check_ctrl["verdict"] != Word.HOLDS
-        said = Word.NOT_TESTABLE if voided else check["verdict"]
+        said = Word.NOT_TESTABLE if check_ctrl["verdict"] != Word.HOLDS else check["verdict"]
         out["rate_checks"].append(
             {"factor": factor, "verdict": said, "parts": check["parts"], "control": check_ctrl}
         )

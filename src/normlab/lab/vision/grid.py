@@ -93,9 +93,8 @@ def run_vision(options: VisionOptions) -> tuple[list[dict], dict[tuple[Arm, int]
     decided = findings(options, runs, began)
     out = Path(options.out)
     write_json(out / FILES[0], decided, "\n", indent=1, ensure_ascii=False)
-    rows = [asdict(o) for o in runs.values()]
     meta = {"wall_s": round(time.perf_counter() - wall, 1), "jobs": options.jobs}
-    write_json(out / FILES[1], {**meta, "runs": rows}, "\n", indent=1)
+    write_json(out / FILES[1], {**meta, "runs": [asdict(o) for o in runs.values()]}, "\n", indent=1)
     write_file(out / FILES[2], loss_plot(runs, options.plan))
     return decided, runs
 
@@ -114,8 +113,7 @@ def listing(plan: Plan, seed_block: int) -> str:
 
 
 def summary(decided: list[dict], runs) -> str:
-    cpu = sum(o.cpu_s for o in runs.values())
-    lines = [f"{len(runs)} runs, {cpu:,.0f} CPU s"]
+    lines = [f"{len(runs)} runs, {sum(o.cpu_s for o in runs.values()):,.0f} CPU s"]
     for f in decided:
         why = f" ({f['why']})" if f.get("why") else ""
         lines.append(f"{f['name']}: {f['verdict']}{why}")
