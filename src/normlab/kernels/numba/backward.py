@@ -122,10 +122,8 @@ def rms_row_loop(chunk, dot, dx_row, dx_next):
     and the build as in :func:`ln_row_loop` (the gain ``g, g1`` as ``w, w1`` there)."""
 
     @njit(inline="always")
-    def loop(
-        c0, c1, per, pipe, dw, m, n, k, dy, dh, h, dx, g, g1, rstd, eps, eps_inside, has_dh,
-        has_w, qt, st,
-    ):  # fmt: skip
+    def loop(c0, c1, per, pipe, dw, v):
+        m, n, k, dy, dh, h, dx, g, g1, rstd, eps, eps_inside, has_dh, has_w, qt, st = v
         inv_n = _F1 / np.float32(n)
         for c in range(c0, c1):
             acc = chunk(dw, c)
@@ -151,18 +149,15 @@ _rms_loop = rms_row_loop(_rms_chunk, _rms_dot, _rms_dx, _rms_dx_next)
 
 
 @njit(**_JIT)
-def _rms_bwd_rows(
-    c0, c1, per, pipe, dw, m, n, dyp, dys, dhp, dhs, hp, hs, gp, rstdp, dxp, eps, eps_inside,
-    has_dh, has_w, dyt, ht, qt, st,
-):  # fmt: skip
+def _rms_bwd_rows(c0, c1, per, pipe, dw, args):
     """RMSNorm backward of chunks ``[c0, c1)`` (:func:`rms_row_loop`); ``dw`` the partial sums,
     ``(chunks, N)``, or ``(chunks, 1)`` where nothing adds to them."""
+    m, n, dyp, dys, dhp, dhs, hp, hs, gp, rstdp, dxp, eps, eps_inside, has_dh, has_w = args[:15]
+    dyt, ht, qt, st = args[15:]
     dy, dh, h = rows(dyp, m, dys, dyt), rows(dhp, m, dhs, ht), rows(hp, m, hs, ht)
     dx, g, rstd = rows(dxp, m, n, ht), vec(gp, n), vec(rstdp, m)
-    _rms_loop(
-        c0, c1, per, pipe, dw, m, n, n, dy, dh, h, dx, g, g, rstd, eps, eps_inside, has_dh, has_w,
-        qt, (ht, st),
-    )  # fmt: skip
+    v = (m, n, n, dy, dh, h, dx, g, g, rstd, eps, eps_inside, has_dh, has_w, qt, (ht, st))
+    _rms_loop(c0, c1, per, pipe, dw, v)
 
 
 @njit(inline="always")
@@ -293,7 +288,8 @@ def ln_row_loop(chunk, sums2, sums, dx_row, dx_next):
     helpers (closure variables) as globals: direct calls, inlined."""
 
     @njit(inline="always")
-    def loop(c0, c1, per, pipe, dw, db, m, n, k, dy, dh, h, dx, w, w1, mean, rstd, has_dh, st):
+    def loop(c0, c1, per, pipe, dw, db, v):
+        m, n, k, dy, dh, h, dx, w, w1, mean, rstd, has_dh, st = v
         inv_n = _F1 / np.float32(n)
         for c in range(c0, c1):
             acc = chunk(dw, db, c)
@@ -329,17 +325,16 @@ _ln_loop = ln_row_loop(_ln_chunk, _ln_sums2, _ln_sums, _ln_dx, _ln_dx_next)
 
 
 @njit(**_JIT_NO_FMA)
-def _ln_bwd_rows(
-    c0, c1, per, pipe, dw, db, m, n, dyp, dys, dhp, dhs, hp, hs, wp, meanp, rstdp, dxp, has_dh,
-    dyt, ht, st,
-):  # fmt: skip
+def _ln_bwd_rows(c0, c1, per, pipe, dw, db, args):
     """LayerNorm backward of chunks ``[c0, c1)`` (:func:`ln_row_loop`); ``dw``/``db`` the
     partial sums, ``(chunks, N)``. Built without FMA contraction (``_JIT_NO_FMA``): the
     one-element row's ``w dy - mean(w dy)`` must be exactly 0."""
+    m, n, dyp, dys, dhp, dhs, hp, hs, wp, meanp, rstdp, dxp, has_dh, dyt, ht, st = args
     dy, dh, h = rows(dyp, m, dys, dyt), rows(dhp, m, dhs, ht), rows(hp, m, hs, ht)
     dx, w = rows(dxp, m, n, ht), vec(wp, n)
     mean, rstd = vec(meanp, m), vec(rstdp, m)
-    _ln_loop(c0, c1, per, pipe, dw, db, m, n, n, dy, dh, h, dx, w, w, mean, rstd, has_dh, (ht, st))
+    v = (m, n, n, dy, dh, h, dx, w, w, mean, rstd, has_dh, (ht, st))
+    _ln_loop(c0, c1, per, pipe, dw, db, v)
 
 
 # Drivers: what the launcher calls, once per op. They run the row kernels over all chunks, on
@@ -368,7 +363,7 @@ def rms_bwd(nch, per, pipe, nw, args, dwo):
     """RMSNorm backward of all chunks on this thread; ``dweight`` (``nw`` = N or 0: the partial
     sums' width) to ``dwo`` (0: not wanted)."""
     dw = np.empty((nch, max(nw, 1)), np.float32)
-    _rms_bwd_rows(0, nch, per, pipe, dw, *args)
+    _rms_bwd_rows(0, nch, per, pipe, dw, args)
     _reduce(dw, dwo)
 
 
@@ -376,7 +371,7 @@ def rms_bwd(nch, per, pipe, nw, args, dwo):
 def rms_bwd_par(nch, per, pipe, nw, args, dwo):
     dw = np.empty((nch, max(nw, 1)), np.float32)
     for c in prange(nch):
-        _rms_bwd_rows(c, c + 1, per, pipe, dw, *args)
+        _rms_bwd_rows(c, c + 1, per, pipe, dw, args)
     _reduce(dw, dwo)
 
 
@@ -385,7 +380,7 @@ def ln_bwd(nch, per, pipe, n, args, dwo, dbo):
     """LayerNorm backward of all chunks on this thread; ``dweight``/``dbias`` to ``dwo``/``dbo``
     (0: not wanted)."""
     dw, db = np.empty((nch, n), np.float32), np.empty((nch, n), np.float32)
-    _ln_bwd_rows(0, nch, per, pipe, dw, db, *args)
+    _ln_bwd_rows(0, nch, per, pipe, dw, db, args)
     _reduce(dw, dwo)
     _reduce(db, dbo)
 
@@ -394,6 +389,6 @@ def ln_bwd(nch, per, pipe, n, args, dwo, dbo):
 def ln_bwd_par(nch, per, pipe, n, args, dwo, dbo):
     dw, db = np.empty((nch, n), np.float32), np.empty((nch, n), np.float32)
     for c in prange(nch):
-        _ln_bwd_rows(c, c + 1, per, pipe, dw, db, *args)
+        _ln_bwd_rows(c, c + 1, per, pipe, dw, db, args)
     _reduce(dw, dwo)
     _reduce(db, dbo)

@@ -185,18 +185,16 @@ _loop = ln_row_loop(_chunk, _sums2, _sums, _dx_row, _dx_row_next)
 
 
 @njit(**_JIT)
-def _ln_bwd_pairs_rows(
-    c0, c1, per, pipe, dw, db, wd, m, n, dyp, dys, dhp, dhs, hp, hs, wp, meanp, rstdp, dxp,
-    has_dh, dyt, ht, st,
-):  # fmt: skip
+def _ln_bwd_pairs_rows(c0, c1, per, pipe, dw, db, wd, args):
     """LayerNorm backward of chunks ``[c0, c1)`` of bfloat16 rows read as pairs
     (:func:`~normlab.kernels.numba.backward.ln_row_loop`); ``wd`` the FP32 weight as ``(even,
     odd)`` halves, ``dw``/``db`` the partial sums, ``(chunks, 2, N / 2)``."""
+    m, n, dyp, dys, dhp, dhs, hp, hs, _, meanp, rstdp, dxp, has_dh, _, _, st = args
     k = n // 2
     dy, dh = rows(dyp, m, dys // 2, _U32), rows(dhp, m, dhs // 2, _U32)
     h, dx = rows(hp, m, hs // 2, _U32), rows(dxp, m, k, _U32)
     mean, rstd, we, wo = vec(meanp, m), vec(rstdp, m), wd[0], wd[1]
-    _loop(c0, c1, per, pipe, dw, db, m, n, k, dy, dh, h, dx, we, wo, mean, rstd, has_dh, st)
+    _loop(c0, c1, per, pipe, dw, db, (m, n, k, dy, dh, h, dx, we, wo, mean, rstd, has_dh, st))
 
 
 @njit(inline="always")
@@ -234,7 +232,7 @@ def ln_bwd_pairs(nch, per, pipe, n, args, dwo, dbo):
     k = n // 2
     dw, db = np.empty((nch, 2, k), np.float32), np.empty((nch, 2, k), np.float32)
     wd = _split(args[8], n)
-    _ln_bwd_pairs_rows(0, nch, per, pipe, dw, db, wd, *args)
+    _ln_bwd_pairs_rows(0, nch, per, pipe, dw, db, wd, args)
     _reduce_pairs(dw, dwo)
     _reduce_pairs(db, dbo)
 
@@ -245,6 +243,6 @@ def ln_bwd_pairs_par(nch, per, pipe, n, args, dwo, dbo):
     dw, db = np.empty((nch, 2, k), np.float32), np.empty((nch, 2, k), np.float32)
     wd = _split(args[8], n)
     for c in prange(nch):
-        _ln_bwd_pairs_rows(c, c + 1, per, pipe, dw, db, wd, *args)
+        _ln_bwd_pairs_rows(c, c + 1, per, pipe, dw, db, wd, args)
     _reduce_pairs(dw, dwo)
     _reduce_pairs(db, dbo)

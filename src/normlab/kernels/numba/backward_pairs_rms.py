@@ -100,21 +100,18 @@ _loop = rms_row_loop(_chunk, _dot, _dx_row, _dx_row_next)
 
 
 @njit(**_JIT)
-def _rms_bwd_pairs_rows(
-    c0, c1, per, pipe, dw, gd, m, n, dyp, dys, dhp, dhs, hp, hs, gp, rstdp, dxp, eps, eps_inside,
-    has_dh, has_w, dyt, ht, qt, st,
-):  # fmt: skip
+def _rms_bwd_pairs_rows(c0, c1, per, pipe, dw, gd, args):
     """RMSNorm backward of chunks ``[c0, c1)`` of bfloat16 rows read as pairs
     (:func:`~normlab.kernels.numba.backward.rms_row_loop`); ``gd`` the FP32 gain as ``(even,
     odd)`` halves, ``dw`` the partial sums, ``(chunks, 2, N / 2)``."""
+    m, n, dyp, dys, dhp, dhs, hp, hs, _, rstdp, dxp, eps, eps_inside, has_dh, has_w = args[:15]
+    qt, st = args[17:]
     k = n // 2
     dy, dh = rows(dyp, m, dys // 2, _U32), rows(dhp, m, dhs // 2, _U32)
     h, dx = rows(hp, m, hs // 2, _U32), rows(dxp, m, k, _U32)
     rstd, ge, go = vec(rstdp, m), gd[0], gd[1]
-    _loop(
-        c0, c1, per, pipe, dw, m, n, k, dy, dh, h, dx, ge, go, rstd, eps, eps_inside, has_dh, has_w,
-        qt, st,
-    )  # fmt: skip
+    v = (m, n, k, dy, dh, h, dx, ge, go, rstd, eps, eps_inside, has_dh, has_w, qt, st)
+    _loop(c0, c1, per, pipe, dw, v)
 
 
 # Drivers, as backward.rms_bwd (the same arguments; ``nw`` = N or 0, the partial sums' width).
@@ -125,7 +122,7 @@ def rms_bwd_pairs(nch, per, pipe, nw, args, dwo):
     """:func:`~normlab.kernels.numba.backward.rms_bwd` of bfloat16 rows read as pairs."""
     dw = np.empty((nch, 2, max(nw // 2, 1)), np.float32)
     gd = _split(args[8], args[1])
-    _rms_bwd_pairs_rows(0, nch, per, pipe, dw, gd, *args)
+    _rms_bwd_pairs_rows(0, nch, per, pipe, dw, gd, args)
     _reduce_pairs(dw, dwo)
 
 
@@ -134,5 +131,5 @@ def rms_bwd_pairs_par(nch, per, pipe, nw, args, dwo):
     dw = np.empty((nch, 2, max(nw // 2, 1)), np.float32)
     gd = _split(args[8], args[1])
     for c in prange(nch):
-        _rms_bwd_pairs_rows(c, c + 1, per, pipe, dw, gd, *args)
+        _rms_bwd_pairs_rows(c, c + 1, per, pipe, dw, gd, args)
     _reduce_pairs(dw, dwo)

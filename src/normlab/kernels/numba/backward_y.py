@@ -17,36 +17,14 @@ from normlab.kernels.numba.kernels import _F0, _F1, _JIT, _JIT_NO_FMA
 
 
 @njit(**_JIT)
-def _rms_bwd_y_rows(
-    c0,
-    c1,
-    per,
-    dw,
-    m,
-    n,
-    dyp,
-    dys,
-    dhp,
-    dhs,
-    yp,
-    ys,
-    gp,
-    gip,
-    rstdp,
-    dxp,
-    eps_inside,
-    has_dh,
-    has_w,
-    dyt,
-    yt,
-    ht,
-    qt,
-):
+def _rms_bwd_y_rows(c0, c1, per, dw, args):
     r"""RMSNorm backward of chunks ``[c0, c1)`` from ``y``: :math:`\hat x = q(y / g)`, where
     ``q`` rounds to h's dtype for the llama/none orders (``qt``): it recovers the rounded xhat
     those orders multiplied by g exactly (y's rounding is at most half a unit of it), the one
     dweight needs. Then as :func:`~normlab.kernels.numba.backward.rms_row_loop`; eps outside
     takes :math:`\sqrt{\overline{h^2}} = \sqrt{\overline{\hat x^2}} / \mathrm{rstd}`."""
+    m, n, dyp, dys, dhp, dhs, yp, ys, gp, gip, rstdp, dxp, eps_inside, has_dh, has_w = args[:15]
+    dyt, yt, ht, qt = args[15:]
     dy, dh, y = rows(dyp, m, dys, dyt), rows(dhp, m, dhs, ht), rows(yp, m, ys, yt)
     dx, g, gi, rstd = rows(dxp, m, n, ht), vec(gp, n), vec(gip, n), vec(rstdp, m)
     inv_n = _F1 / np.float32(n)
@@ -76,32 +54,10 @@ def _rms_bwd_y_rows(
 
 
 @njit(**_JIT_NO_FMA)
-def _ln_bwd_y_rows(
-    c0,
-    c1,
-    per,
-    dw,
-    db,
-    m,
-    n,
-    dyp,
-    dys,
-    dhp,
-    dhs,
-    yp,
-    ys,
-    wp,
-    bp,
-    wip,
-    rstdp,
-    dxp,
-    has_dh,
-    dyt,
-    yt,
-    ht,
-):
+def _ln_bwd_y_rows(c0, c1, per, dw, db, args):
     r"""LayerNorm backward of chunks ``[c0, c1)`` from ``y``: :math:`\hat x = (y - b) / w`,
     then as :func:`_ln_bwd_rows` (xhat centred on its computed mean; no mean needed)."""
+    m, n, dyp, dys, dhp, dhs, yp, ys, wp, bp, wip, rstdp, dxp, has_dh, dyt, yt, ht = args
     dy, dh, y = rows(dyp, m, dys, dyt), rows(dhp, m, dhs, ht), rows(yp, m, ys, yt)
     dx, w, b, wi = rows(dxp, m, n, ht), vec(wp, n), vec(bp, n), vec(wip, n)
     rstd = vec(rstdp, m)
@@ -136,7 +92,7 @@ def _ln_bwd_y_rows(
 def rms_bwd_y(nch, per, nw, args, dwo):
     """The memory-efficient RMSNorm backward on this thread (as :func:`rms_bwd`)."""
     dw = np.empty((nch, max(nw, 1)), np.float32)
-    _rms_bwd_y_rows(0, nch, per, dw, *args)
+    _rms_bwd_y_rows(0, nch, per, dw, args)
     _reduce(dw, dwo)
 
 
@@ -144,7 +100,7 @@ def rms_bwd_y(nch, per, nw, args, dwo):
 def rms_bwd_y_par(nch, per, nw, args, dwo):
     dw = np.empty((nch, max(nw, 1)), np.float32)
     for c in prange(nch):
-        _rms_bwd_y_rows(c, c + 1, per, dw, *args)
+        _rms_bwd_y_rows(c, c + 1, per, dw, args)
     _reduce(dw, dwo)
 
 
@@ -152,7 +108,7 @@ def rms_bwd_y_par(nch, per, nw, args, dwo):
 def ln_bwd_y(nch, per, n, args, dwo, dbo):
     """The memory-efficient LayerNorm backward on this thread (as :func:`ln_bwd`)."""
     dw, db = np.empty((nch, n), np.float32), np.empty((nch, n), np.float32)
-    _ln_bwd_y_rows(0, nch, per, dw, db, *args)
+    _ln_bwd_y_rows(0, nch, per, dw, db, args)
     _reduce(dw, dwo)
     _reduce(db, dbo)
 
@@ -161,6 +117,6 @@ def ln_bwd_y(nch, per, n, args, dwo, dbo):
 def ln_bwd_y_par(nch, per, n, args, dwo, dbo):
     dw, db = np.empty((nch, n), np.float32), np.empty((nch, n), np.float32)
     for c in prange(nch):
-        _ln_bwd_y_rows(c, c + 1, per, dw, db, *args)
+        _ln_bwd_y_rows(c, c + 1, per, dw, db, args)
     _reduce(dw, dwo)
     _reduce(db, dbo)
