@@ -281,11 +281,12 @@ def ln_row_loop(chunk, sums2, sums, dx_row, dx_next):
     (``sums2``): the partial sums, 16 bytes of loads and stores per element and row, are then
     loaded and stored once per two rows.
 
-    The helpers take the weight as ``w, w1`` (here the vector twice, the second unused; on pairs
-    the even and odd halves, which as one tuple compiled to other vector code), the partial sums
-    ``acc`` as ``chunk`` lays them out, rows of ``k`` elements or pairs, and ``st``, how ``dx`` is
-    stored. Inlined into its caller, the loop is built with the caller's options; Numba reads the
-    helpers (closure variables) as globals: direct calls, inlined."""
+    ``v`` holds the caller's views, unpacked on the loop's first line. The helpers take the
+    weight as ``w, w1`` (here the vector twice, the second unused; on pairs the even and odd
+    halves, which passed to the helpers as one tuple compiled to other vector code), the partial
+    sums ``acc`` as ``chunk`` lays them out, rows of ``k`` elements or pairs, and ``st``, how
+    ``dx`` is stored. Inlined into its caller, the loop is built with the caller's options; Numba
+    reads the helpers (closure variables) as globals: direct calls, inlined."""
 
     @njit(inline="always")
     def loop(c0, c1, per, pipe, dw, db, v):
