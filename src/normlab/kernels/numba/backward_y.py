@@ -56,7 +56,8 @@ def _rms_bwd_y_rows(c0, c1, per, dw, args):
 @njit(**_JIT_NO_FMA)
 def _ln_bwd_y_rows(c0, c1, per, dw, db, args):
     r"""LayerNorm backward of chunks ``[c0, c1)`` from ``y``: :math:`\hat x = (y - b) / w`,
-    then as :func:`_ln_bwd_rows` (xhat centred on its computed mean; no mean needed)."""
+    then as :func:`~normlab.kernels.numba.backward.ln_row_loop` (xhat centred on its computed
+    mean; no mean needed)."""
     m, n, dyp, dys, dhp, dhs, yp, ys, wp, bp, wip, rstdp, dxp, has_dh, dyt, yt, ht = args
     dy, dh, y = rows(dyp, m, dys, dyt), rows(dhp, m, dhs, ht), rows(yp, m, ys, yt)
     dx, w, b, wi = rows(dxp, m, n, ht), vec(wp, n), vec(bp, n), vec(wip, n)
