@@ -1,7 +1,7 @@
 """Is a CPU kernel compute- or memory-bound? Its cost per element with the data in cache against
 the DRAM budget per element that ``copy_`` allows, for the forward and the backward, each with
 both row loops (pipelined and two-pass: ``normlab.kernels.numba.choices``), and the bfloat16
-kernels on pairs (``/pairs``) where an op has them.
+kernels on pairs (``/pairs``) where an op has them, also built for 512-bit vectors (``/v512``).
 
     python benchmarks/bench_incache.py [--repeat 9]
 
@@ -28,7 +28,7 @@ SMALL, LARGE = (256, 4096), (8192, 4096)
 LOOPS = {
     c.name.replace("/c0/t1", ""): c
     for p in (True, False)
-    for c in (Launch(p), Launch(p, bf16_pairs=True))
+    for c in (Launch(p), Launch(p, bf16_pairs=True), Launch(p, bf16_pairs=True, vector_512=True))
 }
 
 
@@ -58,7 +58,7 @@ def calls(dtype: torch.dtype) -> dict:
 
 def _no_pairs(op: str, loop: str) -> bool:
     """Whether ``op`` has no kernel on bfloat16 pairs (its ``/pairs`` loop would time the other)."""
-    return loop.endswith("/pairs") and op not in choices.PAIRS_OPS
+    return "/pairs" in loop and op not in choices.PAIRS_OPS
 
 
 def main() -> int:

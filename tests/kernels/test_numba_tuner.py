@@ -8,7 +8,10 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
+import numba
+import numpy as np
 import pytest
 import torch
 from kernel_checks import make_inputs
@@ -17,6 +20,7 @@ from test_numba_cpu import check
 import normlab
 from normlab.kernels.numba import choices, tune_cache, tuner
 from normlab.kernels.numba import launch as numba_launch
+from normlab.kernels.numba.bf16 import VW, vector_width
 from normlab.kernels.numba.choices import OLD, OPS, Launch
 
 BF16, F32 = torch.bfloat16, torch.float32
@@ -42,6 +46,29 @@ def test_every_candidate_passes_the_accuracy_checks(cand, dtype):
                 check(me, "rms_norm", x, residual=r)  # no weight
                 check(me, "layer_norm", x, weight=w, bias=b, residual=r)
                 check(me, "layer_norm", x, weight=w)
+
+
+@pytest.mark.skipif("avx512f" not in choices.cpu_info()[1], reason="a CPU without AVX-512")
+def test_vector_512_builds_a_row_loop_for_512_bit_vectors():
+    # a row loop as the kernels write one, specialized on the width tag: 512-bit registers (zmm)
+    # where asked, LLVM's preferred 256-bit ones (ymm) otherwise
+    @numba.njit(fastmath={"reassoc", "contract"})
+    def scale(x, y, vw):
+        vector_width(vw)
+        s = np.float32(0)
+        for j in range(x.size):
+            s += x[j] * x[j]
+        for j in range(x.size):
+            y[j] = x[j] * s
+
+    x = np.ones(1024, np.float32)
+    regs = {}
+    for vw in VW:
+        scale(x, np.empty_like(x), vw)
+        asm = scale.inspect_asm(scale.signatures[-1])
+        regs[vw.dtype.name] = (asm.count("zmm"), asm.count("ymm"))
+    (z8, y8), (z16, y16) = regs["int8"], regs["int16"]
+    assert z8 < y8 and z16 > 2 * y16, regs
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16, torch.float16], ids=str)
@@ -171,9 +198,16 @@ def test_the_old_choices_are_candidates_and_every_choice_is_a_valid_launch():
         with pytest.raises(ValueError, match="not a launch choice name"):
             Launch.from_name(bad)
     for op in OPS:
-        pairs = [c for c in choices.candidates(op, dtype="bfloat16") if c.bf16_pairs]
-        assert len(pairs) == (2 if op in ("rms_fwd", "ln_fwd", "rms_bwd", "ln_bwd") else 0)
-        assert not any(c.bf16_pairs for c in choices.candidates(op))
+        has_pairs = op in ("rms_fwd", "ln_fwd", "rms_bwd", "ln_bwd")
+        for avx512 in (False, True):
+            cands = choices.candidates(op, dtype="bfloat16", avx512=avx512)
+            pairs = [c for c in cands if c.bf16_pairs]
+            assert len(pairs) == (2 + 2 * avx512 if has_pairs else 0)
+            wide = [c for c in cands if c.vector_512]  # the row loops, on pairs where there are
+            assert len(wide) == avx512 * (2 if has_pairs else 1)
+            assert all(c.bf16_pairs == has_pairs for c in wide)
+            assert {replace(c, vector_512=False) for c in wide} <= set(cands)
+        assert not any(c.bf16_pairs or c.vector_512 for c in choices.candidates(op, avx512=True))
     for bad in (
         {"pipelined": 1},
         {"pipelined": True, "threads": 0},

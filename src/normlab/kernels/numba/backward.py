@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from normlab.kernels.numba.bf16 import from_f32_of, round_to, rows, to_f32, vec
+from normlab.kernels.numba.bf16 import from_f32_of, round_to, rows, to_f32, vec, vector_width
 from normlab.kernels.numba.kernels import _F0, _F1, _JIT, _JIT_NO_FMA, _nan_free
 
 # Rows of at least this many elements run pass 1 of a two-pass LayerNorm backward two rows at a
@@ -153,7 +153,8 @@ def _rms_bwd_rows(c0, c1, per, pipe, dw, args):
     """RMSNorm backward of chunks ``[c0, c1)`` (:func:`rms_row_loop`); ``dw`` the partial sums,
     ``(chunks, N)``, or ``(chunks, 1)`` where nothing adds to them."""
     m, n, dyp, dys, dhp, dhs, hp, hs, gp, rstdp, dxp, eps, eps_inside, has_dh, has_w = args[:15]
-    dyt, ht, qt, st = args[15:]
+    dyt, ht, qt, st, vw = args[15:]
+    vector_width(vw)
     dy, dh, h = rows(dyp, m, dys, dyt), rows(dhp, m, dhs, ht), rows(hp, m, hs, ht)
     dx, g, rstd = rows(dxp, m, n, ht), vec(gp, n), vec(rstdp, m)
     v = (m, n, n, dy, dh, h, dx, g, g, rstd, eps, eps_inside, has_dh, has_w, qt, (ht, st))
@@ -330,7 +331,8 @@ def _ln_bwd_rows(c0, c1, per, pipe, dw, db, args):
     """LayerNorm backward of chunks ``[c0, c1)`` (:func:`ln_row_loop`); ``dw``/``db`` the
     partial sums, ``(chunks, N)``. Built without FMA contraction (``_JIT_NO_FMA``): the
     one-element row's ``w dy - mean(w dy)`` must be exactly 0."""
-    m, n, dyp, dys, dhp, dhs, hp, hs, wp, meanp, rstdp, dxp, has_dh, dyt, ht, st = args
+    m, n, dyp, dys, dhp, dhs, hp, hs, wp, meanp, rstdp, dxp, has_dh, dyt, ht, st, vw = args
+    vector_width(vw)
     dy, dh, h = rows(dyp, m, dys, dyt), rows(dhp, m, dhs, ht), rows(hp, m, hs, ht)
     dx, w = rows(dxp, m, n, ht), vec(wp, n)
     mean, rstd = vec(meanp, m), vec(rstdp, m)

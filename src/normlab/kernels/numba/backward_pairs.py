@@ -29,6 +29,7 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
+from normlab.kernels.numba import bf16
 from normlab.kernels.numba.backward import ln_row_loop
 from normlab.kernels.numba.bf16 import _HALF, _ONE, _QNAN, _S16, _bits_f32, _f32_bits, rows, vec
 from normlab.kernels.numba.kernels import _F0, _JIT
@@ -189,7 +190,8 @@ def _ln_bwd_pairs_rows(c0, c1, per, pipe, dw, db, wd, args):
     """LayerNorm backward of chunks ``[c0, c1)`` of bfloat16 rows read as pairs
     (:func:`~normlab.kernels.numba.backward.ln_row_loop`); ``wd`` the FP32 weight as ``(even,
     odd)`` halves, ``dw``/``db`` the partial sums, ``(chunks, 2, N / 2)``."""
-    m, n, dyp, dys, dhp, dhs, hp, hs, _, meanp, rstdp, dxp, has_dh, _, _, st = args
+    m, n, dyp, dys, dhp, dhs, hp, hs, _, meanp, rstdp, dxp, has_dh, _, _, st, vw = args
+    bf16.vector_width(vw)
     k = n // 2
     dy, dh = rows(dyp, m, dys // 2, _U32), rows(dhp, m, dhs // 2, _U32)
     h, dx = rows(hp, m, hs // 2, _U32), rows(dxp, m, k, _U32)

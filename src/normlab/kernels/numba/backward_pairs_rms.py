@@ -21,7 +21,7 @@ from numba import njit, prange
 
 from normlab.kernels.numba.backward import rms_row_loop
 from normlab.kernels.numba.backward_pairs import _U32, _reduce_pairs, _split, hi, lo, pack
-from normlab.kernels.numba.bf16 import round_to, rows, vec
+from normlab.kernels.numba.bf16 import round_to, rows, vec, vector_width
 from normlab.kernels.numba.kernels import _F0, _JIT
 
 
@@ -105,7 +105,8 @@ def _rms_bwd_pairs_rows(c0, c1, per, pipe, dw, gd, args):
     (:func:`~normlab.kernels.numba.backward.rms_row_loop`); ``gd`` the FP32 gain as ``(even,
     odd)`` halves, ``dw`` the partial sums, ``(chunks, 2, N / 2)``."""
     m, n, dyp, dys, dhp, dhs, hp, hs, _, rstdp, dxp, eps, eps_inside, has_dh, has_w = args[:15]
-    _, _, qt, st = args[15:]  # the rows' dtype tags unused: pairs are read as uint32
+    _, _, qt, st, vw = args[15:]  # the rows' dtype tags unused: pairs are read as uint32
+    vector_width(vw)
     k = n // 2
     dy, dh = rows(dyp, m, dys // 2, _U32), rows(dhp, m, dhs // 2, _U32)
     h, dx = rows(hp, m, hs // 2, _U32), rows(dxp, m, k, _U32)

@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit, prange
 
 from normlab.kernels.numba.backward import _reduce
-from normlab.kernels.numba.bf16 import from_f32, round_to, rows, to_f32, vec
+from normlab.kernels.numba.bf16 import from_f32, round_to, rows, to_f32, vec, vector_width
 from normlab.kernels.numba.kernels import _F0, _F1, _JIT, _JIT_NO_FMA
 
 
@@ -24,7 +24,8 @@ def _rms_bwd_y_rows(c0, c1, per, dw, args):
     dweight needs. Then as :func:`~normlab.kernels.numba.backward.rms_row_loop`; eps outside
     takes :math:`\sqrt{\overline{h^2}} = \sqrt{\overline{\hat x^2}} / \mathrm{rstd}`."""
     m, n, dyp, dys, dhp, dhs, yp, ys, gp, gip, rstdp, dxp, eps_inside, has_dh, has_w = args[:15]
-    dyt, yt, ht, qt = args[15:]
+    dyt, yt, ht, qt, vw = args[15:]
+    vector_width(vw)
     dy, dh, y = rows(dyp, m, dys, dyt), rows(dhp, m, dhs, ht), rows(yp, m, ys, yt)
     dx, g, gi, rstd = rows(dxp, m, n, ht), vec(gp, n), vec(gip, n), vec(rstdp, m)
     inv_n = _F1 / np.float32(n)
@@ -58,7 +59,8 @@ def _ln_bwd_y_rows(c0, c1, per, dw, db, args):
     r"""LayerNorm backward of chunks ``[c0, c1)`` from ``y``: :math:`\hat x = (y - b) / w`,
     then as :func:`~normlab.kernels.numba.backward.ln_row_loop` (xhat centred on its computed
     mean; no mean needed)."""
-    m, n, dyp, dys, dhp, dhs, yp, ys, wp, bp, wip, rstdp, dxp, has_dh, dyt, yt, ht = args
+    m, n, dyp, dys, dhp, dhs, yp, ys, wp, bp, wip, rstdp, dxp, has_dh, dyt, yt, ht, vw = args
+    vector_width(vw)
     dy, dh, y = rows(dyp, m, dys, dyt), rows(dhp, m, dhs, ht), rows(yp, m, ys, yt)
     dx, w, b, wi = rows(dxp, m, n, ht), vec(wp, n), vec(bp, n), vec(wip, n)
     rstd = vec(rstdp, m)

@@ -18,6 +18,9 @@ bit 22) and makes new NaNs with zero low bits. :func:`from_f32_of` therefore dro
 (a compare and a select per element) when every operand is bfloat16 (what that saves is in
 docs/benchmarks.md, "In-cache cost per element").
 
+Each row kernel is built for a vector width (:func:`vector_width`, a launch choice) the same way,
+by the type of a tag.
+
 Tensors arrive as ``(address, row stride, dtype tag)``: :func:`rows` views the memory as a C
 array, so a call costs a few integer arguments instead of a ``Tensor.numpy()`` per tensor (which
 dominated small calls). The tag is a zero of the storage type (``np.float32(0)`` or
@@ -72,6 +75,29 @@ def _ptr(typingctx, addr, tag):
         return builder.inttoptr(args[0], context.get_value_type(ptr_t))
 
     return ptr_t(addr, tag), codegen
+
+
+# The tags of the vector width a row kernel is built for, by ``Launch.vector_512``: LLVM's
+# preference for this CPU, or 512 bits.
+VW = (np.int8(0), np.int16(0))
+
+
+@intrinsic
+def vector_width(typingctx, vw):
+    """Builds the calling function for 512-bit vectors when ``vw`` is ``VW[1]``. On AVX-512 CPUs
+    LLVM prefers 256-bit vectors (older ones lower their clock for wider ones); where a kernel
+    is bound by its arithmetic, as the bfloat16 ones on a machine of few cores, the wider vectors
+    halve its instructions. Elsewhere the attribute changes nothing. (llvmlite's attribute set
+    only admits LLVM's named attributes: this string one goes in past its check.)"""
+    if vw not in (types.int8, types.int16):
+        return None
+
+    def codegen(context, builder, signature, args):
+        if signature.args[0] == types.int16:
+            set.add(builder.function.attributes, '"prefer-vector-width"="512"')
+        return context.get_dummy_value()
+
+    return types.none(vw), codegen
 
 
 @njit(inline="always")

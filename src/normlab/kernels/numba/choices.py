@@ -25,6 +25,11 @@ The choices, and why each can matter on one CPU and not on another:
   machine's bfloat16 kernels are bound by its vector units rather than by memory. The one
   choice with compiled code of its own (compiled by its first use, the tuner's); ignored for
   calls whose rows do not qualify (float32, an odd N, a forward with a residual).
+- ``vector_512``: the row kernels built for 512-bit vectors
+  (:func:`~normlab.kernels.numba.bf16.vector_width`) instead of LLVM's preference, 256 bits on
+  AVX-512 CPUs: fewer instructions per element where a kernel is bound by its arithmetic, a
+  lower clock on older AVX-512 CPUs. Its own compiled code, as ``bf16_pairs``; tried for
+  bfloat16 rows on CPUs with AVX-512 (elsewhere it builds the same code).
 
 The bfloat16 rounding is not a choice: the integer round to nearest even is exact on every
 machine, while AVX512-BF16's ``vcvtneps2bf16`` flushes subnormals to zero (torch keeps them).
@@ -52,9 +57,10 @@ class Launch:
     chunks_per_cpu: int = 0
     threads: float = 1.0
     bf16_pairs: bool = False
+    vector_512: bool = False
 
     def __post_init__(self):
-        for flag in ("pipelined", "bf16_pairs"):
+        for flag in ("pipelined", "bf16_pairs", "vector_512"):
             if not isinstance(getattr(self, flag), bool):
                 raise TypeError(f"{flag} must be a bool, got {getattr(self, flag)!r}")
         if not isinstance(self.chunks_per_cpu, int) or not 0 <= self.chunks_per_cpu <= 64:
@@ -67,17 +73,17 @@ class Launch:
     @property
     def name(self) -> str:
         """A short label: ``pipe`` or ``2pass``, chunks per CPU (``c0``: the old rule), thread
-        share, and ``/pairs`` for bfloat16 pairs."""
+        share, ``/pairs`` for bfloat16 pairs, ``/v512`` for 512-bit vectors."""
         name = f"{'pipe' if self.pipelined else '2pass'}/c{self.chunks_per_cpu}/t{self.threads:g}"
-        return name + "/pairs" * self.bf16_pairs
+        return name + "/pairs" * self.bf16_pairs + "/v512" * self.vector_512
 
     @classmethod
     def from_name(cls, name: str) -> Launch:
         """The launch choice of a :attr:`name` (``pipe/c1/t0.5``, ``2pass/c0/t1/pairs``, ...)."""
-        m = re.fullmatch(r"(pipe|2pass)/c(\d+)/t([0-9.]+)(/pairs)?", name)
+        m = re.fullmatch(r"(pipe|2pass)/c(\d+)/t([0-9.]+)(/pairs)?(/v512)?", name)
         if m is None:
             raise ValueError(f"not a launch choice name: {name!r} (e.g. 'pipe/c0/t1/pairs')")
-        return cls(m[1] == "pipe", int(m[2]), float(m[3]), m[4] is not None)
+        return cls(m[1] == "pipe", int(m[2]), float(m[3]), m[4] is not None, m[5] is not None)
 
     @cached_property
     def chunks(self) -> int:
@@ -103,17 +109,26 @@ PAIRS_OPS = (*FWD_OPS, *PIPE_BWD_OPS)  # the launchers with a bf16_pairs kernel
 THREAD_SHARE_MIN_CPUS = 8
 
 
-def candidates(op: str, cpus: int | None = None, dtype: str = "float32") -> tuple[Launch, ...]:
-    """What the tuner times for ``op`` on rows of ``dtype`` on a machine of ``cpus`` CPUs (this
-    one if None): the old choice first, then one change at a time, and both kernel-side changes
-    together; for bfloat16 rows of the launchers with pairs kernels, both loops on pairs too."""
+def candidates(
+    op: str, cpus: int | None = None, dtype: str = "float32", avx512: bool | None = None
+) -> tuple[Launch, ...]:
+    """What the tuner times for ``op`` on rows of ``dtype`` on a machine of ``cpus`` CPUs, with
+    AVX-512 or not (this one's if None): the old choice first, then one change at a time, and
+    both kernel-side changes together; for bfloat16 rows of the launchers with pairs kernels,
+    both loops on pairs too, and with AVX-512 those on 512-bit vectors (float32 rows are bound
+    by memory: the wider vectors measured no faster there)."""
     old = OLD[op]
     out = [old, replace(old, chunks_per_cpu=1)]
+    loops = [old]
     if op not in ("rms_bwd_y", "ln_bwd_y"):
         flip = replace(old, pipelined=not old.pipelined)
         out += [flip, replace(flip, chunks_per_cpu=1)]
+        loops.append(flip)
     if op in PAIRS_OPS and dtype == "bfloat16":
-        out += [replace(old, bf16_pairs=True), replace(flip, bf16_pairs=True)]
+        loops = [replace(c, bf16_pairs=True) for c in loops]
+        out += loops
+    if dtype == "bfloat16" and ("avx512f" in cpu_info()[1] if avx512 is None else avx512):
+        out += [replace(c, vector_512=True) for c in loops]
     if (cpu_count() if cpus is None else cpus) >= THREAD_SHARE_MIN_CPUS:
         out.append(replace(old, threads=0.5))
     return tuple(out)
@@ -124,7 +139,14 @@ def every_candidate() -> tuple[Launch, ...]:
     kernel with)."""
     many = THREAD_SHARE_MIN_CPUS
     return tuple(
-        sorted({c for op in OPS for d in ("float32", "bfloat16") for c in candidates(op, many, d)})
+        sorted(
+            {
+                c
+                for op in OPS
+                for d in ("float32", "bfloat16")
+                for c in candidates(op, many, d, True)
+            }
+        )
     )
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit, prange
 
 from normlab.kernels.numba.backward_pairs import _U32, _split, hi, lo, pack
-from normlab.kernels.numba.bf16 import round_to, rows, vec
+from normlab.kernels.numba.bf16 import round_to, rows, vec, vector_width
 from normlab.kernels.numba.kernels import _F0, _F1, _JIT, _ln_corrected, _ln_moments, _rms_stat
 
 
@@ -45,12 +45,15 @@ def _rms_row(xr, yr, k, ge, go, rs_, qt, st):
 
 
 @njit(**_JIT)
-def _rms_fwd_pairs_rows(c0, c1, per, pipe, gd, m, n, xp, xs, yp, rstdp, eps, eps_inside, qt, st):
+def _rms_fwd_pairs_rows(
+    c0, c1, per, pipe, gd, m, n, xp, xs, yp, rstdp, eps, eps_inside, qt, st, vw
+):
     r"""RMSNorm forward of chunks ``[c0, c1)`` of bfloat16 rows read as pairs:
     :math:`\mathrm{rstd} = 1/\sqrt{\overline{x^2} + \epsilon}` (or eps outside the root),
     :math:`y = g \cdot q(x\,\mathrm{rstd})`, ``gd`` the FP32 gain as ``(even, odd)`` halves;
     ``pipe`` as in :func:`~normlab.kernels.numba.kernels._rms_fwd_rows` (the loop storing row
     ``i`` sums the squares of row ``i + 1``)."""
+    vector_width(vw)
     k = n // 2
     x, y = rows(xp, m, xs // 2, _U32), rows(yp, m, k, _U32)
     rstd, ge, go = vec(rstdp, m), gd[0], gd[1]
@@ -113,11 +116,12 @@ def _ln_row(xr, yr, k, wd, bd, mu, rs_, st):
 
 
 @njit(**_JIT)
-def _ln_fwd_pairs_rows(c0, c1, per, pipe, wd, bd, m, n, xp, xs, yp, meanp, rstdp, eps, st):
+def _ln_fwd_pairs_rows(c0, c1, per, pipe, wd, bd, m, n, xp, xs, yp, meanp, rstdp, eps, st, vw):
     r"""LayerNorm forward of chunks ``[c0, c1)`` of bfloat16 rows read as pairs:
     :math:`\mu = \bar x`, :math:`\mathrm{rstd} = 1/\sqrt{\overline{(x-\mu)^2} + \epsilon}`,
     :math:`y = (x - \mu)\,\mathrm{rstd}\,w + b`, ``wd``/``bd`` the FP32 weight and bias as
     ``(even, odd)`` halves; ``pipe`` as in :func:`_rms_fwd_pairs_rows`."""
+    vector_width(vw)
     k = n // 2
     x, y = rows(xp, m, xs // 2, _U32), rows(yp, m, k, _U32)
     mean, rstd = vec(meanp, m), vec(rstdp, m)

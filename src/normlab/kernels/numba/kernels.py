@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from normlab.kernels.numba import bf16
 from normlab.kernels.numba.bf16 import from_f32, from_f32_of, round_to, rows, to_f32, vec
 
 # reassoc lets LLVM vectorize the FP32 row sums (a fixed order per build, so still
@@ -129,6 +130,7 @@ def _rms_fwd_rows(
     ht,
     yt,
     qt,
+    vw,
 ):
     r"""RMSNorm forward of the rows of chunks ``[c0, c1)``:
     :math:`h = x + r`, :math:`\mathrm{rstd} = 1/\sqrt{\overline{h^2} + \epsilon}`,
@@ -141,6 +143,7 @@ def _rms_fwd_rows(
     the row from L1/L2. bfloat16 ``y`` is stored without the NaN case
     (:func:`~normlab.kernels.numba.bf16.from_f32_of`); a gain holding a NaN could bring a payload
     that needs it, and then the rows are redone."""
+    bf16.vector_width(vw)
     x, r, h = rows(xp, m, xs, xt), rows(rp, m, rs, ht), rows(hp, m, n, ht)
     y, g, rstd = rows(yp, m, n, yt), vec(gp, n), vec(rstdp, m)
     i0, i1 = c0 * per, min(m, c1 * per)
@@ -288,7 +291,7 @@ def _ln_y_exact(src, y, w, b, mean, rstd, i0, i1, n, ht):
 
 @njit(**_JIT)
 def _ln_fwd_rows(
-    c0, c1, per, pipe, m, n, xp, xs, rp, rs, hp, yp, wp, bp, meanp, rstdp, eps, has_res, xt, ht
+    c0, c1, per, pipe, m, n, xp, xs, rp, rs, hp, yp, wp, bp, meanp, rstdp, eps, has_res, xt, ht, vw
 ):
     r"""LayerNorm forward of chunks ``[c0, c1)``, FP32 statistics of the row:
     :math:`\mu = \bar h`, :math:`\mathrm{rstd} = 1/\sqrt{\overline{(h-\mu)^2} + \epsilon}`,
@@ -296,6 +299,7 @@ def _ln_fwd_rows(
 
     Pipelined (``pipe``) or two passes per row and stored like :func:`_rms_fwd_rows`; see
     :func:`_ln_stats` for the variance."""
+    bf16.vector_width(vw)
     x, r, h = rows(xp, m, xs, xt), rows(rp, m, rs, ht), rows(hp, m, n, ht)
     y, w, b = rows(yp, m, n, ht), vec(wp, n), vec(bp, n)
     mean, rstd = vec(meanp, m), vec(rstdp, m)

@@ -28,6 +28,7 @@ from normlab.kernels.numba import backward_y as BY
 from normlab.kernels.numba import buffer_pool, choices, tuner
 from normlab.kernels.numba import forward_pairs as FP
 from normlab.kernels.numba import kernels as K
+from normlab.kernels.numba.bf16 import VW
 from normlab.kernels.numba.choices import Launch
 from normlab.reference import residual_add
 
@@ -219,10 +220,10 @@ def rms_fwd(x, weight, residual, eps, offset, casting, eps_inside, out_dtype, la
     tags = (_TAG[xk.dtype], _TAG[rk.dtype], _TAG[y.dtype], _q_tag(casting, h_dtype))
     if launch.bf16_pairs and h is None and _pairs(n, y, (xk, xp, xs)):
         args = (m, n, xp, xs, y.data_ptr(), rstd.data_ptr(), eps, eps_inside, tags[3])
-        args = (g.data_ptr(), (*args, _store_tag(y, g)))
+        args = (g.data_ptr(), (*args, _store_tag(y, g), VW[launch.vector_512]))
         kern = (FP.rms_fwd_pairs, FP.rms_fwd_pairs_par)
     else:
-        args = ((m, n, *ptrs, eps, eps_inside, h is not None, *tags),)
+        args = ((m, n, *ptrs, eps, eps_inside, h is not None, *tags, VW[launch.vector_512]),)
         kern = (K.rms_fwd, K.rms_fwd_par)
     _run(*kern, launch, m, n, nch, per, launch.pipelined, *args)
     y = y if y.dtype == out_dtype else y.to(out_dtype)
@@ -243,10 +244,11 @@ def ln_fwd(x, weight, bias, residual, eps, launch=None):
     ptrs = (xp, xs, rp, rs, hp, y.data_ptr(), w.data_ptr(), b.data_ptr())
     stats = (mean.data_ptr(), rstd.data_ptr())
     if launch.bf16_pairs and h is None and _pairs(n, y, (xk, xp, xs)):
-        args = (m, n, xp, xs, y.data_ptr(), *stats, eps, _store_tag(y, w, b))
+        args = (m, n, xp, xs, y.data_ptr(), *stats, eps, _store_tag(y, w, b), VW[launch.vector_512])
         args, kern = (w.data_ptr(), b.data_ptr(), args), (FP.ln_fwd_pairs, FP.ln_fwd_pairs_par)
     else:
-        args = ((m, n, *ptrs, *stats, eps, h is not None, _TAG[xk.dtype], _TAG[rk.dtype]),)
+        tags = (_TAG[xk.dtype], _TAG[rk.dtype], VW[launch.vector_512])
+        args = ((m, n, *ptrs, *stats, eps, h is not None, *tags),)
         kern = (K.ln_fwd, K.ln_fwd_par)
     _run(*kern, launch, m, n, nch, per, launch.pipelined, *args)
     y = y if y.dtype == h_dtype else y.to(h_dtype)
@@ -287,6 +289,7 @@ def rms_bwd(dy, dh, h, weight, rstd, eps, offset, casting, eps_inside, launch=No
     ptrs = (dyp, dys, dhp, dhs, hp, hs, g.data_ptr(), rstd.data_ptr(), dx.data_ptr())
     flags = (eps, eps_inside, dh is not None, dw is not None)
     tags = (_TAG[dyk.dtype], _TAG[hk.dtype], _q_tag(casting, h.dtype), _store_tag(dx, g))
+    tags += (VW[launch.vector_512],)
     args = (m, n, *ptrs, *flags, *tags)
     nch, per = _chunks(m, launch)
     nw = n if dw is not None or launch.pipelined else 0  # the partial sums' width
@@ -312,7 +315,7 @@ def ln_bwd(dy, dh, h, weight, mean, rstd, has_bias, launch=None):
     dw = None if weight is None else torch.empty(n, dtype=F32)
     db = torch.empty(n, dtype=F32) if has_bias else None
     ptrs = (dyp, dys, dhp, dhs, hp, hs, w.data_ptr(), mean.data_ptr(), rstd.data_ptr())
-    tags = (_TAG[dyk.dtype], _TAG[hk.dtype], _store_tag(dx, w))
+    tags = (_TAG[dyk.dtype], _TAG[hk.dtype], _store_tag(dx, w), VW[launch.vector_512])
     args = (m, n, *ptrs, dx.data_ptr(), dh is not None, *tags)
     nch, per = _chunks(m, launch)
     out = (_addr(dw), _addr(db))
@@ -347,6 +350,7 @@ def rms_bwd_y(dy, dh, y, weight, rstd, eps, offset, casting, eps_inside, h_dtype
     ptrs = (dyp, dys, dhp, dhs, yp, ys, g.data_ptr(), gi.data_ptr(), rstd.data_ptr())
     flags = (eps_inside, dh is not None, dw is not None)
     tags = (_TAG[dyk.dtype], _TAG[yk.dtype], _TAG[dx.dtype], _q_tag(casting, h_dtype))
+    tags += (VW[launch.vector_512],)
     args = (m, n, *ptrs, dx.data_ptr(), *flags, *tags)
     nch, per = _chunks(m, launch)
     nw = 0 if dw is None else n
@@ -365,7 +369,7 @@ def ln_bwd_y(dy, dh, y, weight, bias, rstd, h_dtype, launch=None):
     db = None if bias is None else torch.empty(n, dtype=F32)
     ptrs = (dyp, dys, dhp, dhs, yp, ys, w.data_ptr(), b.data_ptr(), wi.data_ptr())
     args = (m, n, *ptrs, rstd.data_ptr(), dx.data_ptr(), dh is not None)
-    args = (*args, _TAG[dyk.dtype], _TAG[yk.dtype], _TAG[dx.dtype])
+    args = (*args, _TAG[dyk.dtype], _TAG[yk.dtype], _TAG[dx.dtype], VW[launch.vector_512])
     nch, per = _chunks(m, launch)
     _run(BY.ln_bwd_y, BY.ln_bwd_y_par, launch, m, n, nch, per, n, args, _addr(dw), _addr(db))
     return dx if dx.dtype == h_dtype else dx.to(h_dtype), dw, db
