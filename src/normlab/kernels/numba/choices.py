@@ -137,17 +137,8 @@ def candidates(
 def every_candidate() -> tuple[Launch, ...]:
     """Every launch choice any op may run on any machine (what the accuracy tests run each
     kernel with)."""
-    many = THREAD_SHARE_MIN_CPUS
-    return tuple(
-        sorted(
-            {
-                c
-                for op in OPS
-                for d in ("float32", "bfloat16")
-                for c in candidates(op, many, d, True)
-            }
-        )
-    )
+    many, both = THREAD_SHARE_MIN_CPUS, ("float32", "bfloat16")
+    return tuple(sorted({c for op in OPS for d in both for c in candidates(op, many, d, True)}))
 
 
 def bucket(n: int) -> int:

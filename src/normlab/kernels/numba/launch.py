@@ -43,9 +43,8 @@ PAR_MIN_ELEMENTS = 1 << 15
 _FAST_LAYERS = ("omp", "tbb")
 _par = {"started": False, "ok": True}  # whether Numba's pool was started, and may be used
 _tls = threading.local()  # the Numba thread count last set on this thread
-# id(weight) -> (weakref, (version, data_ptr, dtype, numel, offset), FP32 copy)
 _NP_DTYPE = {F32: np.float32, BF16: np.uint16}  # how pooled bytes are viewed
-_weight_cache: dict[int, tuple[weakref.ref, tuple, Tensor]] = {}
+_weight_cache: dict[int, tuple[weakref.ref, tuple, Tensor]] = {}  # id -> (ref, key, FP32 copy)
 _constants: dict[tuple[int, float], Tensor] = {}  # (n, value) -> a float32 vector
 
 
@@ -158,14 +157,13 @@ def _run(serial, par, launch: Launch, m: int, n: int, nch: int, *args) -> None:
     k = _threads(m, n, nch, launch.threads)
     if k == 0:
         serial(nch, *args)
-        return
-    if not _par["started"]:
+    elif not _par["started"]:
         _start_pool(par, k, nch, args)
-        return
-    if getattr(_tls, "threads", None) != k:  # set_num_threads is not free: only on a change
-        numba.set_num_threads(k)
-        _tls.threads = k
-    par(nch, *args)
+    else:
+        if getattr(_tls, "threads", None) != k:  # set_num_threads is not free: only on a change
+            numba.set_num_threads(k)
+            _tls.threads = k
+        par(nch, *args)
 
 
 def _start_pool(par, k: int, nch: int, args) -> None:
@@ -289,8 +287,7 @@ def rms_bwd(dy, dh, h, weight, rstd, eps, offset, casting, eps_inside, launch=No
     ptrs = (dyp, dys, dhp, dhs, hp, hs, g.data_ptr(), rstd.data_ptr(), dx.data_ptr())
     flags = (eps, eps_inside, dh is not None, dw is not None)
     tags = (_TAG[dyk.dtype], _TAG[hk.dtype], _q_tag(casting, h.dtype), _store_tag(dx, g))
-    tags += (VW[launch.vector_512],)
-    args = (m, n, *ptrs, *flags, *tags)
+    args = (m, n, *ptrs, *flags, *tags, VW[launch.vector_512])
     nch, per = _chunks(m, launch)
     nw = n if dw is not None or launch.pipelined else 0  # the partial sums' width
     kern = (BPR.rms_bwd_pairs, BPR.rms_bwd_pairs_par) if pairs else (B.rms_bwd, B.rms_bwd_par)
@@ -350,8 +347,7 @@ def rms_bwd_y(dy, dh, y, weight, rstd, eps, offset, casting, eps_inside, h_dtype
     ptrs = (dyp, dys, dhp, dhs, yp, ys, g.data_ptr(), gi.data_ptr(), rstd.data_ptr())
     flags = (eps_inside, dh is not None, dw is not None)
     tags = (_TAG[dyk.dtype], _TAG[yk.dtype], _TAG[dx.dtype], _q_tag(casting, h_dtype))
-    tags += (VW[launch.vector_512],)
-    args = (m, n, *ptrs, dx.data_ptr(), *flags, *tags)
+    args = (m, n, *ptrs, dx.data_ptr(), *flags, *tags, VW[launch.vector_512])
     nch, per = _chunks(m, launch)
     nw = 0 if dw is None else n
     _run(BY.rms_bwd_y, BY.rms_bwd_y_par, launch, m, n, nch, per, nw, args, _addr(dw))
