@@ -29,6 +29,8 @@ dominated small calls). The tag is a zero of the storage type (``np.float32(0)``
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 from llvmlite import ir
 from numba import carray, njit, types
@@ -88,13 +90,15 @@ def vector_width(typingctx, vw):
     LLVM prefers 256-bit vectors (older ones lower their clock for wider ones); where a kernel
     is bound by its arithmetic, as the bfloat16 ones on a machine of few cores, the wider vectors
     halve its instructions. Elsewhere the attribute changes nothing. (llvmlite's attribute set
-    only admits LLVM's named attributes: this string one goes in past its check.)"""
+    only admits LLVM's named attributes: this string one goes in past its check; an llvmlite
+    whose set is another type builds the default width, a speed hint lost, not a wrong result.)"""
     if vw not in (types.int8, types.int16):
         return None
 
     def codegen(context, builder, signature, args):
         if signature.args[0] == types.int16:
-            set.add(builder.function.attributes, '"prefer-vector-width"="512"')
+            with contextlib.suppress(TypeError):
+                set.add(builder.function.attributes, '"prefer-vector-width"="512"')
         return context.get_dummy_value()
 
     return types.none(vw), codegen
