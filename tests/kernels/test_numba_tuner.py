@@ -25,11 +25,23 @@ from normlab.kernels.numba.choices import OLD, OPS, Launch
 
 BF16, F32 = torch.bfloat16, torch.float32
 BIG = (1024, 1024)  # choices.MIN_ELEMENTS: the smallest call that is tuned
+# The bfloat16 pairs loops, at both vector widths: the accuracy shapes of every_candidate have an
+# odd N, which never reads pairs, so the tests below run them on even ones.
+PAIRS_LOOPS = [
+    Launch(p, bf16_pairs=True, vector_512=v) for v in (False, True) for p in (False, True)
+]
 
 
-@pytest.mark.parametrize("cand", choices.every_candidate(), ids=lambda c: c.name)
-@pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
-def test_every_candidate_passes_the_accuracy_checks(cand, dtype):
+@pytest.mark.parametrize(
+    ("dtype", "cand"),
+    [
+        (dt, c)
+        for dt in (F32, BF16)
+        for c in choices.every_candidate(str(dt).removeprefix("torch."))
+    ],
+    ids=lambda v: v.name if isinstance(v, Launch) else str(v),
+)
+def test_every_candidate_passes_the_accuracy_checks(dtype, cand):
     # (37, 123): 16 chunks of 3 rows or 2 of 19 (the pipelined loops' first, middle and last
     # rows); (130, 257): above the parallel threshold, so the thread share applies.
     assert 130 * 257 >= numba_launch.PAR_MIN_ELEMENTS
@@ -84,16 +96,15 @@ def test_two_pass_layer_norm_backward_on_long_rows_takes_two_rows_a_step(dtype):
             check("layer_norm", x)
 
 
-@pytest.mark.parametrize("pipe", [False, True], ids=["2pass", "pipe"])
+@pytest.mark.parametrize("pairs", PAIRS_LOOPS, ids=lambda c: c.name)
 def test_bf16_pairs_layer_norm_backward_is_accurate_where_used_and_skipped_elsewhere(
-    pipe, monkeypatch
+    pairs, monkeypatch
 ):
-    # every_candidate's shapes have an odd N, which never reads pairs: these have even ones
     calls = []
     par = numba_launch.BP.ln_bwd_pairs_par
     monkeypatch.setattr(numba_launch.BP, "ln_bwd_pairs_par", lambda *a: calls.append(1) or par(*a))
     wide = make_inputs((37, 132), BF16)[0]
-    with tuner.forced({"ln_bwd": Launch(pipelined=pipe, bf16_pairs=True)}):
+    with tuner.forced({"ln_bwd": pairs}):
         # rows from TWO_ROWS_MIN_N in the 2-pass loop: 3 rows a chunk (two a step, then one), 4
         # (two steps), 1 (one)
         assert numba_launch.B.TWO_ROWS_MIN_N <= 2050
@@ -111,9 +122,9 @@ def test_bf16_pairs_layer_norm_backward_is_accurate_where_used_and_skipped_elsew
         assert len(calls) == used  # an odd address or N, and float32: the reference kernel
 
 
-@pytest.mark.parametrize("pipe", [False, True], ids=["2pass", "pipe"])
+@pytest.mark.parametrize("pairs", PAIRS_LOOPS, ids=lambda c: c.name)
 def test_bf16_pairs_rms_norm_backward_is_accurate_where_used_and_skipped_elsewhere(
-    pipe, monkeypatch
+    pairs, monkeypatch
 ):
     # as the LayerNorm one above; llama rounds xhat to bfloat16 in dweight, gemma does not
     calls = []
@@ -122,7 +133,7 @@ def test_bf16_pairs_rms_norm_backward_is_accurate_where_used_and_skipped_elsewhe
         numba_launch.BPR, "rms_bwd_pairs_par", lambda *a: calls.append(1) or par(*a)
     )
     wide, odd = make_inputs((37, 132), BF16)[0], make_inputs((37, 131), BF16)[0]
-    with tuner.forced({"rms_bwd": Launch(pipelined=pipe, bf16_pairs=True)}):
+    with tuner.forced({"rms_bwd": pairs}):
         for shape in ((37, 124), (130, 258), (2, 3, 64), (3, 2), (0, 64)):
             x, w, b, r = make_inputs(shape, BF16)
             for casting in ("llama", "gemma"):
@@ -143,14 +154,13 @@ def test_bf16_pairs_rms_norm_backward_is_accurate_where_used_and_skipped_elsewhe
         assert len(calls) == used
 
 
-@pytest.mark.parametrize("pipe", [False, True], ids=["2pass", "pipe"])
-def test_bf16_pairs_forwards_are_accurate_where_used_and_skipped_elsewhere(pipe, monkeypatch):
+@pytest.mark.parametrize("pairs", PAIRS_LOOPS, ids=lambda c: c.name)
+def test_bf16_pairs_forwards_are_accurate_where_used_and_skipped_elsewhere(pairs, monkeypatch):
     calls = []
     for name in ("rms_fwd_pairs_par", "ln_fwd_pairs_par"):
         par = getattr(numba_launch.FP, name)
         monkeypatch.setattr(numba_launch.FP, name, lambda *a, par=par: calls.append(1) or par(*a))
     wide = make_inputs((37, 132), BF16)[0]
-    pairs = Launch(pipelined=pipe, bf16_pairs=True)
     with tuner.forced({"rms_fwd": pairs, "ln_fwd": pairs}):
         for shape in ((37, 124), (130, 258), (2, 3, 64), (3, 2), (0, 64)):
             x, w, b, r = make_inputs(shape, BF16)

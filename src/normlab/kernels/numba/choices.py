@@ -134,11 +134,11 @@ def candidates(
     return tuple(out)
 
 
-def every_candidate() -> tuple[Launch, ...]:
-    """Every launch choice any op may run on any machine (what the accuracy tests run each
-    kernel with)."""
-    many, both = THREAD_SHARE_MIN_CPUS, ("float32", "bfloat16")
-    return tuple(sorted({c for op in OPS for d in both for c in candidates(op, many, d, True)}))
+def every_candidate(dtype: str | None = None) -> tuple[Launch, ...]:
+    """Every launch choice any op may run on rows of ``dtype`` (either if None) on any machine
+    (what the accuracy tests run each kernel with)."""
+    many, dts = THREAD_SHARE_MIN_CPUS, (dtype,) if dtype else ("float32", "bfloat16")
+    return tuple(sorted({c for op in OPS for d in dts for c in candidates(op, many, d, True)}))
 
 
 def bucket(n: int) -> int:
