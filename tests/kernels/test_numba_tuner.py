@@ -339,6 +339,23 @@ def test_a_corrupt_cache_is_ignored_with_a_warning_and_replaced(fresh, text):
     assert list(tune_cache.load(fresh)) == ["ln_fwd/float32/1024"]
 
 
+def test_a_pick_cached_among_other_candidates_is_tuned_again(fresh, monkeypatch):
+    # a cache written before the candidates changed (same normlab version): its pick stands
+    # only while its timed candidates are today's
+    k, cands = "rms_fwd/float32/1024", choices.candidates("rms_fwd")
+    stale = tune_cache.Tuned(
+        k, cands[1], tuple(tune_cache.Timed(c, (1.0,)) for c in cands[:2]), 0.1
+    )
+    tune_cache.store(fresh, {k: stale})
+    x = torch.randn(*BIG)
+    numba_launch._launch("rms_fwd", x, None)
+    tuned = tune_cache.load(fresh)[k]
+    assert [t.launch for t in tuned.timed] == list(cands)
+    tuner.reset()
+    monkeypatch.setattr(tuner, "tune", lambda *a, **k: pytest.fail("a current entry re-timed"))
+    assert numba_launch._launch("rms_fwd", x, None) == tuned.pick
+
+
 def test_a_busy_machine_runs_the_shipped_choices_and_tunes_later(fresh, monkeypatch):
     monkeypatch.setenv("NORMLAB_TUNE", "1")
     monkeypatch.setattr(os, "getloadavg", lambda: (2.0 * choices.cpu_count(), 0.0, 0.0))

@@ -113,12 +113,15 @@ def _resolve(k: str, op: str, dtype: str, n: int, calls: Calls, parallel: bool) 
         else:
             path = tune_cache.cache_file()
             hit = tune_cache.load(path).get(k)
-            if hit is not None:
+            cands = candidates(op, dtype=dtype)
+            # a pick among other candidates (a build of the same version before they changed)
+            # is timed again, so a new choice is tried
+            if hit is not None and {t.launch for t in hit.timed} == set(cands):
                 pick = hit.pick
             elif not parallel or (on != "always" and busy()):
                 pick = shipped(k, op)
             else:
-                tuned = tune(k, calls(op, dtype, n), candidates(op, dtype=dtype))
+                tuned = tune(k, calls(op, dtype, n), cands)
                 _save(path, tuned)
                 pick = tuned.pick
         _memo[k] = pick
