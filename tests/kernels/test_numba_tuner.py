@@ -352,7 +352,7 @@ def test_a_pick_cached_among_other_candidates_is_tuned_again(fresh, monkeypatch)
     tuned = tune_cache.load(fresh)[k]
     assert [t.launch for t in tuned.timed] == list(cands)
     tuner.reset()
-    monkeypatch.setattr(tuner, "tune", lambda *a, **k: pytest.fail("a current entry re-timed"))
+    monkeypatch.setattr(tuner, "tune", lambda *a, **kw: pytest.fail("a current entry re-timed"))
     assert numba_launch._launch("rms_fwd", x, None) == tuned.pick
 
 
