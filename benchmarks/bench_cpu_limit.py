@@ -15,7 +15,9 @@ with the tuned choices, normlab with the old choices (``choices.OLD``) and torch
 interleaved rounds in this one process: each round times a batch (>= 20 ms) of each in turn, the
 order reversed every other round, so a load spike of a shared machine lands on one round of
 each. ``--force OP=CHOICE ...`` runs the named launch choices in the tuned column instead (no
-tuning): a comparison of one candidate with the old choices, on a busy machine too.
+tuning): a comparison of one candidate with the old choices, on a busy machine too;
+``--baseline OP=CHOICE ...`` runs the named ones in the old-choices column instead: a paired
+comparison of two candidates (the same pairs loops with and without ``/v512``, say).
 
 ``copy_`` moves the same bytes as the kernel: a source of tensors / 2 times the input's bytes
 (tensors: 2 for a forward, 5 for forward+backward; bandwidth.TENSORS), so that both work on
@@ -124,7 +126,7 @@ def _rounds(fns: dict, rounds: int) -> dict[str, list[float]]:
     return out
 
 
-def measure(op, dtype, n, mode, elements, rounds, eager, force=None) -> Case:
+def measure(op, dtype, n, mode, elements, rounds, eager, force=None, baseline=None) -> Case:
     g = torch.Generator().manual_seed(n)
     x = torch.randn(max(1, elements // n), n, generator=g).to(dtype)
     w = (1 + 0.1 * torch.randn(n, generator=g)).to(dtype)
@@ -132,7 +134,7 @@ def measure(op, dtype, n, mode, elements, rounds, eager, force=None) -> Case:
     k = TENSORS[(mode, False)]
     src = x if k == 2 else torch.randn(x.numel() * k // 2, generator=g).to(dtype)  # same bytes
     dst, dst_x = torch.empty_like(src), torch.empty_like(x)
-    old = {o: choices.OLD[o] for o in OPS[op]}
+    old = {o: (baseline or {}).get(o, choices.OLD[o]) for o in OPS[op]}
     mine = {o: force.get(o, choices.OLD[o]) for o in OPS[op]} if force else None
     fns = {
         "copy": lambda: dst.copy_(src),
@@ -305,17 +307,17 @@ def write_docs(path: Path, block: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
-def _forced(p: argparse.ArgumentParser, items: list[str]) -> dict[str, choices.Launch]:
-    """``--force OP=CHOICE ...`` as ``{op: Launch}``."""
+def _forced(p: argparse.ArgumentParser, items: list[str], flag: str) -> dict[str, choices.Launch]:
+    """``--force``'s (or ``--baseline``'s) ``OP=CHOICE ...`` as ``{op: Launch}``."""
     out = {}
     for item in items:
         op, _, name = item.partition("=")
         if op not in choices.OPS:
-            p.error(f"--force {item}: the op is one of {', '.join(choices.OPS)}")
+            p.error(f"{flag} {item}: the op is one of {', '.join(choices.OPS)}")
         try:
             out[op] = choices.Launch.from_name(name)
         except ValueError as e:
-            p.error(f"--force {item}: {e}")
+            p.error(f"{flag} {item}: {e}")
     return out
 
 
@@ -341,6 +343,13 @@ def main() -> int:
         help="run these launch choices in the tuned column instead of tuning (e.g. "
         "ln_bwd=2pass/c0/t1/pairs; the ops not named run their old choices)",
     )
+    p.add_argument(
+        "--baseline",
+        nargs="+",
+        default=[],
+        metavar="OP=CHOICE",
+        help="run these launch choices in the old-choices column instead of the old ones",
+    )
     args = p.parse_args()
     if args.quick:
         args.rounds, args.hidden, args.elements = 9, [4096], 1 << 23
@@ -350,12 +359,14 @@ def main() -> int:
     if args.copy_sizes:
         print(copy_sizes(args.copy_sizes, dtypes, args.rounds))
         return 0
-    force = _forced(p, args.force)
-    if force and args.write_docs:
-        p.error("--force with --write-docs: the published table runs the tuner's picks")
+    force, baseline = _forced(p, args.force, "--force"), _forced(p, args.baseline, "--baseline")
+    if (force or baseline) and args.write_docs:
+        p.error("--force/--baseline with --write-docs: the published table is tuned against old")
     load0 = os.getloadavg()[0]
     if force:
         tuned = "not tuned: forced choices " + ", ".join(f"{o}={c.name}" for o, c in force.items())
+    if baseline:
+        tuned += "; old-choices column: " + ", ".join(f"{o}={c.name}" for o, c in baseline.items())
     elif args.tune_always or not tuner.busy():
         tuned = f"tuned {args.tune_budget:g} s per key" + (" on a busy machine" * tuner.busy())
     else:
@@ -367,7 +378,7 @@ def main() -> int:
             for op in OPS:
                 for mode in ("fwd", "fwd+bwd"):
                     cases.append(measure(op, dtype, n, mode, args.elements, args.rounds,
-                                         not args.no_eager, force))  # fmt: skip
+                                         not args.no_eager, force, baseline))  # fmt: skip
                     print(table(cases[-1:]).splitlines()[-1], flush=True)
     load = (load0, os.getloadavg()[0])
     block = "\n\n".join([header(args, load, tuned), table(cases), "\n".join(targets(cases))])
