@@ -274,19 +274,20 @@ def numba_threading_layer() -> str:
         return "-"
 
 
-def tune(hidden, dtypes, budget: float, always: bool) -> list[str]:
-    """Tune every key of the table (in a fresh temporary cache); the picks as lines of a
-    ``choices.SHIPPED`` entry."""
+def tune(args, dtypes) -> list[str]:
+    """Tune the keys of the table's calls (of ``args.elements``) in a fresh temporary cache; the
+    picks as lines of a ``choices.SHIPPED`` entry."""
     os.environ["NORMLAB_TUNE_DIR"] = tempfile.mkdtemp(prefix="normlab-bench-tune-")
-    os.environ["NORMLAB_TUNE_BUDGET_S"] = str(budget)
-    os.environ["NORMLAB_TUNE"] = "always" if always else "1"
+    os.environ["NORMLAB_TUNE_BUDGET_S"] = str(args.tune_budget)
+    os.environ["NORMLAB_TUNE"] = "always" if args.tune_always else "1"
     tuner.reset()
     lines = []
     for dtype in dtypes:
-        for n in hidden:
+        for n in args.hidden:
             for op in (o for pair in OPS.values() for o in pair):
-                pick = numba_launch._launch(op, torch.empty(1024, n, dtype=dtype), None)
-                k = choices.key(op, str(dtype).removeprefix("torch."), n)
+                rows = torch.empty(max(1, args.elements // n), n, dtype=dtype)  # never touched
+                pick = numba_launch._launch(op, rows, None)
+                k = choices.key(op, str(dtype).removeprefix("torch."), n, rows.numel())
                 lines.append(f'    "{k}": {pick!r},')
                 print(f"tuned {k}: {pick.name}", flush=True)
     return lines
@@ -371,7 +372,7 @@ def main() -> int:
         tuned = f"tuned {args.tune_budget:g} s per key" + (" on a busy machine" * tuner.busy())
     else:
         tuned = "not tuned (a busy machine): the shipped choices ran"
-    shipped = [] if force else tune(args.hidden, dtypes, args.tune_budget, args.tune_always)
+    shipped = [] if force else tune(args, dtypes)
     cases = []
     for dtype in dtypes:
         for n in args.hidden:

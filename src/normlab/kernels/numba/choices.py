@@ -29,7 +29,8 @@ The choices, and why each can matter on one CPU and not on another:
   (:func:`~normlab.kernels.numba.bf16.vector_width`) instead of LLVM's preference, 256 bits on
   AVX-512 CPUs: fewer instructions per element where a kernel is bound by its arithmetic, a
   lower clock on older AVX-512 CPUs. Its own compiled code, as ``bf16_pairs``; tried for
-  bfloat16 rows on CPUs with AVX-512 (elsewhere it builds the same code).
+  bfloat16 rows where LLVM builds 256-bit loops under AVX-512 (:func:`builds_256_bit`:
+  Intel's; elsewhere it builds the same code).
 
 The bfloat16 rounding is not a choice: the integer round to nearest even is exact on every
 machine, while AVX512-BF16's ``vcvtneps2bf16`` flushes subnormals to zero (torch keeps them).
@@ -37,6 +38,7 @@ machine, while AVX512-BF16's ``vcvtneps2bf16`` flushes subnormals to zero (torch
 
 from __future__ import annotations
 
+import glob
 import os
 import platform
 import re
@@ -110,13 +112,14 @@ THREAD_SHARE_MIN_CPUS = 8
 
 
 def candidates(
-    op: str, cpus: int | None = None, dtype: str = "float32", avx512: bool | None = None
+    op: str, cpus: int | None = None, dtype: str = "float32", wide: bool | None = None
 ) -> tuple[Launch, ...]:
-    """What the tuner times for ``op`` on rows of ``dtype`` on a machine of ``cpus`` CPUs, with
-    AVX-512 or not (this one's if None): the old choice first, then one change at a time, and
-    both kernel-side changes together; for bfloat16 rows of the launchers with pairs kernels,
-    both loops on pairs too, and with AVX-512 those on 512-bit vectors (float32 rows are bound
-    by memory: the wider vectors measured no faster there)."""
+    """What the tuner times for ``op`` on rows of ``dtype`` on a machine of ``cpus`` CPUs (this
+    one's if None): the old choice first, then one change at a time, and both kernel-side
+    changes together; for bfloat16 rows of the launchers with pairs kernels, both loops on pairs
+    too, and, where ``wide`` (LLVM builds 256-bit loops under AVX-512, so 512-bit ones are other
+    code; this CPU's :func:`builds_256_bit` if None), those on 512-bit vectors (float32 rows are
+    bound by memory: the wider vectors measured no faster there)."""
     old = OLD[op]
     out = [old, replace(old, chunks_per_cpu=1)]
     loops = [old]
@@ -127,7 +130,7 @@ def candidates(
     if op in PAIRS_OPS and dtype == "bfloat16":
         loops = [replace(c, bf16_pairs=True) for c in loops]
         out += loops
-    if dtype == "bfloat16" and ("avx512f" in cpu_info()[1] if avx512 is None else avx512):
+    if dtype == "bfloat16" and (builds_256_bit() if wide is None else wide):
         out += [replace(c, vector_512=True) for c in loops]
     if (cpu_count() if cpus is None else cpus) >= THREAD_SHARE_MIN_CPUS:
         out.append(replace(old, threads=0.5))
@@ -147,10 +150,22 @@ def bucket(n: int) -> int:
     return min(max(b, BUCKETS[0]), BUCKETS[-1])
 
 
-def key(op: str, dtype: str, n: int) -> str:
-    """The tuning key of a call: ``"<op>/<dtype>/<bucket>"``; dtype is the rows' storage
-    (``float32`` or ``bfloat16``: float16 runs through float32)."""
-    return f"{op}/{dtype}/{bucket(n)}"
+def key(op: str, dtype: str, n: int, elements: int = 0) -> str:
+    """The tuning key of a call on ``elements`` elements in rows of ``n``:
+    ``"<op>/<dtype>/<bucket>"``, with ``"/mem"`` appended for calls :func:`from_memory`; dtype is
+    the rows' storage (``float32`` or ``bfloat16``: float16 runs through float32)."""
+    return f"{op}/{dtype}/{bucket(n)}" + "/mem" * from_memory(dtype, elements)
+
+
+def from_memory(dtype: str, elements: int) -> bool:
+    """Whether a call's input rows alone exceed the last-level cache, so that its reads and
+    writes go to DRAM: a regime whose best launch choice can differ from that of a call served
+    by the cache (the two-pass forward won in the cache and lost from DRAM on one CPU, see
+    docs/kernels.md), so the two are tuned apart. False where the cache size is unknown."""
+    return elements * ITEMSIZE[dtype] > llc_bytes() > 0
+
+
+ITEMSIZE = {"float32": 4, "bfloat16": 2}
 
 
 # ---- the machine ---------------------------------------------------------------------------
@@ -178,8 +193,32 @@ def cpu_info() -> tuple[str, frozenset[str]]:
 
 
 @cache
+def llc_bytes() -> int:
+    """The size of this CPU's last-level cache in bytes (the highest level sysfs lists for CPU
+    0 on Linux); 0 where unknown."""
+    level, size = 0, 0
+    for d in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*"):
+        try:
+            with open(f"{d}/level") as f, open(f"{d}/size") as g:
+                lv, text = int(f.read()), g.read().strip().upper()
+            b = int(text.rstrip("KMG")) << {"K": 10, "M": 20, "G": 30}.get(text[-1:], 0)
+        except (OSError, ValueError):
+            continue
+        if lv > level:
+            level, size = lv, b
+    return size
+
+
+@cache
 def cpu_count() -> int:
     return os.cpu_count() or 1
+
+
+def builds_256_bit() -> bool:
+    """Whether LLVM builds this CPU's loops for 256-bit vectors though it has AVX-512, where
+    :attr:`Launch.vector_512` changes the code: its tuning for Intel's AVX-512 CPUs (whose clock
+    fell under 512-bit work), not for AMD's (Zen 4 got 512-bit loops either way)."""
+    return machine_class().startswith("intel-avx512")
 
 
 def machine_class() -> str:

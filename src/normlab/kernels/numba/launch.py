@@ -371,13 +371,13 @@ def ln_bwd_y(dy, dh, y, weight, bias, rstd, h_dtype, launch=None):
     return dx if dx.dtype == h_dtype else dx.to(h_dtype), dw, db
 
 
-def _tuning_calls(op: str, dtype: str, n: int):
+def _tuning_calls(op: str, dtype: str, n: int, elements: int):
     """For the tuner: ``launch -> no-argument call`` of the launcher of ``op`` on inputs of
-    :data:`~normlab.kernels.numba.tuner.TUNE_ELEMENTS` elements in rows of ``n``, made once
-    (a ramp, cheaper to make than random numbers; the kernels' speed does not depend on values)."""
+    ``elements`` elements in rows of ``n``, made once (a ramp, cheaper to make than random
+    numbers; the kernels' speed does not depend on values)."""
     dt = BF16 if dtype == "bfloat16" else F32
     ramp = torch.linspace(-2.0, 2.0, n)
-    x = ramp.expand(max(1, tuner.TUNE_ELEMENTS // n), n).to(dt, copy=True)
+    x = ramp.expand(max(1, elements // n), n).to(dt, copy=True)
     dy = x.flip(1)
     w, b = torch.ones(n, dtype=dt), torch.zeros(n, dtype=dt)
     old = choices.OLD

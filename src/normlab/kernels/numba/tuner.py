@@ -3,10 +3,13 @@ on a CPU, time the candidates of :func:`~normlab.kernels.numba.choices.candidate
 fastest and cache it (:mod:`normlab.kernels.numba.tune_cache`); later calls, and later processes
 on the same CPU model and normlab version, look the pick up.
 
-- The candidates are timed on inputs of their own (``2**22`` elements of the bucket's hidden
-  size, out of the private caches), serially and interleaved: each round runs every candidate
-  once, the order reversed every other round, so a load spike of a shared machine lands on a
-  round of every candidate rather than on one. A candidate's time is its median over rounds.
+- The candidates are timed on inputs of their own, in the regime of the call
+  (:func:`~normlab.kernels.numba.choices.from_memory`, a key of its own): ``2**22`` elements of
+  the bucket's hidden size (out of the private caches) for calls the last-level cache serves,
+  twice that cache (at most :data:`MEM_TUNE_BYTES`) for calls from DRAM. Serially and
+  interleaved: each round runs every candidate once, the order reversed every other round, so a
+  load spike of a shared machine lands on a round of every candidate rather than on one. A
+  candidate's time is its median over rounds.
 - A fixed budget per key (``NORMLAB_TUNE_BUDGET_S``, default 0.25 s) bounds the rounds (at
   least one); a first call of each candidate before them is not counted: it compiles the kernels
   if they are not yet (the old choice's the user's call would have paid anyway; a candidate with
@@ -38,7 +41,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 
-from normlab.kernels.numba import tune_cache
+from normlab.kernels.numba import choices, tune_cache
 from normlab.kernels.numba.choices import (
     MIN_ELEMENTS,
     OLD,
@@ -52,12 +55,14 @@ from normlab.kernels.numba.choices import (
 from normlab.kernels.numba.tune_cache import Timed, Tuned
 
 TUNE_ELEMENTS = 1 << 22
+MEM_TUNE_BYTES = 512 << 20  # the inputs' bytes for a call from memory, at most
 KEEP_OLD_WITHIN = 0.03
 DEFAULT_BUDGET_S = 0.25
 BUSY_LOAD = 1.5  # load average per CPU above which timings are not trusted
 
-# A no-argument call of the launcher of ``op`` under a given launch choice, on inputs made once.
-Calls = Callable[[str, str, int], Callable[[Launch], Callable[[], object]]]
+# A no-argument call of the launcher of ``op`` under a given launch choice, on inputs of
+# (op, dtype, hidden size, elements) made once.
+Calls = Callable[[str, str, int, int], Callable[[Launch], Callable[[], object]]]
 
 _memo: dict[str, Launch] = {}  # key -> the choice this process runs
 _forced: dict[str, Launch] | None = None
@@ -96,7 +101,7 @@ def choice(op: str, dtype: str, elements: int, n: int, calls: Calls, parallel: b
         return _forced.get(op, OLD[op])
     if elements < MIN_ELEMENTS:
         return OLD[op]
-    k = key(op, dtype, n)
+    k = key(op, dtype, n, elements)
     hit = _memo.get(k)
     if hit is None:
         hit = _resolve(k, op, dtype, bucket(n), calls, parallel)
@@ -121,11 +126,18 @@ def _resolve(k: str, op: str, dtype: str, n: int, calls: Calls, parallel: bool) 
             elif not parallel or (on != "always" and busy()):
                 pick = shipped(k, op)
             else:
-                tuned = tune(k, calls(op, dtype, n), cands)
+                tuned = tune(k, calls(op, dtype, n, tune_elements(k, dtype)), cands)
                 _save(path, tuned)
                 pick = tuned.pick
         _memo[k] = pick
         return pick
+
+
+def tune_elements(k: str, dtype: str) -> int:
+    """The elements of the inputs key ``k`` is timed on (see the module docstring)."""
+    if k.endswith("/mem"):
+        return min(2 * choices.llc_bytes(), MEM_TUNE_BYTES) // choices.ITEMSIZE[dtype]
+    return TUNE_ELEMENTS
 
 
 def _save(path, tuned: Tuned) -> None:
