@@ -237,10 +237,11 @@ def machine_class() -> str:
 # benchmarks/bench_cpu_limit.py --tune-budget 2` prints this machine's); keys absent here, and
 # every key of an unlisted class, run OLD. What is used with NORMLAB_TUNE=0 and on a busy
 # machine. A key is shipped where two runs of that script picked the same choice and it is not
-# OLD (docs/benchmarks.md has the runs): every float32 key kept OLD; the bfloat16 picks on
-# 512-bit vectors are those two or three runs under a load average of 1.0-1.6 agreed on, and the
-# RMSNorm backward at 8192, where those three disagreed, keeps the two quiet runs' pick before
-# there were 512-bit candidates.
+# OLD (docs/benchmarks.md has the runs). Intel: every float32 key kept OLD; the bfloat16 picks
+# on 512-bit vectors are those two or three runs under a load average of 1.0-1.6 agreed on, and
+# the RMSNorm backward at 8192, where those three disagreed, keeps the two quiet runs' pick
+# before there were 512-bit candidates. AMD (Zen 4): the two runs after calls from memory got
+# keys of their own (the script's rows are such calls there).
 _PAIRS, _PAIRS_2PASS = Launch(pipelined=True, bf16_pairs=True), Launch(False, bf16_pairs=True)
 _WIDE, _WIDE_2PASS = (replace(c, vector_512=True) for c in (_PAIRS, _PAIRS_2PASS))
 SHIPPED: dict[str, dict[str, Launch]] = {
@@ -250,7 +251,13 @@ SHIPPED: dict[str, dict[str, Launch]] = {
         "rms_bwd/bfloat16/4096": _WIDE_2PASS,
         "rms_bwd/bfloat16/8192": _PAIRS,
         **{f"ln_bwd/bfloat16/{n}": _WIDE_2PASS for n in (1024, 4096, 8192)},
-    }
+    },
+    "amd-avx512": {
+        **{k: Launch(True, 1) for k in ("rms_bwd/float32/4096/mem", "rms_bwd/float32/8192/mem")},
+        "ln_bwd/float32/4096/mem": Launch(True, 1),
+        "ln_fwd/bfloat16/1024/mem": _PAIRS_2PASS,
+        **{f"rms_bwd/bfloat16/{n}/mem": Launch(True) for n in (4096, 8192)},
+    },
 }
 
 
