@@ -241,7 +241,8 @@ def machine_class() -> str:
 # on 512-bit vectors are those two or three runs under a load average of 1.0-1.6 agreed on, and
 # the RMSNorm backward at 8192, where those three disagreed, keeps the two quiet runs' pick
 # before there were 512-bit candidates. AMD (Zen 4): the two runs after calls from memory got
-# keys of their own (the script's rows are such calls there).
+# keys of their own (the script's rows are such calls there), less a pick that gained under the
+# tuner's present 5 % margin in both.
 _PAIRS, _PAIRS_2PASS = Launch(pipelined=True, bf16_pairs=True), Launch(False, bf16_pairs=True)
 _WIDE, _WIDE_2PASS = (replace(c, vector_512=True) for c in (_PAIRS, _PAIRS_2PASS))
 SHIPPED: dict[str, dict[str, Launch]] = {
@@ -253,8 +254,7 @@ SHIPPED: dict[str, dict[str, Launch]] = {
         **{f"ln_bwd/bfloat16/{n}": _WIDE_2PASS for n in (1024, 4096, 8192)},
     },
     "amd-avx512": {
-        **{k: Launch(True, 1) for k in ("rms_bwd/float32/4096/mem", "rms_bwd/float32/8192/mem")},
-        "ln_bwd/float32/4096/mem": Launch(True, 1),
+        **{f"rms_bwd/float32/{n}/mem": Launch(True, 1) for n in (4096, 8192)},
         "ln_fwd/bfloat16/1024/mem": _PAIRS_2PASS,
         **{f"rms_bwd/bfloat16/{n}/mem": Launch(True) for n in (4096, 8192)},
     },
