@@ -61,8 +61,8 @@ KEEP_OLD_WITHIN = 0.05  # what the benchmark calls slower; smaller gains did not
 DEFAULT_BUDGET_S = 0.25
 BUSY_LOAD = 1.5  # load average per CPU above which timings are not trusted
 
-# A no-argument call of the launcher of ``op`` under a given launch choice, on inputs of
-# (op, dtype, hidden size, elements) made once.
+# ``calls(op, dtype, n, elements)(launch)``: a no-argument call of the launcher of ``op`` under a
+# launch choice, on inputs of ``elements`` elements in rows of ``n`` made once.
 Calls = Callable[[str, str, int, int], Callable[[Launch], Callable[[], object]]]
 
 _memo: dict[str, Launch] = {}  # key -> the choice this process runs
