@@ -366,12 +366,12 @@ def main() -> int:
     load0 = os.getloadavg()[0]
     if force:
         tuned = "not tuned: forced choices " + ", ".join(f"{o}={c.name}" for o, c in force.items())
-    if baseline:
-        tuned += "; old-choices column: " + ", ".join(f"{o}={c.name}" for o, c in baseline.items())
     elif args.tune_always or not tuner.busy():
         tuned = f"tuned {args.tune_budget:g} s per key" + (" on a busy machine" * tuner.busy())
     else:
         tuned = "not tuned (a busy machine): the shipped choices ran"
+    if baseline:
+        tuned += "; old-choices column: " + ", ".join(f"{o}={c.name}" for o, c in baseline.items())
     shipped = [] if force else tune(args, dtypes)
     cases = []
     for dtype in dtypes:

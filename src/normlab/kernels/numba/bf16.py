@@ -86,13 +86,13 @@ VW = (np.int8(0), np.int16(0))
 
 @intrinsic
 def vector_width(typingctx, vw):
-    """Builds the calling function for 512-bit vectors when ``vw`` is ``VW[1]``. On AVX-512 CPUs
-    LLVM prefers 256-bit vectors (older ones lower their clock for wider ones); where a kernel
-    is bound by its arithmetic, as the bfloat16 ones on a machine of few cores, the wider vectors
-    need fewer instructions per element. Elsewhere the attribute changes nothing. (llvmlite's
-    attribute set only admits LLVM's named attributes: this string one goes in past its check; an
-    llvmlite whose set is another type builds the default width, a speed hint lost, not a wrong
-    result.)"""
+    """Builds the calling function for 512-bit vectors when ``vw`` is ``VW[1]``. On Intel's
+    AVX-512 CPUs LLVM prefers 256-bit vectors (older ones lower their clock for wider ones);
+    where a kernel is bound by its arithmetic, as the bfloat16 ones on a machine of few cores,
+    the wider vectors need fewer instructions per element. Elsewhere the attribute changes
+    nothing (AMD's Zen 4 gets 512-bit loops either way). (llvmlite's attribute set only admits
+    LLVM's named attributes: this string one goes in past its check; an llvmlite whose set is
+    another type builds the default width, a speed hint lost, not a wrong result.)"""
     if vw not in (types.int8, types.int16):
         return None
 

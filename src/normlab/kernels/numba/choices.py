@@ -27,7 +27,7 @@ The choices, and why each can matter on one CPU and not on another:
   calls whose rows do not qualify (float32, an odd N, a forward with a residual).
 - ``vector_512``: the row kernels built for 512-bit vectors
   (:func:`~normlab.kernels.numba.bf16.vector_width`) instead of LLVM's preference, 256 bits on
-  AVX-512 CPUs: fewer instructions per element where a kernel is bound by its arithmetic, a
+  Intel's AVX-512 CPUs: fewer instructions per element where a kernel is bound by its arithmetic, a
   lower clock on older AVX-512 CPUs. Its own compiled code, as ``bf16_pairs``; tried for
   bfloat16 rows where LLVM builds 256-bit loops under AVX-512 (:func:`builds_256_bit`:
   Intel's; elsewhere it builds the same code).
@@ -150,6 +150,9 @@ def bucket(n: int) -> int:
     return min(max(b, BUCKETS[0]), BUCKETS[-1])
 
 
+ITEMSIZE = {"float32": 4, "bfloat16": 2}  # the rows' storage dtypes of the keys
+
+
 def key(op: str, dtype: str, n: int, elements: int = 0) -> str:
     """The tuning key of a call on ``elements`` elements in rows of ``n``:
     ``"<op>/<dtype>/<bucket>"``, with ``"/mem"`` appended for calls :func:`from_memory`; dtype is
@@ -163,9 +166,6 @@ def from_memory(dtype: str, elements: int) -> bool:
     by the cache (the two-pass forward won in the cache and lost from DRAM on one CPU, see
     docs/kernels.md), so the two are tuned apart. False where the cache size is unknown."""
     return elements * ITEMSIZE[dtype] > llc_bytes() > 0
-
-
-ITEMSIZE = {"float32": 4, "bfloat16": 2}
 
 
 # ---- the machine ---------------------------------------------------------------------------
