@@ -33,6 +33,7 @@ import normlab
 from normlab.kernels.numba import backward as B
 from normlab.kernels.numba import kernels as K
 from normlab.kernels.numba import launch as L
+from normlab.kernels.numba.weights import f32_vector
 from normlab.lab.bench.bandwidth import time_ms
 
 SHAPES = ((1, 64), (1024, 64), (1024, 256))
@@ -80,7 +81,7 @@ def kernels_only(x: Tensor, w: Tensor, b: Tensor, dy: Tensor):
     x, w, b = x.detach(), w.detach(), b.detach()
     y, _, mean, rstd = L.ln_fwd(x, w, b, None, 1e-5)
     dx = torch.empty_like(x)
-    wf, bf = L._vec(w, n), L._vec(b, n, missing=0.0)  # the float32 vectors the kernels read
+    wf, bf = f32_vector(w, n), f32_vector(b, n, missing=0.0)  # the float32 vectors the kernels read
     dw, db = torch.empty(n), torch.empty(n)
     fc, bc = L._launch("ln_fwd", x, None), L._launch("ln_bwd", x, None)  # the launchers' choices
     (nch, per), (bch, bper) = L._chunks(m, fc), L._chunks(m, bc)

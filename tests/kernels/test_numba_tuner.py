@@ -221,6 +221,11 @@ def test_the_old_choices_are_candidates_and_every_choice_is_a_valid_launch():
             assert all(c.bf16_pairs == has_pairs for c in v512)
             assert {replace(c, vector_512=False) for c in v512} <= set(cands)
         assert not any(c.bf16_pairs or c.vector_512 for c in choices.candidates(op, wide=True))
+        # streamed stores: for calls from memory only, of the launchers with streamed kernels
+        for dtype in ("float32", "bfloat16"):
+            assert not any(c.stream for c in choices.candidates(op, dtype=dtype))
+            streamed = [c for c in choices.candidates(op, dtype=dtype, memory=True) if c.stream]
+            assert streamed == ([Launch(False, stream=True)] if op in choices.STREAM_OPS else [])
     for bad in (
         {"pipelined": 1},
         {"pipelined": True, "threads": 0},

@@ -31,6 +31,12 @@ The choices, and why each can matter on one CPU and not on another:
   lower clock on older AVX-512 CPUs. Its own compiled code, as ``bf16_pairs``; tried for
   bfloat16 rows where LLVM builds 256-bit loops under AVX-512 (:func:`builds_256_bit`:
   Intel's; elsewhere it builds the same code).
+- ``stream`` (the forwards, two-pass, not on pairs): ``y`` written by non-temporal stores
+  (:mod:`normlab.kernels.numba.forward_stream`), which skip reading each line of ``y`` from
+  memory before writing it: a third of a forward's DRAM traffic, where ``y`` does not fit in the
+  cache for its reader anyway. So it is tried for calls from memory
+  only (:func:`from_memory`); for smaller ones it would push the output out of the cache its
+  reader finds it in. Compiled code of its own, as ``bf16_pairs``.
 
 The bfloat16 rounding is not a choice: the integer round to nearest even is exact on every
 machine, while AVX512-BF16's ``vcvtneps2bf16`` flushes subnormals to zero (torch keeps them).
@@ -60,9 +66,10 @@ class Launch:
     threads: float = 1.0
     bf16_pairs: bool = False
     vector_512: bool = False
+    stream: bool = False
 
     def __post_init__(self):
-        for flag in ("pipelined", "bf16_pairs", "vector_512"):
+        for flag in ("pipelined", "bf16_pairs", "vector_512", "stream"):
             if not isinstance(getattr(self, flag), bool):
                 raise TypeError(f"{flag} must be a bool, got {getattr(self, flag)!r}")
         if not isinstance(self.chunks_per_cpu, int) or not 0 <= self.chunks_per_cpu <= 64:
@@ -71,21 +78,25 @@ class Launch:
             )
         if not isinstance(self.threads, (int, float)) or not 0 < self.threads <= 1:
             raise ValueError(f"threads must be a share in (0, 1], got {self.threads!r}")
+        if self.stream and (self.pipelined or self.bf16_pairs):
+            raise ValueError("stream is a choice of the two-pass reference loops only")
 
     @property
     def name(self) -> str:
         """A short label: ``pipe`` or ``2pass``, chunks per CPU (``c0``: the old rule), thread
-        share, ``/pairs`` for bfloat16 pairs, ``/v512`` for 512-bit vectors."""
+        share, ``/pairs`` for bfloat16 pairs, ``/v512`` for 512-bit vectors, ``/nt`` for streamed
+        stores."""
         name = f"{'pipe' if self.pipelined else '2pass'}/c{self.chunks_per_cpu}/t{self.threads:g}"
-        return name + "/pairs" * self.bf16_pairs + "/v512" * self.vector_512
+        return name + "/pairs" * self.bf16_pairs + "/v512" * self.vector_512 + "/nt" * self.stream
 
     @classmethod
     def from_name(cls, name: str) -> Launch:
         """The launch choice of a :attr:`name` (``pipe/c1/t0.5``, ``2pass/c0/t1/pairs``, ...)."""
-        m = re.fullmatch(r"(pipe|2pass)/c(\d+)/t([0-9.]+)(/pairs)?(/v512)?", name)
+        m = re.fullmatch(r"(pipe|2pass)/c(\d+)/t([0-9.]+)(/pairs)?(/v512)?(/nt)?", name)
         if m is None:
             raise ValueError(f"not a launch choice name: {name!r} (e.g. 'pipe/c0/t1/pairs')")
-        return cls(m[1] == "pipe", int(m[2]), float(m[3]), m[4] is not None, m[5] is not None)
+        flags = (m[k] is not None for k in (4, 5, 6))
+        return cls(m[1] == "pipe", int(m[2]), float(m[3]), *flags)
 
     @cached_property
     def chunks(self) -> int:
@@ -102,6 +113,7 @@ PIPE_BWD_OPS = ("rms_bwd", "ln_bwd")
 OPS = (*FWD_OPS, *PIPE_BWD_OPS, "rms_bwd_y", "ln_bwd_y")
 OLD = {op: Launch(pipelined=op in FWD_OPS) for op in OPS}
 PAIRS_OPS = (*FWD_OPS, *PIPE_BWD_OPS)  # the launchers with a bf16_pairs kernel
+STREAM_OPS = FWD_OPS  # the launchers with a streamed kernel (the others ignore the choice)
 
 
 # A smaller share of the threads is tried only from this many CPUs up: where the memory
@@ -112,14 +124,19 @@ THREAD_SHARE_MIN_CPUS = 8
 
 
 def candidates(
-    op: str, cpus: int | None = None, dtype: str = "float32", wide: bool | None = None
+    op: str,
+    cpus: int | None = None,
+    dtype: str = "float32",
+    wide: bool | None = None,
+    memory: bool = False,
 ) -> tuple[Launch, ...]:
     """What the tuner times for ``op`` on rows of ``dtype`` on a machine of ``cpus`` CPUs (this
     one's if None): the old choice first, then one change at a time, and both kernel-side
     changes together; for bfloat16 rows of the launchers with pairs kernels, both loops on pairs
     too, and, where ``wide`` (LLVM builds 256-bit loops under AVX-512, so 512-bit ones are other
     code; this CPU's :func:`builds_256_bit` if None), those on 512-bit vectors (float32 rows are
-    bound by memory: the wider vectors measured no faster there)."""
+    bound by memory: the wider vectors measured no faster there); for calls ``memory``
+    (:func:`from_memory`) of the launchers with streamed kernels, the two-pass loop streamed."""
     old = OLD[op]
     out = [old, replace(old, chunks_per_cpu=1)]
     loops = [old]
@@ -132,6 +149,8 @@ def candidates(
         out += loops
     if dtype == "bfloat16" and (builds_256_bit() if wide is None else wide):
         out += [replace(c, vector_512=True) for c in loops]
+    if memory and op in STREAM_OPS:
+        out.append(Launch(pipelined=False, stream=True))
     if (cpu_count() if cpus is None else cpus) >= THREAD_SHARE_MIN_CPUS:
         out.append(replace(old, threads=0.5))
     return tuple(out)
@@ -141,7 +160,8 @@ def every_candidate(dtype: str | None = None) -> tuple[Launch, ...]:
     """Every launch choice any op may run on rows of ``dtype`` (either if None) on any machine
     (what the accuracy tests run each kernel with)."""
     many, dts = THREAD_SHARE_MIN_CPUS, (dtype,) if dtype else ("float32", "bfloat16")
-    return tuple(sorted({c for op in OPS for d in dts for c in candidates(op, many, d, True)}))
+    cands = (candidates(op, many, d, True, True) for op in OPS for d in dts)
+    return tuple(sorted({c for cs in cands for c in cs}))
 
 
 def bucket(n: int) -> int:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 
 import numba
 import numpy as np
@@ -27,9 +26,11 @@ from normlab.kernels.numba import backward_pairs_rms as BPR
 from normlab.kernels.numba import backward_y as BY
 from normlab.kernels.numba import buffer_pool, choices, tuner
 from normlab.kernels.numba import forward_pairs as FP
+from normlab.kernels.numba import forward_stream as FS
 from normlab.kernels.numba import kernels as K
 from normlab.kernels.numba.bf16 import VW
 from normlab.kernels.numba.choices import Launch
+from normlab.kernels.numba.weights import f32_vector
 from normlab.reference import residual_add
 
 F16, BF16, F32 = torch.float16, torch.bfloat16, torch.float32
@@ -44,8 +45,13 @@ _FAST_LAYERS = ("omp", "tbb")
 _par = {"started": False, "ok": True}  # whether Numba's pool was started, and may be used
 _tls = threading.local()  # the Numba thread count last set on this thread
 _NP_DTYPE = {F32: np.float32, BF16: np.uint16}  # how pooled bytes are viewed
-_weight_cache: dict[int, tuple[weakref.ref, tuple, Tensor]] = {}  # id -> (ref, key, FP32 copy)
-_constants: dict[tuple[int, float], Tensor] = {}  # (n, value) -> a float32 vector
+# The drivers (one-thread ``name``, parallel ``name_par``): plain, on pairs, streamed.
+_DRIVERS = {
+    "rms_fwd": ((K, "rms_fwd"), (FP, "rms_fwd_pairs"), (FS, "rms_fwd_stream")),
+    "ln_fwd": ((K, "ln_fwd"), (FP, "ln_fwd_pairs"), (FS, "ln_fwd_stream")),
+    "rms_bwd": ((B, "rms_bwd"), (BPR, "rms_bwd_pairs"), None),
+    "ln_bwd": ((B, "ln_bwd"), (BP, "ln_bwd_pairs"), None),
+}
 
 
 def _arg(t: Tensor) -> tuple[Tensor, int, int]:
@@ -71,46 +77,6 @@ def _f32(t: Tensor | None) -> Tensor | None:
     return t if t is None or t.dtype != F16 else t.float()
 
 
-def _constant(n: int, value: float) -> Tensor:
-    """A cached float32 vector of ``n`` copies of ``value``: the weight/bias of a norm without."""
-    c = _constants.get((n, value))
-    if c is None:
-        c = _constants[(n, value)] = torch.full((n,), value, dtype=F32)
-    return c
-
-
-def _vec(
-    t: Tensor | None, n: int, offset: float = 0.0, missing: float = 1.0, *, casting: str = "gemma"
-) -> Tensor:
-    """A weight/bias as a contiguous FP32 tensor (plus ``offset``); ``missing`` fills a ``None``.
-
-    ``offset + t`` is added in FP32 for the gemma cast order and in ``t``'s dtype for the
-    others, as the reference's ``offset + weight`` is (a half weight then rounds the gain).
-    A contiguous FP32 vector without offset is used as is. Any other one is converted once and
-    the copy cached per tensor, reused while the tensor's version counter, storage,
-    ``offset`` and cast order are unchanged (an optimizer step or any in-place write bumps the
-    version): converting on every call would be a large share of a small call.
-    """
-    if t is None:
-        return _constant(n, missing)
-    if t.dtype == F32 and not offset and t.is_contiguous():
-        return t
-    in_dtype = bool(offset) and casting != "gemma" and t.dtype != F32
-    key = (t._version, t.data_ptr(), t.dtype, t.numel(), offset, in_dtype)
-    hit = _weight_cache.get(id(t))
-    if hit is not None and hit[0]() is t and hit[1] == key:
-        return hit[2]
-    if in_dtype:
-        c = (t.detach() + offset).to(F32, memory_format=torch.contiguous_format)
-    else:
-        c = t.detach().to(F32, copy=True, memory_format=torch.contiguous_format)
-        if offset:
-            c += offset
-    ident = id(t)
-    _weight_cache[ident] = (weakref.ref(t, lambda _, i=ident: _weight_cache.pop(i, None)), key, c)
-    return c
-
-
 def _chunks(m: int, launch: Launch) -> tuple[int, int]:
     """``(chunks, rows per chunk)``: the unit of parallel work and of the dweight/dbias partial
     sums. They depend on the machine and the launch choice only (not on the thread count), so
@@ -127,6 +93,14 @@ def _launch(op: str, x: Tensor, launch: Launch | None) -> Launch:
     m, n = x.shape
     dtype = "bfloat16" if x.dtype == BF16 else "float32"
     return tuner.choice(op, dtype, m * n, n, _tuning_calls, _par["ok"])
+
+
+def _drivers(op: str, pairs: bool, launch: Launch):
+    """The (one-thread, parallel) drivers of a call of ``op``; a launcher without streamed ones
+    ignores ``launch.stream``."""
+    plain, on_pairs, streamed = _DRIVERS[op]
+    mod, name = on_pairs if pairs else streamed if launch.stream and streamed else plain
+    return getattr(mod, name), getattr(mod, name + "_par")
 
 
 def _after_fork_in_child() -> None:
@@ -210,20 +184,19 @@ def rms_fwd(x, weight, residual, eps, offset, casting, eps_inside, out_dtype, la
     (xk, xp, xs), (rk, rp, rs), h, h_keep = _fwd_inputs(x, residual)
     y = _empty((m, n), F32 if out_dtype == F16 else out_dtype)
     rstd = torch.empty(m, dtype=F32)
-    g = _vec(weight, n, offset, casting=casting)
+    g = f32_vector(weight, n, offset, casting=casting)
     nch, per = _chunks(m, launch)
     h_dtype = x.dtype if residual is None else residual.dtype
     hp = xp if h is None else h.data_ptr()
     ptrs = (xp, xs, rp, rs, hp, y.data_ptr(), g.data_ptr(), rstd.data_ptr())
     tags = (_TAG[xk.dtype], _TAG[rk.dtype], _TAG[y.dtype], _q_tag(casting, h_dtype))
-    if launch.bf16_pairs and h is None and _pairs(n, y, (xk, xp, xs)):
+    pairs = launch.bf16_pairs and h is None and _pairs(n, y, (xk, xp, xs))
+    if pairs:
         args = (m, n, xp, xs, y.data_ptr(), rstd.data_ptr(), eps, eps_inside, tags[3])
         args = (g.data_ptr(), (*args, _store_tag(y, g), VW[launch.vector_512]))
-        kern = (FP.rms_fwd_pairs, FP.rms_fwd_pairs_par)
     else:
         args = ((m, n, *ptrs, eps, eps_inside, h is not None, *tags, VW[launch.vector_512]),)
-        kern = (K.rms_fwd, K.rms_fwd_par)
-    _run(*kern, launch, m, n, nch, per, launch.pipelined, *args)
+    _run(*_drivers("rms_fwd", pairs, launch), launch, m, n, nch, per, launch.pipelined, *args)
     y = y if y.dtype == out_dtype else y.to(out_dtype)
     return y, h if h_keep is None else h_keep, rstd
 
@@ -236,19 +209,19 @@ def ln_fwd(x, weight, bias, residual, eps, launch=None):
     h_dtype = x.dtype if residual is None else residual.dtype
     y = _empty((m, n), rk.dtype)  # h's dtype (float32 for float16)
     mean, rstd = torch.empty(m, dtype=F32), torch.empty(m, dtype=F32)
-    w, b = _vec(weight, n), _vec(bias, n, missing=0.0)
+    w, b = f32_vector(weight, n), f32_vector(bias, n, missing=0.0)
     nch, per = _chunks(m, launch)
     hp = xp if h is None else h.data_ptr()
     ptrs = (xp, xs, rp, rs, hp, y.data_ptr(), w.data_ptr(), b.data_ptr())
     stats = (mean.data_ptr(), rstd.data_ptr())
-    if launch.bf16_pairs and h is None and _pairs(n, y, (xk, xp, xs)):
+    pairs = launch.bf16_pairs and h is None and _pairs(n, y, (xk, xp, xs))
+    if pairs:
         args = (m, n, xp, xs, y.data_ptr(), *stats, eps, _store_tag(y, w, b), VW[launch.vector_512])
-        args, kern = (w.data_ptr(), b.data_ptr(), args), (FP.ln_fwd_pairs, FP.ln_fwd_pairs_par)
+        args = (w.data_ptr(), b.data_ptr(), args)
     else:
         tags = (_TAG[xk.dtype], _TAG[rk.dtype], VW[launch.vector_512])
         args = ((m, n, *ptrs, *stats, eps, h is not None, *tags),)
-        kern = (K.ln_fwd, K.ln_fwd_par)
-    _run(*kern, launch, m, n, nch, per, launch.pipelined, *args)
+    _run(*_drivers("ln_fwd", pairs, launch), launch, m, n, nch, per, launch.pipelined, *args)
     y = y if y.dtype == h_dtype else y.to(h_dtype)
     return y, h if h_keep is None else h_keep, mean, rstd
 
@@ -282,7 +255,7 @@ def rms_bwd(dy, dh, h, weight, rstd, eps, offset, casting, eps_inside, launch=No
     m, n = h.shape
     launch = _launch("rms_bwd", h, launch)
     (dyk, dyp, dys), (_, dhp, dhs), (hk, hp, hs), dx, pairs = _bwd_inputs(dy, dh, h, launch)
-    g = _vec(weight, n, offset, casting=casting)
+    g = f32_vector(weight, n, offset, casting=casting)
     dw = None if weight is None else torch.empty(n, dtype=F32)
     ptrs = (dyp, dys, dhp, dhs, hp, hs, g.data_ptr(), rstd.data_ptr(), dx.data_ptr())
     flags = (eps, eps_inside, dh is not None, dw is not None)
@@ -290,7 +263,7 @@ def rms_bwd(dy, dh, h, weight, rstd, eps, offset, casting, eps_inside, launch=No
     args = (m, n, *ptrs, *flags, *tags, VW[launch.vector_512])
     nch, per = _chunks(m, launch)
     nw = n if dw is not None or launch.pipelined else 0  # the partial sums' width
-    kern = (BPR.rms_bwd_pairs, BPR.rms_bwd_pairs_par) if pairs else (B.rms_bwd, B.rms_bwd_par)
+    kern = _drivers("rms_bwd", pairs, launch)
     _run(*kern, launch, m, n, nch, per, launch.pipelined, nw, args, _addr(dw))
     return dx if dx.dtype == h.dtype else dx.to(h.dtype), dw
 
@@ -308,7 +281,7 @@ def ln_bwd(dy, dh, h, weight, mean, rstd, has_bias, launch=None):
     m, n = h.shape
     launch = _launch("ln_bwd", h, launch)
     (dyk, dyp, dys), (_, dhp, dhs), (hk, hp, hs), dx, pairs = _bwd_inputs(dy, dh, h, launch)
-    w = _vec(weight, n)
+    w = f32_vector(weight, n)
     dw = None if weight is None else torch.empty(n, dtype=F32)
     db = torch.empty(n, dtype=F32) if has_bias else None
     ptrs = (dyp, dys, dhp, dhs, hp, hs, w.data_ptr(), mean.data_ptr(), rstd.data_ptr())
@@ -316,14 +289,9 @@ def ln_bwd(dy, dh, h, weight, mean, rstd, has_bias, launch=None):
     args = (m, n, *ptrs, dx.data_ptr(), dh is not None, *tags)
     nch, per = _chunks(m, launch)
     out = (_addr(dw), _addr(db))
-    kern = (BP.ln_bwd_pairs, BP.ln_bwd_pairs_par) if pairs else (B.ln_bwd, B.ln_bwd_par)
+    kern = _drivers("ln_bwd", pairs, launch)
     _run(*kern, launch, m, n, nch, per, launch.pipelined, n, args, *out)
     return dx if dx.dtype == h.dtype else dx.to(h.dtype), dw, db
-
-
-def _inverse(g: Tensor) -> Tensor:
-    """``1 / g`` in FP32: the backward from ``y`` multiplies by it (no division per element)."""
-    return torch.reciprocal(g)
 
 
 def _y_inputs(dy: Tensor, dh: Tensor | None, y: Tensor, h_dtype: torch.dtype):
@@ -341,8 +309,8 @@ def rms_bwd_y(dy, dh, y, weight, rstd, eps, offset, casting, eps_inside, h_dtype
     m, n = y.shape
     launch = _launch("rms_bwd_y", y, launch)
     (dyk, dyp, dys), (_, dhp, dhs), (yk, yp, ys), dx = _y_inputs(dy, dh, y, h_dtype)
-    g = _vec(weight, n, offset, casting=casting)
-    gi = _inverse(g)
+    g = f32_vector(weight, n, offset, casting=casting)
+    gi = torch.reciprocal(g)  # the kernel multiplies by 1 / g: no division per element
     dw = None if weight is None else torch.empty(n, dtype=F32)
     ptrs = (dyp, dys, dhp, dhs, yp, ys, g.data_ptr(), gi.data_ptr(), rstd.data_ptr())
     flags = (eps_inside, dh is not None, dw is not None)
@@ -359,8 +327,8 @@ def ln_bwd_y(dy, dh, y, weight, bias, rstd, h_dtype, launch=None):
     m, n = y.shape
     launch = _launch("ln_bwd_y", y, launch)
     (dyk, dyp, dys), (_, dhp, dhs), (yk, yp, ys), dx = _y_inputs(dy, dh, y, h_dtype)
-    w, b = _vec(weight, n), _vec(bias, n, missing=0.0)
-    wi = _inverse(w)
+    w, b = f32_vector(weight, n), f32_vector(bias, n, missing=0.0)
+    wi = torch.reciprocal(w)
     dw = None if weight is None else torch.empty(n, dtype=F32)
     db = None if bias is None else torch.empty(n, dtype=F32)
     ptrs = (dyp, dys, dhp, dhs, yp, ys, w.data_ptr(), b.data_ptr(), wi.data_ptr())

@@ -119,7 +119,7 @@ def _resolve(k: str, op: str, dtype: str, n: int, calls: Calls, parallel: bool) 
         else:
             path = tune_cache.cache_file()
             hit = tune_cache.load(path).get(k)
-            cands = candidates(op, dtype=dtype)
+            cands = candidates(op, dtype=dtype, memory=k.endswith("/mem"))
             # a pick among other candidates (a build of the same version before they changed)
             # is timed again, so a new choice is tried
             if hit is not None and {t.launch for t in hit.timed} == set(cands):
