@@ -405,7 +405,8 @@ def test_the_shipped_table_holds_keys_and_candidates_the_tuner_could_pick():
         for k, pick in table.items():
             op, dtype, n, *mem = k.split("/")
             assert mem in ([], ["mem"]) and k.startswith(choices.key(op, dtype, int(n))), k
-            cands = choices.candidates(op, dtype=dtype, wide=cls.startswith("intel-avx512"))
+            wide = cls.startswith("intel-avx512")
+            cands = choices.candidates(op, dtype=dtype, wide=wide, memory=bool(mem))
             assert pick in cands and pick != OLD[op], k
 
 
