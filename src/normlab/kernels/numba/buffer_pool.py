@@ -1,5 +1,5 @@
 """Recycled output buffers for the CPU kernels: ``get(nbytes)`` hands out a buffer no tensor
-uses any more, or a new one."""
+uses any more, or a new one, starting on a 64-byte line."""
 
 from __future__ import annotations
 
@@ -20,7 +20,10 @@ MIN_BYTES = 1 << 20
 # activations land on pages that are already mapped. At most this many MB are kept
 # (NORMLAB_BUFFER_POOL_MB=0 turns the pool off).
 MAX_BYTES = int(float(os.environ.get("NORMLAB_BUFFER_POOL_MB", "512")) * 2**20)
-_pool: dict[int, list[np.ndarray]] = {}  # nbytes -> buffers, least recently handed out first
+# Buffers start on a cache line (numpy's own alignment is 16 bytes), so rows whose length is a
+# multiple of 64 bytes start on one too: the streamed stores (numba/stream.py) write whole lines.
+ALIGN = 64
+_pool: dict[int, list[np.ndarray]] = {}  # nbytes -> allocations, least recently handed out first
 _lock = threading.Lock()
 
 
@@ -28,16 +31,22 @@ def get(nbytes: int) -> np.ndarray:
     with _lock:
         bufs = _pool.setdefault(nbytes, [])
         for i in range(len(bufs)):  # (enumerate's tuple would hold a 4th reference)
-            buf = bufs[i]
-            # 3 = the list, ``buf`` and getrefcount's argument: no tensor uses it any more.
-            if sys.getrefcount(buf) == 3:
+            raw = bufs[i]
+            # 3 = the list, ``raw`` and getrefcount's argument: no view of it is alive (numpy
+            # makes every view of a view refer to the array that owns the memory).
+            if sys.getrefcount(raw) == 3:
                 bufs.append(bufs.pop(i))
-                return buf
-        buf = np.empty(nbytes, np.uint8)
+                return _aligned(raw, nbytes)
+        raw = np.empty(nbytes + ALIGN, np.uint8)
         if nbytes <= MAX_BYTES:
-            bufs.append(buf)
-            _trim(keep=buf)
-        return buf
+            bufs.append(raw)
+            _trim(keep=raw)
+        return _aligned(raw, nbytes)
+
+
+def _aligned(raw: np.ndarray, nbytes: int) -> np.ndarray:
+    off = -raw.ctypes.data % ALIGN
+    return raw[off : off + nbytes]
 
 
 def _trim(keep: np.ndarray) -> None:
@@ -45,12 +54,14 @@ def _trim(keep: np.ndarray) -> None:
     holds at most ``MAX_BYTES``; a forgotten buffer still in use lives on in its tensors.
     Runs only after a fresh allocation, so the total is summed here rather than kept."""
     kept = total()
-    for bufs in _pool.values():
+    for nbytes, bufs in _pool.items():
         while bufs and kept > MAX_BYTES and bufs[0] is not keep:
-            kept -= bufs.pop(0).nbytes
+            bufs.pop(0)
+            kept -= nbytes
         if kept <= MAX_BYTES:
             return
 
 
 def total() -> int:
-    return sum(b.nbytes for bufs in _pool.values() for b in bufs)
+    """The bytes the pool holds (the buffers' sizes, not counting their alignment slack)."""
+    return sum(nbytes * len(bufs) for nbytes, bufs in _pool.items())
