@@ -1,5 +1,5 @@
-"""Streamed stores (``Launch.stream``): the non-temporal row copy, and the streamed forwards give
-the plain two-pass forwards' bits on rows whose lines start anywhere."""
+"""Streamed stores (``Launch.stream``): the non-temporal row copy, and the streamed kernels give
+the plain two-pass kernels' bits on rows whose lines start anywhere."""
 
 import numpy as np
 import pytest
@@ -55,7 +55,7 @@ def _inputs(m, n, dtype, seed):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize(("m", "n"), [(1, 1), (3, 7), (5, 123), (33, 1024), (40, 2048), (9, 4097)])
-def test_the_streamed_forwards_store_the_plain_forwards_bits(dtype, m, n):
+def test_the_streamed_kernels_store_the_plain_kernels_bits(dtype, m, n):
     x, r, w = _inputs(m, n, dtype, m * n)
     for res in (None, r):  # the forward with and without a fused residual (h written plainly)
         rms = [
@@ -65,6 +65,12 @@ def test_the_streamed_forwards_store_the_plain_forwards_bits(dtype, m, n):
         ln = [L.ln_fwd(x, w, w, res, 1e-5, launch=c) for c in (PLAIN, STREAMED)]
         for a, b in (rms, ln):
             assert _same(a, b)
+    rstd = rms[0][2]
+    for dh in (None, r):  # the RMSNorm backward with and without an incoming gradient
+        a, b = (
+            L.rms_bwd(r, dh, x, w, rstd, 1e-6, 0.0, "llama", True, c) for c in (PLAIN, STREAMED)
+        )
+        assert _same(a, b)
 
 
 def test_a_streamed_launch_is_a_two_pass_one_of_the_reference_loops():

@@ -31,12 +31,13 @@ The choices, and why each can matter on one CPU and not on another:
   lower clock on older AVX-512 CPUs. Its own compiled code, as ``bf16_pairs``; tried for
   bfloat16 rows where LLVM builds 256-bit loops under AVX-512 (:func:`builds_256_bit`:
   Intel's; elsewhere it builds the same code).
-- ``stream`` (the forwards, two-pass, not on pairs): ``y`` written by non-temporal stores
-  (:mod:`normlab.kernels.numba.forward_stream`), which skip reading each line of ``y`` from
-  memory before writing it: a third of a forward's DRAM traffic, where ``y`` does not fit in the
-  cache for its reader anyway. So it is tried for calls from memory
-  only (:func:`from_memory`); for smaller ones it would push the output out of the cache its
-  reader finds it in. Compiled code of its own, as ``bf16_pairs``.
+- ``stream`` (the forwards and the RMSNorm backward, two-pass, not on pairs): the output
+  written by non-temporal stores (:mod:`normlab.kernels.numba.forward_stream`,
+  :mod:`normlab.kernels.numba.backward_stream`), which skip reading each of its lines from
+  memory before writing it: a third of a forward's DRAM traffic, a quarter of a backward's,
+  where the output does not fit in the cache for its reader anyway. So it is tried for calls
+  from memory only (:func:`from_memory`); for smaller ones it would push the output out of the
+  cache its reader finds it in. Compiled code of its own, as ``bf16_pairs``.
 
 The bfloat16 rounding is not a choice: the integer round to nearest even is exact on every
 machine, while AVX512-BF16's ``vcvtneps2bf16`` flushes subnormals to zero (torch keeps them).
@@ -113,7 +114,7 @@ PIPE_BWD_OPS = ("rms_bwd", "ln_bwd")
 OPS = (*FWD_OPS, *PIPE_BWD_OPS, "rms_bwd_y", "ln_bwd_y")
 OLD = {op: Launch(pipelined=op in FWD_OPS) for op in OPS}
 PAIRS_OPS = (*FWD_OPS, *PIPE_BWD_OPS)  # the launchers with a bf16_pairs kernel
-STREAM_OPS = FWD_OPS  # the launchers with a streamed kernel (the others ignore the choice)
+STREAM_OPS = (*FWD_OPS, "rms_bwd")  # with a streamed kernel (the others ignore the choice)
 
 
 # A smaller share of the threads is tried only from this many CPUs up: where the memory

@@ -23,6 +23,7 @@ from torch import Tensor
 from normlab.kernels.numba import backward as B
 from normlab.kernels.numba import backward_pairs as BP
 from normlab.kernels.numba import backward_pairs_rms as BPR
+from normlab.kernels.numba import backward_stream as BS
 from normlab.kernels.numba import backward_y as BY
 from normlab.kernels.numba import buffer_pool, choices, tuner
 from normlab.kernels.numba import forward_pairs as FP
@@ -49,7 +50,7 @@ _NP_DTYPE = {F32: np.float32, BF16: np.uint16}  # how pooled bytes are viewed
 _DRIVERS = {
     "rms_fwd": ((K, "rms_fwd"), (FP, "rms_fwd_pairs"), (FS, "rms_fwd_stream")),
     "ln_fwd": ((K, "ln_fwd"), (FP, "ln_fwd_pairs"), (FS, "ln_fwd_stream")),
-    "rms_bwd": ((B, "rms_bwd"), (BPR, "rms_bwd_pairs"), None),
+    "rms_bwd": ((B, "rms_bwd"), (BPR, "rms_bwd_pairs"), (BS, "rms_bwd_stream")),
     "ln_bwd": ((B, "ln_bwd"), (BP, "ln_bwd_pairs"), None),
 }
 

@@ -1,0 +1,92 @@
+"""Numba CPU kernels: the RMSNorm backward from the saved input in two passes per row with
+``dx`` written by non-temporal stores, and its drivers (a launch choice, ``Launch.stream``; the
+row loop, formulas and rounding are those of :mod:`normlab.kernels.numba.backward`, built here
+from the same helpers).
+
+Why: as for the forward (:mod:`normlab.kernels.numba.forward_stream`), a plain store reads each
+line of ``dx`` from DRAM before writing it, a fourth stream beside ``dy``, ``h`` and ``dx``
+itself. Pass 2 computes each block of the row into a scratch block in L1 and streams its whole
+lines out (:mod:`normlab.kernels.numba.stream`). The scratch block rides in the store tags the
+row loop hands to its ``dx`` helper (``(tags, block)``); the pipelined helper, never run here
+(the loop is two-pass) but compiled with the loop, gets the plain tags back.
+
+The rows function is inlined into the drivers: compiled as a function of its own, as the plain
+kernels' is, the same streamed loop ran no faster than the plain one (docs/kernels.md has the
+figures). The LayerNorm backward has no streamed kernel: inlined into a parallel driver, its
+loop fails Numba's parallel array analysis, and compiled apart it was slower than plain.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from normlab.kernels.numba.backward import (
+    _reduce,
+    _rms_chunk,
+    _rms_dot,
+    _rms_dx,
+    _rms_dx_next,
+    rms_row_loop,
+)
+from normlab.kernels.numba.bf16 import rows, vec, vector_width
+from normlab.kernels.numba.kernels import _JIT
+from normlab.kernels.numba.stream import fence, head, scratch, stream_out
+
+
+def streamed_rms(dx_row, dx_next):
+    """RMSNorm ``dx`` helpers (:func:`~normlab.kernels.numba.backward.rms_row_loop`'s) taking
+    ``(tags, block)``: the row in blocks through ``block``, streamed; the pipelined one plain."""
+
+    @njit(inline="always")
+    def row(hr, dyr, dhr, dxr, n, g, g1, rs_, kx, has_dh, tb):
+        tags, buf = tb
+        j = head(dxr)
+        dx_row(hr, dyr, dhr, dxr, j, g, g1, rs_, kx, has_dh, tags)
+        while j < n:
+            k = min(buf.size, n - j)
+            dx_row(hr[j:], dyr[j:], dhr[j:], buf, k, g[j:], g1[j:], rs_, kx, has_dh, tags)
+            stream_out(dxr[j:], buf, k)
+            j += k
+
+    @njit(inline="always")
+    def nxt(hr, dyr, dhr, dxr, n, g, g1, rs_, kx, has_dh, tb, after):
+        return dx_next(hr, dyr, dhr, dxr, n, g, g1, rs_, kx, has_dh, tb[0], after)
+
+    return row, nxt
+
+
+_rms_loop = rms_row_loop(_rms_chunk, _rms_dot, *streamed_rms(_rms_dx, _rms_dx_next))
+
+
+@njit(inline="always")
+def _rms_bwd_rows(c0, c1, per, pipe, dw, args):
+    """:func:`normlab.kernels.numba.backward._rms_bwd_rows`, ``dx`` streamed (two-pass: ``pipe``
+    is ignored)."""
+    m, n, dyp, dys, dhp, dhs, hp, hs, gp, rstdp, dxp, eps, eps_inside, has_dh, has_w = args[:15]
+    dyt, ht, qt, st, vw = args[15:]
+    vector_width(vw)
+    dy, dh, h = rows(dyp, m, dys, dyt), rows(dhp, m, dhs, ht), rows(hp, m, hs, ht)
+    dx, g, rstd = rows(dxp, m, n, ht), vec(gp, n), vec(rstdp, m)
+    tb = ((ht, st), scratch(dx[min(c0 * per, m - 1)]))
+    v = (m, n, n, dy, dh, h, dx, g, g, rstd, eps, eps_inside, has_dh, has_w, qt, tb)
+    _rms_loop(c0, c1, per, False, dw, v)
+    fence()
+
+
+# Drivers, as those of normlab.kernels.numba.backward.
+
+
+@njit(**_JIT)
+def rms_bwd_stream(nch, per, pipe, nw, args, dwo):
+    dw = np.empty((nch, max(nw, 1)), np.float32)
+    _rms_bwd_rows(0, nch, per, pipe, dw, args)
+    _reduce(dw, dwo)
+
+
+@njit(parallel=True, **_JIT)
+def rms_bwd_stream_par(nch, per, pipe, nw, args, dwo):
+    dw = np.empty((nch, max(nw, 1)), np.float32)
+    for c in prange(nch):
+        _rms_bwd_rows(c, c + 1, per, pipe, dw, args)
+    _reduce(dw, dwo)
