@@ -261,9 +261,9 @@ def machine_class() -> str:
 # OLD (docs/benchmarks.md has the runs). Intel: every float32 key kept OLD; the bfloat16 picks
 # on 512-bit vectors are those two or three runs under a load average of 1.0-1.6 agreed on, and
 # the RMSNorm backward at 8192, where those three disagreed, keeps the two quiet runs' pick
-# before there were 512-bit candidates. AMD (Zen 4): the two runs after the forwards gained
-# streamed stores (the script's rows are calls from memory there); the bfloat16 RMSNorm
-# backward, where they disagreed on the chunks (both pipelined), keeps the two earlier runs' pick.
+# before there were 512-bit candidates. AMD (Zen 4): the last two runs, with streamed stores
+# (the script's rows are calls from memory there); a key where they disagreed keeps the pick
+# shipped before (two earlier runs agreed on it) or, where there was none, OLD.
 _PAIRS, _PAIRS_2PASS = Launch(pipelined=True, bf16_pairs=True), Launch(False, bf16_pairs=True)
 _STREAM = Launch(False, stream=True)
 _WIDE, _WIDE_2PASS = (replace(c, vector_512=True) for c in (_PAIRS, _PAIRS_2PASS))
@@ -276,11 +276,9 @@ SHIPPED: dict[str, dict[str, Launch]] = {
         **{f"ln_bwd/bfloat16/{n}": _WIDE_2PASS for n in (1024, 4096, 8192)},
     },
     "amd-avx512": {
-        **{f"ln_fwd/float32/{n}/mem": _STREAM for n in (1024, 4096, 8192)},
-        **{f"rms_fwd/float32/{n}/mem": _STREAM for n in (4096, 8192)},
-        "rms_bwd/float32/4096/mem": Launch(True),
-        "rms_bwd/float32/8192/mem": Launch(True, 1),
+        **{f"{op}/float32/{n}/mem": _STREAM for op in STREAM_OPS for n in (1024, 4096, 8192)},
         **{f"{op}/bfloat16/1024/mem": _PAIRS_2PASS for op in ("rms_fwd", "ln_fwd")},
+        "rms_bwd/bfloat16/1024/mem": _STREAM,
         **{f"ln_fwd/bfloat16/{n}/mem": _STREAM for n in (4096, 8192)},
         "rms_fwd/bfloat16/8192/mem": _STREAM,
         **{f"rms_bwd/bfloat16/{n}/mem": Launch(True) for n in (4096, 8192)},
