@@ -65,11 +65,13 @@ def test_the_streamed_kernels_store_the_plain_kernels_bits(dtype, m, n):
         ln = [L.ln_fwd(x, w, w, res, 1e-5, launch=c) for c in (PLAIN, STREAMED)]
         for a, b in (rms, ln):
             assert _same(a, b)
-    rstd = rms[0][2]
-    for dh in (None, r):  # the RMSNorm backward with and without an incoming gradient
+    rstd, (_, _, mean, lrstd) = rms[0][2], ln[0]
+    for dh in (None, r):  # the backwards with and without an incoming gradient
         a, b = (
             L.rms_bwd(r, dh, x, w, rstd, 1e-6, 0.0, "llama", True, c) for c in (PLAIN, STREAMED)
         )
+        assert _same(a, b)
+        a, b = (L.ln_bwd(r, dh, x, w, mean, lrstd, True, c) for c in (PLAIN, STREAMED))
         assert _same(a, b)
 
 

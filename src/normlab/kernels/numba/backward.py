@@ -300,8 +300,8 @@ def ln_row_loop(chunk, sums2, sums, dx_row, dx_next):
                 for i in range(i0, i1 - 1, 2):
                     st0, st1 = (mean[i], rstd[i]), (mean[i + 1], rstd[i + 1])
                     both = sums2(h[i], dy[i], h[i + 1], dy[i + 1], w, w1, acc, st0, st1, k)
-                    for r, s in ((i, both[0]), (i + 1, both[1])):
-                        coefs = _ln_coefs(s, inv_n)
+                    for r in (i, i + 1):  # (a tuple of (row, sums) pairs trips parfor analysis)
+                        coefs = _ln_coefs(both[r - i], inv_n)
                         dx_row(
                             h[r], dy[r], dh[r], dx[r], k, w, w1, mean[r], rstd[r], coefs, has_dh, st
                         )

@@ -22,15 +22,21 @@ import numpy as np
 from numba import njit, prange
 
 from normlab.kernels.numba.backward import (
+    _ln_chunk,
+    _ln_dx,
+    _ln_dx_next,
+    _ln_sums,
+    _ln_sums2,
     _reduce,
     _rms_chunk,
     _rms_dot,
     _rms_dx,
     _rms_dx_next,
+    ln_row_loop,
     rms_row_loop,
 )
 from normlab.kernels.numba.bf16 import rows, vec, vector_width
-from normlab.kernels.numba.kernels import _JIT
+from normlab.kernels.numba.kernels import _JIT, _JIT_NO_FMA
 from normlab.kernels.numba.stream import fence, head, scratch, stream_out
 
 
@@ -56,7 +62,30 @@ def streamed_rms(dx_row, dx_next):
     return row, nxt
 
 
+def streamed_ln(dx_row, dx_next):
+    """LayerNorm ``dx`` helpers (:func:`~normlab.kernels.numba.backward.ln_row_loop`'s) taking
+    ``(tags, block)``, as :func:`streamed_rms`."""
+
+    @njit(inline="always")
+    def row(hr, dyr, dhr, dxr, n, w, w1, mu, rs_, coefs, has_dh, tb):
+        tags, buf = tb
+        j = head(dxr)
+        dx_row(hr, dyr, dhr, dxr, j, w, w1, mu, rs_, coefs, has_dh, tags)
+        while j < n:
+            k = min(buf.size, n - j)
+            dx_row(hr[j:], dyr[j:], dhr[j:], buf, k, w[j:], w1[j:], mu, rs_, coefs, has_dh, tags)
+            stream_out(dxr[j:], buf, k)
+            j += k
+
+    @njit(inline="always")
+    def nxt(hr, dyr, dhr, dxr, n, w, w1, mu, rs_, coefs, has_dh, tb, after):
+        return dx_next(hr, dyr, dhr, dxr, n, w, w1, mu, rs_, coefs, has_dh, tb[0], after)
+
+    return row, nxt
+
+
 _rms_loop = rms_row_loop(_rms_chunk, _rms_dot, *streamed_rms(_rms_dx, _rms_dx_next))
+_ln_loop = ln_row_loop(_ln_chunk, _ln_sums2, _ln_sums, *streamed_ln(_ln_dx, _ln_dx_next))
 
 
 @njit(inline="always")
@@ -74,7 +103,22 @@ def _rms_bwd_rows(c0, c1, per, pipe, dw, args):
     fence()
 
 
-# Drivers, as those of normlab.kernels.numba.backward.
+@njit(inline="always")
+def _ln_bwd_rows(c0, c1, per, pipe, dw, db, args):
+    """:func:`normlab.kernels.numba.backward._ln_bwd_rows`, ``dx`` streamed (two-pass)."""
+    m, n, dyp, dys, dhp, dhs, hp, hs, wp, meanp, rstdp, dxp, has_dh, dyt, ht, st, vw = args
+    vector_width(vw)
+    dy, dh, h = rows(dyp, m, dys, dyt), rows(dhp, m, dhs, ht), rows(hp, m, hs, ht)
+    dx, w = rows(dxp, m, n, ht), vec(wp, n)
+    mean, rstd = vec(meanp, m), vec(rstdp, m)
+    tb = ((ht, st), scratch(dx[min(c0 * per, m - 1)]))
+    v = (m, n, n, dy, dh, h, dx, w, w, mean, rstd, has_dh, tb)
+    _ln_loop(c0, c1, per, False, dw, db, v)
+    fence()
+
+
+# Drivers, as those of normlab.kernels.numba.backward; the LayerNorm ones without FMA
+# contraction, as its rows function is (the one-element row's w dy - mean(w dy) must be 0).
 
 
 @njit(**_JIT)
@@ -90,3 +134,20 @@ def rms_bwd_stream_par(nch, per, pipe, nw, args, dwo):
     for c in prange(nch):
         _rms_bwd_rows(c, c + 1, per, pipe, dw, args)
     _reduce(dw, dwo)
+
+
+@njit(**_JIT_NO_FMA)
+def ln_bwd_stream(nch, per, pipe, n, args, dwo, dbo):
+    dw, db = np.empty((nch, n), np.float32), np.empty((nch, n), np.float32)
+    _ln_bwd_rows(0, nch, per, pipe, dw, db, args)
+    _reduce(dw, dwo)
+    _reduce(db, dbo)
+
+
+@njit(parallel=True, **_JIT_NO_FMA)
+def ln_bwd_stream_par(nch, per, pipe, n, args, dwo, dbo):
+    dw, db = np.empty((nch, n), np.float32), np.empty((nch, n), np.float32)
+    for c in prange(nch):
+        _ln_bwd_rows(c, c + 1, per, pipe, dw, db, args)
+    _reduce(dw, dwo)
+    _reduce(db, dbo)

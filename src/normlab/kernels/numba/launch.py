@@ -51,7 +51,7 @@ _DRIVERS = {
     "rms_fwd": ((K, "rms_fwd"), (FP, "rms_fwd_pairs"), (FS, "rms_fwd_stream")),
     "ln_fwd": ((K, "ln_fwd"), (FP, "ln_fwd_pairs"), (FS, "ln_fwd_stream")),
     "rms_bwd": ((B, "rms_bwd"), (BPR, "rms_bwd_pairs"), (BS, "rms_bwd_stream")),
-    "ln_bwd": ((B, "ln_bwd"), (BP, "ln_bwd_pairs"), None),
+    "ln_bwd": ((B, "ln_bwd"), (BP, "ln_bwd_pairs"), (BS, "ln_bwd_stream")),
 }
 
 
