@@ -1,7 +1,7 @@
-"""Numba CPU kernels: the RMSNorm backward from the saved input in two passes per row with
-``dx`` written by non-temporal stores, and its drivers (a launch choice, ``Launch.stream``; the
-row loop, formulas and rounding are those of :mod:`normlab.kernels.numba.backward`, built here
-from the same helpers).
+"""Numba CPU kernels: the RMSNorm and LayerNorm backwards from the saved input in two passes per
+row with ``dx`` written by non-temporal stores, and their drivers (a launch choice,
+``Launch.stream``; the row loops, formulas and rounding are those of
+:mod:`normlab.kernels.numba.backward`, built here from the same helpers).
 
 Why: as for the forward (:mod:`normlab.kernels.numba.forward_stream`), a plain store reads each
 line of ``dx`` from DRAM before writing it, a fourth stream beside ``dy``, ``h`` and ``dx``
@@ -10,10 +10,9 @@ lines out (:mod:`normlab.kernels.numba.stream`). The scratch block rides in the 
 row loop hands to its ``dx`` helper (``(tags, block)``); the pipelined helper, never run here
 (the loop is two-pass) but compiled with the loop, gets the plain tags back.
 
-The rows function is inlined into the drivers: compiled as a function of its own, as the plain
-kernels' is, the same streamed loop ran no faster than the plain one (docs/kernels.md has the
-figures). The LayerNorm backward has no streamed kernel: inlined into a parallel driver, its
-loop fails Numba's parallel array analysis, and compiled apart it was slower than plain.
+The rows functions are inlined into the drivers: compiled as functions of their own, as the
+plain kernels' are, the same streamed loops ran no faster than the plain ones (docs/kernels.md
+has the figures).
 """
 
 from __future__ import annotations

@@ -265,7 +265,7 @@ def machine_class() -> str:
 # (the script's rows are calls from memory there); a key where they disagreed keeps the pick
 # shipped before (two earlier runs agreed on it) or, where there was none, OLD.
 _PAIRS, _PAIRS_2PASS = Launch(pipelined=True, bf16_pairs=True), Launch(False, bf16_pairs=True)
-_STREAM, _TEN_ELEVEN = Launch(False, stream=True), ("rms_fwd", "ln_fwd", "rms_bwd")
+_STREAM, _SIZES = Launch(False, stream=True), (1024, 4096, 8192)
 _WIDE, _WIDE_2PASS = (replace(c, vector_512=True) for c in (_PAIRS, _PAIRS_2PASS))
 SHIPPED: dict[str, dict[str, Launch]] = {
     "intel-avx512-amx": {
@@ -276,11 +276,10 @@ SHIPPED: dict[str, dict[str, Launch]] = {
         **{f"ln_bwd/bfloat16/{n}": _WIDE_2PASS for n in (1024, 4096, 8192)},
     },
     "amd-avx512": {
-        **{f"{op}/float32/{n}/mem": _STREAM for op in _TEN_ELEVEN for n in (1024, 4096, 8192)},
-        **{f"{op}/bfloat16/1024/mem": _PAIRS_2PASS for op in ("rms_fwd", "ln_fwd")},
-        "rms_bwd/bfloat16/1024/mem": _STREAM,
-        **{f"ln_fwd/bfloat16/{n}/mem": _STREAM for n in (4096, 8192)},
-        "rms_fwd/bfloat16/8192/mem": _STREAM,
+        **{f"{op}/{dt}/{n}/mem": _STREAM for op in FWD_OPS for dt in ITEMSIZE for n in _SIZES},
+        **{f"rms_bwd/float32/{n}/mem": _STREAM for n in _SIZES},
+        **{f"ln_bwd/float32/{n}/mem": _STREAM for n in (4096, 8192)},
+        **{f"{op}/bfloat16/1024/mem": _STREAM for op in PIPE_BWD_OPS},
         **{f"rms_bwd/bfloat16/{n}/mem": Launch(True) for n in (4096, 8192)},
     },
 }
