@@ -97,10 +97,9 @@ def _launch(op: str, x: Tensor, launch: Launch | None) -> Launch:
 
 
 def _drivers(op: str, pairs: bool, launch: Launch):
-    """The (one-thread, parallel) drivers of a call of ``op``; a launcher without streamed ones
-    ignores ``launch.stream``."""
+    """The (one-thread, parallel) drivers of a call of ``op``."""
     plain, on_pairs, streamed = _DRIVERS[op]
-    mod, name = on_pairs if pairs else streamed if launch.stream and streamed else plain
+    mod, name = on_pairs if pairs else streamed if launch.stream else plain
     return getattr(mod, name), getattr(mod, name + "_par")
 
 
