@@ -36,7 +36,7 @@ from normlab.kernels.numba.backward import (
 )
 from normlab.kernels.numba.bf16 import rows, vec, vector_width
 from normlab.kernels.numba.kernels import _JIT, _JIT_NO_FMA
-from normlab.kernels.numba.stream import fence, head, scratch, stream_out
+from normlab.kernels.numba.stream import blocked, fence, scratch
 
 
 def streamed_rms(dx_row, dx_next):
@@ -44,15 +44,16 @@ def streamed_rms(dx_row, dx_next):
     ``(tags, block)``: the row in blocks through ``block``, streamed; the pipelined one plain."""
 
     @njit(inline="always")
+    def part(j, k, out, a):
+        hr, dyr, dhr, g, g1, rs_, kx, has_dh, tags = a
+        dx_row(hr[j:], dyr[j:], dhr[j:], out, k, g[j:], g1[j:], rs_, kx, has_dh, tags)
+
+    write = blocked(part)
+
+    @njit(inline="always")
     def row(hr, dyr, dhr, dxr, n, g, g1, rs_, kx, has_dh, tb):
         tags, buf = tb
-        j = head(dxr)
-        dx_row(hr, dyr, dhr, dxr, j, g, g1, rs_, kx, has_dh, tags)
-        while j < n:
-            k = min(buf.size, n - j)
-            dx_row(hr[j:], dyr[j:], dhr[j:], buf, k, g[j:], g1[j:], rs_, kx, has_dh, tags)
-            stream_out(dxr[j:], buf, k)
-            j += k
+        write(dxr, n, buf, (hr, dyr, dhr, g, g1, rs_, kx, has_dh, tags))
 
     @njit(inline="always")
     def nxt(hr, dyr, dhr, dxr, n, g, g1, rs_, kx, has_dh, tb, after):
@@ -66,15 +67,17 @@ def streamed_ln(dx_row, dx_next):
     ``(tags, block)``, as :func:`streamed_rms`."""
 
     @njit(inline="always")
+    def part(j, k, out, a):
+        # coefs travel flat: a tuple of them in ``a`` trips Numba's parfor array analysis
+        hr, dyr, dhr, w, w1, mu, rs_, ca, cb, has_dh, tags = a
+        dx_row(hr[j:], dyr[j:], dhr[j:], out, k, w[j:], w1[j:], mu, rs_, (ca, cb), has_dh, tags)
+
+    write = blocked(part)
+
+    @njit(inline="always")
     def row(hr, dyr, dhr, dxr, n, w, w1, mu, rs_, coefs, has_dh, tb):
         tags, buf = tb
-        j = head(dxr)
-        dx_row(hr, dyr, dhr, dxr, j, w, w1, mu, rs_, coefs, has_dh, tags)
-        while j < n:
-            k = min(buf.size, n - j)
-            dx_row(hr[j:], dyr[j:], dhr[j:], buf, k, w[j:], w1[j:], mu, rs_, coefs, has_dh, tags)
-            stream_out(dxr[j:], buf, k)
-            j += k
+        write(dxr, n, buf, (hr, dyr, dhr, w, w1, mu, rs_, *coefs, has_dh, tags))
 
     @njit(inline="always")
     def nxt(hr, dyr, dhr, dxr, n, w, w1, mu, rs_, coefs, has_dh, tb, after):

@@ -30,33 +30,26 @@ from normlab.kernels.numba.kernels import (
     _sums,
     _sumsq,
 )
-from normlab.kernels.numba.stream import fence, head, scratch, stream_out
+from normlab.kernels.numba.stream import blocked, fence, scratch
 
 
 @njit(inline="always")
-def _rms_store_nt(src, yr, g, n, rs_, qt, yt, buf):
-    """:func:`~normlab.kernels.numba.kernels._rms_store` with the row's whole lines streamed."""
-    j = head(yr)
-    _rms_store(src, yr, g, j, rs_, qt, yt)
-    while j < n:
-        k = min(buf.size, n - j)
-        _rms_store(src[j:], buf, g[j:], k, rs_, qt, yt)
-        stream_out(yr[j:], buf, k)
-        j += k
-    return rs_
+def _rms_part(j, k, out, a):
+    """Elements ``[j, j + k)`` of a row's ``y`` into ``out``, as
+    :func:`~normlab.kernels.numba.kernels._rms_store` stores them."""
+    src, g, rs_, qt, yt = a
+    _rms_store(src[j:], out, g[j:], k, rs_, qt, yt)
 
 
 @njit(inline="always")
-def _ln_store_nt(src, yr, w, b, n, stats, ht, buf):
-    """:func:`~normlab.kernels.numba.kernels._ln_store` with the row's whole lines streamed."""
-    j = head(yr)
-    _ln_store(src, yr, w, b, j, stats, ht)
-    while j < n:
-        k = min(buf.size, n - j)
-        _ln_store(src[j:], buf, w[j:], b[j:], k, stats, ht)
-        stream_out(yr[j:], buf, k)
-        j += k
-    return stats
+def _ln_part(j, k, out, a):
+    """Elements ``[j, j + k)`` of a row's ``y`` into ``out``, as
+    :func:`~normlab.kernels.numba.kernels._ln_store` stores them."""
+    src, w, b, stats, ht = a
+    _ln_store(src[j:], out, w[j:], b[j:], k, stats, ht)
+
+
+_rms_row, _ln_row = blocked(_rms_part), blocked(_ln_part)
 
 
 @njit(**_JIT)
@@ -75,11 +68,11 @@ def _rms_fwd_rows(
     buf = scratch(y[i0])
     for i in range(i0, i1):
         if has_res:
-            rs_ = _rms_stat(_add_sumsq(x[i], r[i], h[i], n, ht), n, eps, eps_inside)
-            rstd[i] = _rms_store_nt(h[i], y[i], g, n, rs_, qt, yt, buf)
+            rstd[i] = rs_ = _rms_stat(_add_sumsq(x[i], r[i], h[i], n, ht), n, eps, eps_inside)
+            _rms_row(y[i], n, buf, (h[i], g, rs_, qt, yt))
         else:
-            rs_ = _rms_stat(_sumsq(x[i], n), n, eps, eps_inside)
-            rstd[i] = _rms_store_nt(x[i], y[i], g, n, rs_, qt, yt, buf)
+            rstd[i] = rs_ = _rms_stat(_sumsq(x[i], n), n, eps, eps_inside)
+            _rms_row(y[i], n, buf, (x[i], g, rs_, qt, yt))
     fence()
     if not _nan_free(g, n):  # as in the plain kernel: the stores assumed no NaN payload from g
         if has_res:
@@ -106,11 +99,12 @@ def _ln_fwd_rows(
     for i in range(i0, i1):
         if has_res:
             s, s2 = _add_sums(x[i], r[i], h[i], n, ht)
-            stats = _ln_store_nt(h[i], y[i], w, b, n, _ln_stats(s, s2, h[i], n, eps), ht, buf)
+            mean[i], rstd[i] = stats = _ln_stats(s, s2, h[i], n, eps)
+            _ln_row(y[i], n, buf, (h[i], w, b, stats, ht))
         else:
             s, s2 = _sums(x[i], n)
-            stats = _ln_store_nt(x[i], y[i], w, b, n, _ln_stats(s, s2, x[i], n, eps), ht, buf)
-        mean[i], rstd[i] = stats
+            mean[i], rstd[i] = stats = _ln_stats(s, s2, x[i], n, eps)
+            _ln_row(y[i], n, buf, (x[i], w, b, stats, ht))
     fence()
     if not (_nan_free(w, n) and _nan_free(b, n)):
         if has_res:

@@ -80,3 +80,23 @@ def stream_out(dst, buf, k):
         _nt_line(d + line * LINE, s + line * LINE)
     for j in range(full * LINE // dst.itemsize, k):
         dst[j] = buf[j]
+
+
+def blocked(part):
+    """A row writer made of ``part(j, k, out, a)``, which stores elements ``[j, j + k)`` of a
+    row's output into ``out[:k]`` (``a``: its arguments): ``row(dst, n, buf, a)`` stores the
+    ``n`` elements of ``dst`` plainly up to its first line boundary (:func:`head`), then block by
+    block through the scratch ``buf``, streamed (:func:`stream_out`). Inlined into its caller,
+    as ``part`` is (Numba reads it, a closure variable, as a global: a direct call)."""
+
+    @njit(inline="always")
+    def row(dst, n, buf, a):
+        j = head(dst)
+        part(0, j, dst, a)
+        while j < n:
+            k = min(buf.size, n - j)
+            part(j, k, buf, a)
+            stream_out(dst[j:], buf, k)
+            j += k
+
+    return row
