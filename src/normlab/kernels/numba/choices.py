@@ -263,7 +263,8 @@ def machine_class() -> str:
 # the RMSNorm backward at 8192, where those three disagreed, keeps the two quiet runs' pick
 # before there were 512-bit candidates. AMD (Zen 4): the last two runs, with streamed stores
 # (the script's rows are calls from memory there); a key where they disagreed keeps the pick
-# shipped before (two earlier runs agreed on it) or, where there was none, OLD.
+# shipped before (two earlier runs agreed on it) or, where there was none, OLD. AMD (Zen 3,
+# AVX2): what the two runs of its first day agreed on.
 _PAIRS, _PAIRS_2PASS = Launch(pipelined=True, bf16_pairs=True), Launch(False, bf16_pairs=True)
 _STREAM, _SIZES = Launch(False, stream=True), (1024, 4096, 8192)
 _WIDE, _WIDE_2PASS = (replace(c, vector_512=True) for c in (_PAIRS, _PAIRS_2PASS))
@@ -281,6 +282,11 @@ SHIPPED: dict[str, dict[str, Launch]] = {
         **{f"ln_bwd/float32/{n}/mem": _STREAM for n in (4096, 8192)},
         **{f"{op}/bfloat16/1024/mem": _STREAM for op in PIPE_BWD_OPS},
         **{f"rms_bwd/bfloat16/{n}/mem": Launch(True) for n in (4096, 8192)},
+    },
+    "amd-avx2": {
+        **{f"{op}/float32/{n}/mem": _STREAM for op in STREAM_OPS for n in _SIZES},
+        **{f"rms_bwd/bfloat16/{n}/mem": _PAIRS for n in (1024, 8192)},
+        **{f"ln_bwd/bfloat16/{n}/mem": _PAIRS_2PASS for n in (4096, 8192)},
     },
 }
 
