@@ -19,6 +19,7 @@ from numba import njit, prange
 
 from normlab.kernels.numba.bf16 import from_f32_of, round_to, rows, to_f32, vec, vector_width
 from normlab.kernels.numba.kernels import _F0, _F1, _JIT, _JIT_NO_FMA, _nan_free
+from normlab.kernels.numba.partials import _ln_chunk, _reduce, _rms_chunk
 
 # Rows of at least this many elements run pass 1 of a two-pass LayerNorm backward two rows at a
 # time (here and on bfloat16 pairs): their partial sums (16 bytes per element) no longer share
@@ -98,14 +99,6 @@ def _rms_dx_next(hr, dyr, dhr, dxr, n, g, _, rs_, k, has_dh, tags, nxt):
     return dot
 
 
-@njit(inline="always")
-def _rms_chunk(dw, c):
-    """Chunk ``c``'s partial sums of dweight, zeroed."""
-    acc = dw[c]
-    acc[:] = _F0
-    return acc
-
-
 def rms_row_loop(chunk, dot, dx_row, dx_next):
     r"""The RMSNorm backward's row loop over chunks ``[c0, c1)``, made of its row helpers (this
     module's, or those of :mod:`~normlab.kernels.numba.backward_pairs_rms` on bfloat16 pairs),
@@ -159,15 +152,6 @@ def _rms_bwd_rows(c0, c1, per, pipe, dw, args):
     dx, g, rstd = rows(dxp, m, n, ht), vec(gp, n), vec(rstdp, m)
     v = (m, n, n, dy, dh, h, dx, g, g, rstd, eps, eps_inside, has_dh, has_w, qt, (ht, st))
     _rms_loop(c0, c1, per, pipe, dw, v)
-
-
-@njit(inline="always")
-def _ln_chunk(dw, db, c):
-    """Chunk ``c``'s partial sums ``(dweight, dbias)``, zeroed."""
-    accw, accb = dw[c], db[c]
-    accw[:] = _F0
-    accb[:] = _F0
-    return accw, accb
 
 
 @njit(inline="always")
@@ -230,39 +214,52 @@ def _ln_coefs(sums, inv_n):
 
 
 @njit(inline="always")
+def _ln_dxj(hj, dyj, wj, mu, rs_, a, bb):
+    """``dx`` of one element (before ``dh``) in FP32: ``rstd (w dy - a - xhat bb)``."""
+    return rs_ * (to_f32(dyj) * wj - a - (to_f32(hj) - mu) * rs_ * bb)
+
+
+@njit(inline="always")
 def _ln_dx(hr, dyr, dhr, dxr, n, w, _, mu, rs_, coefs, has_dh, tags):
     """``dh`` of one LayerNorm row (pass 2); ``tags = (ht, st)``."""
     ht, st = tags
     a, bb = coefs
     if has_dh:
         for j in range(n):
-            xh = (to_f32(hr[j]) - mu) * rs_
-            v = rs_ * (to_f32(dyr[j]) * w[j] - a - xh * bb)
+            v = _ln_dxj(hr[j], dyr[j], w[j], mu, rs_, a, bb)
             dxr[j] = from_f32_of(v + to_f32(dhr[j]), ht, st)
     else:
         for j in range(n):
-            xh = (to_f32(hr[j]) - mu) * rs_
-            dxr[j] = from_f32_of(rs_ * (to_f32(dyr[j]) * w[j] - a - xh * bb), ht, st)
+            dxr[j] = from_f32_of(_ln_dxj(hr[j], dyr[j], w[j], mu, rs_, a, bb), ht, st)
 
 
 @njit(inline="always")
 def _ln_dx_next(hr, dyr, dhr, dxr, n, w, _, mu, rs_, coefs, has_dh, tags, nxt):
     """:func:`_ln_dx` of one row fused with :func:`_ln_sums` of the next, whose sums it
-    returns; ``nxt = (h row, dy row, mean, rstd, (accw, accb))``."""
+    returns; ``nxt = (h row, dy row, mean, rstd, (accw, accb))``.
+
+    One loop per ``has_dh`` case, as in every ``dx`` helper: with the test inside, LLVM left it
+    there on AVX2, and the if-converted loop's conditional 16-bit loads (which AVX2 lacks) made
+    it keep the loop scalar, several times slower (docs/benchmarks.md)."""
     ht, st = tags
     hn, dyn, mn, rn, (accw, accb) = nxt
     a, bb = coefs
     s0 = s1 = s2 = _F0
-    for j in range(n):
-        xh = (to_f32(hr[j]) - mu) * rs_
-        v = rs_ * (to_f32(dyr[j]) * w[j] - a - xh * bb)
-        if has_dh:  # loop-invariant: unswitched by LLVM
-            v += to_f32(dhr[j])
-        dxr[j] = from_f32_of(v, ht, st)
-        xn, gw = _ln_acc(hn[j], dyn[j], j, accw, accb, w, mn, rn)
-        s0 += xn
-        s1 += gw
-        s2 += gw * xn
+    if has_dh:
+        for j in range(n):
+            v = _ln_dxj(hr[j], dyr[j], w[j], mu, rs_, a, bb)
+            dxr[j] = from_f32_of(v + to_f32(dhr[j]), ht, st)
+            xn, gw = _ln_acc(hn[j], dyn[j], j, accw, accb, w, mn, rn)
+            s0 += xn
+            s1 += gw
+            s2 += gw * xn
+    else:
+        for j in range(n):
+            dxr[j] = from_f32_of(_ln_dxj(hr[j], dyr[j], w[j], mu, rs_, a, bb), ht, st)
+            xn, gw = _ln_acc(hn[j], dyn[j], j, accw, accb, w, mn, rn)
+            s0 += xn
+            s1 += gw
+            s2 += gw * xn
     return s0, s1, s2
 
 
@@ -342,23 +339,8 @@ def _ln_bwd_rows(c0, c1, per, pipe, dw, db, args):
 
 # Drivers: what the launcher calls, once per op. They run the row kernels over all chunks, on
 # this thread or on Numba's threads (static schedule: each thread gets a contiguous run of
-# chunks), own the chunk partial sums of dweight/dbias and reduce them in chunk order.
-
-
-@njit(inline="always")
-def _reduce(parts, outp):
-    """``out = parts.sum(0)`` in chunk order (FP32) into the vector at ``outp`` (0: none).
-
-    Plain loops, no array expressions: in a ``parallel=True`` driver each of those becomes a
-    parallel region of its own, each a thread hand-off that a small tensor pays for."""
-    if outp == 0:
-        return
-    out = vec(outp, parts.shape[1])
-    for j in range(out.size):
-        out[j] = parts[0, j]
-    for c in range(1, parts.shape[0]):
-        for j in range(out.size):
-            out[j] += parts[c, j]
+# chunks), own the chunk partial sums of dweight/dbias and reduce them in chunk order
+# (normlab.kernels.numba.partials).
 
 
 @njit(**_JIT)

@@ -151,12 +151,14 @@ def _dx(uh, ud, j, we, wo, mu, rs_, coefs):
 @njit(inline="always")
 def _dx_row(hr, dyr, dhr, dxr, k, we, wo, mu, rs_, coefs, has_dh, st):
     """Pass 2 of a row: its ``dx``."""
-    for j in range(k):
-        ve, vo = _dx(hr[j], dyr[j], j, we, wo, mu, rs_, coefs)
-        if has_dh:  # loop-invariant: unswitched by LLVM
-            ve += lo(dhr[j])
-            vo += hi(dhr[j])
-        dxr[j] = pack(ve, vo, st)
+    if has_dh:
+        for j in range(k):
+            ve, vo = _dx(hr[j], dyr[j], j, we, wo, mu, rs_, coefs)
+            dxr[j] = pack(ve + lo(dhr[j]), vo + hi(dhr[j]), st)
+    else:
+        for j in range(k):
+            ve, vo = _dx(hr[j], dyr[j], j, we, wo, mu, rs_, coefs)
+            dxr[j] = pack(ve, vo, st)
 
 
 @njit(inline="always")
@@ -169,16 +171,22 @@ def _dx_row_next(hr, dyr, dhr, dxr, k, we, wo, mu, rs_, coefs, has_dh, st, nxt):
     the loop compiled to other code (not timed)."""
     hn, dyn, mn, rn, (awe, awo, abe, abo) = nxt
     s0 = s1 = s2 = _F0
-    for j in range(k):
-        ve, vo = _dx(hr[j], dyr[j], j, we, wo, mu, rs_, coefs)
-        if has_dh:
-            ve += lo(dhr[j])
-            vo += hi(dhr[j])
-        dxr[j] = pack(ve, vo, st)
-        xe, xo, gwe, gwo = _acc(hn[j], dyn[j], j, we, wo, awe, awo, abe, abo, mn, rn)
-        s0 += xe + xo
-        s1 += gwe + gwo
-        s2 += gwe * xe + gwo * xo
+    if has_dh:
+        for j in range(k):
+            ve, vo = _dx(hr[j], dyr[j], j, we, wo, mu, rs_, coefs)
+            dxr[j] = pack(ve + lo(dhr[j]), vo + hi(dhr[j]), st)
+            xe, xo, gwe, gwo = _acc(hn[j], dyn[j], j, we, wo, awe, awo, abe, abo, mn, rn)
+            s0 += xe + xo
+            s1 += gwe + gwo
+            s2 += gwe * xe + gwo * xo
+    else:
+        for j in range(k):
+            ve, vo = _dx(hr[j], dyr[j], j, we, wo, mu, rs_, coefs)
+            dxr[j] = pack(ve, vo, st)
+            xe, xo, gwe, gwo = _acc(hn[j], dyn[j], j, we, wo, awe, awo, abe, abo, mn, rn)
+            s0 += xe + xo
+            s1 += gwe + gwo
+            s2 += gwe * xe + gwo * xo
     return s0, s1, s2
 
 
@@ -214,7 +222,7 @@ def _split(wp, n):
 def _reduce_pairs(parts, outp):
     """``out = parts.sum(0)`` in chunk order, even and odd halves interleaved back, into the
     vector at ``outp`` (0: none); plain loops, as in
-    :func:`~normlab.kernels.numba.backward._reduce`."""
+    :func:`~normlab.kernels.numba.partials._reduce`."""
     if outp == 0:
         return
     k = parts.shape[2]

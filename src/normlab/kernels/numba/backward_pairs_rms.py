@@ -55,12 +55,24 @@ def _dx(uh, ud, j, ge, go, rs_, kx):
 @njit(inline="always")
 def _dx_row(hr, dyr, dhr, dxr, k, ge, go, rs_, kx, has_dh, st):
     """Pass 2 of a row: its ``dx``."""
-    for j in range(k):
-        ve, vo = _dx(hr[j], dyr[j], j, ge, go, rs_, kx)
-        if has_dh:  # loop-invariant: unswitched by LLVM
-            ve += lo(dhr[j])
-            vo += hi(dhr[j])
-        dxr[j] = pack(ve, vo, st)
+    if has_dh:
+        for j in range(k):
+            ve, vo = _dx(hr[j], dyr[j], j, ge, go, rs_, kx)
+            dxr[j] = pack(ve + lo(dhr[j]), vo + hi(dhr[j]), st)
+    else:
+        for j in range(k):
+            ve, vo = _dx(hr[j], dyr[j], j, ge, go, rs_, kx)
+            dxr[j] = pack(ve, vo, st)
+
+
+@njit(inline="always")
+def _dot_next(uh, ud, j, ge, go, awe, awo, rn, qt):
+    """Pair ``j`` of the next row: ``dy * q(xhat)`` added to ``(awe, awo)``; returns its term
+    of the dot."""
+    xe, xo, de, do = lo(uh) * rn, hi(uh) * rn, lo(ud), hi(ud)
+    awe[j] += de * round_to(xe, qt)
+    awo[j] += do * round_to(xo, qt)
+    return de * ge[j] * xe + do * go[j] * xo
 
 
 @njit(inline="always")
@@ -73,17 +85,16 @@ def _dx_row_next(hr, dyr, dhr, dxr, k, ge, go, rs_, kx, has_dh, st, nxt):
     hn, dyn, rn, acc, qt = nxt
     awe, awo = acc
     dot = _F0
-    for j in range(k):
-        ve, vo = _dx(hr[j], dyr[j], j, ge, go, rs_, kx)
-        if has_dh:
-            ve += lo(dhr[j])
-            vo += hi(dhr[j])
-        dxr[j] = pack(ve, vo, st)
-        uh, ud = hn[j], dyn[j]
-        xe, xo, de, do = lo(uh) * rn, hi(uh) * rn, lo(ud), hi(ud)
-        awe[j] += de * round_to(xe, qt)
-        awo[j] += do * round_to(xo, qt)
-        dot += de * ge[j] * xe + do * go[j] * xo
+    if has_dh:
+        for j in range(k):
+            ve, vo = _dx(hr[j], dyr[j], j, ge, go, rs_, kx)
+            dxr[j] = pack(ve + lo(dhr[j]), vo + hi(dhr[j]), st)
+            dot += _dot_next(hn[j], dyn[j], j, ge, go, awe, awo, rn, qt)
+    else:
+        for j in range(k):
+            ve, vo = _dx(hr[j], dyr[j], j, ge, go, rs_, kx)
+            dxr[j] = pack(ve, vo, st)
+            dot += _dot_next(hn[j], dyn[j], j, ge, go, awe, awo, rn, qt)
     return dot
 
 

@@ -21,13 +21,10 @@ import numpy as np
 from numba import njit, prange
 
 from normlab.kernels.numba.backward import (
-    _ln_chunk,
     _ln_dx,
     _ln_dx_next,
     _ln_sums,
     _ln_sums2,
-    _reduce,
-    _rms_chunk,
     _rms_dot,
     _rms_dx,
     _rms_dx_next,
@@ -36,6 +33,7 @@ from normlab.kernels.numba.backward import (
 )
 from normlab.kernels.numba.bf16 import rows, vec, vector_width
 from normlab.kernels.numba.kernels import _JIT, _JIT_NO_FMA
+from normlab.kernels.numba.partials import _ln_chunk, _reduce, _rms_chunk
 from normlab.kernels.numba.stream import blocked, fence, scratch
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from normlab.kernels.numba.backward import _reduce
 from normlab.kernels.numba.bf16 import from_f32, round_to, rows, to_f32, vec, vector_width
 from normlab.kernels.numba.kernels import _F0, _F1, _JIT, _JIT_NO_FMA
+from normlab.kernels.numba.partials import _reduce
 
 
 @njit(**_JIT)
