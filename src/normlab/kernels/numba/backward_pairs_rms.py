@@ -78,10 +78,10 @@ def _dot_next(uh, ud, j, ge, go, awe, awo, rn, qt):
 @njit(inline="always")
 def _dx_row_next(hr, dyr, dhr, dxr, k, ge, go, rs_, kx, has_dh, st, nxt):
     """:func:`_dx_row` fused with :func:`_dot` of the next row, whose dot it returns; ``nxt =
-    (h row, dy row, rstd, acc, qt)``; always adds to ``acc``, as the reference loop does. Both
-    loop bodies are written out, as in
-    :func:`~normlab.kernels.numba.backward_pairs._dx_row_next` (a per-pair helper returning the
-    terms stopped LLVM from vectorizing the loop)."""
+    (h row, dy row, rstd, acc, qt)``; always adds to ``acc``, as the reference loop does. The next
+    row's terms come from :func:`_dot_next`, which returns one value: a per-pair helper
+    returning several terms stopped LLVM from vectorizing the loop (as in
+    :func:`~normlab.kernels.numba.backward_pairs._dx_row_next`)."""
     hn, dyn, rn, acc, qt = nxt
     awe, awo = acc
     dot = _F0
